@@ -1,0 +1,8 @@
+"""gan-lessons: PyTorch autograd taught through the errors that break GAN training.
+
+Modules, each named for what it holds:
+  lesson  - quick mode, seeding, asserted error demonstrations, exercises (lesson 01)
+  graphs  - computation graphs from live objects, with saved-tensor states (lessons 01-04)
+  data    - MNIST, online or from the registry wheel offline (lesson 06)
+"""
+__version__ = "0.1.0"

@@ -1,0 +1,202 @@
+"""Computation graphs drawn from live objects (lessons 01-05).
+
+torchviz's make_dot(..., show_saved=True) raises the very errors the lessons teach
+once a backward has freed the saved tensors or an in-place op has made them stale.
+`draw` walks the same grad_fn graph with graphviz, in torchviz's colours, and marks
+each saved tensor as alive, freed or stale instead of raising. Without the `dot`
+program every graph shows as a text tree."""
+import re
+from dataclasses import dataclass
+
+import graphviz
+import torch
+
+STATES = {"alive": "palegreen", "freed": "lightgrey", "stale": "tomato"}
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
+_SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
+_VIEW_FNS = ("TBackward0", "TransposeBackward0", "ViewBackward0", "AsStridedBackward0", "PermuteBackward0")
+
+
+@dataclass
+class Saved:
+    """One tensor that an autograd node saved for its backward."""
+    node: str    # the grad_fn's class name, e.g. "AddmmBackward0"
+    name: str    # the attribute without its prefix, e.g. "mat2"
+    state: str   # "alive", "freed" or "stale"
+    shape: tuple | None = None
+    param: str | None = None       # parameter name when it is one (".T" for a transposed view)
+    version_now: int | None = None
+    version_saved: int | None = None
+
+    def label(self) -> str:
+        what = self.name + (f" = {self.param}" if self.param else "")
+        size = f" {tuple(self.shape)}" if self.shape is not None else ""
+        if self.state == "stale" and self.version_now is not None:
+            return f"{what}{size}\nstale: version {self.version_now}, saved at {self.version_saved}"
+        return f"{what}{size}\n{self.state}"
+
+
+def param_names(*modules, **named) -> dict:
+    """{parameter: 'G.net.0.weight'} for modules given as G=..., D=...; tensors map to their own name."""
+    names = {}
+    for prefix, obj in named.items():
+        if isinstance(obj, torch.nn.Module):
+            names.update({p: f"{prefix}.{n}" for n, p in obj.named_parameters()})
+        else:
+            names[obj] = prefix
+    return names
+
+
+def _param_for(tensor, names) -> str | None:
+    """Name the parameter a saved tensor is, or is a transposed view of."""
+    for p, name in names.items():
+        if tensor.data_ptr() == p.data_ptr() and tensor.numel() == p.numel():
+            if tensor.shape == p.shape and tensor.stride() == p.stride():
+                return name
+            if tensor.dim() == 2 and tensor.shape == p.shape[::-1] and tensor.stride() == p.stride()[::-1]:
+                return name + ".T"
+    return None
+
+
+def _param_near(fn, shape, names) -> str | None:
+    """For a stale saved tensor (which can no longer be read): the parameter of that shape feeding `fn`."""
+    stack, seen = [(f, False) for f, _ in fn.next_functions if f is not None], set()
+    while stack:
+        f, transposed = stack.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        p = getattr(f, "variable", None)
+        if p is not None and p in names and p.dim() == 2 and transposed and tuple(p.shape[::-1]) == shape:
+            return names[p] + ".T"
+        if p is not None and p in names and not transposed and tuple(p.shape) == shape:
+            return names[p]
+        if type(f).__name__ in _VIEW_FNS:
+            flip = type(f).__name__ in ("TBackward0", "TransposeBackward0")
+            stack.extend((g, transposed != flip) for g, _ in f.next_functions if g is not None)
+    return None
+
+
+def saved_tensors(fn, names=None) -> list:
+    """Every tensor `fn` saved, with its state. Never raises for freed or stale tensors."""
+    names, found = names or {}, []
+    for attr in sorted(a for a in dir(fn) if a.startswith("_saved_")):
+        node = type(fn).__name__
+        try:
+            value = getattr(fn, attr)
+        except RuntimeError as error:
+            message = str(error)
+            versions, shape = _VERSIONS.search(message), _SHAPE.search(message)
+            if versions:
+                shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
+                found.append(Saved(node, attr[7:], "stale", shape, _param_near(fn, shape, names),
+                                   int(versions.group(1)), int(versions.group(2))))
+            else:  # "Trying to backward through the graph a second time ... already been freed"
+                found.append(Saved(node, attr[7:], "freed"))
+            continue
+        for tensor in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(tensor, torch.Tensor):
+                found.append(Saved(node, attr[7:], "alive", tuple(tensor.shape), _param_for(tensor, names)))
+    return found
+
+
+class Graph:
+    """A drawn graph: shows as SVG where `dot` exists, else as its text tree."""
+
+    def __init__(self, dot: graphviz.Digraph, text: str, saved: list):
+        self.dot, self.text, self.saved = dot, text, saved
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        try:
+            return {"image/svg+xml": self.dot.pipe(format="svg", encoding="utf-8")}
+        except graphviz.ExecutableNotFound:
+            return {"text/plain": "(graphviz 'dot' not found: graph shown as text)\n" + self.text}
+
+    def __repr__(self):
+        return self.text
+
+
+def _walk(roots):
+    """Breadth-first list of the grad_fn nodes reachable from the roots."""
+    order, seen = [], set()
+    queue = [t.grad_fn for t in roots if t.grad_fn is not None]
+    while queue:
+        fn = queue.pop(0)
+        if fn in seen:
+            continue
+        seen.add(fn)
+        order.append(fn)
+        queue.extend(f for f, _ in fn.next_functions if f is not None)
+    return order
+
+
+def _node_label(fn, names) -> str:
+    if hasattr(fn, "variable"):
+        v = fn.variable
+        return f"{names.get(v, 'leaf')}\n{tuple(v.shape)}"
+    return type(fn).__name__
+
+
+def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True) -> Graph:
+    """Draw the graph behind `outputs` ({'loss_D': loss_D, ...}), parameters named by `names`
+    (see param_names). Past `max_nodes` autograd nodes the rest collapse into one node."""
+    names = names or {}
+    order = _walk(outputs.values())
+    shown = order[:max_nodes]
+    ids = {fn: f"n{i}" for i, fn in enumerate(shown)}
+    dot = graphviz.Digraph(node_attr=dict(style="filled", shape="box", align="left", fontsize="10",
+                                          ranksep="0.1", height="0.2", fontname="monospace"),
+                           graph_attr=dict(size="12,12"))
+    all_saved = []
+    for name, t in outputs.items():
+        dot.node(f"out_{name}", f"{name}\n{tuple(t.shape)}", fillcolor="darkolivegreen1")
+        if t.grad_fn in ids:
+            dot.edge(ids[t.grad_fn], f"out_{name}")
+    for fn, node_id in ids.items():
+        dot.node(node_id, _node_label(fn, names), fillcolor="lightblue" if hasattr(fn, "variable") else "white")
+        for f, _ in fn.next_functions:
+            if f is not None:
+                dot.edge(ids.get(f, "more"), node_id)
+        if show_saved:
+            for k, s in enumerate(saved_tensors(fn, names)):
+                all_saved.append(s)
+                dot.node(f"{node_id}_s{k}", s.label(), fillcolor=STATES[s.state], shape="note")
+                dot.edge(f"{node_id}_s{k}", node_id, style="dashed", arrowhead="none")
+    if len(order) > len(shown):
+        dot.node("more", f"... {len(order) - len(shown)} more autograd nodes\n(raise max_nodes to see them)",
+                 fillcolor="khaki")
+    if legend and show_saved:
+        with dot.subgraph(name="cluster_legend") as key:
+            key.attr(label="saved tensors", fontsize="10")
+            for state, colour in STATES.items():
+                key.node(f"legend_{state}", state, fillcolor=colour, shape="note")
+    return Graph(dot, text_tree(outputs, names, show_saved), all_saved)
+
+
+def text_tree(outputs: dict, names=None, show_saved=True) -> str:
+    """The same graph as indented text, for machines without `dot`."""
+    names, lines, seen = names or {}, [], set()
+
+    def visit(fn, depth):
+        label = _node_label(fn, names).replace("\n", " ")
+        if fn in seen:
+            lines.append("  " * depth + f"{label} (shared, see above)")
+            return
+        seen.add(fn)
+        saved = saved_tensors(fn, names) if show_saved else []
+        extra = "  saved: " + "; ".join(s.label().replace("\n", " ") for s in saved) if saved else ""
+        lines.append("  " * depth + label + extra)
+        for f, _ in fn.next_functions:
+            if f is not None:
+                visit(f, depth + 1)
+
+    for name, t in outputs.items():
+        lines.append(f"{name} {tuple(t.shape)}")
+        if t.grad_fn is not None:
+            visit(t.grad_fn, 1)
+    return "\n".join(lines)
+
+
+def show(dot: graphviz.Digraph, outputs: dict, names=None) -> Graph:
+    """Wrap a graph made elsewhere (e.g. torchviz.make_dot) so that it falls back to text."""
+    return Graph(dot, text_tree(outputs, names, show_saved=False), [])

@@ -1,0 +1,89 @@
+"""What every notebook's setup cell and exercises use: quick mode, seeding,
+asserted error demonstrations and predict-then-check feedback (taught in lesson 01)."""
+import os
+import random
+import re
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def quick_mode() -> bool:
+    """The one quick-mode switch. GAN_LESSONS_QUICK=1/0 decides; otherwise it is on
+    under CI (CI is set) and on any machine without a GPU."""
+    value = os.environ.get("GAN_LESSONS_QUICK", "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    if value:
+        raise ValueError(f"GAN_LESSONS_QUICK={value!r} is not understood: set it to 1 (quick) or 0 (full).")
+    return bool(os.environ.get("CI")) or not torch.cuda.is_available()
+
+
+def set_seed(seed: int = 0) -> None:
+    """Seed Python and torch (CPU and every GPU) so printed values repeat."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def setup(seed: int = 0):
+    """Seed, pick the device, read quick mode; print one line saying what was chosen."""
+    set_seed(seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    quick = quick_mode()
+    print(f"torch {torch.__version__} | device: {device} | quick mode: {'on' if quick else 'off'} | seed: {seed}")
+    return device, quick
+
+
+class NoErrorRaised(AssertionError):
+    """The demonstrated error did not happen: the lesson's claim is no longer true."""
+
+
+@contextmanager
+def expect_error(kind=RuntimeError, match: str = ""):
+    """Run a block that must fail with `kind` whose message matches `match`.
+
+    The student sees PyTorch's own message; "Run All" goes on; and if the error
+    ever stops happening, NoErrorRaised fails the cell (and so the test).
+    Any other exception passes through untouched."""
+    try:
+        yield
+    except kind as error:
+        if not re.search(match, str(error)):
+            raise
+        print(f"{type(error).__name__} (raised, as the lesson expects):")
+        print(str(error).strip())
+        return
+    raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but the block ran without it")
+
+
+@contextmanager
+def expect_warning(kind=UserWarning, match: str = ""):
+    """Like expect_error, for a warning: show it, and fail if it is not emitted."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    hits = [w for w in caught if issubclass(w.category, kind) and re.search(match, str(w.message))]
+    if not hits:
+        raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but none was emitted")
+    print(f"{hits[0].category.__name__} (emitted, as the lesson expects):")
+    print(str(hits[0].message).strip())
+
+
+def check(question: str, prediction, actual, why: str = "") -> bool | None:
+    """Predict-then-check: compare the student's prediction with the real value and say why.
+
+    A prediction left as `...` reports "not solved yet" instead of failing."""
+    if prediction is ...:
+        print(f"? {question}: not solved yet. Replace ... with your prediction and run the cell again.")
+        return None
+    right = prediction == actual
+    verdict = "right" if right else f"not quite: you predicted {prediction!r}"
+    print(f"{'✓' if right else '✗'} {question} -> {actual!r} ({verdict})")
+    if why:
+        print(f"  why: {why}")
+    return right
