@@ -8,6 +8,22 @@ from contextlib import contextmanager
 
 import torch
 
+REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
+
+# Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it).
+SETUP_CELL = f"""# NBVAL_IGNORE_OUTPUT (it names the torch version and the device)
+# Setup, the same in every lesson. On Colab, install only what Colab lacks: torchviz and this package.
+import sys
+if "google.colab" in sys.modules:
+    %pip install -q torchviz "gan-lessons @ git+{REPO_URL}"
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, check, describe
+
+device, QUICK = setup(seed=0)"""
+
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -71,19 +87,31 @@ def expect_warning(kind=UserWarning, match: str = ""):
     if not hits:
         raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but none was emitted")
     print(f"{hits[0].category.__name__} (emitted, as the lesson expects):")
-    print(str(hits[0].message).strip())
+    print(re.sub(r"\s*\(Triggered internally at [^)]*\)", "", str(hits[0].message)).strip())
 
 
-def check(question: str, prediction, actual, why: str = "") -> bool | None:
-    """Predict-then-check: compare the student's prediction with the real value and say why.
+def check(question: str, prediction, actual, why: str = "") -> None:
+    """Predict-then-check: compare the student's prediction with the real value, and say why.
 
-    A prediction left as `...` reports "not solved yet" instead of failing."""
+    Feedback, not an assert: a wrong prediction prints the right answer and the reason;
+    a prediction left as `...` prints "not solved yet"."""
     if prediction is ...:
         print(f"? {question}: not solved yet. Replace ... with your prediction and run the cell again.")
-        return None
+        return
     right = prediction == actual
     verdict = "right" if right else f"not quite: you predicted {prediction!r}"
     print(f"{'✓' if right else '✗'} {question} -> {actual!r} ({verdict})")
     if why:
         print(f"  why: {why}")
-    return right
+
+
+def describe(**tensors) -> None:
+    """One row per tensor: requires_grad, is_leaf, grad_fn and .grad (non-leaves say why they have none)."""
+    print(f"{'name':<10}{'requires_grad':<15}{'is_leaf':<9}{'grad_fn':<18}grad")
+    for name, t in tensors.items():
+        fn = type(t.grad_fn).__name__ if t.grad_fn is not None else "None"
+        if t.is_leaf or t.retains_grad:
+            grad = "None" if t.grad is None else str(t.grad.detach().round(decimals=4).tolist())
+        else:
+            grad = "(not kept: non-leaf)"
+        print(f"{name:<10}{str(t.requires_grad):<15}{str(t.is_leaf):<9}{fn:<18}{grad}")

@@ -1,0 +1,117 @@
+"""The lesson helpers: quick mode, asserted error demonstrations, exercises."""
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from gan_lessons.lesson import NoErrorRaised, check, describe, expect_error, expect_warning, quick_mode
+
+
+def test_expect_error_shows_the_real_message(capsys):
+    a = torch.tensor([1.0], requires_grad=True)
+    with expect_error(RuntimeError, "leaf Variable"):
+        a += 1
+    out = capsys.readouterr().out
+    assert "RuntimeError" in out
+    assert "a leaf Variable that requires grad is being used in an in-place operation." in out
+
+
+def test_expect_error_fails_when_the_error_no_longer_happens():
+    a = torch.tensor([1.0], requires_grad=True)
+    with pytest.raises(NoErrorRaised, match="ran without it"):
+        with expect_error(RuntimeError, "leaf Variable"):
+            with torch.no_grad():
+                a += 1
+
+
+def test_expect_error_lets_other_errors_through():
+    with pytest.raises(ValueError, match="unrelated"):
+        with expect_error(RuntimeError, "leaf Variable"):
+            raise ValueError("unrelated")
+    with pytest.raises(RuntimeError, match="different message"):
+        with expect_error(RuntimeError, "leaf Variable"):
+            raise RuntimeError("a different message")
+
+
+def test_expect_warning_fails_without_the_warning(capsys):
+    with pytest.raises(NoErrorRaised):
+        with expect_warning(UserWarning, "not a leaf"):
+            pass
+    x = torch.ones(2, requires_grad=True) * 2
+    with expect_warning(UserWarning, "not a leaf"):
+        x.grad
+    out = capsys.readouterr().out
+    assert "retain_grad()" in out and "Triggered internally" not in out
+
+
+def test_check_gives_feedback_not_an_assert(capsys):
+    check("q", True, True, why="because")
+    check("q", False, True)
+    check("q", ..., True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("✓") and out[1] == "  why: because"
+    assert out[2].startswith("✗") and "you predicted False" in out[2]
+    assert "not solved yet" in out[3]
+
+
+def test_describe_does_not_read_grad_of_non_leaves(capsys):
+    a = torch.ones(2, requires_grad=True)
+    b = a * 2
+    b.sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        describe(a=a, b=b)
+    assert "(not kept: non-leaf)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("on", True), ("0", False), ("off", False)])
+def test_quick_mode_switch(monkeypatch, value, expected):
+    monkeypatch.setenv("GAN_LESSONS_QUICK", value)
+    assert quick_mode() is expected
+
+
+def test_quick_mode_defaults(monkeypatch):
+    monkeypatch.delenv("GAN_LESSONS_QUICK", raising=False)
+    monkeypatch.setenv("CI", "true")
+    assert quick_mode() is True
+    monkeypatch.delenv("CI")
+    assert quick_mode() is (not torch.cuda.is_available())
+
+
+def test_quick_mode_bad_value_says_what_to_do(monkeypatch):
+    monkeypatch.setenv("GAN_LESSONS_QUICK", "maybe")
+    with pytest.raises(ValueError, match="set it to 1"):
+        quick_mode()
+
+
+def _notebook(path, source, output):
+    cell = {"cell_type": "code", "execution_count": 1, "metadata": {}, "source": source,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": output}]}
+    nb = {"cells": [cell], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                      "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(nb))
+
+
+def _nbval(path):
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
+                           "--nbval-current-env", "-o", "addopts=", "-o", "testpaths=", str(path)],
+                          capture_output=True, text=True, cwd=path.parent)
+
+
+def test_nbval_fails_a_demonstration_whose_error_stopped_happening(tmp_path):
+    """nbval#108: a raises-exception cell that no longer raises still passes. Ours does not."""
+    message = ("RuntimeError (raised, as the lesson expects):\n"
+               "a leaf Variable that requires grad is being used in an in-place operation.\n")
+    raising = ("import torch\nfrom gan_lessons.lesson import expect_error\n"
+               "a = torch.ones(1, requires_grad=True)\n"
+               "with expect_error(RuntimeError, 'leaf Variable'):\n    a += 1")
+    _notebook(tmp_path / "still_raises.ipynb", raising, message)
+    assert _nbval(tmp_path / "still_raises.ipynb").returncode == 0
+    no_longer = raising.replace("    a += 1", "    with torch.no_grad():\n        a += 1")
+    _notebook(tmp_path / "stopped.ipynb", no_longer, message)
+    result = _nbval(tmp_path / "stopped.ipynb")
+    assert result.returncode != 0
+    assert "NoErrorRaised" in result.stdout
