@@ -200,3 +200,21 @@ def text_tree(outputs: dict, names=None, show_saved=True) -> str:
 def show(dot: graphviz.Digraph, outputs: dict, names=None) -> Graph:
     """Wrap a graph made elsewhere (e.g. torchviz.make_dot) so that it falls back to text."""
     return Graph(dot, text_tree(outputs, names, show_saved=False), [])
+
+
+def saved_bytes(outputs: dict, exclude=()) -> int:
+    """Bytes of the alive saved tensors behind `outputs`, each storage counted once; storages of the
+    tensors in `exclude` (e.g. parameters, which live anyway) are left out. Lesson 02 uses it to price
+    retain_graph=True."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    storages = {}
+    for fn in _walk(outputs.values()):
+        for attr in (a for a in dir(fn) if a.startswith("_saved_")):
+            try:
+                value = getattr(fn, attr)
+            except RuntimeError:  # freed or stale: holds nothing we can count
+                continue
+            for t in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in skip:
+                    storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
