@@ -89,7 +89,8 @@ def saved_tensors(fn, names=None) -> list:
             versions, shape = _VERSIONS.search(message), _SHAPE.search(message)
             if versions:
                 shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
-                found.append(Saved(node, attr[7:], "stale", shape, _param_near(fn, shape, names),
+                param = None if attr.startswith("_saved_result") else _param_near(fn, shape, names)
+                found.append(Saved(node, attr[7:], "stale", shape, param,
                                    int(versions.group(1)), int(versions.group(2))))
             else:  # "Trying to backward through the graph a second time ... already been freed"
                 found.append(Saved(node, attr[7:], "freed"))
