@@ -20,7 +20,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, check, describe
+from gan_lessons.lesson import setup, expect_error, expect_warning, check, describe, rounded
 
 device, QUICK = setup(seed=0)"""
 
@@ -111,7 +111,14 @@ def describe(**tensors) -> None:
     for name, t in tensors.items():
         fn = type(t.grad_fn).__name__ if t.grad_fn is not None else "None"
         if t.is_leaf or t.retains_grad:
-            grad = "None" if t.grad is None else str(t.grad.detach().round(decimals=4).tolist())
+            grad = "None" if t.grad is None else str(rounded(t.grad))
         else:
             grad = "(not kept: non-leaf)"
         print(f"{name:<10}{str(t.requires_grad):<15}{str(t.is_leaf):<9}{fn:<18}{grad}")
+
+
+def rounded(t: torch.Tensor, digits: int = 4):
+    """A tensor as nested lists of Python floats rounded to `digits`, for stable printing."""
+    def walk(v):
+        return [walk(x) for x in v] if isinstance(v, list) else round(v, digits)
+    return walk(t.detach().cpu().double().tolist())

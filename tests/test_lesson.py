@@ -115,3 +115,10 @@ def test_nbval_fails_a_demonstration_whose_error_stopped_happening(tmp_path):
     result = _nbval(tmp_path / "stopped.ipynb")
     assert result.returncode != 0
     assert "NoErrorRaised" in result.stdout
+
+
+def test_rounded_prints_stable_python_floats():
+    from gan_lessons.lesson import rounded
+    t = torch.tensor([[0.92119997, 1.0], [2.5, -0.00004]])
+    assert rounded(t) == [[0.9212, 1.0], [2.5, -0.0]]
+    assert str(rounded(torch.tensor([1.8424999]))) == "[1.8425]"
