@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: lab test setup dot train clean
 
 lab: setup dot
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 test: setup dot
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
