@@ -1,0 +1,116 @@
+"""Measure what a GAN update strategy costs (lesson 05): forward and backward passes of G and D counted
+with hooks, gradient passes per parameter, median time per step, and peak memory."""
+import statistics
+import time
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from gan_lessons import strategies
+
+
+@dataclass
+class Cost:
+    strategy: str
+    G_forward: float = 0
+    G_backward: float = 0
+    D_forward: float = 0
+    D_backward: float = 0
+    G_grad_passes: float = 0      # gradient accumulations per G parameter per step
+    D_grad_passes: float = 0
+    ms_per_step: float | None = None
+    peak_mib: float | None = None
+    memory: str = ""
+    error: str | None = None
+
+
+class _Passes:
+    """Counts forward calls of a module, and backward passes through each call's output."""
+
+    def __init__(self, net):
+        self.forward = self.backward = self.grads = 0
+        self.n_params = len(list(net.parameters()))
+        self.handles = [net.register_forward_hook(self._on_forward)]
+        self.handles += [p.register_post_accumulate_grad_hook(self._on_grad) for p in net.parameters()]
+
+    def _on_forward(self, module, args, out):
+        self.forward += 1
+        if out.requires_grad:
+            out.register_hook(self._on_backward)
+
+    def _on_backward(self, grad):
+        self.backward += 1
+
+    def _on_grad(self, p):
+        self.grads += 1
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+class _SavedBytes:
+    """CPU measure: peak bytes of the tensors autograd saves for backward (parameters left out),
+    each storage counted once while anything still holds it."""
+
+    def __init__(self, exclude):
+        self.skip = {p.untyped_storage().data_ptr() for p in exclude}
+        self.live, self.now, self.peak = {}, 0, 0
+
+    def pack(self, t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in self.skip:
+            size, refs = self.live.get(ptr, (t.untyped_storage().nbytes(), 0))
+            if refs == 0:
+                self.now += size
+                self.peak = max(self.peak, self.now)
+            self.live[ptr] = (size, refs + 1)
+            weakref.finalize(t, self._release, ptr)
+        return t
+
+    def _release(self, ptr):
+        size, refs = self.live[ptr]
+        self.live[ptr] = (size, refs - 1)
+        if refs == 1:
+            self.now -= size
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+
+def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:
+    """Run strategy `name` for warmup + steps steps on fresh Adam optimizers; report per-step costs."""
+    step = strategies.get(name)
+    opt_G = torch.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999))
+    opt_D = torch.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999))
+    cuda = x_real.is_cuda
+    cost = Cost(name, memory="CUDA peak allocated" if cuda else "CPU: peak bytes of autograd's saved tensors")
+    try:
+        for _ in range(warmup):
+            step(G, D, opt_G, opt_D, x_real, noise)
+        g, d = _Passes(G), _Passes(D)
+        saved = _SavedBytes([*G.parameters(), *D.parameters()])
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            with saved.hooks():
+                step(G, D, opt_G, opt_D, x_real, noise)
+            if cuda:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        g.remove(), d.remove()
+    except RuntimeError as error:
+        cost.error = str(error).split(". Hint")[0]
+        return cost
+    cost.G_forward, cost.G_backward, cost.D_forward, cost.D_backward = (
+        g.forward / steps, g.backward / steps, d.forward / steps, d.backward / steps)
+    cost.G_grad_passes, cost.D_grad_passes = g.grads / g.n_params / steps, d.grads / d.n_params / steps
+    cost.ms_per_step = statistics.median(times) * 1e3
+    peak = torch.cuda.max_memory_allocated() - base if cuda else saved.peak
+    cost.peak_mib = peak / 2**20
+    return cost
