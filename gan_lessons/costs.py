@@ -1,5 +1,6 @@
 """Measure what a GAN update strategy costs (lesson 05): forward and backward passes of G and D counted
 with hooks, gradient passes per parameter, median time per step, and peak memory."""
+import gc
 import statistics
 import time
 import weakref
@@ -59,6 +60,7 @@ class _SavedBytes:
         self.live, self.now, self.peak = {}, 0, 0
 
     def pack(self, t):
+        t = t.detach()  # the graph keeps this alias; returning `t` itself would tie outputs into cycles
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.skip:
             size, refs = self.live.get(ptr, (t.untyped_storage().nbytes(), 0))
@@ -70,9 +72,10 @@ class _SavedBytes:
         return t
 
     def _release(self, ptr):
-        size, refs = self.live[ptr]
-        self.live[ptr] = (size, refs - 1)
-        if refs == 1:
+        size, refs = self.live.pop(ptr)
+        if refs > 1:
+            self.live[ptr] = (size, refs - 1)
+        else:  # the address may now be reused by another storage of another size
             self.now -= size
 
     def hooks(self):
@@ -97,9 +100,12 @@ def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:
             base = torch.cuda.memory_allocated()
         times = []
         for _ in range(steps):
+            gc.collect()
+            gc.disable()  # frees then happen by reference counting alone: the same on every run
             start = time.perf_counter()
             with saved.hooks():
                 step(G, D, opt_G, opt_D, x_real, noise)
+            gc.enable()
             if cuda:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - start)

@@ -11,8 +11,8 @@ import torch
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
 # Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it).
-SETUP_CELL = f"""# NBVAL_IGNORE_OUTPUT (it names the torch version and the device)
-# Setup, the same in every lesson. On Colab, install only what Colab lacks: torchviz and this package.
+SETUP_CELL = f"""# NBVAL_IGNORE_OUTPUT
+# (its output names the torch version and the device.) Setup, the same in every lesson. On Colab, install only what Colab lacks: torchviz and this package.
 import sys
 if "google.colab" in sys.modules:
     %pip install -q torchviz "gan-lessons @ git+{REPO_URL}"

@@ -84,3 +84,11 @@ def test_G_gradient_through_the_old_D_matches_between_one_forward_and_g_first():
     assert _same(_step_grads("one_forward")["G"], _step_grads("g_first")["G"])
     # ... and differs from the alternating order, where G sees the updated D
     assert not _same(_step_grads("one_forward")["G"], _step_grads("d_first_reuse_fake")["G"])
+
+
+def test_cpu_peak_memory_is_reproducible():
+    peaks = []
+    for _ in range(2):
+        G, D, x_real, noise = _setup()
+        peaks.append(costs.measure("g_first", G, D, x_real, noise, steps=2, warmup=1).peak_mib)
+    assert peaks[0] == peaks[1] > 0
