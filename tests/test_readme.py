@@ -1,0 +1,37 @@
+"""Figures quoted in the README are re-measured here, so the README cannot drift from the code."""
+import re
+from pathlib import Path
+
+import torch
+
+from gan_lessons import costs, graphs
+from gan_lessons.models import Discriminator, Generator
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def _gan():
+    torch.manual_seed(0)
+    G, D = Generator(), Discriminator()
+    x_real = torch.rand(64, 1, 28, 28) * 2 - 1
+    gen = torch.Generator().manual_seed(1)
+    return G, D, x_real, (lambda n: torch.randn(n, G.z_dim, generator=gen))
+
+
+def test_strategy_cost_table_matches_a_fresh_measurement():
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) / (\d+) \| (\d+) / (\d+) \| (\d+) / (\d+) \| ([\d.]+) \|$", README, re.M)
+    assert len(rows) == 4
+    for name, *numbers in rows:
+        c = costs.measure(name, *_gan(), steps=2, warmup=1)
+        measured = [c.G_forward, c.G_backward, c.D_forward, c.D_backward, c.G_grad_passes, c.D_grad_passes]
+        assert [float(n) for n in numbers[:6]] == measured, name
+        assert numbers[6] == f"{c.peak_mib:.2f}", name
+    assert "| `retain_graph_seed003` | raises the version error" in README
+    assert costs.measure("retain_graph_seed003", *_gan(), steps=1, warmup=1).error
+
+
+def test_retained_graph_size_quoted_for_lesson_02():
+    G, D, x_real, noise = _gan()
+    loss_D = torch.nn.functional.softplus(-D(x_real)).mean() + torch.nn.functional.softplus(D(G(noise(64)))).mean()
+    mib = graphs.saved_bytes({"loss_D": loss_D}, [*G.parameters(), *D.parameters()]) / 2**20
+    assert f"{mib:.2f} MiB for one batch of 64" in README
