@@ -1,0 +1,147 @@
+"""Command line: python -m gan_lessons {train, sample, evaluate, classifier} (lesson 06)."""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from gan_lessons import data, metrics, plots, training
+from gan_lessons.strategies import STRATEGIES
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="python -m gan_lessons", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    d = training.TrainConfig()
+    t = sub.add_parser("train", help="train seed 000's GAN on MNIST")
+    t.add_argument("--epochs", type=positive_int, default=d.epochs)
+    t.add_argument("--batch-size", type=positive_int, default=d.batch_size)
+    t.add_argument("--strategy", default=d.strategy, help=f"one of: {', '.join(STRATEGIES)}")
+    t.add_argument("--lr-g", type=float, default=d.lr_G)
+    t.add_argument("--lr-d", type=float, default=d.lr_D)
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--device", default=d.device)
+    t.add_argument("--out", default=d.out)
+    t.add_argument("--data", default=d.data)
+    t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
+    t.add_argument("--fast", action="store_true", help="torch.compile G and D")
+    t.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    t.add_argument("--eval-samples", type=int, default=10000, help="samples for the metrics at the end (0: skip)")
+    t.add_argument("--no-progress", action="store_true")
+    s = sub.add_parser("sample", help="write N generated images from a checkpoint to .npz or .pt")
+    s.add_argument("checkpoint")
+    s.add_argument("-n", type=positive_int, default=64)
+    s.add_argument("--out", default="samples.npz")
+    s.add_argument("--seed", type=int, default=0)
+    e = sub.add_parser("evaluate", help="MNIST-FID, classifier score and coverage of a checkpoint")
+    e.add_argument("checkpoint")
+    e.add_argument("-n", type=positive_int, default=10000)
+    e.add_argument("--data", default=d.data)
+    e.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("classifier", help="train the metric's classifier and write gan_lessons/assets/")
+    c.add_argument("--data", default=d.data)
+    c.add_argument("--epochs", type=positive_int, default=4)
+    return p
+
+
+@torch.no_grad()
+def generate(G, n, seed=0, batch=1000):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.cat([G(torch.randn(min(batch, n - i), G.z_dim, generator=gen)).clamp(-1, 1)
+                      for i in range(0, n, batch)])
+
+
+def cmd_train(a):
+    cfg = training.TrainConfig(epochs=a.epochs, batch_size=a.batch_size, strategy=a.strategy, lr_G=a.lr_g,
+                               lr_D=a.lr_d, seed=a.seed, device=a.device, out=a.out, data=a.data,
+                               limit=a.limit, fast=a.fast)
+    out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter()}
+    if not a.no_progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=cfg.epochs, unit="epoch", dynamic_ncols=True)
+
+    def on_step(trainer, loss_D, loss_G):
+        if bar is not None and trainer.batch % 50 == 0:    # .item() syncs: only every 50 steps
+            rate = trainer.batch * cfg.batch_size / (time.perf_counter() - clock["epoch"])
+            bar.set_postfix(loss_D=f"{loss_D.item():.3f}", loss_G=f"{loss_G.item():.3f}", img_s=f"{rate:.0f}")
+
+    def on_epoch(trainer):
+        plots.save_grid(trainer.sample(), out / f"grid_{trainer.epoch:03d}.png")
+        clock["epoch"] = time.perf_counter()
+        if bar is not None:
+            bar.update(1)
+
+    started = time.perf_counter()
+    trainer = training.train(cfg, resume=a.resume, on_step=on_step, on_epoch=on_epoch)
+    train_seconds = time.perf_counter() - started
+    if bar is not None:
+        bar.close()
+    plots.save_gif(sorted(out.glob("grid_*.png")), out / "progress.gif")
+    plots.save_losses(trainer.history, out / "losses.png")
+    epoch_seconds = sum(h["seconds"] for h in trainer.history)
+    images = cfg.epochs * trainer.steps_per_epoch * cfg.batch_size
+    record = {"config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
+              "history": trainer.history, "train_seconds_this_run": round(train_seconds, 2),
+              "images_per_second": round(images / epoch_seconds, 1)}
+    if a.eval_samples > 0:
+        t0 = time.perf_counter()
+        G = trainer.G.eval().cpu()
+        record["metrics"] = metrics.evaluate(generate(G, a.eval_samples, seed=a.seed), cfg.data)
+        record["eval_seconds"] = round(time.perf_counter() - t0, 2)
+    (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {out}/last.pt, grids, progress.gif, losses.png, metrics.json")
+
+
+def cmd_sample(a):
+    images = generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
+    as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
+    out = Path(a.out)
+    if out.suffix == ".pt":
+        torch.save(as_bytes, out)
+    elif out.suffix == ".npz":
+        import numpy as np
+        np.savez_compressed(out, images=as_bytes.numpy())
+    else:
+        raise training.ConfigError(f"--out must end in .npz or .pt, got {out.name}")
+    print(f"wrote {a.n} images (uint8, 28x28) to {out}")
+
+
+def cmd_evaluate(a):
+    result = metrics.evaluate(generate(training.load_generator(a.checkpoint), a.n, seed=a.seed), a.data)
+    print(json.dumps({"checkpoint": a.checkpoint, **result, "real_train_baseline": metrics.baseline(a.data, a.n)},
+                     indent=2))
+
+
+def cmd_classifier(a):
+    _, record = metrics.train_classifier(a.data, epochs=a.epochs)
+    print(json.dumps(record, indent=2))
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "classifier": cmd_classifier}
+    try:
+        command[args.command](args)
+    except training.Interrupted as stop:
+        print(f"stopped: {stop}", file=sys.stderr)
+        return 130
+    except (training.ConfigError, training.CheckpointError, data.MNISTUnavailable) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Figures from real runs: sample grids, the progress GIF, loss curves (lesson 06, tools/make_images.py)."""
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from PIL import Image
+from torchvision.utils import make_grid, save_image
+
+
+def save_grid(images, path, nrow=8):
+    """Images in [-1, 1] as one PNG grid."""
+    save_image(images, path, nrow=nrow, normalize=True, value_range=(-1, 1), padding=2)
+
+
+def grid_array(images, nrow=8):
+    """The same grid as an HxWx3 uint8 array, for imshow."""
+    grid = make_grid(images, nrow=nrow, normalize=True, value_range=(-1, 1), padding=2)
+    return (grid.permute(1, 2, 0) * 255).round().byte().cpu().numpy()
+
+
+def save_gif(grid_paths, path, ms_per_frame=400):
+    frames = [Image.open(p).convert("P") for p in grid_paths]
+    if frames:
+        frames[0].save(path, save_all=True, append_images=frames[1:], duration=ms_per_frame, loop=0)
+
+
+def loss_figure(curves: dict, title="losses per epoch"):
+    """curves: {label: history}, history as written by the trainer (list of dicts with loss_D, loss_G)."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for label, history in curves.items():
+        epochs = [h["epoch"] for h in history]
+        ax.plot(epochs, [h["loss_D"] for h in history], label=f"{label} loss_D")
+        ax.plot(epochs, [h["loss_G"] for h in history], "--", label=f"{label} loss_G")
+    ax.set_xlabel("epoch")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save_losses(history, path):
+    fig = loss_figure({"": history})
+    fig.savefig(Path(path), dpi=100)
+    plt.close(fig)

@@ -1,0 +1,234 @@
+"""One training loop for seed 000's MNIST GAN, with any strategy from gan_lessons.strategies (lesson 06).
+
+The whole dataset sits on the device as uint8; each step indexes a batch, so there is no DataLoader and no
+per-image PIL work. Losses stay on the device until the progress bar asks for them. Checkpoints are written
+atomically every epoch and on Ctrl-C, and hold every random state, so a resumed run ends with the same weights
+as an uninterrupted one (on the CPU)."""
+import dataclasses
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gan_lessons import data, strategies
+from gan_lessons.models import Discriminator, Generator
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message says what to change."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be read; the message names the file."""
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 20
+    batch_size: int = 64
+    lr_G: float = 2e-4
+    lr_D: float = 2e-4
+    beta1: float = 0.5
+    beta2: float = 0.999
+    z_dim: int = 64
+    strategy: str = "d_first_reuse_fake"
+    seed: int = 0
+    device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1", ...
+    out: str = "runs/mnist"
+    data: str = "data"
+    limit: int | None = None      # use only the first `limit` training images (quick mode, tests)
+    fast: bool = False            # torch.compile G and D
+
+    def validate(self) -> "TrainConfig":
+        if not isinstance(self.epochs, int) or self.epochs <= 0:
+            raise ConfigError(f"epochs must be a positive whole number, got {self.epochs!r}")
+        if not isinstance(self.batch_size, int) or self.batch_size <= 1:
+            raise ConfigError(f"batch size must be a whole number above 1 (BatchNorm needs 2), got {self.batch_size!r}")
+        if self.limit is not None and self.limit < self.batch_size:
+            raise ConfigError(f"limit ({self.limit}) must be at least the batch size ({self.batch_size})")
+        try:
+            strategies.get(self.strategy)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if self.strategy == "retain_graph_seed003":
+            raise ConfigError("strategy 'retain_graph_seed003' raises the version error on torch >= 1.5 "
+                              "(lesson 05); pick another one")
+        resolve_device(self.device)
+        return self
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name} asked for, but this machine has no CUDA GPU; use --device cpu")
+    return device
+
+
+def _writable(folder: Path) -> Path:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(f"cannot write to output folder {folder} ({error.strerror}); choose another with --out") from None
+    return folder
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write to a temporary file, then rename: a crash never leaves half a checkpoint."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path) -> dict:
+    """torch.load(weights_only=True): a checkpoint is data, never code."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(error).__name__}); "
+                              f"delete it, or train again without --resume") from None
+
+
+class Trainer:
+    """Holds G, D, their optimizers, the data on the device and every random state."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg.validate()
+        self.device = resolve_device(cfg.device)
+        self.out = _writable(Path(cfg.out))
+        torch.manual_seed(cfg.seed)
+        self.G = Generator(cfg.z_dim).to(self.device)
+        self.D = Discriminator().to(self.device)
+        fused = {"fused": True} if self.device.type == "cuda" else {}
+        self.opt_G = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_G, betas=(cfg.beta1, cfg.beta2), **fused)
+        self.opt_D = torch.optim.Adam(self.D.parameters(), lr=cfg.lr_D, betas=(cfg.beta1, cfg.beta2), **fused)
+        images, _ = data.mnist_tensors(cfg.data, train=True)
+        self.images = images[: cfg.limit].to(self.device)              # uint8, 47 MB for all 60k
+        self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
+        self.noise_gen = torch.Generator(self.device).manual_seed(cfg.seed + 2)
+        self.fixed_z = torch.randn(64, cfg.z_dim, generator=torch.Generator().manual_seed(cfg.seed + 3)).to(self.device)
+        self.epoch, self.batch, self.history = 0, 0, []
+        self.order_state = self.order_gen.get_state()
+        self._losses = torch.zeros(2, device=self.device)   # this epoch's loss sums so far
+        self.stop_requested = False
+        self.step_fn = strategies.get(cfg.strategy)
+        if cfg.fast:
+            self.step_fn = _compiled_step(self)
+
+    @property
+    def steps_per_epoch(self):
+        return len(self.images) // self.cfg.batch_size                  # drop_last: static shapes
+
+    def noise(self, n):
+        return torch.randn(n, self.cfg.z_dim, device=self.device, generator=self.noise_gen)
+
+    def state(self) -> dict:
+        return {"G": self.G.state_dict(), "D": self.D.state_dict(), "opt_G": self.opt_G.state_dict(),
+                "opt_D": self.opt_D.state_dict(), "epoch": self.epoch, "batch": self.batch,
+                "order_state": self.order_state, "noise_state": self.noise_gen.get_state(),
+                "losses": self._losses.cpu(),
+                "history": self.history, "config": dataclasses.asdict(self.cfg)}
+
+    def restore(self, state: dict) -> None:
+        self.G.load_state_dict(state["G"])
+        self.D.load_state_dict(state["D"])
+        self.opt_G.load_state_dict(state["opt_G"])
+        self.opt_D.load_state_dict(state["opt_D"])
+        self.epoch, self.batch, self.history = state["epoch"], state["batch"], list(state["history"])
+        self.order_state = state["order_state"]
+        self.noise_gen.set_state(state["noise_state"])
+        self._losses = state["losses"].to(self.device)
+
+    def checkpoint(self):
+        save_checkpoint(self.out / "last.pt", self.state())
+
+    def run_epoch(self, on_step=None):
+        """Train from the current (epoch, batch) to the end of the epoch, or until a stop is requested."""
+        self.order_gen.set_state(self.order_state)
+        order = torch.randperm(len(self.images), generator=self.order_gen).to(self.device)
+        bs = self.cfg.batch_size
+        while self.batch < self.steps_per_epoch:
+            x_real = data.to_unit_range(self.images[order[self.batch * bs:(self.batch + 1) * bs]])
+            loss_D, loss_G = self.step_fn(self.G, self.D, self.opt_G, self.opt_D, x_real, self.noise)
+            self._losses = self._losses + torch.stack([loss_D.detach(), loss_G.detach()])  # no .item(): no sync
+            self.batch += 1
+            if on_step:
+                on_step(self, loss_D, loss_G)
+            if self.stop_requested:
+                raise KeyboardInterrupt
+        loss_D, loss_G = (self._losses / self.steps_per_epoch).tolist()
+        self.history.append({"epoch": self.epoch + 1, "loss_D": round(loss_D, 4), "loss_G": round(loss_G, 4)})
+        self.epoch, self.batch = self.epoch + 1, 0
+        self._losses = torch.zeros(2, device=self.device)
+        self.order_state = self.order_gen.get_state()
+
+    @torch.no_grad()
+    def sample(self, z=None):
+        was = self.G.training
+        self.G.eval()
+        x = self.G(self.fixed_z if z is None else z)
+        self.G.train(was)
+        return x.clamp(-1, 1)
+
+
+def _compiled_step(trainer):
+    """Fast mode: compile G and D. Donated buffers are turned off because one_forward keeps its graph
+    (retain_graph) across two backward calls."""
+    import torch._functorch.config as functorch_config
+    functorch_config.donated_buffer = False
+    trainer.G, trainer.D = torch.compile(trainer.G), torch.compile(trainer.D)
+    return trainer.step_fn
+
+
+class Interrupted(Exception):
+    """Training stopped by Ctrl-C (or SIGTERM) after a checkpoint was written."""
+
+
+def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Trainer:
+    """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand."""
+    trainer = Trainer(cfg)
+    last = trainer.out / "last.pt"
+    if resume and last.exists():
+        trainer.restore(load_checkpoint(last))
+
+    def request_stop(signum, frame):
+        trainer.stop_requested = True       # finish the step in hand: a half-done step cannot be resumed
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while trainer.epoch < cfg.epochs:
+            started = time.perf_counter()
+            trainer.run_epoch(on_step)
+            trainer.history[-1]["seconds"] = round(time.perf_counter() - started, 3)
+            trainer.checkpoint()
+            if on_epoch:
+                on_epoch(trainer)
+    except KeyboardInterrupt:
+        trainer.checkpoint()
+        raise Interrupted(f"interrupted at epoch {trainer.epoch + 1}, batch {trainer.batch}; "
+                          f"checkpoint written to {last}; continue with --resume") from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return trainer
+
+
+def load_generator(path) -> Generator:
+    """G from a checkpoint, in eval mode on the CPU."""
+    state = load_checkpoint(path)
+    G = Generator(state["config"]["z_dim"])
+    G.load_state_dict(state["G"])
+    return G.eval()

@@ -1,0 +1,137 @@
+"""Trainer and command line: one real epoch, exact resume after a killed process, and every bad input."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gan_lessons import training
+from gan_lessons.training import ConfigError, TrainConfig
+
+DATA = os.environ.get("GAN_LESSONS_DATA", str(Path(__file__).resolve().parents[1] / "data"))
+QUICK = ["--limit", "640", "--batch-size", "64", "--eval-samples", "0", "--no-progress", "--device", "cpu",
+         "--data", DATA]
+
+
+def cli(*args, env=None, **kw):
+    return subprocess.run([sys.executable, "-m", "gan_lessons", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+def _weights(path):
+    state = training.load_checkpoint(path)
+    return {f"{net}.{k}": v for net in ("G", "D") for k, v in state[net].items()}
+
+
+def _same_weights(a, b):
+    wa, wb = _weights(a), _weights(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    result = cli("train", "--epochs", "3", "--out", str(out), *QUICK)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_train_writes_its_outputs(uninterrupted):
+    for name in ("last.pt", "grid_001.png", "grid_003.png", "progress.gif", "losses.png", "metrics.json"):
+        assert (uninterrupted / name).exists(), name
+    assert len(training.load_checkpoint(uninterrupted / "last.pt")["history"]) == 3
+
+
+def _start(out):
+    return subprocess.Popen([sys.executable, "-m", "gan_lessons", "train", "--epochs", "3", "--out", str(out), *QUICK],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(out, proc, timeout=120):
+    deadline = time.time() + timeout
+    while not (out / "last.pt").exists():
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+def test_killed_run_resumes_to_the_same_weights(uninterrupted, tmp_path):
+    proc = _start(tmp_path)
+    _wait_for_checkpoint(tmp_path, proc)
+    time.sleep(0.3)                          # somewhere inside epoch 2
+    proc.kill()                              # SIGKILL: no chance to clean up
+    proc.wait()
+    assert training.load_checkpoint(tmp_path / "last.pt")["epoch"] < 3
+    result = cli("train", "--epochs", "3", "--out", str(tmp_path), "--resume", *QUICK)
+    assert result.returncode == 0, result.stderr
+    assert _same_weights(tmp_path / "last.pt", uninterrupted / "last.pt")
+
+
+def test_ctrl_c_writes_a_checkpoint_mid_epoch_and_resumes_exactly(uninterrupted, tmp_path):
+    proc = _start(tmp_path)
+    _wait_for_checkpoint(tmp_path, proc)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "continue with --resume" in stderr
+    assert "Traceback" not in stderr
+    result = cli("train", "--epochs", "3", "--out", str(tmp_path), "--resume", *QUICK)
+    assert result.returncode == 0, result.stderr
+    assert _same_weights(tmp_path / "last.pt", uninterrupted / "last.pt")
+
+
+def _one_line_error(result, *words):
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    for word in words:
+        assert word in last, last
+
+
+def test_bad_inputs_get_one_clear_line(tmp_path):
+    _one_line_error(cli("train", "--strategy", "nope", "--out", str(tmp_path), *QUICK), "unknown strategy", "g_first")
+    _one_line_error(cli("train", "--epochs", "0", *QUICK), "--epochs", "must be positive")
+    _one_line_error(cli("train", "--batch-size", "-3", *QUICK), "--batch-size", "must be positive")
+    if not torch.cuda.is_available():
+        _one_line_error(cli("train", "--out", str(tmp_path), *QUICK[:-4], "--device", "cuda", "--data", DATA),
+                        "no CUDA GPU", "--device cpu")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    _one_line_error(cli("train", "--out", str(blocker / "run"), *QUICK), "cannot write to output folder", "--out")
+
+
+def test_corrupt_checkpoint_names_the_file(tmp_path):
+    bad = tmp_path / "last.pt"
+    bad.write_bytes(b"not a checkpoint")
+    _one_line_error(cli("train", "--resume", "--out", str(tmp_path), *QUICK), str(bad), "corrupt or truncated")
+    _one_line_error(cli("evaluate", str(bad)), str(bad), "corrupt")
+    _one_line_error(cli("sample", str(tmp_path / "missing.pt")), "no checkpoint at")
+
+
+def test_corrupt_and_missing_dataset(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / name).write_bytes(b"\x00\x00\x08")
+    args = ["train", "--out", str(tmp_path / "run"), *QUICK[:-2], "--data"]
+    _one_line_error(cli(*args, str(tmp_path)), "corrupt or truncated", "Delete")
+    offline = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "PIP_NO_INDEX": "1",
+               "PIP_FIND_LINKS": str(tmp_path)}
+    _one_line_error(cli(*args, str(tmp_path / "empty"), env=offline), "Connect to the internet")
+
+
+def test_sample_writes_uint8_images(uninterrupted, tmp_path):
+    result = cli("sample", str(uninterrupted / "last.pt"), "-n", "10", "--out", str(tmp_path / "s.pt"))
+    assert result.returncode == 0, result.stderr
+    images = torch.load(tmp_path / "s.pt", weights_only=True)
+    assert images.shape == (10, 28, 28) and images.dtype == torch.uint8
+
+
+def test_config_checks_in_python():
+    with pytest.raises(ConfigError, match="retain_graph_seed003"):
+        TrainConfig(strategy="retain_graph_seed003").validate()
+    with pytest.raises(ConfigError, match="limit"):
+        TrainConfig(limit=10).validate()
