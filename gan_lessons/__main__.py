@@ -1,4 +1,4 @@
-"""Command line: python -m gan_lessons {train, sample, evaluate, classifier} (lesson 06)."""
+"""Command line: python -m gan_lessons {train, sample, evaluate, export, classifier} (lesson 06)."""
 import argparse
 import json
 import sys
@@ -50,6 +50,11 @@ def parser():
     e.add_argument("-n", type=positive_int, default=10000)
     e.add_argument("--data", default=d.data)
     e.add_argument("--seed", type=int, default=0)
+    x = sub.add_parser("export", help="ship a run's generator: half-precision weights plus a JSON record with metrics")
+    x.add_argument("run", help="a folder written by `train` (last.pt, metrics.json)")
+    x.add_argument("--out", default=str(metrics.ASSETS / "generator.pt"))
+    x.add_argument("-n", type=positive_int, default=10000)
+    x.add_argument("--data", default=d.data)
     c = sub.add_parser("classifier", help="train the metric's classifier and write gan_lessons/assets/")
     c.add_argument("--data", default=d.data)
     c.add_argument("--epochs", type=positive_int, default=4)
@@ -92,7 +97,8 @@ def cmd_train(a):
     plots.save_losses(trainer.history, out / "losses.png")
     epoch_seconds = sum(h["seconds"] for h in trainer.history)
     images = cfg.epochs * trainer.steps_per_epoch * cfg.batch_size
-    record = {"config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
+    record = {"command": "python -m gan_lessons " + " ".join(sys.argv[1:]),
+              "config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
               "history": trainer.history, "train_seconds_this_run": round(train_seconds, 2),
               "images_per_second": round(images / epoch_seconds, 1)}
     if a.eval_samples > 0:
@@ -124,6 +130,19 @@ def cmd_evaluate(a):
                      indent=2))
 
 
+def cmd_export(a):
+    run, out = Path(a.run), Path(a.out)
+    trained = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+    training.export_generator(run / "last.pt", out)
+    G = training.load_generator(out)
+    record = {"command": trained.get("command"), "device": trained.get("device"), "torch": trained.get("torch"),
+              "config": training.load_checkpoint(out)["config"], "history": trained.get("history"),
+              "images_per_second": trained.get("images_per_second"),
+              "metrics": metrics.evaluate(generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {out} and {out.with_suffix('.json')}")
+
+
 def cmd_classifier(a):
     _, record = metrics.train_classifier(a.data, epochs=a.epochs)
     print(json.dumps(record, indent=2))
@@ -131,7 +150,8 @@ def cmd_classifier(a):
 
 def main(argv=None):
     args = parser().parse_args(argv)
-    command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "classifier": cmd_classifier}
+    command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "export": cmd_export,
+               "classifier": cmd_classifier}
     try:
         command[args.command](args)
     except training.Interrupted as stop:

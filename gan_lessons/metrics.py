@@ -34,7 +34,7 @@ class Classifier(nn.Module):
         return self.head(self.features(x))
 
 
-def train_classifier(root="data", epochs=4, seed=0, out=ASSETS):
+def train_classifier(root=data.DEFAULT_ROOT, epochs=4, seed=0, out=ASSETS):
     """Train on the 60k training digits, report test accuracy, save weights and a JSON record."""
     torch.manual_seed(seed)
     (x_train, y_train), (x_test, y_test) = data.mnist_tensors(root, True), data.mnist_tensors(root, False)
@@ -100,7 +100,7 @@ def coverage(logits: torch.Tensor) -> list:
     return [round(v, 4) for v in (torch.bincount(logits.argmax(1), minlength=10).double() / len(logits)).tolist()]
 
 
-def evaluate(images: torch.Tensor, root="data", net=None) -> dict:
+def evaluate(images: torch.Tensor, root=data.DEFAULT_ROOT, net=None) -> dict:
     """All three metrics for images in [-1, 1], against the MNIST test set."""
     net = net or load_classifier()
     test_images = data.to_unit_range(data.mnist_tensors(root, train=False)[0])
@@ -110,7 +110,7 @@ def evaluate(images: torch.Tensor, root="data", net=None) -> dict:
             "coverage": coverage(logits), "n": len(images)}
 
 
-def baseline(root="data", n=10000, seed=0) -> dict:
+def baseline(root=data.DEFAULT_ROOT, n=10000, seed=0) -> dict:
     """The same metrics for n real training images: what a perfect generator would score."""
     train_images = data.mnist_tensors(root, train=True)[0]
     pick = torch.randperm(len(train_images), generator=torch.Generator().manual_seed(seed))[:n]

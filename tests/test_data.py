@@ -76,7 +76,7 @@ def test_no_route_to_the_wheel_says_what_to_do(tmp_path, monkeypatch):
 
 def test_the_real_mnist_offline():
     """The real 70k digits, through whichever route this machine has (on CI: the registry wheel)."""
-    root = os.environ.get("GAN_LESSONS_DATA", "data")
+    root = data.DEFAULT_ROOT
     train, test = load_mnist(root, train=True), load_mnist(root, train=False)
     assert train.data.shape == (60000, 28, 28) and test.data.shape == (10000, 28, 28)
     assert train.data.dtype == torch.uint8

@@ -9,7 +9,7 @@ from gan_lessons import data, metrics
 
 @pytest.fixture(scope="module")
 def test_set():
-    x, y = data.mnist_tensors("data", train=False)
+    x, y = data.mnist_tensors(train=False)
     return data.to_unit_range(x), y
 
 
@@ -40,8 +40,8 @@ def test_classifier_score_bounds():
 
 
 def test_real_train_images_score_far_better_than_noise(test_set):
-    real = metrics.baseline("data", n=2000)
-    noise = metrics.evaluate(torch.rand(2000, 1, 28, 28) * 2 - 1, "data")
+    real = metrics.baseline(n=2000)
+    noise = metrics.evaluate(torch.rand(2000, 1, 28, 28) * 2 - 1)
     assert real["mnist_fid"] < 5 < noise["mnist_fid"]
     assert real["classifier_score"] > 9 > noise["classifier_score"]
     assert all(0.07 < share < 0.14 for share in real["coverage"])

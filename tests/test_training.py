@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gan_lessons import training
+from gan_lessons import data, training
 from gan_lessons.training import ConfigError, TrainConfig
 
-DATA = os.environ.get("GAN_LESSONS_DATA", str(Path(__file__).resolve().parents[1] / "data"))
+DATA = data.DEFAULT_ROOT
 QUICK = ["--limit", "640", "--batch-size", "64", "--eval-samples", "0", "--no-progress", "--device", "cpu",
          "--data", DATA]
 
