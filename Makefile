@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test setup dot train clean
+.PHONY: lab test setup dot train bench clean
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
@@ -30,6 +30,14 @@ dot:
 	elif [ -n "$$CONDA_PREFIX" ] && command -v conda >/dev/null; then conda install -y -c conda-forge graphviz; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get install -y -qq graphviz || (apt-get update -qq && apt-get install -y -qq graphviz)); \
 	else echo "graphviz 'dot' is missing; graphs will show as text. Install it with: sudo apt-get install graphviz"; fi
+
+# The full MNIST run (20 epochs; on a GPU when there is one), then ship its generator.
+train: setup
+	$(PY) -m gan_lessons train --out runs/mnist
+	$(PY) -m gan_lessons export runs/mnist
+
+bench: setup
+	$(PY) benchmarks/bench.py --fast --quality
 
 clean:
 	rm -rf $(VENV) build

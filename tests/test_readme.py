@@ -35,3 +35,20 @@ def test_retained_graph_size_quoted_for_lesson_02():
     loss_D = torch.nn.functional.softplus(-D(x_real)).mean() + torch.nn.functional.softplus(D(G(noise(64)))).mean()
     mib = graphs.saved_bytes({"loss_D": loss_D}, [*G.parameters(), *D.parameters()]) / 2**20
     assert f"{mib:.2f} MiB for one batch of 64" in README
+
+
+def test_benchmark_table_matches_its_results_file():
+    import json
+    results = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-22_cpu.json").read_text())
+    for r in results["rows"]:
+        row = (f"| `{r['strategy']}` | {r['mode']} | {r['steps_per_s']} | {r['images_per_s']} | "
+               f"{r['us_per_step'] / 1000:.1f} ms | {r['x_floor']:.0f}x | {r['peak_mib']} |")
+        assert row in README, row
+
+
+def test_shipped_generator_figures_match_its_record():
+    import json
+    from gan_lessons import metrics
+    g = json.loads((metrics.ASSETS / "generator.json").read_text())
+    assert f"MNIST-FID {g['metrics']['mnist_fid']} (real-data baseline" in README
+    assert f"classifier score {g['metrics']['classifier_score']} (baseline" in README

@@ -1,4 +1,5 @@
 """Trainer and command line: one real epoch, exact resume after a killed process, and every bad input."""
+import json
 import os
 import signal
 import subprocess
@@ -135,3 +136,17 @@ def test_config_checks_in_python():
         TrainConfig(strategy="retain_graph_seed003").validate()
     with pytest.raises(ConfigError, match="limit"):
         TrainConfig(limit=10).validate()
+
+
+def test_export_ships_a_small_generator_with_its_metrics(uninterrupted, tmp_path):
+    out = tmp_path / "generator.pt"
+    result = cli("export", str(uninterrupted), "--out", str(out), "-n", "500", "--data", DATA)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["command"].startswith("python -m gan_lessons train --epochs 3")
+    assert record["metrics"]["n"] == record["baseline"]["n"] == 500
+    assert record["baseline"]["mnist_fid"] < record["metrics"]["mnist_fid"]
+    assert out.stat().st_size < 4_000_000
+    G = training.load_generator(out)
+    full = training.load_checkpoint(uninterrupted / "last.pt")["G"]
+    assert all(torch.allclose(G.state_dict()[k].float(), v.float(), rtol=1e-2, atol=1e-3) for k, v in full.items())
