@@ -6,3 +6,9 @@ Modules, each named for what it holds:
   data    - MNIST, online or from the registry wheel offline (lesson 06)
 """
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ip):
+    """`%load_ext gan_lessons` turns on the autograd doctor for every cell (lesson 07)."""
+    from gan_lessons.doctor import load_ipython_extension as load
+    load(ip)

@@ -1,0 +1,417 @@
+"""The autograd doctor (lesson 07): watch a block of training code and, when one of the lessons' errors escapes
+it, say in plain words which tensor, which forward line saved it, and which line or optimizer step changed or
+freed it, with the fixes and the lesson that teaches them.
+
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+        ...training code...
+
+It records with public mechanisms only: a TorchFunctionMode (forward ops, in-place ops, backward calls, `.grad`
+and `.data` access), global module hooks (which module is running) and the global optimizer step hooks. The
+original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
+result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead."""
+import linecache
+import os
+import sys
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.overrides import TorchFunctionMode
+
+from gan_lessons import graphs
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
+LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
+           "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
+           "05": "05_gan_update_strategies.ipynb"}
+
+
+class DoctorWarning(UserWarning):
+    """A pattern that raises nothing but trains the wrong thing."""
+
+
+@dataclass
+class Where:
+    """A line of the student's code."""
+    file: str
+    line: int
+    code: str
+
+    def __str__(self):
+        return f"line {self.line} (`{self.code}`)"
+
+
+@dataclass
+class Diagnosis:
+    kind: str                      # "version", "freed", "leaf_inplace", "nonleaf_grad", "suspicious"
+    summary: str
+    facts: dict = field(default_factory=dict)
+    fixes: list = field(default_factory=list)   # (fix, lesson number)
+
+    def text(self) -> str:
+        lines = [f"autograd doctor: {self.summary}"]
+        lines += [f"  - {k}: {v}" for k, v in self.facts.items()]
+        lines += [f"  fix: {fix}  (lesson {n}, notebooks/{LESSONS[n]})" for fix, n in self.fixes]
+        return "\n".join(lines)
+
+
+def _user_frame(depth=1):
+    """The innermost frame that is the student's code: not torch, not this module."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_TORCH_DIR) and name != __file__ and "contextlib" not in name:
+            code = linecache.getline(name, frame.f_lineno).strip()
+            return Where(name, frame.f_lineno, code)
+        frame = frame.f_back
+    return None
+
+
+def _depths(root_fn):
+    """(node, distance from the root) in breadth-first order."""
+    if root_fn is None:
+        return []
+    order, seen, frontier, d = [], {root_fn}, [root_fn], 0
+    while frontier:
+        order += [(fn, d) for fn in frontier]
+        nxt = []
+        for fn in frontier:
+            for f, _ in fn.next_functions:
+                if f is not None and f not in seen:
+                    seen.add(f)
+                    nxt.append(f)
+        frontier, d = nxt, d + 1
+    return order
+
+
+class _Recorder(TorchFunctionMode):
+    """Sees every torch call in the block and keeps what a diagnosis may need."""
+
+    def __init__(self, doc):
+        super().__init__()
+        self.doc = doc
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        try:
+            self.doc._before(func, name, args, kwargs)
+        except Exception as error:  # bookkeeping must never break the student's code
+            self.doc.notes.append(f"doctor bookkeeping failed before {name}: {error!r}")
+        out = func(*args, **kwargs)
+        try:
+            self.doc._after(name, args, out)
+        except Exception as error:
+            self.doc.notes.append(f"doctor bookkeeping failed after {name}: {error!r}")
+        return out
+
+
+class doctor:
+    """Context manager. Name what you train: doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D)."""
+
+    def __init__(self, *unnamed, max_nodes=20000, **named):
+        for k, obj in enumerate(unnamed):
+            named[f"{type(obj).__name__}{k}"] = obj
+        self.modules = {n: m for n, m in named.items() if isinstance(m, torch.nn.Module)}
+        self.optimizers = {n: o for n, o in named.items() if isinstance(o, torch.optim.Optimizer)}
+        self.param_names = graphs.param_names(**self.modules)
+        self.module_names = {m: n for top, mod in self.modules.items() for n, m in
+                             ((f"{top}.{k}" if k else top, m) for k, m in mod.named_modules())}
+        self.nodes = OrderedDict()      # grad_fn -> (op, module, Where)
+        self.max_nodes = max_nodes
+        self.inplace, self.backwards, self.steps, self.stack, self.sites = [], [], [], [], []
+        self.notes, self.diagnoses, self.last_leaf_inplace, self.last_grad_read = [], [], None, None
+        self.data_aliases = {}
+
+    # --- recording -------------------------------------------------------------------------------------------
+    def _before(self, func, name, args, kwargs):
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" and target is not None:
+            self.last_grad_read = (target, _user_frame())
+        if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
+            if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
+                self.last_leaf_inplace = (target, name, _user_frame())
+            alias_of = self.data_aliases.get(id(target))
+            if alias_of is not None:
+                self._warn_data_mutation(alias_of, name, _user_frame())
+        if name == "backward" and target is not None:
+            retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+            nodes = graphs._walk([target])
+            depth = {}
+            for fn, d in _depths(target.grad_fn):
+                if hasattr(fn, "variable"):
+                    depth.setdefault(fn.variable, d)
+            self.backwards.append({"root": target, "where": _user_frame(), "retain": bool(retain),
+                                   "nodes": set(nodes), "depth": depth})
+        if name == "binary_cross_entropy_with_logits" and target is not None and target.grad_fn is not None \
+                and type(target.grad_fn).__name__.startswith("Sigmoid"):
+            self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
+                             {"where": _user_frame(), "effect": "the loss is squashed into [0.31, 0.69] and its "
+                              "gradient shrinks up to 1000x, silently"},
+                             [("pass the raw logits; drop the extra sigmoid", "05")])
+
+    def _after(self, name, args, out):
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
+                and out.data_ptr() == target.data_ptr() and not out.requires_grad:
+            self.data_aliases[id(out)] = target        # `.data` (or a detach) of a tracked tensor
+        if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
+            self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": name, "where": _user_frame(),
+                                 "version": target._version, "module": self.stack[-1] if self.stack else None})
+        where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            todo = [getattr(t, "grad_fn", None)]
+            while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
+                fn = todo.pop()
+                if fn is None or fn in self.nodes or hasattr(fn, "variable"):
+                    continue
+                where = where or _user_frame()
+                self.nodes[fn] = (name, module, where)
+                todo.extend(f for f, _ in fn.next_functions)
+            while len(self.nodes) > self.max_nodes:
+                self.nodes.popitem(last=False)
+
+    def _pre_forward(self, module, args):
+        # ops inside a module are attributed to the student's line that called the outermost module
+        site = self.sites[-1] if self.sites else _user_frame()
+        self.stack.append(self.module_names.get(module, type(module).__name__))
+        self.sites.append(site)
+
+    def _post_forward(self, module, args, out):
+        if self.stack:
+            self.stack.pop()
+            self.sites.pop()
+
+    def _pre_step(self, opt, args, kwargs):
+        name = self._optimizer_name(opt)
+        if name is None:
+            return
+        params = [p for g in opt.param_groups for p in g["params"]]
+        missing = [self.param_names.get(p, "?") for p in params if p.grad is None]
+        if missing:
+            self._suspicious(f"{name}.step() runs while {len(missing)} of its {len(params)} parameters have no "
+                             f".grad: they will not change", {"where": _user_frame(), "parameters": missing[:6]},
+                             [("check that the loss reaches them: a detach() or backward(inputs=...) cuts them off", "04")])
+        self._check_foreign_gradients(name, params)
+
+    def _post_step(self, opt, args, kwargs):
+        name = self._optimizer_name(opt)
+        if name is not None:
+            params = [p for g in opt.param_groups for p in g["params"]]
+            self.steps.append({"optimizer": name, "where": _user_frame(), "params": params,
+                               "versions": [p._version for p in params]})
+
+    def _optimizer_name(self, opt):
+        return next((n for n, o in self.optimizers.items() if o is opt), None)
+
+    def _check_foreign_gradients(self, name, params):
+        """D stepping on gradients from a backward that ran through D into G (G's loss, or an undetached D loss)."""
+        mine = set(params)
+        for b in reversed(self.backwards):
+            depth = b["depth"]
+            if not mine & depth.keys():
+                continue
+            my_depth = min(d for p, d in depth.items() if p in mine)
+            deeper = {self.param_names[p].split(".")[0] for p, d in depth.items()
+                      if p not in mine and p in self.param_names and d > my_depth}
+            if deeper:
+                self._suspicious(f"{name}.step() uses gradients from the backward at {b['where']}, whose loss ran "
+                                 f"through these parameters on into {', '.join(sorted(deeper))}: that is G's loss, "
+                                 f"or D's loss on an undetached fake", {"where": _user_frame()},
+                                 [("call zero_grad() on this optimizer right before its own loss's backward, and "
+                                   "detach the fake batch in D's loss", "04")])
+            return
+
+    def _warn_data_mutation(self, tensor, op, where):
+        self._suspicious(f"`.data.{op}` changes {self._name(tensor)} behind autograd's back: its version counter "
+                         f"does not move, so a graph that saved it gives a wrong gradient without any error",
+                         {"where": where}, [("update under torch.no_grad() instead, or clone()", "03")])
+
+    def _suspicious(self, summary, facts, fixes):
+        d = Diagnosis("suspicious", summary, facts, fixes)
+        self.diagnoses.append(d)
+        where = facts.get("where")
+        warnings.warn_explicit(d.text(), DoctorWarning, where.file if where else "<unknown>", where.line if where else 0)
+
+    # --- naming ----------------------------------------------------------------------------------------------
+    def _name(self, tensor):
+        if tensor in self.param_names:
+            return self.param_names[tensor]
+        info = self.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
+        if info:
+            return f"the output of {info[0]}" + (f" in {info[1]}" if info[1] else "") + f" at {info[2]}"
+        return f"a tensor of shape {tuple(tensor.shape)}"
+
+    # --- diagnosis -------------------------------------------------------------------------------------------
+    def diagnose(self, error) -> Diagnosis | None:
+        message = str(error)
+        if "modified by an inplace operation" in message:
+            return self._version_error(error)
+        if "backward through the graph a second time" in message:
+            return self._freed_error(error)
+        if "leaf Variable that requires grad is being used in an in-place operation" in message:
+            return self._leaf_error()
+        return None
+
+    def _root_of(self, error):
+        """The tensor whose backward failed: `self` of torch's Tensor.backward frame in the traceback."""
+        tb, root = error.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_name == "backward" and isinstance(tb.tb_frame.f_locals.get("self"), torch.Tensor):
+                root = tb.tb_frame.f_locals["self"]
+            tb = tb.tb_next
+        return root if root is not None else (self.backwards[-1]["root"] if self.backwards else None)
+
+    def _version_error(self, error):
+        root = self._root_of(error)
+        found = list(self._saved(root, stale=True))
+        if not found:
+            return Diagnosis("version", "a saved tensor was modified in place, but the doctor could not find it",
+                             {}, _VERSION_FIXES)
+        shape = graphs._SHAPE.search(str(error))
+        shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
+        s, fn = next(((s, fn) for s, fn in found if s.shape == shape), found[0])
+        op, module, saved_at = self.nodes.get(fn, (s.node, None, None))
+        transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
+        facts = {"tensor": f"{s.param or 'a tensor'} {list(s.shape or [])}{transposed}",
+                 "saved by": f"{s.node} ({op}{' in ' + module if module else ''}) at {saved_at}",
+                 "modified by": self._modifier(s),
+                 "versions": f"now {s.version_now}, saved at {s.version_saved}"}
+        if len(found) > 1:
+            facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node}))
+        return Diagnosis("version", f"{s.param or 'a saved tensor'} changed in place after the forward saved it",
+                         facts, _VERSION_FIXES)
+
+    def _saved(self, root, stale=False):
+        for fn in graphs._walk([root]) if root is not None else []:
+            for s in graphs.saved_tensors(fn, self.param_names):
+                if not stale or s.state == "stale":
+                    yield s, fn
+
+    def _modifier(self, s):
+        name = (s.param or "").removesuffix(".T")
+        param = next((p for p, n in self.param_names.items() if n == name), None)
+        if param is not None:
+            for step in reversed(self.steps):
+                if any(p is param for p in step["params"]):
+                    return f"{step['optimizer']}.step() at {step['where']} (in place, under no_grad)"
+        for rec in reversed(self.inplace):
+            if param is not None and rec["ptr"] == param.untyped_storage().data_ptr():
+                return f"{rec['op']} at {rec['where']}"
+        if self.inplace:
+            rec = self.inplace[-1]
+            return f"{rec['op']}" + (f" in {rec['module']}" if rec["module"] else "") + f" at {rec['where']} (the latest in-place op seen)"
+        return "an in-place operation the doctor did not see"
+
+    def _freed_error(self, error):
+        root = self._root_of(error)
+        mine = set(graphs._walk([root])) if root is not None else set()
+        earlier = [b for b in self.backwards[:-1] if b["root"] is not root and not b["retain"] and b["nodes"] & mine]
+        if not earlier:
+            return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
+                             {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)
+        b = earlier[-1]
+        shared = b["nodes"] & mine
+        modules = sorted({info[1].split(".")[0] for fn in shared if (info := self.nodes.get(fn)) and info[1]})
+        lines = sorted({str(info[2]) for fn in shared if (info := self.nodes.get(fn)) and info[2]})
+        facts = {"freed by": f"the backward at {b['where']}",
+                 "shared part": f"{len(shared)} autograd nodes"
+                                + (f", the forward of {' and '.join(modules)}" if modules else "")
+                                + (f" from {'; '.join(lines[:3])}" if lines else "") + ", part of both losses",
+                 "failing backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}
+        return Diagnosis("freed", "two losses share part of one graph, and the first backward freed it", facts,
+                         _FREED_FIXES)
+
+    def _leaf_error(self):
+        if self.last_leaf_inplace is None:
+            return Diagnosis("leaf_inplace", "an in-place op on a leaf that requires grad", {}, _LEAF_FIXES)
+        tensor, op, where = self.last_leaf_inplace
+        return Diagnosis("leaf_inplace", f"{op} on {self._name(tensor)}, a leaf that requires grad, while "
+                         f"autograd is recording", {"where": where}, _LEAF_FIXES)
+
+    def _on_warning(self, message, category, filename, lineno, file=None, line=None):
+        self._showwarning(message, category, filename, lineno, file, line)
+        if "not a leaf Tensor" in str(message) and self.last_grad_read is not None:
+            tensor, where = self.last_grad_read
+            d = Diagnosis("nonleaf_grad", f"`.grad` read on {self._name(tensor)}, which is not a leaf",
+                          {"where": where}, [("call .retain_grad() on it before backward(), or read a leaf's .grad", "01")])
+            self.diagnoses.append(d)
+            print(d.text(), file=sys.stderr)
+
+    # --- context manager -------------------------------------------------------------------------------------
+    def __enter__(self):
+        self.handles = [nn_module.register_module_forward_pre_hook(self._pre_forward),
+                        nn_module.register_module_forward_hook(self._post_forward),
+                        register_optimizer_step_pre_hook(self._pre_step),
+                        register_optimizer_step_post_hook(self._post_step)]
+        self._showwarning, warnings.showwarning = warnings.showwarning, self._on_warning
+        self.mode = _Recorder(self)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, kind, error, tb):
+        self.mode.__exit__(None, None, None)
+        warnings.showwarning = self._showwarning
+        for h in self.handles:
+            h.remove()
+        if error is not None:
+            self.attach(error)
+        return False                      # never swallow
+
+    def attach(self, error):
+        try:
+            diagnosis = self.diagnose(error)
+        except Exception as failure:      # the original error surfaces anyway
+            diagnosis = None
+            self.notes.append(f"the doctor could not diagnose this ({failure!r})")
+        if diagnosis is not None:
+            self.diagnoses.append(diagnosis)
+            error.diagnosis = diagnosis
+            print(diagnosis.text(), file=sys.stderr)
+        for note in self.notes[-1:]:
+            print(f"autograd doctor note: {note}", file=sys.stderr)
+        return diagnosis
+
+
+_VERSION_FIXES = [("detach the fake batch in D's loss, so D's backward never needs G's graph", "04"),
+                  ("reorder: finish every backward through D's forward before opt_D.step(), or run a fresh "
+                   "forward after the step", "05"),
+                  ("clone() a tensor before changing it in place", "03"),
+                  ("take G's gradient first with loss_G.backward(inputs=list(G.parameters()))", "05")]
+_FREED_FIXES = [("detach the shared tensor in the loss that must not reach it", "04"),
+                ("recompute: run a fresh forward for the second loss", "05"),
+                ("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
+                 "backward (about the size of the parameters for seed 000's GAN at batch 64)", "02")]
+_LEAF_FIXES = [("wrap the update in `with torch.no_grad():`, as optimizers do", "01"),
+               ("or operate out of place: x = x + 1 makes a new, non-leaf tensor", "01")]
+
+
+def load_ipython_extension(ip):
+    """%load_ext gan_lessons: every cell runs under a doctor that watches the modules and optimizers in the
+    notebook's namespace; these errors get a diagnosis under the usual traceback, others pass untouched."""
+    state = {}
+
+    def pre_run_cell(info=None):
+        named = {k: v for k, v in ip.user_ns.items() if not k.startswith("_")
+                 and isinstance(v, (torch.nn.Module, torch.optim.Optimizer))}
+        state["doc"] = doctor(**named).__enter__()
+
+    def post_run_cell(result=None):
+        doc = state.pop("doc", None)
+        if doc is not None:
+            doc.__exit__(None, None, None)
+
+    def on_error(shell, kind, error, tb, tb_offset=None):
+        shell.showtraceback((kind, error, tb), tb_offset=tb_offset)
+        doc = state.get("doc")
+        if doc is not None:
+            doc.attach(error)
+        return None
+
+    ip.events.register("pre_run_cell", pre_run_cell)
+    ip.events.register("post_run_cell", post_run_cell)
+    ip.set_custom_exc((RuntimeError,), on_error)

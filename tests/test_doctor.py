@@ -1,0 +1,231 @@
+"""The autograd doctor on real broken code: names, operations and line numbers are checked."""
+import itertools
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons import strategies
+from gan_lessons.doctor import DoctorWarning, doctor
+from gan_lessons.models import Discriminator, Generator
+
+SOURCE = Path(__file__).read_text().splitlines()
+
+
+def line_of(marker):
+    """The line number of the line ending in `# <marker>` in this file."""
+    return next(i + 1 for i, text in enumerate(SOURCE) if text.rstrip().endswith(f"# {marker}"))
+
+
+def diagnose(block, **watched):
+    with pytest.raises(RuntimeError) as caught:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DoctorWarning)
+            with doctor(**watched):
+                block()
+    return caught.value, caught.value.diagnosis
+
+
+def test_seed001_toy_version_error_names_weight_forward_line_and_step():
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+
+    def block():
+        t = torch.tensor([1., 2], requires_grad=True)
+        g = G(t)
+        d = D(g)  # s001-forward
+        d.sum().backward(retain_graph=True)
+        optimD.step()  # s001-step
+        (g + d).sum().backward()
+
+    error, dx = diagnose(block, G=G, D=D, optimG=optimG, optimD=optimD)
+    assert "is at version 2; expected version 1" in str(error)          # the original error, unchanged
+    assert dx.kind == "version"
+    assert dx.facts["tensor"].startswith("D.weight.T [2, 2] (a transposed view")
+    assert f"line {line_of('s001-forward')}" in dx.facts["saved by"] and "linear in D" in dx.facts["saved by"]
+    assert dx.facts["modified by"].startswith(f"optimD.step() at line {line_of('s001-step')}")
+    assert dx.facts["versions"] == "now 2, saved at 1"
+    assert "lesson 04" in dx.text() and "lesson 05" in dx.text()
+
+
+def loss_nonsaturating(d, g, x_real):
+    """Seed 000's loss, as written there."""
+    z = torch.randn(x_real.shape[0], g.z_dim)
+    gz = g(z)
+    dgz = F.sigmoid(d(gz))  # s000-forward
+    dx = d(x_real)
+    real_label, fake_label = torch.ones(x_real.shape[0]), torch.zeros(x_real.shape[0])
+    bce_loss = F.binary_cross_entropy_with_logits
+    g_loss = bce_loss(dgz, real_label).mean()  # s000-sigmoid
+    d_loss = bce_loss(dx, real_label).mean() + bce_loss(dgz, fake_label).mean()
+    return d_loss, g_loss
+
+
+def test_seed000_loop_names_the_512x1_weight_and_warns_about_the_double_sigmoid():
+    torch.manual_seed(0)
+    g, d = Generator(), Discriminator()
+    g_optimizer, d_optimizer = optim.Adam(g.parameters()), optim.Adam(d.parameters())
+    x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError) as raised:
+            with doctor(g=g, d=d, g_optimizer=g_optimizer, d_optimizer=d_optimizer):
+                d_loss, g_loss = loss_nonsaturating(d, g, x_real)
+                d_optimizer.zero_grad()
+                d_loss.backward(retain_graph=True)
+                d_optimizer.step()  # s000-step
+                g_optimizer.zero_grad()
+                g_loss.backward()
+    dx = raised.value.diagnosis
+    assert "[512, 1]" in str(raised.value)
+    assert dx.facts["tensor"].startswith("d.net.7.weight.T [512, 1]")
+    assert f"line {line_of('s000-forward')}" in dx.facts["saved by"] and "in d" in dx.facts["saved by"]
+    assert dx.facts["modified by"].startswith(f"d_optimizer.step() at line {line_of('s000-step')}")
+    sigmoid = [w for w in caught if issubclass(w.category, DoctorWarning) and "sigmoid" in str(w.message)]
+    assert sigmoid and sigmoid[0].lineno == line_of("s000-sigmoid")
+
+
+def test_seed003_strategy_1_points_into_the_strategy_function():
+    torch.manual_seed(0)
+    G, D = Generator(), Discriminator()
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+    noise = lambda n: torch.randn(n, 64)
+    error, dx = diagnose(lambda: strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise),
+                         G=G, D=D, opt_G=opt_G, opt_D=opt_D)
+    source = Path(strategies.__file__).read_text().splitlines()
+    step_line = next(i + 1 for i, t in enumerate(source) if "opt_D.step()" in t and "go stale" in t)
+    assert dx.facts["tensor"].startswith("D.net.7.weight.T [512, 1]")
+    assert dx.facts["modified by"].startswith(f"opt_D.step() at line {step_line}")
+    assert "x_fake" in dx.facts["saved by"] or "D(x_fake)" in dx.facts["saved by"]
+
+
+def test_seed004_loop_names_the_freeing_backward_and_the_shared_forward():
+    torch.manual_seed(0)
+    model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
+    optimizer1, optimizer2 = optim.Adam(model1.parameters()), optim.Adam(model2.parameters())
+    data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+
+    def block():
+        a = model1(data)  # s004-shared
+        b = model2(a)
+        l1, l2 = F.cross_entropy(a, label), F.cross_entropy(b, label)
+        optimizer2.zero_grad()
+        l2.backward()  # s004-frees
+        optimizer2.step()
+        optimizer1.zero_grad()
+        l1.backward()  # s004-fails
+
+    error, dx = diagnose(block, model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2)
+    assert dx.kind == "freed"
+    assert dx.facts["freed by"] == f"the backward at line {line_of('s004-frees')} (`l2.backward()  # s004-frees`)"
+    assert "the forward of model1" in dx.facts["shared part"]
+    assert f"line {line_of('s004-shared')}" in dx.facts["shared part"]
+    assert dx.facts["failing backward"].startswith(f"line {line_of('s004-fails')}")
+    assert "retain_graph=True" in dx.text() and "recompute" in dx.text()
+
+
+def test_leaf_inplace_names_the_parameter_and_no_grad():
+    G = nn.Linear(2, 2)
+
+    def block():
+        G.weight += 1  # leaf-line
+
+    error, dx = diagnose(block, G=G)
+    assert "G.weight" in dx.summary and dx.facts["where"].line == line_of("leaf-line")
+    assert "torch.no_grad()" in dx.text()
+
+
+def test_nonleaf_grad_read_is_named(capsys):
+    G = nn.Linear(2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with doctor(G=G) as doc:
+            x_fake = G(torch.randn(3, 2))
+            x_fake.sum().backward()
+            x_fake.grad  # grad-read
+    d = next(d for d in doc.diagnoses if d.kind == "nonleaf_grad")
+    assert "linear in G" in d.summary and d.facts["where"].line == line_of("grad-read")
+    assert "retain_grad()" in d.text()
+
+
+def test_suspicious_patterns_are_warned():
+    torch.manual_seed(0)
+    model1, model2 = nn.Linear(3, 2), nn.Linear(2, 1)
+    shared = optim.SGD(itertools.chain(model1.parameters(), model2.parameters()), lr=0.1)
+    x = torch.randn(4, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(model1=model1, model2=model2, shared=shared):
+            model2(model1(x).detach()).sum().backward()
+            shared.step()  # none-grads
+            w = model1.weight
+            y = (w * w).sum()
+            w.data.mul_(2)  # data-mutation
+    messages = {w.lineno: str(w.message) for w in caught if issubclass(w.category, DoctorWarning)}
+    assert "have no .grad" in messages[line_of("none-grads")] and "model1.weight" in messages[line_of("none-grads")]
+    assert ".data.mul_" in messages[line_of("data-mutation")] and "model1.weight" in messages[line_of("data-mutation")]
+
+
+def test_D_stepping_on_G_loss_gradients_is_warned():
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 1)
+    opt_D = optim.SGD(D.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_D=opt_D):
+            loss_G = F.softplus(-D(G(torch.randn(4, 2)))).mean()
+            loss_G.backward()
+            opt_D.step()  # d-on-g
+    hits = [w for w in caught if issubclass(w.category, DoctorWarning) and "on into G" in str(w.message)]
+    assert hits and hits[0].lineno == line_of("d-on-g")
+
+
+def test_doctor_changes_no_result_and_a_clean_step_raises_no_warning():
+    def run(with_doctor):
+        torch.manual_seed(0)
+        G, D = Generator(), Discriminator()
+        opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+        x_real, gen = torch.rand(8, 1, 28, 28) * 2 - 1, torch.Generator().manual_seed(1)
+        noise = lambda n: torch.randn(n, 64, generator=gen)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DoctorWarning)
+            if with_doctor:
+                with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+                    for _ in range(2):
+                        strategies.d_first_fresh_fake(G, D, opt_G, opt_D, x_real, noise)
+            else:
+                for _ in range(2):
+                    strategies.d_first_fresh_fake(G, D, opt_G, opt_D, x_real, noise)
+        return [p.detach().clone() for p in [*G.parameters(), *D.parameters()]]
+    assert all(torch.equal(a, b) for a, b in zip(run(False), run(True)))
+
+
+def test_other_exceptions_pass_through_untouched():
+    error = ValueError("not an autograd problem")
+    with pytest.raises(ValueError) as caught:
+        with doctor():
+            raise error
+    assert caught.value is error and not hasattr(error, "diagnosis")
+
+
+def test_ipython_extension_diagnoses_and_leaves_other_errors_alone(capsys):
+    IPython = pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import start_ipython
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "gan_lessons")
+    ip.run_cell("import torch\nfrom torch import nn\nG = nn.Linear(2, 2)\n")
+    capsys.readouterr()
+    ip.run_cell("G.weight += 1")
+    out = capsys.readouterr()
+    assert "a leaf Variable that requires grad" in out.out + out.err
+    assert "autograd doctor: add_ on G.weight" in out.out + out.err
+    ip.run_cell("raise KeyError('plain')")
+    out = capsys.readouterr()
+    assert "KeyError" in out.out + out.err and "autograd doctor" not in out.out + out.err
+    ip.run_cell("x = torch.ones(2, requires_grad=True) * 2\ny = x.sum() + 1")
+    assert ip.user_ns["y"].item() == 5.0
