@@ -12,3 +12,8 @@ def load_ipython_extension(ip):
     """`%load_ext gan_lessons` turns on the autograd doctor for every cell (lesson 07)."""
     from gan_lessons.doctor import load_ipython_extension as load
     load(ip)
+
+
+def unload_ipython_extension(ip):
+    from gan_lessons.doctor import unload_ipython_extension as unload
+    unload(ip)

@@ -118,20 +118,22 @@ class doctor:
             named[f"{type(obj).__name__}{k}"] = obj
         self.modules = {n: m for n, m in named.items() if isinstance(m, torch.nn.Module)}
         self.optimizers = {n: o for n, o in named.items() if isinstance(o, torch.optim.Optimizer)}
-        self.param_names = graphs.param_names(**self.modules)
+        self.param_names = graphs.param_names(**self.modules, **{n: t for n, t in named.items()
+                                                                  if isinstance(t, torch.Tensor)})
         self.module_names = {m: n for top, mod in self.modules.items() for n, m in
                              ((f"{top}.{k}" if k else top, m) for k, m in mod.named_modules())}
         self.nodes = OrderedDict()      # grad_fn -> (op, module, Where)
         self.max_nodes = max_nodes
         self.inplace, self.backwards, self.steps, self.stack, self.sites = [], [], [], [], []
-        self.notes, self.diagnoses, self.last_leaf_inplace, self.last_grad_read = [], [], None, None
+        self.notes, self.diagnoses, self.last_leaf_inplace = [], [], None
         self.data_aliases = {}
 
     # --- recording -------------------------------------------------------------------------------------------
     def _before(self, func, name, args, kwargs):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" and target is not None:
-            self.last_grad_read = (target, _user_frame())
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
+                and target is not None and not target.is_leaf and not target.retains_grad:
+            self._nonleaf_grad(target, _user_frame())
         if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
             if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
                 self.last_leaf_inplace = (target, name, _user_frame())
@@ -161,7 +163,8 @@ class doctor:
             self.data_aliases[id(out)] = target        # `.data` (or a detach) of a tracked tensor
         if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
             self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": name, "where": _user_frame(),
-                                 "version": target._version, "module": self.stack[-1] if self.stack else None})
+                                 "version": target._version, "shape": tuple(target.shape),
+                                 "module": self.stack[-1] if self.stack else None})
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         for t in out if isinstance(out, (tuple, list)) else [out]:
             todo = [getattr(t, "grad_fn", None)]
@@ -220,8 +223,9 @@ class doctor:
                       if p not in mine and p in self.param_names and d > my_depth}
             if deeper:
                 self._suspicious(f"{name}.step() uses gradients from the backward at {b['where']}, whose loss ran "
-                                 f"through these parameters on into {', '.join(sorted(deeper))}: that is G's loss, "
-                                 f"or D's loss on an undetached fake", {"where": _user_frame()},
+                                 f"through these parameters on into {', '.join(sorted(deeper))}: either that net's "
+                                 f"loss (as G's loss runs through D), which this step must not use, or this net's "
+                                 f"own loss on an input that was not detached", {"where": _user_frame()},
                                  [("call zero_grad() on this optimizer right before its own loss's backward, and "
                                    "detach the fake batch in D's loss", "04")])
             return
@@ -283,8 +287,9 @@ class doctor:
                  "versions": f"now {s.version_now}, saved at {s.version_saved}"}
         if len(found) > 1:
             facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node}))
+        fixes = _VERSION_FIXES if s.param else _VERSION_FIXES[2:3] + [("do it out of place: x = x + noise", "03")]
         return Diagnosis("version", f"{s.param or 'a saved tensor'} changed in place after the forward saved it",
-                         facts, _VERSION_FIXES)
+                         facts, fixes)
 
     def _saved(self, root, stale=False):
         for fn in graphs._walk([root]) if root is not None else []:
@@ -300,11 +305,10 @@ class doctor:
                 if any(p is param for p in step["params"]):
                     return f"{step['optimizer']}.step() at {step['where']} (in place, under no_grad)"
         for rec in reversed(self.inplace):
-            if param is not None and rec["ptr"] == param.untyped_storage().data_ptr():
-                return f"{rec['op']} at {rec['where']}"
-        if self.inplace:
-            rec = self.inplace[-1]
-            return f"{rec['op']}" + (f" in {rec['module']}" if rec["module"] else "") + f" at {rec['where']} (the latest in-place op seen)"
+            same = (rec["ptr"] == param.untyped_storage().data_ptr() if param is not None
+                    else (rec["version"], rec["shape"]) == (s.version_now, s.shape))
+            if same:
+                return f"{rec['op']}" + (f" in {rec['module']}" if rec["module"] else "") + f" at {rec['where']}"
         return "an in-place operation the doctor did not see"
 
     def _freed_error(self, error):
@@ -333,14 +337,13 @@ class doctor:
         return Diagnosis("leaf_inplace", f"{op} on {self._name(tensor)}, a leaf that requires grad, while "
                          f"autograd is recording", {"where": where}, _LEAF_FIXES)
 
-    def _on_warning(self, message, category, filename, lineno, file=None, line=None):
-        self._showwarning(message, category, filename, lineno, file, line)
-        if "not a leaf Tensor" in str(message) and self.last_grad_read is not None:
-            tensor, where = self.last_grad_read
-            d = Diagnosis("nonleaf_grad", f"`.grad` read on {self._name(tensor)}, which is not a leaf",
-                          {"where": where}, [("call .retain_grad() on it before backward(), or read a leaf's .grad", "01")])
-            self.diagnoses.append(d)
-            print(d.text(), file=sys.stderr)
+    def _nonleaf_grad(self, tensor, where):
+        if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.diagnoses):
+            return                        # one diagnosis per line is enough
+        d = Diagnosis("nonleaf_grad", f"`.grad` read on {self._name(tensor)}, which is not a leaf: it is None",
+                      {"where": where}, [("call .retain_grad() on it before backward(), or read a leaf's .grad", "01")])
+        self.diagnoses.append(d)
+        print(d.text(), file=sys.stderr)
 
     # --- context manager -------------------------------------------------------------------------------------
     def __enter__(self):
@@ -348,14 +351,12 @@ class doctor:
                         nn_module.register_module_forward_hook(self._post_forward),
                         register_optimizer_step_pre_hook(self._pre_step),
                         register_optimizer_step_post_hook(self._post_step)]
-        self._showwarning, warnings.showwarning = warnings.showwarning, self._on_warning
         self.mode = _Recorder(self)
         self.mode.__enter__()
         return self
 
     def __exit__(self, kind, error, tb):
         self.mode.__exit__(None, None, None)
-        warnings.showwarning = self._showwarning
         for h in self.handles:
             h.remove()
         if error is not None:
@@ -415,3 +416,16 @@ def load_ipython_extension(ip):
     ip.events.register("pre_run_cell", pre_run_cell)
     ip.events.register("post_run_cell", post_run_cell)
     ip.set_custom_exc((RuntimeError,), on_error)
+    _installed[id(ip)] = (pre_run_cell, post_run_cell)
+
+
+_installed = {}
+
+
+def unload_ipython_extension(ip):
+    """%unload_ext gan_lessons: back to plain tracebacks."""
+    pre, post = _installed.pop(id(ip), (None, None))
+    if pre is not None:
+        ip.events.unregister("pre_run_cell", pre)
+        ip.events.unregister("post_run_cell", post)
+        ip.set_custom_exc((), None)
