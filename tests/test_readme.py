@@ -52,3 +52,40 @@ def test_shipped_generator_figures_match_its_record():
     g = json.loads((metrics.ASSETS / "generator.json").read_text())
     assert f"MNIST-FID {g['metrics']['mnist_fid']} (real-data baseline" in README
     assert f"classifier score {g['metrics']['classifier_score']} (baseline" in README
+
+
+def test_doctor_overhead_figure_matches_its_results_file():
+    import json
+    o = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-22_doctor_cpu.json").read_text())
+    assert f"**Overhead:** {o['ratio']}x" in README
+    assert f"median {o['ms_per_step_plain']} ms plain vs\n{o['ms_per_step_doctor']} ms" in README
+
+
+def test_doctor_example_in_readme_is_what_the_doctor_says():
+    """The README's sample diagnosis is checked against a live run of seed 000's loop."""
+    import torch.nn.functional as F
+    import warnings
+    from gan_lessons.doctor import doctor
+    torch.manual_seed(0)
+    g, d = Generator(), Discriminator()
+    g_optimizer, d_optimizer = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+    x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with doctor(g=g, d=d, g_optimizer=g_optimizer, d_optimizer=d_optimizer):
+                gz = g(torch.randn(8, 64))
+                dgz = F.sigmoid(d(gz))
+                d_loss = F.binary_cross_entropy_with_logits(d(x_real), torch.ones(8)) + \
+                    F.binary_cross_entropy_with_logits(dgz, torch.zeros(8))
+                g_loss = F.binary_cross_entropy_with_logits(dgz, torch.ones(8))
+                d_loss.backward(retain_graph=True)
+                d_optimizer.step()
+                g_loss.backward()
+    except RuntimeError as error:
+        facts = error.diagnosis.facts
+    for line in (f"  - tensor: {facts['tensor']}", f"  - versions: {facts['versions']}"):
+        assert line in README
+    assert "  - saved by: AddmmBackward0 (linear in d.net.7) at line" in README
+    assert facts["saved by"].startswith("AddmmBackward0 (linear in d.net.7) at line")
+    assert facts["modified by"].startswith("d_optimizer.step() at line")
