@@ -229,3 +229,18 @@ def test_ipython_extension_diagnoses_and_leaves_other_errors_alone(capsys):
     assert "KeyError" in out.out + out.err and "autograd doctor" not in out.out + out.err
     ip.run_cell("x = torch.ones(2, requires_grad=True) * 2\ny = x.sum() + 1")
     assert ip.user_ns["y"].item() == 5.0
+
+
+def test_failed_bookkeeping_leaves_a_note_and_the_code_runs(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise KeyError("bookkeeping bug")
+    monkeypatch.setattr(doctor, "_before", broken)
+    G = nn.Linear(2, 2)
+    expected = G(torch.ones(1, 2)).sum().item()
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        with doctor(G=G) as doc:
+            y = G(torch.ones(1, 2)).sum()          # runs normally despite the broken recorder
+            G.weight += 1
+    assert y.item() == expected
+    assert any("bookkeeping failed" in note for note in doc.notes)
+    assert "autograd doctor note:" in capsys.readouterr().err
