@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test setup dot train bench clean
+.PHONY: lab test setup dot train bench student clean
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
@@ -35,6 +35,10 @@ dot:
 train: setup
 	$(PY) -m gan_lessons train --out runs/mnist
 	$(PY) -m gan_lessons export runs/mnist
+
+# Student copies with the exercise answers blanked, in build/student/.
+student: setup
+	$(PY) tools/student.py --out build/student
 
 bench: setup
 	$(PY) benchmarks/bench.py --fast --quality

@@ -1,17 +1,36 @@
-"""Authoring aid: turn a jupytext percent script into a lesson notebook.
+"""Authoring aid: turn a jupytext percent script into a lesson notebook, with the shared setup cell and slides.
 
-The line `#SETUP` becomes the shared setup cell (gan_lessons.lesson.SETUP_CELL).
-Usage: python tools/build_notebook.py SRC.py notebooks/NN_name.ipynb   (needs jupytext)
-Then execute it: jupyter nbconvert --to notebook --execute --inplace notebooks/NN_name.ipynb"""
+The line `#SETUP` becomes the shared setup cell (gan_lessons.lesson.SETUP_CELL). Every cell gets slide
+metadata for jupyterlab-rise (see slide_type).
+
+    python tools/build_notebook.py SRC.py notebooks/NN_name.ipynb     (needs jupytext)
+    jupyter nbconvert --to notebook --execute --inplace notebooks/NN_name.ipynb
+    python tools/build_notebook.py --slides notebooks/*.ipynb          (re-apply slide metadata only)"""
 import sys
 
-import jupytext
 import nbformat
 
 from gan_lessons.lesson import SETUP_CELL
 
 
+def slide_type(cell) -> str:
+    """Titles and sections open a slide; the setup cell is skipped in a talk; the rest follows on."""
+    text = cell.source.lstrip()
+    if cell.cell_type == "markdown" and text.startswith(("# ", "## ")):
+        return "slide"
+    if cell.cell_type == "code" and text == SETUP_CELL:
+        return "skip"
+    return "-"
+
+
+def add_slides(nb):
+    for cell in nb.cells:
+        cell.metadata["slideshow"] = {"slide_type": slide_type(cell)}
+    return nb
+
+
 def build(src, dst):
+    import jupytext
     nb = jupytext.read(src, fmt="py:percent")
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.source.strip() == "#SETUP":
@@ -19,8 +38,12 @@ def build(src, dst):
         cell.metadata.pop("lines_to_next_cell", None)
     nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
                    "language_info": {"name": "python"}}
-    nbformat.write(nb, dst)
+    nbformat.write(add_slides(nb), dst)
 
 
 if __name__ == "__main__":
-    build(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "--slides":
+        for path in sys.argv[2:]:
+            nbformat.write(add_slides(nbformat.read(path, as_version=4)), path)
+    else:
+        build(sys.argv[1], sys.argv[2])
