@@ -138,7 +138,7 @@ def _node_label(fn, names) -> str:
     return type(fn).__name__
 
 
-def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True) -> Graph:
+def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True, title=None) -> Graph:
     """Draw the graph behind `outputs` ({'loss_D': loss_D, ...}), parameters named by `names`
     (see param_names). Past `max_nodes` autograd nodes the rest collapse into one node."""
     names = names or {}
@@ -147,7 +147,7 @@ def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True) 
     ids = {fn: f"n{i}" for i, fn in enumerate(shown)}
     dot = graphviz.Digraph(node_attr=dict(style="filled", shape="box", align="left", fontsize="10",
                                           ranksep="0.1", height="0.2", fontname="monospace"),
-                           graph_attr=dict(size="12,12"))
+                           graph_attr=dict(size="12,12", label=title or "", labelloc="t", fontname="monospace"))
     all_saved = []
     for name, t in outputs.items():
         dot.node(f"out_{name}", f"{name}\n{tuple(t.shape)}", fillcolor="darkolivegreen1")
@@ -171,7 +171,8 @@ def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True) 
             key.attr(label="saved tensors", fontsize="10")
             for state, colour in STATES.items():
                 key.node(f"legend_{state}", state, fillcolor=colour, shape="note")
-    return Graph(dot, text_tree(outputs, names, show_saved), all_saved)
+    text = text_tree(outputs, names, show_saved)
+    return Graph(dot, f"{title}\n{text}" if title else text, all_saved)
 
 
 def text_tree(outputs: dict, names=None, show_saved=True) -> str:

@@ -39,7 +39,8 @@ def one_step_graph(name, G, D, sample_real, noise):
     G, D = copy.deepcopy(G), copy.deepcopy(D)
     opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
     loss_D, loss_G = strategies.get(name)(G, D, opt_G, opt_D, sample_real(), noise)
-    return graphs.draw({"loss_D": loss_D, "loss_G": loss_G}, graphs.param_names(G=G, D=D))
+    return graphs.draw({"loss_D": loss_D, "loss_G": loss_G}, graphs.param_names(G=G, D=D),
+                       title=f"one step of {name}: the graph behind loss_D and loss_G, after the step")
 
 
 class StrategyPanel:

@@ -1,0 +1,166 @@
+"""JupyterLab in a real browser: Run All on lessons 01, 05 and 06, the strategy widget clicked through, graphs
+rendered as images. The server runs from this environment on loopback with a token; Debian's Chromium is driven
+by Playwright (never `playwright install`). Screenshots go to build/screenshots/."""
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "build" / "screenshots"
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium: apt-get install chromium")]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server over a copy of the notebooks (the browser's saves never touch the repository)."""
+    root = tmp_path_factory.mktemp("lab")
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, root / nb.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    settings = root / ".settings" / "@jupyterlab"
+    for extension, plugin, value in (("notebook-extension", "tracker", {"windowingMode": "none"}),
+                                     ("apputils-extension", "notification", {"fetchNews": "false"})):
+        (settings / extension).mkdir(parents=True, exist_ok=True)
+        (settings / extension / f"{plugin}.jupyterlab-settings").write_text(json.dumps(value))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "GAN_LESSONS_QUICK": "1",
+           "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings")}
+    log = open(root / "server.log", "w")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None and time.time() < deadline, (root / "server.log").read_text()[-2000:]
+                time.sleep(0.5)
+        yield base, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
+            viewport={"width": 1400, "height": 1000},
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run", "--disable-sync"])
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def _run_all(page, base, token, name, timeout_s):
+    """Open a notebook, restart the kernel and Run All; wait until the last code cell has run. Return prompts."""
+    page.goto(f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?reset&token={token}")  # one tab per workspace
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']:visible", timeout=60_000)
+    page.click(".jp-Notebook")
+    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Restart Kernel and Run All Cells").first.click()
+    page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    deadline = time.time() + timeout_s
+    while True:
+        prompts = [p.strip() for p in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
+        # a fresh kernel numbers cells 1..N; Run All reached the end when the last cell shows [N]
+        if prompts and prompts[-1] == f"[{len(prompts)}]:" and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts):
+            return prompts
+        assert time.time() < deadline, f"Run All did not reach the last cell: {prompts}"
+        time.sleep(1)
+
+
+def _assert_no_errors(page):
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback")
+    assert errors.count() == 0, errors.first.inner_text()[:2000]
+    assert page.locator("text=Error displaying widget").count() == 0
+
+
+def _images(page):
+    return page.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg, .jp-RenderedImage img")
+
+
+def test_lesson_01_runs_all_and_draws_its_graph(lab, browser):
+    page = browser.new_page()
+    _run_all(page, *lab, "01_leaf_tensors.ipynb", timeout_s=120)
+    _assert_no_errors(page)
+    graph = page.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg").first     # the torchviz graph, as an image
+    graph.scroll_into_view_if_needed()
+    assert graph.bounding_box()["width"] > 50
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "lesson01.png"))
+    page.close()
+
+
+def test_lesson_05_widget_switches_graph_and_cost_row(lab, browser):
+    page = browser.new_page()
+    _run_all(page, *lab, "05_gan_update_strategies.ipynb", timeout_s=180)
+    _assert_no_errors(page)
+    widget = page.locator(".widget-toggle-buttons").first
+    widget.scroll_into_view_if_needed()
+    output = page.locator(".widget-vbox .jp-OutputArea, .widget-vbox .widget-output").first
+    seen = {}
+    for button in widget.locator("button").all():
+        name = button.inner_text().strip()
+        button.click()
+        row = output.locator("td code", has_text=name)
+        row.first.wait_for(timeout=60_000)           # the cost row is this strategy's
+        if name == "retain_graph_seed003":
+            output.locator("text=raises").first.wait_for(timeout=60_000)
+            continue
+        graph = output.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg").first
+        graph.wait_for(timeout=60_000)
+        box = graph.bounding_box()
+        assert box and box["width"] > 50 and box["height"] > 50   # rendered as an image
+        seen[name] = urllib.parse.unquote(graph.get_attribute("src") or graph.inner_html())
+        assert f"one step of {name}" in seen[name]                   # the graph drawn is this strategy's
+        if name == "d_first_reuse_fake":
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            widget.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "lesson05_widget.png"))
+    assert len(seen) == 4
+    _assert_no_errors(page)
+    page.close()
+
+
+def test_lesson_06_runs_all_in_quick_mode(lab, browser):
+    page = browser.new_page()
+    _run_all(page, *lab, "06_train_mnist_gan.ipynb", timeout_s=240)
+    _assert_no_errors(page)
+    assert _images(page).count() >= 3
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "lesson06.png"))
+    page.close()
