@@ -118,7 +118,7 @@ def test_lesson_01_runs_all_and_draws_its_graph(lab, browser):
     _run_all(page, *lab, "01_leaf_tensors.ipynb", timeout_s=120)
     _assert_no_errors(page)
     graph = page.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg").first     # the torchviz graph, as an image
-    graph.scroll_into_view_if_needed()
+    graph.scroll_into_view_if_needed(timeout=60_000)
     assert graph.bounding_box()["width"] > 50
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "lesson01.png"))
@@ -130,19 +130,20 @@ def test_lesson_05_widget_switches_graph_and_cost_row(lab, browser):
     _run_all(page, *lab, "05_gan_update_strategies.ipynb", timeout_s=180)
     _assert_no_errors(page)
     widget = page.locator(".widget-toggle-buttons").first
-    widget.scroll_into_view_if_needed()
+    widget.wait_for(timeout=120_000)                 # widget views render after the kernel's reply
+    widget.scroll_into_view_if_needed(timeout=60_000)
     output = page.locator(".widget-vbox .jp-OutputArea, .widget-vbox .widget-output").first
     seen = {}
     for button in widget.locator("button").all():
         name = button.inner_text().strip()
         button.click()
         row = output.locator("td code", has_text=name)
-        row.first.wait_for(timeout=60_000)           # the cost row is this strategy's
+        row.first.wait_for(timeout=120_000)           # the cost row is this strategy's
         if name == "retain_graph_seed003":
-            output.locator("text=raises").first.wait_for(timeout=60_000)
+            output.locator("text=raises").first.wait_for(timeout=120_000)
             continue
         graph = output.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg").first
-        graph.wait_for(timeout=60_000)
+        graph.wait_for(timeout=120_000)
         box = graph.bounding_box()
         assert box and box["width"] > 50 and box["height"] > 50   # rendered as an image
         seen[name] = urllib.parse.unquote(graph.get_attribute("src") or graph.inner_html())
