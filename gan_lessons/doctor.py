@@ -142,7 +142,7 @@ class doctor:
                 self._warn_data_mutation(alias_of, name, _user_frame())
         if name == "backward" and target is not None:
             retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
-            nodes = graphs._walk([target])
+            nodes = graphs.walk([target])
             depth = {}
             for fn, d in _depths(target.grad_fn):
                 if hasattr(fn, "variable"):
@@ -276,7 +276,7 @@ class doctor:
         if not found:
             return Diagnosis("version", "a saved tensor was modified in place, but the doctor could not find it",
                              {}, _VERSION_FIXES)
-        shape = graphs._SHAPE.search(str(error))
+        shape = graphs.SAVED_SHAPE.search(str(error))
         shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape), found[0])
         op, module, saved_at = self.nodes.get(fn, (s.node, None, None))
@@ -292,7 +292,7 @@ class doctor:
                          facts, fixes)
 
     def _saved(self, root, stale=False):
-        for fn in graphs._walk([root]) if root is not None else []:
+        for fn in graphs.walk([root]) if root is not None else []:
             for s in graphs.saved_tensors(fn, self.param_names):
                 if not stale or s.state == "stale":
                     yield s, fn
@@ -313,7 +313,7 @@ class doctor:
 
     def _freed_error(self, error):
         root = self._root_of(error)
-        mine = set(graphs._walk([root])) if root is not None else set()
+        mine = set(graphs.walk([root])) if root is not None else set()
         earlier = [b for b in self.backwards[:-1] if b["root"] is not root and not b["retain"] and b["nodes"] & mine]
         if not earlier:
             return Diagnosis("freed", "this graph was already used by a backward without retain_graph",

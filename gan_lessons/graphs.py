@@ -13,7 +13,7 @@ import torch
 
 STATES = {"alive": "palegreen", "freed": "lightgrey", "stale": "tomato"}
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
-_SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
+SAVED_SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
 _VIEW_FNS = ("TBackward0", "TransposeBackward0", "ViewBackward0", "AsStridedBackward0", "PermuteBackward0")
 
 
@@ -86,7 +86,7 @@ def saved_tensors(fn, names=None) -> list:
             value = getattr(fn, attr)
         except RuntimeError as error:
             message = str(error)
-            versions, shape = _VERSIONS.search(message), _SHAPE.search(message)
+            versions, shape = _VERSIONS.search(message), SAVED_SHAPE.search(message)
             if versions:
                 shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
                 param = None if attr.startswith("_saved_result") else _param_near(fn, shape, names)
@@ -117,7 +117,7 @@ class Graph:
         return self.text
 
 
-def _walk(roots):
+def walk(roots):
     """Breadth-first list of the grad_fn nodes reachable from the roots."""
     order, seen = [], set()
     queue = [t.grad_fn for t in roots if t.grad_fn is not None]
@@ -142,7 +142,7 @@ def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True, 
     """Draw the graph behind `outputs` ({'loss_D': loss_D, ...}), parameters named by `names`
     (see param_names). Past `max_nodes` autograd nodes the rest collapse into one node."""
     names = names or {}
-    order = _walk(outputs.values())
+    order = walk(outputs.values())
     shown = order[:max_nodes]
     ids = {fn: f"n{i}" for i, fn in enumerate(shown)}
     dot = graphviz.Digraph(node_attr=dict(style="filled", shape="box", align="left", fontsize="10",
@@ -210,7 +210,7 @@ def saved_bytes(outputs: dict, exclude=()) -> int:
     retain_graph=True."""
     skip = {t.untyped_storage().data_ptr() for t in exclude}
     storages = {}
-    for fn in _walk(outputs.values()):
+    for fn in walk(outputs.values()):
         for attr in (a for a in dir(fn) if a.startswith("_saved_")):
             try:
                 value = getattr(fn, attr)
