@@ -202,7 +202,12 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
     trainer = Trainer(cfg)
     last = trainer.out / "last.pt"
     if resume and last.exists():
-        trainer.restore(load_checkpoint(last))
+        state = load_checkpoint(last)
+        for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2"):
+            if state["config"].get(key) != getattr(cfg, key):
+                raise ConfigError(f"--resume: {last} was trained with {key}={state['config'].get(key)!r}, not "
+                                  f"{getattr(cfg, key)!r}; resume with the same settings, or pick another --out")
+        trainer.restore(state)
 
     def request_stop(signum, frame):
         trainer.stop_requested = True       # finish the step in hand: a half-done step cannot be resumed

@@ -104,6 +104,11 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
     _one_line_error(cli("train", "--out", str(blocker / "run"), *QUICK), "cannot write to output folder", "--out")
 
 
+def test_resume_refuses_other_settings(uninterrupted):
+    _one_line_error(cli("train", "--epochs", "4", "--resume", "--strategy", "g_first", "--out", str(uninterrupted),
+                        *QUICK), "was trained with strategy='d_first_reuse_fake'", "not 'g_first'")
+
+
 def test_corrupt_checkpoint_names_the_file(tmp_path):
     bad = tmp_path / "last.pt"
     bad.write_bytes(b"not a checkpoint")
