@@ -6,12 +6,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test setup dot train bench student clean
+.PHONY: lab test setup dot chromium train bench student clean
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-test: setup dot
+test: setup dot chromium
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m pytest -n 2 --dist loadscope
 
@@ -30,6 +30,12 @@ dot:
 	elif [ -n "$$CONDA_PREFIX" ] && command -v conda >/dev/null; then conda install -y -c conda-forge graphviz; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get install -y -qq graphviz || (apt-get update -qq && apt-get install -y -qq graphviz)); \
 	else echo "graphviz 'dot' is missing; graphs will show as text. Install it with: sudo apt-get install graphviz"; fi
+
+# The browser tests drive Debian's chromium (never `playwright install`); without it they are skipped.
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)); \
+	else echo "chromium is missing; the browser tests will be skipped. Install it with: sudo apt-get install chromium"; fi
 
 # The full MNIST run (20 epochs; on a GPU when there is one), then ship its generator.
 train: setup
