@@ -13,7 +13,8 @@ import linecache
 import os
 import sys
 import warnings
-from collections import OrderedDict
+import weakref
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import torch
@@ -124,7 +125,9 @@ class doctor:
                              ((f"{top}.{k}" if k else top, m) for k, m in mod.named_modules())}
         self.nodes = OrderedDict()      # grad_fn -> (op, module, Where)
         self.max_nodes = max_nodes
-        self.inplace, self.backwards, self.steps, self.stack, self.sites = [], [], [], [], []
+        # bounded: a long training loop under the doctor must not keep every old graph alive
+        self.inplace, self.backwards, self.steps = deque(maxlen=1000), deque(maxlen=50), deque(maxlen=50)
+        self.stack, self.sites = [], []
         self.notes, self.diagnoses, self.last_leaf_inplace = [], [], None
         self.data_aliases = {}
 
@@ -137,8 +140,8 @@ class doctor:
         if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
             if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
                 self.last_leaf_inplace = (target, name, _user_frame())
-            alias_of = self.data_aliases.get(id(target))
-            if alias_of is not None:
+            alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
+            if alias() is target:             # the same live alias, not a new tensor that reused its id
                 self._warn_data_mutation(alias_of, name, _user_frame())
         if name == "backward" and target is not None:
             retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
@@ -160,7 +163,9 @@ class doctor:
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
                 and out.data_ptr() == target.data_ptr() and not out.requires_grad:
-            self.data_aliases[id(out)] = target        # `.data` (or a detach) of a tracked tensor
+            self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
+            if len(self.data_aliases) > 1000:
+                self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
         if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
             self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": name, "where": _user_frame(),
                                  "version": target._version, "shape": tuple(target.shape),
@@ -314,7 +319,7 @@ class doctor:
     def _freed_error(self, error):
         root = self._root_of(error)
         mine = set(graphs.walk([root])) if root is not None else set()
-        earlier = [b for b in self.backwards[:-1] if b["root"] is not root and not b["retain"] and b["nodes"] & mine]
+        earlier = [b for b in list(self.backwards)[:-1] if b["root"] is not root and not b["retain"] and b["nodes"] & mine]
         if not earlier:
             return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
                              {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)

@@ -244,3 +244,16 @@ def test_failed_bookkeeping_leaves_a_note_and_the_code_runs(monkeypatch, capsys)
     assert y.item() == expected
     assert any("bookkeeping failed" in note for note in doc.notes)
     assert "autograd doctor note:" in capsys.readouterr().err
+
+
+def test_long_loops_keep_bounded_records():
+    net, opt = nn.Linear(2, 1), None
+    opt = optim.SGD(net.parameters(), lr=0.01)
+    with warnings.catch_warnings(), doctor(net=net, opt=opt) as doc:
+        warnings.simplefilter("ignore", DoctorWarning)      # the .data mutation is warned about each step
+        for _ in range(120):
+            opt.zero_grad()
+            net(torch.randn(3, 2)).sum().backward()
+            opt.step()
+            net.weight.data.mul_(1.0)
+    assert len(doc.backwards) <= 50 and len(doc.steps) <= 50 and len(doc.data_aliases) <= 1001
