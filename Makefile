@@ -39,7 +39,7 @@ chromium:
 
 # The full MNIST run (20 epochs; on a GPU when there is one), then ship its generator.
 train: setup
-	$(PY) -m gan_lessons train --out runs/mnist
+	$(PY) -m gan_lessons train --out runs/mnist --eval-each 2000
 	$(PY) -m gan_lessons export runs/mnist
 
 # Student copies with the exercise answers blanked, in build/student/.

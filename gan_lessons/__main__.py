@@ -31,6 +31,8 @@ def parser():
     t.add_argument("--strategy", default=d.strategy, help=f"one of: {', '.join(STRATEGIES)}")
     t.add_argument("--lr-g", type=float, default=d.lr_G)
     t.add_argument("--lr-d", type=float, default=d.lr_D)
+    t.add_argument("--no-tanh", dest="tanh", action="store_false",
+                   help="train seed 000's G as written, with no final Tanh (it trains badly: lesson 06)")
     t.add_argument("--seed", type=int, default=d.seed)
     t.add_argument("--device", default=d.device)
     t.add_argument("--out", default=d.out)
@@ -39,6 +41,9 @@ def parser():
     t.add_argument("--fast", action="store_true", help="torch.compile G and D")
     t.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
     t.add_argument("--eval-samples", type=int, default=10000, help="samples for the metrics at the end (0: skip)")
+    t.add_argument("--eval-each", type=int, default=0, metavar="N",
+                   help="after every epoch, score N samples (MNIST-FID, coverage) into OUT/eval.jsonl; "
+                        "not counted in the epoch times")
     t.add_argument("--no-progress", action="store_true")
     s = sub.add_parser("sample", help="write N generated images from a checkpoint to .npz or .pt")
     s.add_argument("checkpoint")
@@ -61,18 +66,14 @@ def parser():
     return p
 
 
-@torch.no_grad()
-def generate(G, n, seed=0, batch=1000):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.cat([G(torch.randn(min(batch, n - i), G.z_dim, generator=gen)).clamp(-1, 1)
-                      for i in range(0, n, batch)])
-
-
 def cmd_train(a):
     cfg = training.TrainConfig(epochs=a.epochs, batch_size=a.batch_size, strategy=a.strategy, lr_G=a.lr_g,
                                lr_D=a.lr_d, seed=a.seed, device=a.device, out=a.out, data=a.data,
-                               limit=a.limit, fast=a.fast)
-    out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter()}
+                               limit=a.limit, fast=a.fast, tanh=a.tanh)
+    out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0}
+    classifier = metrics.load_classifier() if a.eval_each > 0 else None
+    if a.eval_each > 0 and not a.resume:
+        (out / "eval.jsonl").unlink(missing_ok=True)
     if not a.no_progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=cfg.epochs, unit="epoch", dynamic_ncols=True)
@@ -84,13 +85,19 @@ def cmd_train(a):
 
     def on_epoch(trainer):
         plots.save_grid(trainer.sample(), out / f"grid_{trainer.epoch:03d}.png")
+        if a.eval_each > 0:
+            t0 = time.perf_counter()
+            m = metrics.evaluate(training.generate(trainer.G, a.eval_each, seed=a.seed), cfg.data, classifier)
+            with open(out / "eval.jsonl", "a") as f:
+                f.write(json.dumps({"epoch": trainer.epoch, **m}) + "\n")
+            clock["eval"] += time.perf_counter() - t0
         clock["epoch"] = time.perf_counter()
         if bar is not None:
             bar.update(1)
 
     started = time.perf_counter()
     trainer = training.train(cfg, resume=a.resume, on_step=on_step, on_epoch=on_epoch)
-    train_seconds = time.perf_counter() - started
+    train_seconds = time.perf_counter() - started - clock["eval"]
     if bar is not None:
         bar.close()
     plots.save_gif(sorted(out.glob("grid_*.png")), out / "progress.gif")
@@ -101,17 +108,20 @@ def cmd_train(a):
               "config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
               "history": trainer.history, "train_seconds_this_run": round(train_seconds, 2),
               "images_per_second": round(images / epoch_seconds, 1)}
+    if (out / "eval.jsonl").exists() and a.eval_each > 0:
+        by_epoch = {e["epoch"]: e for e in map(json.loads, (out / "eval.jsonl").read_text().splitlines())}
+        record["eval_each_epoch"] = [by_epoch[k] for k in sorted(by_epoch)]
     if a.eval_samples > 0:
         t0 = time.perf_counter()
         G = trainer.G.eval().cpu()
-        record["metrics"] = metrics.evaluate(generate(G, a.eval_samples, seed=a.seed), cfg.data)
+        record["metrics"] = metrics.evaluate(training.generate(G, a.eval_samples, seed=a.seed), cfg.data)
         record["eval_seconds"] = round(time.perf_counter() - t0, 2)
     (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {out}/last.pt, grids, progress.gif, losses.png, metrics.json")
 
 
 def cmd_sample(a):
-    images = generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
+    images = training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
     as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
     out = Path(a.out)
     if out.suffix == ".pt":
@@ -125,7 +135,7 @@ def cmd_sample(a):
 
 
 def cmd_evaluate(a):
-    result = metrics.evaluate(generate(training.load_generator(a.checkpoint), a.n, seed=a.seed), a.data)
+    result = metrics.evaluate(training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed), a.data)
     print(json.dumps({"checkpoint": a.checkpoint, **result, "real_train_baseline": metrics.baseline(a.data, a.n)},
                      indent=2))
 
@@ -138,7 +148,8 @@ def cmd_export(a):
     record = {"command": trained.get("command"), "device": trained.get("device"), "torch": trained.get("torch"),
               "config": training.load_checkpoint(out)["config"], "history": trained.get("history"),
               "images_per_second": trained.get("images_per_second"),
-              "metrics": metrics.evaluate(generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
+              "eval_each_epoch": trained.get("eval_each_epoch"),
+              "metrics": metrics.evaluate(training.generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {out} and {out.with_suffix('.json')}")
 

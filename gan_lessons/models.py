@@ -15,9 +15,12 @@ class Reshape(nn.Module):
 
 
 class Generator(nn.Module):
-    def __init__(self, z_dim=64):
+    """Seed 000's G. tanh=True adds a final nn.Tanh(), so outputs share the data's [-1, 1] range: the seed has
+    none (it only ever saw random noise), and on real MNIST that G trains badly (lesson 06)."""
+
+    def __init__(self, z_dim=64, tanh=False):
         super().__init__()
-        self.z_dim = z_dim
+        self.z_dim, self.tanh = z_dim, tanh
         self.net = nn.Sequential(
             nn.Linear(z_dim, 512), nn.BatchNorm1d(512), nn.ReLU(),
             nn.Linear(512, 64 * 7 * 7), nn.BatchNorm1d(64 * 7 * 7), nn.ReLU(),
@@ -26,6 +29,7 @@ class Generator(nn.Module):
             nn.Conv2d(16, 32, kernel_size=3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
             nn.PixelShuffle(2),                               # 32x14x14 -> 8x28x28
             nn.Conv2d(8, 1, kernel_size=3, padding=1),
+            *([nn.Tanh()] if tanh else []),
         )
 
     def forward(self, z):

@@ -1,7 +1,8 @@
-"""Figures from real runs: sample grids, the progress GIF, loss curves (lesson 06, tools/make_images.py)."""
+"""Figures from real runs: sample grids, the progress GIF, loss and FID curves (lesson 06, tools/make_images.py)."""
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 from PIL import Image
 from torchvision.utils import make_grid, save_image
 
@@ -41,3 +42,21 @@ def save_losses(history, path):
     fig = loss_figure({"": history})
     fig.savefig(Path(path), dpi=100)
     plt.close(fig)
+
+
+def fid_figure(curves: dict, title="MNIST-FID after each epoch"):
+    """curves: {label: per-epoch scores}, as `train --eval-each N` records them (list of dicts with mnist_fid)."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for label, scores in curves.items():
+        ax.plot([e["epoch"] for e in scores], [e["mnist_fid"] for e in scores], marker=".", label=label)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_yticks([10, 20, 50, 100, 200, 500, 1000])
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("MNIST-FID (log scale)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -34,6 +34,7 @@ class TrainConfig:
     beta1: float = 0.5
     beta2: float = 0.999
     z_dim: int = 64
+    tanh: bool = True             # end G with Tanh (seed 000's G has none: False trains it as written)
     strategy: str = "d_first_reuse_fake"
     seed: int = 0
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1", ...
@@ -110,7 +111,7 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.out = _writable(Path(cfg.out))
         torch.manual_seed(cfg.seed)
-        self.G = Generator(cfg.z_dim).to(self.device)
+        self.G = Generator(cfg.z_dim, cfg.tanh).to(self.device)
         self.D = Discriminator().to(self.device)
         fused = {"fused": True} if self.device.type == "cuda" else {}
         self.opt_G = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_G, betas=(cfg.beta1, cfg.beta2), **fused)
@@ -203,9 +204,10 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
     last = trainer.out / "last.pt"
     if resume and last.exists():
         state = load_checkpoint(last)
-        for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2"):
-            if state["config"].get(key) != getattr(cfg, key):
-                raise ConfigError(f"--resume: {last} was trained with {key}={state['config'].get(key)!r}, not "
+        saved = {"tanh": False, **state["config"]}      # checkpoints from before the tanh option
+        for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh"):
+            if saved.get(key) != getattr(cfg, key):
+                raise ConfigError(f"--resume: {last} was trained with {key}={saved.get(key)!r}, not "
                                   f"{getattr(cfg, key)!r}; resume with the same settings, or pick another --out")
         trainer.restore(state)
 
@@ -234,9 +236,20 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
 def load_generator(path) -> Generator:
     """G from a checkpoint (or an exported half-precision one), in eval mode on the CPU."""
     state = load_checkpoint(path)
-    G = Generator(state["config"]["z_dim"])
+    G = Generator(state["config"]["z_dim"], state["config"].get("tanh", False))    # Tanh has no weights
     G.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state["G"].items()})
     return G.eval()
+
+
+@torch.no_grad()
+def generate(G, n, seed=0, batch=1000):
+    """n images from G in eval mode, on G's device, returned on the CPU; G's train/eval mode is left as it was."""
+    gen, was, device = torch.Generator().manual_seed(seed), G.training, next(G.parameters()).device
+    G.eval()
+    x = torch.cat([G(torch.randn(min(batch, n - i), G.z_dim, generator=gen).to(device)).clamp(-1, 1).cpu()
+                   for i in range(0, n, batch)])
+    G.train(was)
+    return x
 
 
 def export_generator(checkpoint, path) -> None:

@@ -66,5 +66,6 @@ def test_git_install_ships_the_assets(tmp_path):
     result = pip("wheel", "-q", "--no-deps", "-w", str(tmp_path), f"gan-lessons @ git+file://{ROOT}")
     assert result.returncode == 0, result.stderr
     names = zipfile.ZipFile(next(tmp_path.glob("gan_lessons-*.whl"))).namelist()
-    for asset in ("classifier.pt", "classifier.json", "generator.pt", "generator.json"):
+    for asset in ("classifier.pt", "classifier.json", "generator.pt", "generator.json", "generator_no_tanh.pt",
+                  "generator_no_tanh.json"):
         assert f"gan_lessons/assets/{asset}" in names

@@ -1,5 +1,6 @@
 """Figures quoted in the README are re-measured here, so the README cannot drift from the code."""
 import re
+import statistics
 from pathlib import Path
 
 import torch
@@ -44,6 +45,12 @@ def test_benchmark_table_matches_its_results_file():
         row = (f"| `{r['strategy']}` | {r['mode']} | {r['steps_per_s']} | {r['images_per_s']} | "
                f"{r['us_per_step'] / 1000:.1f} ms | {r['x_floor']:.0f}x | {r['peak_mib']} |")
         assert row in README, row
+    eager = {r["strategy"]: r["steps_per_s"] for r in results["rows"] if r["mode"] == "eager"}
+    ratios = sorted(r["steps_per_s"] / eager[r["strategy"]] for r in results["rows"] if r["mode"] == "fast")
+    assert f"is {ratios[0]:.2f} to {ratios[-1]:.2f} across the four strategies (median " \
+           f"{statistics.median(ratios):.2f})" in README
+    compile_s = sorted(r["warmup_and_compile_s"] for r in results["rows"] if r["mode"] == "fast")
+    assert f"{compile_s[0]} to {compile_s[-1]} s per strategy" in README
 
 
 def test_shipped_generator_figures_match_its_record():
@@ -52,6 +59,32 @@ def test_shipped_generator_figures_match_its_record():
     g = json.loads((metrics.ASSETS / "generator.json").read_text())
     assert f"MNIST-FID {g['metrics']['mnist_fid']} (real-data baseline" in README
     assert f"classifier score {g['metrics']['classifier_score']} (baseline" in README
+    shares, scores = g["metrics"]["coverage"], g["eval_each_epoch"]
+    rare, common = min(range(10), key=shares.__getitem__), max(range(10), key=shares.__getitem__)
+    assert f"the rarest, {rare}, is {shares[rare]:.1%} of the samples, and the\ncommonest, {common}, is " \
+           f"{shares[common]:.1%}" in README
+    best = min(scores, key=lambda e: e["mnist_fid"])
+    assert f"best after epoch {best['epoch']} (MNIST-FID\n{best['mnist_fid']})" in README
+    assert f"up to {scores[-1]['mnist_fid']} by epoch {scores[-1]['epoch']}" in README
+    median = statistics.median(h["seconds"] for h in g["history"])
+    assert f"The median epoch took {median} s (about {round(60000 // 64 * 64 / median, -1):.0f} images/s)" in README
+
+
+def test_no_tanh_figures_match_its_record():
+    import json
+    from gan_lessons import metrics
+    g = json.loads((metrics.ASSETS / "generator_no_tanh.json").read_text())
+    assert g["config"]["tanh"] is False and g["config"]["epochs"] == 20
+    scores, m = g["eval_each_epoch"], g["metrics"]
+    best = min(scores, key=lambda e: e["mnist_fid"])
+    assert f"best MNIST-FID, {best['mnist_fid']}, after epoch {best['epoch']}" in README
+    assert f"{scores[-1]['mnist_fid']} after epoch {scores[-1]['epoch']}" in README
+    assert f"MNIST-FID\n{m['mnist_fid']} and classifier score {m['classifier_score']}" in README
+    shares = m["coverage"]
+    assert f"onto zeros\n({shares[0]:.1%}) and eights ({shares[8]:.1%})" in README
+    assert sorted(range(10), key=lambda d: -shares[d])[:2] == [0, 8]
+    words = {6: "six"}
+    assert f"{words[sum(s < 0.02 for s in shares)]} digits are under 2%" in README
 
 
 def test_doctor_overhead_figure_matches_its_results_file():

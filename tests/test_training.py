@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gan_lessons import data, training
+from gan_lessons import data, metrics, training
+from gan_lessons.models import Generator
 from gan_lessons.training import ConfigError, TrainConfig
 
 DATA = data.DEFAULT_ROOT
@@ -36,15 +37,40 @@ def _same_weights(a, b):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
-    result = cli("train", "--epochs", "3", "--out", str(out), *QUICK)
-    assert result.returncode == 0, result.stderr
-    return out
+    result = cli("train", "--epochs", "3", "--out", str(out), "--eval-each", "200", *QUICK)   # the resumed runs
+    assert result.returncode == 0, result.stderr                # below do not evaluate: same weights means the
+    return out                                                  # evaluation does not disturb training
 
 
 def test_train_writes_its_outputs(uninterrupted):
     for name in ("last.pt", "grid_001.png", "grid_003.png", "progress.gif", "losses.png", "metrics.json"):
         assert (uninterrupted / name).exists(), name
     assert len(training.load_checkpoint(uninterrupted / "last.pt")["history"]) == 3
+
+
+def test_eval_each_epoch_is_recorded_and_kept_out_of_the_epoch_times(uninterrupted):
+    lines = [json.loads(line) for line in (uninterrupted / "eval.jsonl").read_text().splitlines()]
+    record = json.loads((uninterrupted / "metrics.json").read_text())
+    assert [e["epoch"] for e in lines] == [1, 2, 3] and all(e["n"] == 200 for e in lines)
+    assert record["eval_each_epoch"] == lines
+    assert all(set(h) == {"epoch", "loss_D", "loss_G", "seconds"} for h in record["history"])
+    assert all(0 <= e["mnist_fid"] and 1 <= e["classifier_score"] <= 10 for e in lines)
+
+
+def test_tanh_option_is_recorded_and_restored(uninterrupted, tmp_path):
+    assert isinstance(Generator(tanh=True).net[-1], torch.nn.Tanh)
+    assert not isinstance(Generator().net[-1], torch.nn.Tanh)          # seed 000's G, as written
+    state = training.load_checkpoint(uninterrupted / "last.pt")
+    assert state["config"]["tanh"] is True
+    assert isinstance(training.load_generator(uninterrupted / "last.pt").net[-1], torch.nn.Tanh)
+    shipped = metrics.ASSETS / "generator_no_tanh.pt"
+    assert training.load_checkpoint(shipped)["config"]["tanh"] is False
+    assert not isinstance(training.load_generator(shipped).net[-1], torch.nn.Tanh)
+    del state["config"]["tanh"]                                        # a checkpoint from before the option
+    training.save_checkpoint(tmp_path / "old.pt", state)
+    assert not isinstance(training.load_generator(tmp_path / "old.pt").net[-1], torch.nn.Tanh)
+    _one_line_error(cli("train", "--epochs", "4", "--resume", "--no-tanh", "--out", str(uninterrupted), *QUICK),
+                    "was trained with tanh=True", "not False")
 
 
 def _start(out):
@@ -150,6 +176,7 @@ def test_export_ships_a_small_generator_with_its_metrics(uninterrupted, tmp_path
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["command"].startswith("python -m gan_lessons train --epochs 3")
     assert record["metrics"]["n"] == record["baseline"]["n"] == 500
+    assert [e["epoch"] for e in record["eval_each_epoch"]] == [1, 2, 3]
     assert record["baseline"]["mnist_fid"] < record["metrics"]["mnist_fid"]
     assert out.stat().st_size < 4_000_000
     G = training.load_generator(out)
