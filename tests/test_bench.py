@@ -14,7 +14,8 @@ def test_time_strategy_reports_a_steady_state_rate(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     row = bench.time_strategy("g_first", False, CPU, steps=3, repeats=3)
     assert row["mode"] == "eager" and len(row["rates"]) == 3
-    assert row["steps_per_s"] > 0 and abs(row["us_per_step"] * row["steps_per_s"] / 1e6 - 1) < 0.01
+    rate = row["steps_per_s"]                                   # rounded to 0.1: allow that much
+    assert rate > 0 and abs(row["us_per_step"] * rate / 1e6 - 1) <= 0.05 / rate + 1e-3
     assert row["x_floor"] > 1
 
 
