@@ -53,6 +53,18 @@ def test_benchmark_table_matches_its_results_file():
     assert f"{compile_s[0]} to {compile_s[-1]} s per strategy" in README
 
 
+def test_time_to_quality_figures_match_the_results_file():
+    import json
+    from gan_lessons import metrics
+    q = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-22_cpu.json").read_text())["quality"]
+    shipped = json.loads((metrics.ASSETS / "generator.json").read_text())["eval_each_epoch"]
+    assert q["reached"] and q["bar_mnist_fid"] == shipped[-1]["mnist_fid"]
+    assert f"the bar is MNIST-FID {q['bar_mnist_fid']} (the shipped run's score after epoch {len(shipped)})" in README
+    assert f"reached it after {q['epochs']} epochs, {q['train_seconds']} s of training" in README
+    assert [e["mnist_fid"] for e in q["per_epoch"]] == [e["mnist_fid"] for e in shipped[:q["epochs"]]]  # "identical"
+    assert min(shipped, key=lambda e: e["mnist_fid"])["epoch"] == 9                                    # "around epoch 9"
+
+
 def test_shipped_generator_figures_match_its_record():
     import json
     from gan_lessons import metrics
