@@ -20,7 +20,6 @@ from pathlib import Path
 import torch
 
 from gan_lessons import costs, data, metrics, strategies, training
-from gan_lessons.models import Discriminator, Generator
 
 FLOOR_US = 35.0   # memory/launch floor for this model at batch 64 (3.3 M parameters, Adam moves ~92 MB per step)
 
@@ -58,11 +57,7 @@ def time_strategy(name, fast, device, steps, repeats, batch=64):
 
 
 def peak_memory(name, device):
-    torch.manual_seed(0)
-    G, D = Generator().to(device), Discriminator().to(device)
-    x_real = torch.rand(64, 1, 28, 28, device=device) * 2 - 1
-    gen = torch.Generator(device=device).manual_seed(1)
-    c = costs.measure(name, G, D, x_real, lambda n: torch.randn(n, 64, device=device, generator=gen), steps=3)
+    c = costs.measure(name, *costs.fresh_gan(device=device), steps=3)
     return {"peak_mib": round(c.peak_mib, 2), "memory_measure": c.memory}
 
 

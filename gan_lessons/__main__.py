@@ -113,8 +113,7 @@ def cmd_train(a):
         record["eval_each_epoch"] = [by_epoch[k] for k in sorted(by_epoch)]
     if a.eval_samples > 0:
         t0 = time.perf_counter()
-        G = trainer.G.eval().cpu()
-        record["metrics"] = metrics.evaluate(training.generate(G, a.eval_samples, seed=a.seed), cfg.data)
+        record["metrics"] = metrics.evaluate(training.generate(trainer.G, a.eval_samples, seed=a.seed), cfg.data)
         record["eval_seconds"] = round(time.perf_counter() - t0, 2)
     (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {out}/last.pt, grids, progress.gif, losses.png, metrics.json")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from gan_lessons import strategies
+from gan_lessons.models import Discriminator, Generator
 
 
 @dataclass
@@ -80,6 +81,16 @@ class _SavedBytes:
 
     def hooks(self):
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+
+def fresh_gan(seed=0, batch=64, device="cpu"):
+    """Seed 000's G and D, a batch in [-1, 1] standing in for MNIST, and a seeded noise source: the inputs of
+    every cost figure (lesson 05, the README table, images/strategies.png, the benchmark's memory column)."""
+    torch.manual_seed(seed)
+    G, D = Generator().to(device), Discriminator().to(device)
+    x_real = torch.rand(batch, 1, 28, 28, device=device) * 2 - 1
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
+    return G, D, x_real, (lambda n: torch.randn(n, G.z_dim, device=device, generator=gen))
 
 
 def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:

@@ -1,46 +1,40 @@
 """Figures quoted in the README are re-measured here, so the README cannot drift from the code."""
+import json
 import re
 import statistics
 from pathlib import Path
 
 import torch
 
-from gan_lessons import costs, graphs
+from gan_lessons import costs, graphs, metrics
 from gan_lessons.models import Discriminator, Generator
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-
-
-def _gan():
-    torch.manual_seed(0)
-    G, D = Generator(), Discriminator()
-    x_real = torch.rand(64, 1, 28, 28) * 2 - 1
-    gen = torch.Generator().manual_seed(1)
-    return G, D, x_real, (lambda n: torch.randn(n, G.z_dim, generator=gen))
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BENCH = json.loads((ROOT / "benchmarks/results/2026-11-22_cpu.json").read_text())   # the README's latest table
 
 
 def test_strategy_cost_table_matches_a_fresh_measurement():
     rows = re.findall(r"^\| `(\w+)` \| (\d+) / (\d+) \| (\d+) / (\d+) \| (\d+) / (\d+) \| ([\d.]+) \|$", README, re.M)
     assert len(rows) == 4
     for name, *numbers in rows:
-        c = costs.measure(name, *_gan(), steps=2, warmup=1)
+        c = costs.measure(name, *costs.fresh_gan(), steps=2, warmup=1)
         measured = [c.G_forward, c.G_backward, c.D_forward, c.D_backward, c.G_grad_passes, c.D_grad_passes]
         assert [float(n) for n in numbers[:6]] == measured, name
         assert numbers[6] == f"{c.peak_mib:.2f}", name
     assert "| `retain_graph_seed003` | raises the version error" in README
-    assert costs.measure("retain_graph_seed003", *_gan(), steps=1, warmup=1).error
+    assert costs.measure("retain_graph_seed003", *costs.fresh_gan(), steps=1, warmup=1).error
 
 
 def test_retained_graph_size_quoted_for_lesson_02():
-    G, D, x_real, noise = _gan()
+    G, D, x_real, noise = costs.fresh_gan()
     loss_D = torch.nn.functional.softplus(-D(x_real)).mean() + torch.nn.functional.softplus(D(G(noise(64)))).mean()
     mib = graphs.saved_bytes({"loss_D": loss_D}, [*G.parameters(), *D.parameters()]) / 2**20
     assert f"{mib:.2f} MiB for one batch of 64" in README
 
 
 def test_benchmark_table_matches_its_results_file():
-    import json
-    results = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-22_cpu.json").read_text())
+    results = BENCH
     for r in results["rows"]:
         row = (f"| `{r['strategy']}` | {r['mode']} | {r['steps_per_s']} | {r['images_per_s']} | "
                f"{r['us_per_step'] / 1000:.1f} ms | {r['x_floor']:.0f}x | {r['peak_mib']} |")
@@ -54,9 +48,7 @@ def test_benchmark_table_matches_its_results_file():
 
 
 def test_time_to_quality_figures_match_the_results_file():
-    import json
-    from gan_lessons import metrics
-    q = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-22_cpu.json").read_text())["quality"]
+    q = BENCH["quality"]
     shipped = json.loads((metrics.ASSETS / "generator.json").read_text())["eval_each_epoch"]
     assert q["reached"] and q["bar_mnist_fid"] == shipped[-1]["mnist_fid"]
     assert f"the bar is MNIST-FID {q['bar_mnist_fid']} (the shipped run's score after epoch {len(shipped)})" in README
@@ -66,8 +58,6 @@ def test_time_to_quality_figures_match_the_results_file():
 
 
 def test_shipped_generator_figures_match_its_record():
-    import json
-    from gan_lessons import metrics
     g = json.loads((metrics.ASSETS / "generator.json").read_text())
     assert f"MNIST-FID {g['metrics']['mnist_fid']} (real-data baseline" in README
     assert f"classifier score {g['metrics']['classifier_score']} (baseline" in README
@@ -83,8 +73,6 @@ def test_shipped_generator_figures_match_its_record():
 
 
 def test_no_tanh_figures_match_its_record():
-    import json
-    from gan_lessons import metrics
     g = json.loads((metrics.ASSETS / "generator_no_tanh.json").read_text())
     assert g["config"]["tanh"] is False and g["config"]["epochs"] == 20
     scores, m = g["eval_each_epoch"], g["metrics"]
@@ -100,8 +88,7 @@ def test_no_tanh_figures_match_its_record():
 
 
 def test_doctor_overhead_figure_matches_its_results_file():
-    import json
-    o = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/2026-11-22_doctor_cpu.json").read_text())
+    o = json.loads((ROOT / "benchmarks/results/2026-11-22_doctor_cpu.json").read_text())
     assert f"**Overhead:** {o['ratio']}x" in README
     assert f"median {o['ms_per_step_plain']} ms plain vs\n{o['ms_per_step_doctor']} ms" in README
 

@@ -12,10 +12,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
 
 from gan_lessons import costs, metrics, plots, strategies, training  # noqa: E402
-from gan_lessons.models import Discriminator, Generator  # noqa: E402
 
 IMAGES = Path(__file__).resolve().parents[1] / "images"
 
@@ -24,11 +22,7 @@ def strategy_plot(path):
     names = [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"]
     results = []
     for name in names:
-        torch.manual_seed(0)
-        G, D = Generator(), Discriminator()
-        gen = torch.Generator().manual_seed(1)
-        results.append(costs.measure(name, G, D, torch.rand(64, 1, 28, 28) * 2 - 1,
-                                     lambda n: torch.randn(n, 64, generator=gen), steps=3))
+        results.append(costs.measure(name, *costs.fresh_gan(), steps=3))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
     x = range(len(names))
     for k, (field, label) in enumerate([("G_forward", "G fwd"), ("D_forward", "D fwd"),
