@@ -5,8 +5,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The reference torch and torchvision (tests/constraints.txt says why these): the stored outputs were made with them.
+CONSTRAINTS := tests/constraints.txt
+TORCH_PIN   := $(shell sed -n 's/^torch==//p' $(CONSTRAINTS))
+# With no NVIDIA GPU, take torch's CPU build (no CUDA packages): from the configured index where it has one,
+# else from PyTorch's CPU index.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index versions torch 2>/dev/null | grep -qF "$(TORCH_PIN)+cpu"; \
+	then :; else echo "--extra-index-url $(TORCH_CPU_INDEX)"; fi
+# System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
+APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test setup dot chromium train bench student clean
+.PHONY: lab test setup dot chromium train bench student clean check-torch
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
@@ -17,24 +27,24 @@ test: setup dot chromium
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "gan-lessons needs Python 3.10 or newer; found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[lab,test]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) $$($(torch_index)) -e '.[lab,test]'
 	@touch $(STAMP)
 
 # graphviz's `dot` is a system program: install it where we can, else say how.
 dot:
 	@if command -v dot >/dev/null; then :; \
 	elif [ -n "$$CONDA_PREFIX" ] && command -v conda >/dev/null; then conda install -y -c conda-forge graphviz; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get install -y -qq graphviz || (apt-get update -qq && apt-get install -y -qq graphviz)); \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then ($(APT_INSTALL) graphviz || (apt-get update -qq && $(APT_INSTALL) graphviz)); \
 	else echo "graphviz 'dot' is missing; graphs will show as text. Install it with: sudo apt-get install graphviz"; fi
 
 # The browser tests drive Debian's chromium (never `playwright install`); without it they are skipped.
 chromium:
 	@if [ -x /usr/bin/chromium ]; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then (apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)); \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then ($(APT_INSTALL) chromium || (apt-get update -qq && $(APT_INSTALL) chromium)); \
 	else echo "chromium is missing; the browser tests will be skipped. Install it with: sudo apt-get install chromium"; fi
 
 # The full MNIST run (20 epochs; on a GPU when there is one), then ship its generator.
@@ -49,5 +59,17 @@ student: setup
 bench: setup
 	$(PY) benchmarks/bench.py --fast --quality
 
+# The lessons' checks (every expect_error, every checked claim) on another torch, in a virtual environment of its
+# own: nbval's lax mode runs every cell and compares no output. `make check-torch TORCH=2.1.0`. It takes the build
+# the package index serves (on PyPI, CUDA packages included: several GB).
+TORCH ?= 2.15.0
+CHECK_VENV := .venv-torch-$(TORCH)
+check-torch: dot
+	@test -x $(CHECK_VENV)/bin/python || $(PYTHON) -m venv $(CHECK_VENV)
+	$(CHECK_VENV)/bin/python -m pip install -q "torch==$(TORCH)" torchvision \
+		$$(case "$(TORCH)" in 2.[0-2].*) echo "numpy<2";; esac) -e '.[test]'
+	$(CHECK_VENV)/bin/python -c 'import torch; print("checking the lessons on torch", torch.__version__)'
+	$(CHECK_VENV)/bin/python -m pytest -n 2 --dist loadscope --nbval-lax notebooks
+
 clean:
-	rm -rf $(VENV) build
+	rm -rf $(VENV) .venv-torch-* build

@@ -16,6 +16,27 @@ Modules, each named for what it holds:
 __version__ = "0.1.0"
 
 
+def _make_torchvision_importable():
+    """PyPI's torchvision wheels are CUDA builds. Beside a CPU-only torch (what `make test` installs) their compiled
+    ops cannot load, and torchvision's import then fails on "operator torchvision::nms does not exist"
+    (pytorch/vision#9085). The suite uses only torchvision's pure-Python parts (MNIST, make_grid, save_image),
+    so declare the two operators that import expects, and import again. Any other failure is raised as is."""
+    import torch
+    try:
+        import torchvision  # noqa: F401
+    except RuntimeError as error:
+        if "torchvision::nms does not exist" not in str(error):
+            raise
+        lib = torch.library.Library("torchvision", "FRAGMENT")
+        for op in ("nms", "qnms"):
+            lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _make_torchvision_importable.library = lib  # keep the registrations alive
+        import torchvision  # noqa: F401,F811
+
+
+_make_torchvision_importable()
+
+
 def load_ipython_extension(ip):
     """`%load_ext gan_lessons` turns on the autograd doctor for every cell (lesson 07)."""
     from gan_lessons.doctor import load_ipython_extension as load

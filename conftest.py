@@ -1,0 +1,18 @@
+"""Session setup for the whole suite (unit tests, nbval's notebooks, the browser tests).
+
+- One torch thread per process when pytest-xdist runs several workers: on 2 cores, two workers of two threads each
+  thrash (a training step took about 15 times longer). Notebook kernels inherit the setting from their worker.
+- MNIST is fetched once, before any notebook runs, so a fresh machine's first fetch (and its message about the
+  offline route) never lands in a compared notebook output."""
+import os
+
+
+def pytest_configure(config):
+    workers = getattr(config.option, "numprocesses", None) or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if (workers if isinstance(workers, int) else 2) > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        import torch
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if not hasattr(config, "workerinput"):  # the controller (or a plain run), before any worker starts
+        from gan_lessons.data import load_mnist
+        load_mnist()
