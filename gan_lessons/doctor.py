@@ -11,6 +11,7 @@ original exception is re-raised unchanged, with `.diagnosis` attached (printed t
 result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead."""
 import linecache
 import os
+import re
 import sys
 import warnings
 import weakref
@@ -25,6 +26,8 @@ from torch.overrides import TorchFunctionMode
 from gan_lessons import graphs
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
@@ -58,6 +61,16 @@ class Diagnosis:
         lines += [f"  - {k}: {v}" for k, v in self.facts.items()]
         lines += [f"  fix: {fix}  (lesson {n}, notebooks/{LESSONS[n]})" for fix, n in self.fixes]
         return "\n".join(lines)
+
+
+def _shown(path: str) -> str:
+    """How a warning names a file: a notebook cell as <cell>, this package's files from the package name, so that
+    no stored output carries a temporary file or a path of the machine that ran it. ("where" quotes the line.)"""
+    if _KERNEL_CELL.search(path):
+        return "<cell>"
+    if path.startswith(_PACKAGE_DIR + os.sep):
+        return "gan_lessons/" + os.path.relpath(path, _PACKAGE_DIR).replace(os.sep, "/")
+    return path
 
 
 def _user_frame(depth=1):
@@ -244,7 +257,8 @@ class doctor:
         d = Diagnosis("suspicious", summary, facts, fixes)
         self.diagnoses.append(d)
         where = facts.get("where")
-        warnings.warn_explicit(d.text(), DoctorWarning, where.file if where else "<unknown>", where.line if where else 0)
+        warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
+                               where.line if where else 0)
 
     # --- naming ----------------------------------------------------------------------------------------------
     def _name(self, tensor):

@@ -5,6 +5,7 @@ once a backward has freed the saved tensors or an in-place op has made them stal
 `draw` walks the same grad_fn graph with graphviz, in torchviz's colours, and marks
 each saved tensor as alive, freed or stale instead of raising. Without the `dot`
 program every graph shows as a text tree."""
+import base64
 import re
 from dataclasses import dataclass
 
@@ -108,8 +109,12 @@ class Graph:
         self.dot, self.text, self.saved = dot, text, saved
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        try:  # the text tree rides along: front ends show the SVG, nbval compares the text
-            return {"image/svg+xml": self.dot.pipe(format="svg", encoding="utf-8"), "text/plain": self.text}
+        """SVG for a trusted notebook, the same graph as PNG for everywhere SVG is not shown (an untrusted
+        notebook in JupyterLab, some viewers), and the text tree, which nbval compares."""
+        try:
+            return {"image/svg+xml": self.dot.pipe(format="svg", encoding="utf-8"),
+                    "image/png": base64.b64encode(self.dot.pipe(format="png")).decode("ascii"),
+                    "text/plain": self.text}
         except graphviz.ExecutableNotFound:
             return {"text/plain": "(graphviz 'dot' not found: graph shown as text)\n" + self.text}
 

@@ -25,6 +25,9 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read; the message names the file."""
 
 
+# Where the notebooks put their runs: beside the MNIST cache, never inside the repository's notebooks/ folder.
+RUNS = Path(os.environ.get("GAN_LESSONS_RUNS") or Path(data.DEFAULT_ROOT) / "runs")
+
 @dataclass
 class TrainConfig:
     epochs: int = 20

@@ -1,19 +1,28 @@
 """The strategy switch of lesson 05: pick a strategy, see its one-step graph, its measured cost row and a short
 training curve. Only widget API shared by ipywidgets 7.7 (Colab) and 8 (JupyterLab 4) is used."""
+import base64
 import copy
+import html
+import io
+import re
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from gan_lessons import graphs, strategies
+
+
+def headline(message: str) -> str:
+    """An error message's first clause, whole: what a table cell can hold without cutting a word."""
+    return re.split(r": \[|\. |\.$", message.strip(), maxsplit=1)[0]
 
 
 def cost_row(c) -> str:
     """One markdown table row for a costs.Cost."""
     if c.error:
-        return f"| `{c.strategy}` | raises: {c.error[:90]}... | | | | | |"
+        return f"| `{c.strategy}` | raises: {headline(c.error)} | | | | | |"
     return (f"| `{c.strategy}` | {c.G_forward:g} / {c.G_backward:g} | {c.D_forward:g} / {c.D_backward:g} | "
             f"{c.G_grad_passes:g} | {c.D_grad_passes:g} | {c.ms_per_step:.1f} | {c.peak_mib:.2f} |")
 
@@ -43,14 +52,43 @@ def one_step_graph(name, G, D, sample_real, noise):
                        title=f"one step of {name}: the graph behind loss_D and loss_G, after the step")
 
 
+def _scroll_box(img_html: str) -> str:
+    """A graph at its natural size in a box as wide as the output: wide graphs scroll instead of being cropped or
+    shrunk to unreadable labels."""
+    return f'<div class="gan-lessons-graph" style="overflow-x: auto; max-width: 100%">{img_html}</div>'
+
+
+def _svg_img(graph) -> str:
+    svg = graph.dot.pipe(format="svg", encoding="utf-8")
+    alt = html.escape(graph.text.splitlines()[0], quote=True)
+    return (f'<img alt="{alt}" style="max-width: none" '
+            f'src="data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}">')
+
+
+def _png_img(png: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _markdown_table_html(markdown: str) -> str:
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()]
+    cell = lambda text, tag: f"<{tag}>{html.escape(text).replace('`', '')}</{tag}>"
+    head, body = rows[0], [r for r in rows[2:]]
+    return ("<table><thead><tr>" + "".join(cell(t, "th") for t in head) + "</tr></thead><tbody>"
+            + "".join("<tr>" + "".join(cell(t, "td") for t in r) + "</tr>" for r in body) + "</tbody></table>")
+
+
 class StrategyPanel:
-    """ToggleButtons + one Output. Draws the default strategy once when created, so headless runs have output."""
+    """ToggleButtons + one Output. Draws the default strategy once when created, so headless runs have output.
+
+    Stored in a notebook, the widget needs a live kernel; the output also carries a static HTML picture of the
+    default choice (its cost row, graph and curve), which front ends show where the widget cannot be (an untrusted
+    notebook in JupyterLab, a notebook viewer)."""
 
     def __init__(self, G, D, sample_real, noise, cost_table, steps=200, value="d_first_reuse_fake"):
         self.G, self.D, self.sample_real, self.noise = G, D, sample_real, noise
         self.cost_table, self.steps, self.shown = cost_table, steps, {}
         self.buttons = widgets.ToggleButtons(options=list(strategies.STRATEGIES), value=value,
-                                             description="strategy")
+                                             description="strategy", style={"button_width": "auto"})
         self.out = widgets.Output()
         self.buttons.observe(lambda change: self.show(change["new"]), names="value")
         self.widget = widgets.VBox([self.buttons, self.out])
@@ -60,20 +98,41 @@ class StrategyPanel:
         torch.manual_seed(0)
         with self.out:
             self.out.clear_output(wait=True)
-            display(Markdown(COST_HEADER + "\n" + cost_row(self.cost_table[name])))
+            table = COST_HEADER + "\n" + cost_row(self.cost_table[name])
+            display(Markdown(table))
             try:
                 graph = one_step_graph(name, self.G, self.D, self.sample_real, self.noise)
                 history = train_curve(name, self.G, self.D, self.sample_real, self.noise, self.steps)
             except RuntimeError as error:
-                display(Markdown(f"**`{name}` raises** `RuntimeError: {str(error).split('. Hint')[0]}`"))
-                self.shown[name] = {"error": str(error)}
+                display(Markdown(f"**`{name}` raises** `RuntimeError: {headline(str(error))}`"))
+                self.shown[name] = {"error": str(error), "table": table}
                 return
-            display(graph)
-            display(_plot(name, history))
-            self.shown[name] = {"graph": graph.text, "final": history[-1]}
+            figure = _plot(name, history)
+            display(HTML(_scroll_box(_svg_img(graph))))
+            display(figure)
+            self.shown[name] = {"graph": graph.text, "final": history[-1], "table": table,
+                                "graph_png": graph.dot.pipe(format="png"), "figure": figure}
 
-    def _ipython_display_(self):
-        display(self.widget)
+    def static_html(self) -> str:
+        """The default choice as plain HTML with PNG pictures: what a front end without the widget shows."""
+        name = self.buttons.value
+        shown = self.shown[name]
+        parts = [f"<p><b>strategy: {html.escape(name)}</b> (a stored picture of the default choice; run the "
+                 f"notebook to switch between {', '.join(map(html.escape, self.buttons.options))})</p>",
+                 _markdown_table_html(shown["table"])]
+        if "graph_png" in shown:
+            buffer = io.BytesIO()
+            shown["figure"].savefig(buffer, format="png", dpi=80)
+            parts += [_scroll_box(_png_img(shown["graph_png"], shown["graph"].splitlines()[0])),
+                      _png_img(buffer.getvalue(), f"{name}: training curve")]
+        return "\n".join(parts)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The widget's own view (what a live front end shows), plus the static HTML beside it."""
+        return {"application/vnd.jupyter.widget-view+json":
+                    {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id},
+                "text/html": self.static_html(),
+                "text/plain": f"StrategyPanel(strategy={self.buttons.value!r}): a widget; run the notebook to use it"}
 
 
 def _plot(name, history):

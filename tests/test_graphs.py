@@ -109,3 +109,16 @@ def test_text_fallback_without_dot(monkeypatch, tmp_path):
     assert "dot' not found" in bundle["text/plain"] and "mat2 = D.weight.T (3, 1) alive" in bundle["text/plain"]
     loss.backward()
     assert "mat1 freed" in graphs.draw({"loss": loss}, names)._repr_mimebundle_()["text/plain"]
+
+
+def test_graph_carries_a_png_beside_the_svg():
+    """An untrusted notebook in JupyterLab does not show SVG; the PNG of the same graph is what it shows."""
+    import base64
+    G, D, loss, names = _toy()
+    bundle = graphs.draw({"loss": loss}, names, title="toy")._repr_mimebundle_()
+    assert set(bundle) == {"image/svg+xml", "image/png", "text/plain"}
+    png = base64.b64decode(bundle["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width > 100 and height > 100
+    assert "toy" in bundle["image/svg+xml"] and bundle["text/plain"].startswith("toy")

@@ -5,12 +5,14 @@ metadata for jupyterlab-rise (see slide_type).
 
     python tools/build_notebook.py SRC.py notebooks/NN_name.ipynb     (needs jupytext)
     jupyter nbconvert --to notebook --execute --inplace notebooks/NN_name.ipynb
-    python tools/build_notebook.py --slides notebooks/*.ipynb          (re-apply slide metadata only)"""
+    python tools/build_notebook.py --slides notebooks/*.ipynb          (re-apply slide metadata and the kernelspec)"""
 import sys
 
 import nbformat
 
 from gan_lessons.lesson import SETUP_CELL
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def slide_type(cell) -> str:
@@ -24,8 +26,11 @@ def slide_type(cell) -> str:
 
 
 def add_slides(nb):
+    """Slide metadata on every cell, and the kernelspec JupyterLab writes when it opens the notebook (ipykernel's
+    own), so that opening a lesson does not mark it modified."""
     for cell in nb.cells:
         cell.metadata["slideshow"] = {"slide_type": slide_type(cell)}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     return nb
 
 
@@ -36,8 +41,7 @@ def build(src, dst):
         if cell.cell_type == "code" and cell.source.strip() == "#SETUP":
             cell.source = SETUP_CELL
         cell.metadata.pop("lines_to_next_cell", None)
-    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                   "language_info": {"name": "python"}}
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
     nbformat.write(add_slides(nb), dst)
 
 
