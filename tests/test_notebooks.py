@@ -1,5 +1,6 @@
 """Every lesson notebook follows the conventions: shared setup cell, skeleton, committed executed."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,49 @@ def test_nbval_markers_are_spelled_so_nbval_sees_them(path):
         for line in "".join(cell["source"]).splitlines():
             if "NBVAL_" in line and line.strip().startswith("#"):
                 assert line.strip().lstrip("#").strip() in ("NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_SKIP")
+
+
+def _stored_text(path):
+    """Every stored output as text: streams, tracebacks and every text-like representation."""
+    for cell in _cells(path):
+        for out in cell.get("outputs", []):
+            yield "".join(out.get("text", "")) + "\n".join(out.get("traceback", []))
+            for mime, value in out.get("data", {}).items():
+                if mime.startswith("text/") or mime.endswith(("+xml", "json")):
+                    yield value if isinstance(value, str) else json.dumps(value)
+
+
+MACHINE_PATH = re.compile(r"(/(work|tmp|root|home|Users|private/var)/|[A-Z]:\\[A-Za-z]|ipykernel_\d+|/site-packages/)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_outputs_carry_no_machine_paths_or_frozen_bars(path):
+    for text in _stored_text(path):
+        assert not MACHINE_PATH.search(text), f"machine path in a stored output: {MACHINE_PATH.search(text)[0]!r}"
+        assert not re.search(r"(?<!\d)0%\|", text), "a progress bar stored at 0%"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_lesson_points_outside_the_repository(path):
+    raw = path.read_text()
+    assert "shared/seeds" not in raw and not re.search(r"00[0-4]_[0-9a-f]{16}", raw), "cite the seed, not its file"
+    for cell in _cells(path):
+        for target in re.findall(r"\]\(([^)#\s]+)", "".join(cell["source"])):
+            if not target.startswith(("http://", "https://")):
+                assert (path.parent / target).exists(), f"link to a missing file: {target}"
+
+
+def test_every_seed_a_lesson_names_is_cited():
+    named = {m for p in NOTEBOOKS for m in re.findall(r"[Ss]eed (00[0-4])", p.read_text())}
+    table = (NOTEBOOKS[0].parent / "README.md").read_text().split("## The seeds", 1)[-1]
+    cited = set(re.findall(r"^\| (00[0-4]) \|", table, re.M))
+    assert named and named <= cited
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_kernelspec_is_the_one_ipykernel_registers(path):
+    """A differing kernelspec makes JupyterLab rewrite it, marking the notebook modified the moment it opens."""
+    from ipykernel.kernelspec import get_kernel_dict
+
+    spec = json.loads(path.read_text())["metadata"]["kernelspec"]
+    assert spec["name"] == "python3" and spec["display_name"] == get_kernel_dict()["display_name"]
