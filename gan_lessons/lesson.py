@@ -122,3 +122,8 @@ def rounded(t: torch.Tensor, digits: int = 4):
     def walk(v):
         return [walk(x) for x in v] if isinstance(v, list) else round(v, digits)
     return walk(t.detach().cpu().double().tolist())
+
+
+def headline(message: str) -> str:
+    """An error message's first clause, whole: what a table cell can hold without cutting a word."""
+    return re.split(r": \[|\. |\.$", message.strip(), maxsplit=1)[0]

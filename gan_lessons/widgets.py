@@ -4,7 +4,6 @@ import base64
 import copy
 import html
 import io
-import re
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -12,11 +11,7 @@ import torch
 from IPython.display import HTML, Markdown, display
 
 from gan_lessons import graphs, strategies
-
-
-def headline(message: str) -> str:
-    """An error message's first clause, whole: what a table cell can hold without cutting a word."""
-    return re.split(r": \[|\. |\.$", message.strip(), maxsplit=1)[0]
+from gan_lessons.lesson import headline
 
 
 def cost_row(c) -> str:

@@ -1,4 +1,5 @@
-"""JupyterLab in a real browser: Run All on lessons 01, 05 and 06, the strategy widget clicked through, graphs
+"""JupyterLab in a real browser: every committed notebook opened as a student who just cloned it finds it
+(untrusted, nothing run), then Run All on lessons 01, 05 and 06, the strategy widget clicked through, graphs
 rendered as images. The server runs from this environment on loopback with a token; Debian's Chromium is driven
 by Playwright (never `playwright install`). Screenshots go to build/screenshots/."""
 import json
@@ -9,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -28,17 +28,8 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server over a copy of the notebooks (the browser's saves never touch the repository)."""
-    root = tmp_path_factory.mktemp("lab")
-    for nb in (ROOT / "notebooks").glob("*.ipynb"):
-        # outputs and prompts cleared: a stale [N] from the committed run must never pass for a finished Run All
-        notebook = json.loads(nb.read_text())
-        for cell in notebook["cells"]:
-            if cell["cell_type"] == "code":
-                cell["outputs"], cell["execution_count"] = [], None
-        (root / nb.name).write_text(json.dumps(notebook))
+def _serve(root):
+    """A JupyterLab server over `root` with settings, config and data (so trust) of its own."""
     port, token = _free_port(), secrets.token_hex(16)
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False"]
@@ -49,7 +40,8 @@ def lab(tmp_path_factory):
                                      ("apputils-extension", "notification", {"fetchNews": "false"})):
         (settings / extension).mkdir(parents=True, exist_ok=True)
         (settings / extension / f"{plugin}.jupyterlab-settings").write_text(json.dumps(value))
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "GAN_LESSONS_QUICK": "1",
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "JUPYTER_DATA_DIR": str(root / ".data"),
+           "GAN_LESSONS_QUICK": "1",
            "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings")}
     log = open(root / "server.log", "w")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -74,6 +66,30 @@ def lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A server over a copy of the notebooks (the browser's saves never touch the repository), outputs and prompts
+    cleared: a stale [N] from the committed run must never pass for a finished Run All."""
+    root = tmp_path_factory.mktemp("lab")
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        notebook = json.loads(nb.read_text())
+        for cell in notebook["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+        (root / nb.name).write_text(json.dumps(notebook))
+    yield from _serve(root)
+
+
+@pytest.fixture(scope="module")
+def stored_lab(tmp_path_factory):
+    """A server over the notebooks exactly as committed, with a trust database of its own: they open untrusted,
+    as they do for anyone who clones the repository."""
+    root = tmp_path_factory.mktemp("stored")
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        (root / nb.name).write_bytes(nb.read_bytes())
+    yield from _serve(root)
+
+
+@pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
@@ -88,13 +104,18 @@ def browser(tmp_path_factory):
             context.close()
 
 
+def _open(page, base, token, name):
+    """Open a notebook in a tab of its own and wait until its kernel is idle."""
+    page.goto(f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?reset&token={token}")  # one tab per workspace
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=120_000)      # status bar: kernel ready
+
+
 def _run_all(page, base, token, name, timeout_s):
     """Open a notebook (which starts a fresh kernel), wait for that kernel, Run All, and wait until the last code
     cell has run. No "Restart Kernel": restarting right after the first connect sometimes left JupyterLab's
     kernel stuck at "Starting" (the server log showed a garbled websocket message after the reconnect)."""
-    page.goto(f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?reset&token={token}")  # one tab per workspace
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.get_by_text(re.compile(r"\| Idle$")).first.wait_for(timeout=120_000)      # status bar: kernel ready
+    _open(page, base, token, name)
     prompts = [p.strip() for p in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
     assert prompts and all(p == "[ ]:" for p in prompts), prompts                 # nothing has run yet
     page.click(".jp-Notebook")
@@ -118,6 +139,50 @@ def _assert_no_errors(page):
 
 def _images(page):
     return page.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg, .jp-RenderedImage img")
+
+
+def _stored_pictures(path):
+    """How many stored outputs carry a PNG (graphs, plots, sample grids), and whether one is lesson 05's panel."""
+    outputs = [o for c in json.loads(path.read_text())["cells"] for o in c.get("outputs", [])]
+    pngs = sum("image/png" in o.get("data", {}) for o in outputs)
+    panel = any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    return pngs, panel
+
+
+def _loaded(images):
+    return [img.evaluate("i => i.complete && i.naturalWidth") for img in images.all()]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+def test_committed_notebook_looks_right_when_opened_untrusted(stored_lab, browser, name):
+    """What a student sees after cloning and opening a lesson, before running anything: the graphs as pictures
+    (not the text tree), lesson 05's stored panel instead of a widget repr, no machine paths, not marked modified."""
+    from test_notebooks import MACHINE_PATH
+
+    page = browser.new_page()
+    _open(page, *stored_lab, name)
+    assert page.locator(".jp-Notebook").first.evaluate("n => n.classList.contains('jp-mod-trusted')") is False
+    prompts = [p.strip() for p in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
+    assert prompts and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts), "stored executed"
+    pngs, panel = _stored_pictures(ROOT / "notebooks" / name)
+    pictures = page.locator(".jp-OutputArea .jp-RenderedImage img")
+    widths = _loaded(pictures)
+    # every stored picture is shown as an image that loaded; the graphs' SVG, not rendered untrusted, is not chosen
+    assert len(widths) == pngs and all(w > 50 for w in widths), (pngs, widths)
+    assert page.locator(".jp-OutputArea .jp-RenderedSVG").count() == 0
+    if name.startswith(("01", "02", "03")):   # the lessons that draw graphs outside the widget
+        assert pngs >= 1, "the lesson's graphs carry a PNG"
+    if panel:  # lesson 05: the widget's stored view is its static picture, never its Python repr
+        stored = page.locator(".jp-RenderedHTMLCommon", has_text="a stored picture of the default choice").first
+        stored.scroll_into_view_if_needed(timeout=30_000)
+        assert stored.locator("table td").count() >= 7                         # the cost row
+        assert [w > 50 for w in _loaded(stored.locator("img"))] == [True, True]  # its graph and its curve
+        assert page.locator("text=VBox(children").count() == 0
+    text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    assert not MACHINE_PATH.search(text) and "Traceback" not in text
+    page.wait_for_timeout(2_000)  # JupyterLab rewrites a differing kernelspec shortly after the kernel connects
+    assert page.locator(".lm-TabBar-tab.jp-mod-dirty").count() == 0, "opening the notebook marked it modified"
+    page.close()
 
 
 def test_lesson_01_runs_all_and_draws_its_graph(lab, browser):
@@ -149,12 +214,17 @@ def test_lesson_05_widget_switches_graph_and_cost_row(lab, browser):
         if name == "retain_graph_seed003":
             output.locator("text=raises").first.wait_for(timeout=120_000)
             continue
-        graph = output.locator(".jp-RenderedSVG img, .jp-RenderedSVG svg").first
+        graph = output.locator(".gan-lessons-graph img").first
         graph.wait_for(timeout=120_000)
         box = graph.bounding_box()
         assert box and box["width"] > 50 and box["height"] > 50   # rendered as an image
-        seen[name] = urllib.parse.unquote(graph.get_attribute("src") or graph.inner_html())
-        assert f"one step of {name}" in seen[name]                   # the graph drawn is this strategy's
+        seen[name] = graph.get_attribute("alt")
+        assert seen[name].startswith(f"one step of {name}:")        # the graph drawn is this strategy's
+        # drawn at its natural size, never shrunk; a wide graph scrolls inside a box as wide as the output
+        natural = graph.evaluate("i => i.naturalWidth")
+        assert natural > 50 and abs(box["width"] - natural) < 2, (box, natural)
+        scroller = output.locator(".gan-lessons-graph").first.bounding_box()
+        assert scroller["width"] <= output.bounding_box()["width"] + 1
         if name == "d_first_reuse_fake":
             SHOTS.mkdir(parents=True, exist_ok=True)
             widget.scroll_into_view_if_needed()

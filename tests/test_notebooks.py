@@ -65,10 +65,11 @@ MACHINE_PATH = re.compile(r"(/(work|tmp|root|home|Users|private/var)/|[A-Z]:\\[A
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_stored_outputs_carry_no_machine_paths_or_frozen_bars(path):
+def test_stored_outputs_carry_no_machine_paths_cut_messages_or_frozen_bars(path):
     for text in _stored_text(path):
         assert not MACHINE_PATH.search(text), f"machine path in a stored output: {MACHINE_PATH.search(text)[0]!r}"
         assert not re.search(r"(?<!\d)0%\|", text), "a progress bar stored at 0%"
+        assert not re.search(r"[A-Za-z](\.\.\.|…)(\s|$)", text), "a message cut mid-word"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

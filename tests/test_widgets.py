@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from gan_lessons import costs, strategies, widgets
+from gan_lessons.lesson import headline
 
 
 def _panel(value="d_first_reuse_fake"):
@@ -55,5 +56,5 @@ def test_headline_keeps_whole_words():
                "[torch.FloatTensor [512, 1]], which is output 0 of AsStridedBackward0, is at version 2")
     freed = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
              "already been freed). Saved intermediate values of the graph are freed")
-    assert widgets.headline(version).endswith("by an inplace operation")
-    assert widgets.headline(freed).endswith("after they have already been freed)")
+    assert headline(version).endswith("by an inplace operation")
+    assert headline(freed).endswith("after they have already been freed)")
