@@ -121,14 +121,26 @@ def _run_all(page, base, token, name, timeout_s):
     page.click(".jp-Notebook")
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-    deadline = time.time() + timeout_s
+    start = time.time()
+    deadline = start + timeout_s
     while True:
         prompts = [p.strip() for p in page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()]
         # a fresh kernel numbers cells 1..N; Run All reached the end when the last cell shows [N]
         if prompts[-1] == f"[{len(prompts)}]:" and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts):
+            _record(name, time.time() - start, os.getloadavg()[0])
             return prompts
         assert time.time() < deadline, f"Run All did not reach the last cell: {prompts}"
         time.sleep(1)
+
+
+def _record(name, seconds, load):
+    """Run All's wall time, appended to build/screenshots/run_all_times.jsonl (a record, not a timed test)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    import torch
+    row = {"notebook": name, "run_all_s": round(seconds, 1), "load_1min": round(load, 2), "torch": torch.__version__,
+           "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with open(SHOTS / "run_all_times.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def _assert_no_errors(page):
