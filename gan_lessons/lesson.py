@@ -20,7 +20,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
 
 device, QUICK = setup(seed=0)"""
 
@@ -88,6 +88,26 @@ def expect_warning(kind=UserWarning, match: str = ""):
         raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but none was emitted")
     print(f"{hits[0].category.__name__} (emitted, as the lesson expects):")
     print(re.sub(r"\s*\(Triggered internally at [^)]*\)", "", str(hits[0].message)).strip())
+
+
+class ClaimFailed(AssertionError):
+    """A lesson's claim does not hold on this torch: the lesson, not the student, is wrong."""
+
+
+def claim(statement: str, holds, shown=None) -> None:
+    """State a claim a lesson rests on, print it with ✓, and fail the cell if it is false.
+
+    `holds` is the evidence, computed in the cell: a bool (or a one-element tensor). `shown` is what decided
+    it (numbers, names), printed beside the claim so a student sees the evidence and not only the verdict."""
+    if isinstance(holds, torch.Tensor) and holds.numel() == 1:
+        holds = bool(holds.item())
+    if not isinstance(holds, bool):
+        raise TypeError(f"claim({statement!r}, ...) needs a bool as evidence, not {type(holds).__name__}: "
+                        "compare the measured values in the cell (for example `a == b`)")
+    detail = "" if shown is None else f"  ({shown})"
+    if not holds:
+        raise ClaimFailed(f"✗ {statement}: does not hold on torch {torch.__version__}{detail}")
+    print(f"✓ {statement}{detail}")
 
 
 def check(question: str, prediction, actual, why: str = "") -> None:

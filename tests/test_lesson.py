@@ -7,7 +7,8 @@ import warnings
 import pytest
 import torch
 
-from gan_lessons.lesson import NoErrorRaised, check, describe, expect_error, expect_warning, quick_mode
+from gan_lessons.lesson import (ClaimFailed, NoErrorRaised, check, claim, describe, expect_error, expect_warning,
+                                quick_mode)
 
 
 def test_expect_error_shows_the_real_message(capsys):
@@ -55,6 +56,24 @@ def test_check_gives_feedback_not_an_assert(capsys):
     assert out[0].startswith("✓") and out[1] == "  why: because"
     assert out[2].startswith("✗") and "you predicted False" in out[2]
     assert "not solved yet" in out[3]
+
+
+def test_claim_prints_a_true_claim_with_its_evidence(capsys):
+    claim("2 + 2 is 4", 2 + 2 == 4, shown="2 + 2 = 4")
+    claim("a one-element tensor counts", torch.tensor(True))
+    assert capsys.readouterr().out.splitlines() == ["✓ 2 + 2 is 4  (2 + 2 = 4)", "✓ a one-element tensor counts"]
+
+
+def test_claim_fails_the_cell_when_false():
+    with pytest.raises(ClaimFailed, match=r"✗ x is 2: does not hold on torch .*\(x = 3\)"):
+        claim("x is 2", 3 == 2, shown="x = 3")
+
+
+@pytest.mark.parametrize("evidence", ["yes", [False], torch.tensor([True, False]), None, 1])
+def test_claim_refuses_evidence_that_is_not_a_bool(evidence):
+    """A non-empty string or list is always truthy: a check that could never fail. Refused, with what to do."""
+    with pytest.raises(TypeError, match="needs a bool as evidence"):
+        claim("anything", evidence)
 
 
 def test_describe_does_not_read_grad_of_non_leaves(capsys):
@@ -115,6 +134,17 @@ def test_nbval_fails_a_demonstration_whose_error_stopped_happening(tmp_path):
     result = _nbval(tmp_path / "stopped.ipynb")
     assert result.returncode != 0
     assert "NoErrorRaised" in result.stdout
+
+
+def test_nbval_fails_a_notebook_whose_claim_stopped_holding(tmp_path):
+    """The stored output says ✓; if the claim is false on the torch that runs it, the cell fails, not only differs."""
+    true = "import torch\nfrom gan_lessons.lesson import claim\nx = torch.ones(2)\nclaim('x sums to 2', x.sum().item() == 2)"
+    _notebook(tmp_path / "holds.ipynb", true, "✓ x sums to 2\n")
+    assert _nbval(tmp_path / "holds.ipynb").returncode == 0
+    _notebook(tmp_path / "false.ipynb", true.replace("== 2", "== 3"), "✓ x sums to 2\n")
+    result = _nbval(tmp_path / "false.ipynb")
+    assert result.returncode != 0
+    assert "ClaimFailed" in result.stdout
 
 
 def test_rounded_prints_stable_python_floats():
