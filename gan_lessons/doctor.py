@@ -34,6 +34,16 @@ LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_gra
            "05": "05_gan_update_strategies.ipynb"}
 
 
+
+def _double_sigmoid_effect(target) -> str:
+    """What an extra sigmoid does to this BCE term: its range depends on the target (lesson 05 checks both)."""
+    squashed = {1.0: "[0.31, 0.69]", 0.0: "[0.69, 1.31]"}
+    label = target.unique().tolist() if isinstance(target, torch.Tensor) and target.numel() else []
+    where = f"this loss (target {label[0]:g}) is squashed into {squashed[label[0]]}" if len(label) == 1 and \
+        label[0] in squashed else "this loss sees inputs in (0, 1) only, whatever D says"
+    return (f"{where}, and its gradient shrinks by a factor with no upper bound (hundreds of times for a logit 6 on "
+            "the wrong side of the target), silently")
+
 class DoctorWarning(UserWarning):
     """A pattern that raises nothing but trains the wrong thing."""
 
@@ -168,8 +178,7 @@ class doctor:
         if name == "binary_cross_entropy_with_logits" and target is not None and target.grad_fn is not None \
                 and type(target.grad_fn).__name__.startswith("Sigmoid"):
             self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
-                             {"where": _user_frame(), "effect": "the loss is squashed into [0.31, 0.69] and its "
-                              "gradient shrinks up to 1000x, silently"},
+                             {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
                              [("pass the raw logits; drop the extra sigmoid", "05")])
 
     def _after(self, name, args, out):

@@ -1,4 +1,4 @@
-"""Five ways to order one GAN training step (lesson 05). Each is one plain function:
+"""Seven ways to order one GAN training step (lesson 05). Each is one plain function:
 step(G, D, opt_G, opt_D, x_real, noise) -> (loss_D, loss_G), where noise(n) draws z.
 D returns logits; both losses are the non-saturating BCE-with-logits GAN losses."""
 import torch
@@ -72,7 +72,7 @@ def g_first(G, D, opt_G, opt_D, x_real, noise):
 
 def d_first_fresh_fake(G, D, opt_G, opt_D, x_real, noise):
     """5. D first on a fake made without a graph, then a fresh G forward for G's step
-    (seed 000's fix; Lightning's and d2l's order)."""
+    (seed 000's fix; d2l's order, which detaches where this uses no_grad)."""
     with torch.no_grad():
         x_fake = G(noise(len(x_real)))
     opt_D.zero_grad()
@@ -86,12 +86,45 @@ def d_first_fresh_fake(G, D, opt_G, opt_D, x_real, noise):
     return loss_D, loss_G
 
 
+def d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise):
+    """6. d_first_reuse_fake with D frozen during G's step (pix2pix's and CycleGAN's order, with their
+    set_requires_grad): G's backward still goes through D, but computes no gradient for D's parameters."""
+    x_fake = G(noise(len(x_real)))
+    opt_D.zero_grad()
+    loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
+    loss_D.backward()
+    opt_D.step()
+    D.requires_grad_(False)                  # frozen: D's weights are constants for G's step
+    opt_G.zero_grad()
+    loss_G = bce(D(x_fake), 1)
+    loss_G.backward()
+    opt_G.step()
+    D.requires_grad_(True)
+    return loss_D, loss_G
+
+
+def g_first_inputs(G, D, opt_G, opt_D, x_real, noise):
+    """7. g_first, with G's backward limited to G's parameters (backward(inputs=...)): no wasted D gradient."""
+    x_fake = G(noise(len(x_real)))
+    opt_G.zero_grad()
+    loss_G = bce(D(x_fake), 1)
+    loss_G.backward(inputs=list(G.parameters()))   # D's .grad is not touched
+    opt_G.step()
+    opt_D.zero_grad()
+    loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
+    loss_D.backward()
+    opt_D.step()
+    return loss_D, loss_G
+
+
 STRATEGIES = {
     "retain_graph_seed003": retain_graph_seed003,
     "one_forward": one_forward,
     "d_first_reuse_fake": d_first_reuse_fake,
     "g_first": g_first,
     "d_first_fresh_fake": d_first_fresh_fake,
+    "d_first_frozen_D": d_first_frozen_D,
+    "g_first_inputs": g_first_inputs,
 }
 
 

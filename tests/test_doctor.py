@@ -61,7 +61,7 @@ def loss_nonsaturating(d, g, x_real):
     real_label, fake_label = torch.ones(x_real.shape[0]), torch.zeros(x_real.shape[0])
     bce_loss = F.binary_cross_entropy_with_logits
     g_loss = bce_loss(dgz, real_label).mean()  # s000-sigmoid
-    d_loss = bce_loss(dx, real_label).mean() + bce_loss(dgz, fake_label).mean()
+    d_loss = bce_loss(dx, real_label).mean() + bce_loss(dgz, fake_label).mean()  # s000-dloss
     return d_loss, g_loss
 
 
@@ -87,6 +87,10 @@ def test_seed000_loop_names_the_512x1_weight_and_warns_about_the_double_sigmoid(
     assert dx.facts["modified by"].startswith(f"d_optimizer.step() at line {line_of('s000-step')}")
     sigmoid = [w for w in caught if issubclass(w.category, DoctorWarning) and "sigmoid" in str(w.message)]
     assert sigmoid and sigmoid[0].lineno == line_of("s000-sigmoid")
+    # each term's range: G's (target 1) and D's fake term (target 0) are squashed into different intervals
+    by_line = {w.lineno: str(w.message) for w in sigmoid}
+    assert "(target 1) is squashed into [0.31, 0.69]" in by_line[line_of("s000-sigmoid")]
+    assert "(target 0) is squashed into [0.69, 1.31]" in by_line[line_of("s000-dloss")]
 
 
 def test_seed003_strategy_1_points_into_the_strategy_function():

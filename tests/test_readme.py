@@ -16,7 +16,7 @@ BENCH = json.loads((ROOT / "benchmarks/results/2026-11-22_cpu.json").read_text()
 
 def test_strategy_cost_table_matches_a_fresh_measurement():
     rows = re.findall(r"^\| `(\w+)` \| (\d+) / (\d+) \| (\d+) / (\d+) \| (\d+) / (\d+) \| ([\d.]+) \|$", README, re.M)
-    assert len(rows) == 4
+    assert len(rows) == 6
     for name, *numbers in rows:
         c = costs.measure(name, *costs.fresh_gan(), steps=2, warmup=1)
         measured = [c.G_forward, c.G_backward, c.D_forward, c.D_backward, c.G_grad_passes, c.D_grad_passes]

@@ -41,6 +41,14 @@ def test_one_forward_runs_D_forward_twice_and_wastes_no_gradient(measured):
     assert (c.G_grad_passes, c.D_grad_passes) == (1, 1)
 
 
+@pytest.mark.parametrize("name, parent", [("d_first_frozen_D", "d_first_reuse_fake"), ("g_first_inputs", "g_first")])
+def test_freezing_D_or_backward_inputs_removes_the_wasted_D_gradient(measured, name, parent):
+    c, p = measured[name], measured[parent]
+    assert (c.G_forward, c.G_backward, c.D_forward, c.D_backward) == (p.G_forward, p.G_backward, p.D_forward,
+                                                                      p.D_backward)
+    assert (c.G_grad_passes, c.D_grad_passes) == (1, 1) != (p.G_grad_passes, p.D_grad_passes)
+
+
 def test_seed003_strategy_1_raises_the_version_error(measured):
     c = measured["retain_graph_seed003"]
     assert "modified by an inplace operation" in c.error and "[512, 1]" in c.error
@@ -74,10 +82,21 @@ def _same(a, b):
     return all(torch.allclose(x, y, rtol=1e-5, atol=1e-7) for x, y in zip(a, b))
 
 
-def test_D_steps_on_the_same_gradients_in_strategies_2_to_5():
+def test_D_steps_on_the_same_gradients_in_strategies_2_to_7():
     reference = _step_grads("d_first_reuse_fake")["D"]
-    for name in ("one_forward", "g_first", "d_first_fresh_fake"):
+    for name in ("one_forward", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"):
         assert _same(_step_grads(name)["D"], reference), name
+
+
+@pytest.mark.parametrize("name, parent", [("d_first_frozen_D", "d_first_reuse_fake"), ("g_first_inputs", "g_first")])
+def test_the_variants_give_G_the_same_gradient_as_their_parent(name, parent):
+    assert _same(_step_grads(name)["G"], _step_grads(parent)["G"])
+
+
+def test_frozen_D_is_unfrozen_after_the_step():
+    G, D, x_real, noise = _setup()
+    strategies.d_first_frozen_D(G, D, torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()), x_real, noise)
+    assert all(p.requires_grad for p in D.parameters())
 
 
 def test_G_gradient_through_the_old_D_matches_between_one_forward_and_g_first():
