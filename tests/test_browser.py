@@ -248,7 +248,7 @@ def test_lesson_05_widget_switches_graph_and_cost_row(lab, browser):
 
 def test_lesson_06_runs_all_in_quick_mode(lab, browser):
     page = browser.new_page()
-    # quick mode trains two 400-step runs: 126 s measured on an idle 2-core machine (torch 2.13.0+cpu);
+    # quick mode trains two 400-step runs: 126 s measured on 2 cores at a 1-minute load of 1.9 (torch 2.13.0+cpu);
     # the limit leaves room for a fourfold slowdown under load
     _run_all(page, *lab, "06_train_mnist_gan.ipynb", timeout_s=900)
     _assert_no_errors(page)
