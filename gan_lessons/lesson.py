@@ -1,5 +1,6 @@
 """What every notebook's setup cell and exercises use: quick mode, seeding,
 asserted error demonstrations and predict-then-check feedback (taught in lesson 01)."""
+import base64
 import os
 import random
 import re
@@ -123,6 +124,16 @@ def check(question: str, prediction, actual, why: str = "") -> None:
     print(f"{'✓' if right else '✗'} {question} -> {actual!r} ({verdict})")
     if why:
         print(f"  why: {why}")
+
+
+def hidden(encoded: str, namespace=None, local=None) -> str:
+    """check()'s `why=` feedback as a student copy carries it, out of sight until the cell prints it.
+
+    tools/student.py replaces `why=<expression>` with `why=hidden("<base64 of the expression's source>",
+    globals(), locals())`; this decodes the source and evaluates it in the cell's namespace, so a plain string
+    and an f-string naming the cell's variables give the same text as in the answered lesson."""
+    source = base64.b64decode(encoded.encode("ascii")).decode("utf-8")
+    return eval(f"(\n{source}\n)", {} if namespace is None else namespace, local)  # noqa: S307 (our own text)
 
 
 def describe(**tensors) -> None:

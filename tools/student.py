@@ -1,41 +1,211 @@
-"""Student copies of the lessons: every line marked `# SOLUTION` gets its answer replaced by `...`, and outputs
-are cleared. A blanked exercise then prints "not solved yet" instead of failing.
+"""Student copies of the lessons, free of answers, that still run:
 
-    python tools/student.py [notebooks/*.ipynb] [--out build/student]"""
+- every `name = answer  # SOLUTION: question` line becomes `name = ...  # your answer: question`;
+- every `why=` feedback (check()'s explanation, which often states the answer) is kept out of sight:
+  `why=<expression>` becomes `why=hidden("<base64 of the expression's source>", globals(), locals())`, which
+  gan_lessons.lesson.hidden evaluates in the cell, so check() prints the same text once the student has answered;
+- the opening table of verdicts on the seed listings moves to the end, after the exercises;
+- relative links are rewritten for the copy's folder, and outputs are cleared.
+
+A blanked exercise prints "not solved yet" instead of failing. The committed copies live in notebooks/student/
+(Colab opens them from GitHub); tests/test_student.py fails when they differ from what this tool makes.
+
+    python tools/student.py [notebooks/NN_*.ipynb ...] [--out notebooks/student] [--check]"""
 import argparse
+import ast
+import base64
+import os
 import re
+import sys
 from pathlib import Path
 
 import nbformat
 
-SOLUTION = re.compile(r"^(?P<head>\s*[\w.\[\]]+\s*=\s*)(?P<answer>.+?)(?P<tail>\s*# SOLUTION\b.*)$", re.M)
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "notebooks"
+STUDENT_DIR = LESSONS / "student"
+REGENERATE = "python tools/student.py --out notebooks/student"
+
+SOLUTION = re.compile(r"^(?P<head>[ \t]*[\w.\[\]]+[ \t]*=[ \t]*)(?P<answer>.+?)[ \t]*# SOLUTION\b:?[ \t]*(?P<question>.*)$",
+                      re.M)
+HIDDEN_IMPORT = "from gan_lessons.lesson import hidden  # check() prints its explanation once you have answered"
+# The opening cell's table of verdicts on the seed listings ("| seed listing | on today's torch |" and its rows).
+VERDICTS = re.compile(r"^\| seed listing \|.*(?:\n\|.*)*\n?", re.M)
+VERDICTS_POINTER = ("What today's torch does with each seed listing is in a table at the end of this notebook: "
+                    "read it after the exercises.\n")
+VERDICTS_HEADING = "### The verdicts (read after the exercises)\n\n"
+LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?P<fragment>#[^)\s]*)?\)")
 
 
 def blank(source: str) -> str:
-    return SOLUTION.sub(lambda m: f"{m['head']}...{m['tail']}", source)
+    """Every `name = answer  # SOLUTION: question` line as `name = ...  # your answer: question`."""
+    def answerless(m):
+        question = m["question"].strip()
+        return f"{m['head']}...  # your answer{': ' + question if question else ''}"
+    return SOLUTION.sub(answerless, source)
+
+
+def hide(expression: str) -> str:
+    """The base64 form of an expression's source, as gan_lessons.lesson.hidden takes it."""
+    return base64.b64encode(expression.encode("utf-8")).decode("ascii")
+
+
+def _parseable(source: str) -> str:
+    """The cell with IPython's `%`/`!` lines turned into `pass` (same lines, same columns elsewhere)."""
+    return re.sub(r"^([ \t]*)[%!].*$", r"\1pass", source, flags=re.M)
+
+
+def _feedback(tree) -> list:
+    """The `why` expressions: every `why=` keyword, and check()'s fourth positional argument."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            found += [k.value for k in node.keywords if k.arg == "why"]
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name == "check" and len(node.args) >= 4:
+                found.append(node.args[3])
+    return found
+
+
+def _binds_hidden(tree) -> bool:
+    """Whether a cell binds the name `hidden` at the notebook's top level (the import would clash with it)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "hidden":
+                return True
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and node.id == "hidden" and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name) == "hidden":
+            return True
+        todo += ast.iter_child_nodes(node)
+    return False
+
+
+def hide_feedback(source: str, where: str = "a cell") -> str:
+    """Every `why` expression's source replaced by `hidden("<base64>", globals(), locals())`, and the import added."""
+    if "why" not in source:
+        return source
+    try:
+        tree = ast.parse(_parseable(source))
+    except SyntaxError as error:
+        raise ValueError(f"{where}: cannot parse the cell to hide its why= feedback ({error})") from None
+    expressions = _feedback(tree)
+    if not expressions:
+        return source
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(lineno, col):  # ast columns count UTF-8 bytes
+        return starts[lineno - 1] + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8"))
+
+    spans = sorted(((offset(e.lineno, e.col_offset), offset(e.end_lineno, e.end_col_offset)) for e in expressions),
+                   reverse=True)
+    for begin, end in spans:
+        source = f'{source[:begin]}hidden("{hide(source[begin:end])}", globals(), locals()){source[end:]}'
+    head = re.match(r"(?:[ \t]*(?:#|%%).*\n)*", source).end()  # after leading comments (NBVAL markers), cell magics
+    return source[:head] + HIDDEN_IMPORT + "\n" + source[head:]
+
+
+def move_verdicts(nb) -> bool:
+    """The opening cell's verdict table moved into a new last cell; the opening cell says where it went."""
+    first = nb.cells[0]
+    match = VERDICTS.search(first.source) if first.cell_type == "markdown" else None
+    if not match:
+        return False
+    table = match.group().rstrip("\n")
+    first.source = first.source[:match.start()] + VERDICTS_POINTER + first.source[match.end():]
+    first.source = first.source.rstrip("\n")
+    cell = nbformat.v4.new_markdown_cell(VERDICTS_HEADING + table)
+    cell.id = "student-verdicts"  # fixed, so that the copy is the same every time it is made
+    cell.metadata = {"slideshow": {"slide_type": "-"}}  # tools/build_notebook.py's rule: only # and ## open a slide
+    nb.cells.append(cell)
+    return True
+
+
+def relink(source: str, lesson_dir: Path, out: Path) -> str:
+    """Relative links, which point from the lesson's folder, pointed from the copy's folder instead."""
+    def moved(m):
+        target = m["target"]
+        if re.match(r"[a-z][\w+.-]*:", target) or target.startswith("/"):
+            return m.group()
+        new = Path(os.path.relpath((lesson_dir / target).resolve(), out.resolve())).as_posix()
+        return f"]({new}{m['fragment'] or ''})"
+    return LINK.sub(moved, source)
+
+
+def student_notebook(path: Path, out: Path = STUDENT_DIR):
+    """The student copy of one lesson, as it will be written into the folder `out`."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    hidden_used, clash = False, None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            if "hidden" in cell.source and clash is None:
+                try:
+                    clash = i if _binds_hidden(ast.parse(_parseable(cell.source))) else None
+                except SyntaxError:
+                    pass
+            new = hide_feedback(blank(cell.source), f"{path.name}, cell {i}")
+            if "SOLUTION" in new:
+                line = next(x for x in new.splitlines() if "SOLUTION" in x)
+                raise ValueError(f"{path.name}, cell {i}: a `# SOLUTION` line this tool cannot blank (write it as "
+                                 f"`name = answer  # SOLUTION: question` on one line): {line.strip()}")
+            hidden_used |= new != blank(cell.source)
+            cell.source, cell.outputs, cell.execution_count = new, [], None
+        elif cell.cell_type == "markdown":
+            cell.source = relink(cell.source, path.parent, Path(out))
+    if hidden_used and clash is not None:
+        raise ValueError(f"{path.name}, cell {clash} binds the name `hidden`, which the student copy imports "
+                         "from gan_lessons.lesson: rename it")
+    move_verdicts(nb)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def render(path: Path, out: Path = STUDENT_DIR) -> str:
+    """The student copy's file text, exactly as student_copy writes it."""
+    text = nbformat.writes(student_notebook(path, out))
+    return text if text.endswith("\n") else text + "\n"
 
 
 def student_copy(path: Path, out: Path) -> int:
-    nb = nbformat.read(path, as_version=4)
-    blanked = 0
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            new = blank(cell.source)
-            blanked += new != cell.source
-            cell.source, cell.outputs, cell.execution_count = new, [], None
-    nb.metadata.pop("widgets", None)
+    """Write the student copy into `out`; return how many code cells changed."""
+    path, out = Path(path), Path(out)
+    before = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
     out.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, out / path.name)
-    return blanked
+    text = render(path, out)
+    (out / path.name).write_text(text, encoding="utf-8")
+    after = [c.source for c in nbformat.reads(text, as_version=4).cells if c.cell_type == "code"]
+    return sum(a != b for a, b in zip(after, before))
+
+
+def lessons():
+    return sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("notebooks", nargs="*", default=sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb")))
-    p.add_argument("--out", default="build/student")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("notebooks", nargs="*", type=Path, default=lessons())
+    p.add_argument("--out", type=Path, default=STUDENT_DIR)
+    p.add_argument("--check", action="store_true", help="write nothing; fail if a copy in --out is not up to date")
     a = p.parse_args(argv)
-    for path in map(Path, a.notebooks):
-        print(f"{path.name}: {student_copy(path, Path(a.out))} exercise cells blanked -> {a.out}/{path.name}")
+    stale = []
+    for path in a.notebooks:
+        if a.check:
+            copy = a.out / path.name
+            if not copy.exists() or copy.read_text(encoding="utf-8") != render(path, a.out):
+                stale.append(str(copy))
+            continue
+        print(f"{path.name}: {student_copy(path, a.out)} code cells changed -> {a.out / path.name}")
+    if stale:
+        sys.exit(f"student copies missing or out of date: {', '.join(stale)}; run `{REGENERATE}`")
 
 
 if __name__ == "__main__":

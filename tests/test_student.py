@@ -1,0 +1,153 @@
+"""Student copies (tools/student.py): free of answers, still running, and committed up to date for Colab.
+
+The committed copies in notebooks/student/ are outside tests/test_notebooks.py's glob (notebooks/NN_*.ipynb):
+those checks are about the answered lessons (executed, outputs stored). The ones that make sense for a copy,
+cleared and generated, are here; and pytest's `notebooks` testpath runs every committed copy under nbval."""
+import ast
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from gan_lessons.lesson import SETUP_CELL, check, hidden
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+STUDENT_DIR = ROOT / "notebooks" / "student"
+sys.path.insert(0, str(ROOT / "tools"))
+import student  # noqa: E402
+
+REGENERATE = "run `python tools/student.py --out notebooks/student`"
+
+
+def _code(nb):
+    return [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+
+
+def _code_cells(nb):
+    return [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+
+
+def _why_texts(source):
+    """The literal text of every `why` feedback in a cell: strings, and the constant parts of f-strings."""
+    tree = ast.parse(student._parseable(source))
+    for expression in student._feedback(tree):
+        for node in ast.walk(expression):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield node.value
+
+
+@pytest.fixture(scope="module")
+def copies():
+    """Every lesson and its student copy, as written into notebooks/student/ (links are made for that folder)."""
+    return [(nbformat.read(p, as_version=4), student.student_notebook(p, STUDENT_DIR), p.name) for p in NOTEBOOKS]
+
+
+def test_blanking_keeps_the_code_and_the_question_and_removes_the_answer():
+    assert (student.blank('prediction = "freed"  # SOLUTION: which?')
+            == "prediction = ...  # your answer: which?")
+    assert student.blank("    p.x = (512, 1)  # SOLUTION") == "    p.x = ...  # your answer"
+    assert student.blank("x = 3  # a comment") == "x = 3  # a comment"
+
+
+def test_no_answer_is_left_in_a_student_copy(copies):
+    solution_lines = why_texts = 0
+    for answered, copy, name in copies:
+        text = nbformat.writes(copy)
+        assert "SOLUTION" not in text, f"{name}: the label SOLUTION is left in the student copy"
+        cells = [c.source for c in copy.cells]
+        for i, source in _code(answered):
+            for line in source.splitlines():
+                m = student.SOLUTION.match(line)
+                if m:
+                    solution_lines += 1
+                    question = m["question"].strip()
+                    blanked = f"{m['head']}...  # your answer{': ' + question if question else ''}"
+                    assert blanked in copy.cells[i].source.splitlines(), f"{name}, cell {i}: {line!r} not blanked"
+            for literal in _why_texts(source):
+                for piece in re.split(r"\s*\n\s*", literal):
+                    if len(piece) > 20:
+                        why_texts += 1
+                        leaks = [j for j, c in enumerate(cells) if piece in c]
+                        assert not leaks, f"{name}: the why= text {piece!r} is readable in cell(s) {leaks}"
+        assert all(c.outputs == [] and c.execution_count is None for c in copy.cells if c.cell_type == "code")
+        assert "| seed listing |" not in copy.cells[0].source, f"{name}: the verdict table still opens the lesson"
+        if "| seed listing |" in answered.cells[0].source:
+            last = copy.cells[-1].source
+            assert last.startswith("### The verdicts (read after the exercises)") and "| seed listing |" in last
+            assert "at the end of this notebook" in copy.cells[0].source
+    assert solution_lines > 20 and why_texts > 20  # the search above really searched
+
+
+def test_a_student_copy_keeps_what_the_lessons_rely_on(copies):
+    """tests/test_notebooks.py's conventions, where they apply to a cleared copy."""
+    for answered, copy, name in copies:
+        assert _code(copy)[0][1] == SETUP_CELL, f"{name}: the setup cell changed"
+        assert len(copy.cells) in (len(answered.cells), len(answered.cells) + 1)
+        assert [c.cell_type for c in copy.cells[:len(answered.cells)]] == [c.cell_type for c in answered.cells]
+        assert len({c.id for c in copy.cells}) == len(copy.cells)
+        for cell in copy.cells:
+            for target in re.findall(r"\]\(([^)#\s]+)", cell.source):
+                if not target.startswith(("http://", "https://")):
+                    assert Path(os.path.normpath(STUDENT_DIR / target)).exists(), f"{name}: link to a missing file from notebooks/student/"
+
+
+def test_a_hidden_why_prints_what_the_answered_cell_prints():
+    answered = ('prediction = 2  # SOLUTION: how many?\nn = 2\n'
+                'check("n", prediction, n, why=f"n is {n}: "\n      "two, as set above.")\n')
+    copy = student.hide_feedback(student.blank(answered))
+    assert "two, as set above" not in copy and "SOLUTION" not in copy and copy.startswith(student.HIDDEN_IMPORT)
+
+    def printed(source):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(source, {"check": check})
+        return out.getvalue()
+
+    assert printed(copy.replace("prediction = ...", "prediction = 2")) == printed(answered)
+    assert "why: n is 2: two, as set above." in printed(answered)
+    assert "not solved yet" in printed(copy) and "why" not in printed(copy)
+
+
+def test_hidden_round_trips_a_string_and_an_f_string():
+    assert hidden(student.hide('"plain: ✓ ünïcode"')) == "plain: ✓ ünïcode"
+    f_string = 'f"G has {count:,} " # a comment\n    "parameters."'
+    assert hidden(student.hide(f_string), {"count": 12345}) == "G has 12,345 parameters."
+    assert hidden(student.hide('f"{x + y}"'), {"x": 1}, {"y": 2}) == "3"
+
+
+def test_student_copy_runs_under_nbval_and_shows_not_solved_yet(tmp_path):
+    source = ROOT / "notebooks" / "01_leaf_tensors.ipynb"
+    student.student_copy(source, tmp_path)
+    copy = tmp_path / source.name
+    exercises = [i for i, source in _code(nbformat.read(source, as_version=4))
+                 if any(student.SOLUTION.match(line) for line in source.splitlines())]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                             "--nbval-current-env", "-o", "addopts=", "-o", "testpaths=", str(copy)],
+                            capture_output=True, text=True, cwd=ROOT / "notebooks")
+    assert result.returncode == 0, result.stdout[-2000:]
+    nb = nbformat.read(copy, as_version=4)
+    NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    printed = {i: "".join(o.get("text", "") for o in c.outputs) for i, c in _code_cells(nb)}
+    assert exercises and all("not solved yet" in printed[i] for i in exercises), "an exercise cell gave no feedback"
+    printed = "".join(printed.values())
+    assert "✓" not in printed and "✗" not in printed and "why:" not in printed
+
+
+def test_committed_student_copies_are_up_to_date():
+    """notebooks/student/ is what Colab opens: it must be exactly what the tool makes from today's lessons."""
+    committed = {p.name for p in STUDENT_DIR.glob("*.ipynb")}
+    assert committed, f"notebooks/student/ has no student copies: {REGENERATE}"
+    assert committed == {p.name for p in NOTEBOOKS}, (
+        f"notebooks/student/ holds {sorted(committed ^ {p.name for p in NOTEBOOKS})} without (or missing) a lesson: "
+        f"delete the stale copies and {REGENERATE}")
+    stale = [p.name for p in NOTEBOOKS
+             if (STUDENT_DIR / p.name).read_text(encoding="utf-8") != student.render(p, STUDENT_DIR)]
+    assert not stale, f"the student copies of {stale} differ from their lessons: {REGENERATE}"
