@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from gan_lessons import strategies
+from gan_lessons.lesson import headline
 from gan_lessons.models import Discriminator, Generator
 
 
@@ -94,8 +95,9 @@ def fresh_gan(seed=0, batch=64, device="cpu"):
 
 
 def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:
-    """Run strategy `name` for warmup + steps steps on fresh Adam optimizers; report per-step costs."""
-    step = strategies.get(name)
+    """Run strategy `name` (or a strategy function) for warmup + steps steps on fresh Adam optimizers; report
+    per-step costs."""
+    step, name = (name, getattr(name, "__name__", "step")) if callable(name) else (strategies.get(name), name)
     opt_G = torch.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999))
     opt_D = torch.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999))
     cuda = x_real.is_cuda
@@ -131,3 +133,74 @@ def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:
     peak = torch.cuda.max_memory_allocated() - base if cuda else saved.peak
     cost.peak_mib = peak / 2**20
     return cost
+
+
+def _step_grads(step, seed):
+    """The gradients each optimizer steps on, for one step of `step` on fresh_gan(seed) (the last step of each)."""
+    G, D, x_real, noise = fresh_gan(seed, batch=16)
+    opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+    seen = {}
+    for key, opt, net in (("G", opt_G, G), ("D", opt_D, D)):
+        def record(o, args, kwargs, key=key, net=net):
+            seen[key] = [(n, None if p.grad is None else p.grad.clone()) for n, p in net.named_parameters()]
+        opt.register_step_pre_hook(record)
+    step(G, D, opt_G, opt_D, x_real, noise)
+    return seen, D
+
+
+def _times(n):
+    return {1: "once", 2: "twice"}.get(n, f"{n:g} times")
+
+
+def check_strategy(step, reference="d_first_fresh_fake", seed=0) -> bool:
+    """Exercise feedback (lesson 05): does `step` give G and D the gradients `reference` gives them, computing
+    each gradient once per step and running G twice (as `reference` does)? Prints one ✓ line, or one line per
+    thing still wrong; returns whether everything is right. Feedback, not an assert."""
+    name = getattr(step, "__name__", "your step")
+    try:
+        got, D = _step_grads(step, seed)
+        cost = measure(step, *fresh_gan(seed, batch=16), steps=1, warmup=0)
+    except Exception as error:  # noqa: BLE001 -- any error is feedback here
+        message = f"{type(error).__name__}: {headline(str(error))}"
+        if "ellipsis" in str(error):
+            print(f"? {name}: not solved yet. Replace ... with your answer and run the cell again ({message}).")
+        else:
+            print(f"✗ {name}: the step raised {message}")
+        return False
+    if cost.error:
+        print(f"✗ {name}: the step raised RuntimeError: {headline(cost.error)}")
+        return False
+    want, _ = _step_grads(strategies.get(reference), seed)
+    wrong = []
+    for net in ("D", "G"):
+        if net not in got:
+            wrong.append(f"opt_{net}.step() is never called")
+            continue
+        missing = [n for n, g in got[net] if g is None]
+        if missing:
+            wrong.append(f"{net}'s parameters have no gradient when opt_{net} steps ({', '.join(missing[:3])})")
+            continue
+        diffs = [((g - r).abs().max().item(), n) for (n, g), (_, r) in zip(got[net], want[net])
+                 if not torch.allclose(g, r, rtol=1e-5, atol=1e-7)]
+        if diffs:
+            gap, where = max(diffs)
+            wrong.append(f"{net}'s gradient differs from {reference}'s in {len(diffs)} of {len(got[net])} "
+                         f"parameters (largest difference {gap:.2g}, in {where})")
+    if cost.D_grad_passes != 1:
+        wrong.append(f"D's gradient is computed {_times(cost.D_grad_passes)} per step"
+                     + (": G's backward still fills D's .grad" if cost.D_grad_passes == 2 else ", not once"))
+    if cost.G_grad_passes != 1:
+        wrong.append(f"G's gradient is computed {_times(cost.G_grad_passes)} per step"
+                     + (": D's loss still reaches G (make D's fake batch without a graph)"
+                        if cost.G_grad_passes == 2 else ", not once"))
+    if cost.G_forward != 2:
+        wrong.append(f"G runs {_times(cost.G_forward)} per step; {reference} runs it twice (a fake batch for D "
+                     "under no_grad, a fresh one for G's loss)")
+    if not all(p.requires_grad for p in D.parameters()):
+        wrong.append("D is still frozen after the step: call D.requires_grad_(True) before returning")
+    for line in wrong:
+        print(f"✗ {name}: {line}")
+    if not wrong:
+        print(f"✓ {name}: G and D step on {reference}'s gradients, D's gradient is computed once per step "
+              "(not twice), and G runs twice")
+    return not wrong
