@@ -83,6 +83,10 @@ def test_no_answer_is_left_in_a_student_copy(copies):
             last = copy.cells[-1].source
             assert last.startswith("### The verdicts (read after the exercises)") and "| seed listing |" in last
             assert "at the end of this notebook" in copy.cells[0].source
+        # the summary states what the exercises ask: it comes after them, and the exercises heading stays put
+        summary = [c.source for c in copy.cells if c.source.startswith("### Summary (read after the exercises)")]
+        assert len(summary) == 1 and not any("## Summary" in c.source for c in copy.cells[:len(answered.cells)])
+        assert any(c.source.startswith("## Exercises") for c in copy.cells), name
     assert solution_lines > 20 and why_texts > 20  # the search above really searched
 
 
@@ -90,7 +94,7 @@ def test_a_student_copy_keeps_what_the_lessons_rely_on(copies):
     """tests/test_notebooks.py's conventions, where they apply to a cleared copy."""
     for answered, copy, name in copies:
         assert _code(copy)[0][1] == SETUP_CELL, f"{name}: the setup cell changed"
-        assert len(copy.cells) in (len(answered.cells), len(answered.cells) + 1)
+        assert len(copy.cells) in (len(answered.cells) + 1, len(answered.cells) + 2)   # summary, verdicts
         assert [c.cell_type for c in copy.cells[:len(answered.cells)]] == [c.cell_type for c in answered.cells]
         assert len({c.id for c in copy.cells}) == len(copy.cells)
         for cell in copy.cells:

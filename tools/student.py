@@ -4,7 +4,8 @@
 - every `why=` feedback (check()'s explanation, which often states the answer) is kept out of sight:
   `why=<expression>` becomes `why=hidden("<base64 of the expression's source>", globals(), locals())`, which
   gan_lessons.lesson.hidden evaluates in the cell, so check() prints the same text once the student has answered;
-- the opening table of verdicts on the seed listings moves to the end, after the exercises;
+- the summary, which states what the exercises ask, and the opening table of verdicts on the seed listings move
+  to the end, after the exercises;
 - relative links are rewritten for the copy's folder, and outputs are cleared.
 
 A blanked exercise prints "not solved yet" instead of failing. The committed copies live in notebooks/student/
@@ -129,6 +130,24 @@ def move_verdicts(nb) -> bool:
     return True
 
 
+SUMMARY = re.compile(r"^## Summary\n(?P<body>.*?)(?=^## Exercises)", re.M | re.S)
+SUMMARY_HEADING = "### Summary (read after the exercises)\n\n"
+
+
+def move_summary(nb) -> bool:
+    """The summary (it states the answers) out of the cell that opens the exercises, into a new cell at the end."""
+    for cell in nb.cells:
+        match = SUMMARY.search(cell.source) if cell.cell_type == "markdown" else None
+        if match:
+            cell.source = cell.source[:match.start()] + cell.source[match.end():]
+            summary = nbformat.v4.new_markdown_cell(SUMMARY_HEADING + match["body"].strip())
+            summary.id = "student-summary"  # fixed, so that the copy is the same every time it is made
+            summary.metadata = {"slideshow": {"slide_type": "-"}}
+            nb.cells.append(summary)
+            return True
+    return False
+
+
 def relink(source: str, lesson_dir: Path, out: Path) -> str:
     """Relative links, which point from the lesson's folder, pointed from the copy's folder instead."""
     def moved(m):
@@ -164,6 +183,7 @@ def student_notebook(path: Path, out: Path = STUDENT_DIR):
     if hidden_used and clash is not None:
         raise ValueError(f"{path.name}, cell {clash} binds the name `hidden`, which the student copy imports "
                          "from gan_lessons.lesson: rename it")
+    move_summary(nb)
     move_verdicts(nb)
     nb.metadata.pop("widgets", None)
     return nb
