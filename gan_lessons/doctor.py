@@ -35,6 +35,24 @@ LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_gra
 
 
 
+# Ops that only reshape: a sigmoid behind them still feeds its values to the loss (`.view(-1)`, `.squeeze()`).
+_RESHAPES = ("View", "UnsafeView", "Reshape", "ReshapeAlias", "AsStrided", "Squeeze", "Unsqueeze", "Flatten", "Unflatten", "Permute", "T", "Transpose",
+             "Clone", "Select", "Slice", "Index")
+
+
+def _after_sigmoid(t) -> bool:
+    """Is `t` a sigmoid's output, perhaps behind reshaping ops (the DCGAN tutorial's `.view(-1)`)?"""
+    fn = t.grad_fn
+    while fn is not None:
+        kind = type(fn).__name__.split("Backward")[0]
+        if kind == "Sigmoid":
+            return True
+        if kind not in _RESHAPES or not fn.next_functions:
+            return False
+        fn = fn.next_functions[0][0]
+    return False
+
+
 def _double_sigmoid_effect(target) -> str:
     """What an extra sigmoid does to this BCE term: its range depends on the target (lesson 05 checks both)."""
     squashed = {1.0: "[0.31, 0.69]", 0.0: "[0.69, 1.31]"}
@@ -175,8 +193,7 @@ class doctor:
                     depth.setdefault(fn.variable, d)
             self.backwards.append({"root": target, "where": _user_frame(), "retain": bool(retain),
                                    "nodes": set(nodes), "depth": depth})
-        if name == "binary_cross_entropy_with_logits" and target is not None and target.grad_fn is not None \
-                and type(target.grad_fn).__name__.startswith("Sigmoid"):
+        if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
             self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
                              [("pass the raw logits; drop the extra sigmoid", "05")])

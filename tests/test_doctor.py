@@ -261,3 +261,22 @@ def test_long_loops_keep_bounded_records():
             opt.step()
             net.weight.data.mul_(1.0)
     assert len(doc.backwards) <= 50 and len(doc.steps) <= 50 and len(doc.data_aliases) <= 1001
+
+
+@pytest.mark.parametrize("after_sigmoid, warns", [
+    (lambda p: p.view(-1), True),             # the PyTorch DCGAN tutorial's idiom
+    (lambda p: p.squeeze(), True),
+    (lambda p: p.reshape(-1)[:4], True),
+    (lambda p: p.view(-1) * 2, False),        # not only a reshape: the values changed, no longer a sigmoid's
+])
+def test_a_sigmoid_behind_reshapes_is_still_found(after_sigmoid, warns):
+    torch.manual_seed(0)
+    D = torch.nn.Linear(3, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(D=D):
+            p = torch.sigmoid(D(torch.randn(4, 3)))
+            F.binary_cross_entropy_with_logits(after_sigmoid(p), torch.ones(4))
+            F.binary_cross_entropy_with_logits(D(torch.randn(4, 3)).view(-1), torch.ones(4))   # raw logits: quiet
+    sigmoid = [w for w in caught if issubclass(w.category, DoctorWarning) and "sigmoid" in str(w.message)]
+    assert len(sigmoid) == (1 if warns else 0)
