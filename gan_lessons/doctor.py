@@ -170,6 +170,7 @@ class doctor:
         self.inplace, self.backwards, self.steps = deque(maxlen=1000), deque(maxlen=50), deque(maxlen=50)
         self.stack, self.sites = [], []
         self.notes, self.diagnoses, self.last_leaf_inplace = [], [], None
+        self.warned = set()   # (what, file, line): a line in a loop warns once, not once per pass or parameter
         self.data_aliases = {}
 
     # --- recording -------------------------------------------------------------------------------------------
@@ -277,12 +278,17 @@ class doctor:
     def _warn_data_mutation(self, tensor, op, where):
         self._suspicious(f"`.data.{op}` changes {self._name(tensor)} behind autograd's back: its version counter "
                          f"does not move, so a graph that saved it gives a wrong gradient without any error",
-                         {"where": where}, [("update under torch.no_grad() instead, or clone()", "03")])
+                         {"where": where}, [("update under torch.no_grad() instead, or clone()", "03")],
+                         key=f".data.{op}")
 
-    def _suspicious(self, summary, facts, fixes):
+    def _suspicious(self, summary, facts, fixes, key=None):
+        where = facts.get("where")
+        seen = (key or summary, where.file if where else None, where.line if where else None)
+        if seen in self.warned:
+            return
+        self.warned.add(seen)
         d = Diagnosis("suspicious", summary, facts, fixes)
         self.diagnoses.append(d)
-        where = facts.get("where")
         warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
                                where.line if where else 0)
 

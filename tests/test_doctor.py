@@ -280,3 +280,17 @@ def test_a_sigmoid_behind_reshapes_is_still_found(after_sigmoid, warns):
             F.binary_cross_entropy_with_logits(D(torch.randn(4, 3)).view(-1), torch.ones(4))   # raw logits: quiet
     sigmoid = [w for w in caught if issubclass(w.category, DoctorWarning) and "sigmoid" in str(w.message)]
     assert len(sigmoid) == (1 if warns else 0)
+
+
+def test_a_data_mutation_in_a_loop_warns_once_per_line():
+    """WGAN-style clipping through .data, over every parameter, for several passes: one warning, not six."""
+    D = torch.nn.Linear(3, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(D=D):
+            for _ in range(3):
+                D(torch.randn(4, 3)).mean().backward()
+                for p in D.parameters():
+                    p.data.clamp_(-0.01, 0.01)
+    data = [w for w in caught if issubclass(w.category, DoctorWarning) and ".data" in str(w.message)]
+    assert len(data) == 1
