@@ -5,6 +5,7 @@ an exercise left as `...` prints "not solved yet", so "Run All" goes on.
 
     my_answer = sgd_step  # SOLUTION: point this at your function
     exercises.check_sgd_step(my_answer)"""
+import copy
 import io
 from contextlib import nullcontext, redirect_stderr
 
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.lesson import headline
+from gan_lessons.models import Reshape
 
 ELLIPSIS_HINT = "a `...` is still in your function: replace it with your code"
 
@@ -23,7 +25,7 @@ def _not_solved(name, answer, what="your function") -> bool:
         print(f"? {name}: not solved yet. Replace the ... in `my_answer = ...` with {what} and run the cell again.")
         return True
     if not callable(answer):
-        print(f"✗ {name}: my_answer is a {type(answer).__name__}, not a function. Point it at {what}, "
+        print(f"✗ {name}: my_answer is not a function but a value of type {type(answer).__name__}. Point it at {what}, "
               "without calling it (no parentheses).")
         return True
     return False
@@ -156,6 +158,66 @@ def check_sgd_step(sgd_step, lr=0.1) -> bool:
             break
     return _verdict(name, problems, "two steps give SGD's values, the parameters are still leaves that require "
                                     "grad, and .grad is cleared after each update")
+
+
+
+# --- lesson 01: DCGAN's weight initialisation, without the leaf error ----------------------------------------
+def _init_model():
+    torch.manual_seed(3)
+    return nn.Sequential(nn.Linear(64, 256), nn.BatchNorm1d(256), nn.ReLU(), Reshape(16, 4, 4),
+                         nn.ConvTranspose2d(16, 8, 4, 2, 1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 1, 3, 1, 1))
+
+
+def _init_problems(model):
+    """What is wrong with model's values after init: DCGAN's N(0, 0.02) weights for Linear and convolutions,
+    N(1, 0.02) for BatchNorm's weight, zeros for every bias."""
+    problems = []
+    for n, m in model.named_modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
+            kind = type(m).__name__
+            mean = 1.0 if kind.startswith("BatchNorm") else 0.0
+            w = m.weight.detach()
+            if abs(w.mean().item() - mean) > 0.01 or not 0.014 < w.std().item() < 0.026:
+                problems.append(f"{kind} {n}: weight has mean {w.mean().item():.3f} and std {w.std().item():.3f}; "
+                                f"it should be drawn from N({mean:g}, 0.02)")
+            if m.bias is not None and m.bias.detach().abs().max() > 0:
+                problems.append(f"{kind} {n}: bias is not zero; fill it with zeros")
+    return problems
+
+
+def check_init(init_weights) -> bool:
+    """Lesson 01. model.apply(init_weights) must set DCGAN's initial values in place, and leave every parameter
+    the same leaf that requires grad, so the optimizer built afterwards still trains it."""
+    name = "init_weights"
+    if _not_solved(name, init_weights, "your init_weights"):
+        return False
+    model = _init_model()
+    before = {n: p for n, p in model.named_parameters()}
+    values = {n: p.detach().clone() for n, p in model.named_parameters()}
+    try:
+        model.apply(init_weights)
+    except Exception as error:
+        return _verdict(name, [_raised("init_weights", error, _AUTOGRAD_HINTS)], "")
+    problems = []
+    for n, p in model.named_parameters():
+        if p is not before[n]:
+            problems.append(f"parameter {n} was replaced by a new tensor; an optimizer made before init would "
+                            f"still hold the old one: change the values in place")
+        elif not (p.is_leaf and p.requires_grad):
+            problems.append(f"parameter {n} is no longer a leaf that requires grad: change it under torch.no_grad()")
+    if not problems and all(torch.equal(p.detach(), values[n]) for n, p in model.named_parameters()):
+        problems.append("init_weights changed nothing: model.apply(init_weights) calls it once per module m; set "
+                        "m.weight and m.bias of the Linear, convolution and BatchNorm modules")
+    if problems:
+        return _verdict(name, problems[:4], "")
+    problems = _init_problems(model)
+    if not problems:
+        model(torch.randn(4, 64)).mean().backward()
+        missing = [n for n, p in model.named_parameters() if p.grad is None]
+        if missing:
+            problems.append(f"after init, backward no longer reaches {missing[0]}")
+    return _verdict(name, problems[:6], "DCGAN's values set in place; every parameter is still the same leaf, "
+                                        "requires grad and gets a gradient")
 
 
 # --- lesson 02: seed 004's loop, fixed ------------------------------------------------------------------------
@@ -349,6 +411,153 @@ def check_d_step(d_step) -> bool:
                                     "gets any")
 
 
+# --- lesson 04: sampling for a figure, with nothing left behind ---------------------------------------------
+def _sampling_problem():
+    from gan_lessons.models import Generator
+    torch.manual_seed(4)
+    G = Generator(tanh=True)
+    opt = optim.SGD(G.parameters(), lr=0.1)
+    for _ in range(2):                           # a few training steps, so the running statistics mean something
+        opt.zero_grad()
+        G(torch.randn(16, G.z_dim)).mean().backward()
+        opt.step()
+    return G, torch.randn(8, G.z_dim)
+
+
+def check_sample(sample) -> bool:
+    """Lesson 04. sample(G, z) returns G's images for a figure mid-training: computed in evaluation mode (BatchNorm
+    uses its running statistics), with no graph built, G's running statistics and parameters untouched, and G left
+    in the mode it was in."""
+    name = "sample"
+    if _not_solved(name, sample, "your sample"):
+        return False
+    G, z = _sampling_problem()
+    G.eval()
+    with torch.no_grad():
+        expected = G(z)
+    G.train()
+    state = {k: v.clone() for k, v in G.state_dict().items()}
+    saved = []
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+            images = sample(G, z)
+    except Exception as error:
+        return _verdict(name, [_raised("sample", error, _AUTOGRAD_HINTS + [
+            ("expected to be boolean", "G.train(mode) takes True (training) or False (evaluation)")])], "")
+    problems = []
+    if not isinstance(images, torch.Tensor):
+        return _verdict(name, [f"sample returned {type(images).__name__}, not the tensor of images: return it"], "")
+    moved = [k for k, v in G.state_dict().items() if not torch.equal(v, state[k])]
+    if any("running" in k or "num_batches" in k for k in moved):
+        problems.append(f"G's BatchNorm running statistics changed ({moved[0]}, ...): a training-mode forward "
+                        f"updates them, graph or no graph; run G in eval() mode")
+    elif moved:
+        problems.append(f"G's parameters changed ({moved[0]}, ...): sampling must not step or modify G")
+    if saved:
+        problems.append(f"G's forward saved {len(saved)} tensors for a backward that never runs: build no graph "
+                        f"(torch.no_grad() around the forward); a detach() afterwards comes too late")
+    if images.requires_grad:
+        problems.append("the images still require grad and carry a graph back into G")
+    if not G.training:
+        problems.append("G is left in eval mode, and the next training step would use the running statistics: "
+                        "put it back with G.train()")
+    if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
+        problems.append("the images differ from G's evaluation-mode output: BatchNorm must use the running "
+                        "statistics (G.eval() before the forward)")
+    return _verdict(name, problems, "eval-mode images, no graph, G's statistics and parameters untouched, G back "
+                                    "in training mode")
+
+# --- lesson 06: a checkpoint a run resumes from exactly ------------------------------------------------------
+def _resume_run(seed):
+    torch.manual_seed(seed)
+    G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    D = nn.Sequential(nn.Linear(2, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), nn.Flatten(0))
+    opt_G = optim.Adam(G.parameters(), lr=1e-2, betas=(0.5, 0.999))
+    opt_D = optim.Adam(D.parameters(), lr=1e-2, betas=(0.5, 0.999))
+    return G, D, opt_G, opt_D
+
+
+def _resume_steps(G, D, opt_G, opt_D, steps):
+    from gan_lessons.strategies import d_first_fresh_fake
+    x_real = torch.tensor([2.0, -1.0]) + 0.3 * torch.arange(16.0).reshape(8, 2).sin()
+    for _ in range(steps):
+        d_first_fresh_fake(G, D, opt_G, opt_D, x_real, lambda n: torch.randn(n, 4))
+
+
+def _tensors(state):
+    """Every tensor in a nested state dict, flattened to (path, tensor)."""
+    if isinstance(state, torch.Tensor):
+        return [("", state)]
+    items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, (list, tuple)) else []
+    return [(f"{k}.{p}".rstrip("."), t) for k, v in items for p, t in _tensors(v)]
+
+
+def _same(a, b) -> bool:
+    ta, tb = _tensors(a), _tensors(b)
+    return len(ta) == len(tb) and all(pa == pb and torch.equal(x, y) for (pa, x), (pb, y) in zip(ta, tb))
+
+
+def check_resume(save_state, load_state, steps=3) -> bool:
+    """Lesson 06. save_state(G, D, opt_G, opt_D) returns what a checkpoint holds; load_state(state, G, D, opt_G,
+    opt_D) puts it back into fresh objects. The state goes through torch.save and torch.load(weights_only=True),
+    as the trainer's checkpoints do. A run of 2 * steps steps and a run stopped after `steps`, saved, loaded into
+    differently initialised objects and continued must end with bit-identical weights."""
+    import tempfile
+    from pathlib import Path
+    name = "checkpoint"
+    for what, answer in (("your save_state", save_state), ("your load_state", load_state)):
+        if _not_solved(name, answer, what):
+            return False
+    G, D, opt_G, opt_D = _resume_run(0)
+    _resume_steps(G, D, opt_G, opt_D, 2 * steps)
+    straight = [p.detach().clone() for p in (*G.parameters(), *D.parameters())]
+
+    G, D, opt_G, opt_D = _resume_run(0)
+    _resume_steps(G, D, opt_G, opt_D, steps)
+    truth = copy.deepcopy({"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(),
+                           "opt_D": opt_D.state_dict(), "rng": torch.get_rng_state()})
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "last.pt"
+        try:
+            saved = save_state(G, D, opt_G, opt_D)
+            if ... in (saved.values() if isinstance(saved, dict) else [saved]):
+                return _verdict(name, [ELLIPSIS_HINT + " (save_state returned a `...`)"], "")
+            torch.save(saved, path)
+        except Exception as error:
+            return _verdict(name, [_raised("save_state", error, [])], "")
+        if not torch.equal(torch.get_rng_state(), truth["rng"]):
+            return _verdict(name, ["save_state drew random numbers: saving must leave the run exactly as it was"], "")
+        try:
+            state = torch.load(path, weights_only=True)
+        except Exception as error:
+            return _verdict(name, [f"torch.load(weights_only=True) refuses what save_state returned "
+                                   f"({headline(str(error))}): keep to state_dict()s, tensors, numbers and "
+                                   f"dicts of them, as the trainer does"], "")
+    G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
+    try:
+        load_state(state, G, D, opt_G, opt_D)
+    except Exception as error:
+        return _verdict(name, [_raised("load_state", error, [("Missing key", "load each state_dict into the "
+                                                             "object it came from")])], "")
+    problems = []
+    if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
+        problems.append("after load_state, G's or D's weights are not the saved ones: save and load both "
+                        "models' state_dict()")
+    for opt_name, opt in (("opt_G", opt_G), ("opt_D", opt_D)):
+        if not _same(opt.state_dict()["state"], truth[opt_name]["state"]):
+            problems.append(f"after load_state, {opt_name} has lost Adam's running averages and step count (its "
+                            f"state): without them the next steps differ; save and load {opt_name}.state_dict()")
+    if not torch.equal(torch.get_rng_state(), truth["rng"]):
+        problems.append("after load_state, torch's random state is not the saved one, so the resumed run draws "
+                        "other z: save torch.get_rng_state() and put it back with torch.set_rng_state()")
+    if not problems:
+        _resume_steps(G, D, opt_G, opt_D, steps)
+        resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]
+        if not all(torch.equal(a, b) for a, b in zip(straight, resumed)):
+            problems.append("the resumed run ends with other weights than the run that never stopped")
+    return _verdict(name, problems, f"a run stopped after {steps} steps, saved, loaded into fresh objects and "
+                                    f"continued ends with the same weights, bit for bit, as one that never stopped")
+
 # --- lesson 07: bring your own bug to the doctor -------------------------------------------------------------
 DOCTOR_KINDS = {"leaf_inplace": "an in-place op on a leaf that requires grad (lesson 01)",
                 "freed": "a backward through a freed graph (lesson 02)",
@@ -392,3 +601,71 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
     return _verdict(name, [f"your loop ran without an error, so there is nothing to diagnose{extra}. Hint: put in one "
                            f"of {'; '.join(DOCTOR_KINDS.values())}"], "")
 
+
+# --- lesson 07: seed 000's step, fixed with the doctor's help ------------------------------------------------
+def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z):
+    """Seed 000's step, fixed: raw logits into the *_with_logits loss, D's fake term detached, D first, then G
+    through the stepped D, one forward of g."""
+    bce = F.binary_cross_entropy_with_logits
+    real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(gz), real_label)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def _run_seed000(step, calls, watch=None):
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(0)
+    g, d = Generator(), Discriminator()
+    g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
+    batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)) for _ in range(calls)]
+    names = {p: f"g.{n}" for n, p in g.named_parameters()}
+    names.update({p: f"d.{n}" for n, p in d.named_parameters()})
+    records, handles = _grads_at_steps({"d_optimizer": d_optimizer, "g_optimizer": g_optimizer}, names)
+    try:
+        for x_real, z in batches:
+            if watch is None:
+                step(g, d, g_optimizer, d_optimizer, x_real, z)
+            else:
+                with watch(g=g, d=d, g_optimizer=g_optimizer, d_optimizer=d_optimizer) as doc:
+                    step(g, d, g_optimizer, d_optimizer, x_real, z)
+                return doc.diagnoses
+    finally:
+        for h in handles:
+            h.remove()
+    return records
+
+
+def check_seed000_step(fixed_step, calls=2) -> bool:
+    """Lesson 07. fixed_step(g, d, g_optimizer, d_optimizer, x_real, z): seed 000's step (D first, then G, one
+    forward of g) without its bugs. It runs once under the doctor, which must find nothing to raise or warn
+    about, then `calls` times on seed 000's models, comparing every gradient at each optimizer step with the
+    right ones."""
+    import warnings
+
+    from gan_lessons.doctor import doctor
+    name = "fixed_step"
+    if _not_solved(name, fixed_step, "your fixed_step"):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = _run_seed000(fixed_step, 1, watch=doctor)
+    except Exception as error:
+        diagnosis = getattr(error, "diagnosis", None)
+        hint = f"the doctor says: {headline(diagnosis.summary)}" if diagnosis else None
+        return _verdict(name, [_raised("fixed_step", error, _AUTOGRAD_HINTS) if hint is None else
+                               f"fixed_step raised {type(error).__name__}, and {hint}"], "")
+    warned = dict.fromkeys(f"the doctor still warns: {headline(d.summary)}" for d in found if d.kind == "suspicious")
+    reference = _run_seed000(reference_seed000_step, calls)
+    problems = list(warned) + _compare_steps(
+        _run_seed000(fixed_step, calls), reference, "pass D raw logits, detach the fake in D's fake term, and give "
+        "G's loss D's output on the fake batch after D's step", atol=1e-5, limit=3)
+    return _verdict(name, problems, "the doctor finds nothing, and every parameter of g and d gets the right "
+                                    "gradient at each step")

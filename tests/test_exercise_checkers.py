@@ -12,8 +12,9 @@ def run(capsys, checker, *args, **kwargs):
 
 
 def test_every_checker_says_not_solved_yet_for_ellipsis(capsys):
-    for checker in (exercises.check_sgd_step, exercises.check_seed004_step, exercises.check_saved_bytes,
-                    exercises.check_d_step, exercises.check_doctor_bug):
+    for checker in (exercises.check_sgd_step, exercises.check_init, exercises.check_seed004_step, exercises.check_saved_bytes,
+                    exercises.check_d_step, exercises.check_sample, exercises.check_doctor_bug,
+                    exercises.check_seed000_step):
         ok, out = run(capsys, checker, ...)
         assert ok is False and out.startswith("?") and "not solved yet" in out, checker.__name__
 
@@ -66,6 +67,56 @@ def test_sgd_step(capsys):
     assert ok is False and "a `...` is still in your function" in out
     assert "✗" in out and not out.strip().endswith("✗")
 
+
+DCGAN = (torch.nn.Linear, torch.nn.Conv2d, torch.nn.ConvTranspose2d)
+NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
+
+
+def init_seed_style(m):                        # in place on a parameter while autograd records: the leaf error
+    if isinstance(m, DCGAN + NORMS):
+        m.weight.normal_(1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+        m.bias.zero_()
+
+
+def init_right(m):
+    with torch.no_grad():
+        init_seed_style(m)
+
+
+def init_with_nn_init(m):
+    if isinstance(m, DCGAN + NORMS):
+        torch.nn.init.normal_(m.weight, 1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+        torch.nn.init.zeros_(m.bias)
+
+
+def init_new_parameters(m):                    # right values, but new tensors an existing optimizer never sees
+    if isinstance(m, DCGAN + NORMS):
+        m.weight = torch.nn.Parameter(torch.randn_like(m.weight) * 0.02 + (1.0 if isinstance(m, NORMS) else 0.0))
+        m.bias = torch.nn.Parameter(torch.zeros_like(m.bias))
+
+
+def init_batchnorm_like_conv(m):
+    if isinstance(m, DCGAN + NORMS):
+        torch.nn.init.normal_(m.weight, 0.0, 0.02)
+        torch.nn.init.zeros_(m.bias)
+
+
+def init_nothing(m):
+    pass
+
+
+def test_init(capsys):
+    for right in (init_right, init_with_nn_init):
+        ok, out = run(capsys, exercises.check_init, right)
+        assert ok is True and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_init, init_seed_style)
+    assert ok is False and "leaf Variable" in out and "torch.no_grad()" in out
+    ok, out = run(capsys, exercises.check_init, init_new_parameters)
+    assert ok is False and "replaced by a new tensor" in out and "in place" in out
+    ok, out = run(capsys, exercises.check_init, init_batchnorm_like_conv)
+    assert ok is False and "BatchNorm1d" in out and "N(1, 0.02)" in out and "Linear" not in out
+    ok, out = run(capsys, exercises.check_init, init_nothing)
+    assert ok is False and "changed nothing" in out
 
 # --- lesson 02 ---------------------------------------------------------------------------------------------
 def seed004_retain(model1, model2, optimizer1, optimizer2, data, label):
@@ -205,6 +256,96 @@ def test_d_step(capsys):
     assert ok is False and "D.net.0.weight" in out and "differs" in out
 
 
+# --- lesson 04: sampling ------------------------------------------------------------------------------------
+def sample_right(G, z):
+    was_training = G.training
+    G.eval()
+    with torch.no_grad():
+        images = G(z)
+    G.train(was_training)
+    return images
+
+
+def sample_no_grad_only(G, z):                 # the graph is off, BatchNorm still in training mode
+    with torch.no_grad():
+        return G(z)
+
+
+def sample_detach(G, z):                       # eval mode, but the forward builds a graph first
+    G.eval()
+    images = G(z).detach()
+    G.train()
+    return images
+
+
+def sample_left_in_eval(G, z):
+    G.eval()
+    with torch.no_grad():
+        return G(z)
+
+
+def test_sample(capsys):
+    ok, out = run(capsys, exercises.check_sample, sample_right)
+    assert ok is True and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_sample, sample_no_grad_only)
+    assert ok is False and "running statistics changed" in out and "eval()" in out and "saved" not in out
+    ok, out = run(capsys, exercises.check_sample, sample_detach)
+    assert ok is False and "saved" in out and "torch.no_grad()" in out and "running statistics" not in out
+    ok, out = run(capsys, exercises.check_sample, sample_left_in_eval)
+    assert ok is False and "left in eval mode" in out and out.count("✗") == 1
+    ok, out = run(capsys, exercises.check_sample, lambda G, z: G(z))
+    assert ok is False and "still require grad" in out
+
+# --- lesson 06: a checkpoint to resume from ----------------------------------------------------------------
+def save_everything(G, D, opt_G, opt_D):
+    return {"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict(),
+            "rng": torch.get_rng_state()}
+
+
+def load_everything(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    torch.set_rng_state(state["rng"])
+
+
+def save_models_only(G, D, opt_G, opt_D):
+    return {"G": G.state_dict(), "D": D.state_dict(), "rng": torch.get_rng_state()}
+
+
+def load_models_only(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    torch.set_rng_state(state["rng"])
+
+
+def load_without_rng(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+
+
+def save_the_objects(G, D, opt_G, opt_D):           # pickles modules: weights_only loading refuses it
+    return {"G": G, "D": D}
+
+
+def test_resume(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_everything, load_everything)
+    assert ok is True and out.startswith("✓") and "bit for bit" in out
+    ok, out = run(capsys, exercises.check_resume, save_models_only, load_models_only)
+    assert ok is False and out.count("lost Adam's running averages") == 2 and "random state" not in out
+    ok, out = run(capsys, exercises.check_resume, save_everything, load_without_rng)
+    assert ok is False and "torch.set_rng_state()" in out and out.count("✗") == 1
+    ok, out = run(capsys, exercises.check_resume, save_the_objects, load_everything)
+    assert ok is False and "weights_only=True" in out
+    ok, out = run(capsys, exercises.check_resume, lambda G, D, opt_G, opt_D: {"G": G.state_dict(), "rng": ...},
+                  load_everything)
+    assert ok is False and "a `...` is still in your function" in out
+    ok, out = run(capsys, exercises.check_resume, save_everything, ...)
+    assert ok is False and "not solved yet" in out and "load_state" in out
+
 # --- lesson 07 ---------------------------------------------------------------------------------------------
 def freed_loop():
     G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
@@ -235,3 +376,57 @@ def test_doctor_bug(capsys):
     assert ok is False and "ran without an error" in out and "Hint" in out
     ok, out = run(capsys, exercises.check_doctor_bug, other_error_loop, quiet=True)
     assert ok is False and "ValueError" in out and "only the lessons' autograd errors" in out
+
+
+# --- lesson 07: seed 000's step, fixed ---------------------------------------------------------------------
+bce = F.binary_cross_entropy_with_logits
+
+
+def seed000_as_written(g, d, g_optimizer, d_optimizer, x_real, z):
+    gz = g(z)
+    dgz = torch.sigmoid(d(gz))
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    g_loss, d_loss = bce(dgz, real), bce(d(x_real), real) + bce(dgz, fake)
+    d_optimizer.zero_grad(); d_loss.backward(retain_graph=True); d_optimizer.step()
+    g_optimizer.zero_grad(); g_loss.backward(); g_optimizer.step()
+
+
+def seed000_sigmoid_kept(g, d, g_optimizer, d_optimizer, x_real, z):    # runs; the doctor warns; grads differ
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(torch.sigmoid(d(gz.detach())), fake)
+    d_optimizer.zero_grad(); d_loss.backward(); d_optimizer.step()
+    g_loss = bce(torch.sigmoid(d(gz)), real)
+    g_optimizer.zero_grad(); g_loss.backward(); g_optimizer.step()
+
+
+def seed000_no_grad_fake(g, d, g_optimizer, d_optimizer, x_real, z):    # right: no_grad for D's batch, G again
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    with torch.no_grad():
+        gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz), fake)
+    d_optimizer.zero_grad(); d_loss.backward(); d_optimizer.step()
+    g_loss = bce(d(g(z)), real)
+    g_optimizer.zero_grad(); g_loss.backward(); g_optimizer.step()
+
+
+def seed000_stale_D(g, d, g_optimizer, d_optimizer, x_real, z):         # G's loss from D before its step
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz.detach()), fake)
+    g_loss = bce(d(gz), real)
+    d_optimizer.zero_grad(); d_loss.backward(); d_optimizer.step()
+    g_optimizer.zero_grad(); g_loss.backward(); g_optimizer.step()
+
+
+def test_seed000_step(capsys):
+    for right in (exercises.reference_seed000_step, seed000_no_grad_fake):
+        ok, out = run(capsys, exercises.check_seed000_step, right)
+        assert ok is True and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_as_written)
+    assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_sigmoid_kept)
+    assert ok is False and out.count("the doctor still warns: a sigmoid is fed into") == 1
+    assert "gradient at d_optimizer.step() (call 1) differs" in out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_stale_D)
+    assert ok is False and "the doctor says" in out and "changed in place" in out
