@@ -13,6 +13,7 @@ import linecache
 import os
 import re
 import sys
+import types
 import warnings
 import weakref
 from collections import OrderedDict, deque
@@ -26,8 +27,11 @@ from torch.overrides import TorchFunctionMode
 from gan_lessons import graphs
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_OVERRIDES = os.path.join(_TORCH_DIR, "overrides.py")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+_PLAIN = (type, types.ModuleType, types.FunctionType, types.MethodType, int, float, str, bytes, list, tuple, dict,
+          set)
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
@@ -105,19 +109,86 @@ def _user_frame(depth=1):
     """The innermost frame that is the student's code: not torch, not this module."""
     frame = sys._getframe(depth)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(_TORCH_DIR) and name != __file__ and "contextlib" not in name:
-            code = linecache.getline(name, frame.f_lineno).strip()
-            return Where(name, frame.f_lineno, code)
+        if _is_user(frame):
+            name = frame.f_code.co_filename
+            return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
         frame = frame.f_back
     return None
 
 
-def _depths(root_fn):
-    """(node, distance from the root) in breadth-first order."""
-    if root_fn is None:
-        return []
-    order, seen, frontier, d = [], {root_fn}, [root_fn], 0
+def _is_user(frame) -> bool:
+    name = frame.f_code.co_filename
+    return not name.startswith(_TORCH_DIR) and name != __file__ and "contextlib" not in name
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def _candidates(namespace: dict):
+    """(name, object) for the modules, optimizers and tensors of a namespace, and for the modules and optimizers
+    one attribute inside other objects (`agent.critic`, `model.netG`)."""
+    for k, v in list(namespace.items()):
+        if k.startswith("_"):
+            continue
+        if isinstance(v, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
+            yield k, v
+        elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__"):
+            try:
+                inside = list(vars(v).items())
+            except TypeError:
+                continue
+            for a, w in inside:
+                if not a.startswith("_") and isinstance(w, (torch.nn.Module, torch.optim.Optimizer)):
+                    yield f"{k}.{a}", w
+
+
+def _looks_like_gan(name) -> bool:
+    return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
+
+
+def _is_inplace(name, kwargs) -> bool:
+    """x.add_(...), x += ..., x[i] = ..., and the functional forms F.relu(x, inplace=True) (which nn.ReLU(inplace=True),
+    LeakyReLU, Dropout and the other inplace= modules call)."""
+    return name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__")) \
+        or kwargs.get("inplace") is True
+
+
+def _tensors(x) -> list:
+    return [x] if isinstance(x, torch.Tensor) else [t for t in x if isinstance(t, torch.Tensor)] \
+        if isinstance(x, (list, tuple)) else []
+
+
+def _warn_at_user_line(w):
+    frame = sys._getframe(2)
+    while frame is not None and not _is_user(frame):
+        frame = frame.f_back
+    if frame is None or w.filename != __file__:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"), registry=registry)
+
+
+def _clean(tb):
+    """The traceback without this module's and torch.overrides' frames, which are the doctor's own plumbing:
+    the student sees the traceback they would see without it."""
+    kept = [t for t in _frames(tb) if t.tb_frame.f_code.co_filename not in (__file__, _OVERRIDES)]
+    kept = [t for i, t in enumerate(kept) if i + 1 == len(kept) or kept[i + 1].tb_frame.f_code is not t.tb_frame.f_code]
+    for a, b in zip(kept, kept[1:]):
+        a.tb_next = b
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else tb
+
+
+def _depths(roots):
+    """(node, distance from the roots) in breadth-first order."""
+    start = [fn for fn in dict.fromkeys(t.grad_fn for t in roots) if fn is not None]
+    order, seen, frontier, d = [], set(start), start, 0
     while frontier:
         order += [(fn, d) for fn in frontier]
         nxt = []
@@ -144,9 +215,13 @@ class _Recorder(TorchFunctionMode):
             self.doc._before(func, name, args, kwargs)
         except Exception as error:  # bookkeeping must never break the student's code
             self.doc.notes.append(f"doctor bookkeeping failed before {name}: {error!r}")
-        out = func(*args, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = func(*args, **kwargs)
+        for w in caught:                # torch's own warnings, pointed at the student's line, not at this file
+            _warn_at_user_line(w)
         try:
-            self.doc._after(name, args, out)
+            self.doc._after(name, args, kwargs, out)
         except Exception as error:
             self.doc.notes.append(f"doctor bookkeeping failed after {name}: {error!r}")
         return out
@@ -155,15 +230,15 @@ class _Recorder(TorchFunctionMode):
 class doctor:
     """Context manager. Name what you train: doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D)."""
 
-    def __init__(self, *unnamed, max_nodes=20000, **named):
+    def __init__(self, *unnamed, max_nodes=20000, namespaces=None, **named):
         for k, obj in enumerate(unnamed):
             named[f"{type(obj).__name__}{k}"] = obj
-        self.modules = {n: m for n, m in named.items() if isinstance(m, torch.nn.Module)}
-        self.optimizers = {n: o for n, o in named.items() if isinstance(o, torch.optim.Optimizer)}
-        self.param_names = graphs.param_names(**self.modules, **{n: t for n, t in named.items()
-                                                                  if isinstance(t, torch.Tensor)})
-        self.module_names = {m: n for top, mod in self.modules.items() for n, m in
-                             ((f"{top}.{k}" if k else top, m) for k, m in mod.named_modules())}
+        self.named = named
+        # where else names come from, read when a name is needed: a callable giving the live namespaces (the
+        # extension passes the notebook's); by default the frame that entered the doctor
+        self.namespaces, self.frame = namespaces, None
+        self.seen_modules, self.seen_optimizers = weakref.WeakSet(), weakref.WeakSet()
+        self._names, self._names_key, self.error_spaces = None, None, []
         self.nodes = OrderedDict()      # grad_fn -> (op, module, Where)
         self.max_nodes = max_nodes
         # bounded: a long training loop under the doctor must not keep every old graph alive
@@ -179,37 +254,47 @@ class doctor:
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
                 and target is not None and not target.is_leaf and not target.retains_grad:
             self._nonleaf_grad(target, _user_frame())
-        if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
+        if target is not None and _is_inplace(name, kwargs):
             if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
                 self.last_leaf_inplace = (target, name, _user_frame())
             alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
             if alias() is target:             # the same live alias, not a new tensor that reused its id
                 self._warn_data_mutation(alias_of, name, _user_frame())
         if name == "backward" and target is not None:
-            retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
-            nodes = graphs.walk([target])
-            depth = {}
-            for fn, d in _depths(target.grad_fn):
-                if hasattr(fn, "variable"):
-                    depth.setdefault(fn.variable, d)
-            self.backwards.append({"root": target, "where": _user_frame(), "retain": bool(retain),
-                                   "nodes": set(nodes), "depth": depth})
+            self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
+                                  kwargs.get("inputs", args[4] if len(args) > 4 else None))
+        elif name == "grad" and func is torch.autograd.grad and args:     # autograd.grad, jacobian, hessian
+            retain = kwargs.get("retain_graph")
+            self._record_backward(_tensors(args[0]), kwargs.get("create_graph") if retain is None else retain,
+                                  args[1] if len(args) > 1 else kwargs.get("inputs"))
         if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
             self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
                              [("pass the raw logits; drop the extra sigmoid", "05")])
 
-    def _after(self, name, args, out):
+    def _record_backward(self, roots, retain, inputs):
+        depth = {}
+        for fn, d in _depths(roots):
+            if hasattr(fn, "variable"):
+                depth.setdefault(fn.variable, d)
+        if inputs is not None:            # backward(inputs=...) fills only these
+            keep = set(_tensors(inputs))
+            depth = {p: d for p, d in depth.items() if p in keep}
+        self.backwards.append({"roots": roots, "where": _user_frame(), "retain": bool(retain),
+                               "nodes": set(graphs.walk(roots)), "depth": depth})
+
+    def _after(self, name, args, kwargs, out):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
                 and out.data_ptr() == target.data_ptr() and not out.requires_grad:
             self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
             if len(self.data_aliases) > 1000:
                 self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
-        if target is not None and (name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__"))):
-            self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": name, "where": _user_frame(),
+        if target is not None and _is_inplace(name, kwargs):
+            op = f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
+            self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
                                  "version": target._version, "shape": tuple(target.shape),
-                                 "module": self.stack[-1] if self.stack else None})
+                                 "module": self.stack[-1] if self.stack else None})  # a module object
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         for t in out if isinstance(out, (tuple, list)) else [out]:
             todo = [getattr(t, "grad_fn", None)]
@@ -226,7 +311,8 @@ class doctor:
     def _pre_forward(self, module, args):
         # ops inside a module are attributed to the student's line that called the outermost module
         site = self.sites[-1] if self.sites else _user_frame()
-        self.stack.append(self.module_names.get(module, type(module).__name__))
+        self.seen_modules.add(module)
+        self.stack.append(module)
         self.sites.append(site)
 
     def _post_forward(self, module, args, out):
@@ -235,9 +321,8 @@ class doctor:
             self.sites.pop()
 
     def _pre_step(self, opt, args, kwargs):
+        self.seen_optimizers.add(opt)
         name = self._optimizer_name(opt)
-        if name is None:
-            return
         params = [p for g in opt.param_groups for p in g["params"]]
         missing = [self.param_names.get(p, "?") for p in params if p.grad is None]
         if missing:
@@ -247,14 +332,9 @@ class doctor:
         self._check_foreign_gradients(name, params)
 
     def _post_step(self, opt, args, kwargs):
-        name = self._optimizer_name(opt)
-        if name is not None:
-            params = [p for g in opt.param_groups for p in g["params"]]
-            self.steps.append({"optimizer": name, "where": _user_frame(), "params": params,
-                               "versions": [p._version for p in params]})
-
-    def _optimizer_name(self, opt):
-        return next((n for n, o in self.optimizers.items() if o is opt), None)
+        params = [p for g in opt.param_groups for p in g["params"]]
+        self.steps.append({"optimizer": opt, "where": _user_frame(), "params": params,
+                           "versions": [p._version for p in params]})
 
     def _check_foreign_gradients(self, name, params):
         """D stepping on gradients from a backward that ran through D into G (G's loss, or an undetached D loss)."""
@@ -293,17 +373,85 @@ class doctor:
                                where.line if where else 0)
 
     # --- naming ----------------------------------------------------------------------------------------------
+    def names(self, extra=()):
+        """Names, resolved now: {module: name}, {parameter or tensor: name}, {id(optimizer): name}. First come the
+        names given to doctor(...), then the live namespace (variables, and modules one attribute inside other
+        objects: `agent.critic`), then `extra` namespaces (an error's frames), then a class-based name for every
+        module the hooks saw that is still unnamed (`Discriminator.net.7.weight`)."""
+        spaces = [self.named] + [ns for ns in self._namespaces()] + list(extra)
+        found = [(n, o) for ns in spaces for n, o in _candidates(ns)]
+        key = (tuple((n, id(o)) for n, o in found), len(self.seen_modules), len(self.seen_optimizers))
+        if key == self._names_key:
+            return self._names
+        modules, params, optimizers = {}, {}, {}
+        def add_module(top, module):
+            for sub_name, sub in module.named_modules():
+                modules.setdefault(sub, f"{top}.{sub_name}" if sub_name else top)
+            for p_name, p in module.named_parameters():
+                params.setdefault(p, f"{top}.{p_name}")
+        for n, o in found:
+            if isinstance(o, torch.nn.Module):
+                add_module(n, o)
+            elif isinstance(o, torch.optim.Optimizer):
+                optimizers.setdefault(id(o), n)
+            elif isinstance(o, torch.Tensor) and self.named.get(n) is o:
+                params.setdefault(o, n)
+        seen = list(self.seen_modules)
+        inner = {sub for m in seen for sub in m.modules() if sub is not m}
+        used = {}
+        for m in sorted((m for m in seen if m not in modules and m not in inner), key=lambda m: type(m).__name__):
+            base = type(m).__name__
+            used[base] = used.get(base, 0) + 1
+            add_module(base if used[base] == 1 else f"{base}#{used[base]}", m)
+        for opt in list(self.seen_optimizers):
+            if id(opt) not in optimizers:
+                tops = sorted({params.get(p, "?").split(".")[0] for g in opt.param_groups for p in g["params"]})
+                optimizers[id(opt)] = f"{type(opt).__name__}({', '.join(tops)})"
+        self._names, self._names_key = (modules, params, optimizers), key
+        return self._names
+
+    def _namespaces(self):
+        spaces = list(self.namespaces()) if self.namespaces is not None else \
+            [self.frame.f_locals, self.frame.f_globals] if self.frame is not None else []
+        frame, stack = sys._getframe(1), []      # the student's functions running now: their local names
+        while frame is not None:
+            if _is_user(frame) and frame.f_code.co_name != "<module>":
+                stack.append(frame.f_locals)
+            frame = frame.f_back
+        return spaces + stack + self.error_spaces
+
+    @property
+    def param_names(self):
+        return self.names()[1]
+
+    def _module_name(self, module):
+        return None if module is None else self.names()[0].get(module, type(module).__name__)
+
+    def _optimizer_name(self, opt):
+        return self.names()[2].get(id(opt)) or type(opt).__name__
+
+    def _variable(self, ptr, shape):
+        """The name of a live variable (not a parameter) whose storage is `ptr`, e.g. the `h` a ReLU changed."""
+        for ns in self._namespaces():
+            for k, v in list(ns.items()):
+                if isinstance(v, torch.Tensor) and not k.startswith("_") and v not in self.param_names \
+                        and tuple(v.shape) == tuple(shape) and v.untyped_storage().data_ptr() == ptr:
+                    return k
+        return None
+
     def _name(self, tensor):
         if tensor in self.param_names:
             return self.param_names[tensor]
         info = self.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
         if info:
-            return f"the output of {info[0]}" + (f" in {info[1]}" if info[1] else "") + f" at {info[2]}"
+            module = self._module_name(info[1])
+            return f"the output of {info[0]}" + (f" in {module}" if module else "") + f" at {info[2]}"
         return f"a tensor of shape {tuple(tensor.shape)}"
 
     # --- diagnosis -------------------------------------------------------------------------------------------
     def diagnose(self, error) -> Diagnosis | None:
         message = str(error)
+        self.error_spaces = [tb.tb_frame.f_locals for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
         if "modified by an inplace operation" in message:
             return self._version_error(error)
         if "backward through the graph a second time" in message:
@@ -312,38 +460,49 @@ class doctor:
             return self._leaf_error()
         return None
 
-    def _root_of(self, error):
-        """The tensor whose backward failed: `self` of torch's Tensor.backward frame in the traceback."""
-        tb, root = error.__traceback__, None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_name == "backward" and isinstance(tb.tb_frame.f_locals.get("self"), torch.Tensor):
-                root = tb.tb_frame.f_locals["self"]
-            tb = tb.tb_next
-        return root if root is not None else (self.backwards[-1]["root"] if self.backwards else None)
+    def _roots_of(self, error):
+        """The tensors whose backward failed: `self` of torch's Tensor.backward frame in the traceback, or the
+        outputs of torch.autograd.grad (which jacobian and hessian call)."""
+        roots = []
+        for tb in _frames(error.__traceback__):
+            frame = tb.tb_frame
+            if frame.f_code.co_name == "backward" and isinstance(frame.f_locals.get("self"), torch.Tensor):
+                roots = [frame.f_locals["self"]]
+            elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(_TORCH_DIR) \
+                    and "outputs" in frame.f_locals:
+                roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
+        return roots or (self.backwards[-1]["roots"] if self.backwards else [])
 
     def _version_error(self, error):
-        root = self._root_of(error)
-        found = list(self._saved(root, stale=True))
+        roots = self._roots_of(error)
+        found = list(self._saved(roots, stale=True))
         if not found:
             return Diagnosis("version", "a saved tensor was modified in place, but the doctor could not find it",
-                             {}, _VERSION_FIXES)
+                             {}, _STEP_FIXES + _INPLACE_FIXES)
         shape = graphs.SAVED_SHAPE.search(str(error))
         shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape), found[0])
         op, module, saved_at = self.nodes.get(fn, (s.node, None, None))
+        module = self._module_name(module)
         transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
-        facts = {"tensor": f"{s.param or 'a tensor'} {list(s.shape or [])}{transposed}",
+        modifier, rec = self._modifier(s)
+        variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
+        label = s.param or (f"`{variable}`" if variable else "a tensor")
+        facts = {"tensor": f"{label} {list(s.shape or [])}{transposed}",
                  "saved by": f"{s.node} ({op}{' in ' + module if module else ''}) at {saved_at}",
-                 "modified by": self._modifier(s),
+                 "modified by": modifier,
                  "versions": f"now {s.version_now}, saved at {s.version_saved}"}
         if len(found) > 1:
             facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node}))
-        fixes = _VERSION_FIXES if s.param else _VERSION_FIXES[2:3] + [("do it out of place: x = x + noise", "03")]
-        return Diagnosis("version", f"{s.param or 'a saved tensor'} changed in place after the forward saved it",
-                         facts, fixes)
+        if ".step() at" in modifier:       # an optimizer step: reorder or detach, never clone
+            fixes = _STEP_FIXES + (_GAN_FIXES if _looks_like_gan(s.param) else [])
+        else:
+            fixes = _INPLACE_FIXES
+        return Diagnosis("version", f"{label if s.param or variable else 'a saved tensor'} changed in place after "
+                         f"the forward saved it", facts, fixes)
 
-    def _saved(self, root, stale=False):
-        for fn in graphs.walk([root]) if root is not None else []:
+    def _saved(self, roots, stale=False):
+        for fn in graphs.walk(roots):
             for s in graphs.saved_tensors(fn, self.param_names):
                 if not stale or s.state == "stale":
                     yield s, fn
@@ -354,30 +513,38 @@ class doctor:
         if param is not None:
             for step in reversed(self.steps):
                 if any(p is param for p in step["params"]):
-                    return f"{step['optimizer']}.step() at {step['where']} (in place, under no_grad)"
+                    return f"{self._optimizer_name(step['optimizer'])}.step() at {step['where']} (in place, under no_grad)", None
         for rec in reversed(self.inplace):
             same = (rec["ptr"] == param.untyped_storage().data_ptr() if param is not None
                     else (rec["version"], rec["shape"]) == (s.version_now, s.shape))
             if same:
-                return f"{rec['op']}" + (f" in {rec['module']}" if rec["module"] else "") + f" at {rec['where']}"
-        return "an in-place operation the doctor did not see"
+                module = self._module_name(rec["module"])
+                return f"{rec['op']}" + (f" in {module}" if module else "") + f" at {rec['where']}", rec
+        return "an in-place operation the doctor did not see", None
 
     def _freed_error(self, error):
-        root = self._root_of(error)
-        mine = set(graphs.walk([root])) if root is not None else set()
-        earlier = [b for b in list(self.backwards)[:-1] if b["root"] is not root and not b["retain"] and b["nodes"] & mine]
+        roots = self._roots_of(error)
+        mine = set(graphs.walk(roots))
+        same = lambda b: {id(t) for t in b["roots"]} == {id(t) for t in roots}
+        earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b["retain"] and b["nodes"] & mine]
         if not earlier:
             return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
                              {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)
         b = earlier[-1]
         shared = b["nodes"] & mine
-        modules = sorted({info[1].split(".")[0] for fn in shared if (info := self.nodes.get(fn)) and info[1]})
+        modules = sorted({self._module_name(info[1]).split(".")[0] for fn in shared
+                          if (info := self.nodes.get(fn)) and info[1] is not None})
         lines = sorted({str(info[2]) for fn in shared if (info := self.nodes.get(fn)) and info[2]})
         facts = {"freed by": f"the backward at {b['where']}",
                  "shared part": f"{len(shared)} autograd nodes"
                                 + (f", the forward of {' and '.join(modules)}" if modules else "")
                                 + (f" from {'; '.join(lines[:3])}" if lines else "") + ", part of both losses",
                  "failing backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}
+        failing = self.backwards[-1]["where"] if self.backwards else None
+        if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
+                (failing.file, failing.line):          # the same backward line, one loop pass later
+            return Diagnosis("freed", "a tensor carried from one loop pass to the next still holds the previous "
+                             "pass's graph, which that pass's backward freed", facts, _CARRIED_FIXES)
         return Diagnosis("freed", "two losses share part of one graph, and the first backward freed it", facts,
                          _FREED_FIXES)
 
@@ -398,6 +565,8 @@ class doctor:
 
     # --- context manager -------------------------------------------------------------------------------------
     def __enter__(self):
+        if self.namespaces is None:
+            self.frame = sys._getframe(1)
         self.handles = [nn_module.register_module_forward_pre_hook(self._pre_forward),
                         nn_module.register_module_forward_hook(self._post_forward),
                         register_optimizer_step_pre_hook(self._pre_step),
@@ -411,7 +580,9 @@ class doctor:
         for h in self.handles:
             h.remove()
         if error is not None:
+            error.__traceback__ = _clean(error.__traceback__)
             self.attach(error)
+        self.frame, self.error_spaces = None, []
         return False                      # never swallow
 
     def attach(self, error):
@@ -429,11 +600,17 @@ class doctor:
         return diagnosis
 
 
-_VERSION_FIXES = [("detach the fake batch in D's loss, so D's backward never needs G's graph", "04"),
-                  ("reorder: finish every backward through D's forward before opt_D.step(), or run a fresh "
-                   "forward after the step", "05"),
-                  ("clone() a tensor before changing it in place", "03"),
-                  ("take G's gradient first with loss_G.backward(inputs=list(G.parameters()))", "05")]
+_STEP_FIXES = [("reorder: run every backward that needs this forward before the optimizer step that changes its "
+                "weights, or run a fresh forward after the step", "05"),
+               ("if the later loss must not train through this net, cut it off: detach its input, or "
+                "backward(inputs=...) for the parameters it should train", "04")]
+_GAN_FIXES = [("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
+               "or from a fresh D forward after it", "05")]
+_INPLACE_FIXES = [("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
+                   "inplace=False)", "03")]
+_CARRIED_FIXES = [("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
+                   "stops at this pass; retain_graph=True would only trade this error for the in-place one at the "
+                   "next optimizer step", "02")]
 _FREED_FIXES = [("detach the shared tensor in the loss that must not reach it", "04"),
                 ("recompute: run a fresh forward for the second loss", "05"),
                 ("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
@@ -448,9 +625,7 @@ def load_ipython_extension(ip):
     state = {}
 
     def pre_run_cell(info=None):
-        named = {k: v for k, v in ip.user_ns.items() if not k.startswith("_")
-                 and isinstance(v, (torch.nn.Module, torch.optim.Optimizer))}
-        state["doc"] = doctor(**named).__enter__()
+        state["doc"] = doctor(namespaces=lambda: [ip.user_ns]).__enter__()
 
     def post_run_cell(result=None):
         doc = state.pop("doc", None)
@@ -458,6 +633,7 @@ def load_ipython_extension(ip):
             doc.__exit__(None, None, None)
 
     def on_error(shell, kind, error, tb, tb_offset=None):
+        tb = error.__traceback__ = _clean(tb)
         shell.showtraceback((kind, error, tb), tb_offset=tb_offset)
         doc = state.get("doc")
         if doc is not None:
