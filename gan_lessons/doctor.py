@@ -145,6 +145,9 @@ def _candidates(namespace: dict):
                     yield f"{k}.{a}", w
 
 
+_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
 def _looks_like_gan(name) -> bool:
     return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
 
@@ -210,6 +213,8 @@ class _Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _compiling():                  # torch.compile traces the step: record nothing inside it
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         try:
             self.doc._before(func, name, args, kwargs)
@@ -247,6 +252,7 @@ class doctor:
         self.notes, self.diagnoses, self.last_leaf_inplace = [], [], None
         self.warned = set()   # (what, file, line): a line in a loop warns once, not once per pass or parameter
         self.data_aliases = {}
+        self.serial, self.pending_data, self.zeroed = 0, {}, {}   # nodes recorded so far; `.data` changes not yet judged
 
     # --- recording -------------------------------------------------------------------------------------------
     def _before(self, func, name, args, kwargs):
@@ -254,12 +260,18 @@ class doctor:
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
                 and target is not None and not target.is_leaf and not target.retains_grad:
             self._nonleaf_grad(target, _user_frame())
+        if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
+            for t in _tensors(args[0]) if name == "_foreach_zero_" else [args[0]]:
+                self.zeroed[id(t)] = t._version + 1
+            if len(self.zeroed) > 10000:
+                self.zeroed.clear()
         if target is not None and _is_inplace(name, kwargs):
             if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
                 self.last_leaf_inplace = (target, name, _user_frame())
             alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
             if alias() is target:             # the same live alias, not a new tensor that reused its id
-                self._warn_data_mutation(alias_of, name, _user_frame())
+                # judged at the next backward: harmless unless a graph made before it saved the tensor
+                self.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), self.serial, 5)
         if name == "backward" and target is not None:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))
@@ -280,8 +292,11 @@ class doctor:
         if inputs is not None:            # backward(inputs=...) fills only these
             keep = set(_tensors(inputs))
             depth = {p: d for p, d in depth.items() if p in keep}
+        self._judge_data_mutations(roots)
         self.backwards.append({"roots": roots, "where": _user_frame(), "retain": bool(retain),
-                               "nodes": set(graphs.walk(roots)), "depth": depth})
+                               "nodes": set(graphs.walk(roots)), "depth": depth, "used_by": set(),
+                               "fresh": {p for p in depth if p.grad is None
+                                         or self.zeroed.get(id(p.grad)) == p.grad._version}})
 
     def _after(self, name, args, kwargs, out):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
@@ -303,12 +318,15 @@ class doctor:
                 if fn is None or fn in self.nodes or hasattr(fn, "variable"):
                     continue
                 where = where or _user_frame()
-                self.nodes[fn] = (name, module, where)
+                self.serial += 1
+                self.nodes[fn] = (name, module, where, self.serial)
                 todo.extend(f for f, _ in fn.next_functions)
             while len(self.nodes) > self.max_nodes:
                 self.nodes.popitem(last=False)
 
     def _pre_forward(self, module, args):
+        if _compiling():
+            return
         # ops inside a module are attributed to the student's line that called the outermost module
         site = self.sites[-1] if self.sites else _user_frame()
         self.seen_modules.add(module)
@@ -316,6 +334,8 @@ class doctor:
         self.sites.append(site)
 
     def _post_forward(self, module, args, out):
+        if _compiling():
+            return
         if self.stack:
             self.stack.pop()
             self.sites.pop()
@@ -324,36 +344,100 @@ class doctor:
         self.seen_optimizers.add(opt)
         name = self._optimizer_name(opt)
         params = [p for g in opt.param_groups for p in g["params"]]
-        missing = [self.param_names.get(p, "?") for p in params if p.grad is None]
+        missing = [self.param_names.get(p, "?") for p in params if p.grad is None and p.requires_grad]
+        if any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values())):
+            missing = []                   # LBFGS and friends: the closure computes the gradients inside step()
         if missing:
             self._suspicious(f"{name}.step() runs while {len(missing)} of its {len(params)} parameters have no "
                              f".grad: they will not change", {"where": _user_frame(), "parameters": missing[:6]},
                              [("check that the loss reaches them: a detach() or backward(inputs=...) cuts them off", "04")])
-        self._check_foreign_gradients(name, params)
+        contributors = self._contributors(params)
+        self._check_leftover_gradients(opt, name, contributors)
+        self._check_foreign_gradients(name, params, contributors)
 
     def _post_step(self, opt, args, kwargs):
         params = [p for g in opt.param_groups for p in g["params"]]
+        for b in self._contributors(params):
+            b["used_by"].add(id(opt))
         self.steps.append({"optimizer": opt, "where": _user_frame(), "params": params,
                            "versions": [p._version for p in params]})
 
-    def _check_foreign_gradients(self, name, params):
-        """D stepping on gradients from a backward that ran through D into G (G's loss, or an undetached D loss)."""
+    def _contributors(self, params):
+        """The backward passes whose gradients the parameters' .grad holds now: walking back from the latest,
+        each parameter's stop at the backward that found its .grad empty (after zero_grad)."""
+        found = []
+        for p in params:
+            for b in reversed(self.backwards):
+                if p in b["depth"]:
+                    if not any(b is f for f in found):
+                        found.append(b)
+                    if p in b["fresh"]:
+                        break
+        return found
+
+    def _check_leftover_gradients(self, opt, name, contributors):
+        """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added
+        to this optimizer's own: a zero_grad() is missing or misplaced."""
+        lines = {(b["where"].file, b["where"].line) for b in contributors if b["where"] is not None}
+        stale = [b for b in contributors if b["used_by"] - {id(opt)}]
+        if len(lines) > 1 and stale:
+            own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
+            self._suspicious(f"{name}.step() adds up gradients from two losses: what the backward at "
+                             f"{stale[0]['where']} left in .grad (already used by another optimizer's step) and "
+                             f"the backward at {own['where']}", {"where": _user_frame()},
+                             [(f"call zero_grad() on this optimizer right before its own loss's backward", "04")])
+
+    def _check_foreign_gradients(self, name, params, contributors):
+        """A GAN's D stepping on gradients from a backward that ran through D on into G (G's loss, or a D loss
+        whose fake batch was not detached). Only for a D-like net whose other net has its own optimizer: one
+        loss training two nets (an autoencoder, pix2pix's G) is correct."""
         mine = set(params)
-        for b in reversed(self.backwards):
-            depth = b["depth"]
-            if not mine & depth.keys():
-                continue
-            my_depth = min(d for p, d in depth.items() if p in mine)
-            deeper = {self.param_names[p].split(".")[0] for p, d in depth.items()
-                      if p not in mine and p in self.param_names and d > my_depth}
-            if deeper:
-                self._suspicious(f"{name}.step() uses gradients from the backward at {b['where']}, whose loss ran "
-                                 f"through these parameters on into {', '.join(sorted(deeper))}: either that net's "
-                                 f"loss (as G's loss runs through D), which this step must not use, or this net's "
-                                 f"own loss on an input that was not detached", {"where": _user_frame()},
-                                 [("call zero_grad() on this optimizer right before its own loss's backward, and "
-                                   "detach the fake batch in D's loss", "04")])
+        names = self.param_names
+        if not params or not contributors or not _looks_like_gan(names.get(params[0], "")):
             return
+        b = contributors[0]
+        depth = b["depth"]
+        my_depth = min(d for p, d in depth.items() if p in mine) if mine & depth.keys() else None
+        if my_depth is None:
+            return
+        trained = {p for o in self._known_optimizers() for g in o.param_groups for p in g["params"]}
+        deeper = {names[p].split(".")[0] for p, d in depth.items()
+                  if p not in mine and p in names and d > my_depth and p in trained}
+        if deeper:
+            self._suspicious(f"{name}.step() uses gradients from the backward at {b['where']}, whose loss ran "
+                             f"through these parameters on into {', '.join(sorted(deeper))}: either that net's "
+                             f"loss (as G's loss runs through D), which this step must not use, or this net's "
+                             f"own loss on an input that was not detached", {"where": _user_frame()},
+                             [("call zero_grad() on this optimizer right before its own loss's backward, and "
+                               "detach the fake batch in D's loss", "04")])
+
+    def _known_optimizers(self):
+        known = {id(o): o for o in self.seen_optimizers}
+        for ns in [self.named] + self._namespaces():
+            for _, o in _candidates(ns):
+                if isinstance(o, torch.optim.Optimizer):
+                    known.setdefault(id(o), o)
+        return known.values()
+
+    def _judge_data_mutations(self, roots):
+        """A `.data` change is wrong only if a graph built before it saved the tensor: this backward will then
+        use the new values with the old activations. Canonical WGAN clipping (after the step, before the next
+        forward) stays quiet."""
+        if not self.pending_data:
+            return
+        oldest = min(v[3] for v in self.pending_data.values())
+        old_nodes = [fn for fn in graphs.walk(roots) if self.nodes.get(fn, (0, 0, 0, oldest))[3] < oldest + 1]
+        for key, (ref, op, where, serial, left) in list(self.pending_data.items()):
+            tensor = ref()
+            nodes = [fn for fn in old_nodes if self.nodes.get(fn, (0, 0, 0, serial))[3] <= serial]
+            if tensor is not None and nodes and any(s.param for fn in nodes
+                                                    for s in graphs.saved_tensors(fn, {tensor: "x"})):
+                self._warn_data_mutation(tensor, op, where)
+                del self.pending_data[key]
+            elif tensor is None or left <= 1:
+                del self.pending_data[key]
+            else:
+                self.pending_data[key] = (ref, op, where, serial, left - 1)
 
     def _warn_data_mutation(self, tensor, op, where):
         self._suspicious(f"`.data.{op}` changes {self._name(tensor)} behind autograd's back: its version counter "
@@ -482,7 +566,7 @@ class doctor:
         shape = graphs.SAVED_SHAPE.search(str(error))
         shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape), found[0])
-        op, module, saved_at = self.nodes.get(fn, (s.node, None, None))
+        op, module, saved_at, _ = self.nodes.get(fn, (s.node, None, None, 0))
         module = self._module_name(module)
         transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
         modifier, rec = self._modifier(s)

@@ -170,6 +170,7 @@ def test_suspicious_patterns_are_warned():
             w = model1.weight
             y = (w * w).sum()
             w.data.mul_(2)  # data-mutation
+            y.backward()
     messages = {w.lineno: str(w.message) for w in caught if issubclass(w.category, DoctorWarning)}
     assert "have no .grad" in messages[line_of("none-grads")] and "model1.weight" in messages[line_of("none-grads")]
     assert ".data.mul_" in messages[line_of("data-mutation")] and "model1.weight" in messages[line_of("data-mutation")]
@@ -178,10 +179,10 @@ def test_suspicious_patterns_are_warned():
 def test_D_stepping_on_G_loss_gradients_is_warned():
     torch.manual_seed(0)
     G, D = nn.Linear(2, 2), nn.Linear(2, 1)
-    opt_D = optim.SGD(D.parameters(), lr=0.1)
+    opt_G, opt_D = optim.SGD(G.parameters(), lr=0.1), optim.SGD(D.parameters(), lr=0.1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with doctor(G=G, D=D, opt_D=opt_D):
+        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
             loss_G = F.softplus(-D(G(torch.randn(4, 2)))).mean()
             loss_G.backward()
             opt_D.step()  # d-on-g
@@ -283,14 +284,54 @@ def test_a_sigmoid_behind_reshapes_is_still_found(after_sigmoid, warns):
 
 
 def test_a_data_mutation_in_a_loop_warns_once_per_line():
-    """WGAN-style clipping through .data, over every parameter, for several passes: one warning, not six."""
-    D = torch.nn.Linear(3, 1)
+    """.data clipping between D's forward and its backward, over every parameter, for three passes: the backward
+    uses the clipped last weight (saved by its Linear for the first layer's gradient) with activations from the
+    unclipped ones. One warning, not twelve (3 passes x 4 parameters)."""
+    D = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with doctor(D=D):
             for _ in range(3):
+                out = D(torch.randn(4, 3))
+                for p in D.parameters():
+                    p.data.clamp_(-0.01, 0.01)  # clip-too-early
+                out.mean().backward()
+    data = [w for w in caught if issubclass(w.category, DoctorWarning) and ".data" in str(w.message)]
+    assert len(data) == 1 and data[0].lineno == line_of("clip-too-early") and "D.2.weight" in str(data[0].message)
+
+
+def test_canonical_wgan_clipping_is_quiet():
+    """WGAN's clipping after the step and before the next forward is correct: no graph saved the old weights."""
+    D = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt_D = torch.optim.RMSprop(D.parameters(), lr=5e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with doctor(D=D, opt_D=opt_D):
+            for _ in range(3):
+                opt_D.zero_grad()
                 D(torch.randn(4, 3)).mean().backward()
+                opt_D.step()
                 for p in D.parameters():
                     p.data.clamp_(-0.01, 0.01)
-    data = [w for w in caught if issubclass(w.category, DoctorWarning) and ".data" in str(w.message)]
-    assert len(data) == 1
+
+
+def test_gradients_left_over_from_G_loss_are_warned_at_D_step():
+    """g_first without opt_D.zero_grad(): loss_G's backward fills D's .grad, opt_G steps on it, then loss_D's
+    backward adds to it and opt_D steps on the sum (issue 14, item 5)."""
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+    opt_G, opt_D = optim.SGD(G.parameters(), lr=0.1), optim.SGD(D.parameters(), lr=0.1)
+    x_real = torch.randn(4, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor():
+            opt_G.zero_grad()
+            x_fake = G(torch.randn(4, 2))
+            F.softplus(-D(x_fake)).mean().backward()  # loss-G
+            opt_G.step()
+            loss_D = (F.softplus(-D(x_real)) + F.softplus(D(x_fake.detach()))).mean()
+            loss_D.backward()                          # no opt_D.zero_grad() before it
+            opt_D.step()  # leftover
+    hits = [w for w in caught if issubclass(w.category, DoctorWarning) and "adds up gradients" in str(w.message)]
+    assert len(hits) == 1 and hits[0].lineno == line_of("leftover")
+    assert f"line {line_of('loss-G')}" in str(hits[0].message) and "opt_D.step()" in str(hits[0].message)

@@ -1,0 +1,209 @@
+"""Correct training code on which the doctor must say nothing (issue 14, point 9): every pattern here once drew a
+DoctorWarning. Each runs under the doctor with warnings turned into errors, so a false positive fails the test."""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons import strategies
+from gan_lessons.doctor import doctor
+from gan_lessons.exercises import reference_seed000_step
+
+
+def tiny_gan():
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1), nn.Flatten(0))
+    return G, D, optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+
+
+def quietly(step, calls=3):
+    """Run step() `calls` times under the doctor; any warning (the doctor's or torch's) fails the test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with doctor() as doc:
+            for _ in range(calls):
+                step()
+    assert doc.diagnoses == []
+
+
+@pytest.mark.parametrize("name", [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"])
+def test_every_runnable_strategy(name):
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2) + 3
+    quietly(lambda: strategies.STRATEGIES[name](G, D, opt_G, opt_D, x_real, lambda n: torch.randn(n, 4)))
+
+
+def test_seed000_step_fixed():
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(0)
+    g, d = Generator(), Discriminator()
+    g_optimizer, d_optimizer = optim.Adam(g.parameters()), optim.Adam(d.parameters())
+    quietly(lambda: reference_seed000_step(g, d, g_optimizer, d_optimizer, torch.rand(8, 1, 28, 28) * 2 - 1,
+                                           torch.randn(8, g.z_dim)), calls=2)
+
+
+def test_two_optimizers_over_one_backward():
+    """An autoencoder whose encoder and decoder have their own optimizers, both stepped on one loss."""
+    torch.manual_seed(0)
+    encoder, decoder = nn.Sequential(nn.Linear(6, 3), nn.Tanh()), nn.Linear(3, 6)
+    opt_enc, opt_dec = optim.Adam(encoder.parameters()), optim.SGD(decoder.parameters(), lr=0.1)
+    x = torch.randn(10, 6)
+
+    def step():
+        opt_enc.zero_grad()
+        opt_dec.zero_grad()
+        F.mse_loss(decoder(encoder(x)), x).backward()
+        opt_dec.step()
+        opt_enc.step()
+    quietly(step)
+
+
+def test_an_optimizer_over_part_of_a_model():
+    """Fine-tuning a head: the backbone still requires grad, but only the head is optimized."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = optim.SGD(model[2].parameters(), lr=0.1)
+    x, y = torch.randn(12, 5), torch.randint(0, 2, (12,))
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    quietly(step)
+
+
+def test_lbfgs_with_a_closure():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = optim.LBFGS(model.parameters(), max_iter=4)
+    x, y = torch.randn(20, 3), torch.randn(20, 1)
+
+    def closure():
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+    quietly(lambda: opt.step(closure))
+
+
+def test_pix2pix_style_generator_loss():
+    """loss_G = adversarial + 100 * L1: G's loss runs through D and also straight to G's output."""
+    torch.manual_seed(0)
+    netG = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+    netD = nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt_G, opt_D = optim.Adam(netG.parameters()), optim.Adam(netD.parameters())
+    x, y = torch.randn(6, 4), torch.randn(6, 4)
+
+    def step():
+        fake = netG(x)
+        opt_D.zero_grad()
+        pred_fake, pred_real = netD(torch.cat([x, fake.detach()], 1)), netD(torch.cat([x, y], 1))
+        loss_D = 0.5 * (F.binary_cross_entropy_with_logits(pred_fake, torch.zeros_like(pred_fake))
+                        + F.binary_cross_entropy_with_logits(pred_real, torch.ones_like(pred_real)))
+        loss_D.backward()
+        opt_D.step()
+        opt_G.zero_grad()
+        pred = netD(torch.cat([x, fake], 1))
+        loss_G = F.binary_cross_entropy_with_logits(pred, torch.ones_like(pred)) + 100 * F.l1_loss(fake, y)
+        loss_G.backward()
+        opt_G.step()
+    quietly(step)
+
+
+def test_wgan_with_weight_clipping_and_n_critic():
+    G, D, _, _ = tiny_gan()
+    opt_G, opt_D = optim.RMSprop(G.parameters(), lr=5e-5), optim.RMSprop(D.parameters(), lr=5e-5)
+    x_real = torch.randn(16, 2)
+
+    def step():
+        for _ in range(3):                          # n_critic
+            opt_D.zero_grad()
+            loss_D = D(G(torch.randn(16, 4)).detach()).mean() - D(x_real).mean()
+            loss_D.backward()
+            opt_D.step()
+            for p in D.parameters():
+                p.data.clamp_(-0.01, 0.01)
+        opt_G.zero_grad()
+        loss_G = -D(G(torch.randn(16, 4))).mean()
+        loss_G.backward()
+        opt_G.step()
+    quietly(step)
+
+
+def test_wgan_gp_gradient_penalty():
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2)
+
+    def step():
+        x_fake = G(torch.randn(16, 4)).detach()
+        alpha = torch.rand(16, 1)
+        x_hat = (alpha * x_real + (1 - alpha) * x_fake).requires_grad_(True)
+        grad, = torch.autograd.grad(D(x_hat).sum(), x_hat, create_graph=True)
+        penalty = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+        opt_D.zero_grad()
+        (D(x_fake).mean() - D(x_real).mean() + 10 * penalty).backward()
+        opt_D.step()
+        opt_G.zero_grad()
+        (-D(G(torch.randn(16, 4))).mean()).backward()
+        opt_G.step()
+    quietly(step)
+
+
+def test_gradient_accumulation_over_micro_batches():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 1))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    batches = [torch.randn(4, 3) for _ in range(4)]
+
+    def step():
+        opt.zero_grad()
+        for x in batches:
+            (model(x).pow(2).mean() / len(batches)).backward()
+        opt.step()
+    quietly(step)
+
+
+def test_rnn_with_a_detached_hidden_state():
+    torch.manual_seed(0)
+    rnn, head = nn.GRU(3, 5, batch_first=True), nn.Linear(5, 1)
+    opt = optim.Adam([*rnn.parameters(), *head.parameters()])
+    state = {"h": torch.zeros(1, 2, 5)}
+
+    def step():
+        h = state["h"].detach()                     # truncated backprop through time
+        out, h = rnn(torch.randn(2, 4, 3), h)
+        opt.zero_grad()
+        head(out).pow(2).mean().backward()
+        opt.step()
+        state["h"] = h
+    quietly(step)
+
+
+def test_zero_grad_without_set_to_none():
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2)
+
+    def step():
+        opt_D.zero_grad(set_to_none=False)
+        loss_D = (F.softplus(-D(x_real)) + F.softplus(D(G(torch.randn(16, 4)).detach()))).mean()
+        loss_D.backward()
+        opt_D.step()
+        opt_G.zero_grad(set_to_none=False)
+        F.softplus(-D(G(torch.randn(16, 4)))).mean().backward()
+        opt_G.step()
+    quietly(step)
+
+
+def test_a_compiled_step():
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2)
+    step_D = torch.compile(lambda x_fake: (F.softplus(-D(x_real)) + F.softplus(D(x_fake))).mean(), backend="eager")
+
+    def step():
+        opt_D.zero_grad()
+        step_D(G(torch.randn(16, 4)).detach()).backward()
+        opt_D.step()
+    quietly(step)
