@@ -12,11 +12,12 @@ result, never swallows an exception, and if its own bookkeeping fails it adds a 
 import linecache
 import os
 import re
+import itertools
 import sys
 import types
 import warnings
 import weakref
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 import torch
@@ -127,22 +128,35 @@ def _frames(tb):
         tb = tb.tb_next
 
 
-def _candidates(namespace: dict):
-    """(name, object) for the modules, optimizers and tensors of a namespace, and for the modules and optimizers
-    one attribute inside other objects (`agent.critic`, `model.netG`)."""
+def _candidates(namespace: dict, depth=3):
+    """(name, object) for the modules, optimizers and tensors of a namespace, and, up to `depth` steps inside
+    other objects and lists, for their modules, optimizers and tensors (`agent.critic`, `maddpg.agents[0].actor`,
+    `model.fake_B`, `laterals[0]`)."""
     for k, v in list(namespace.items()):
-        if k.startswith("_"):
-            continue
-        if isinstance(v, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
-            yield k, v
-        elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__"):
-            try:
-                inside = list(vars(v).items())
-            except TypeError:
-                continue
-            for a, w in inside:
-                if not a.startswith("_") and isinstance(w, (torch.nn.Module, torch.optim.Optimizer)):
-                    yield f"{k}.{a}", w
+        if not k.startswith("_"):
+            yield from _inside(k, v, depth, top=True)
+
+
+def _inside(name, v, depth, top=False):
+    if isinstance(v, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
+        yield name, v
+        if isinstance(v, torch.nn.Module) and depth > 0:      # plain tensor attributes (model.hidden)
+            for a, w in list(vars(v).items()):
+                if not a.startswith("_") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
+                    yield f"{name}.{a}", w
+    elif depth <= 0:
+        return
+    elif isinstance(v, (list, tuple)) and len(v) <= 64:
+        for i, w in enumerate(v):
+            yield from _inside(f"{name}[{i}]", w, depth - 1)
+    elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__"):
+        try:
+            inside = list(vars(v).items())
+        except TypeError:
+            return
+        for a, w in inside:
+            if not a.startswith("_"):
+                yield from _inside(f"{name}.{a}", w, depth - 1)
 
 
 _compiling = getattr(torch.compiler, "is_compiling", lambda: False)
@@ -204,6 +218,24 @@ def _depths(roots):
     return order
 
 
+_SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
+
+
+class _Nodes:
+    """What the doctor knows of each autograd node it saw made: (op, module, line, serial), kept in the node's own
+    `metadata` dict. The doctor holds no node, so every graph is freed exactly when it would be without it."""
+    KEY = "gan_lessons.doctor"
+
+    def get(self, fn, default=None):
+        return default if fn is None else fn.metadata.get(self.KEY, default)
+
+    def __contains__(self, fn):
+        return self.KEY in fn.metadata
+
+    def __setitem__(self, fn, info):
+        fn.metadata[self.KEY] = info
+
+
 class _Recorder(TorchFunctionMode):
     """Sees every torch call in the block and keeps what a diagnosis may need."""
 
@@ -235,7 +267,7 @@ class _Recorder(TorchFunctionMode):
 class doctor:
     """Context manager. Name what you train: doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D)."""
 
-    def __init__(self, *unnamed, max_nodes=20000, namespaces=None, **named):
+    def __init__(self, *unnamed, namespaces=None, **named):
         for k, obj in enumerate(unnamed):
             named[f"{type(obj).__name__}{k}"] = obj
         self.named = named
@@ -244,8 +276,7 @@ class doctor:
         self.namespaces, self.frame = namespaces, None
         self.seen_modules, self.seen_optimizers = weakref.WeakSet(), weakref.WeakSet()
         self._names, self._names_key, self.error_spaces = None, None, []
-        self.nodes = OrderedDict()      # grad_fn -> (op, module, Where)
-        self.max_nodes = max_nodes
+        self.nodes = _Nodes()
         # bounded: a long training loop under the doctor must not keep every old graph alive
         self.inplace, self.backwards, self.steps = deque(maxlen=1000), deque(maxlen=50), deque(maxlen=50)
         self.stack, self.sites = [], []
@@ -284,6 +315,9 @@ class doctor:
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
                              [("pass the raw logits; drop the extra sigmoid", "05")])
 
+    def _serials(self, roots):
+        return {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+
     def _record_backward(self, roots, retain, inputs):
         depth = {}
         for fn, d in _depths(roots):
@@ -293,8 +327,10 @@ class doctor:
             keep = set(_tensors(inputs))
             depth = {p: d for p, d in depth.items() if p in keep}
         self._judge_data_mutations(roots)
-        self.backwards.append({"roots": roots, "where": _user_frame(), "retain": bool(retain),
-                               "nodes": set(graphs.walk(roots)), "depth": depth, "used_by": set(),
+        # weak roots and node serials: a record must not keep a retained or unused graph alive
+        self.backwards.append({"roots": [weakref.ref(t) for t in roots], "root_ids": {id(t) for t in roots},
+                               "where": _user_frame(), "retain": bool(retain),
+                               "nodes": self._serials(roots), "depth": depth, "used_by": set(),
                                "fresh": {p for p in depth if p.grad is None
                                          or self.zeroed.get(id(p.grad)) == p.grad._version}})
 
@@ -318,11 +354,9 @@ class doctor:
                 if fn is None or fn in self.nodes or hasattr(fn, "variable"):
                     continue
                 where = where or _user_frame()
-                self.serial += 1
+                self.serial = next(_SERIAL)
                 self.nodes[fn] = (name, module, where, self.serial)
                 todo.extend(f for f, _ in fn.next_functions)
-            while len(self.nodes) > self.max_nodes:
-                self.nodes.popitem(last=False)
 
     def _pre_forward(self, module, args):
         if _compiling():
@@ -426,10 +460,10 @@ class doctor:
         if not self.pending_data:
             return
         oldest = min(v[3] for v in self.pending_data.values())
-        old_nodes = [fn for fn in graphs.walk(roots) if self.nodes.get(fn, (0, 0, 0, oldest))[3] < oldest + 1]
+        old_nodes = [fn for fn in graphs.walk(roots) if self.nodes.get(fn, (0, 0, 0, oldest + 1))[3] <= oldest]
         for key, (ref, op, where, serial, left) in list(self.pending_data.items()):
             tensor = ref()
-            nodes = [fn for fn in old_nodes if self.nodes.get(fn, (0, 0, 0, serial))[3] <= serial]
+            nodes = [fn for fn in old_nodes if self.nodes.get(fn)[3] <= serial]
             if tensor is not None and nodes and any(s.param for fn in nodes
                                                     for s in graphs.saved_tensors(fn, {tensor: "x"})):
                 self._warn_data_mutation(tensor, op, where)
@@ -467,11 +501,11 @@ class doctor:
         key = (tuple((n, id(o)) for n, o in found), len(self.seen_modules), len(self.seen_optimizers))
         if key == self._names_key:
             return self._names
-        modules, params, optimizers = {}, {}, {}
+        modules, params, optimizers, variables = {}, {}, {}, {}
         def add_module(top, module):
             for sub_name, sub in module.named_modules():
                 modules.setdefault(sub, f"{top}.{sub_name}" if sub_name else top)
-            for p_name, p in module.named_parameters():
+            for p_name, p in (*module.named_parameters(), *module.named_buffers()):
                 params.setdefault(p, f"{top}.{p_name}")
         for n, o in found:
             if isinstance(o, torch.nn.Module):
@@ -480,6 +514,8 @@ class doctor:
                 optimizers.setdefault(id(o), n)
             elif isinstance(o, torch.Tensor) and self.named.get(n) is o:
                 params.setdefault(o, n)
+            elif isinstance(o, torch.Tensor):
+                variables.setdefault(n, o)
         seen = list(self.seen_modules)
         inner = {sub for m in seen for sub in m.modules() if sub is not m}
         used = {}
@@ -491,7 +527,7 @@ class doctor:
             if id(opt) not in optimizers:
                 tops = sorted({params.get(p, "?").split(".")[0] for g in opt.param_groups for p in g["params"]})
                 optimizers[id(opt)] = f"{type(opt).__name__}({', '.join(tops)})"
-        self._names, self._names_key = (modules, params, optimizers), key
+        self._names, self._names_key = (modules, params, optimizers, variables), key
         return self._names
 
     def _namespaces(self):
@@ -515,12 +551,40 @@ class doctor:
         return self.names()[2].get(id(opt)) or type(opt).__name__
 
     def _variable(self, ptr, shape):
-        """The name of a live variable (not a parameter) whose storage is `ptr`, e.g. the `h` a ReLU changed."""
-        for ns in self._namespaces():
-            for k, v in list(ns.items()):
-                if isinstance(v, torch.Tensor) and not k.startswith("_") and v not in self.param_names \
-                        and tuple(v.shape) == tuple(shape) and v.untyped_storage().data_ptr() == ptr:
-                    return k
+        """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,
+        `laterals[0]`."""
+        params = self.param_names
+        for k, v in self.names()[3].items():
+            if v not in params and tuple(v.shape) == tuple(shape) and v.untyped_storage().data_ptr() == ptr:
+                return k
+        return None
+
+    def _variables_made_by(self, serials):
+        """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`."""
+        variables = self.names()[3]
+        made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info[3] in serials]
+        if made:
+            return made[:3]
+        reached = []                      # a carried state: rebound since, its new value still reaches the old graph
+        for k, v in variables.items():
+            distance = self._distance(v.grad_fn, serials)
+            if distance is not None:
+                reached.append((distance, k))
+        return [k for d, k in sorted(reached) if d == min(reached)[0]][:3] if reached else []
+
+    def _distance(self, fn, serials, limit=200):
+        """Steps from `fn` back to the nearest node whose serial is in `serials`, or None."""
+        frontier, seen, d = [fn] if fn is not None else [], set(), 0
+        while frontier and len(seen) < limit:
+            nxt = []
+            for f in frontier:
+                if f in seen:
+                    continue
+                seen.add(f)
+                if (info := self.nodes.get(f)) and info[3] in serials:
+                    return d
+                nxt.extend(g for g, _ in f.next_functions if g is not None)
+            frontier, d = nxt, d + 1
         return None
 
     def _name(self, tensor):
@@ -555,7 +619,8 @@ class doctor:
             elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(_TORCH_DIR) \
                     and "outputs" in frame.f_locals:
                 roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
-        return roots or (self.backwards[-1]["roots"] if self.backwards else [])
+        last = [r() for r in self.backwards[-1]["roots"]] if self.backwards else []
+        return roots or [t for t in last if t is not None]
 
     def _version_error(self, error):
         roots = self._roots_of(error)
@@ -565,7 +630,10 @@ class doctor:
                              {}, _STEP_FIXES + _INPLACE_FIXES)
         shape = graphs.SAVED_SHAPE.search(str(error))
         shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
-        s, fn = next(((s, fn) for s, fn in found if s.shape == shape), found[0])
+        versions = re.search(r"is at version (\d+); expected version (\d+)", str(error))
+        versions = (int(versions.group(1)), int(versions.group(2))) if versions else None
+        s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
+                     next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
         op, module, saved_at, _ = self.nodes.get(fn, (s.node, None, None, 0))
         module = self._module_name(module)
         transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
@@ -608,21 +676,23 @@ class doctor:
 
     def _freed_error(self, error):
         roots = self._roots_of(error)
-        mine = set(graphs.walk(roots))
-        same = lambda b: {id(t) for t in b["roots"]} == {id(t) for t in roots}
+        infos = {info[3]: info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+        mine = set(infos)
+        same = lambda b: b["root_ids"] == {id(t) for t in roots}
         earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b["retain"] and b["nodes"] & mine]
         if not earlier:
             return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
                              {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)
         b = earlier[-1]
         shared = b["nodes"] & mine
-        modules = sorted({self._module_name(info[1]).split(".")[0] for fn in shared
-                          if (info := self.nodes.get(fn)) and info[1] is not None})
-        lines = sorted({str(info[2]) for fn in shared if (info := self.nodes.get(fn)) and info[2]})
+        modules = sorted({self._module_name(infos[n][1]).split(".")[0] for n in shared if infos[n][1] is not None})
+        lines = sorted({str(infos[n][2]) for n in shared if infos[n][2]})
+        held = self._variables_made_by(shared)
         facts = {"freed by": f"the backward at {b['where']}",
                  "shared part": f"{len(shared)} autograd nodes"
                                 + (f", the forward of {' and '.join(modules)}" if modules else "")
-                                + (f" from {'; '.join(lines[:3])}" if lines else "") + ", part of both losses",
+                                + (f" from {'; '.join(lines[:3])}" if lines else "") + ", part of both losses"
+                                + (f"; it reaches the second loss through {', '.join(f'`{v}`' for v in held)}" if held else ""),
                  "failing backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}
         failing = self.backwards[-1]["where"] if self.backwards else None
         if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
@@ -710,11 +780,13 @@ def load_ipython_extension(ip):
 
     def pre_run_cell(info=None):
         state["doc"] = doctor(namespaces=lambda: [ip.user_ns]).__enter__()
+        _active.append(state["doc"])
 
     def post_run_cell(result=None):
         doc = state.pop("doc", None)
         if doc is not None:
             doc.__exit__(None, None, None)
+            _active.remove(doc)
 
     def on_error(shell, kind, error, tb, tb_offset=None):
         tb = error.__traceback__ = _clean(tb)
@@ -731,6 +803,13 @@ def load_ipython_extension(ip):
 
 
 _installed = {}
+_active = []
+
+
+def active():
+    """The doctor watching the running cell under `%load_ext gan_lessons`, or None. lesson.expect_error asks it to
+    diagnose an error the cell catches on purpose, so a lesson can show the extension's diagnosis and go on."""
+    return _active[-1] if _active else None
 
 
 def unload_ipython_extension(ip):

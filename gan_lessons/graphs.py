@@ -59,8 +59,9 @@ def _param_for(tensor, names) -> str | None:
     return None
 
 
-def _param_near(fn, shape, names) -> str | None:
-    """For a stale saved tensor (which can no longer be read): the parameter of that shape feeding `fn`."""
+def _param_near(fn, shape, names, version=None) -> str | None:
+    """For a stale saved tensor (which can no longer be read): the parameter of that shape (and, when given, that
+    version) feeding `fn`; else any named tensor of that shape and version (a buffer changed in place)."""
     stack, seen = [(f, False) for f, _ in fn.next_functions if f is not None], set()
     while stack:
         f, transposed = stack.pop()
@@ -68,6 +69,8 @@ def _param_near(fn, shape, names) -> str | None:
             continue
         seen.add(f)
         p = getattr(f, "variable", None)
+        if p is not None and version is not None and p._version != version:
+            p = None
         if p is not None and p in names and p.dim() == 2 and transposed and tuple(p.shape[::-1]) == shape:
             return names[p] + ".T"
         if p is not None and p in names and not transposed and tuple(p.shape) == shape:
@@ -75,6 +78,8 @@ def _param_near(fn, shape, names) -> str | None:
         if type(f).__name__ in _VIEW_FNS:
             flip = type(f).__name__ in ("TBackward0", "TransposeBackward0")
             stack.extend((g, transposed != flip) for g, _ in f.next_functions if g is not None)
+    if version is not None:
+        return next((n for t, n in names.items() if tuple(t.shape) == shape and t._version == version), None)
     return None
 
 
@@ -90,7 +95,8 @@ def saved_tensors(fn, names=None) -> list:
             versions, shape = _VERSIONS.search(message), SAVED_SHAPE.search(message)
             if versions:
                 shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
-                param = None if attr.startswith("_saved_result") else _param_near(fn, shape, names)
+                param = None if attr.startswith("_saved_result") else \
+                    _param_near(fn, shape, names, int(versions.group(1)))
                 found.append(Saved(node, attr[7:], "stale", shape, param,
                                    int(versions.group(1)), int(versions.group(2))))
             else:  # "Trying to backward through the graph a second time ... already been freed"

@@ -4,6 +4,7 @@ import base64
 import os
 import random
 import re
+import sys
 import warnings
 from contextlib import contextmanager
 
@@ -74,6 +75,10 @@ def expect_error(kind=RuntimeError, match: str = ""):
             raise
         print(f"{type(error).__name__} (raised, as the lesson expects):")
         print(str(error).strip())
+        doctor = sys.modules.get("gan_lessons.doctor")          # under %load_ext gan_lessons: diagnose it too
+        watching = doctor.active() if doctor is not None else None
+        if watching is not None and getattr(error, "diagnosis", None) is None:
+            watching.attach(error)
         return
     raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but the block ran without it")
 

@@ -220,8 +220,8 @@ def test_other_exceptions_pass_through_untouched():
 
 def test_ipython_extension_diagnoses_and_leaves_other_errors_alone(capsys):
     IPython = pytest.importorskip("IPython")
-    from IPython.testing.globalipapp import start_ipython
-    ip = start_ipython()
+    from IPython.testing.globalipapp import get_ipython
+    ip = get_ipython()
     ip.run_line_magic("load_ext", "gan_lessons")
     ip.run_cell("import torch\nfrom torch import nn\nG = nn.Linear(2, 2)\n")
     capsys.readouterr()
