@@ -140,10 +140,14 @@ def _candidates(namespace: dict, depth=3):
 def _inside(name, v, depth, top=False):
     if isinstance(v, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
         yield name, v
-        if isinstance(v, torch.nn.Module) and depth > 0:      # plain tensor attributes (model.hidden)
+        if isinstance(v, torch.nn.Module) and depth > 0:      # plain tensor attributes (model.hidden, an LSTM's (h, c))
             for a, w in list(vars(v).items()):
-                if not a.startswith("_") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
+                if a.startswith("_") or isinstance(w, torch.nn.Parameter):
+                    continue
+                if isinstance(w, torch.Tensor):
                     yield f"{name}.{a}", w
+                elif isinstance(w, (list, tuple)) and len(w) <= 8:
+                    yield from ((f"{name}.{a}[{i}]", t) for i, t in enumerate(w) if isinstance(t, torch.Tensor))
     elif depth <= 0:
         return
     elif isinstance(v, (list, tuple)) and len(v) <= 64:
