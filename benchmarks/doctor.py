@@ -1,8 +1,8 @@
 """What the autograd doctor costs, per strategy, on seed 000's GAN (batch 64):
 
 - time: one training step with and without `doctor()`, in alternating windows; medians and their ratio;
-- memory: the peak resident memory (RSS) of a fresh process that trains --memory-steps steps, with and without
-  the doctor, and their ratio.
+- memory: the peak resident memory (VmHWM, Linux) of a fresh process that trains --memory-steps steps, with and
+  without the doctor, and their ratio.
 
 Writes benchmarks/results/<date>_doctor_<device>.json.
 
@@ -27,7 +27,7 @@ from gan_lessons.models import Discriminator, Generator
 RUNNABLE = [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"]
 
 MEMORY_RUN = """
-import resource, sys, torch
+import sys, torch
 from gan_lessons import strategies
 from gan_lessons.doctor import doctor
 from gan_lessons.models import Discriminator, Generator
@@ -45,7 +45,8 @@ if sys.argv[3] == "doctor":
         train()
 else:
     train()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+# VmHWM: this process's own peak (ru_maxrss would carry over the parent's peak across exec)
+print(next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """
 
 
