@@ -335,3 +335,26 @@ def test_gradients_left_over_from_G_loss_are_warned_at_D_step():
     hits = [w for w in caught if issubclass(w.category, DoctorWarning) and "adds up gradients" in str(w.message)]
     assert len(hits) == 1 and hits[0].lineno == line_of("leftover")
     assert f"line {line_of('loss-G')}" in str(hits[0].message) and "opt_D.step()" in str(hits[0].message)
+
+
+def test_the_doctor_keeps_no_graph_alive():
+    """A logging forward that is never backpropagated, and a graph kept by retain_graph=True, are freed as soon as
+    the student drops them, as without the doctor (issue 14, point 10: the doctor once held 20,000 nodes)."""
+    import gc
+    import weakref
+    D = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 1))
+    saved = []
+
+    def pack(t):                  # keep what the graph saves as a detached alias, watched through a weak reference
+        alias = t.detach()
+        saved.append(weakref.ref(alias))
+        return alias
+    with doctor(D=D):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            logged = D(torch.randn(32, 4))                 # never backpropagated
+            kept = D(torch.randn(32, 4)).sum()
+            kept.backward(retain_graph=True)               # keeps its saved tensors
+        assert saved and all(r() is not None for r in saved)
+        del logged, kept
+        gc.collect()
+        assert all(r() is None for r in saved), f"{sum(r() is not None for r in saved)} saved tensors still alive"

@@ -87,10 +87,15 @@ def test_no_tanh_figures_match_its_record():
     assert f"{words[sum(s < 0.02 for s in shares)]} digits are under 2%" in README
 
 
-def test_doctor_overhead_figure_matches_its_results_file():
-    o = json.loads((ROOT / "benchmarks/results/2026-11-22_doctor_cpu.json").read_text())
-    assert f"**Overhead:** {o['ratio']}x" in README
-    assert f"median {o['ms_per_step_plain']} ms plain vs\n{o['ms_per_step_doctor']} ms" in README
+def test_doctor_cost_table_matches_its_results_file():
+    o = json.loads((ROOT / "benchmarks/results/2026-11-23_doctor_cpu.json").read_text())
+    for r in o["strategies"]:
+        row = (f"| `{r['strategy']}` | {r['ms_per_step_plain']} | {r['ms_per_step_doctor']} | {r['time_ratio']} | "
+               f"{r['peak_rss_mib_plain']} | {r['peak_rss_mib_doctor']} | {r['rss_ratio']} |")
+        assert row in README, row
+    assert f"at worst {o['worst_time_ratio']}x the time" in README
+    assert f"at worst {o['worst_rss_ratio']}x the peak memory" in README
+    assert o["worst_time_ratio"] <= 1.5 and o["worst_rss_ratio"] <= 1.5      # the bounds, as measured
 
 
 def test_doctor_example_in_readme_is_what_the_doctor_says():

@@ -1,0 +1,90 @@
+"""The autograd doctor (lesson 07): watch a block of training code and, when one of the lessons' errors escapes
+it, say in plain words which tensor, which forward line saved it, and which line or optimizer step changed or
+freed it, with the fixes and the lesson that teaches them.
+
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+        ...training code...
+
+It records with public mechanisms only: a TorchFunctionMode (forward ops, in-place ops, backward calls, `.grad`
+and `.data` access), global module hooks (which module is running) and the global optimizer step hooks. The
+original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
+result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead.
+
+The package, one module per part: recording.py (what is watched), naming.py (names, resolved when needed),
+checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed), report.py (what a diagnosis
+says), frames.py (the student's frames), extension.py (`%load_ext gan_lessons`)."""
+import sys
+import weakref
+from collections import deque
+
+from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+from gan_lessons.doctor.checks import Checks
+from gan_lessons.doctor.errors import Diagnoses
+from gan_lessons.doctor.extension import active, load_ipython_extension, unload_ipython_extension
+from gan_lessons.doctor.frames import _clean
+from gan_lessons.doctor.naming import Naming
+from gan_lessons.doctor.recording import Recording, _Nodes, _Recorder
+from gan_lessons.doctor.report import LESSONS, Diagnosis, DoctorWarning, Where
+
+__all__ = ["doctor", "Diagnosis", "DoctorWarning", "Where", "LESSONS", "active", "load_ipython_extension",
+           "unload_ipython_extension"]
+
+
+class doctor(Recording, Naming, Checks, Diagnoses):
+    """Context manager. Name what you train, or let the doctor find the names: doctor(G=G, D=D, opt_G=..., opt_D=...)
+    or doctor()."""
+
+    def __init__(self, *unnamed, namespaces=None, **named):
+        for k, obj in enumerate(unnamed):
+            named[f"{type(obj).__name__}{k}"] = obj
+        self.named = named
+        # where else names come from, read when a name is needed: a callable giving the live namespaces (the
+        # extension passes the notebook's); by default the frame that entered the doctor
+        self.namespaces, self.frame = namespaces, None
+        self.seen_modules, self.seen_optimizers = weakref.WeakSet(), weakref.WeakSet()
+        self._names, self._names_key, self.error_spaces = None, None, []
+        self.nodes = _Nodes()
+        # bounded: a long training loop under the doctor must not keep every old graph alive
+        self.inplace, self.backwards, self.steps = deque(maxlen=1000), deque(maxlen=50), deque(maxlen=50)
+        self.stack, self.sites = [], []
+        self.notes, self.diagnoses, self.last_leaf_inplace = [], [], None
+        self.warned = set()   # (what, file, line): a line in a loop warns once, not once per pass or parameter
+        self.data_aliases = {}
+        self.serial, self.pending_data, self.zeroed = 0, {}, {}   # nodes recorded so far; `.data` changes not yet judged
+
+    def __enter__(self):
+        if self.namespaces is None:
+            self.frame = sys._getframe(1)
+        self.handles = [nn_module.register_module_forward_pre_hook(self._pre_forward),
+                        nn_module.register_module_forward_hook(self._post_forward),
+                        register_optimizer_step_pre_hook(self._pre_step),
+                        register_optimizer_step_post_hook(self._post_step)]
+        self.mode = _Recorder(self)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, kind, error, tb):
+        self.mode.__exit__(None, None, None)
+        for h in self.handles:
+            h.remove()
+        if error is not None:
+            error.__traceback__ = _clean(error.__traceback__)
+            self.attach(error)
+        self.frame, self.error_spaces = None, []
+        return False                      # never swallow
+
+    def attach(self, error):
+        try:
+            diagnosis = self.diagnose(error)
+        except Exception as failure:      # the original error surfaces anyway
+            diagnosis = None
+            self.notes.append(f"the doctor could not diagnose this ({failure!r})")
+        if diagnosis is not None:
+            self.diagnoses.append(diagnosis)
+            error.diagnosis = diagnosis
+            print(diagnosis.text(), file=sys.stderr)
+        for note in self.notes[-1:]:
+            print(f"autograd doctor note: {note}", file=sys.stderr)
+        return diagnosis

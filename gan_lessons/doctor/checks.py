@@ -1,0 +1,133 @@
+"""The silent bugs the doctor warns about: a sigmoid into a *_with_logits loss, a `.data` change a pending graph
+saw, steps over parameters without gradients or on gradients from two losses, and D stepping on G's loss."""
+import sys
+import warnings
+
+import torch
+
+from gan_lessons import graphs
+from gan_lessons.doctor.frames import _shown, _user_frame
+from gan_lessons.doctor.naming import _candidates, _looks_like_gan
+from gan_lessons.doctor.report import Diagnosis, DoctorWarning
+
+# Ops that only reshape: a sigmoid behind them still feeds its values to the loss (`.view(-1)`, `.squeeze()`).
+
+
+_RESHAPES = ("View", "UnsafeView", "Reshape", "ReshapeAlias", "AsStrided", "Squeeze", "Unsqueeze", "Flatten", "Unflatten", "Permute", "T", "Transpose",
+             "Clone", "Select", "Slice", "Index")
+
+
+def _after_sigmoid(t) -> bool:
+    """Is `t` a sigmoid's output, perhaps behind reshaping ops (the DCGAN tutorial's `.view(-1)`)?"""
+    fn = t.grad_fn
+    while fn is not None:
+        kind = type(fn).__name__.split("Backward")[0]
+        if kind == "Sigmoid":
+            return True
+        if kind not in _RESHAPES or not fn.next_functions:
+            return False
+        fn = fn.next_functions[0][0]
+    return False
+
+
+def _double_sigmoid_effect(target) -> str:
+    """What an extra sigmoid does to this BCE term: its range depends on the target (lesson 05 checks both)."""
+    squashed = {1.0: "[0.31, 0.69]", 0.0: "[0.69, 1.31]"}
+    label = target.unique().tolist() if isinstance(target, torch.Tensor) and target.numel() else []
+    where = f"this loss (target {label[0]:g}) is squashed into {squashed[label[0]]}" if len(label) == 1 and \
+        label[0] in squashed else "this loss sees inputs in (0, 1) only, whatever D says"
+    return (f"{where}, and its gradient shrinks by a factor with no upper bound (hundreds of times for a logit 6 on "
+            "the wrong side of the target), silently")
+
+
+class Checks:
+    """The doctor's warnings (mixed into `doctor`)."""
+
+    def _check_leftover_gradients(self, opt, name, contributors):
+        """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added
+        to this optimizer's own: a zero_grad() is missing or misplaced."""
+        lines = {(b["where"].file, b["where"].line) for b in contributors if b["where"] is not None}
+        stale = [b for b in contributors if b["used_by"] - {id(opt)}]
+        if len(lines) > 1 and stale:
+            own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
+            self._suspicious(f"{name}.step() adds up gradients from two losses: what the backward at "
+                             f"{stale[0]['where']} left in .grad (already used by another optimizer's step) and "
+                             f"the backward at {own['where']}", {"where": _user_frame()},
+                             [("call zero_grad() on this optimizer right before its own loss's backward", "04")])
+
+    def _check_foreign_gradients(self, name, params, contributors):
+        """A GAN's D stepping on gradients from a backward that ran through D on into G (G's loss, or a D loss
+        whose fake batch was not detached). Only for a D-like net whose other net has its own optimizer: one
+        loss training two nets (an autoencoder, pix2pix's G) is correct."""
+        mine = set(params)
+        names = self.param_names
+        if not params or not contributors or not _looks_like_gan(names.get(params[0], "")):
+            return
+        b = contributors[0]
+        depth = b["depth"]
+        my_depth = min(d for p, d in depth.items() if p in mine) if mine & depth.keys() else None
+        if my_depth is None:
+            return
+        trained = {p for o in self._known_optimizers() for g in o.param_groups for p in g["params"]}
+        deeper = {names[p].split(".")[0] for p, d in depth.items()
+                  if p not in mine and p in names and d > my_depth and p in trained}
+        if deeper:
+            self._suspicious(f"{name}.step() uses gradients from the backward at {b['where']}, whose loss ran "
+                             f"through these parameters on into {', '.join(sorted(deeper))}: either that net's "
+                             f"loss (as G's loss runs through D), which this step must not use, or this net's "
+                             f"own loss on an input that was not detached", {"where": _user_frame()},
+                             [("call zero_grad() on this optimizer right before its own loss's backward, and "
+                               "detach the fake batch in D's loss", "04")])
+
+    def _known_optimizers(self):
+        known = {id(o): o for o in self.seen_optimizers}
+        for ns in [self.named] + self._namespaces():
+            for _, o in _candidates(ns):
+                if isinstance(o, torch.optim.Optimizer):
+                    known.setdefault(id(o), o)
+        return known.values()
+
+    def _judge_data_mutations(self, roots):
+        """A `.data` change is wrong only if a graph built before it saved the tensor: this backward will then
+        use the new values with the old activations. Canonical WGAN clipping (after the step, before the next
+        forward) stays quiet."""
+        if not self.pending_data:
+            return
+        oldest = min(v[3] for v in self.pending_data.values())
+        old_nodes = [fn for fn in graphs.walk(roots) if self.nodes.get(fn, (0, 0, 0, oldest + 1))[3] <= oldest]
+        for key, (ref, op, where, serial, left) in list(self.pending_data.items()):
+            tensor = ref()
+            nodes = [fn for fn in old_nodes if self.nodes.get(fn)[3] <= serial]
+            if tensor is not None and nodes and any(s.param for fn in nodes
+                                                    for s in graphs.saved_tensors(fn, {tensor: "x"})):
+                self._warn_data_mutation(tensor, op, where)
+                del self.pending_data[key]
+            elif tensor is None or left <= 1:
+                del self.pending_data[key]
+            else:
+                self.pending_data[key] = (ref, op, where, serial, left - 1)
+
+    def _warn_data_mutation(self, tensor, op, where):
+        self._suspicious(f"`.data.{op}` changes {self._name(tensor)} behind autograd's back: its version counter "
+                         f"does not move, so a graph that saved it gives a wrong gradient without any error",
+                         {"where": where}, [("update under torch.no_grad() instead, or clone()", "03")],
+                         key=f".data.{op}")
+
+    def _suspicious(self, summary, facts, fixes, key=None):
+        where = facts.get("where")
+        seen = (key or summary, where.file if where else None, where.line if where else None)
+        if seen in self.warned:
+            return
+        self.warned.add(seen)
+        d = Diagnosis("suspicious", summary, facts, fixes)
+        self.diagnoses.append(d)
+        warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
+                               where.line if where else 0)
+
+    def _nonleaf_grad(self, tensor, where):
+        if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.diagnoses):
+            return                        # one diagnosis per line is enough
+        d = Diagnosis("nonleaf_grad", f"`.grad` read on {self._name(tensor)}, which is not a leaf: it is None",
+                      {"where": where}, [("call .retain_grad() on it before backward(), or read a leaf's .grad", "01")])
+        self.diagnoses.append(d)
+        print(d.text(), file=sys.stderr)

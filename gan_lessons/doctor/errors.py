@@ -1,0 +1,129 @@
+"""The three errors, diagnosed: a saved tensor changed in place (which tensor, which forward saved it, which step
+or op changed it), a backward through a freed graph (which backward freed it, what the losses share), and an in-place
+op on a leaf."""
+import re
+
+import torch
+
+from gan_lessons import graphs
+from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
+from gan_lessons.doctor.naming import _looks_like_gan
+from gan_lessons.doctor.recording import _tensors
+from gan_lessons.doctor.report import (Diagnosis, _CARRIED_FIXES, _FREED_FIXES, _GAN_FIXES, _INPLACE_FIXES,
+                                       _LEAF_FIXES, _STEP_FIXES)
+
+
+class Diagnoses:
+    """The doctor's diagnoses (mixed into `doctor`)."""
+
+    def diagnose(self, error) -> Diagnosis | None:
+        message = str(error)
+        self.error_spaces = [tb.tb_frame.f_locals for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
+        if "modified by an inplace operation" in message:
+            return self._version_error(error)
+        if "backward through the graph a second time" in message:
+            return self._freed_error(error)
+        if "leaf Variable that requires grad is being used in an in-place operation" in message:
+            return self._leaf_error()
+        return None
+
+    def _roots_of(self, error):
+        """The tensors whose backward failed: `self` of torch's Tensor.backward frame in the traceback, or the
+        outputs of torch.autograd.grad (which jacobian and hessian call)."""
+        roots = []
+        for tb in _frames(error.__traceback__):
+            frame = tb.tb_frame
+            if frame.f_code.co_name == "backward" and isinstance(frame.f_locals.get("self"), torch.Tensor):
+                roots = [frame.f_locals["self"]]
+            elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(_TORCH_DIR) \
+                    and "outputs" in frame.f_locals:
+                roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
+        last = [r() for r in self.backwards[-1]["roots"]] if self.backwards else []
+        return roots or [t for t in last if t is not None]
+
+    def _version_error(self, error):
+        roots = self._roots_of(error)
+        found = list(self._saved(roots, stale=True))
+        if not found:
+            return Diagnosis("version", "a saved tensor was modified in place, but the doctor could not find it",
+                             {}, _STEP_FIXES + _INPLACE_FIXES)
+        shape = graphs.SAVED_SHAPE.search(str(error))
+        shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
+        versions = re.search(r"is at version (\d+); expected version (\d+)", str(error))
+        versions = (int(versions.group(1)), int(versions.group(2))) if versions else None
+        s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
+                     next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
+        op, module, saved_at, _ = self.nodes.get(fn, (s.node, None, None, 0))
+        module = self._module_name(module)
+        transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
+        modifier, rec = self._modifier(s)
+        variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
+        label = s.param or (f"`{variable}`" if variable else "a tensor")
+        facts = {"tensor": f"{label} {list(s.shape or [])}{transposed}",
+                 "saved by": f"{s.node} ({op}{' in ' + module if module else ''}) at {saved_at}",
+                 "modified by": modifier,
+                 "versions": f"now {s.version_now}, saved at {s.version_saved}"}
+        if len(found) > 1:
+            facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node}))
+        if ".step() at" in modifier:       # an optimizer step: reorder or detach, never clone
+            fixes = _STEP_FIXES + (_GAN_FIXES if _looks_like_gan(s.param) else [])
+        else:
+            fixes = _INPLACE_FIXES
+        return Diagnosis("version", f"{label if s.param or variable else 'a saved tensor'} changed in place after "
+                         f"the forward saved it", facts, fixes)
+
+    def _saved(self, roots, stale=False):
+        for fn in graphs.walk(roots):
+            for s in graphs.saved_tensors(fn, self.param_names):
+                if not stale or s.state == "stale":
+                    yield s, fn
+
+    def _modifier(self, s):
+        name = (s.param or "").removesuffix(".T")
+        param = next((p for p, n in self.param_names.items() if n == name), None)
+        if param is not None:
+            for step in reversed(self.steps):
+                if any(p is param for p in step["params"]):
+                    return f"{self._optimizer_name(step['optimizer'])}.step() at {step['where']} (in place, under no_grad)", None
+        for rec in reversed(self.inplace):
+            same = (rec["ptr"] == param.untyped_storage().data_ptr() if param is not None
+                    else (rec["version"], rec["shape"]) == (s.version_now, s.shape))
+            if same:
+                module = self._module_name(rec["module"])
+                return f"{rec['op']}" + (f" in {module}" if module else "") + f" at {rec['where']}", rec
+        return "an in-place operation the doctor did not see", None
+
+    def _freed_error(self, error):
+        roots = self._roots_of(error)
+        infos = {info[3]: info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+        mine = set(infos)
+        same = lambda b: b["root_ids"] == {id(t) for t in roots}
+        earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b["retain"] and b["nodes"] & mine]
+        if not earlier:
+            return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
+                             {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)
+        b = earlier[-1]
+        shared = b["nodes"] & mine
+        modules = sorted({self._module_name(infos[n][1]).split(".")[0] for n in shared if infos[n][1] is not None})
+        lines = sorted({str(infos[n][2]) for n in shared if infos[n][2]})
+        held = self._variables_made_by(shared)
+        facts = {"freed by": f"the backward at {b['where']}",
+                 "shared part": f"{len(shared)} autograd nodes"
+                                + (f", the forward of {' and '.join(modules)}" if modules else "")
+                                + (f" from {'; '.join(lines[:3])}" if lines else "") + ", part of both losses"
+                                + (f"; it reaches the second loss through {', '.join(f'`{v}`' for v in held)}" if held else ""),
+                 "failing backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}
+        failing = self.backwards[-1]["where"] if self.backwards else None
+        if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
+                (failing.file, failing.line):          # the same backward line, one loop pass later
+            return Diagnosis("freed", "a tensor carried from one loop pass to the next still holds the previous "
+                             "pass's graph, which that pass's backward freed", facts, _CARRIED_FIXES)
+        return Diagnosis("freed", "two losses share part of one graph, and the first backward freed it", facts,
+                         _FREED_FIXES)
+
+    def _leaf_error(self):
+        if self.last_leaf_inplace is None:
+            return Diagnosis("leaf_inplace", "an in-place op on a leaf that requires grad", {}, _LEAF_FIXES)
+        tensor, op, where = self.last_leaf_inplace
+        return Diagnosis("leaf_inplace", f"{op} on {self._name(tensor)}, a leaf that requires grad, while "
+                         f"autograd is recording", {"where": where}, _LEAF_FIXES)

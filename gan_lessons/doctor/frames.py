@@ -1,0 +1,77 @@
+"""Which frames are the student's: not torch's, not the doctor's. Also the traceback and warnings the student
+sees, with the doctor's own frames taken out."""
+import linecache
+import os
+import re
+import sys
+import warnings
+
+import torch
+
+from gan_lessons.doctor.report import Where
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OVERRIDES = os.path.join(_TORCH_DIR, "overrides.py")
+_DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(_DOCTOR_DIR)
+_KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+
+
+def _shown(path: str) -> str:
+    """How a warning names a file: a notebook cell as <cell>, this package's files from the package name, so that
+    no stored output carries a temporary file or a path of the machine that ran it. ("where" quotes the line.)"""
+    if _KERNEL_CELL.search(path):
+        return "<cell>"
+    if path.startswith(_PACKAGE_DIR + os.sep):
+        return "gan_lessons/" + os.path.relpath(path, _PACKAGE_DIR).replace(os.sep, "/")
+    return path
+
+
+def _user_frame(depth=1):
+    """The innermost frame that is the student's code: not torch, not this module."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        if _is_user(frame):
+            name = frame.f_code.co_filename
+            return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+        frame = frame.f_back
+    return None
+
+
+def _is_user(frame) -> bool:
+    name = frame.f_code.co_filename
+    return not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) and "contextlib" not in name
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def _warn_at_user_line(w):
+    frame = sys._getframe(2)
+    while frame is not None and not _is_user(frame):
+        frame = frame.f_back
+    if frame is None or not w.filename.startswith(_DOCTOR_DIR + os.sep):
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        return
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"), registry=registry)
+
+
+def _plumbing(path) -> bool:
+    return path.startswith(_DOCTOR_DIR + os.sep) or path == _OVERRIDES
+
+
+def _clean(tb):
+    """The traceback without this module's and torch.overrides' frames, which are the doctor's own plumbing:
+    the student sees the traceback they would see without it."""
+    kept = [t for t in _frames(tb) if not _plumbing(t.tb_frame.f_code.co_filename)]
+    kept = [t for i, t in enumerate(kept) if i + 1 == len(kept) or kept[i + 1].tb_frame.f_code is not t.tb_frame.f_code]
+    for a, b in zip(kept, kept[1:]):
+        a.tb_next = b
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else tb

@@ -1,0 +1,160 @@
+"""Names, resolved when a diagnosis needs them: from doctor(...), the live namespace, objects and lists inside it,
+the running and failing functions' locals, and class names for modules the hooks saw."""
+import re
+import sys
+import types
+
+import torch
+
+from gan_lessons.doctor.frames import _is_user
+
+_PLAIN = (type, types.ModuleType, types.FunctionType, types.MethodType, int, float, str, bytes, list, tuple, dict,
+          set)
+
+
+def _candidates(namespace: dict, depth=3):
+    """(name, object) for the modules, optimizers and tensors of a namespace, and, up to `depth` steps inside
+    other objects and lists, for their modules, optimizers and tensors (`agent.critic`, `maddpg.agents[0].actor`,
+    `model.fake_B`, `laterals[0]`)."""
+    for k, v in list(namespace.items()):
+        if not k.startswith("_"):
+            yield from _inside(k, v, depth, top=True)
+
+
+def _inside(name, v, depth, top=False):
+    if isinstance(v, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor)):
+        yield name, v
+        if isinstance(v, torch.nn.Module) and depth > 0:      # plain tensor attributes (model.hidden, an LSTM's (h, c))
+            for a, w in list(vars(v).items()):
+                if a.startswith("_") or isinstance(w, torch.nn.Parameter):
+                    continue
+                if isinstance(w, torch.Tensor):
+                    yield f"{name}.{a}", w
+                elif isinstance(w, (list, tuple)) and len(w) <= 8:
+                    yield from ((f"{name}.{a}[{i}]", t) for i, t in enumerate(w) if isinstance(t, torch.Tensor))
+    elif depth <= 0:
+        return
+    elif isinstance(v, (list, tuple)) and len(v) <= 64:
+        for i, w in enumerate(v):
+            yield from _inside(f"{name}[{i}]", w, depth - 1)
+    elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__"):
+        try:
+            inside = list(vars(v).items())
+        except TypeError:
+            return
+        for a, w in inside:
+            if not a.startswith("_"):
+                yield from _inside(f"{name}.{a}", w, depth - 1)
+
+
+def _looks_like_gan(name) -> bool:
+    return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
+
+
+class Naming:
+    """The doctor's naming half (mixed into `doctor`)."""
+
+    def names(self, extra=()):
+        """Names, resolved now: {module: name}, {parameter or tensor: name}, {id(optimizer): name}. First come the
+        names given to doctor(...), then the live namespace (variables, and modules one attribute inside other
+        objects: `agent.critic`), then `extra` namespaces (an error's frames), then a class-based name for every
+        module the hooks saw that is still unnamed (`Discriminator.net.7.weight`)."""
+        spaces = [self.named] + [ns for ns in self._namespaces()] + list(extra)
+        found = [(n, o) for ns in spaces for n, o in _candidates(ns)]
+        key = (tuple((n, id(o)) for n, o in found), len(self.seen_modules), len(self.seen_optimizers))
+        if key == self._names_key:
+            return self._names
+        modules, params, optimizers, variables = {}, {}, {}, {}
+        def add_module(top, module):
+            for sub_name, sub in module.named_modules():
+                modules.setdefault(sub, f"{top}.{sub_name}" if sub_name else top)
+            for p_name, p in (*module.named_parameters(), *module.named_buffers()):
+                params.setdefault(p, f"{top}.{p_name}")
+        for n, o in found:
+            if isinstance(o, torch.nn.Module):
+                add_module(n, o)
+            elif isinstance(o, torch.optim.Optimizer):
+                optimizers.setdefault(id(o), n)
+            elif isinstance(o, torch.Tensor) and self.named.get(n) is o:
+                params.setdefault(o, n)
+            elif isinstance(o, torch.Tensor):
+                variables.setdefault(n, o)
+        seen = list(self.seen_modules)
+        inner = {sub for m in seen for sub in m.modules() if sub is not m}
+        used = {}
+        for m in sorted((m for m in seen if m not in modules and m not in inner), key=lambda m: type(m).__name__):
+            base = type(m).__name__
+            used[base] = used.get(base, 0) + 1
+            add_module(base if used[base] == 1 else f"{base}#{used[base]}", m)
+        for opt in list(self.seen_optimizers):
+            if id(opt) not in optimizers:
+                tops = sorted({params.get(p, "?").split(".")[0] for g in opt.param_groups for p in g["params"]})
+                optimizers[id(opt)] = f"{type(opt).__name__}({', '.join(tops)})"
+        self._names, self._names_key = (modules, params, optimizers, variables), key
+        return self._names
+
+    def _namespaces(self):
+        spaces = list(self.namespaces()) if self.namespaces is not None else \
+            [self.frame.f_locals, self.frame.f_globals] if self.frame is not None else []
+        frame, stack = sys._getframe(1), []      # the student's functions running now: their local names
+        while frame is not None:
+            if _is_user(frame) and frame.f_code.co_name != "<module>":
+                stack.append(frame.f_locals)
+            frame = frame.f_back
+        return spaces + stack + self.error_spaces
+
+    @property
+    def param_names(self):
+        return self.names()[1]
+
+    def _module_name(self, module):
+        return None if module is None else self.names()[0].get(module, type(module).__name__)
+
+    def _optimizer_name(self, opt):
+        return self.names()[2].get(id(opt)) or type(opt).__name__
+
+    def _variable(self, ptr, shape):
+        """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,
+        `laterals[0]`."""
+        params = self.param_names
+        for k, v in self.names()[3].items():
+            if v not in params and tuple(v.shape) == tuple(shape) and v.untyped_storage().data_ptr() == ptr:
+                return k
+        return None
+
+    def _variables_made_by(self, serials):
+        """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`."""
+        variables = self.names()[3]
+        made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info[3] in serials]
+        if made:
+            return made[:3]
+        reached = []                      # a carried state: rebound since, its new value still reaches the old graph
+        for k, v in variables.items():
+            distance = self._distance(v.grad_fn, serials)
+            if distance is not None:
+                reached.append((distance, k))
+        return [k for d, k in sorted(reached) if d == min(reached)[0]][:3] if reached else []
+
+    def _distance(self, fn, serials, limit=200):
+        """Steps from `fn` back to the nearest node whose serial is in `serials`, or None."""
+        frontier, seen, d = [fn] if fn is not None else [], set(), 0
+        while frontier and len(seen) < limit:
+            nxt = []
+            for f in frontier:
+                if f in seen:
+                    continue
+                seen.add(f)
+                if (info := self.nodes.get(f)) and info[3] in serials:
+                    return d
+                nxt.extend(g for g, _ in f.next_functions if g is not None)
+            frontier, d = nxt, d + 1
+        return None
+
+    def _name(self, tensor):
+        if tensor in self.param_names:
+            return self.param_names[tensor]
+        info = self.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
+        if info:
+            module = self._module_name(info[1])
+            return f"the output of {info[0]}" + (f" in {module}" if module else "") + f" at {info[2]}"
+        return f"a tensor of shape {tuple(tensor.shape)}"

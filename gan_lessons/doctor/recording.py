@@ -1,0 +1,218 @@
+"""What the doctor records while the block runs: every torch call (through a TorchFunctionMode), every module's
+forward (global hooks) and every optimizer step (global step hooks)."""
+import itertools
+import warnings
+import weakref
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gan_lessons import graphs
+from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect
+from gan_lessons.doctor.frames import _user_frame, _warn_at_user_line
+
+_INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
+
+
+_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
+def _is_inplace(name, kwargs) -> bool:
+    """x.add_(...), x += ..., x[i] = ..., and the functional forms F.relu(x, inplace=True) (which nn.ReLU(inplace=True),
+    LeakyReLU, Dropout and the other inplace= modules call)."""
+    return name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__")) \
+        or kwargs.get("inplace") is True
+
+
+def _tensors(x) -> list:
+    return [x] if isinstance(x, torch.Tensor) else [t for t in x if isinstance(t, torch.Tensor)] \
+        if isinstance(x, (list, tuple)) else []
+
+
+def _depths(roots):
+    """(node, distance from the roots) in breadth-first order."""
+    start = [fn for fn in dict.fromkeys(t.grad_fn for t in roots) if fn is not None]
+    order, seen, frontier, d = [], set(start), start, 0
+    while frontier:
+        order += [(fn, d) for fn in frontier]
+        nxt = []
+        for fn in frontier:
+            for f, _ in fn.next_functions:
+                if f is not None and f not in seen:
+                    seen.add(f)
+                    nxt.append(f)
+        frontier, d = nxt, d + 1
+    return order
+
+
+_SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
+
+
+class _Nodes:
+    """What the doctor knows of each autograd node it saw made: (op, module, line, serial), kept in the node's own
+    `metadata` dict. The doctor holds no node, so every graph is freed exactly when it would be without it."""
+    KEY = "gan_lessons.doctor"
+
+    def get(self, fn, default=None):
+        return default if fn is None else fn.metadata.get(self.KEY, default)
+
+    def __contains__(self, fn):
+        return self.KEY in fn.metadata
+
+    def __setitem__(self, fn, info):
+        fn.metadata[self.KEY] = info
+
+
+class _Recorder(TorchFunctionMode):
+    """Sees every torch call in the block and keeps what a diagnosis may need."""
+
+    def __init__(self, doc):
+        super().__init__()
+        self.doc = doc
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _compiling():                  # torch.compile traces the step: record nothing inside it
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        try:
+            self.doc._before(func, name, args, kwargs)
+        except Exception as error:  # bookkeeping must never break the student's code
+            self.doc.notes.append(f"doctor bookkeeping failed before {name}: {error!r}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = func(*args, **kwargs)
+        for w in caught:                # torch's own warnings, pointed at the student's line, not at this file
+            _warn_at_user_line(w)
+        try:
+            self.doc._after(name, args, kwargs, out)
+        except Exception as error:
+            self.doc.notes.append(f"doctor bookkeeping failed after {name}: {error!r}")
+        return out
+
+
+class Recording:
+    """The doctor's recording half (mixed into `doctor`)."""
+
+    def _before(self, func, name, args, kwargs):
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
+                and target is not None and not target.is_leaf and not target.retains_grad:
+            self._nonleaf_grad(target, _user_frame())
+        if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
+            for t in _tensors(args[0]) if name == "_foreach_zero_" else [args[0]]:
+                self.zeroed[id(t)] = t._version + 1
+            if len(self.zeroed) > 10000:
+                self.zeroed.clear()
+        if target is not None and _is_inplace(name, kwargs):
+            if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
+                self.last_leaf_inplace = (target, name, _user_frame())
+            alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
+            if alias() is target:             # the same live alias, not a new tensor that reused its id
+                # judged at the next backward: harmless unless a graph made before it saved the tensor
+                self.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), self.serial, 5)
+        if name == "backward" and target is not None:
+            self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
+                                  kwargs.get("inputs", args[4] if len(args) > 4 else None))
+        elif name == "grad" and func is torch.autograd.grad and args:     # autograd.grad, jacobian, hessian
+            retain = kwargs.get("retain_graph")
+            self._record_backward(_tensors(args[0]), kwargs.get("create_graph") if retain is None else retain,
+                                  args[1] if len(args) > 1 else kwargs.get("inputs"))
+        if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
+            self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
+                             {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
+                             [("pass the raw logits; drop the extra sigmoid", "05")])
+
+    def _serials(self, roots):
+        return {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+
+    def _record_backward(self, roots, retain, inputs):
+        depth = {}
+        for fn, d in _depths(roots):
+            if hasattr(fn, "variable"):
+                depth.setdefault(fn.variable, d)
+        if inputs is not None:            # backward(inputs=...) fills only these
+            keep = set(_tensors(inputs))
+            depth = {p: d for p, d in depth.items() if p in keep}
+        self._judge_data_mutations(roots)
+        # weak roots and node serials: a record must not keep a retained or unused graph alive
+        self.backwards.append({"roots": [weakref.ref(t) for t in roots], "root_ids": {id(t) for t in roots},
+                               "where": _user_frame(), "retain": bool(retain),
+                               "nodes": self._serials(roots), "depth": depth, "used_by": set(),
+                               "fresh": {p for p in depth if p.grad is None
+                                         or self.zeroed.get(id(p.grad)) == p.grad._version}})
+
+    def _after(self, name, args, kwargs, out):
+        target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
+                and out.data_ptr() == target.data_ptr() and not out.requires_grad:
+            self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
+            if len(self.data_aliases) > 1000:
+                self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
+        if target is not None and _is_inplace(name, kwargs):
+            op = f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
+            self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
+                                 "version": target._version, "shape": tuple(target.shape),
+                                 "module": self.stack[-1] if self.stack else None})  # a module object
+        where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            todo = [getattr(t, "grad_fn", None)]
+            while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
+                fn = todo.pop()
+                if fn is None or fn in self.nodes or hasattr(fn, "variable"):
+                    continue
+                where = where or _user_frame()
+                self.serial = next(_SERIAL)
+                self.nodes[fn] = (name, module, where, self.serial)
+                todo.extend(f for f, _ in fn.next_functions)
+
+    def _pre_forward(self, module, args):
+        if _compiling():
+            return
+        # ops inside a module are attributed to the student's line that called the outermost module
+        site = self.sites[-1] if self.sites else _user_frame()
+        self.seen_modules.add(module)
+        self.stack.append(module)
+        self.sites.append(site)
+
+    def _post_forward(self, module, args, out):
+        if _compiling():
+            return
+        if self.stack:
+            self.stack.pop()
+            self.sites.pop()
+
+    def _pre_step(self, opt, args, kwargs):
+        self.seen_optimizers.add(opt)
+        name = self._optimizer_name(opt)
+        params = [p for g in opt.param_groups for p in g["params"]]
+        missing = [self.param_names.get(p, "?") for p in params if p.grad is None and p.requires_grad]
+        if any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values())):
+            missing = []                   # LBFGS and friends: the closure computes the gradients inside step()
+        if missing:
+            self._suspicious(f"{name}.step() runs while {len(missing)} of its {len(params)} parameters have no "
+                             f".grad: they will not change", {"where": _user_frame(), "parameters": missing[:6]},
+                             [("check that the loss reaches them: a detach() or backward(inputs=...) cuts them off", "04")])
+        contributors = self._contributors(params)
+        self._check_leftover_gradients(opt, name, contributors)
+        self._check_foreign_gradients(name, params, contributors)
+
+    def _post_step(self, opt, args, kwargs):
+        params = [p for g in opt.param_groups for p in g["params"]]
+        for b in self._contributors(params):
+            b["used_by"].add(id(opt))
+        self.steps.append({"optimizer": opt, "where": _user_frame(), "params": params,
+                           "versions": [p._version for p in params]})
+
+    def _contributors(self, params):
+        """The backward passes whose gradients the parameters' .grad holds now: walking back from the latest,
+        each parameter's stop at the backward that found its .grad empty (after zero_grad)."""
+        found = []
+        for p in params:
+            for b in reversed(self.backwards):
+                if p in b["depth"]:
+                    if not any(b is f for f in found):
+                        found.append(b)
+                    if p in b["fresh"]:
+                        break
+        return found

@@ -1,0 +1,55 @@
+"""What the doctor reports: a Diagnosis (kind, summary, facts, fixes with the lesson that teaches each), the line
+of the student's code it points at, the DoctorWarning for silent bugs, and the fixes themselves."""
+from dataclasses import dataclass, field
+
+LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
+           "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
+           "05": "05_gan_update_strategies.ipynb"}
+
+
+class DoctorWarning(UserWarning):
+    """A pattern that raises nothing but trains the wrong thing."""
+
+
+@dataclass
+class Where:
+    """A line of the student's code."""
+    file: str
+    line: int
+    code: str
+
+    def __str__(self):
+        return f"line {self.line} (`{self.code}`)"
+
+
+@dataclass
+class Diagnosis:
+    kind: str                      # "version", "freed", "leaf_inplace", "nonleaf_grad", "suspicious"
+    summary: str
+    facts: dict = field(default_factory=dict)
+    fixes: list = field(default_factory=list)   # (fix, lesson number)
+
+    def text(self) -> str:
+        lines = [f"autograd doctor: {self.summary}"]
+        lines += [f"  - {k}: {v}" for k, v in self.facts.items()]
+        lines += [f"  fix: {fix}  (lesson {n}, notebooks/{LESSONS[n]})" for fix, n in self.fixes]
+        return "\n".join(lines)
+
+
+_STEP_FIXES = [("reorder: run every backward that needs this forward before the optimizer step that changes its "
+                "weights, or run a fresh forward after the step", "05"),
+               ("if the later loss must not train through this net, cut it off: detach its input, or "
+                "backward(inputs=...) for the parameters it should train", "04")]
+_GAN_FIXES = [("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
+               "or from a fresh D forward after it", "05")]
+_INPLACE_FIXES = [("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
+                   "inplace=False)", "03")]
+_CARRIED_FIXES = [("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
+                   "stops at this pass; retain_graph=True would only trade this error for the in-place one at the "
+                   "next optimizer step", "02")]
+_FREED_FIXES = [("detach the shared tensor in the loss that must not reach it", "04"),
+                ("recompute: run a fresh forward for the second loss", "05"),
+                ("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
+                 "backward (about the size of the parameters for seed 000's GAN at batch 64)", "02")]
+_LEAF_FIXES = [("wrap the update in `with torch.no_grad():`, as optimizers do", "01"),
+               ("or operate out of place: x = x + 1 makes a new, non-leaf tensor", "01")]
