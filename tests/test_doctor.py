@@ -358,3 +358,15 @@ def test_the_doctor_keeps_no_graph_alive():
         del logged, kept
         gc.collect()
         assert all(r() is None for r in saved), f"{sum(r() is not None for r in saved)} saved tensors still alive"
+
+
+def test_embedding_with_padding_idx_leaves_no_bookkeeping_note(capsys):
+    """nn.Embedding(padding_idx=0) fills a row through a view made under no_grad; reading that view's grad_fn
+    raises inside torch. The doctor used to note "bookkeeping failed" and print it with the next, unrelated error."""
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        with doctor() as doc:
+            emb = nn.Embedding(10, 4, padding_idx=0)
+            emb(torch.tensor([[0, 1, 2]])).sum().backward()
+            lin = nn.Linear(2, 2)
+            lin.weight += 1
+    assert doc.notes == [] and "autograd doctor note" not in capsys.readouterr().err

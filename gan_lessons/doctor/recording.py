@@ -29,6 +29,15 @@ def _tensors(x) -> list:
         if isinstance(x, (list, tuple)) else []
 
 
+def _grad_fn(t):
+    """t.grad_fn, or None where torch refuses to give it: a view made under no_grad whose base then changed in
+    place (nn.Embedding(padding_idx=...) makes one while it initialises)."""
+    try:
+        return getattr(t, "grad_fn", None)
+    except RuntimeError:
+        return None
+
+
 def _depths(roots):
     """(node, distance from the roots) in breadth-first order."""
     start = [fn for fn in dict.fromkeys(t.grad_fn for t in roots) if fn is not None]
@@ -156,7 +165,7 @@ class Recording:
                                  "module": self.stack[-1] if self.stack else None})  # a module object
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         for t in out if isinstance(out, (tuple, list)) else [out]:
-            todo = [getattr(t, "grad_fn", None)]
+            todo = [_grad_fn(t)]
             while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
                 fn = todo.pop()
                 if fn is None or fn in self.nodes or hasattr(fn, "variable"):
