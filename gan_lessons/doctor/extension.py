@@ -4,8 +4,8 @@ from gan_lessons.doctor.frames import _clean
 
 
 def load_ipython_extension(ip):
-    """%load_ext gan_lessons: every cell runs under a doctor that watches the modules and optimizers in the
-    notebook's namespace; these errors get a diagnosis under the usual traceback, others pass untouched."""
+    """%load_ext gan_lessons: every cell runs under a doctor that reads names from the notebook's namespace as the
+    cell runs; these errors get a diagnosis under the usual traceback, others pass untouched."""
     from gan_lessons.doctor import doctor
     state = {}
 
