@@ -75,3 +75,11 @@ def _clean(tb):
     if kept:
         kept[-1].tb_next = None
     return kept[0] if kept else tb
+
+
+def _called_from_user() -> bool:
+    """Did the student's code make the current torch call directly (not torch's own code, e.g. torch.compile's)?"""
+    frame = sys._getframe(1)
+    while frame is not None and _plumbing(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and _is_user(frame)

@@ -9,12 +9,18 @@ from torch.overrides import TorchFunctionMode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect
-from gan_lessons.doctor.frames import _user_frame, _warn_at_user_line
+from gan_lessons.doctor.frames import _called_from_user, _user_frame, _warn_at_user_line
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 
 
-_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+def _compiling() -> bool:
+    """Is torch.compile tracing right now? (torch.compiler.is_compiling from 2.3; torch._dynamo's before.)"""
+    check = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if check is None:
+        from torch import _dynamo
+        check = _dynamo.is_compiling
+    return check()
 
 
 def _is_inplace(name, kwargs) -> bool:
@@ -106,7 +112,7 @@ class Recording:
     def _before(self, func, name, args, kwargs):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
-                and target is not None and not target.is_leaf and not target.retains_grad:
+                and target is not None and not target.is_leaf and not target.retains_grad and _called_from_user():
             self._nonleaf_grad(target, _user_frame())
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in _tensors(args[0]) if name == "_foreach_zero_" else [args[0]]:
