@@ -21,8 +21,51 @@ def positive_int(text):
     return value
 
 
+def seed_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value < 2**63 - 4:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 2**63 - 5, got {value}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported on one line that says where the help is."""
+
+    def error(self, message):
+        command = self.prog.split()[-1] if self.prog != "python -m gan_lessons" else ""
+        self.exit(2, f"error: {message} (see: python -m gan_lessons {command} --help)\n".replace("  ", " "))
+
+
+RUN_FILES = ("last.pt", "metrics.json", "eval.jsonl", "progress.gif", "losses.png")
+
+
+def is_run_file(path: Path) -> bool:
+    """A file `train` wrote (or a training checkpoint anywhere): no other subcommand may replace it."""
+    if path.name in RUN_FILES or (path.name.startswith("grid_") and path.suffix == ".png"):
+        return True
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True) if path.suffix == ".pt" else None
+    except Exception:
+        return False
+    return isinstance(state, dict) and "opt_D" in state
+
+
+def check_out(path: Path, flag="--out"):
+    """Refuse an output path before any work: a missing folder, a folder, or a run's own file."""
+    if not path.parent.is_dir():
+        raise training.ConfigError(f"{flag} {path}: the folder {path.parent} does not exist; create it or choose "
+                                   f"another {flag}")
+    if path.is_dir():
+        raise training.ConfigError(f"{flag} {path} is a folder; give a file name")
+    if path.exists() and is_run_file(path):
+        raise training.ConfigError(f"{flag} {path} would replace a file of a training run; choose another {flag}")
+
+
 def parser():
-    p = argparse.ArgumentParser(prog="python -m gan_lessons", description=__doc__)
+    p = Parser(prog="python -m gan_lessons", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     d = training.TrainConfig()
     t = sub.add_parser("train", help="train seed 000's GAN on MNIST")
@@ -33,13 +76,14 @@ def parser():
     t.add_argument("--lr-d", type=float, default=d.lr_D)
     t.add_argument("--no-tanh", dest="tanh", action="store_false",
                    help="train seed 000's G as written, with no final Tanh (it trains badly: lesson 06)")
-    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--seed", type=seed_int, default=d.seed)
     t.add_argument("--device", default=d.device)
     t.add_argument("--out", default=d.out)
     t.add_argument("--data", default=d.data)
     t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
     t.add_argument("--fast", action="store_true", help="torch.compile G and D")
     t.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    t.add_argument("--restart", action="store_true", help="start over in an OUT that holds a run (replaces its files)")
     t.add_argument("--eval-samples", type=int, default=10000, help="samples for the metrics at the end (0: skip)")
     t.add_argument("--eval-each", type=int, default=0, metavar="N",
                    help="after every epoch, score N samples (MNIST-FID, coverage) into OUT/eval.jsonl; "
@@ -49,12 +93,12 @@ def parser():
     s.add_argument("checkpoint")
     s.add_argument("-n", type=positive_int, default=64)
     s.add_argument("--out", default="samples.npz")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_int, default=0)
     e = sub.add_parser("evaluate", help="MNIST-FID, classifier score and coverage of a checkpoint")
     e.add_argument("checkpoint")
     e.add_argument("-n", type=positive_int, default=10000)
     e.add_argument("--data", default=d.data)
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=seed_int, default=0)
     x = sub.add_parser("export", help="ship a run's generator: half-precision weights plus a JSON record with metrics")
     x.add_argument("run", help="a folder written by `train` (last.pt, metrics.json)")
     x.add_argument("--out", default=str(metrics.ASSETS / "generator.pt"))
@@ -71,6 +115,17 @@ def cmd_train(a):
                                lr_D=a.lr_d, seed=a.seed, device=a.device, out=a.out, data=a.data,
                                limit=a.limit, fast=a.fast, tanh=a.tanh)
     out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0}
+    cfg.validate()                                   # every setting checked before any file is touched
+    if a.resume and a.restart:
+        raise training.ConfigError("--resume continues a run and --restart starts it over: choose one")
+    if out.exists() and not out.is_dir():
+        raise training.ConfigError(f"--out {out} is a file; give a folder for the run")
+    if (out / "last.pt").exists() and not (a.resume or a.restart):
+        raise training.ConfigError(f"--out {out} holds a run (last.pt): continue it with --resume, start over with "
+                                   f"--restart (replaces its files), or choose another --out")
+    if a.restart:
+        for old in [*out.glob("grid_*.png"), *(out / name for name in RUN_FILES)]:
+            old.unlink(missing_ok=True)
     classifier = metrics.load_classifier() if a.eval_each > 0 else None
     if a.eval_each > 0 and not a.resume:
         (out / "eval.jsonl").unlink(missing_ok=True)
@@ -120,16 +175,17 @@ def cmd_train(a):
 
 
 def cmd_sample(a):
+    out = Path(a.out)
+    if out.suffix not in (".npz", ".pt"):
+        raise training.ConfigError(f"--out must end in .npz or .pt, got {out.name}")
+    check_out(out)
     images = training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
     as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
-    out = Path(a.out)
     if out.suffix == ".pt":
         torch.save(as_bytes, out)
-    elif out.suffix == ".npz":
+    else:
         import numpy as np
         np.savez_compressed(out, images=as_bytes.numpy())
-    else:
-        raise training.ConfigError(f"--out must end in .npz or .pt, got {out.name}")
     print(f"wrote {a.n} images (uint8, 28x28) to {out}")
 
 
@@ -141,6 +197,8 @@ def cmd_evaluate(a):
 
 def cmd_export(a):
     run, out = Path(a.run), Path(a.out)
+    check_out(out)
+    check_out(out.with_suffix(".json"), flag="--out (its .json record)")
     trained = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
     training.export_generator(run / "last.pt", out)
     G = training.load_generator(out)

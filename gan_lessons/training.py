@@ -5,6 +5,7 @@ per-image PIL work. Losses stay on the device until the progress bar asks for th
 atomically every epoch and on Ctrl-C, and hold every random state, so a resumed run ends with the same weights
 as an uninterrupted one (on the CPU)."""
 import dataclasses
+import math
 import os
 import signal
 import time
@@ -51,8 +52,13 @@ class TrainConfig:
             raise ConfigError(f"epochs must be a positive whole number, got {self.epochs!r}")
         if not isinstance(self.batch_size, int) or self.batch_size <= 1:
             raise ConfigError(f"batch size must be a whole number above 1 (BatchNorm needs 2), got {self.batch_size!r}")
+        for name, lr in (("--lr-g", self.lr_G), ("--lr-d", self.lr_D)):
+            if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+                raise ConfigError(f"{name} must be a finite number above 0, got {lr!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63 - 4:
+            raise ConfigError(f"--seed must be a whole number from 0 to 2**63 - 5, got {self.seed!r}")
         if self.limit is not None and self.limit < self.batch_size:
-            raise ConfigError(f"limit ({self.limit}) must be at least the batch size ({self.batch_size})")
+            raise ConfigError(f"--limit ({self.limit}) must be at least --batch-size ({self.batch_size})")
         try:
             strategies.get(self.strategy)
         except ValueError as error:
@@ -73,6 +79,8 @@ def resolve_device(name: str) -> torch.device:
         raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"--device {name} asked for, but this machine has no CUDA GPU; use --device cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {name}: this trainer runs on cpu or cuda only; use --device cpu or cuda")
     return device
 
 
@@ -120,6 +128,9 @@ class Trainer:
         self.opt_G = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_G, betas=(cfg.beta1, cfg.beta2), **fused)
         self.opt_D = torch.optim.Adam(self.D.parameters(), lr=cfg.lr_D, betas=(cfg.beta1, cfg.beta2), **fused)
         images, _ = data.mnist_tensors(cfg.data, train=True)
+        if len(images[: cfg.limit]) < cfg.batch_size:
+            raise ConfigError(f"--batch-size {cfg.batch_size} is larger than the {len(images[: cfg.limit])} training "
+                              f"images: no full batch, so no step; choose a smaller --batch-size")
         self.images = images[: cfg.limit].to(self.device)              # uint8, 47 MB for all 60k
         self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
         self.noise_gen = torch.Generator(self.device).manual_seed(cfg.seed + 2)
@@ -203,9 +214,12 @@ class Interrupted(Exception):
 
 def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Trainer:
     """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand."""
+    last = Path(cfg.out) / "last.pt"
+    if resume and not last.exists():
+        raise ConfigError(f"--resume: there is no run to continue in {cfg.out} (no last.pt); drop --resume to start "
+                          f"a new run there")
     trainer = Trainer(cfg)
-    last = trainer.out / "last.pt"
-    if resume and last.exists():
+    if resume:
         state = load_checkpoint(last)
         saved = {"tanh": False, **state["config"]}      # checkpoints from before the tanh option
         for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh"):

@@ -1,0 +1,107 @@
+"""Bad input to the command line, table-driven: each case runs the real command in a subprocess, against a copy of a
+finished run, and must exit 2 with one line that says what to do, no traceback, and every file that existed before
+byte-for-byte unchanged."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gan_lessons import data
+
+QUICK = ["--limit", "128", "--batch-size", "64", "--eval-samples", "0", "--no-progress", "--device", "cpu",
+         "--data", data.DEFAULT_ROOT]
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "gan_lessons", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("finished") / "run"
+    result = cli("train", "--epochs", "1", "--out", str(run), *QUICK)
+    assert result.returncode == 0, result.stderr
+    (run / "eval.jsonl").write_text('{"epoch": 1}\n')         # as --eval-each leaves it
+    return run
+
+
+def snapshot(root: Path) -> dict:
+    return {p.relative_to(root): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+
+
+# (name, arguments with RUN, CKPT and TMP placeholders, words the one line must contain)
+CASES = [
+    ("train over a finished run without --resume", ["train", "--out", "RUN", *QUICK], ["holds a run", "--resume", "--restart"]),
+    ("a bad strategy on a run with --eval-each", ["train", "--out", "RUN", "--strategy", "nope", "--eval-each", "10", *QUICK], ["unknown strategy"]),
+    ("--resume and --restart together", ["train", "--out", "RUN", "--resume", "--restart", *QUICK], ["choose one"]),
+    ("--resume with nothing to resume", ["train", "--out", "TMP/empty", "--resume", *QUICK], ["no run to continue", "drop --resume"]),
+    ("--out is a file", ["train", "--out", "RUN/metrics.json", *QUICK], ["is a file"]),
+    ("--lr-g inf", ["train", "--out", "TMP/new", "--lr-g", "inf", *QUICK], ["--lr-g", "finite number above 0"]),
+    ("--lr-d nan", ["train", "--out", "TMP/new", "--lr-d", "nan", *QUICK], ["--lr-d", "finite number above 0"]),
+    ("--lr-g negative", ["train", "--out", "TMP/new", "--lr-g", "-0.001", *QUICK], ["--lr-g", "finite number above 0"]),
+    ("--lr-d zero", ["train", "--out", "TMP/new", "--lr-d", "0", *QUICK], ["--lr-d", "finite number above 0"]),
+    ("--lr-g not a number", ["train", "--out", "TMP/new", "--lr-g", "fast", *QUICK], ["--lr-g", "invalid float"]),
+    ("--seed 2**70", ["train", "--out", "TMP/new", "--seed", str(2**70), *QUICK], ["--seed", "2**63"]),
+    ("--seed negative", ["train", "--out", "TMP/new", "--seed", "-1", *QUICK], ["--seed", "from 0"]),
+    ("--batch-size larger than the data", ["train", "--out", "TMP/new", "--limit", "100", "--batch-size", "500",
+                                           "--eval-samples", "0", "--no-progress", "--device", "cpu", "--data", data.DEFAULT_ROOT],
+     ["--batch-size", "--limit"]),
+    ("--batch-size larger than all of MNIST", ["train", "--out", "TMP/new", "--batch-size", "70000", "--eval-samples", "0",
+                                               "--no-progress", "--device", "cpu", "--data", data.DEFAULT_ROOT],
+     ["--batch-size 70000", "larger than the 60000"]),
+    ("--epochs 0", ["train", "--out", "TMP/new", "--epochs", "0", *QUICK], ["--epochs", "must be positive"]),
+    ("--device mps", ["train", "--out", "TMP/new", *QUICK, "--device", "mps"], ["--device mps", "cpu or cuda"]),
+    ("--device meta", ["train", "--out", "TMP/new", *QUICK, "--device", "meta"], ["--device meta", "cpu or cuda"]),
+    ("an unknown subcommand", ["fly"], ["invalid choice", "--help"]),
+    ("an unknown option", ["train", "--colour", "red"], ["unrecognized arguments", "--help"]),
+    ("sample --out onto the run's checkpoint", ["sample", "CKPT", "--out", "RUN/last.pt"], ["would replace a file of a training run"]),
+    ("sample --out onto the run's metrics", ["sample", "CKPT", "--out", "RUN/metrics.json"], ["must end in .npz or .pt"]),
+    ("sample --out a .png", ["sample", "CKPT", "--out", "TMP/x.png"], ["must end in .npz or .pt"]),
+    ("sample --out in a missing folder", ["sample", "CKPT", "--out", "TMP/missing/x.npz"], ["does not exist"]),
+    ("sample --out a folder", ["sample", "CKPT", "--out", "RUN.npz"], ["is a folder"]),
+    ("sample -n 0", ["sample", "CKPT", "-n", "0"], ["-n", "must be positive"]),
+    ("sample --seed 2**70", ["sample", "CKPT", "--seed", str(2**70)], ["--seed", "2**63"]),
+    ("sample of a missing checkpoint", ["sample", "TMP/none.pt", "--out", "TMP/x.npz"], ["no checkpoint"]),
+    ("export --out onto the run's checkpoint", ["export", "RUN", "--out", "RUN/last.pt"], ["would replace a file of a training run"]),
+    ("export whose .json record would replace the run's metrics", ["export", "RUN", "--out", "RUN/metrics.pt"],
+     ["its .json record", "would replace a file of a training run"]),
+    ("export --out in a missing folder", ["export", "RUN", "--out", "TMP/missing/g.pt"], ["does not exist"]),
+    ("evaluate --seed 2**70", ["evaluate", "CKPT", "--seed", str(2**70)], ["--seed", "2**63"]),
+    ("evaluate -n 0", ["evaluate", "CKPT", "-n", "0"], ["-n", "must be positive"]),
+]
+
+
+@pytest.mark.parametrize("name, args, words", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run, tmp_path):
+    root = tmp_path / "work"
+    shutil.copytree(finished_run, root / "run")
+    (root / "run.npz").mkdir()
+    (root / "empty").mkdir()
+    filled = [a.replace("RUN", str(root / "run")).replace("CKPT", str(root / "run" / "last.pt"))
+              .replace("TMP", str(root)) for a in args]
+    before = snapshot(root)
+    result = cli(*filled)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, result.stderr[-1500:])
+    assert "Traceback" not in result.stderr and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines[0]
+    assert snapshot(root) == before, "a file that existed before was changed or removed"
+
+
+def test_restart_replaces_the_run_and_stitches_no_old_grids(finished_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    (run / "grid_007.png").write_bytes((run / "grid_001.png").read_bytes())      # a later grid of the old run
+    result = cli("train", "--epochs", "1", "--out", str(run), "--restart", *QUICK)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in run.glob("grid_*.png")) == ["grid_001.png"] and not (run / "eval.jsonl").exists()
+
+
+def test_readme_states_the_number_of_cases():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert f"runs {len(CASES)} such cases" in readme
