@@ -47,9 +47,9 @@ chromium:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then ($(APT_INSTALL) chromium || (apt-get update -qq && $(APT_INSTALL) chromium)); \
 	else echo "chromium is missing; the browser tests will be skipped. Install it with: sudo apt-get install chromium"; fi
 
-# The full MNIST run (20 epochs; on a GPU when there is one), then ship its generator.
+# The full MNIST run (20 epochs; on a GPU when there is one; an interrupted run is continued), then ship its generator.
 train: setup
-	$(PY) -m gan_lessons train --out runs/mnist --eval-each 2000
+	$(PY) -m gan_lessons train --out runs/mnist --eval-each 2000 $$([ -f runs/mnist/last.pt ] && echo --resume)
 	$(PY) -m gan_lessons export runs/mnist
 
 # Student copies free of answers, in notebooks/student/ (committed: Colab opens them; tests/test_student.py
