@@ -39,6 +39,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see: python -m gan_lessons {command} --help)\n".replace("  ", " "))
 
 
+MAX_SAMPLES = 1_000_000
 RUN_FILES = ("last.pt", "metrics.json", "eval.jsonl", "progress.gif", "losses.png")
 
 
@@ -179,6 +180,8 @@ def cmd_sample(a):
     if out.suffix not in (".npz", ".pt"):
         raise training.ConfigError(f"--out must end in .npz or .pt, got {out.name}")
     check_out(out)
+    if a.n > MAX_SAMPLES:
+        raise training.ConfigError(f"-n {a.n} is more than {MAX_SAMPLES:,} images (784 bytes each); sample in parts")
     images = training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
     as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
     if out.suffix == ".pt":
@@ -190,6 +193,9 @@ def cmd_sample(a):
 
 
 def cmd_evaluate(a):
+    if a.n < 2:
+        raise training.ConfigError(f"-n {a.n}: MNIST-FID needs at least 2 samples (2000 or more for a stable "
+                                   f"figure)")
     result = metrics.evaluate(training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed), a.data)
     print(json.dumps({"checkpoint": a.checkpoint, **result, "real_train_baseline": metrics.baseline(a.data, a.n)},
                      indent=2))
@@ -199,7 +205,13 @@ def cmd_export(a):
     run, out = Path(a.run), Path(a.out)
     check_out(out)
     check_out(out.with_suffix(".json"), flag="--out (its .json record)")
-    trained = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+    if not (run / "last.pt").is_file():
+        raise training.ConfigError(f"{run} holds no run (no last.pt): give a folder written by train")
+    try:
+        trained = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise training.ConfigError(f"{run / 'metrics.json'} is not valid JSON; restore it, or delete it to export "
+                                   f"without the run's record") from None
     training.export_generator(run / "last.pt", out)
     G = training.load_generator(out)
     record = {"command": trained.get("command"), "device": trained.get("device"), "torch": trained.get("torch"),
@@ -221,6 +233,9 @@ def main(argv=None):
     command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "export": cmd_export,
                "classifier": cmd_classifier}
     try:
+        data_root = Path(getattr(args, "data", None) or ".")
+        if data_root.exists() and not data_root.is_dir():
+            raise training.ConfigError(f"--data {data_root} is a file; give the folder MNIST is (or will be) kept in")
         command[args.command](args)
     except training.Interrupted as stop:
         print(f"stopped: {stop}", file=sys.stderr)

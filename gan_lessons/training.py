@@ -102,16 +102,18 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path) -> dict:
+def load_checkpoint(path, remedy="delete it, or train again without --resume") -> dict:
     """torch.load(weights_only=True): a checkpoint is data, never code."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"no checkpoint at {path}")
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder; give the checkpoint in it ({path / 'last.pt'})")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({type(error).__name__}); "
-                              f"delete it, or train again without --resume") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint: corrupt, truncated, or not one "
+                              f"({type(error).__name__}); {remedy}") from None
 
 
 class Trainer:
@@ -221,6 +223,9 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
     trainer = Trainer(cfg)
     if resume:
         state = load_checkpoint(last)
+        if not isinstance(state, dict) or "D" not in state or "opt_D" not in state:
+            raise ConfigError(f"--resume: {last} is not a training checkpoint (an exported generator has no D or "
+                              f"optimizers); start a new run with another --out")
         saved = {"tanh": False, **state["config"]}      # checkpoints from before the tanh option
         for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh"):
             if saved.get(key) != getattr(cfg, key):
@@ -252,7 +257,10 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
 
 def load_generator(path) -> Generator:
     """G from a checkpoint (or an exported half-precision one), in eval mode on the CPU."""
-    state = load_checkpoint(path)
+    state = load_checkpoint(path, remedy="give a run's last.pt or an exported generator")
+    if not isinstance(state, dict) or not isinstance(state.get("G"), dict) or "config" not in state:
+        raise CheckpointError(f"{path} holds no generator (no 'G' and 'config'); give a run's last.pt or an exported "
+                              f"generator")
     G = Generator(state["config"]["z_dim"], state["config"].get("tanh", False))    # Tanh has no weights
     G.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state["G"].items()})
     return G.eval()

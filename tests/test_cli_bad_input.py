@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from gan_lessons import data
 
@@ -71,6 +72,17 @@ CASES = [
     ("export whose .json record would replace the run's metrics", ["export", "RUN", "--out", "RUN/metrics.pt"],
      ["its .json record", "would replace a file of a training run"]),
     ("export --out in a missing folder", ["export", "RUN", "--out", "TMP/missing/g.pt"], ["does not exist"]),
+    ("sample -n above the bound", ["sample", "CKPT", "-n", "2000000", "--out", "TMP/x.npz"], ["-n 2000000", "sample in parts"]),
+    ("sample of a bare tensor", ["sample", "TMP/tensor.pt", "--out", "TMP/x.npz"], ["holds no generator"]),
+    ("sample of a dict without G", ["sample", "TMP/dict.pt", "--out", "TMP/x.npz"], ["holds no generator"]),
+    ("evaluate -n 1", ["evaluate", "CKPT", "-n", "1"], ["-n 1", "at least 2"]),
+    ("evaluate of a run folder", ["evaluate", "RUN"], ["is a folder", "last.pt"]),
+    ("evaluate of a PNG", ["evaluate", "RUN/grid_001.png"], ["not a readable checkpoint", "exported generator"]),
+    ("evaluate of a missing checkpoint", ["evaluate", "TMP/none.pt"], ["no checkpoint"]),
+    ("resume from an exported generator", ["train", "--out", "TMP/exported", "--resume", *QUICK], ["not a training checkpoint"]),
+    ("export of a folder without a run", ["export", "TMP/empty", "--out", "TMP/g.pt"], ["holds no run"]),
+    ("export of a run whose metrics.json is corrupt", ["export", "TMP/badrun", "--out", "TMP/g.pt"], ["not valid JSON"]),
+    ("train --data is a file", ["train", "--out", "TMP/new", *QUICK[:-1], "RUN/metrics.json"], ["metrics.json"]),
     ("evaluate --seed 2**70", ["evaluate", "CKPT", "--seed", str(2**70)], ["--seed", "2**63"]),
     ("evaluate -n 0", ["evaluate", "CKPT", "-n", "0"], ["-n", "must be positive"]),
 ]
@@ -82,6 +94,14 @@ def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run
     shutil.copytree(finished_run, root / "run")
     (root / "run.npz").mkdir()
     (root / "empty").mkdir()
+    torch.save(torch.zeros(3), root / "tensor.pt")
+    torch.save({"x": 1}, root / "dict.pt")
+    state = torch.load(root / "run" / "last.pt", weights_only=True)
+    (root / "exported").mkdir()
+    torch.save({"G": state["G"], "config": state["config"]}, root / "exported" / "last.pt")
+    (root / "badrun").mkdir()
+    shutil.copy(root / "run" / "last.pt", root / "badrun" / "last.pt")
+    (root / "badrun" / "metrics.json").write_text("{broken")
     filled = [a.replace("RUN", str(root / "run")).replace("CKPT", str(root / "run" / "last.pt"))
               .replace("TMP", str(root)) for a in args]
     before = snapshot(root)

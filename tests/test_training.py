@@ -138,7 +138,7 @@ def test_resume_refuses_other_settings(uninterrupted):
 def test_corrupt_checkpoint_names_the_file(tmp_path):
     bad = tmp_path / "last.pt"
     bad.write_bytes(b"not a checkpoint")
-    _one_line_error(cli("train", "--resume", "--out", str(tmp_path), *QUICK), str(bad), "corrupt or truncated")
+    _one_line_error(cli("train", "--resume", "--out", str(tmp_path), *QUICK), str(bad), "not a readable checkpoint", "without --resume")
     _one_line_error(cli("evaluate", str(bad)), str(bad), "corrupt")
     _one_line_error(cli("sample", str(tmp_path / "missing.pt")), "no checkpoint at")
 
