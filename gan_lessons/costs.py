@@ -135,17 +135,31 @@ def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:
     return cost
 
 
+def grads_at_steps(optimizers, names):
+    """Register step pre-hooks that record every parameter's .grad (a clone, or None) at each step() call.
+    Returns (records, handles): records[optimizer name] is a list with one {parameter name: grad} per step."""
+    records = {name: [] for name in optimizers}
+    handles = []
+    for opt_name, opt in optimizers.items():
+        def hook(optimizer, args, kwargs, opt_name=opt_name):
+            records[opt_name].append({names[p]: (None if p.grad is None else p.grad.detach().clone())
+                                      for group in optimizer.param_groups for p in group["params"]})
+        handles.append(opt.register_step_pre_hook(hook))
+    return records, handles
+
+
 def _step_grads(step, seed):
     """The gradients each optimizer steps on, for one step of `step` on fresh_gan(seed) (the last step of each)."""
     G, D, x_real, noise = fresh_gan(seed, batch=16)
     opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
-    seen = {}
-    for key, opt, net in (("G", opt_G, G), ("D", opt_D, D)):
-        def record(o, args, kwargs, key=key, net=net):
-            seen[key] = [(n, None if p.grad is None else p.grad.clone()) for n, p in net.named_parameters()]
-        opt.register_step_pre_hook(record)
-    step(G, D, opt_G, opt_D, x_real, noise)
-    return seen, D
+    names = {p: n for net in (G, D) for n, p in net.named_parameters()}
+    records, handles = grads_at_steps({"G": opt_G, "D": opt_D}, names)
+    try:
+        step(G, D, opt_G, opt_D, x_real, noise)
+    finally:
+        for h in handles:
+            h.remove()
+    return {key: list(steps[-1].items()) for key, steps in records.items() if steps}, D
 
 
 def _times(n):

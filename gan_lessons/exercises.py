@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
+from gan_lessons.costs import grads_at_steps
 from gan_lessons.lesson import headline
 from gan_lessons.models import Reshape
 
@@ -58,19 +59,6 @@ _AUTOGRAD_HINTS = [
      "a step or an in-place op changed a tensor a pending backward saved: do that backward before the step, or "
      "detach so the backward never needs it (lesson 03)"),
 ]
-
-
-def _grads_at_steps(optimizers, names):
-    """Register step pre-hooks that record every parameter's .grad (a clone, or None) at each step() call.
-    Returns (records, handles): records[optimizer name] is a list with one {parameter name: grad} per step."""
-    records = {name: [] for name in optimizers}
-    handles = []
-    for opt_name, opt in optimizers.items():
-        def hook(optimizer, args, kwargs, opt_name=opt_name):
-            records[opt_name].append({names[p]: (None if p.grad is None else p.grad.detach().clone())
-                                      for group in optimizer.param_groups for p in group["params"]})
-        handles.append(opt.register_step_pre_hook(hook))
-    return records, handles
 
 
 def _compare_steps(mine, reference, hint, atol=1e-6, limit=6):
@@ -247,7 +235,7 @@ def _run_seed004(step, calls):
     model1, model2, optimizer1, optimizer2, data, label = _seed004_models()
     names = {p: f"model1.{n}" for n, p in model1.named_parameters()}
     names.update({p: f"model2.{n}" for n, p in model2.named_parameters()})
-    records, handles = _grads_at_steps({"optimizer1": optimizer1, "optimizer2": optimizer2}, names)
+    records, handles = grads_at_steps({"optimizer1": optimizer1, "optimizer2": optimizer2}, names)
     try:
         for _ in range(calls):
             step(model1, model2, optimizer1, optimizer2, data, label)
@@ -378,7 +366,7 @@ def reference_d_step(G, D, opt_D, z, x_real):
 def _run_d_step(step):
     G, D, opt_D, z, x_real = _gan()
     names = {p: f"D.{n}" for n, p in D.named_parameters()}
-    records, handles = _grads_at_steps({"opt_D": opt_D}, names)
+    records, handles = grads_at_steps({"opt_D": opt_D}, names)
     try:
         step(G, D, opt_D, z, x_real)
     finally:
@@ -627,7 +615,7 @@ def _run_seed000(step, calls, watch=None):
     batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)) for _ in range(calls)]
     names = {p: f"g.{n}" for n, p in g.named_parameters()}
     names.update({p: f"d.{n}" for n, p in d.named_parameters()})
-    records, handles = _grads_at_steps({"d_optimizer": d_optimizer, "g_optimizer": g_optimizer}, names)
+    records, handles = grads_at_steps({"d_optimizer": d_optimizer, "g_optimizer": g_optimizer}, names)
     try:
         for x_real, z in batches:
             if watch is None:

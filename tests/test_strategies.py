@@ -69,13 +69,10 @@ def _step_grads(name):
     """The gradients each optimizer steps on, for one step from identical weights and noise."""
     G, D, x_real, noise = _setup()
     opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
-    seen = {}
-    for key, opt, net in (("G", opt_G, G), ("D", opt_D, D)):
-        def record(o, args, kwargs, key=key, net=net):
-            seen[key] = [p.grad.clone() for p in net.parameters()]
-        opt.register_step_pre_hook(record)
+    names = {p: n for net in (G, D) for n, p in net.named_parameters()}
+    records, _ = costs.grads_at_steps({"G": opt_G, "D": opt_D}, names)
     strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
-    return seen
+    return {key: list(steps[-1].values()) for key, steps in records.items()}
 
 
 def _same(a, b):
