@@ -229,6 +229,7 @@ def test_ipython_extension_diagnoses_and_leaves_other_errors_alone(capsys):
     out = capsys.readouterr()
     assert "a leaf Variable that requires grad" in out.out + out.err
     assert "autograd doctor: add_ on G.weight" in out.out + out.err
+    assert "gan_lessons/doctor" not in out.out + out.err and "overrides.py" not in out.out + out.err   # no own frames
     ip.run_cell("raise KeyError('plain')")
     out = capsys.readouterr()
     assert "KeyError" in out.out + out.err and "autograd doctor" not in out.out + out.err
