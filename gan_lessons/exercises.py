@@ -579,7 +579,8 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
             return _verdict(name, [_raised("your loop", error, []) + " The doctor diagnoses only the lessons' "
                                    "autograd errors: " + "; ".join(DOCTOR_KINDS.values())], "")
         if expected is not None and diagnosis.kind != expected:
-            return _verdict(name, [f"the doctor diagnosed {diagnosis.kind!r} ({DOCTOR_KINDS[diagnosis.kind]}), not "
+            what = DOCTOR_KINDS.get(diagnosis.kind, diagnosis.summary)      # a kind beyond the three: its summary
+            return _verdict(name, [f"the doctor diagnosed {diagnosis.kind!r} ({what}), not "
                                    f"{expected!r} as you expected: read its report, and either change the bug "
                                    f"or your expectation"], "")
         return _verdict(name, [], f"{type(error).__name__}, diagnosed by the doctor as {diagnosis.kind!r}: "
@@ -657,3 +658,227 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
         "G's loss D's output on the fake batch after D's step", atol=1e-5, limit=3)
     return _verdict(name, problems, "the doctor finds nothing, and every parameter of g and d gets the right "
                                     "gradient at each step")
+
+
+# Lesson 08 (gradient penalties)
+_GP_HINTS = [
+    ("One of the differentiated Tensors does not require grad",
+     "the interpolates must be a leaf that requires grad: x_hat = (...).detach().requires_grad_(True)"),
+    ("grad can be implicitly created only for scalar outputs",
+     "D gives one score per image: pass grad_outputs=torch.ones_like(scores) to torch.autograd.grad"),
+    ("backward through the graph a second time",
+     "create_graph=True keeps the graph; a retain_graph=False beside it frees D's graph too early"),
+    ("does not require grad and does not have a grad_fn",
+     "a penalty built from a gradient taken without create_graph=True is a constant: nothing can backpropagate "
+     "through it"),
+]
+
+
+def _critic():
+    """A small critic (no BatchNorm: a per-sample penalty needs per-sample scores), a G, and one batch."""
+    torch.manual_seed(8)
+    D = nn.Sequential(nn.Linear(6, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), Reshape())
+    G = nn.Linear(3, 6)
+    x_real, x_fake = torch.randn(5, 6), G(torch.randn(5, 3))        # x_fake still carries G's graph
+    return D, G, x_real, x_fake
+
+
+def _penalty_problems(name, penalty, reference, D, G):
+    """What is wrong with a penalty the student computed, compared with the reference on the same input."""
+    if not isinstance(penalty, torch.Tensor) or penalty.numel() != 1:
+        return [f"your function returned {type(penalty).__name__}"
+                f"{'' if not isinstance(penalty, torch.Tensor) else ' of shape ' + str(tuple(penalty.shape))}: return "
+                f"one number, the penalty averaged over the batch (a 0-dim tensor)"]
+    if not penalty.requires_grad:
+        return ["the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. The "
+                "gradient inside it was taken without create_graph=True"]
+    if not torch.allclose(penalty.detach(), reference.detach(), rtol=1e-4, atol=1e-6):
+        return [f"the penalty is {penalty.item():.5f}, the right one {reference.item():.5f}: check the per-image "
+                f"gradient norm over all pixels, minus the target, squared, then the batch mean"]
+    problems = []
+    if any(p.grad is not None for p in G.parameters()) or torch.autograd.grad(
+            penalty, list(G.parameters()), retain_graph=True, allow_unused=True)[0] is not None:
+        problems.append("the penalty reaches G's parameters: the fake batch must be detached (a critic's penalty "
+                        "trains the critic only)")
+    mine = torch.autograd.grad(penalty, list(D.parameters()), allow_unused=True)
+    right = torch.autograd.grad(reference, list(D.parameters()), allow_unused=True)
+    for (pname, _), g, r in zip(D.named_parameters(), mine, right):
+        if (g is None) != (r is None) or (g is not None and not torch.allclose(g, r, rtol=1e-4, atol=1e-6)):
+            problems.append(f"D's {pname} gets a different gradient from your penalty than from the right one")
+            break
+    return problems
+
+
+def check_gradient_penalty(gradient_penalty) -> bool:
+    """Lesson 08: the student's gradient_penalty(D, x_real, x_fake, eps) against WGAN-GP's, value and gradients."""
+    from gan_lessons.strategies import gradient_penalty as reference_penalty
+    name = "gradient_penalty"
+    if _not_solved(name, gradient_penalty, "your gradient_penalty"):
+        return False
+    D, G, x_real, x_fake = _critic()
+    eps = torch.rand(len(x_real), 1, generator=torch.Generator().manual_seed(3))
+    reference = reference_penalty(D, x_real, x_fake, eps=eps)
+    try:
+        penalty = gradient_penalty(D, x_real, x_fake, eps)
+    except Exception as error:                              # the student's code: report what it raised
+        return _verdict(name, [_raised("gradient_penalty", error, _GP_HINTS)], "")
+    return _verdict(name, _penalty_problems(name, penalty, reference, D, G),
+                    "the right value, a graph back to D's parameters (create_graph=True), D's gradients equal to "
+                    "WGAN-GP's, and nothing reaches G")
+
+
+def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
+    """Lesson 08: r1_term(D, x_real, step, every, gamma) must be 0 off the schedule and gamma/2 * every * R1 on it."""
+    from gan_lessons.strategies import r1_penalty
+    name = "lazy R1"
+    if _not_solved(name, r1_term, "your r1_term"):
+        return False
+    problems = []
+    for step in range(steps):
+        D, G, x_real, _ = _critic()
+        due = step % every == 0
+        reference = r1_penalty(D, x_real) * gamma / 2 * every if due else torch.zeros(())
+        try:
+            term = r1_term(D, x_real.clone(), step, every, gamma)
+        except Exception as error:
+            return _verdict(name, [_raised(f"r1_term at step {step}", error, _GP_HINTS)], "")
+        if not due:
+            value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
+            if value != 0:
+                problems.append(f"at step {step} the term is {value!r}: with every={every} it is computed only when "
+                                f"step % every == 0, and is 0 in between")
+                break
+            continue
+        if isinstance(term, torch.Tensor) and term.numel() == 1 and term.requires_grad and not torch.allclose(
+                term.detach(), reference.detach(), rtol=1e-4):
+            ratio = (term / reference).item()
+            if abs(ratio - 1 / every) < 1e-3:
+                problems.append(f"at step {step} the term is 1/{every} of the right one: a penalty applied every "
+                                f"{every} steps is multiplied by {every}, so that on average it weighs as much as one "
+                                f"applied every step")
+            else:
+                problems.append(f"at step {step} the term is {term.item():.5f}, the right one {reference.item():.5f} "
+                                f"(gamma/2 * every * mean squared gradient norm)")
+            break
+        found = _penalty_problems(name, term, reference, D, G)
+        if found:
+            problems += [f"at step {step}: {p}" for p in found]
+            break
+    return _verdict(name, problems, f"computed at steps 0, {every}, ... only, weighted gamma/2 * every, with the "
+                                    f"right gradients for D")
+
+
+# Lesson 09 (GAN loop mechanics)
+# --- lesson 09: a G step with D frozen, that puts everything back -------------------------------------------
+class _Interrupt(Exception):
+    """What the checker raises inside D's forward, standing in for a Ctrl-C or a bad batch."""
+
+
+def _frozen_problem():
+    """Seed 000's G and D; D's first layer frozen on purpose, D's .grad holding an earlier gradient."""
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(9)
+    G, D = Generator(), Discriminator()
+    D.net[0].requires_grad_(False)
+    x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+    F.binary_cross_entropy_with_logits(D(x_real), torch.ones(8)).backward()
+    return G, D, optim.Adam(G.parameters(), lr=1e-3), torch.randn(8, G.z_dim)
+
+
+def reference_frozen_g_step(G, D, opt_G, z):
+    """Lesson 09: G's step with D frozen, each of D's flags restored as it was, even on an error."""
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        logits = D(G(z))
+        loss_G = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+        loss_G.backward()
+        opt_G.step()
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+    return loss_G
+
+
+def _run_frozen(g_step, interrupt=False):
+    """Run g_step once on _frozen_problem(); return what the checks need."""
+    G, D, opt_G, z = _frozen_problem()
+    names = {p: f"G.{n}" for n, p in G.named_parameters()}
+    records, handles = grads_at_steps({"opt_G": opt_G}, names)
+    run = {"flags": {n: p.requires_grad for n, p in D.named_parameters()},
+           "grads": {n: None if p.grad is None else p.grad.clone() for n, p in D.named_parameters()},
+           "weights": {n: p.detach().clone() for n, p in D.named_parameters()}, "at forward": None, "error": None}
+
+    def at_forward(module, args):
+        if run["at forward"] is None:
+            run["at forward"] = {n: p.requires_grad for n, p in D.named_parameters()}
+        if interrupt:
+            raise _Interrupt("raised by the checker inside D's forward")
+    handles.append(D.register_forward_pre_hook(at_forward))
+    try:
+        g_step(G, D, opt_G, z)
+    except Exception as error:  # noqa: BLE001 -- reported by the checker
+        run["error"] = error
+    finally:
+        for h in handles:
+            h.remove()
+    run["after"] = {n: p.requires_grad for n, p in D.named_parameters()}
+    run["D"], run["records"] = D, records
+    return run
+
+
+def _flag_problems(run, when):
+    changed = [n for n, flag in run["flags"].items() if run["after"][n] != flag]
+    if not changed:
+        return []
+    n = changed[0]
+    was = "frozen" if not run["flags"][n] else "trainable"
+    return [f"{when}, D.{n} {'requires' if run['after'][n] else 'does not require'} grad, but it was {was} before "
+            f"({len(changed)} of D's {len(run['flags'])} flags changed): remember each flag before freezing and put "
+            f"each one back" + (" in a `finally:` block, so that it runs even when the step raises"
+                                if "error" in when else ", not D.requires_grad_(True) for all")]
+
+
+def check_frozen_g_step(g_step) -> bool:
+    """Lesson 09. g_step(G, D, opt_G, z): one G step on bce(D(G(z)), 1) with D frozen during its forward and
+    backward. D's .grad and weights must be left as they were, G must step on the right gradient, and each of D's
+    requires_grad flags must be back as it was afterwards, also when the step raises (the error passes through)."""
+    name = "g_step"
+    if _not_solved(name, g_step, "your g_step"):
+        return False
+    reference = _run_frozen(reference_frozen_g_step)["records"]
+    run = _run_frozen(g_step)
+    if run["error"] is not None:
+        return _verdict(name, [_raised("g_step", run["error"], _AUTOGRAD_HINTS + [
+            ("does not require grad and does not have a grad_fn",
+             "nothing in loss_G requires grad: D is frozen, so the graph must come from G; give D G(z) itself, "
+             "not G(z).detach()")])] + _flag_problems(run, "after that error"), "")
+    problems = _compare_steps(run["records"], reference, "G's loss is bce(D(G(z)), 1), through D, after "
+                              "opt_G.zero_grad()", atol=1e-6, limit=3)
+    D = run["D"]
+    touched = [n for n, p in D.named_parameters() if not (
+        (p.grad is None and run["grads"][n] is None)
+        or (p.grad is not None and run["grads"][n] is not None and torch.equal(p.grad, run["grads"][n])))]
+    if touched:
+        problems.append(f"D's .grad changed (D.{touched[0]}, {len(touched)} of {len(run['grads'])}): loss_G's "
+                        f"backward went into D's parameters; freeze D before its forward")
+    elif run["at forward"] is not None and any(run["at forward"].values()):
+        thawed = next(n for n, flag in run["at forward"].items() if flag)
+        problems.append(f"D was not frozen when its forward ran (D.{thawed} required grad): D's .grad is "
+                        f"untouched, but the forward saved activations for a D gradient nobody computes; call "
+                        f"D.requires_grad_(False) before D(...)")
+    if any(not torch.equal(p.detach(), run["weights"][n]) for n, p in D.named_parameters()):
+        problems.append("D's weights changed: G's step must not step or modify D")
+    problems += _flag_problems(run, "after the step")
+    if not problems:
+        interrupted = _run_frozen(g_step, interrupt=True)
+        if interrupted["at forward"] is None:
+            problems.append("g_step never calls D")
+        elif not isinstance(interrupted["error"], _Interrupt):
+            problems.append("an error raised inside D's forward did not come out of g_step: let it through "
+                            "(try/finally, not try/except), so the caller sees that the step failed")
+        problems += _flag_problems(interrupted, "after an error inside the step")
+    return _verdict(name, problems, "G steps on the right gradient, D's .grad and weights are untouched, D was "
+                                    "frozen for its forward, and every flag of D is back as it was, also after an "
+                                    "error")

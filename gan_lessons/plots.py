@@ -1,15 +1,17 @@
 """Figures from real runs: sample grids, the progress GIF, loss and FID curves (lesson 06, tools/make_images.py)."""
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib import ticker
 from PIL import Image
 from torchvision.utils import make_grid, save_image
 
+from gan_lessons.training import atomic_write     # every file is written whole or not at all
+
 
 def save_grid(images, path, nrow=8):
     """Images in [-1, 1] as one PNG grid."""
-    save_image(images, path, nrow=nrow, normalize=True, value_range=(-1, 1), padding=2)
+    atomic_write(path, lambda tmp: save_image(images, tmp, format="png", nrow=nrow, normalize=True,
+                                              value_range=(-1, 1), padding=2))
 
 
 def grid_array(images, nrow=8):
@@ -21,7 +23,8 @@ def grid_array(images, nrow=8):
 def save_gif(grid_paths, path, ms_per_frame=400):
     frames = [Image.open(p).convert("P") for p in grid_paths]
     if frames:
-        frames[0].save(path, save_all=True, append_images=frames[1:], duration=ms_per_frame, loop=0)
+        atomic_write(path, lambda tmp: frames[0].save(tmp, format="GIF", save_all=True, append_images=frames[1:],
+                                                      duration=ms_per_frame, loop=0))
 
 
 def loss_figure(curves: dict, title="losses per epoch"):
@@ -40,7 +43,7 @@ def loss_figure(curves: dict, title="losses per epoch"):
 
 def save_losses(history, path):
     fig = loss_figure({"": history})
-    fig.savefig(Path(path), dpi=100)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     plt.close(fig)
 
 

@@ -1,6 +1,7 @@
-"""Seven ways to order one GAN training step (lesson 05). Each is one plain function:
+"""Seven ways to order one GAN training step (lesson 05), and WGAN-GP. Each is one plain function:
 step(G, D, opt_G, opt_D, x_real, noise) -> (loss_D, loss_G), where noise(n) draws z.
-D returns logits; both losses are the non-saturating BCE-with-logits GAN losses."""
+D returns logits; in the seven, both losses are the non-saturating BCE-with-logits GAN losses. wgan_gp reads D's
+output as a critic's score instead, with Wasserstein losses and a gradient penalty (gradient_penalty, r1_penalty)."""
 import torch
 import torch.nn.functional as F
 
@@ -117,6 +118,57 @@ def g_first_inputs(G, D, opt_G, opt_D, x_real, noise):
     return loss_D, loss_G
 
 
+def gradient_penalty(D, x_real, x_fake, eps=None):
+    """WGAN-GP's penalty: the batch mean of (||grad_x D(x_hat)||_2 - 1)^2, at x_hat = eps * x_real + (1 - eps) * x_fake,
+    one eps ~ U[0, 1] per sample (a point on the line between a real and a fake image)."""
+    if eps is None:
+        eps = torch.rand(len(x_real), device=x_real.device, dtype=x_real.dtype)
+    eps = eps.reshape(-1, *[1] * (x_real.dim() - 1))                  # one eps per sample, over all its pixels
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)     # a leaf: grad_x is taken w.r.t. it
+    out = D(x_hat)
+    # create_graph=True: the gradient keeps a graph back to D's weights; without it the penalty is a constant
+    grad, = torch.autograd.grad(outputs=out, inputs=x_hat, grad_outputs=torch.ones_like(out), create_graph=True)
+    return ((grad.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def r1_penalty(D, x_real):
+    """StyleGAN's R1: the batch mean of ||grad_x D(x_real)||^2 (weight 1: gamma / 2 is the caller's)."""
+    x_real = x_real.detach().requires_grad_(True)
+    out = D(x_real)
+    # create_graph=True, as in gradient_penalty: without it the penalty is a constant that trains nothing
+    grad, = torch.autograd.grad(outputs=out, inputs=x_real, grad_outputs=torch.ones_like(out), create_graph=True)
+    return grad.flatten(1).pow(2).sum(1).mean()
+
+
+def wgan_gp(G, D, opt_G, opt_D, x_real, noise, n_critic=5, gp_weight=10.0):
+    """8. WGAN-GP (Gulrajani et al., 2017): D is a critic, its output a score (no sigmoid, no BCE). One critic step
+    per call, on this batch; G steps once every n_critic calls, after the critic step whose count is a multiple of
+    n_critic. The count is opt_D's own (Adam's "step" for D's first parameter), so the cadence survives a checkpoint
+    and resume, which saves optimizer state (an optimizer that counts no steps, like SGD, cannot be used here).
+    G's step freezes D (requires_grad_(False)) rather than backward(inputs=G's parameters): the same G gradient, but
+    D's forward then saves less (its Linear layers keep no inputs for D's weight gradients). On the calls without a
+    G step, loss_G is -D(x_fake).mean() from the critic's forward (D before its step), detached: free, no extra
+    forward.
+    The penalty is per sample, which is valid because this D has no BatchNorm (it would mix a batch's samples)."""
+    with torch.no_grad():
+        x_fake = G(noise(len(x_real)))
+    opt_D.zero_grad()
+    score_fake = D(x_fake).mean()
+    loss_D = score_fake - D(x_real).mean() + gp_weight * gradient_penalty(D, x_real, x_fake)
+    loss_D.backward()
+    opt_D.step()
+    critic_steps = int(opt_D.state[next(D.parameters())]["step"])     # Adam's own count, kept in checkpoints
+    if critic_steps % n_critic:
+        return loss_D, -score_fake.detach()
+    D.requires_grad_(False)                  # frozen: D's weights are constants for G's step
+    opt_G.zero_grad()
+    loss_G = -D(G(noise(len(x_real)))).mean()
+    loss_G.backward()
+    opt_G.step()
+    D.requires_grad_(True)
+    return loss_D, loss_G
+
+
 STRATEGIES = {
     "retain_graph_seed003": retain_graph_seed003,
     "one_forward": one_forward,
@@ -126,10 +178,12 @@ STRATEGIES = {
     "d_first_frozen_D": d_first_frozen_D,
     "g_first_inputs": g_first_inputs,
 }
+# Not an order of the same two losses, but another loss: lesson 08, and `train --strategy wgan_gp`.
+ALL = {**STRATEGIES, "wgan_gp": wgan_gp}
 
 
 def get(name: str):
     """The strategy function called `name`."""
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}")
-    return STRATEGIES[name]
+    if name not in ALL:
+        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(ALL)}")
+    return ALL[name]

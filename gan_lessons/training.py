@@ -5,6 +5,7 @@ per-image PIL work. Losses stay on the device until the progress bar asks for th
 atomically every epoch and on Ctrl-C, and hold every random state, so a resumed run ends with the same weights
 as an uninterrupted one (on the CPU)."""
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -26,6 +27,10 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read; the message names the file."""
 
 
+class NonFinite(RuntimeError):
+    """Training produced NaN or infinite losses or weights; nothing non-finite was saved."""
+
+
 # Where the notebooks put their runs: beside the MNIST cache, never inside the repository's notebooks/ folder.
 RUNS = Path(os.environ.get("GAN_LESSONS_RUNS") or Path(data.DEFAULT_ROOT) / "runs")
 
@@ -40,6 +45,8 @@ class TrainConfig:
     z_dim: int = 64
     tanh: bool = True             # end G with Tanh (seed 000's G has none: False trains it as written)
     strategy: str = "d_first_reuse_fake"
+    n_critic: int = 5             # wgan_gp: critic steps per G step
+    gp_weight: float = 10.0       # wgan_gp: the gradient penalty's weight
     seed: int = 0
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1", ...
     out: str = "runs/mnist"
@@ -55,6 +62,16 @@ class TrainConfig:
         for name, lr in (("--lr-g", self.lr_G), ("--lr-d", self.lr_D)):
             if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
                 raise ConfigError(f"{name} must be a finite number above 0, got {lr!r}")
+        for name, beta in (("--beta1", self.beta1), ("--beta2", self.beta2)):
+            if not isinstance(beta, (int, float)) or not 0 <= beta < 1:
+                raise ConfigError(f"{name} must be a number from 0 up to (not including) 1, got {beta!r} (Adam's "
+                                  f"betas: 0.5 and 0.999 here; WGAN-GP's paper uses 0 and 0.9)")
+        if isinstance(self.n_critic, bool) or not isinstance(self.n_critic, int) or self.n_critic <= 0:
+            raise ConfigError(f"--n-critic must be a positive whole number (critic steps per G step), "
+                              f"got {self.n_critic!r}")
+        if not isinstance(self.gp_weight, (int, float)) or not math.isfinite(self.gp_weight) or self.gp_weight < 0:
+            raise ConfigError(f"--gp-weight must be a finite number, 0 or above (0 turns the penalty off; the "
+                              f"paper uses 10), got {self.gp_weight!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63 - 4:
             raise ConfigError(f"--seed must be a whole number from 0 to 2**63 - 5, got {self.seed!r}")
         if self.limit is not None and self.limit < self.batch_size:
@@ -66,6 +83,9 @@ class TrainConfig:
         if self.strategy == "retain_graph_seed003":
             raise ConfigError("strategy 'retain_graph_seed003' raises the version error on torch >= 1.5 "
                               "(lesson 05); pick another one")
+        if self.fast and self.strategy == "wgan_gp":
+            raise ConfigError("--fast cannot train wgan_gp: torch.compile does not support the double backward of "
+                              "its gradient penalty; drop --fast")
         resolve_device(self.device)
         return self
 
@@ -95,11 +115,27 @@ def _writable(folder: Path) -> Path:
     return folder
 
 
+def atomic_write(path, write) -> None:
+    """write(tmp) to a temporary file beside `path`, then rename it over `path`: a crash, a Ctrl-C or a full disk
+    never leaves half a file, and the old file stays as it was until the new one is complete."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        kept = f"; the old {path.name} is unchanged" if path.exists() else ""
+        raise CheckpointError(f"could not write {path} ({error.strerror or error}){kept}; free some disk space "
+                              f"(or choose another --out) and run the command again") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def save_checkpoint(path: Path, state: dict) -> None:
-    """Write to a temporary file, then rename: a crash never leaves half a checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    """torch.save, atomically (atomic_write)."""
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_checkpoint(path, remedy="delete it, or train again without --resume") -> dict:
@@ -122,7 +158,6 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg.validate()
         self.device = resolve_device(cfg.device)
-        self.out = _writable(Path(cfg.out))
         torch.manual_seed(cfg.seed)
         self.G = Generator(cfg.z_dim, cfg.tanh).to(self.device)
         self.D = Discriminator().to(self.device)
@@ -133,6 +168,7 @@ class Trainer:
         if len(images[: cfg.limit]) < cfg.batch_size:
             raise ConfigError(f"--batch-size {cfg.batch_size} is larger than the {len(images[: cfg.limit])} training "
                               f"images: no full batch, so no step; choose a smaller --batch-size")
+        self.out = _writable(Path(cfg.out))                              # the first thing written: after every check
         self.images = images[: cfg.limit].to(self.device)              # uint8, 47 MB for all 60k
         self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
         self.noise_gen = torch.Generator(self.device).manual_seed(cfg.seed + 2)
@@ -142,6 +178,8 @@ class Trainer:
         self._losses = torch.zeros(2, device=self.device)   # this epoch's loss sums so far
         self.stop_requested = False
         self.step_fn = strategies.get(cfg.strategy)
+        if cfg.strategy == "wgan_gp":       # the one strategy with settings of its own
+            self.step_fn = functools.partial(self.step_fn, n_critic=cfg.n_critic, gp_weight=cfg.gp_weight)
         if cfg.fast:
             self.step_fn = _compiled_step(self)
 
@@ -171,6 +209,13 @@ class Trainer:
 
     def checkpoint(self):
         save_checkpoint(self.out / "last.pt", self.state())
+
+    def finite(self) -> bool:
+        """Are the losses so far and every weight finite? (One device sync: called once an epoch.)"""
+        params = [*self.G.parameters(), *self.D.parameters()]
+        summed = torch.stack([self._losses.sum(), *(p.detach().sum() for p in params)])
+        losses = [h[k] for h in self.history[-1:] for k in ("loss_D", "loss_G")]
+        return bool(torch.isfinite(summed).all()) and all(map(math.isfinite, losses))
 
     def run_epoch(self, on_step=None):
         """Train from the current (epoch, batch) to the end of the epoch, or until a stop is requested."""
@@ -214,6 +259,15 @@ class Interrupted(Exception):
     """Training stopped by Ctrl-C (or SIGTERM) after a checkpoint was written."""
 
 
+def _non_finite(trainer, last):
+    """Stop without saving: last.pt keeps the last finite epoch (or does not exist)."""
+    kept = (f"{last} still holds epoch {trainer.epoch if trainer.batch else trainer.epoch - 1}, the last finite one"
+            if last.exists() else "no checkpoint was written")
+    raise NonFinite(f"training went non-finite (NaN or inf losses or weights) in epoch "
+                    f"{trainer.epoch + (1 if trainer.batch else 0)}; {kept}; lower --lr-g/--lr-d "
+                    f"(now {trainer.cfg.lr_G:g}/{trainer.cfg.lr_D:g}) and start over with --restart")
+
+
 def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Trainer:
     """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand."""
     last = Path(cfg.out) / "last.pt"
@@ -226,8 +280,11 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
         if not isinstance(state, dict) or "D" not in state or "opt_D" not in state:
             raise ConfigError(f"--resume: {last} is not a training checkpoint (an exported generator has no D or "
                               f"optimizers); start a new run with another --out")
-        saved = {"tanh": False, **state["config"]}      # checkpoints from before the tanh option
-        for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh"):
+        # checkpoints from before the tanh option (trained without it), and before --n-critic, --gp-weight and the
+        # betas (trained with these defaults)
+        saved = {"tanh": False, "n_critic": 5, "gp_weight": 10.0, "beta1": 0.5, "beta2": 0.999, **state["config"]}
+        for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh",
+                    "n_critic", "gp_weight"):
             if saved.get(key) != getattr(cfg, key):
                 raise ConfigError(f"--resume: {last} was trained with {key}={saved.get(key)!r}, not "
                                   f"{getattr(cfg, key)!r}; resume with the same settings, or pick another --out")
@@ -242,10 +299,17 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
             started = time.perf_counter()
             trainer.run_epoch(on_step)
             trainer.history[-1]["seconds"] = round(time.perf_counter() - started, 3)
+            if not trainer.finite():
+                _non_finite(trainer, last)
             trainer.checkpoint()
             if on_epoch:
                 on_epoch(trainer)
+            if trainer.stop_requested:      # Ctrl-C during the checkpoint or on_epoch: the checkpoint is complete
+                raise Interrupted(f"interrupted after epoch {trainer.epoch}; checkpoint written to {last}; "
+                                  f"continue with --resume")
     except KeyboardInterrupt:
+        if not trainer.finite():
+            _non_finite(trainer, last)
         trainer.checkpoint()
         raise Interrupted(f"interrupted at epoch {trainer.epoch + 1}, batch {trainer.batch}; "
                           f"checkpoint written to {last}; continue with --resume") from None

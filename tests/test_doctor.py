@@ -371,3 +371,176 @@ def test_embedding_with_padding_idx_leaves_no_bookkeeping_note(capsys):
             lin = nn.Linear(2, 2)
             lin.weight += 1
     assert doc.notes == [] and "autograd doctor note" not in capsys.readouterr().err
+
+
+# --- gradient penalties: errors raised inside torch.autograd.grad, and the silent no-create_graph penalty --------
+def gp_setup():
+    torch.manual_seed(0)
+    D = Discriminator()
+    opt_D = optim.Adam(D.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    x_real, x_fake = torch.rand(4, 1, 28, 28) * 2 - 1, torch.rand(4, 1, 28, 28) * 2 - 1
+    eps = torch.rand(4, 1, 1, 1)
+    return D, opt_D, x_real, x_fake, (eps * x_real + (1 - eps) * x_fake).requires_grad_(True)
+
+
+def test_version_error_inside_the_penalty_autograd_grad_is_diagnosed_like_backward():
+    """The critic's forward on the interpolates runs, opt_D steps on the Wasserstein loss, and only then is the
+    penalty's gradient taken: D's weights saved by that forward have changed."""
+    D, opt_D, x_real, x_fake, x_hat = gp_setup()
+
+    def block():
+        out = D(x_hat)  # gp-forward
+        opt_D.zero_grad()
+        (D(x_fake).mean() - D(x_real).mean()).backward()
+        opt_D.step()  # gp-step
+        torch.autograd.grad(out, x_hat, torch.ones_like(out), create_graph=True)
+
+    error, dx = diagnose(block, D=D, opt_D=opt_D)
+    assert "modified by an inplace operation" in str(error) and dx.kind == "version"
+    assert dx.facts["tensor"].startswith("D.net.7.weight.T [512, 1]")
+    assert f"line {line_of('gp-forward')}" in dx.facts["saved by"] and "in D" in dx.facts["saved by"]
+    assert dx.facts["modified by"].startswith(f"opt_D.step() at line {line_of('gp-step')}")
+    assert "lesson 05" in dx.text()
+
+
+def test_penalty_gradient_taken_twice_is_diagnosed_as_freed():
+    """The gradient norm logged first (autograd.grad without create_graph frees the graph), then the penalty's
+    gradient taken again from the same forward."""
+    D, opt_D, x_real, x_fake, x_hat = gp_setup()
+
+    def block():
+        out = D(x_hat)
+        logged, = torch.autograd.grad(out, x_hat, torch.ones_like(out))
+        grad, = torch.autograd.grad(out, x_hat, torch.ones_like(out), create_graph=True)  # gp-twice
+
+    error, dx = diagnose(block, D=D)
+    assert "backward through the graph a second time" in str(error) and dx.kind == "freed"
+    assert f"line {line_of('gp-twice')}" in dx.text() and "retain_graph=True" in dx.text()
+
+
+def test_backward_after_autograd_grad_freed_the_graph_names_the_autograd_grad_line():
+    D, opt_D, x_real, x_fake, x_hat = gp_setup()
+
+    def block():
+        out = D(x_hat)  # gp-shared
+        grad, = torch.autograd.grad(out, x_hat, torch.ones_like(out))  # gp-frees
+        loss_D = out.mean() - D(x_real).mean() + 10 * ((grad.flatten(1).norm(dim=1) - 1) ** 2).mean()
+        loss_D.backward()  # gp-fails
+
+    error, dx = diagnose(block, D=D)
+    assert dx.kind == "freed" and dx.facts["freed by"].startswith(f"the backward at line {line_of('gp-frees')}")
+    assert f"line {line_of('gp-shared')}" in dx.facts["shared part"] and "the forward of D" in dx.facts["shared part"]
+    assert dx.facts["failing backward"].startswith(f"line {line_of('gp-fails')}")
+
+
+def test_version_error_inside_jacobian_names_the_inplace_module():
+    """torch.autograd.functional.jacobian of a function whose ReLU(inplace=True) overwrites what Tanh saved."""
+    torch.manual_seed(0)
+    enc = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.ReLU(inplace=True))
+
+    def block():
+        torch.autograd.functional.jacobian(enc, torch.randn(3))  # jac-call
+
+    error, dx = diagnose(block, enc=enc)
+    assert dx.kind == "version" and "TanhBackward0" in dx.facts["saved by"]
+    assert dx.facts["modified by"].startswith("relu(inplace=True) in enc.2")
+    assert f"line {line_of('jac-call')}" in dx.facts["modified by"]
+
+
+def test_interpolates_without_requires_grad_are_named():
+    D, opt_D, x_real, x_fake, _ = gp_setup()
+
+    def block():
+        eps = torch.rand(4, 1, 1, 1)
+        x_hat = eps * x_real + (1 - eps) * x_fake.detach()         # requires_grad_(True) forgotten
+        out = D(x_hat)
+        torch.autograd.grad(out, x_hat, torch.ones_like(out), create_graph=True)  # gp-noreq
+
+    error, dx = diagnose(block, D=D)
+    assert "One of the differentiated Tensors does not require grad" in str(error)
+    assert dx.kind == "grad_input" and dx.facts["input"] == "`x_hat` [4, 1, 28, 28]"
+    assert dx.facts["call"].startswith(f"line {line_of('gp-noreq')}")
+    assert "x_hat.requires_grad_(True)" in dx.text() and "lesson 08" in dx.text()
+
+
+def test_penalty_without_grad_outputs_is_diagnosed():
+    D, opt_D, x_real, x_fake, x_hat = gp_setup()
+
+    def block():
+        out = D(x_hat)
+        torch.autograd.grad(out, x_hat, create_graph=True)  # gp-nonscalar
+
+    error, dx = diagnose(block, D=D)
+    assert "grad can be implicitly created only for scalar outputs" in str(error)
+    assert dx.kind == "nonscalar" and dx.facts["output"].startswith("`out` [4]")
+    assert dx.facts["call"].startswith(f"line {line_of('gp-nonscalar')}")
+    assert "grad_outputs=torch.ones_like(out)" in dx.text() and "lesson 08" in dx.text()
+
+
+def penalty_step(D, opt_D, x_real, x_fake, x_hat, create_graph=True, in_loss=True):
+    """One critic step of WGAN-GP, its penalty's gradient taken with or without create_graph."""
+    out = D(x_hat)
+    grad, = torch.autograd.grad(out, x_hat, torch.ones_like(out), create_graph=create_graph)  # gp-grad
+    penalty = ((grad.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+    opt_D.zero_grad()
+    loss_D = D(x_fake).mean() - D(x_real).mean()
+    if in_loss:
+        loss_D = loss_D + 10 * penalty
+    loss_D.backward()  # gp-backward
+    opt_D.step()
+    return penalty.item()                               # logged
+
+
+@pytest.mark.parametrize("create_graph, in_loss, warns", [
+    (False, True, True),       # the bug: a constant added to loss_D
+    (True, True, False),       # the fix
+    (False, False, False),     # a gradient norm only logged, never part of a loss: right without create_graph
+])
+def test_a_penalty_without_create_graph_is_warned_once(create_graph, in_loss, warns):
+    D, opt_D, x_real, x_fake, x_hat = gp_setup()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(D=D, opt_D=opt_D):
+            for _ in range(3):
+                penalty_step(D, opt_D, x_real, x_fake, x_hat, create_graph, in_loss)
+    hits = [w for w in caught if issubclass(w.category, DoctorWarning)]
+    assert len(hits) == (1 if warns else 0), [str(w.message) for w in hits]
+    if warns:
+        message = str(hits[0].message)
+        assert hits[0].lineno == line_of("gp-grad") and hits[0].filename == __file__
+        assert f"the penalty built from the gradient at {__file__}:{line_of('gp-grad')}" in message
+        assert "is a constant, because torch.autograd.grad was called without create_graph=True" in message
+        assert "trains nothing" in message and f"line {line_of('gp-backward')}" in message
+        assert "fix: pass create_graph=True" in message
+
+
+def test_backward_of_a_constant_penalty_is_diagnosed():
+    """The same bug, loud: the penalty backpropagated on its own raises, and the doctor names the autograd.grad."""
+    D, opt_D, x_real, x_fake, x_hat = gp_setup()
+
+    def block():
+        out = D(x_hat)
+        grad, = torch.autograd.grad(out, x_hat, torch.ones_like(out))  # gp-constant
+        ((grad.flatten(1).norm(2, dim=1) - 1) ** 2).mean().backward()
+
+    error, dx = diagnose(block, D=D)
+    assert "does not require grad and does not have a grad_fn" in str(error) and dx.kind == "constant"
+    assert dx.facts["where"].line == line_of("gp-constant") and "create_graph=True" in dx.text()
+
+
+def test_the_constant_tracking_is_idle_without_autograd_grad():
+    torch.manual_seed(0)
+    G, D = Generator(), Discriminator()
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D) as doc:
+        strategies.d_first_fresh_fake(G, D, opt_G, opt_D, torch.rand(8, 1, 28, 28), lambda n: torch.randn(n, 64))
+        assert doc.constants == {} and doc.mixed == {} and doc.pending_grad is None
+        logged = [torch.autograd.grad(D(torch.rand(2, 1, 28, 28).requires_grad_()).sum(), D.net[0].weight)[0]]
+        assert doc.constants == {}          # a gradient with respect to weights is no penalty: not followed
+        x = torch.rand(2, 1, 28, 28, requires_grad=True)
+        grad, = torch.autograd.grad(D(x).sum(), x)
+        norm = grad.norm()
+        assert len(doc.constants) == 2      # the gradient and its norm
+        del grad, norm
+        assert len(doc.constants) == 0      # forgotten as soon as they are freed
+    assert logged

@@ -29,11 +29,11 @@ def quietly(step, calls=3):
     assert doc.diagnoses == []
 
 
-@pytest.mark.parametrize("name", [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"])
+@pytest.mark.parametrize("name", [n for n in strategies.ALL if n != "retain_graph_seed003"])
 def test_every_runnable_strategy(name):
     G, D, opt_G, opt_D = tiny_gan()
     x_real = torch.randn(16, 2) + 3
-    quietly(lambda: strategies.STRATEGIES[name](G, D, opt_G, opt_D, x_real, lambda n: torch.randn(n, 4)))
+    quietly(lambda: strategies.ALL[name](G, D, opt_G, opt_D, x_real, lambda n: torch.randn(n, 4)))
 
 
 def test_seed000_step_fixed():
@@ -149,6 +149,52 @@ def test_wgan_gp_gradient_penalty():
         opt_G.zero_grad()
         (-D(G(torch.randn(16, 4))).mean()).backward()
         opt_G.step()
+    quietly(step)
+
+
+def test_wgan_gp_strategy_with_its_G_steps():
+    """strategies.wgan_gp with n_critic=2: four calls, two of them with G's step (D frozen)."""
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2) + 3
+    quietly(lambda: strategies.wgan_gp(G, D, opt_G, opt_D, x_real, lambda n: torch.randn(n, 4), n_critic=2), calls=4)
+
+
+def test_non_saturating_loss_with_an_r1_penalty():
+    """StyleGAN's D step: the R1 penalty on real images (create_graph=True), weighted gamma / 2, and a gradient norm
+    logged without create_graph, never part of a loss."""
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2) + 3
+
+    def step():
+        x_fake = G(torch.randn(16, 4)).detach()
+        opt_D.zero_grad()
+        loss_D = F.softplus(D(x_fake)).mean() + F.softplus(-D(x_real)).mean() + 5.0 * strategies.r1_penalty(D, x_real)
+        loss_D.backward()
+        opt_D.step()
+        x = x_real.clone().requires_grad_(True)
+        logged = torch.autograd.grad(D(x).sum(), x)[0].norm(dim=1).mean().item()
+        assert logged > 0
+        opt_G.zero_grad()
+        F.softplus(-D(G(torch.randn(16, 4)))).mean().backward(inputs=list(G.parameters()))
+        opt_G.step()
+    quietly(step)
+
+
+def test_adversarial_training_with_fgsm_examples():
+    """The input's gradient, taken without create_graph, makes an adversarial batch that the model then trains on:
+    a constant fed to the model, rightly, not a penalty added to a loss."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(10, 4), torch.randint(0, 3, (10,))
+
+    def step():
+        x_in = x.clone().requires_grad_(True)
+        grad, = torch.autograd.grad(F.cross_entropy(model(x_in), y), x_in)
+        x_adv = (x + 0.1 * grad.sign()).detach()
+        opt.zero_grad()
+        (F.cross_entropy(model(x), y) + F.cross_entropy(model(x_adv), y)).backward()
+        opt.step()
     quietly(step)
 
 

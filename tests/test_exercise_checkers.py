@@ -430,3 +430,141 @@ def test_seed000_step(capsys):
     assert "gradient at d_optimizer.step() (call 1) differs" in out
     ok, out = run(capsys, exercises.check_seed000_step, seed000_stale_D)
     assert ok is False and "the doctor says" in out and "changed in place" in out
+
+
+# --- lesson 08 ---------------------------------------------------------------------------------------------
+def penalty(create_graph=True, detach=True, leaf=True, ones=True, target=1.0):
+    def gradient_penalty(D, x_real, x_fake, eps):
+        x_hat = eps * x_real + (1 - eps) * (x_fake.detach() if detach else x_fake)
+        if leaf:
+            x_hat = x_hat.detach().requires_grad_(True)
+        scores = D(x_hat)
+        g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores) if ones else None,
+                                 create_graph=create_graph)
+        return ((g.flatten(1).norm(2, dim=1) - target) ** 2).mean()
+    return gradient_penalty
+
+
+def test_gradient_penalty(capsys):
+    ok, out = run(capsys, exercises.check_gradient_penalty, ...)
+    assert ok is False and "not solved yet" in out
+    ok, out = run(capsys, exercises.check_gradient_penalty, penalty())
+    assert ok and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(create_graph=False))
+    assert not ok and "constant" in out and "create_graph=True" in out, out
+    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(detach=False, leaf=False))
+    assert not ok and "reaches G" in out and "detached" in out, out
+    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(leaf=False))
+    assert not ok and "does not require grad" in out and "requires_grad_(True)" in out, out
+    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(ones=False))
+    assert not ok and "scalar outputs" in out and "grad_outputs" in out, out
+    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(target=0.0))
+    assert not ok and "the right one" in out, out
+
+
+def r1_term(every_step=False, scaled=True, create_graph=True):
+    def term(D, x_real, step, every, gamma):
+        if step % every and not every_step:
+            return torch.zeros(())
+        x_real = x_real.detach().requires_grad_(True)
+        scores = D(x_real)
+        g, = torch.autograd.grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=create_graph)
+        return gamma / 2 * (every if scaled else 1) * g.flatten(1).pow(2).sum(1).mean()
+    return term
+
+
+def test_lazy_r1(capsys):
+    ok, out = run(capsys, exercises.check_lazy_r1, ...)
+    assert ok is False and "not solved yet" in out
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_term())
+    assert ok and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_term(every_step=True))
+    assert not ok and "at step 1" in out and "step % every == 0" in out, out
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_term(scaled=False))
+    assert not ok and "1/4 of the right one" in out, out
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_term(create_graph=False))
+    assert not ok and "constant" in out, out
+
+
+# --- lesson 09: a G step with D frozen, that puts everything back -------------------------------------------
+def g_bce(logits):
+    return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+
+
+def g_step_plain(G, D, opt_G, z):                    # D not frozen: loss_G's backward fills D's .grad
+    opt_G.zero_grad(); g_bce(D(G(z))).backward(); opt_G.step()
+
+
+def g_step_detached(G, D, opt_G, z):                 # frozen D and a detached fake: nothing requires grad
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad(); g_bce(D(G(z).detach())).backward(); opt_G.step()
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+
+
+def g_step_detached_unfrozen(G, D, opt_G, z):        # G gets no gradient at all
+    opt_G.zero_grad(); g_bce(D(G(z).detach())).backward(); opt_G.step()
+
+
+def g_step_inputs(G, D, opt_G, z):                   # D's .grad untouched, but D never frozen
+    opt_G.zero_grad(); g_bce(D(G(z))).backward(inputs=list(G.parameters())); opt_G.step()
+
+
+def g_step_all_true(G, D, opt_G, z):                 # unfreezes D's first layer, frozen on purpose
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad(); g_bce(D(G(z))).backward(); opt_G.step()
+    finally:
+        D.requires_grad_(True)
+
+
+def g_step_no_finally(G, D, opt_G, z):               # an error leaves D frozen
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    opt_G.zero_grad(); g_bce(D(G(z))).backward(); opt_G.step()
+    for p, flag in zip(D.parameters(), flags):
+        p.requires_grad_(flag)
+
+
+def g_step_swallows(G, D, opt_G, z):                 # flags restored, but the error never reaches the caller
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad(); g_bce(D(G(z))).backward(); opt_G.step()
+    except Exception:
+        pass
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+
+
+def g_step_ellipsis(G, D, opt_G, z):
+    flags = ...
+    for p, flag in zip(D.parameters(), flags):
+        p.requires_grad_(flag)
+
+
+def test_frozen_g_step(capsys):
+    ok, out = run(capsys, exercises.check_frozen_g_step, exercises.reference_frozen_g_step)
+    assert ok is True and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_plain)
+    assert ok is False and "D's .grad changed" in out and "freeze D before its forward" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_detached)
+    assert ok is False and "does not require grad" in out and "not G(z).detach()" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_detached_unfrozen)
+    assert ok is False and ".grad is None at opt_G.step()" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_inputs)
+    assert ok is False and "D was not frozen when its forward ran" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_all_true)
+    assert ok is False and "after the step, D.net.0.weight requires grad, but it was frozen before" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_no_finally)
+    assert ok is False and "after an error inside the step" in out and "finally" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_swallows)
+    assert ok is False and "did not come out of g_step" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, g_step_ellipsis)
+    assert ok is False and "a `...` is still in your function" in out
+    ok, out = run(capsys, exercises.check_frozen_g_step, ...)
+    assert ok is False and out.startswith("?") and "not solved yet" in out

@@ -53,6 +53,8 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.warned = set()   # (what, file, line): a line in a loop warns once, not once per pass or parameter
         self.data_aliases = {}
         self.serial, self.pending_data, self.zeroed = 0, {}, {}   # nodes recorded so far; `.data` changes not yet judged
+        # gradients from autograd.grad without create_graph, and what is computed from them: constants (checks.py)
+        self.constants, self.mixed, self.pending_grad = {}, {}, None
 
     def __enter__(self):
         if self.namespaces is None:

@@ -1,7 +1,9 @@
 """The silent bugs the doctor warns about: a sigmoid into a *_with_logits loss, a `.data` change a pending graph
-saw, steps over parameters without gradients or on gradients from two losses, and D stepping on G's loss."""
+saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, and a
+gradient penalty made from torch.autograd.grad without create_graph=True."""
 import sys
 import warnings
+import weakref
 
 import torch
 
@@ -112,6 +114,60 @@ class Checks:
                          f"does not move, so a graph that saved it gives a wrong gradient without any error",
                          {"where": where}, [("update under torch.no_grad() instead, or clone()", "03")],
                          key=f".data.{op}")
+
+    def _constant_source(self, leaves, inputs):
+        """Before torch.autograd.grad without create_graph=True: (its line, the ids of the parameters its gradient
+        depends on), or None. Its result will be a constant, cut off from those parameters. None where the inputs
+        are parameters themselves: a gradient with respect to weights (first-order MAML) is meant as a constant."""
+        inputs = set(t for t in (inputs if isinstance(inputs, (tuple, list)) else [inputs])
+                     if isinstance(t, torch.Tensor))
+        if any(isinstance(t, torch.nn.Parameter) for t in inputs):
+            return None
+        params = {id(p) for p in leaves if p not in inputs}
+        return (_user_frame(), params) if params else None
+
+    def _follow_constants(self, name, args, kwargs, out):
+        """After each op, once autograd.grad has returned a constant gradient: what is computed from it alone is a
+        constant too; the op that mixes it with a tensor that requires grad (a penalty added to loss_D) is marked,
+        by its node's serial, for the check at backward (_check_constant_gradients). Not inside a module's forward:
+        there a constant is the module's input (an FGSM adversarial example, a Langevin sample), rightly so."""
+        if name == "grad" and self.pending_grad is not None:
+            source, self.pending_grad = self.pending_grad, None
+        else:
+            given = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (tuple, list)) else [a])
+                     if isinstance(t, torch.Tensor)]
+            source = next((self.constants[id(t)][1] for t in given
+                           if id(t) in self.constants and self.constants[id(t)][0]() is t), None)
+            if source is None:
+                return
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            if not t.requires_grad:
+                key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
+                self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
+            elif not self.stack and (info := self.nodes.get(getattr(t, "grad_fn", None))) is not None:
+                self.mixed[info[3]] = source
+                if len(self.mixed) > 1000:
+                    self.mixed = dict(list(self.mixed.items())[-500:])
+
+    def _forget_constant(self, key, ref):
+        if self.constants.get(key, (None,))[0] is ref:
+            del self.constants[key]
+
+    def _check_constant_gradients(self, serials, filled):
+        """At a backward into `filled` (parameter ids): does its graph hold a constant gradient's penalty, made from
+        a gradient of these same parameters? It adds a number to the loss and nothing to any gradient."""
+        for serial in serials & self.mixed.keys():
+            where, params = self.mixed[serial]
+            if where is not None and params & filled:
+                self._suspicious(f"the penalty built from the gradient at {_shown(where.file)}:{where.line} "
+                                 f"(`{where.code}`) is a constant, because torch.autograd.grad was called without "
+                                 f"create_graph=True: that gradient has no graph back to the parameters, so the "
+                                 f"penalty adds to the loss but trains nothing",
+                                 {"where": where, "backward": _user_frame()},
+                                 [("pass create_graph=True to that torch.autograd.grad call", "08")],
+                                 key="constant gradient")
 
     def _suspicious(self, summary, facts, fixes, key=None):
         where = facts.get("where")

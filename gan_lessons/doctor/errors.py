@@ -1,6 +1,8 @@
 """The three errors, diagnosed: a saved tensor changed in place (which tensor, which forward saved it, which step
 or op changed it), a backward through a freed graph (which backward freed it, what the losses share), and an in-place
-op on a leaf."""
+op on a leaf; raised by backward() or inside torch.autograd.grad alike. Also a gradient penalty's two own errors: an
+input of autograd.grad that does not require grad, and a gradient of a non-scalar output without grad_outputs."""
+import linecache
 import re
 
 import torch
@@ -9,7 +11,7 @@ from gan_lessons import graphs
 from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.recording import _tensors
-from gan_lessons.doctor.report import (Diagnosis, _CARRIED_FIXES, _FREED_FIXES, _GAN_FIXES, _INPLACE_FIXES,
+from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _FREED_FIXES, _GAN_FIXES, _INPLACE_FIXES,
                                        _LEAF_FIXES, _STEP_FIXES)
 
 
@@ -25,7 +27,77 @@ class Diagnoses:
             return self._freed_error(error)
         if "leaf Variable that requires grad is being used in an in-place operation" in message:
             return self._leaf_error()
+        if "One of the differentiated Tensors does not require grad" in message:
+            return self._input_error(error)
+        if "grad can be implicitly created only for" in message:
+            return self._nonscalar_error(error)
+        if "does not require grad and does not have a grad_fn" in message:
+            return self._constant_error(error)
         return None
+
+    def _failing(self, error):
+        """(the student's line that made the failing call, torch.autograd.grad's frame or None)."""
+        user = [tb for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
+        grad = [tb.tb_frame for tb in _frames(error.__traceback__) if tb.tb_frame.f_code.co_name == "grad"
+                and tb.tb_frame.f_code.co_filename.startswith(_TORCH_DIR) and "t_inputs" in tb.tb_frame.f_locals]
+        where = None
+        if user:
+            file, line = user[-1].tb_frame.f_code.co_filename, user[-1].tb_lineno
+            where = Where(file, line, linecache.getline(file, line).strip())
+        return where, grad[-1] if grad else None
+
+    def _label(self, tensor):
+        """`x_hat` for a live variable (the failing function's locals included), else what _name says."""
+        name = next((k for k, v in self.names()[3].items() if v is tensor), None)
+        return f"`{name}`" if name else self._name(tensor)
+
+    def _input_error(self, error):
+        """torch.autograd.grad(outputs, inputs) where an input does not require grad: a gradient penalty's
+        interpolates made without requires_grad_(True)."""
+        where, frame = self._failing(error)
+        inputs = list(frame.f_locals["t_inputs"]) if frame is not None else []
+        culprit = next((t for t in inputs if isinstance(t, torch.Tensor) and not t.requires_grad), None)
+        label = self._label(culprit) if culprit is not None else "an input"
+        facts = {"input": f"{label} {list(culprit.shape)}" if culprit is not None else "?", "call": str(where)}
+        name = label.strip("`") if label.startswith("`") else "the input"
+        return Diagnosis("grad_input", f"torch.autograd.grad is asked for the gradient with respect to {label}, "
+                         f"which does not require grad: autograd recorded nothing for it", facts,
+                         [(f"{name}.requires_grad_(True) before the forward that uses it (in a gradient penalty: on "
+                           f"the interpolates x_hat, right after mixing x_real and the detached x_fake)", "08")])
+
+    def _constant_error(self, error):
+        """backward() on a penalty that is a constant, made from autograd.grad without create_graph=True (the loud
+        form of the silent bug checks.py warns about); None for any other tensor without a grad_fn."""
+        sources = [self.constants[id(t)][1] for t in self._roots_of(error)
+                   if id(t) in self.constants and self.constants[id(t)][0]() is t]
+        if not sources or sources[0][0] is None:
+            return None
+        where = sources[0][0]
+        return Diagnosis("constant", f"this penalty is a constant: it is built from the gradient at {where}, and "
+                         f"torch.autograd.grad was called there without create_graph=True, so that gradient has no "
+                         f"graph back to the parameters", {"where": where, "backward": str(self._failing(error)[0])},
+                         [("pass create_graph=True to that torch.autograd.grad call", "08")])
+
+    def _nonscalar_error(self, error):
+        """A gradient of a non-scalar output without grad_outputs: out = D(x_hat) has one score per sample."""
+        where, frame = self._failing(error)
+        roots = self._roots_of(error)
+        out = next((t for t in roots if t.numel() != 1), None)
+        label = self._label(out) if out is not None else "the output"
+        shape = f" {list(out.shape)}" if out is not None else ""
+        facts = {"output": f"{label}{shape}, not a single number", "call": str(where)}
+        if frame is not None:
+            summary = (f"torch.autograd.grad of {label}{shape} without grad_outputs: it is not a single number, so "
+                       f"autograd cannot tell how to weigh its elements")
+            fixes = [("pass grad_outputs=torch.ones_like(out) to torch.autograd.grad (the gradient of out.sum(): "
+                      "each sample's own gradient, as a gradient penalty needs)", "08"),
+                     ("or differentiate a scalar: torch.autograd.grad(out.sum(), inputs)", "08")]
+        else:
+            summary = (f"backward() on {label}{shape}: it is not a single number, so autograd cannot tell how to "
+                       f"weigh its elements")
+            fixes = [("reduce it to the loss first: out.mean().backward() (or out.sum())", None),
+                     ("or give its gradient: out.backward(torch.ones_like(out))", None)]
+        return Diagnosis("nonscalar", summary, facts, fixes)
 
     def _roots_of(self, error):
         """The tensors whose backward failed: `self` of torch's Tensor.backward frame in the traceback, or the

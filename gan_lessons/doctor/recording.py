@@ -130,9 +130,10 @@ class Recording:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))
         elif name == "grad" and func is torch.autograd.grad and args:     # autograd.grad, jacobian, hessian
-            retain = kwargs.get("retain_graph")
-            self._record_backward(_tensors(args[0]), kwargs.get("create_graph") if retain is None else retain,
-                                  args[1] if len(args) > 1 else kwargs.get("inputs"))
+            retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
+            inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+            leaves = self._record_backward(_tensors(args[0]), create if retain is None else retain, inputs)
+            self.pending_grad = None if create else self._constant_source(leaves, inputs)
         if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
             self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
@@ -142,20 +143,26 @@ class Recording:
         return {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
 
     def _record_backward(self, roots, retain, inputs):
+        """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
         depth = {}
         for fn, d in _depths(roots):
             if hasattr(fn, "variable"):
                 depth.setdefault(fn.variable, d)
+        leaves = list(depth)
         if inputs is not None:            # backward(inputs=...) fills only these
             keep = set(_tensors(inputs))
             depth = {p: d for p, d in depth.items() if p in keep}
         self._judge_data_mutations(roots)
+        nodes = self._serials(roots)
+        if self.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
+            self._check_constant_gradients(nodes, {id(p) for p in depth})
         # weak roots and node serials: a record must not keep a retained or unused graph alive
         self.backwards.append({"roots": [weakref.ref(t) for t in roots], "root_ids": {id(t) for t in roots},
                                "where": _user_frame(), "retain": bool(retain),
-                               "nodes": self._serials(roots), "depth": depth, "used_by": set(),
+                               "nodes": nodes, "depth": depth, "used_by": set(),
                                "fresh": {p for p in depth if p.grad is None
                                          or self.zeroed.get(id(p.grad)) == p.grad._version}})
+        return leaves
 
     def _after(self, name, args, kwargs, out):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
@@ -180,6 +187,8 @@ class Recording:
                 self.serial = next(_SERIAL)
                 self.nodes[fn] = (name, module, where, self.serial)
                 todo.extend(f for f, _ in fn.next_functions)
+        if self.constants or name == "grad":     # empty until an autograd.grad without create_graph: no cost before
+            self._follow_constants(name, args, kwargs, out)
 
     def _pre_forward(self, module, args):
         if _compiling():

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
-           "05": "05_gan_update_strategies.ipynb"}
+           "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb"}
 
 
 class DoctorWarning(UserWarning):
@@ -24,15 +24,16 @@ class Where:
 
 @dataclass
 class Diagnosis:
-    kind: str                      # "version", "freed", "leaf_inplace", "nonleaf_grad", "suspicious"
+    kind: str                      # "version", "freed", "leaf_inplace", "nonleaf_grad", "suspicious"; a gradient
+                                   # penalty's: "grad_input", "nonscalar", "constant"
     summary: str
     facts: dict = field(default_factory=dict)
-    fixes: list = field(default_factory=list)   # (fix, lesson number)
+    fixes: list = field(default_factory=list)   # (fix, lesson number or None: no lesson teaches it yet)
 
     def text(self) -> str:
         lines = [f"autograd doctor: {self.summary}"]
         lines += [f"  - {k}: {v}" for k, v in self.facts.items()]
-        lines += [f"  fix: {fix}  (lesson {n}, notebooks/{LESSONS[n]})" for fix, n in self.fixes]
+        lines += [f"  fix: {fix}" + (f"  (lesson {n}, notebooks/{LESSONS[n]})" if n else "") for fix, n in self.fixes]
         return "\n".join(lines)
 
 
