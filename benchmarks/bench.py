@@ -1,27 +1,40 @@
-"""Benchmark seed 000's MNIST GAN training step on whatever device is here.
+"""Benchmark seed 000's MNIST GAN training step on whatever device is here, and write every figure with the machine
+it came from to benchmarks/results/<date>_<device>.json.
 
-For each strategy and mode (eager; fast = torch.compile when --fast is given) it reports steady-state steps/s and
-images/s (median of --repeats timed windows, warm-up and compile time reported separately), peak memory, and
-the distance from the ~35 us/step floor of this model. --quality also trains strategy d_first_reuse_fake from
-scratch until it reaches the MNIST-FID that the shipped generator's run recorded after 20 epochs, and reports the
-training time that took (evaluation not counted).
-Writes benchmarks/results/<date>_<device>.json.
+- machine: CPU model, cores, torch threads, load average before and after, torch, GPU.
+- floor: what the step cannot beat here. Its FLOPs are counted with torch.utils.flop_counter (matmuls and
+  convolutions only, so the count is a lower bound) and divided by this device's measured float32 matmul rate; Adam's
+  parameter traffic (7 float32 reads and writes per parameter) is divided by the measured copy bandwidth. The floor
+  is the larger of the two; each row gives its time as a multiple of it.
+- eager vs fast (torch.compile, --fast): windows interleaved (eager, fast, fast, eager, ...) so that a change of load
+  hits both; each round gives a paired ratio, and the median and range of those ratios are reported.
+- trainer vs DCGAN-style: the trainer's own epoch loop against benchmarks/dcgan_style.py (a DataLoader over
+  torchvision's MNIST with ToTensor and Normalize) with 0 and with 2 workers, same G, D and strategy, interleaved.
+- quality (--quality): time until a fresh run reaches a fixed MNIST-FID (2,000 samples, scored after every epoch
+  and not timed), for 3 seeds.
 
-    python benchmarks/bench.py [--fast] [--quality] [--steps 200] [--repeats 5]"""
+    python benchmarks/bench.py [--fast] [--quality] [--steps 20] [--rounds 5]"""
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-from gan_lessons import costs, data, metrics, strategies, training
+sys.path.insert(0, str(Path(__file__).parent))
+import dcgan_style  # noqa: E402
 
-FLOOR_US = 35.0   # memory/launch floor for this model at batch 64 (3.3 M parameters, Adam moves ~92 MB per step)
+from gan_lessons import costs, data, metrics, strategies, training  # noqa: E402
+
+QUALITY_FID = 30.0        # MNIST-FID on 2,000 samples; epoch 1 of the default run scores about 150, real digits ~1
+NAMES = [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"]
 
 
 def sync(device):
@@ -29,31 +42,108 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def time_strategy(name, fast, device, steps, repeats, batch=64):
-    cfg = training.TrainConfig(strategy=name, device=str(device), fast=fast, batch_size=batch,
-                               out=f"runs/bench_{name}_{'fast' if fast else 'eager'}")
-    trainer = training.Trainer(cfg)
-    x = [data.to_unit_range(trainer.images[i * batch:(i + 1) * batch]) for i in range(steps)]
-    step = trainer.step_fn
-    args = (trainer.G, trainer.D, trainer.opt_G, trainer.opt_D)
-    started = time.perf_counter()
-    for i in range(10):                                    # warm-up (and compilation, in fast mode)
-        step(*args, x[i % steps], trainer.noise)
-    sync(device)
-    warmup_s = time.perf_counter() - started
-    rates = []
+def machine(device) -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    return {"cpu": cpu, "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], "torch": torch.__version__,
+            "python": sys.version.split()[0], "device": str(device),
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None}
+
+
+def best_seconds(fn, repeats=10, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
     for _ in range(repeats):
-        sync(device)
         t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def peak(device, sizes=(1024, 2048, 4096)) -> dict:
+    """This device's measured float32 matmul rate (the best of 10 runs at each size, the best size) and copy
+    bandwidth (best of 10): what this machine can do at most, for the floor."""
+    rates = {}
+    for n in sizes:
+        a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+        rates[n] = 2 * n**3 / best_seconds(lambda: (a @ b, sync(device))) / 1e9
+    src = torch.randn(64 * 2**20 // 4, device=device)            # 64 MiB
+    dst = torch.empty_like(src)
+    copy_gb_s = 2 * src.nbytes / best_seconds(lambda: (dst.copy_(src), sync(device))) / 1e9
+    return {"matmul_gflops": round(max(rates.values()), 1), "matmul_gflops_by_size": {n: round(r, 1) for n, r in rates.items()},
+            "copy_gb_s": round(copy_gb_s, 1)}
+
+
+def step_flops(name) -> int:
+    G, D, x_real, noise = costs.fresh_gan()
+    opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+    with FlopCounterMode(display=False) as counter:
+        strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
+    return counter.get_total_flops()
+
+
+def floor_us(flops, n_params, peak_rates) -> dict:
+    compute = flops / (peak_rates["matmul_gflops"] * 1e9) * 1e6
+    memory = 7 * 4 * n_params / (peak_rates["copy_gb_s"] * 1e9) * 1e6
+    return {"step_gflop": round(flops / 1e9, 3), "compute_floor_us": round(compute, 1),
+            "adam_memory_floor_us": round(memory, 1), "floor_us": round(max(compute, memory), 1)}
+
+
+def trainer_for(name, device, fast, out, batch=64, limit=None, seed=0):
+    cfg = training.TrainConfig(strategy=name, device=str(device), fast=fast, batch_size=batch, out=out, limit=limit,
+                               seed=seed)
+    return training.Trainer(cfg)
+
+
+def step_window(trainer, steps, device):
+    """Time `steps` training steps of this trainer on fixed batches (the step alone, no data path)."""
+    x = [data.to_unit_range(trainer.images[i * 64:(i + 1) * 64]) for i in range(steps)]
+    args = (trainer.G, trainer.D, trainer.opt_G, trainer.opt_D)
+
+    def run():
         for i in range(steps):
-            step(*args, x[i], trainer.noise)
+            trainer.step_fn(*args, x[i], trainer.noise)
         sync(device)
-        rates.append(steps / (time.perf_counter() - t0))
-    rate = statistics.median(rates)
-    return {"strategy": name, "mode": "fast" if fast else "eager", "steps_per_s": round(rate, 1),
-            "images_per_s": round(rate * batch), "us_per_step": round(1e6 / rate, 1),
-            "x_floor": round(1e6 / rate / FLOOR_US, 1), "warmup_and_compile_s": round(warmup_s, 2),
-            "rates": [round(r, 1) for r in rates]}
+    return run
+
+
+def interleaved(windows: dict, rounds) -> dict:
+    """Alternate the windows (A B, B A, A B, ...) and give each one's median seconds."""
+    names, times = list(windows), {n: [] for n in windows}
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            t0 = time.perf_counter()
+            windows[n]()
+            times[n].append(time.perf_counter() - t0)
+    return times
+
+
+def eager_vs_fast(name, device, steps, rounds, fast, tmp, floor) -> dict:
+    modes = {"eager": trainer_for(name, device, False, f"{tmp}/{name}_eager")}
+    if fast:
+        modes["fast"] = trainer_for(name, device, True, f"{tmp}/{name}_fast")
+    windows, compile_s = {}, {}
+    for mode, trainer in modes.items():
+        windows[mode] = step_window(trainer, steps, device)
+        t0 = time.perf_counter()
+        windows[mode]()                                     # warm-up, and compilation in fast mode
+        compile_s[mode] = round(time.perf_counter() - t0, 2)
+    times = interleaved(windows, rounds)
+    row = {"strategy": name}
+    for mode, t in times.items():
+        us = statistics.median(t) / steps * 1e6
+        row[mode] = {"ms_per_step": round(us / 1000, 2), "images_per_s": round(64 / us * 1e6),
+                     "x_floor": round(us / floor["floor_us"], 2), "first_window_s": compile_s[mode],
+                     "window_s": [round(s, 3) for s in t]}
+    if fast:
+        ratios = [f / e for e, f in zip(times["eager"], times["fast"])]
+        row["fast_over_eager"] = {"median": round(statistics.median(ratios), 3), "min": round(min(ratios), 3),
+                                  "max": round(max(ratios), 3), "fast_faster_in": f"{sum(r < 1 for r in ratios)} of "
+                                  f"{len(ratios)} rounds", "ratios": [round(r, 3) for r in ratios]}
+    row.update(peak_memory(name, device))
+    return row
 
 
 def peak_memory(name, device):
@@ -61,66 +151,129 @@ def peak_memory(name, device):
     return {"peak_mib": round(c.peak_mib, 2), "memory_measure": c.memory}
 
 
-def quality(device, bar=None, max_epochs=30, n=2000, limit=None):
-    """Time to the quality bar: train strategy 3 (d_first_reuse_fake) from scratch, score n samples after every
-    epoch (not timed), and stop once the MNIST-FID is at or below `bar`. The default bar is the score the shipped
-    generator's own run recorded after its 20th epoch (same n, same noise)."""
-    record = json.loads((metrics.ASSETS / "generator.json").read_text())
-    if bar is None:
-        bar = record["eval_each_epoch"][-1]["mnist_fid"]
-    net, scores = metrics.load_classifier(), []
+def versus_dataloader(device, steps, rounds, tmp) -> dict:
+    """The trainer's epoch loop (data already on the device as uint8, indexed per batch) against the DCGAN-style loop
+    with 0 and 2 DataLoader workers: same models, strategy and batch size, steady state (workers started before)."""
+    trainer = trainer_for("d_first_reuse_fake", device, False, f"{tmp}/vs", limit=steps * 64)
+    runs = {"trainer": lambda: (trainer.run_epoch(), sync(device))}
+    for workers in (0, 2):
+        stream, gan = dcgan_style.batches(dcgan_style.make_loader(workers=workers)), dcgan_style.make_gan()
+        runs[f"dcgan_style_{workers}_workers"] = (lambda s=stream, g=gan: dcgan_style.train_steps(g, s, steps))
+    if device.type == "cuda":
+        runs = {"trainer": runs["trainer"]}                 # the DCGAN-style loop is a CPU comparison here
+    for run in runs.values():
+        run()                                               # warm-up: workers started, first batches read
+    times = interleaved(runs, rounds)
+    base = times["trainer"]
+    return {name: {"images_per_s": round(steps * 64 / statistics.median(t)),
+                   "time_over_trainer_median": round(statistics.median([x / b for x, b in zip(t, base)]), 3),
+                   "window_s": [round(s, 3) for s in t]} for name, t in times.items()}
+
+
+def quality(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, tmp="runs") -> dict:
+    """Train the default strategy from scratch for each seed, score n samples after every epoch (not timed), and stop
+    once the MNIST-FID is at or below the bar."""
+    net, runs = metrics.load_classifier(), []
 
     class Reached(Exception):
         pass
 
-    def on_epoch(trainer):
-        fakes = training.generate(trainer.G, n, seed=0)         # the noise the CLI's --eval-each uses
-        scores.append({"epoch": trainer.epoch, "seconds": trainer.history[-1]["seconds"],
-                       "mnist_fid": metrics.evaluate(fakes, net=net)["mnist_fid"]})
-        if scores[-1]["mnist_fid"] <= bar:
-            raise Reached
+    for seed in seeds:
+        scores = []
 
-    cfg = training.TrainConfig(epochs=max_epochs, device=str(device), out="runs/bench_quality", limit=limit)
-    try:
-        training.train(cfg, on_epoch=on_epoch)
-    except Reached:
-        pass
-    reached = scores[-1]["mnist_fid"] <= bar
-    return {"strategy": cfg.strategy, "bar_mnist_fid": bar, "bar_from": f"gan_lessons/assets/generator.json "
-            f"(epoch {len(record['eval_each_epoch'])}, {record['device']})", "n": n, "reached": reached,
-            "epochs": len(scores), "train_seconds": round(sum(e["seconds"] for e in scores), 1) if reached else None,
-            "per_epoch": scores}
+        def on_epoch(trainer):
+            fakes = training.generate(trainer.G, n, seed=0)     # the noise the CLI's --eval-each uses
+            scores.append({"epoch": trainer.epoch, "seconds": trainer.history[-1]["seconds"],
+                           "mnist_fid": metrics.evaluate(fakes, net=net)["mnist_fid"]})
+            if scores[-1]["mnist_fid"] <= bar:
+                raise Reached
+
+        cfg = training.TrainConfig(epochs=max_epochs, device=str(device), out=f"{tmp}/quality_{seed}", seed=seed)
+        try:
+            training.train(cfg, on_epoch=on_epoch)
+        except Reached:
+            pass
+        reached = scores[-1]["mnist_fid"] <= bar
+        runs.append({"seed": seed, "reached": reached, "epochs": len(scores),
+                     "train_seconds": round(sum(e["seconds"] for e in scores), 1) if reached else None,
+                     "per_epoch": scores})
+        print(json.dumps(runs[-1]), flush=True)
+    done = [r["train_seconds"] for r in runs if r["reached"]]
+    return {"strategy": "d_first_reuse_fake", "bar_mnist_fid": bar, "n": n, "max_epochs": max_epochs,
+            "reached": f"{len(done)} of {len(runs)} seeds",
+            "median_train_seconds": round(statistics.median(done), 1) if done else None, "runs": runs}
+
+
+def markdown(result) -> str:
+    """The README's benchmark paragraph and tables, rendered from a results file (tests/test_readme.py checks the
+    README holds exactly this)."""
+    m, peak_, floor = result["machine"], result["peak"], result["floor"]
+    lines = [f"Machine: {m['cpu']}, {m['cpu_cores']} cores, {m['torch_threads']} torch threads, load average "
+             f"{m['load_average_1_5_15'][0]} at the start and {m['load_average_at_end'][0]} at the end; torch "
+             f"{m['torch']}; {result['date'][:10]}. Batch {result['batch_size']}; each figure is the median of "
+             f"{result['rounds']} interleaved windows of {result['steps_per_window']} steps.",
+             "",
+             f"**Floor.** One step of `d_first_reuse_fake` is {floor['step_gflop']} GFLOP of matmuls and convolutions "
+             f"(counted by `torch.utils.flop_counter`; everything else is left out, so the floor is low). At this CPU's "
+             f"best measured float32 matmul rate, {peak_['matmul_gflops']} GFLOP/s, that is "
+             f"{floor['compute_floor_us'] / 1000:.1f} ms a step; Adam's parameter traffic at the measured "
+             f"{peak_['copy_gb_s']} GB/s copy bandwidth is {floor['adam_memory_floor_us'] / 1000:.1f} ms.",
+             "",
+             "| strategy | GFLOP/step | eager ms/step | × its floor | fast ms/step | fast / eager, paired (median, min–max) | fast faster in | peak MiB (saved tensors) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        e, f, q = r["eager"], r.get("fast"), r.get("fast_over_eager")
+        head = f"| `{r['strategy']}` | {r['floor']['step_gflop']} | {e['ms_per_step']} | {e['x_floor']}x | "
+        lines.append(head + (f"{f['ms_per_step']} | {q['median']} ({q['min']}–{q['max']}) | {q['fast_faster_in']} | "
+                             f"{r['peak_mib']} |" if q else f"– | – | – | {r['peak_mib']} |"))
+    v = result["versus_dataloader"]
+    lines += ["", "| loop (`d_first_reuse_fake`) | images/s | time / the trainer's (paired, median) |", "|---|---|---|"]
+    labels = {"trainer": "the trainer's epoch loop (`python -m gan_lessons train`)",
+              "dcgan_style_0_workers": "DCGAN-style: DataLoader, ToTensor + Normalize, 0 workers",
+              "dcgan_style_2_workers": "DCGAN-style: DataLoader, ToTensor + Normalize, 2 workers"}
+    lines += [f"| {labels[k]} | {x['images_per_s']} | {x['time_over_trainer_median']} |" for k, x in v.items()]
+    if "quality" in result:
+        q = result["quality"]
+        runs = "; ".join(f"seed {r['seed']}: " + (f"{r['epochs']} epochs, {r['train_seconds']} s" if r["reached"]
+                                                  else f"not within {q['max_epochs']} epochs") for r in q["runs"])
+        lines += ["", f"**Time to quality.** `{q['strategy']}` from scratch until MNIST-FID ≤ {q['bar_mnist_fid']:g} "
+                      f"on {q['n']:,} samples (scored after every epoch, not timed): {runs}. Reached by {q['reached']}; "
+                      f"median {q['median_train_seconds']} s of training over the runs that reached it."]
+    return "\n".join(lines)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--fast", action="store_true", help="also measure torch.compile mode")
-    p.add_argument("--quality", action="store_true",
-                   help="also time a fresh run to the shipped generator's 20-epoch MNIST-FID")
+    p.add_argument("--fast", action="store_true", help="also measure torch.compile mode, interleaved with eager")
+    p.add_argument("--quality", action="store_true", help=f"also time 3 fresh runs to MNIST-FID {QUALITY_FID:g}")
     p.add_argument("--steps", type=int, default=None, help="steps per timed window (default: 200 GPU, 20 CPU)")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--device", default="auto")
+    p.add_argument("--strategies", default=",".join(NAMES))
     a = p.parse_args()
     device = training.resolve_device(a.device)
     steps = a.steps or (200 if device.type == "cuda" else 20)
-    names = [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"]
-    rows = []
-    for fast in ([False, True] if a.fast else [False]):
-        for name in names:
-            row = time_strategy(name, fast, device, steps, a.repeats)
-            row.update(peak_memory(name, device))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-              "device_type": device.type, "cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
-              "python": sys.version.split()[0], "batch_size": 64, "steps_per_window": steps,
-              "repeats": a.repeats, "floor_us": FLOOR_US, "rows": rows}
-    if a.quality:
-        result["quality"] = quality(device)
-    out = Path(__file__).parent / "results" / f"{result['date'][:10]}_{result['device_type']}.json"
+              "machine": machine(device), "batch_size": 64, "steps_per_window": steps, "rounds": a.rounds}
+    result["peak"] = peak(device)
+    n_params = sum(p.numel() for net in costs.fresh_gan()[:2] for p in net.parameters())
+    result["floor"] = floor_us(step_flops("d_first_reuse_fake"), n_params, result["peak"])
+    print(json.dumps({k: result[k] for k in ("machine", "peak", "floor")}), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        result["rows"] = []
+        for name in a.strategies.split(","):
+            floor = floor_us(step_flops(name), n_params, result["peak"])
+            result["rows"].append({**eager_vs_fast(name, device, steps, a.rounds, a.fast, tmp, floor), "floor": floor})
+            print(json.dumps(result["rows"][-1]), flush=True)
+        result["versus_dataloader"] = versus_dataloader(device, steps, a.rounds, tmp)
+        print(json.dumps(result["versus_dataloader"]), flush=True)
+        if a.quality:
+            result["quality"] = quality(device, tmp=tmp)
+    result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    out = Path(__file__).parent / "results" / f"{result['date'][:10]}_{device.type}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print("wrote", out)
+    print(markdown(result))
 
 
 if __name__ == "__main__":
