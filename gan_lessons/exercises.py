@@ -683,7 +683,7 @@ def _critic():
     return D, G, x_real, x_fake
 
 
-def _penalty_problems(name, penalty, reference, D, G):
+def _penalty_problems(penalty, reference, D, G):
     """What is wrong with a penalty the student computed, compared with the reference on the same input."""
     if not isinstance(penalty, torch.Tensor) or penalty.numel() != 1:
         return [f"your function returned {type(penalty).__name__}"
@@ -722,7 +722,7 @@ def check_gradient_penalty(gradient_penalty) -> bool:
         penalty = gradient_penalty(D, x_real, x_fake, eps)
     except Exception as error:                              # the student's code: report what it raised
         return _verdict(name, [_raised("gradient_penalty", error, _GP_HINTS)], "")
-    return _verdict(name, _penalty_problems(name, penalty, reference, D, G),
+    return _verdict(name, _penalty_problems(penalty, reference, D, G),
                     "the right value, a graph back to D's parameters (create_graph=True), D's gradients equal to "
                     "WGAN-GP's, and nothing reaches G")
 
@@ -760,7 +760,7 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
                 problems.append(f"at step {step} the term is {term.item():.5f}, the right one {reference.item():.5f} "
                                 f"(gamma/2 * every * mean squared gradient norm)")
             break
-        found = _penalty_problems(name, term, reference, D, G)
+        found = _penalty_problems(term, reference, D, G)
         if found:
             problems += [f"at step {step}: {p}" for p in found]
             break

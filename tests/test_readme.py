@@ -114,3 +114,14 @@ def test_doctor_example_in_readme_is_what_the_doctor_says():
     assert "  - saved by: AddmmBackward0 (linear in d.net.7) at line" in README
     assert facts["saved by"].startswith("AddmmBackward0 (linear in d.net.7) at line")
     assert facts["modified by"].startswith("d_optimizer.step() at line")
+
+
+def test_wgan_gp_comparison_is_its_results_file_rendered():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import compare_runs
+    runs = json.loads((ROOT / "benchmarks/results/2026-11-23_wgan_gp_vs_default_cpu.json").read_text())["runs"]
+    assert compare_runs.markdown(runs) in README
+    default, wgan_gp = runs
+    same_time = [c for c in default["curve"] if c["epoch"] == 3][0], wgan_gp["curve"][-1]
+    assert abs(same_time[0]["train_seconds"] - same_time[1]["train_seconds"]) < 5          # "the same 229 s"
+    assert f"scored\nMNIST-FID {same_time[0]['mnist_fid']:.1f}" in README and f"scored {same_time[1]['mnist_fid']:.1f}" in README
