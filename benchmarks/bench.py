@@ -170,7 +170,7 @@ def versus_dataloader(device, steps, rounds, tmp) -> dict:
                    "window_s": [round(s, 3) for s in t]} for name, t in times.items()}
 
 
-def quality(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, tmp="runs") -> dict:
+def quality(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, tmp="runs", limit=None) -> dict:
     """Train the default strategy from scratch for each seed, score n samples after every epoch (not timed), and stop
     once the MNIST-FID is at or below the bar."""
     net, runs = metrics.load_classifier(), []
@@ -188,7 +188,8 @@ def quality(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, tmp=
             if scores[-1]["mnist_fid"] <= bar:
                 raise Reached
 
-        cfg = training.TrainConfig(epochs=max_epochs, device=str(device), out=f"{tmp}/quality_{seed}", seed=seed)
+        cfg = training.TrainConfig(epochs=max_epochs, device=str(device), out=f"{tmp}/quality_{seed}", seed=seed,
+                                   limit=limit)
         try:
             training.train(cfg, on_epoch=on_epoch)
         except Reached:

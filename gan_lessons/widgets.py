@@ -8,7 +8,7 @@ import io
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import HTML, Markdown
+from IPython.display import HTML, Markdown, display
 
 from gan_lessons import graphs, strategies
 from gan_lessons.lesson import headline
@@ -90,27 +90,23 @@ class StrategyPanel:
         self.show(value)
 
     def show(self, name):
-        """Redraw the Output for `name`. Its content is set through the widget's own state (append_display_data),
-        not captured with `with self.out:`: a headless run (nbconvert, nbval) then never goes through nbclient's
-        output-widget capture, the path of nbconvert's known hangs on widget cells."""
         torch.manual_seed(0)
-        table = COST_HEADER + "\n" + cost_row(self.cost_table[name])
-        try:
-            graph = one_step_graph(name, self.G, self.D, self.sample_real, self.noise)
-            history = train_curve(name, self.G, self.D, self.sample_real, self.noise, self.steps)
-        except RuntimeError as error:
-            self._draw(Markdown(table), Markdown(f"**`{name}` raises** `RuntimeError: {headline(str(error))}`"))
-            self.shown[name] = {"error": str(error), "table": table}
-            return
-        figure = _plot(name, history)
-        self._draw(Markdown(table), HTML(_scroll_box(_svg_img(graph))), figure)
-        self.shown[name] = {"graph": graph.text, "final": history[-1], "table": table,
-                            "graph_png": graph.dot.pipe(format="png"), "figure": figure}
-
-    def _draw(self, *items):
-        self.out.outputs = ()
-        for item in items:
-            self.out.append_display_data(item)
+        with self.out:
+            self.out.clear_output(wait=True)
+            table = COST_HEADER + "\n" + cost_row(self.cost_table[name])
+            display(Markdown(table))
+            try:
+                graph = one_step_graph(name, self.G, self.D, self.sample_real, self.noise)
+                history = train_curve(name, self.G, self.D, self.sample_real, self.noise, self.steps)
+            except RuntimeError as error:
+                display(Markdown(f"**`{name}` raises** `RuntimeError: {headline(str(error))}`"))
+                self.shown[name] = {"error": str(error), "table": table}
+                return
+            figure = _plot(name, history)
+            display(HTML(_scroll_box(_svg_img(graph))))
+            display(figure)
+            self.shown[name] = {"graph": graph.text, "final": history[-1], "table": table,
+                                "graph_png": graph.dot.pipe(format="png"), "figure": figure}
 
     def static_html(self) -> str:
         """The default choice as plain HTML with PNG pictures: what a front end without the widget shows."""
