@@ -214,7 +214,10 @@ def cmd_sample(a):
         training.atomic_write(out, lambda tmp: torch.save(as_bytes, tmp))
     else:
         import numpy as np
-        training.atomic_write(out, lambda tmp: np.savez_compressed(open(tmp, "wb"), images=as_bytes.numpy()))
+        def save_npz(tmp):
+            with open(tmp, "wb") as f:              # a file object: given a path, numpy would append ".npz"
+                np.savez_compressed(f, images=as_bytes.numpy())
+        training.atomic_write(out, save_npz)
     print(f"wrote {a.n} images (uint8, 28x28) to {out}")
 
 

@@ -160,6 +160,11 @@ def test_sample_writes_uint8_images(uninterrupted, tmp_path):
     assert result.returncode == 0, result.stderr
     images = torch.load(tmp_path / "s.pt", weights_only=True)
     assert images.shape == (10, 28, 28) and images.dtype == torch.uint8
+    result = cli("sample", str(uninterrupted / "last.pt"), "-n", "10", "--out", str(tmp_path / "s.npz"))
+    assert result.returncode == 0, result.stderr
+    import numpy as np
+    assert torch.equal(torch.from_numpy(np.load(tmp_path / "s.npz")["images"]), images)   # same images, either format
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.npz", "s.pt"]                # no temporary left behind
 
 
 def test_config_checks_in_python():
