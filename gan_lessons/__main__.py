@@ -8,8 +8,7 @@ from pathlib import Path
 
 import torch
 
-from gan_lessons import data, metrics, plots, training
-from gan_lessons.strategies import ALL as STRATEGIES
+from gan_lessons import data, metrics, plots, strategies, training
 
 
 def positive_int(text):
@@ -81,7 +80,7 @@ def parser():
     t = sub.add_parser("train", help="train seed 000's GAN on MNIST")
     t.add_argument("--epochs", type=positive_int, default=d.epochs)
     t.add_argument("--batch-size", type=positive_int, default=d.batch_size)
-    t.add_argument("--strategy", default=d.strategy, help=f"one of: {', '.join(STRATEGIES)}")
+    t.add_argument("--strategy", default=d.strategy, help=f"one of: {', '.join(strategies.ALL)}")
     t.add_argument("--lr-g", type=float, default=d.lr_G)
     t.add_argument("--lr-d", type=float, default=d.lr_D)
     t.add_argument("--beta1", type=float, default=d.beta1, help="Adam's beta1, in [0, 1) (WGAN-GP's paper: 0)")

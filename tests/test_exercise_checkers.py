@@ -445,21 +445,25 @@ def penalty(create_graph=True, detach=True, leaf=True, ones=True, target=1.0):
     return gradient_penalty
 
 
+def feedback(capsys, checker, answer, *words):
+    """Run checker on answer; return whether it passed, and check its output holds every word."""
+    ok, out = run(capsys, checker, answer)
+    assert all(w in out for w in words), out
+    return ok
+
+
 def test_gradient_penalty(capsys):
-    ok, out = run(capsys, exercises.check_gradient_penalty, ...)
-    assert ok is False and "not solved yet" in out
-    ok, out = run(capsys, exercises.check_gradient_penalty, penalty())
+    check = exercises.check_gradient_penalty
+    assert feedback(capsys, check, ..., "not solved yet") is False
+    ok, out = run(capsys, check, penalty())
     assert ok and out.startswith("✓"), out
-    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(create_graph=False))
-    assert not ok and "constant" in out and "create_graph=True" in out, out
-    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(detach=False, leaf=False))
-    assert not ok and "reaches G" in out and "detached" in out, out
-    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(leaf=False))
-    assert not ok and "does not require grad" in out and "requires_grad_(True)" in out, out
-    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(ones=False))
-    assert not ok and "scalar outputs" in out and "grad_outputs" in out, out
-    ok, out = run(capsys, exercises.check_gradient_penalty, penalty(target=0.0))
-    assert not ok and "the right one" in out, out
+    wrong = [(penalty(create_graph=False), ["constant", "create_graph=True"]),
+             (penalty(detach=False, leaf=False), ["reaches G", "detached"]),
+             (penalty(leaf=False), ["does not require grad", "requires_grad_(True)"]),
+             (penalty(ones=False), ["scalar outputs", "grad_outputs"]),
+             (penalty(target=0.0), ["the right one"])]
+    for answer, words in wrong:
+        assert not feedback(capsys, check, answer, *words)
 
 
 def r1_term(every_step=False, scaled=True, create_graph=True):
@@ -474,16 +478,15 @@ def r1_term(every_step=False, scaled=True, create_graph=True):
 
 
 def test_lazy_r1(capsys):
-    ok, out = run(capsys, exercises.check_lazy_r1, ...)
-    assert ok is False and "not solved yet" in out
-    ok, out = run(capsys, exercises.check_lazy_r1, r1_term())
+    check = exercises.check_lazy_r1
+    assert feedback(capsys, check, ..., "not solved yet") is False
+    ok, out = run(capsys, check, r1_term())
     assert ok and out.startswith("✓"), out
-    ok, out = run(capsys, exercises.check_lazy_r1, r1_term(every_step=True))
-    assert not ok and "at step 1" in out and "step % every == 0" in out, out
-    ok, out = run(capsys, exercises.check_lazy_r1, r1_term(scaled=False))
-    assert not ok and "1/4 of the right one" in out, out
-    ok, out = run(capsys, exercises.check_lazy_r1, r1_term(create_graph=False))
-    assert not ok and "constant" in out, out
+    wrong = [(r1_term(every_step=True), ["at step 1", "step % every == 0"]),
+             (r1_term(scaled=False), ["1/4 of the right one"]),
+             (r1_term(create_graph=False), ["constant"])]
+    for answer, words in wrong:
+        assert not feedback(capsys, check, answer, *words)
 
 
 # --- lesson 09: a G step with D frozen, that puts everything back -------------------------------------------
