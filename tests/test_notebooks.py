@@ -1,11 +1,14 @@
 """Every lesson notebook follows the conventions: shared setup cell, skeleton, committed executed."""
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from gan_lessons.lesson import SETUP_CELL
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -96,3 +99,37 @@ def test_kernelspec_is_the_one_ipykernel_registers(path):
 
     spec = json.loads(path.read_text())["metadata"]["kernelspec"]
     assert spec["name"] == "python3" and spec["display_name"] == get_kernel_dict()["display_name"]
+
+
+def test_every_lesson_has_a_text_source():
+    import build_notebook
+    assert {p.stem for p in NOTEBOOKS} == {p.stem for p in build_notebook.all_sources()}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_matches_its_text_source(path):
+    """notebooks/src/NN_name.py is what people edit: the committed notebook's cells (type, text, tags) are its cells."""
+    import build_notebook
+    problems = build_notebook.differences(build_notebook.source_of(path), path)
+    assert not problems, "\n".join(problems) + "\nrebuild: python tools/build_notebook.py " + str(
+        build_notebook.source_of(path).relative_to(build_notebook.ROOT))
+
+
+def test_a_drifted_notebook_is_caught(tmp_path):
+    """The check above can fail: one changed line, one extra cell and one changed tag are each reported."""
+    import build_notebook
+    import nbformat
+    source, notebook = build_notebook.source_of(NOTEBOOKS[0]), NOTEBOOKS[0]
+    nb = nbformat.read(notebook, as_version=4)
+    for change in ("text", "cell", "tag"):
+        drifted = nbformat.read(notebook, as_version=4)
+        if change == "text":
+            drifted.cells[3].source += "\n# edited in the notebook"
+        elif change == "cell":
+            drifted.cells.append(nbformat.v4.new_markdown_cell("a cell the source lacks"))
+        else:
+            drifted.cells[2].metadata["tags"] = ["raises-exception"]
+        nbformat.write(drifted, tmp_path / notebook.name)
+        assert build_notebook.differences(source, tmp_path / notebook.name), change
+    nbformat.write(nb, tmp_path / notebook.name)
+    assert not build_notebook.differences(source, tmp_path / notebook.name)

@@ -1,18 +1,35 @@
-"""Authoring aid: turn a jupytext percent script into a lesson notebook, with the shared setup cell and slides.
+"""Lessons are kept as jupytext percent scripts in notebooks/src/; this builds the committed notebooks from them.
 
-The line `#SETUP` becomes the shared setup cell (gan_lessons.lesson.SETUP_CELL). Every cell gets slide
-metadata for jupyterlab-rise (see slide_type).
+The source is what people edit. In it, `# %% [markdown]` opens a prose cell (each line behind `# `), `# %%` a code
+cell, `# %% tags=["..."]` a cell with tags, and a code cell holding only `#SETUP` stands for the shared setup cell
+(gan_lessons.lesson.SETUP_CELL). The notebook gets slide metadata for jupyterlab-rise on every cell (slide_type).
 
-    python tools/build_notebook.py SRC.py notebooks/NN_name.ipynb     (needs jupytext)
-    jupyter nbconvert --to notebook --execute --inplace notebooks/NN_name.ipynb
-    python tools/build_notebook.py --slides notebooks/*.ipynb          (re-apply slide metadata and the kernelspec)"""
+    python tools/build_notebook.py notebooks/src/05_gan_update_strategies.py    build and execute one lesson
+    python tools/build_notebook.py --all                                         build and execute every lesson
+    python tools/build_notebook.py --keep-outputs SRC...   build, keeping each unchanged code cell's stored output
+                                                           (for prose edits; nbval in `make test` checks them)
+    python tools/build_notebook.py --check [SRC...]        fail if a committed notebook differs from its source
+    python tools/build_notebook.py --export NB.ipynb...    write a notebook's source (for a notebook made elsewhere)
+
+A notebook cell keeps its id when its source is unchanged, so a rebuilt notebook's diff shows only what changed."""
+import argparse
+import difflib
 import sys
+from pathlib import Path
 
 import nbformat
 
-from gan_lessons.lesson import SETUP_CELL
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from gan_lessons.lesson import SETUP_CELL  # noqa: E402
 
+NOTEBOOKS = ROOT / "notebooks"
+SOURCES = NOTEBOOKS / "src"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+SETUP_MARK = "#SETUP"
+# What jupytext keeps of a notebook: no header, and of a cell only its tags.
+JUPYTEXT = {"notebook_metadata_filter": "-all", "cell_metadata_filter": "tags,-all"}
+TIMEOUT = 600  # seconds per cell: a widget cell that hangs nbclient (jupyter/nbclient#312) ends as an error
 
 
 def slide_type(cell) -> str:
@@ -34,20 +51,140 @@ def add_slides(nb):
     return nb
 
 
-def build(src, dst):
+def source_of(notebook: Path) -> Path:
+    return SOURCES / (Path(notebook).stem + ".py")
+
+
+def notebook_of(source: Path) -> Path:
+    return Path(source).resolve().parents[1] / (Path(source).stem + ".ipynb")
+
+
+def cells(source: Path) -> list:
+    """The notebook cells a source stands for: type, text and tags, the setup cell expanded."""
     import jupytext
-    nb = jupytext.read(src, fmt="py:percent")
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.strip() == "#SETUP":
+    out = []
+    for cell in jupytext.read(source, fmt="py:percent").cells:
+        if cell.cell_type == "code" and cell.source.strip() == SETUP_MARK:
             cell.source = SETUP_CELL
-        cell.metadata.pop("lines_to_next_cell", None)
+        tags = list(cell.metadata.get("tags", []))
+        cell.metadata = {"tags": tags} if tags else {}
+        out.append(cell)
+    return out
+
+
+def key(cell) -> tuple:
+    """What must agree between a notebook cell and its source: type, text, tags."""
+    return cell.cell_type, cell.source, tuple(cell.metadata.get("tags", []))
+
+
+def differences(source: Path, notebook: Path) -> list:
+    """One line per cell where the committed notebook and its source disagree (empty when they match)."""
+    want = [key(c) for c in cells(source)]
+    have = [key(c) for c in nbformat.read(notebook, as_version=4).cells]
+    lines = []
+    for op, a0, a1, b0, b1 in difflib.SequenceMatcher(None, have, want, autojunk=False).get_opcodes():
+        if op != "equal":
+            cells_nb = f"notebook cells {a0}-{a1 - 1}" if a1 > a0 else f"nothing at notebook cell {a0}"
+            cells_src = f"source cells {b0}-{b1 - 1}" if b1 > b0 else f"nothing at source cell {b0}"
+            lines.append(f"{notebook.name}: {cells_nb} differ from {cells_src}")
+    return lines
+
+
+def assemble(source: Path, old=None, keep_outputs=False):
+    """The notebook for a source. Cells whose type and text are unchanged keep their id (and, with keep_outputs,
+    their stored outputs); the others get new ids and no outputs."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.source, metadata=c.metadata) if c.cell_type == "code"
+                else nbformat.v4.new_markdown_cell(c.source, metadata=c.metadata) for c in cells(source)]
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
-    nbformat.write(add_slides(nb), dst)
+    if old is not None:
+        before = [(c.cell_type, c.source) for c in old.cells]
+        after = [(c.cell_type, c.source) for c in nb.cells]
+        for op, a0, a1, b0, _ in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+            if op == "equal":
+                for k in range(a1 - a0):
+                    was, cell = old.cells[a0 + k], nb.cells[b0 + k]
+                    cell.id = was.id
+                    if keep_outputs and cell.cell_type == "code":
+                        cell.outputs, cell.execution_count = was.outputs, was.execution_count
+        if keep_outputs and "widgets" in old.metadata:
+            nb.metadata["widgets"] = old.metadata["widgets"]
+        if keep_outputs and "language_info" in old.metadata:
+            nb.metadata["language_info"] = old.metadata["language_info"]
+    return add_slides(nb)
+
+
+def execute(nb, where: Path):
+    """Run every cell in a fresh kernel from the notebook's folder, as nbval and JupyterLab do."""
+    from nbclient import NotebookClient
+    NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(where)}}).execute()
+    return nb
+
+
+def build(source: Path, keep_outputs=False) -> Path:
+    source = Path(source)
+    target = notebook_of(source)
+    old = nbformat.read(target, as_version=4) if target.exists() else None
+    nb = assemble(source, old, keep_outputs)
+    if not keep_outputs:
+        execute(nb, target.parent)
+    nbformat.write(nb, target)
+    return target
+
+
+def export(notebook: Path) -> Path:
+    """Write a notebook's source: its cells' text and tags, the setup cell as #SETUP."""
+    import jupytext
+    nb = nbformat.read(notebook, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        cell.metadata = {"tags": tags} if tags else {}
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+            if cell.source == SETUP_CELL:
+                cell.source = SETUP_MARK
+    nb.metadata = {"jupytext": dict(JUPYTEXT)}
+    target = source_of(notebook)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, target, fmt="py:percent")
+    return target
+
+
+def all_sources() -> list:
+    return sorted(SOURCES.glob("[0-9][0-9]_*.py"))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="*", type=Path)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--all", action="store_true", help="every lesson in notebooks/src/")
+    mode.add_argument("--check", action="store_true", help="write nothing; fail if a notebook differs from its source")
+    mode.add_argument("--export", action="store_true", help="write the source of each notebook given")
+    p.add_argument("--keep-outputs", action="store_true", help="do not execute; keep unchanged code cells' outputs")
+    a = p.parse_args(argv)
+    if a.export:
+        for path in a.paths:
+            print(f"{path} -> {export(path)}")
+        return
+    sources = a.paths or (all_sources() if (a.all or a.check) else [])
+    if not sources:
+        p.error("name a lesson source (notebooks/src/NN_name.py) or use --all")
+    missing = [str(s) for s in sources if not Path(s).is_file()]
+    if missing:
+        p.error(f"no such source: {', '.join(missing)}")
+    if a.check:
+        problems = [line for s in sources for line in
+                    (differences(s, notebook_of(s)) if notebook_of(s).exists() else [f"{notebook_of(s)} is missing"])]
+        if problems:
+            sys.exit("\n".join(problems) + "\nrebuild with `python tools/build_notebook.py SRC` (or --keep-outputs "
+                                           "for prose-only edits)")
+        print(f"{len(sources)} notebooks match their sources")
+        return
+    for s in sources:
+        print(f"{s} -> {build(s, a.keep_outputs)}{' (outputs kept)' if a.keep_outputs else ' (executed)'}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--slides":
-        for path in sys.argv[2:]:
-            nbformat.write(add_slides(nbformat.read(path, as_version=4)), path)
-    else:
-        build(sys.argv[1], sys.argv[2])
+    main()

@@ -1,0 +1,355 @@
+# %% [markdown]
+# # Lesson 01 · Leaf tensors: where gradients land
+#
+# **Goal.** After this lesson you can look at any tensor in a training script and say whether it is a *leaf*,
+# whether `.grad` will be filled after `backward()`, and why PyTorch refuses `a += 1` on a parameter but lets
+# `optimizer.step()` change that same parameter in place.
+#
+# **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) opens with these examples. We run each of its
+# listings on today's torch and check what it claims. The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
+#
+# | seed 001 listing | on today's torch |
+# |---|---|
+# | `a * 2`, `loss.backward()`, `a.grad` | works as the post says |
+# | `b.grad`, `loss.grad` | `b.grad` is `None`; `loss.grad` is `None` **and** a `UserWarning` (reproduced below) |
+# | `a += 1` on a leaf that requires grad | raises `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` at that line |
+
+# %%
+#SETUP
+
+# %% [markdown]
+# ## 1 · Leaves and non-leaves
+#
+# **Why it matters.** Every GAN bug in this course is about *which* tensors autograd is tracking. The first split
+# is simple: a tensor you create yourself is a **leaf**; a tensor produced by an operation on something that
+# requires grad is a **non-leaf** and carries a `grad_fn`, the autograd node that knows how to send gradients back.
+#
+# Seed 001's first listing, unchanged:
+
+# %%
+a = torch.tensor([1., 2, 3]).requires_grad_(True)
+b = a * 2
+loss = b.sum()
+loss.backward()
+describe(a=a, b=b, loss=loss)
+
+# %% [markdown]
+# `a` is a leaf that requires grad, so it received `.grad` (the derivative of `sum(2a)` is 2 everywhere).
+# `b` and `loss` are non-leaves: they have a `grad_fn` (`MulBackward0`, `SumBackward0`), and autograd does not keep
+# their gradients.
+#
+# The rule for `is_leaf`, checked on a few more tensors:
+# - `requires_grad=False` tensors are always leaves, whatever made them;
+# - a tensor that requires grad is a leaf only if no tracked operation made it;
+# - a module's parameters are leaves; its outputs are not.
+
+# %%
+G = nn.Linear(2, 2)          # a tiny "generator"
+z = torch.randn(1, 2)        # noise: created by us, no grad
+x_fake = G(z)                # produced by an op on parameters
+describe(z=z, weight=G.weight, x_fake=x_fake, doubled_z=z * 2)
+claim("a module's parameters are leaves that require grad; its output is not a leaf",
+      G.weight.is_leaf and G.bias.is_leaf and G.weight.requires_grad and not x_fake.is_leaf)
+
+# %% [markdown]
+# **Predict, then check.** Replace each `...` with your prediction, run the cell, and read the feedback.
+
+# %%
+prediction = True  # SOLUTION: is `doubled_z = z * 2` a leaf?
+check("(z * 2).is_leaf", prediction, (z * 2).is_leaf,
+      why="z does not require grad, so nothing is tracked: every requires_grad=False tensor is a leaf.")
+
+# %%
+prediction = True  # SOLUTION: is `x_fake.detach()` a leaf?
+check("x_fake.detach().is_leaf", prediction, x_fake.detach().is_leaf,
+      why="detach() returns a tensor with no grad_fn and requires_grad=False: a new leaf (lesson 04 uses this).")
+
+# %% [markdown]
+# ## 2 · Which tensors get `.grad`
+#
+# **Why it matters.** In a GAN you will want to inspect gradients: did the generator receive any? Only *leaves that
+# require grad* have `.grad` filled by `backward()`. Seed 001's second listing:
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+b = torch.tensor([2., 3, 4])
+c = a * b
+loss = c.sum()
+loss.backward()
+print("a.grad =", a.grad)
+print("b.grad =", b.grad)
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    b_grad = b.grad
+claim("b.grad is None, and reading it warns of nothing: b is a leaf that does not require grad",
+      b_grad is None and not caught)
+
+# %% [markdown]
+# `b` is a leaf too, but it does not require grad, so its `.grad` stays `None` without complaint. Reading `.grad`
+# of a **non-leaf** is different: PyTorch answers `None` *and* warns, because this is almost always a mistake
+# (you meant a leaf). The seed shows the warning; here it is, live, and asserted (if a future torch stops warning,
+# this cell fails):
+
+# %%
+with expect_warning(UserWarning, "not a leaf Tensor"):
+    print("loss.grad =", loss.grad)
+
+# %% [markdown]
+# The warning names the fix: call `.retain_grad()` on the non-leaf **before** `backward()`.
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+b = torch.tensor([2., 3, 4])
+c = a * b
+c.retain_grad()
+loss = c.sum()
+loss.backward()
+describe(a=a, b=b, c=c, loss=loss)
+
+# %% [markdown]
+# `c.grad` is all ones (d loss / d c for a sum), and `a.grad` equals `b`, as the product rule says. The check below
+# compares autograd with that rule, using PyTorch's own answer rather than a copied number:
+
+# %%
+claim("a.grad equals b, as the product rule says", torch.equal(a.grad, b), shown=f"a.grad = {a.grad.tolist()}")
+
+# %%
+prediction = None  # SOLUTION: what is `c.grad` if you remove the retain_grad() line?
+import warnings
+c2 = a * b
+c2.sum().backward()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    check("c.grad without retain_grad()", prediction, c2.grad,
+          why="c is a non-leaf; its gradient is computed on the way back but not kept.")
+
+# %% [markdown]
+# ## 3 · The graph, drawn from the live tensors
+#
+# **Why it matters.** "The graph" is not a metaphor: it is a chain of `grad_fn` objects you can walk. torchviz draws
+# it. Blue boxes are leaves that require grad, reached through an `AccumulateGrad` node, which is what writes
+# `.grad`. Notice what is *missing*: `b` has no node, because nothing needs its gradient.
+
+# %%
+import torchviz
+from gan_lessons import graphs
+
+a = torch.tensor([1., 2, 3], requires_grad=True)
+b = torch.tensor([2., 3, 4])
+loss = (a * b).sum()
+graphs.show(torchviz.make_dot(loss, params={"a": a, "b": b}), {"loss": loss}, names={a: "a"})
+
+# %% [markdown]
+# Walking the same chain by hand shows there is nothing hidden. `next_functions` links each node to the ones that
+# feed it; the `AccumulateGrad` node holds the leaf as `.variable`:
+
+# %%
+mul = loss.grad_fn.next_functions[0][0]
+accumulate = mul.next_functions[0][0]
+print(type(loss.grad_fn).__name__, "->", type(mul).__name__, "->", type(accumulate).__name__)
+claim("the AccumulateGrad node at the end of the chain holds the leaf a itself", accumulate.variable is a)
+claim("b's slot in MulBackward0 is empty: nothing needs b's gradient", mul.next_functions[1][0] is None,
+      shown=f"next_functions: {[type(f).__name__ if f else None for f, _ in mul.next_functions]}")
+
+# %% [markdown]
+# ## 4 · In-place on a leaf: the first error
+#
+# **Why it matters.** Seed 001's third listing changes `a` in place after using it. PyTorch refuses, and **at that
+# line**, not later at `backward()`:
+
+# %%
+a = torch.tensor([1, 2., 3], requires_grad=True)
+b = torch.tensor([2, 3, 4.])
+c = a * b
+with expect_error(RuntimeError, "a leaf Variable that requires grad is being used in an in-place operation"):
+    a += 1
+
+# %% [markdown]
+# Why refuse? `a` is where gradients land. If `a += 1` were recorded, `a` would become the output of an
+# operation, i.e. no longer a leaf, and the optimizer would lose the tensor it is supposed to update. So autograd
+# forbids the in-place op on a leaf that requires grad, while tracking is on.
+#
+# The seed adds: "in-place on non-leaf tensors doesn't matter, which is why `ReLU(inplace=True)` is common". That is
+# only half true. In-place on a non-leaf is *allowed*, but if autograd saved that tensor for backward it breaks
+# backward with a different error; lesson 03 shows both cases.
+
+# %% [markdown]
+# ## 5 · So how does an optimizer change a leaf?
+#
+# **Why it matters.** `optimizer.step()` changes every parameter in place, and parameters are leaves that require
+# grad. It gets away with it because it runs under `torch.no_grad()`: with tracking off, an in-place update is not
+# part of any graph, so the leaf stays a leaf.
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+(a * a).sum().backward()
+print("grad:", a.grad, "| version before:", a._version)
+with torch.no_grad():
+    a -= 0.1 * a.grad          # the same line without no_grad() raises the error above
+print("after :", a.detach(), "| is_leaf:", a.is_leaf, "| version after:", a._version)
+claim("the update under no_grad kept a a leaf that requires grad, and bumped its version by one",
+      a.is_leaf and a.requires_grad and a._version == 1)
+
+# %% [markdown]
+# `torch.optim.SGD` does exactly this. Same start, same gradient, one `step()`; the two results are equal,
+# and the step bumped the version counter in the same way (lesson 03 is built on that counter):
+
+# %%
+a2 = torch.tensor([1., 2, 3], requires_grad=True)
+opt = optim.SGD([a2], lr=0.1)
+(a2 * a2).sum().backward()
+opt.step()
+print("SGD result:", a2.detach(), "| equal to the manual update:", torch.equal(a2, a), "| version:", a2._version)
+claim("SGD's step gives the manual update's values and the same version", torch.equal(a2, a) and a2._version == a._version)
+
+# %%
+prediction = True  # SOLUTION: is `a2` still a leaf after opt.step()?
+check("a2.is_leaf after opt.step()", prediction, a2.is_leaf,
+      why="step() runs under torch.no_grad(), so the in-place update is not recorded.")
+
+# %% [markdown]
+# ## 6 · `backward()` adds to `.grad`; it never replaces it
+#
+# **Why it matters.** A GAN step runs two backward passes, and both can reach the same parameters: `loss_G`'s
+# backward flows through D to reach G, so it also fills D's `.grad`, unless you stop it (lessons 04 and 05). What
+# happens to a `.grad` that already holds something decides whether D's next step is right. `backward()` **adds**
+# the new gradient to whatever `.grad` holds. That is a feature: two backward passes into one `.grad` give exactly the
+# gradient of the sum of the two losses, which is how `loss_D = loss_real + loss_fake` can be split in two backward
+# calls. It is also why every training step starts with `opt.zero_grad()`.
+
+# %%
+w = torch.tensor([1., 2, 3], requires_grad=True)
+(w * w).sum().backward()
+first = w.grad.clone()
+(w * w).sum().backward()                      # the same loss again, no zero_grad in between
+claim("a second backward adds to .grad: it now holds twice the first gradient", torch.equal(w.grad, 2 * first),
+      shown=f"first {first.tolist()}, now {w.grad.tolist()}")
+
+w.grad = None
+((w * w).sum() + (3 * w).sum()).backward()    # one backward of the summed loss
+summed = w.grad.clone()
+w.grad = None
+(w * w).sum().backward()                      # two backward passes, one per term
+(3 * w).sum().backward()
+claim("two backward passes into one .grad give the gradient of the summed loss", torch.equal(w.grad, summed),
+      shown=f"{w.grad.tolist()}")
+
+# %% [markdown]
+# In a GAN this is where a forgotten `zero_grad()` hides: the loop runs, every step is a legal step, and D is
+# trained on the sum of this step's gradient and the last one's. Nothing raises. Lesson 07's doctor warns when the gradients of two different losses add up this way.
+# Which tensor `zero_grad()` leaves behind (zeros or `None`) matters too, and lesson 04 shows when.
+
+# %%
+D = nn.Linear(3, 1)
+opt_D = optim.SGD(D.parameters(), lr=0.1)
+x = torch.ones(1, 3)
+for step in range(3):
+    loss_D = D(x).sum()                       # d loss_D / d D.weight is x: all ones, every step
+    loss_D.backward()                         # note: no opt_D.zero_grad() in this loop
+
+prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the loop (as a list)?
+check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
+      why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")
+
+# %% [markdown]
+# ## Summary
+#
+# - A **leaf** is a tensor no tracked operation produced: your inputs, and every `nn.Parameter`. Non-leaves carry a `grad_fn`.
+# - `backward()` fills `.grad` only for leaves with `requires_grad=True`. Reading `.grad` of a non-leaf gives `None`
+#   and a `UserWarning`; call `.retain_grad()` first if you need it.
+# - In-place on a leaf that requires grad raises *at that line*; under `torch.no_grad()` it is allowed, and that is
+#   how every optimizer updates parameters.
+# - Every in-place update bumps the tensor's `_version`, including `optimizer.step()`. Lesson 03 shows why that
+#   matters in GAN training.
+# - `backward()` adds to `.grad`. Two backward passes give the gradient of the summed loss; a forgotten
+#   `zero_grad()` silently trains on stale gradients.
+#
+# ## Exercises
+#
+# Predict first, then run.
+
+# %%
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+z = torch.randn(3, 4)
+x_fake = G(z)
+loss_G = x_fake.pow(2).mean()
+loss_G.backward()
+
+prediction = True  # SOLUTION: does G[0].weight.grad exist (is not None)?
+check("G[0].weight.grad is not None", prediction, G[0].weight.grad is not None,
+      why="every parameter is a leaf that requires grad, and loss_G depends on it.")
+
+prediction = 4  # SOLUTION: how many parameters of G have requires_grad=True and is_leaf=True? (count tensors)
+check("leaf parameters of G that require grad", prediction,
+      sum(p.is_leaf and p.requires_grad for p in G.parameters()),
+      why="two Linear layers, each with a weight and a bias: 4. ReLU has none.")
+
+# %%
+prediction = "MeanBackward0"  # SOLUTION: type(loss_G.grad_fn).__name__ ?
+check("type(loss_G.grad_fn).__name__", prediction, type(loss_G.grad_fn).__name__,
+      why="x_fake.pow(2).mean() ends in a MeanBackward0 node: the name is the last operation.")
+
+# %% [markdown]
+# ### Build it: a manual SGD step
+#
+# Seed 001's way of changing a leaf, `p -= lr * p.grad`, raises section 4's leaf error while autograd records.
+# Write `sgd_step(params, lr)`, the update `optim.SGD` makes: change every parameter **in place** by `lr * p.grad`,
+# so that it stays the same leaf that requires grad, and then clear its `.grad` (set it to `None`, as
+# `opt.zero_grad()` does), because `backward()` adds to whatever `.grad` already holds. Replace each `...` below,
+# point `my_answer` at your function and run the cell. The checker runs two steps on fresh leaves, compares the
+# values with `optim.SGD`'s, and says what is still wrong.
+
+# %%
+from gan_lessons import exercises
+
+def sgd_step(params, lr):
+    """p -= lr * p.grad on every parameter, legal on a leaf; then clear p.grad."""
+    recording_off = torch.no_grad()  # SOLUTION: a context manager under which autograd records nothing
+    with recording_off:
+        for p in params:
+            p -= lr * p.grad
+    for p in params:
+        p.grad = None  # SOLUTION: what should .grad hold once the update used it?
+
+my_answer = sgd_step  # SOLUTION: point this at your sgd_step (no parentheses)
+solved = exercises.check_sgd_step(my_answer)
+
+
+# %% [markdown]
+# ### Fix it: DCGAN's weight initialisation
+#
+# DCGAN-style GANs start from small random weights: every `Linear` and convolution weight drawn from N(0, 0.02),
+# every BatchNorm weight from N(1, 0.02), every bias zero. The obvious way to write that is the function below
+# without its `guard` lines, and `G.apply(init_weights)` then raises section 4's error on the first module:
+# parameters are leaves that require grad. Fix it so that it sets the same values **in place**. Keep the very same parameter tensors (an optimizer made
+# before the init holds them), and keep them leaves that require grad. The checker applies your function to a small
+# generator and says what is still wrong.
+
+# %%
+def init_weights(m):
+    """DCGAN's initial values, for model.apply(init_weights)."""
+    if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
+        mean = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0
+        guard = torch.no_grad()  # SOLUTION: the broken version had no guard: what makes in-place on a leaf legal (section 5)?
+        with guard:
+            m.weight.normal_(mean, 0.02)
+            m.bias.zero_()
+
+my_answer = init_weights  # SOLUTION: point this at your init_weights (no parentheses)
+solved = exercises.check_init(my_answer)
+
+# %% [markdown]
+# Both halves of that, checked: the broken line raises on a fresh `Linear`, and
+# `torch.nn.init.normal_(m.weight, mean, 0.02)`, the library's way to write it, is legal because every function in
+# `torch.nn.init` runs under `torch.no_grad()` itself.
+
+# %%
+lin = nn.Linear(3, 3)
+with expect_error(RuntimeError, "a leaf Variable that requires grad is being used in an in-place operation"):
+    lin.weight.normal_(0.0, 0.02)                 # the broken version's line
+version = lin.weight._version
+nn.init.normal_(lin.weight, 0.0, 0.02)
+claim("nn.init.normal_ changed the parameter in place and left it a leaf that requires grad",
+      lin.weight._version > version and lin.weight.is_leaf and lin.weight.requires_grad,
+      shown=f"version {version} -> {lin.weight._version}")

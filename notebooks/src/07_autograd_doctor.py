@@ -1,0 +1,418 @@
+# %% [markdown]
+# # Lesson 07 · The autograd doctor
+#
+# **Goal.** Turn a diagnostic tool on over broken GAN code, your own included, and get the answer PyTorch's
+# message leaves out: *which* tensor (by module and parameter name), *which* forward line saved it, *which* line
+# or `optimizer.step()` changed or freed it, and the fix, with the lesson that teaches it.
+#
+# **Material.** Every broken listing of the seeds (000, 001, 003, 004) and three more of the kinds people post.
+#
+# `with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):` watches a block. It records with public hooks only: a
+# `TorchFunctionMode` sees every torch call (forward ops, in-place ops, `backward`, `.grad`, `.data`), global
+# module hooks say which module is running, and global optimizer hooks see every `step()`. When one of the
+# lessons' errors escapes, the doctor prints a diagnosis and attaches it to the **original, unchanged**
+# exception as `error.diagnosis`. Patterns that raise nothing but train the wrong thing become `DoctorWarning`s.
+
+# %%
+#SETUP
+
+# %%
+import itertools
+import warnings
+from gan_lessons import strategies
+from gan_lessons.doctor import doctor, DoctorWarning
+from gan_lessons.lesson import headline
+from gan_lessons.models import Generator, Discriminator
+
+warnings.simplefilter("always", DoctorWarning)
+
+
+# %% [markdown]
+# ## 1 · What PyTorch says, and what the doctor adds
+#
+# **Why it matters.** PyTorch's version error gives the saved tensor's type, shape and versions. It does not say
+# that `[512, 1]` is D's last weight, transposed, or which line changed it. Anomaly detection (lesson 03) blames
+# the forward line. Seed 000's loop, as written there, under the doctor:
+
+# %%
+def loss_nonsaturating(d, g, x_real, *, device):
+    """Seed 000's loss, as written there."""
+    z = torch.randn(x_real.shape[0], g.z_dim, device=device)
+    gz = g(z)
+    dgz = F.sigmoid(d(gz))
+    dx = d(x_real)
+    real_label = torch.ones(x_real.shape[0], device=device)
+    fake_label = torch.zeros(x_real.shape[0], device=device)
+    bce_loss = F.binary_cross_entropy_with_logits
+    g_loss = bce_loss(dgz, real_label).mean()
+    d_loss = bce_loss(dx, real_label).mean() + bce_loss(dgz, fake_label).mean()
+    return d_loss, g_loss
+
+torch.manual_seed(0)
+g, d = Generator(), Discriminator()
+g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
+x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+
+with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\]"):
+    with doctor(g=g, d=d, g_optimizer=g_optimizer, d_optimizer=d_optimizer) as doc:
+        d_loss, g_loss = loss_nonsaturating(d, g, x_real, device=device)
+        d_optimizer.zero_grad()
+        d_loss.backward(retain_graph=True)
+        d_optimizer.step()
+        g_optimizer.zero_grad()
+        g_loss.backward()
+
+# %% [markdown]
+# Read it from the top. The tensor is `d.net.7.weight.T`: the saved transpose of D's `Linear(512, 1)` weight. The
+# forward line that saved it is inside `loss_nonsaturating`. The step that changed it is `d_optimizer.step()`. The
+# numbers are the same versions PyTorch printed. Along the way the doctor also warned about two silent problems:
+# the double sigmoid (lesson 05), and `d_optimizer.step()` running on gradients from a backward that went on
+# into g, because D's loss here does not detach the fake. The diagnosis is data, too:
+
+# %%
+diagnosis = doc.diagnoses[-1]
+print(diagnosis.kind, "|", diagnosis.facts["tensor"])
+print("warnings raised in the block:", [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"])
+warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
+claim("the diagnosis is a version error on d.net.7.weight.T", diagnosis.kind == "version"
+      and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"))
+claim("the doctor also warned about the double sigmoid and about D stepping on gradients that ran on into g",
+      any("sigmoid is fed into" in w for w in warned) and any("d_optimizer.step() uses gradients" in w for w in warned))
+
+
+# %% [markdown]
+# ## 2 · The other seeds' broken listings
+#
+# **Why it matters.** Each seed hits one of these errors from a different direction. The doctor names the moving
+# part every time.
+#
+# **Seed 001's G/D toy** fails twice: without `retain_graph` the graph is freed; with it, the step makes D's
+# saved weight stale.
+
+# %%
+def seed001(retain_graph):
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    with doctor(G=G, D=D, optimG=optimG, optimD=optimD):
+        t = torch.tensor([1., 2], requires_grad=True)
+        g = G(t)
+        d = D(g)
+        lossD = d.sum()
+        optimD.zero_grad()
+        lossD.backward(retain_graph=retain_graph)
+        optimD.step()
+        lossG = (g + d).sum()
+        optimG.zero_grad()
+        lossG.backward()
+
+with expect_error(RuntimeError, "backward through the graph a second time"):
+    seed001(retain_graph=False)
+
+# %%
+with expect_error(RuntimeError, "is at version 2; expected version 1"):
+    seed001(retain_graph=True)
+
+# %% [markdown]
+# **Seed 003's strategy 1** (`gan_lessons.strategies.retain_graph_seed003`): the lines named are inside the strategy
+# function, which is exactly the code to fix.
+
+# %%
+torch.manual_seed(0)
+G, D = Generator(), Discriminator()
+opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+noise = lambda n: torch.randn(n, G.z_dim)
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+        strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
+
+# %% [markdown]
+# **Seed 004's model1/model2 loop**: the doctor finds the earlier backward that freed the shared part, and says
+# which forward the two losses share.
+
+# %%
+torch.manual_seed(0)
+model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
+optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
+optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
+loss = nn.CrossEntropyLoss()
+data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+with expect_error(RuntimeError, "backward through the graph a second time"):
+    with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
+        a = model1(data)
+        b = model2(a)
+        l1, l2 = loss(a, label), loss(b, label)
+        optimizer2.zero_grad()
+        l2.backward()
+        optimizer2.step()
+        optimizer1.zero_grad()
+        l1.backward()
+
+# %% [markdown]
+# **Seed 001's leaf error** and **its non-leaf `.grad`**:
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+with expect_error(RuntimeError, "leaf Variable that requires grad"):
+    with doctor(a=a):
+        c = a * 2
+        a += 1
+
+# %%
+G = nn.Linear(2, 2)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)   # PyTorch's own warning; the doctor's diagnosis follows
+    warnings.simplefilter("always", DoctorWarning)
+    with doctor(G=G) as doc:
+        x_fake = G(torch.randn(3, 2))
+        x_fake.sum().backward()
+        x_fake.grad
+
+# %% [markdown]
+# ## 3 · Three broken training loops of the kinds people post
+#
+# **Why it matters.** Real code breaks in ways no blog post listed. Here are three new ones.
+#
+# **(a) A `+=` on an activation that a later layer saved.** Someone adds a little noise to G's output in place.
+# `tanh` saved its output for its backward, so the `+=` makes it stale:
+
+# %%
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+D = nn.Linear(16, 1)
+opt_G = optim.Adam(G.parameters())
+with expect_error(RuntimeError, "output 0 of Tanh(Backward0)?,"):
+    with doctor(G=G, D=D, opt_G=opt_G):
+        x_fake = G(torch.randn(4, 8))
+        x_fake += 0.01 * torch.randn(4, 16)        # "instance noise", in place
+        loss_G = F.softplus(-D(x_fake)).mean()
+        loss_G.backward()
+
+# %% [markdown]
+# **(b) `opt_D.step()` before `loss_G.backward()` on D's old output.** The D-first order, but G's loss reuses the
+# logits D computed before its step instead of calling D again:
+
+# %%
+torch.manual_seed(0)
+G, D = Generator(), Discriminator()
+opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+        x_fake = G(torch.randn(8, 64))
+        logits_fake = D(x_fake)
+        opt_D.zero_grad()
+        loss_D = strategies.bce(D(x_real), 1) + strategies.bce(D(x_fake.detach()), 0)
+        loss_D.backward()
+        opt_D.step()
+        opt_G.zero_grad()
+        loss_G = strategies.bce(logits_fake, 1)    # D's output from before the step
+        loss_G.backward()
+
+# %% [markdown]
+# **(c) One optimizer over both nets, with detach.** Nothing raises. The doctor warns that the step runs while
+# G's parameters have no gradient (lesson 04):
+
+# %%
+torch.manual_seed(0)
+G, D = nn.Linear(4, 2), nn.Linear(2, 1)
+opt = optim.Adam(itertools.chain(G.parameters(), D.parameters()))
+with doctor(G=G, D=D, opt=opt) as doc:
+    opt.zero_grad()
+    F.softplus(D(G(torch.randn(4, 4)).detach())).mean().backward()
+    opt.step()
+print("warnings:", [headline(d.summary) for d in doc.diagnoses])
+claim("one warning: the step runs while G's 2 parameters have no .grad",
+      len(doc.diagnoses) == 1 and "2 of its 4 parameters have no .grad" in doc.diagnoses[0].summary
+      and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"])
+
+# %% [markdown]
+# ## 4 · The doctor in every cell: `%load_ext gan_lessons`
+#
+# **Why it matters.** Wrapping code in `with doctor(...)` is fine for a script. In a notebook, the extension does
+# it for you: every cell runs under a doctor. Names are looked up when a diagnosis needs them, not before the cell
+# runs: from the notebook's variables (as they are at that moment, so models and optimizers made in the same cell
+# count), from modules one attribute inside your own objects (`agent.critic`), from the local variables of the
+# functions that are running, and, for a module that has no name anywhere, from its class (`Critic.net.2.weight`).
+# When one of these errors escapes a cell, the diagnosis appears under the usual traceback, which is the one you would
+# see without the doctor. Any other exception is shown exactly as without the extension (`tests/test_doctor.py`
+# checks both). Here it catches a silent bug:
+
+# %%
+# %load_ext gan_lessons
+
+# %%
+torch.manual_seed(0)
+D = nn.Linear(2, 1)
+logits = D(torch.randn(5, 2))
+loss_G = F.binary_cross_entropy_with_logits(torch.sigmoid(logits), torch.ones(5, 1))
+
+# %% [markdown]
+# The way students actually write it: the whole loop in one cell, models and optimizers included. This is
+# seed 000's mistake in a WGAN-style critic: the critic steps, then G's loss goes back through the critic's graph
+# from before the step. (`expect_error` catches the error on purpose so the notebook goes on; under the extension
+# it also shows the diagnosis, which is printed under the message.)
+
+# %%
+with expect_error(RuntimeError, r"\[torch.FloatTensor \[32, 1\]\], which is output 0 of AsStrided"):
+    torch.manual_seed(0)
+
+    class Critic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+
+        def forward(self, x):
+            return self.net(x)
+
+    netG, netD = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2)), Critic()
+    optG, optD = optim.Adam(netG.parameters(), lr=1e-3), optim.Adam(netD.parameters(), lr=1e-3)
+    real = torch.randn(16, 2) + 3
+    for it in range(3):
+        fake = netG(torch.randn(16, 8))
+        out_fake = netD(fake)
+        lossD = out_fake.mean() - netD(real).mean()
+        optD.zero_grad()
+        lossD.backward(retain_graph=True)
+        optD.step()
+        lossG = -out_fake.mean()
+        optG.zero_grad()
+        lossG.backward()
+        optG.step()
+
+from gan_lessons.doctor import active
+found = active().diagnoses[-1]
+claim("made in the same cell, the critic's weight is still named by its variable, with the step that changed it",
+      found.facts["tensor"].startswith("netD.net.2.weight.T [32, 1]") and found.facts["modified by"].startswith("optD.step()"),
+      shown=f'{found.facts["tensor"].split(" (")[0]}; {found.facts["modified by"].split(" (")[0]}')
+
+# %%
+# %unload_ext gan_lessons
+
+# %% [markdown]
+# ## Cheat sheet
+#
+# **Why it matters.** Most of the time you will meet these errors without the doctor on. This table maps each
+# message to its cause, its fix and the lesson that explains it.
+#
+# | PyTorch says | cause | fix | lesson |
+# |---|---|---|---|
+# | `a leaf Variable that requires grad is being used in an in-place operation.` | in-place op on a parameter (or other leaf) while autograd records | do it under `torch.no_grad()`, as optimizers do; or out of place | 01 |
+# | `UserWarning: The .grad attribute of a Tensor that is not a leaf Tensor is being accessed` | reading `.grad` of an activation | `.retain_grad()` before `backward()`, or read a leaf | 01 |
+# | `Trying to backward through the graph a second time` | two losses share part of a graph; the first `backward()` freed it | `detach()` the shared tensor in the loss that must not reach it; or a fresh forward; or `retain_graph=True` (costs memory) | 02 |
+# | `... modified by an inplace operation: [torch.FloatTensor [512, 1]], which is output 0 of AsStrided, is at version 2; expected version 1` | `optimizer.step()` (or any in-place op) changed a tensor a pending backward saved; `[512, 1]` is a transposed `Linear` weight | finish every backward through D before `opt_D.step()`, or forward again after it; detach the fake for D | 03, 05 |
+# | same, `which is output 0 of Sigmoid` / `Tanh` | `ReLU(inplace=True)` or `+=` on an activation whose op saved its output | make it out of place, or `clone()` first | 03 |
+# | `Inference tensors cannot be saved for backward` | a tensor made under `inference_mode` fed to training | `torch.no_grad()` instead | 04 |
+# | nothing (wrong gradient) | `.data` mutation; `sigmoid` before `*_with_logits`; detach with one optimizer over both nets | `no_grad()` / `clone()`; pass raw logits; if model1 should learn from the second loss, do not detach: run every backward before any `step()` (a shared step between them raises the version error once model1 has two layers); if it should not, detach and give each network its own optimizer | 03, 05, 04, 02 |
+
+# %% [markdown]
+# ## Summary
+#
+# - The doctor names the tensor (`d.net.7.weight.T`), the forward line that saved it, and the `step()` or in-place
+#   op that changed it; for a freed graph, the earlier backward and the shared forward.
+# - It never changes a result or swallows an exception; its diagnosis rides on the original error.
+# - Its warnings catch what raises nothing: double sigmoid, `.data` mutation, parameters without gradients at a
+#   step, and D stepping on gradients from a loss that ran through D into G.
+#
+# ## Exercises
+
+# %%
+prediction = "TanhBackward0"  # SOLUTION: in loop (a), which autograd node saved the tensor that went stale?
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+try:
+    with doctor(G=G):
+        x_fake = G(torch.randn(4, 8))
+        x_fake += 1
+        x_fake.sum().backward()
+except RuntimeError as error:
+    node = error.diagnosis.facts["saved by"].split()[0]
+check("node that saved the stale tensor", prediction, node, why="tanh saves its output for 1 - tanh^2.")
+
+# %%
+prediction = "freed"  # SOLUTION: which kind of diagnosis for `y = (x * x).sum(); y.backward(); y.backward()`?
+x = torch.ones(2, requires_grad=True)
+try:
+    with doctor():
+        y = (x * x).sum()
+        y.backward()
+        y.backward()
+except RuntimeError as error:
+    kind = error.diagnosis.kind
+check("diagnosis kind", prediction, kind, why="the first backward freed what mul saved.")
+
+# %%
+prediction = False  # SOLUTION: does the doctor change the loss value or the gradient of a clean step? (True/False)
+torch.manual_seed(0)
+net = nn.Linear(3, 1)
+
+def clean_step():
+    net.zero_grad()
+    loss = net(torch.ones(2, 3)).sum()
+    loss.backward()
+    return loss.item(), net.weight.grad.clone()
+
+plain_loss, plain_grad = clean_step()
+with doctor(net=net):
+    doctored_loss, doctored_grad = clean_step()
+check("the doctor changes the loss or the gradient", prediction,
+      plain_loss != doctored_loss or not torch.equal(plain_grad, doctored_grad),
+      why="the doctor only records what happens; the loss and the gradient are the same with and without it.")
+
+# %% [markdown]
+# ### Build it: bring your own bug to the doctor
+#
+# The small GAN step below runs cleanly when D's loss sees `x_fake.detach()`. Break it with one of the errors of
+# lessons 01 to 03 (change any line you like: an in-place op on a parameter, a second backward through a freed
+# graph, a step before a backward that needs the old weights), and say which diagnosis you expect:
+# `"leaf_inplace"`, `"freed"` or `"version"`. The checker runs your loop under the doctor, prints its report, and
+# tells you whether there was an error to diagnose and which kind the doctor found.
+
+# %%
+from gan_lessons import exercises
+
+def my_buggy_loop():
+    """One D step and one G step; correct while D's loss sees x_fake.detach()."""
+    torch.manual_seed(0)
+    G, D = nn.Linear(4, 4), nn.Linear(4, 1)
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    x_fake = G(torch.randn(8, 4))
+    fake_for_D = x_fake  # SOLUTION: x_fake.detach() is correct; what makes a backward below fail?
+    loss_D = F.softplus(D(fake_for_D)).mean()
+    opt_D.zero_grad(); loss_D.backward(); opt_D.step()
+    loss_G = F.softplus(-D(x_fake)).mean()
+    opt_G.zero_grad(); loss_G.backward(); opt_G.step()
+
+expected = "freed"  # SOLUTION: the diagnosis kind you expect: "leaf_inplace", "freed" or "version"
+my_answer = my_buggy_loop  # SOLUTION: point this at your loop
+solved = exercises.check_doctor_bug(my_answer, expected)
+
+
+# %% [markdown]
+# ### Fix it: seed 000's step, until the doctor has nothing to say
+#
+# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D
+# stepping on gradients that went on into `g`. Rewrite it as one step function that keeps seed 000's plan (D
+# first, then G; one forward of `g`) and fixes all three. The checker runs your step once under the doctor, which
+# must neither raise nor warn, then twice on seed 000's models, comparing every gradient of `g` and `d` at each
+# optimizer step with the right ones. While a bug is left, it prints the doctor's report or warning for it: read
+# that first, the way you would on your own code.
+
+# %%
+def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
+    """Seed 000's step, fixed: D first, then G, one forward of g."""
+    bce = F.binary_cross_entropy_with_logits
+    real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    logits_fake_for_D = d(gz.detach())  # SOLUTION: the seed used F.sigmoid(d(gz)) for both losses; what should D's fake term get?
+    d_loss = bce(d(x_real), real_label) + bce(logits_fake_for_D, fake_label)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    logits_fake_for_G = d(gz)  # SOLUTION: and G's loss, now that d has stepped?
+    g_loss = bce(logits_fake_for_G, real_label)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+my_answer = fixed_step  # SOLUTION: point this at your fixed_step
+solved = exercises.check_seed000_step(my_answer)

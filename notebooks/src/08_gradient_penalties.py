@@ -1,0 +1,480 @@
+# %% [markdown]
+# # Lesson 08 · Gradient penalties: the autograd a critic needs
+#
+# **Goal.** Take gradients *as values* with `torch.autograd.grad`, and know what each of its arguments does:
+# `grad_outputs`, `retain_graph`, `create_graph`, `inputs`. Then build WGAN-GP's gradient penalty one line at a
+# time, meet each error it raises on the way, and catch the bug that raises nothing: a penalty computed without
+# `create_graph=True` is a constant that trains nothing. Finish with R1 on real images, lazy regularisation,
+# `n_critic` critic steps per G step, and what a penalty costs, measured.
+#
+# **Material.** None of the five seeds reaches gradient penalties; this lesson goes past them. The facts come
+# from the papers: WGAN-GP (Gulrajani et al., *Improved Training of Wasserstein GANs*, 2017: penalty weight 10,
+# `n_critic` 5, Adam with lr 1e-4 and betas (0, 0.9)), R1 (Mescheder et al., *Which Training Methods for GANs do
+# actually Converge?*, 2018) and lazy regularisation (Karras et al., *Analyzing and Improving the Image Quality
+# of StyleGAN*, 2020: R1 every 16 minibatches). The code people write around them, and what it does on today's
+# torch:
+#
+# | what people write | on today's torch |
+# |---|---|
+# | `torch.autograd.grad(D(x_hat), x_hat)` with D's one score per image | raises "grad can be implicitly created only for scalar outputs" (section 3) |
+# | interpolates made from detached tensors, without `requires_grad_()` | raises "One of the differentiated Tensors does not require grad" (section 3) |
+# | the penalty's `autograd.grad` without `create_graph=True` | runs, and the penalty trains nothing: its gradient on D is zero (section 4) |
+# | `autograd.grad(..., create_graph=True, retain_graph=True)` | runs; `retain_graph=True` is what `create_graph=True` already implies (section 5) |
+# | `create_graph=True, retain_graph=False` on D's real scores, then the loss on the same scores | raises "Trying to backward through the graph a second time" (section 5) |
+# | `n_critic` critic steps on a fake batch that is not detached | runs, and G's gradient points the wrong way (section 7) |
+
+# %%
+#SETUP
+
+# %%
+import copy
+import statistics
+import time
+import warnings
+from gan_lessons import costs, data, graphs, strategies
+from gan_lessons.doctor import doctor, DoctorWarning
+from gan_lessons.models import Generator, Discriminator
+from gan_lessons.widgets import COST_HEADER, cost_row
+from IPython.display import Markdown, display
+
+warnings.simplefilter("always", DoctorWarning)
+grad = torch.autograd.grad
+
+# %% [markdown]
+# ## 1 · `torch.autograd.grad`: a gradient you can compute with
+#
+# **Why it matters.** `loss.backward()` adds gradients into the `.grad` of leaves and returns nothing. A gradient
+# penalty needs the gradient of D's output *with respect to its input image*, as a tensor, inside the loss. That
+# is `torch.autograd.grad(outputs, inputs)`: it returns the gradients and touches no `.grad`.
+
+# %%
+x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+y = (x ** 3).sum()
+dy_dx, = grad(y, x)
+claim("autograd.grad returns dy/dx = 3x²", torch.equal(dy_dx, 3 * x.detach() ** 2), rounded(dy_dx))
+
+# %%
+prediction = False  # SOLUTION: after grad(y, x), is x.grad filled?
+check("autograd.grad fills x.grad", prediction, x.grad is not None,
+      why="autograd.grad returns the gradients instead of adding them into .grad; x.grad stays None.")
+
+# %% [markdown]
+# **`grad_outputs`.** A critic gives one score per image, so its output is a vector. Autograd computes
+# vector-Jacobian products: for a vector output it needs the vector `v` in `v · ∂y/∂x`. `backward()` on a scalar
+# uses `v = 1` silently; for a vector you pass it. `grad_outputs=torch.ones_like(y)` gives the gradient of
+# `y.sum()`, which, since each image's score depends on that image only, is each score's gradient with respect to
+# its own image.
+
+# %%
+y = x ** 3
+with expect_error(RuntimeError, "grad can be implicitly created only for scalar outputs"):
+    grad(y, x)
+v = torch.tensor([1.0, 0.0, 2.0])
+claim("grad_outputs=ones gives the gradient of y.sum()",
+      torch.equal(grad(x ** 3, x, grad_outputs=torch.ones(3))[0], grad((x ** 3).sum(), x)[0]))
+claim("grad_outputs=v gives v times each element's derivative", torch.equal(grad(x ** 3, x, grad_outputs=v)[0], v * 3 * x.detach() ** 2),
+      rounded(grad(x ** 3, x, grad_outputs=v)[0]))
+
+# %% [markdown]
+# **`retain_graph`.** Like `backward()`, `autograd.grad` frees the saved tensors it used (lesson 02).
+#
+# **`create_graph`.** With `create_graph=True` the returned gradient is itself the output of a graph, so it can
+# be differentiated again: a second derivative, or a penalty that trains D. Without it, the gradient is a plain
+# number with no `grad_fn`.
+
+# %%
+y = (x ** 3).sum()
+dy_dx, = grad(y, x)
+with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+    grad(y, x)
+with expect_error(RuntimeError, "element 0 of tensors does not require grad and does not have a grad_fn"):
+    grad(dy_dx.sum(), x)
+
+y = (x ** 3).sum()
+dy_dx, = grad(y, x, create_graph=True)
+claim("with create_graph=True the gradient has a grad_fn", dy_dx.grad_fn is not None, type(dy_dx.grad_fn).__name__)
+d2y_dx2, = grad(dy_dx.sum(), x)
+claim("and differentiating it gives the second derivative 6x", torch.equal(d2y_dx2, 6 * x.detach()), rounded(d2y_dx2))
+claim("create_graph=True also kept y's graph: a second grad(y, x) runs (retain_graph defaults to create_graph)",
+      torch.equal(grad(y, x)[0], 3 * x.detach() ** 2))
+
+# %% [markdown]
+# **`inputs`** may be several tensors; the gradients come back in the same order. For parameters that the
+# output does not reach, `allow_unused=True` returns `None` instead of raising.
+
+# %%
+a, b, unused = (torch.tensor(v, requires_grad=True) for v in (2.0, 5.0, 1.0))
+da, db, dunused = grad(a * b, (a, b, unused), allow_unused=True)
+claim("d(ab)/da = b, d(ab)/db = a, and an unused input gets None", da.item() == 5.0 and db.item() == 2.0 and dunused is None)
+
+# %% [markdown]
+# ## 2 · The graph of a gradient
+#
+# **Why it matters.** With `create_graph=True` autograd records the backward pass as a new forward graph. Its
+# nodes are the *derivatives* of D's operations: a LeakyReLU's backward becomes a `LeakyReluBackwardBackward0`
+# node, and the transposed weights of the backward (`TBackward0`, `MmBackward0`) lead back to D's parameters.
+# That is the path a penalty's gradient takes to train D. Here is the penalty of a small critic, drawn from the
+# live tensors:
+
+# %%
+torch.manual_seed(0)
+D_small = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+x_hat = torch.randn(3, 4, requires_grad=True)
+scores = D_small(x_hat).squeeze(1)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+nodes = sorted({type(fn).__name__ for fn in graphs.walk([penalty])})
+claim("the penalty's graph holds the derivative of D's LeakyReLU, and reaches both of D's weights",
+      "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
+      and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
+      ", ".join(nodes))
+graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small), title="a gradient penalty's graph (create_graph=True)")
+
+# %% [markdown]
+# ## 3 · WGAN-GP's penalty, one line at a time
+#
+# **Why it matters.** WGAN-GP asks D (a *critic*: a score, no sigmoid) to have gradient norm 1 with respect to
+# its input, on points between real and fake images: `x_hat = eps·x_real + (1 − eps)·x_fake`, one `eps` per image.
+# The penalty is the batch mean of `(‖∇x_hat D(x_hat)‖₂ − 1)²`, weighted 10. We build it on seed 000's D and real
+# digits, and meet the two errors on the way.
+
+# %%
+torch.manual_seed(0)
+G, D = Generator(tanh=True), Discriminator()
+x_real = data.to_unit_range(data.mnist_tensors(train=False)[0][:16])
+z = torch.randn(16, G.z_dim)
+x_fake = G(z)
+eps = torch.rand(16, 1, 1, 1)                           # one per image, broadcast over its pixels
+
+x_hat = eps * x_real + (1 - eps) * x_fake.detach()      # detached: the penalty must train D only
+scores = D(x_hat)
+with expect_error(RuntimeError, "One of the differentiated Tensors does not require grad"):
+    grad(scores, x_hat, grad_outputs=torch.ones_like(scores))
+
+# %% [markdown]
+# `x_hat` was made from a detached fake and real data, so nothing made it require grad: there is no gradient
+# with respect to it to return. It must be a leaf that requires grad *before* D sees it:
+
+# %%
+x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+scores = D(x_hat)
+with expect_error(RuntimeError, "grad can be implicitly created only for scalar outputs"):
+    grad(scores, x_hat, create_graph=True)
+
+# %%
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+print("per-image gradient norms:", rounded(g.flatten(1).norm(2, dim=1)[:4]), "...")
+claim("the gradient has one entry per pixel of every image", g.shape == x_hat.shape, tuple(g.shape))
+claim("gan_lessons.strategies.gradient_penalty computes the same penalty",
+      torch.allclose(gp, strategies.gradient_penalty(D, x_real, x_fake, eps=eps)), f"{gp.item():.4f}")
+
+
+# %% [markdown]
+# **What if the fake is not detached?** Then `x_hat` already requires grad (it is not a leaf, but
+# `autograd.grad` accepts it), no error is raised, and the penalty's graph runs on into G. How much harm that does
+# depends on D. Seed 000's D is made of linear maps and ReLUs: its gradient with respect to the input is constant
+# between the points where a ReLU switches, so nudging the fakes does not change the penalty, and G's gradient
+# from it is exactly zero: only the wasted backward through G remains. With a smooth activation (SiLU here) the
+# penalty moves G for real.
+
+# %%
+def penalty_into_G(D):
+    x_hat = eps * x_real + (1 - eps) * x_fake                # x_fake not detached
+    scores = D(x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+    return grad(gp, list(G.parameters()), allow_unused=True, retain_graph=True)   # G's graph is shared
+
+D_smooth = copy.deepcopy(D)
+for i, layer in enumerate(D_smooth.net):
+    if isinstance(layer, nn.ReLU):
+        D_smooth.net[i] = nn.SiLU()
+relu_D, smooth_D = penalty_into_G(D), penalty_into_G(D_smooth)
+claim("not detached, the penalty reaches every one of G's parameters", all(t is not None for t in relu_D),
+      f"{sum(t is not None for t in relu_D)} of {len(relu_D)}")
+claim("through seed 000's ReLU D those gradients are all exactly zero", all(bool((t == 0).all()) for t in relu_D))
+claim("through the same D with SiLU they are not", any(bool(t.abs().sum() > 0) for t in smooth_D),
+      f"largest {max(t.abs().max().item() for t in smooth_D):.2e}")
+
+
+# %% [markdown]
+# ## 4 · The silent bug: a penalty without `create_graph=True`
+#
+# **Why it matters.** Drop `create_graph=True` and everything still runs. The penalty is computed and printed,
+# and it is added to `loss_D`. But the gradient it was built from is a constant, so the penalty is a constant too:
+# its gradient with respect to D's weights is zero, and training is plain WGAN with a number added to the loss.
+
+# %%
+def critic_loss(D, create_graph):
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    scores = D(x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=create_graph)
+    gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+    wasserstein = D(x_fake.detach()).mean() - D(x_real).mean()
+    return wasserstein, gp
+
+def D_grads(loss):
+    D.zero_grad()
+    loss.backward()
+    return [p.grad.clone() for p in D.parameters()]
+
+wasserstein, _ = critic_loss(D, create_graph=False)
+plain = D_grads(wasserstein)                              # no penalty at all
+wasserstein, gp_const = critic_loss(D, create_graph=False)
+silent = D_grads(wasserstein + 10 * gp_const)             # the silent bug
+wasserstein, gp_live = critic_loss(D, create_graph=True)
+right = D_grads(wasserstein + 10 * gp_live)
+print(f"penalty without create_graph: {gp_const.item():.4f}; with it: {gp_live.item():.4f}")
+claim("without create_graph the penalty has the same value, but requires_grad=False",
+      torch.allclose(gp_const, gp_live.detach()) and not gp_const.requires_grad)
+claim("and D's gradients are exactly those of the loss without any penalty",
+      all(torch.equal(s, p) for s, p in zip(silent, plain)))
+changed = sum(not torch.allclose(r, p) for r, p in zip(right, plain))
+claim("with create_graph=True the penalty changes D's gradient", changed > 0,
+      f"{changed} of {len(right)} D parameters get a different gradient")
+
+# %%
+prediction = 0  # SOLUTION: how many of D's parameters does a penalty without create_graph change the gradient of?
+check("D parameters whose gradient the constant penalty changes", prediction,
+      sum(not torch.equal(s, p) for s, p in zip(silent, plain)),
+      why="a tensor that requires no grad adds nothing to any gradient: the penalty is only a number in the loss.")
+
+# %% [markdown]
+# The autograd doctor of lesson 07 watches `autograd.grad` too. It warns when a gradient taken without
+# `create_graph=True` is mixed into a loss that is then backpropagated:
+
+# %%
+with expect_warning(DoctorWarning, "create_graph"):
+    with doctor(D=D):
+        wasserstein, gp_const = critic_loss(D, create_graph=False)
+        (wasserstein + 10 * gp_const).backward()
+
+# %% [markdown]
+# ## 5 · `retain_graph` in penalty code: copied, and removed in the wrong place
+#
+# **Why it matters.** Penalty code found online often reads `autograd.grad(..., create_graph=True,
+# retain_graph=True)` and then `loss_D.backward(retain_graph=True)`. The first `retain_graph=True` repeats what
+# `create_graph=True` already does (section 1). The second keeps every saved tensor of the step alive after it,
+# until the graph is dropped, for a second backward that never comes. Cleaning them up is right; cleaning up the
+# wrong one breaks R1-style code, where the penalty's gradient and the loss share D's forward on the real images:
+
+# %%
+x_real_leaf = x_real.clone().requires_grad_(True)
+scores_real = D(x_real_leaf)
+g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, retain_graph=False)
+r1 = g.flatten(1).pow(2).sum(1).mean()
+with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+    (F.softplus(-scores_real).mean() + 5 * r1).backward()
+
+
+# %% [markdown]
+# `retain_graph=False` beside `create_graph=True` freed D's forward on the real images, which the loss needed.
+# Leave `retain_graph` out (it then follows `create_graph`), and the same code runs. And the final
+# `backward(retain_graph=True)` only keeps memory: after it, the saved tensors are still held.
+
+# %%
+def r1_step(retain):
+    x_real_leaf = x_real.clone().requires_grad_(True)
+    scores_real = D(x_real_leaf)
+    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True)
+    loss = F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()
+    D.zero_grad()
+    loss.backward(retain_graph=retain)
+    return loss, [p.grad.clone() for p in D.parameters()]
+
+(loss_kept, grads_kept), (loss_freed, grads_freed) = r1_step(retain=True), r1_step(retain=False)
+claim("the step gives the same gradients with and without backward(retain_graph=True)",
+      all(torch.allclose(a, b) for a, b in zip(grads_kept, grads_freed)))
+kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
+claim("but with it, the step's saved tensors stay in memory afterwards", kept > 0 and freed == 0,
+      f"{kept / 2**20:.2f} MiB still held vs {freed} bytes")
+
+
+# %% [markdown]
+# ## 6 · R1 on real images, and lazy regularisation
+#
+# **Why it matters.** R1 penalises D's gradient on *real* images only, `γ/2 · E‖∇x D(x_real)‖²`, pushing D to be
+# flat where the data is. It is computed from the real images' own forward, so `x_real` must require grad.
+# StyleGAN2 computes it only every *k*-th minibatch (k = 16) and multiplies it by *k*: on average it weighs the
+# same, at a fraction of the cost.
+
+# %%
+def r1_term(D, x_real, step, every=16, gamma=10.0):
+    if step % every:
+        return torch.zeros(())
+    return gamma / 2 * every * strategies.r1_penalty(D, x_real)
+
+computed = [step for step in range(32) if r1_term(D, x_real, step).requires_grad]
+claim("in 32 steps with every=16, R1 is computed twice", computed == [0, 16], computed)
+claim("on a due step it is 16 times the every-step term",
+      torch.allclose(r1_term(D, x_real, 0), 16 * r1_term(D, x_real, 0, every=1)))
+
+
+# %% [markdown]
+# ## 7 · `n_critic` critic steps per G step, and the fake batch
+#
+# **Why it matters.** WGAN-GP takes 5 critic steps for each G step. A loop that makes each critic step's fake
+# with `G(z)` and does not detach it fills G's `.grad` five times with the gradient of the *critic's* loss. If
+# `opt_G.zero_grad()` is called once at the top of the iteration, G's step then adds its own gradient to those.
+# The critic's loss rewards D for scoring fakes low; its gradient on G pushes G the opposite way from G's own
+# loss, and there are five of them:
+
+# %%
+def n_critic_iteration(detach, n_critic=5):
+    g, d = copy.deepcopy(G), copy.deepcopy(D)
+    opt_G = torch.optim.Adam(g.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    opt_D = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    torch.manual_seed(1)
+    opt_G.zero_grad()
+    for _ in range(n_critic):
+        x_fake = g(torch.randn(16, g.z_dim))
+        loss_D = d(x_fake.detach() if detach else x_fake).mean() - d(x_real).mean()
+        opt_D.zero_grad()
+        loss_D.backward()
+        opt_D.step()
+    loss_G = -d(g(torch.randn(16, g.z_dim))).mean()
+    loss_G.backward()
+    return torch.cat([p.grad.flatten() for p in g.parameters()])
+
+right_G, polluted_G = n_critic_iteration(detach=True), n_critic_iteration(detach=False)
+cosine = F.cosine_similarity(right_G, polluted_G, dim=0).item()
+claim("without detach, G's gradient at its step points away from the right one (negative cosine)", cosine < 0,
+      f"cosine {cosine:.2f}")
+
+# %% [markdown]
+# `strategies.wgan_gp` avoids both traps: each call is one critic step on a fake made under `no_grad`, and G
+# steps once every `n_critic` calls, counted by `opt_D`'s own step counter (so a resumed run keeps the cadence).
+
+# %%
+torch.manual_seed(0)
+G8, D8 = Generator(tanh=True), Discriminator()
+opt_G8 = torch.optim.Adam(G8.parameters(), lr=1e-4, betas=(0.0, 0.9))
+opt_D8 = torch.optim.Adam(D8.parameters(), lr=1e-4, betas=(0.0, 0.9))
+steps = {"G": 0, "D": 0}
+hooks = [opt_G8.register_step_post_hook(lambda *a: steps.__setitem__("G", steps["G"] + 1)),
+         opt_D8.register_step_post_hook(lambda *a: steps.__setitem__("D", steps["D"] + 1))]
+noise = lambda n: torch.randn(n, G8.z_dim)
+for _ in range(10):
+    loss_D, loss_G = strategies.wgan_gp(G8, D8, opt_G8, opt_D8, x_real, noise, n_critic=5)
+claim("10 calls of wgan_gp with n_critic=5: D steps 10 times, G twice", steps == {"G": 2, "D": 10}, steps)
+
+# %% [markdown]
+# ## 8 · What a penalty costs, measured
+#
+# **Why it matters.** The penalty needs one more D forward (on `x_hat`) and a backward through the gradient's
+# own graph: a double backward. The cost probe of lesson 05 counts passes through G and D with hooks. Here it
+# runs the DCGAN-style order and `wgan_gp` on seed 000's models; `wgan_gp`'s counts are averages over its
+# 5-call cycle (four critic steps alone, one followed by G's step).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (timings vary from run to run)
+measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)
+            for name in ("d_first_reuse_fake", "wgan_gp")}
+display(Markdown(COST_HEADER + "\n" + "\n".join(cost_row(c) for c in measured.values())))
+
+# %%
+gp_cost = measured["wgan_gp"]
+claim("wgan_gp: 3 D forwards per critic step (fake, real, x_hat), and a 4th on every 5th call for G: 3.2 a call",
+      gp_cost.D_forward == 3.2, f"{gp_cost.D_forward:g}")
+claim("G is backpropagated on 1 call in 5 only (its fakes for D are made under no_grad)", gp_cost.G_backward == 0.2,
+      f"{gp_cost.G_backward:g}")
+claim("each D parameter gets one gradient accumulation a call: the penalty's and the loss's arrive in one backward",
+      gp_cost.D_grad_passes == 1, f"{gp_cost.D_grad_passes:g}")
+
+# %% [markdown]
+# What the penalty itself adds to one critic step, on the same batch: the tensors autograd saves (the double
+# backward needs the gradient's graph too), and the time of a critic step with and without it.
+
+# %%
+G16, D16, x_real16, noise16 = costs.fresh_gan(batch=16)
+with torch.no_grad():
+    x_fake16 = G16(noise16(16))
+
+def critic_step_loss(gp_weight):
+    loss_D = D16(x_fake16).mean() - D16(x_real16).mean()
+    return loss_D + gp_weight * strategies.gradient_penalty(D16, x_real16, x_fake16) if gp_weight else loss_D
+
+saved_plain = graphs.saved_bytes({"loss_D": critic_step_loss(0)}, exclude=list(D16.parameters()))
+saved_gp = graphs.saved_bytes({"loss_D": critic_step_loss(10)}, exclude=list(D16.parameters()))
+claim("with the penalty a critic step saves more than 1.5 times the bytes it saves without",
+      saved_gp > 1.5 * saved_plain, f"{saved_plain / 2**20:.2f} MiB without, {saved_gp / 2**20:.2f} MiB with")
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (timings vary from run to run)
+def ms_per_critic_step(gp_weight, repeats=7):
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        loss_D = critic_step_loss(gp_weight)
+        D16.zero_grad()
+        loss_D.backward()
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
+
+ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # warm-up
+without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
+print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
+      f"({with_gp / without:.2f}x), batch 16, torch {torch.__version__}")
+
+# %% [markdown]
+# ## Summary
+#
+# - `torch.autograd.grad(outputs, inputs)` returns gradients and leaves `.grad` alone. A vector output needs
+#   `grad_outputs` (ones for a critic's scores); a second call needs the graph kept.
+# - `create_graph=True` records the backward as a graph, so the gradient can be differentiated again. It also
+#   keeps the graph (`retain_graph` follows it). A penalty needs it; without it the penalty is a constant that
+#   trains nothing and raises nothing (the doctor warns).
+# - WGAN-GP: interpolates from a **detached** fake, made a leaf with `requires_grad_(True)`, one `eps` per image;
+#   penalty weight 10; 5 critic steps per G step, each on a detached (or `no_grad`) fake.
+# - R1 penalises D's gradient on real images; lazy R1 computes it every k steps and multiplies it by k.
+# - `backward(retain_graph=True)` after a penalty only holds memory. `retain_graph=False` next to
+#   `create_graph=True` frees a forward the loss still needs.
+#
+# ## Exercises
+#
+# ### Fix it: a penalty that trains nothing
+#
+# The penalty below is WGAN-GP's, with the one setting that decides whether it trains D left to you. Code people
+# post often leaves it at its default, which runs and returns a sensible-looking number. The checker compares your
+# penalty with WGAN-GP's on a small critic: its value, whether it has a graph back to D, D's gradients from it,
+# and whether anything reaches G. Try the default first, and read what the checker says.
+
+# %%
+from gan_lessons import exercises
+
+def gradient_penalty(D, x_real, x_fake, eps):
+    """WGAN-GP's penalty; eps has one value per image."""
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    scores = D(x_hat)
+    keep_graph = True  # SOLUTION: what must create_graph be for the penalty to train D?
+    g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=keep_graph)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+my_answer = gradient_penalty  # SOLUTION: point this at your gradient_penalty
+solved = exercises.check_gradient_penalty(my_answer)
+
+
+# %% [markdown]
+# ### Build it: lazy R1
+#
+# Write `r1_term(D, x_real, step, every, gamma)`: the term to add to D's loss at training step `step`. It is 0
+# except when `step % every == 0`, and then `gamma / 2 * every` times the batch mean of `‖∇x D(x_real)‖²`, with
+# a graph back to D. Compute the gradient yourself with `torch.autograd.grad` (not with
+# `strategies.r1_penalty`).
+
+# %%
+def my_r1_term(D, x_real, step, every, gamma):
+    if step % every != 0:
+        return torch.zeros(())
+    x_real = x_real.detach().requires_grad_(True)
+    scores = D(x_real)
+    g, = torch.autograd.grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=True)
+    weight = gamma / 2 * every  # SOLUTION: the weight of R1 on a due step, for a penalty applied every `every` steps
+    return weight * g.flatten(1).pow(2).sum(1).mean()
+
+my_answer = my_r1_term  # SOLUTION: point this at your r1_term
+solved = exercises.check_lazy_r1(my_answer)
