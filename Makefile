@@ -1,6 +1,6 @@
 # Two entry points, each doing its own setup and safe to re-run:
 #   make lab    set up .venv and open the lessons in JupyterLab
-#   make test   set up .venv and run the whole test suite (unit tests + every notebook under nbval)
+#   make test   set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -16,14 +16,19 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test setup dot chromium train bench student clean check-torch
+.PHONY: lab test lint setup dot chromium train bench notebooks student clean check-torch
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 test: setup dot chromium
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
+	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist loadscope
+
+# ruff over the package, tools, benchmarks, tests and the lessons' text sources (config: pyproject.toml).
+lint: setup
+	$(PY) -m ruff check .
 
 setup: $(STAMP)
 
@@ -51,6 +56,13 @@ chromium:
 train: setup
 	$(PY) -m gan_lessons train --out runs/mnist --eval-each 2000 $$([ -f runs/mnist/last.pt ] && echo --resume)
 	$(PY) -m gan_lessons export runs/mnist
+
+# The lessons from their text sources (notebooks/src/, what people edit): build and execute each notebook, then make
+# the student copies. One lesson: `make notebooks LESSONS=notebooks/src/05_gan_update_strategies.py`.
+LESSONS ?= $(wildcard notebooks/src/[0-9][0-9]_*.py)
+notebooks: setup
+	$(PY) tools/build_notebook.py $(LESSONS)
+	$(PY) tools/student.py --out notebooks/student
 
 # Student copies free of answers, in notebooks/student/ (committed: Colab opens them; tests/test_student.py
 # fails while they differ from the lessons).

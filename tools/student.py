@@ -4,8 +4,8 @@
 - every `why=` feedback (check()'s explanation, which often states the answer) is kept out of sight:
   `why=<expression>` becomes `why=hidden("<base64 of the expression's source>", globals(), locals())`, which
   gan_lessons.lesson.hidden evaluates in the cell, so check() prints the same text once the student has answered;
-- the summary, which states what the exercises ask, and the opening table of verdicts on the seed listings move
-  to the end, after the exercises;
+- every cell tagged `read-after-exercises` in the lesson's source (the table of verdicts, the summary: they state
+  what the exercises ask) moves to the end, after the exercises, and a pointer stands in its place;
 - relative links are rewritten for the copy's folder, and outputs are cleared.
 
 A blanked exercise prints "not solved yet" instead of failing. The committed copies live in notebooks/student/
@@ -30,11 +30,9 @@ REGENERATE = "python tools/student.py --out notebooks/student"
 SOLUTION = re.compile(r"^(?P<head>[ \t]*[\w.\[\]]+[ \t]*=[ \t]*)(?P<answer>.+?)[ \t]*# SOLUTION\b:?[ \t]*(?P<question>.*)$",
                       re.M)
 HIDDEN_IMPORT = "from gan_lessons.lesson import hidden  # check() prints its explanation once you have answered"
-# The opening cell's table of verdicts on the seed listings ("| seed listing | on today's torch |" and its rows).
-VERDICTS = re.compile(r"^\| seed listing \|.*(?:\n\|.*)*\n?", re.M)
-VERDICTS_POINTER = ("What today's torch does with each seed listing is in a table at the end of this notebook: "
-                    "read it after the exercises.\n")
-VERDICTS_HEADING = "### The verdicts (read after the exercises)\n\n"
+# A cell tagged so in the lesson's source answers the exercises (the table of verdicts, the summary): the student copy
+# moves it after them and leaves a pointer where it stood.
+LATER = "read-after-exercises"
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?P<fragment>#[^)\s]*)?\)")
 
 
@@ -114,38 +112,29 @@ def hide_feedback(source: str, where: str = "a cell") -> str:
     return source[:head] + HIDDEN_IMPORT + "\n" + source[head:]
 
 
-def move_verdicts(nb) -> bool:
-    """The opening cell's verdict table moved into a new last cell; the opening cell says where it went."""
-    first = nb.cells[0]
-    match = VERDICTS.search(first.source) if first.cell_type == "markdown" else None
-    if not match:
-        return False
-    table = match.group().rstrip("\n")
-    first.source = first.source[:match.start()] + VERDICTS_POINTER + first.source[match.end():]
-    first.source = first.source.rstrip("\n")
-    cell = nbformat.v4.new_markdown_cell(VERDICTS_HEADING + table)
-    cell.id = "student-verdicts"  # fixed, so that the copy is the same every time it is made
-    cell.metadata = {"slideshow": {"slide_type": "-"}}  # tools/build_notebook.py's rule: only # and ## open a slide
-    nb.cells.append(cell)
-    return True
-
-
-SUMMARY = re.compile(r"^## Summary\n(?P<body>.*?)(?=^## Exercises)", re.M | re.S)
-SUMMARY_HEADING = "### Summary (read after the exercises)\n\n"
-
-
-def move_summary(nb) -> bool:
-    """The summary (it states the answers) out of the cell that opens the exercises, into a new cell at the end."""
-    for cell in nb.cells:
-        match = SUMMARY.search(cell.source) if cell.cell_type == "markdown" else None
-        if match:
-            cell.source = cell.source[:match.start()] + cell.source[match.end():]
-            summary = nbformat.v4.new_markdown_cell(SUMMARY_HEADING + match["body"].strip())
-            summary.id = "student-summary"  # fixed, so that the copy is the same every time it is made
-            summary.metadata = {"slideshow": {"slide_type": "-"}}
-            nb.cells.append(summary)
-            return True
-    return False
+def move_after_exercises(nb) -> int:
+    """Every cell tagged `read-after-exercises` moved to the end, under a heading that says so; a one-line pointer
+    stands where it was. Returns how many cells moved."""
+    moved = []
+    for i, cell in enumerate(nb.cells):
+        if LATER not in cell.metadata.get("tags", []):
+            continue
+        heading = re.match(r"#{1,3} (?P<title>[^\n]*)\n*", cell.source)
+        if heading:
+            text = f"### {heading['title']} (read after the exercises)\n\n{cell.source[heading.end():]}"
+            what = f"The {heading['title'].lower()}"
+        else:
+            text, what = f"### The verdicts (read after the exercises)\n\n{cell.source}", "A table of verdicts"
+        later = nbformat.v4.new_markdown_cell(text.rstrip("\n"), metadata={
+            "tags": list(cell.metadata["tags"]), "slideshow": {"slide_type": "-"}})  # build_notebook.slide_type's rule
+        later.id = f"student-later-{len(moved)}"  # fixed, so that the copy is the same every time it is made
+        moved.append(later)
+        pointer = nbformat.v4.new_markdown_cell(f"*{what} is at the end of this notebook: read it after the "
+                                                "exercises.*", metadata={"slideshow": {"slide_type": "-"}})
+        pointer.id = cell.id
+        nb.cells[i] = pointer
+    nb.cells += moved
+    return len(moved)
 
 
 def relink(source: str, lesson_dir: Path, out: Path) -> str:
@@ -183,8 +172,7 @@ def student_notebook(path: Path, out: Path = STUDENT_DIR):
     if hidden_used and clash is not None:
         raise ValueError(f"{path.name}, cell {clash} binds the name `hidden`, which the student copy imports "
                          "from gan_lessons.lesson: rename it")
-    move_summary(nb)
-    move_verdicts(nb)
+    move_after_exercises(nb)
     nb.metadata.pop("widgets", None)
     return nb
 

@@ -7,7 +7,8 @@
 #
 # **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) opens with these examples. We run each of its
 # listings on today's torch and check what it claims. The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | seed 001 listing | on today's torch |
 # |---|---|
 # | `a * 2`, `loss.backward()`, `a.grad` | works as the post says |
@@ -252,7 +253,7 @@ prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the
 check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
       why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - A **leaf** is a tensor no tracked operation produced: your inputs, and every `nn.Parameter`. Non-leaves carry a `grad_fn`.
@@ -264,7 +265,8 @@ check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.w
 #   matters in GAN training.
 # - `backward()` adds to `.grad`. Two backward passes give the gradient of the summed loss; a forgotten
 #   `zero_grad()` silently trains on stale gradients.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # Predict first, then run.

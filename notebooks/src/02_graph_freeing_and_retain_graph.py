@@ -7,7 +7,8 @@
 #
 # **Material.** Seed 001 (the G/D toy; an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) and seed 004 (the model1/model2 loop and its `itertools.chain` caveat;
 # a repost, untitled, on “Trying to backward through the graph a second time”; no author or date given). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | seed listing | on today's torch |
 # |---|---|
 # | 001: `lossD.backward(); optimD.step(); lossG.backward()` | raises "Trying to backward through the graph a second time" |
@@ -289,7 +290,7 @@ claim("two-layer model1, separate optimizers: both fixes run, with identical wei
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.FloatTensor \[8, 2\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
     seed004_loop("retain_graph", shared_optimizer=True, hidden=8)
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - The forward pass builds the graph and saves tensors for backward; `backward()` frees them. A second
@@ -301,7 +302,8 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 #   weights as `retain_graph` at lower cost. With one optimizer over both models it silently changes what is
 #   trained, and `retain_graph` runs there only while the second backward needs nothing the shared step changed:
 #   seed 004's one-layer model1 saves only its input data, a two-layer model1 raises the version error.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%

@@ -9,7 +9,8 @@
 #
 # **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given), seed 002 (皮牙子抓饭, “详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误”, 华为云社区, 2024-04-05), seed 000
 # (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | seed listing | on today's torch |
 # |---|---|
 # | 001: G/D toy with `lossD.backward(retain_graph=True)` then `optimD.step()` | raises the version error, `[2, 2] ... output 0 of AsStrided` (the seed quotes `TBackward`, the view's name before the step) |
@@ -441,7 +442,7 @@ claim("it never mentions optimD.step()", not any("step" in line for line in code
 # changed it. That is correct as far as it goes, but in GAN code the culprit is nearly always the `step()` (or a
 # `backward` order) between the two. Lesson 07's doctor names both.
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - Every tensor carries `_version`; in-place ops, including `optimizer.step()`, bump it.
@@ -455,7 +456,8 @@ claim("it never mentions optimD.step()", not any("step" in line for line in code
 #   After Linear or Conv it is usually fine, because they do not save their output; it is not a rule about layers.
 # - Seed 002's `.data` remedy removes the error by producing a wrong gradient; `clone()` or no in-place op are the
 #   real fixes, and `no_grad()` is for updating leaves.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%

@@ -8,7 +8,8 @@
 #
 # **Material.** Seed 000 (its corrected loop; 聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02), seed 001 (the `d.detach()` fix),
 # seed 003 (`detach` in its strategies; 凌逆战, “pytorch训练GAN时的detach()”, 博客园, 2020-11-09), seed 004 (the shared-optimizer caveat). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | seed listing | on today's torch |
 # |---|---|
 # | 000: the "corrected training loop" | raises `ValueError: Target size (torch.Size([64, 1])) must be the same as input size (torch.Size([64]))` at its first loss; its D returns `[B]`, its labels are `[B, 1]` |
@@ -345,7 +346,7 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # never a module's mode; `G.eval()` switches the mode, and with it what G computes, so it belongs to sampling, not
 # to making D's fake batch.
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - `detach()` is an alias: same memory, same version counter, no `grad_fn`. `detach().clone()` when you need to
@@ -361,7 +362,8 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # - For D's fake batch, `no_grad` and `detach()` give D the same gradient; `no_grad` builds no graph, `detach()`
 #   cuts one after the forward saved tensors for nothing. Neither stops BatchNorm's running statistics (twice
 #   per step in seed 000's loop); `G.eval()` does, and changes G's output.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%

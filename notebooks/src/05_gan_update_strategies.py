@@ -7,7 +7,8 @@
 #
 # **Material.** Seed 003 (three strategies and an efficiency argument; 凌逆战, “pytorch训练GAN时的detach()”, 博客园, 2020-11-09) and seed 000
 # (`loss_nonsaturating`; 聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | seed listing | on today's torch |
 # |---|---|
 # | 003 "strategy 1": `d_loss.backward(retain_graph=True)`, `optimizer_D.step()`, `g_loss.backward()` | raises the version error (since torch 1.5; before, a silently wrong gradient) |
@@ -441,7 +442,7 @@ print("default strategy:", panel.buttons.value)
 print("final (loss_D, loss_G):", tuple(round(v, 4) for v in shown["final"]))
 print(shown["graph"])
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - A GAN's G minimises −log D(G(z)) rather than the game's log(1 − D(G(z))), whose gradient vanishes
@@ -459,7 +460,8 @@ print(shown["graph"])
 #   nothing during G's step. Freezing D (`requires_grad_(False)`) or `backward(inputs=...)` removes that pass in
 #   any order; the simultaneous `one_forward` does not make it. Peak saved memory is highest where G's graph
 #   stays alive until D has stepped, as seed 003 says.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%

@@ -284,7 +284,7 @@ claim("both strategies trained for the same number of epochs", len({len(h) for h
 claim("the two runs differ (same seed, different order)",
       runs["d_first_reuse_fake"][0][-1]["loss_G"] != runs["g_first"][0][-1]["loss_G"])
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - The trainer keeps MNIST on the device as `uint8`, calls the strategy function for each step, keeps losses on
@@ -294,7 +294,8 @@ claim("the two runs differ (same seed, different order)",
 # - Seed 000's G has no output activation. It trains without an error, and badly: its pixels leave [-1, 1],
 #   and it misses digits. One `nn.Tanh()` fixes it (measured above on two 20-epoch runs).
 # - The command line writes the grids, a GIF, the loss curve and `metrics.json`: `python -m gan_lessons train --help`.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%

@@ -304,7 +304,7 @@ claim("made in the same cell, the critic's weight is still named by its variable
 # | `Inference tensors cannot be saved for backward` | a tensor made under `inference_mode` fed to training | `torch.no_grad()` instead | 04 |
 # | nothing (wrong gradient) | `.data` mutation; `sigmoid` before `*_with_logits`; detach with one optimizer over both nets | `no_grad()` / `clone()`; pass raw logits; if model1 should learn from the second loss, do not detach: run every backward before any `step()` (a shared step between them raises the version error once model1 has two layers); if it should not, detach and give each network its own optimizer | 03, 05, 04, 02 |
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - The doctor names the tensor (`d.net.7.weight.T`), the forward line that saved it, and the `step()` or in-place
@@ -312,7 +312,8 @@ claim("made in the same cell, the critic's weight is still named by its variable
 # - It never changes a result or swallows an exception; its diagnosis rides on the original error.
 # - Its warnings catch what raises nothing: double sigmoid, `.data` mutation, parameters without gradients at a
 #   step, and D stepping on gradients from a loss that ran through D into G.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%

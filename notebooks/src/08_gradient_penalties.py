@@ -13,7 +13,8 @@
 # actually Converge?*, 2018) and lazy regularisation (Karras et al., *Analyzing and Improving the Image Quality
 # of StyleGAN*, 2020: R1 every 16 minibatches). The code people write around them, and what it does on today's
 # torch:
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | what people write | on today's torch |
 # |---|---|
 # | `torch.autograd.grad(D(x_hat), x_hat)` with D's one score per image | raises "grad can be implicitly created only for scalar outputs" (section 3) |
@@ -420,7 +421,7 @@ without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
 print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
       f"({with_gp / without:.2f}x), batch 16, torch {torch.__version__}")
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - `torch.autograd.grad(outputs, inputs)` returns gradients and leaves `.grad` alone. A vector output needs
@@ -433,7 +434,8 @@ print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp
 # - R1 penalises D's gradient on real images; lazy R1 computes it every k steps and multiplies it by k.
 # - `backward(retain_graph=True)` after a penalty only holds memory. `retain_graph=False` next to
 #   `create_graph=True` frees a forward the loss still needs.
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # ### Fix it: a penalty that trains nothing

@@ -10,7 +10,8 @@
 # from PyTorch's own documentation (autocast, `GradScaler` and its examples for several optimizers, `torch.compile`),
 # from soumith/ganhacks (tip 4: a mini-batch holds only real or only generated images, which PyTorch's DCGAN tutorial
 # follows) and from pix2pix/CycleGAN's `set_requires_grad`. The code people write, and what it does on today's torch:
-#
+
+# %% [markdown] tags=["read-after-exercises"]
 # | what people write | on today's torch |
 # |---|---|
 # | `D(x_fake.detach())` in G's loss, "so that D gets no gradient" | runs; G gets no gradient, and D gets one (section 1) |
@@ -688,7 +689,7 @@ else:
 # tensors inside the step and read them once in a while, as `gan_lessons.training` does (`_losses` sums the detached
 # losses, and `.tolist()` runs once an epoch); on a GPU `.item()` also waits for the device to finish.
 
-# %% [markdown]
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - For G's step, freeze D (`D.requires_grad_(False)`) or call `loss_G.backward(inputs=list(G.parameters()))`:
@@ -709,7 +710,8 @@ else:
 # - Compiled modules donate saved activations to a plain backward; a later `retain_graph=True` through them
 #   raises. `torch._functorch.config.donated_buffer = False` (the trainer's fix) or orders that never retain.
 #   `.item()` in a compiled function is a graph break.
-#
+
+# %% [markdown]
 # ## Exercises
 
 # %%
