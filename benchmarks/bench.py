@@ -29,9 +29,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).parent))
-import dcgan_style  # noqa: E402
+import dcgan_style
 
-from gan_lessons import costs, data, metrics, strategies, training  # noqa: E402
+from gan_lessons import costs, data, metrics, strategies, training
 
 QUALITY_FID = 30.0        # MNIST-FID on 2,000 samples; epoch 1 of the default run scores about 150, real digits ~1
 NAMES = [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"]
@@ -68,7 +68,7 @@ def peak(device, sizes=(1024, 2048, 4096)) -> dict:
     rates = {}
     for n in sizes:
         a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-        rates[n] = 2 * n**3 / best_seconds(lambda: (a @ b, sync(device))) / 1e9
+        rates[n] = 2 * n**3 / best_seconds(lambda a=a, b=b: (a @ b, sync(device))) / 1e9
     src = torch.randn(64 * 2**20 // 4, device=device)            # 64 MiB
     dst = torch.empty_like(src)
     copy_gb_s = 2 * src.nbytes / best_seconds(lambda: (dst.copy_(src), sync(device))) / 1e9
@@ -181,7 +181,7 @@ def quality(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, tmp=
     for seed in seeds:
         scores = []
 
-        def on_epoch(trainer):
+        def on_epoch(trainer, scores=scores):
             fakes = training.generate(trainer.G, n, seed=0)     # the noise the CLI's --eval-each uses
             scores.append({"epoch": trainer.epoch, "seconds": trainer.history[-1]["seconds"],
                            "mnist_fid": metrics.evaluate(fakes, net=net)["mnist_fid"]})

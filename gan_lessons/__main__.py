@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-from gan_lessons import data, metrics, plots, strategies, training
+from gan_lessons import data, files, metrics, plots, strategies, training
+from gan_lessons.wording import reword
 
 
 def positive_int(text):
@@ -40,18 +41,14 @@ class Parser(argparse.ArgumentParser):
 
 
 MAX_SAMPLES = 1_000_000
-RUN_FILES = ("last.pt", "metrics.json", "eval.jsonl", "progress.gif", "losses.png")
 
-
-def is_run_file(path: Path) -> bool:
-    """A file `train` wrote (or a training checkpoint anywhere): no other subcommand may replace it."""
-    if path.name in RUN_FILES or (path.name.startswith("grid_") and path.suffix == ".png"):
-        return True
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True) if path.suffix == ".pt" else None
-    except Exception:
-        return False
-    return isinstance(state, dict) and "opt_D" in state
+# The library's messages name each setting as a Python caller does (gan_lessons.wording); the command line says
+# these words instead.
+WORDS = {"epochs": "--epochs", "batch_size": "--batch-size", "lr_G": "--lr-g", "lr_D": "--lr-d", "beta1": "--beta1",
+         "beta2": "--beta2", "n_critic": "--n-critic", "gp_weight": "--gp-weight", "seed": "--seed",
+         "device": "--device", "out": "--out", "limit": "--limit", "fast=True": "--fast", "resume=True": "--resume",
+         "free some disk space and try again":
+             "free some disk space (or choose another --out) and run the command again"}
 
 
 def check_out(path: Path, flag="--out"):
@@ -61,12 +58,12 @@ def check_out(path: Path, flag="--out"):
                                    f"another {flag}")
     if path.is_dir():
         raise training.ConfigError(f"{flag} {path} is a folder; give a file name")
-    if path.exists() and is_run_file(path):
+    if path.exists() and files.is_run_file(path):
         raise training.ConfigError(f"{flag} {path} would replace a file of a training run; choose another {flag}")
 
 
 def write_text(path: Path, text: str):
-    training.atomic_write(path, lambda tmp: tmp.write_text(text))
+    files.atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def _terminate(signum, frame):
@@ -140,7 +137,7 @@ def cmd_train(a):
         raise training.ConfigError(f"--out {out} holds a run (last.pt): continue it with --resume, start over with "
                                    f"--restart (replaces its files), or choose another --out")
     if a.restart:
-        for old in [*out.glob("grid_*.png"), *(out / name for name in RUN_FILES)]:
+        for old in [*out.glob("grid_*.png"), *(out / name for name in files.RUN_FILES)]:
             old.unlink(missing_ok=True)
     classifier = metrics.load_classifier() if a.eval_each > 0 else None
     if a.eval_each > 0 and not a.resume:
@@ -210,13 +207,13 @@ def cmd_sample(a):
     images = training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
     as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
     if out.suffix == ".pt":
-        training.atomic_write(out, lambda tmp: torch.save(as_bytes, tmp))
+        files.atomic_write(out, lambda tmp: torch.save(as_bytes, tmp))
     else:
         import numpy as np
         def save_npz(tmp):
             with open(tmp, "wb") as f:              # a file object: given a path, numpy would append ".npz"
                 np.savez_compressed(f, images=as_bytes.numpy())
-        training.atomic_write(out, save_npz)
+        files.atomic_write(out, save_npz)
     print(f"wrote {a.n} images (uint8, 28x28) to {out}")
 
 
@@ -243,7 +240,7 @@ def cmd_export(a):
     training.export_generator(run / "last.pt", out)
     G = training.load_generator(out)
     record = {"command": trained.get("command"), "device": trained.get("device"), "torch": trained.get("torch"),
-              "config": training.load_checkpoint(out)["config"], "history": trained.get("history"),
+              "config": files.load_checkpoint(out)["config"], "history": trained.get("history"),
               "images_per_second": trained.get("images_per_second"),
               "eval_each_epoch": trained.get("eval_each_epoch"),
               "metrics": metrics.evaluate(training.generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
@@ -267,7 +264,7 @@ def main(argv=None):
             raise training.ConfigError(f"--data {data_root} is a file; give the folder MNIST is (or will be) kept in")
         command[args.command](args)
     except training.Interrupted as stop:
-        print(f"stopped: {stop}", file=sys.stderr)
+        print(f"stopped: {reword(stop, WORDS)}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print(f"stopped: {args.command} interrupted; nothing was written", file=sys.stderr)
@@ -275,8 +272,8 @@ def main(argv=None):
     except training.NonFinite as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except (training.ConfigError, training.CheckpointError, data.MNISTUnavailable) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (training.ConfigError, files.CheckpointError, data.MNISTUnavailable) as error:
+        print(f"error: {reword(error, WORDS)}", file=sys.stderr)
         return 2
     return 0
 

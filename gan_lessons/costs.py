@@ -1,6 +1,8 @@
 """Measure what a GAN update strategy costs (lesson 05): forward and backward passes of G and D counted
-with hooks, gradient passes per parameter, median time per step, and peak memory."""
+with hooks, gradient passes per parameter, median time per step, and peak memory; and the table that shows them
+(lessons 05 and 08, lesson 05's strategy switch), as markdown or HTML."""
 import gc
+import html
 import statistics
 import time
 import weakref
@@ -135,86 +137,28 @@ def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4) -> Cost:
     return cost
 
 
-def grads_at_steps(optimizers, names):
-    """Register step pre-hooks that record every parameter's .grad (a clone, or None) at each step() call.
-    Returns (records, handles): records[optimizer name] is a list with one {parameter name: grad} per step."""
-    records = {name: [] for name in optimizers}
-    handles = []
-    for opt_name, opt in optimizers.items():
-        def hook(optimizer, args, kwargs, opt_name=opt_name):
-            records[opt_name].append({names[p]: (None if p.grad is None else p.grad.detach().clone())
-                                      for group in optimizer.param_groups for p in group["params"]})
-        handles.append(opt.register_step_pre_hook(hook))
-    return records, handles
+COST_COLUMNS = ("strategy", "G fwd / bwd", "D fwd / bwd", "G grad passes", "D grad passes", "ms / step (median)",
+                "peak MiB")
 
 
-def _step_grads(step, seed):
-    """The gradients each optimizer steps on, for one step of `step` on fresh_gan(seed) (the last step of each)."""
-    G, D, x_real, noise = fresh_gan(seed, batch=16)
-    opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
-    names = {p: n for net in (G, D) for n, p in net.named_parameters()}
-    records, handles = grads_at_steps({"G": opt_G, "D": opt_D}, names)
-    try:
-        step(G, D, opt_G, opt_D, x_real, noise)
-    finally:
-        for h in handles:
-            h.remove()
-    return {key: list(steps[-1].items()) for key, steps in records.items() if steps}, D
+def cost_cells(c: Cost) -> list:
+    """One row of the cost table (the strategy in markdown's backticks); a strategy that raised shows the error."""
+    if c.error:
+        return [f"`{c.strategy}`", f"raises: {headline(c.error)}", "", "", "", "", ""]
+    return [f"`{c.strategy}`", f"{c.G_forward:g} / {c.G_backward:g}", f"{c.D_forward:g} / {c.D_backward:g}",
+            f"{c.G_grad_passes:g}", f"{c.D_grad_passes:g}", f"{c.ms_per_step:.1f}", f"{c.peak_mib:.2f}"]
 
 
-def _times(n):
-    return {1: "once", 2: "twice"}.get(n, f"{n:g} times")
+def cost_table_markdown(measured) -> str:
+    """The cost table as markdown, one row per Cost in `measured`."""
+    def row(cells):
+        return "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"
+    return "\n".join([row(COST_COLUMNS), "|" + "---|" * len(COST_COLUMNS), *(row(cost_cells(c)) for c in measured)])
 
 
-def check_strategy(step, reference="d_first_fresh_fake", seed=0) -> bool:
-    """Exercise feedback (lesson 05): does `step` give G and D the gradients `reference` gives them, computing
-    each gradient once per step and running G twice (as `reference` does)? Prints one ✓ line, or one line per
-    thing still wrong; returns whether everything is right. Feedback, not an assert."""
-    name = getattr(step, "__name__", "your step")
-    try:
-        got, D = _step_grads(step, seed)
-        cost = measure(step, *fresh_gan(seed, batch=16), steps=1, warmup=0)
-    except Exception as error:  # noqa: BLE001 -- any error is feedback here
-        message = f"{type(error).__name__}: {headline(str(error))}"
-        if "ellipsis" in str(error):
-            print(f"? {name}: not solved yet. Replace ... with your answer and run the cell again ({message}).")
-        else:
-            print(f"✗ {name}: the step raised {message}")
-        return False
-    if cost.error:
-        print(f"✗ {name}: the step raised RuntimeError: {headline(cost.error)}")
-        return False
-    want, _ = _step_grads(strategies.get(reference), seed)
-    wrong = []
-    for net in ("D", "G"):
-        if net not in got:
-            wrong.append(f"opt_{net}.step() is never called")
-            continue
-        missing = [n for n, g in got[net] if g is None]
-        if missing:
-            wrong.append(f"{net}'s parameters have no gradient when opt_{net} steps ({', '.join(missing[:3])})")
-            continue
-        diffs = [((g - r).abs().max().item(), n) for (n, g), (_, r) in zip(got[net], want[net])
-                 if not torch.allclose(g, r, rtol=1e-5, atol=1e-7)]
-        if diffs:
-            gap, where = max(diffs)
-            wrong.append(f"{net}'s gradient differs from {reference}'s in {len(diffs)} of {len(got[net])} "
-                         f"parameters (largest difference {gap:.2g}, in {where})")
-    if cost.D_grad_passes != 1:
-        wrong.append(f"D's gradient is computed {_times(cost.D_grad_passes)} per step"
-                     + (": G's backward still fills D's .grad" if cost.D_grad_passes == 2 else ", not once"))
-    if cost.G_grad_passes != 1:
-        wrong.append(f"G's gradient is computed {_times(cost.G_grad_passes)} per step"
-                     + (": D's loss still reaches G (make D's fake batch without a graph)"
-                        if cost.G_grad_passes == 2 else ", not once"))
-    if cost.G_forward != 2:
-        wrong.append(f"G runs {_times(cost.G_forward)} per step; {reference} runs it twice (a fake batch for D "
-                     "under no_grad, a fresh one for G's loss)")
-    if not all(p.requires_grad for p in D.parameters()):
-        wrong.append("D is still frozen after the step: call D.requires_grad_(True) before returning")
-    for line in wrong:
-        print(f"✗ {name}: {line}")
-    if not wrong:
-        print(f"✓ {name}: G and D step on {reference}'s gradients, D's gradient is computed once per step "
-              "(not twice), and G runs twice")
-    return not wrong
+def cost_table_html(measured) -> str:
+    """The same table as HTML, made from the same cells (backticks dropped), for a page with no markdown."""
+    def row(cells, tag):
+        return "<tr>" + "".join(f"<{tag}>{html.escape(cell).replace('`', '')}</{tag}>" for cell in cells) + "</tr>"
+    return ("<table><thead>" + row(COST_COLUMNS, "th") + "</thead><tbody>"
+            + "".join(row(cost_cells(c), "td") for c in measured) + "</tbody></table>")

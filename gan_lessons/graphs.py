@@ -6,6 +6,7 @@ once a backward has freed the saved tensors or an in-place op has made them stal
 each saved tensor as alive, freed or stale instead of raising. Without the `dot`
 program every graph shows as a text tree."""
 import base64
+import collections
 import re
 from dataclasses import dataclass
 
@@ -83,6 +84,15 @@ def _param_near(fn, shape, names, version=None) -> str | None:
     return None
 
 
+def version_error(message: str) -> tuple:
+    """What torch's version error says ("... modified by an inplace operation: [torch.FloatTensor [512, 1]], which
+    is output 0 of AsStridedBackward0, is at version 2; expected version 1 instead"): (the saved tensor's shape,
+    (its version now, its version when saved)), each None where the message does not say it."""
+    shape, versions = SAVED_SHAPE.search(message), _VERSIONS.search(message)
+    return (tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None,
+            (int(versions.group(1)), int(versions.group(2))) if versions else None)
+
+
 def saved_tensors(fn, names=None) -> list:
     """Every tensor `fn` saved, with its state. Never raises for freed or stale tensors."""
     names, found = names or {}, []
@@ -91,14 +101,10 @@ def saved_tensors(fn, names=None) -> list:
         try:
             value = getattr(fn, attr)
         except RuntimeError as error:
-            message = str(error)
-            versions, shape = _VERSIONS.search(message), SAVED_SHAPE.search(message)
+            shape, versions = version_error(str(error))
             if versions:
-                shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
-                param = None if attr.startswith("_saved_result") else \
-                    _param_near(fn, shape, names, int(versions.group(1)))
-                found.append(Saved(node, attr[7:], "stale", shape, param,
-                                   int(versions.group(1)), int(versions.group(2))))
+                param = None if attr.startswith("_saved_result") else _param_near(fn, shape, names, versions[0])
+                found.append(Saved(node, attr[7:], "stale", shape, param, *versions))
             else:  # "Trying to backward through the graph a second time ... already been freed"
                 found.append(Saved(node, attr[7:], "freed"))
             continue
@@ -128,18 +134,22 @@ class Graph:
         return self.text
 
 
-def walk(roots):
-    """Breadth-first list of the grad_fn nodes reachable from the roots."""
-    order, seen = [], set()
-    queue = [t.grad_fn for t in roots if t.grad_fn is not None]
+def breadth_first(fns):
+    """(node, steps from the nearest of `fns`) for every autograd node reachable from the nodes `fns`, breadth-first:
+    each node once, at its shortest distance. A generator: a caller that stops early walks no further."""
+    queue, seen = collections.deque((fn, 0) for fn in fns if fn is not None), set()
     while queue:
-        fn = queue.pop(0)
+        fn, distance = queue.popleft()
         if fn in seen:
             continue
         seen.add(fn)
-        order.append(fn)
-        queue.extend(f for f, _ in fn.next_functions if f is not None)
-    return order
+        yield fn, distance
+        queue.extend((f, distance + 1) for f, _ in fn.next_functions if f is not None)
+
+
+def walk(roots):
+    """Breadth-first list of the grad_fn nodes reachable from the roots (tensors)."""
+    return [fn for fn, _ in breadth_first(t.grad_fn for t in roots)]
 
 
 def _node_label(fn, names) -> str:

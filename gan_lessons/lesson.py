@@ -122,13 +122,20 @@ def check(question: str, prediction, actual, why: str = "") -> None:
     Feedback, not an assert: a wrong prediction prints the right answer and the reason;
     a prediction left as `...` prints "not solved yet"."""
     if prediction is ...:
-        print(f"? {question}: not solved yet. Replace ... with your prediction and run the cell again.")
+        not_solved(question, "your prediction")
         return
     right = prediction == actual
     verdict = "right" if right else f"not quite: you predicted {prediction!r}"
     print(f"{'✓' if right else '✗'} {question} -> {actual!r} ({verdict})")
     if why:
         print(f"  why: {why}")
+
+
+def not_solved(name: str, what: str, where: str = "") -> None:
+    """The one "not solved yet" line, for a prediction or an exercise still left as `...`: what replaces the `...`
+    and, where the cell has more than one, in which line (e.g. "my_answer = ...")."""
+    place = f" in `{where}`" if where else ""
+    print(f"? {name}: not solved yet. Replace ...{place} with {what} and run the cell again.")
 
 
 def hidden(encoded: str, namespace=None, local=None) -> str:
@@ -138,7 +145,7 @@ def hidden(encoded: str, namespace=None, local=None) -> str:
     globals(), locals())`; this decodes the source and evaluates it in the cell's namespace, so a plain string
     and an f-string naming the cell's variables give the same text as in the answered lesson."""
     source = base64.b64decode(encoded.encode("ascii")).decode("utf-8")
-    return eval(f"(\n{source}\n)", {} if namespace is None else namespace, local)  # noqa: S307 (our own text)
+    return eval(f"(\n{source}\n)", {} if namespace is None else namespace, local)  # our own text, not input
 
 
 def describe(**tensors) -> None:

@@ -41,7 +41,7 @@ def train_classifier(root=data.DEFAULT_ROOT, epochs=4, seed=0, out=ASSETS):
     net, started = Classifier(), time.perf_counter()
     opt = torch.optim.Adam(net.parameters(), lr=2e-3)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, 2e-3, total_steps=epochs * (len(x_train) // 128))
-    for epoch in range(epochs):
+    for _ in range(epochs):
         order = torch.randperm(len(x_train))
         for i in range(len(x_train) // 128):
             idx = order[i * 128:(i + 1) * 128]

@@ -5,7 +5,7 @@ from matplotlib import ticker
 from PIL import Image
 from torchvision.utils import make_grid, save_image
 
-from gan_lessons.training import atomic_write     # every file is written whole or not at all
+from gan_lessons.files import atomic_write     # every file is written whole or not at all
 
 
 def save_grid(images, path, nrow=8):

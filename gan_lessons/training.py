@@ -2,8 +2,9 @@
 
 The whole dataset sits on the device as uint8; each step indexes a batch, so there is no DataLoader and no
 per-image PIL work. Losses stay on the device until the progress bar asks for them. Checkpoints are written
-atomically every epoch and on Ctrl-C, and hold every random state, so a resumed run ends with the same weights
-as an uninterrupted one (on the CPU)."""
+atomically every epoch and on Ctrl-C (gan_lessons.files), and hold every random state, so a resumed run ends with the
+same weights as an uninterrupted one (on the CPU). Errors name the settings as TrainConfig's fields (lr_G) and
+train's argument (resume=True); the command line rewords them as its flags (gan_lessons.wording)."""
 import dataclasses
 import functools
 import math
@@ -16,15 +17,13 @@ from pathlib import Path
 import torch
 
 from gan_lessons import data, strategies
+from gan_lessons.files import CheckpointError, load_checkpoint, save_checkpoint
 from gan_lessons.models import Discriminator, Generator
+from gan_lessons.wording import worded
 
 
 class ConfigError(ValueError):
     """A setting that cannot work; the message says what to change."""
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read; the message names the file."""
 
 
 class NonFinite(RuntimeError):
@@ -59,23 +58,27 @@ class TrainConfig:
             raise ConfigError(f"epochs must be a positive whole number, got {self.epochs!r}")
         if not isinstance(self.batch_size, int) or self.batch_size <= 1:
             raise ConfigError(f"batch size must be a whole number above 1 (BatchNorm needs 2), got {self.batch_size!r}")
-        for name, lr in (("--lr-g", self.lr_G), ("--lr-d", self.lr_D)):
+        for field in ("lr_G", "lr_D"):          # the setting stands in braces: {lr_G} (gan_lessons.wording)
+            lr = getattr(self, field)
             if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-                raise ConfigError(f"{name} must be a finite number above 0, got {lr!r}")
-        for name, beta in (("--beta1", self.beta1), ("--beta2", self.beta2)):
+                raise worded(ConfigError, "{" + field + "} must be a finite number above 0, got {value!r}", value=lr)
+        for field in ("beta1", "beta2"):
+            beta = getattr(self, field)
             if not isinstance(beta, (int, float)) or not 0 <= beta < 1:
-                raise ConfigError(f"{name} must be a number from 0 up to (not including) 1, got {beta!r} (Adam's "
-                                  f"betas: 0.5 and 0.999 here; WGAN-GP's paper uses 0 and 0.9)")
+                raise worded(ConfigError, "{" + field + "} must be a number from 0 up to (not including) 1, got "
+                             "{value!r} (Adam's betas: 0.5 and 0.999 here; WGAN-GP's paper uses 0 and 0.9)", value=beta)
         if isinstance(self.n_critic, bool) or not isinstance(self.n_critic, int) or self.n_critic <= 0:
-            raise ConfigError(f"--n-critic must be a positive whole number (critic steps per G step), "
-                              f"got {self.n_critic!r}")
+            raise worded(ConfigError, "{n_critic} must be a positive whole number (critic steps per G step), got "
+                         "{value!r}", value=self.n_critic)
         if not isinstance(self.gp_weight, (int, float)) or not math.isfinite(self.gp_weight) or self.gp_weight < 0:
-            raise ConfigError(f"--gp-weight must be a finite number, 0 or above (0 turns the penalty off; the "
-                              f"paper uses 10), got {self.gp_weight!r}")
+            raise worded(ConfigError, "{gp_weight} must be a finite number, 0 or above (0 turns the penalty off; the "
+                         "paper uses 10), got {value!r}", value=self.gp_weight)
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63 - 4:
-            raise ConfigError(f"--seed must be a whole number from 0 to 2**63 - 5, got {self.seed!r}")
+            raise worded(ConfigError, "{seed} must be a whole number from 0 to 2**63 - 5, got {value!r}",
+                         value=self.seed)
         if self.limit is not None and self.limit < self.batch_size:
-            raise ConfigError(f"--limit ({self.limit}) must be at least --batch-size ({self.batch_size})")
+            raise worded(ConfigError, "{limit} ({n}) must be at least {batch_size} ({size})", n=self.limit,
+                         size=self.batch_size)
         try:
             strategies.get(self.strategy)
         except ValueError as error:
@@ -84,8 +87,8 @@ class TrainConfig:
             raise ConfigError("strategy 'retain_graph_seed003' raises the version error on torch >= 1.5 "
                               "(lesson 05); pick another one")
         if self.fast and self.strategy == "wgan_gp":
-            raise ConfigError("--fast cannot train wgan_gp: torch.compile does not support the double backward of "
-                              "its gradient penalty; drop --fast")
+            raise worded(ConfigError, "{fast=True} cannot train wgan_gp: torch.compile does not support the double "
+                         "backward of its gradient penalty; drop {fast=True}")
         resolve_device(self.device)
         return self
 
@@ -98,9 +101,11 @@ def resolve_device(name: str) -> torch.device:
     except RuntimeError:
         raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name} asked for, but this machine has no CUDA GPU; use --device cpu")
+        raise worded(ConfigError, "{device} {name} asked for, but this machine has no CUDA GPU; use {device} cpu",
+                     name=name)
     if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"--device {name}: this trainer runs on cpu or cuda only; use --device cpu or cuda")
+        raise worded(ConfigError, "{device} {name}: this trainer runs on cpu or cuda only; use {device} cpu or cuda",
+                     name=name)
     return device
 
 
@@ -111,45 +116,12 @@ def _writable(folder: Path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
-        raise ConfigError(f"cannot write to output folder {folder} ({error.strerror}); choose another with --out") from None
+        raise worded(ConfigError, "cannot write to output folder {folder} ({reason}); choose another with {out}",
+                     folder=folder, reason=error.strerror) from None
     return folder
 
 
-def atomic_write(path, write) -> None:
-    """write(tmp) to a temporary file beside `path`, then rename it over `path`: a crash, a Ctrl-C or a full disk
-    never leaves half a file, and the old file stays as it was until the new one is complete."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        kept = f"; the old {path.name} is unchanged" if path.exists() else ""
-        raise CheckpointError(f"could not write {path} ({error.strerror or error}){kept}; free some disk space "
-                              f"(or choose another --out) and run the command again") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def save_checkpoint(path: Path, state: dict) -> None:
-    """torch.save, atomically (atomic_write)."""
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
-
-
-def load_checkpoint(path, remedy="delete it, or train again without --resume") -> dict:
-    """torch.load(weights_only=True): a checkpoint is data, never code."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"no checkpoint at {path}")
-    if path.is_dir():
-        raise CheckpointError(f"{path} is a folder; give the checkpoint in it ({path / 'last.pt'})")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise CheckpointError(f"{path} is not a readable checkpoint: corrupt, truncated, or not one "
-                              f"({type(error).__name__}); {remedy}") from None
+UNREADABLE_RUN = "delete it, or train again without {resume=True}"      # load_checkpoint's remedy for a run's last.pt
 
 
 class Trainer:
@@ -166,8 +138,8 @@ class Trainer:
         self.opt_D = torch.optim.Adam(self.D.parameters(), lr=cfg.lr_D, betas=(cfg.beta1, cfg.beta2), **fused)
         images, _ = data.mnist_tensors(cfg.data, train=True)
         if len(images[: cfg.limit]) < cfg.batch_size:
-            raise ConfigError(f"--batch-size {cfg.batch_size} is larger than the {len(images[: cfg.limit])} training "
-                              f"images: no full batch, so no step; choose a smaller --batch-size")
+            raise worded(ConfigError, "{batch_size} {size} is larger than the {n} training images: no full batch, so "
+                         "no step; choose a smaller {batch_size}", size=cfg.batch_size, n=len(images[: cfg.limit]))
         self.out = _writable(Path(cfg.out))                              # the first thing written: after every check
         self.images = images[: cfg.limit].to(self.device)              # uint8, 47 MB for all 60k
         self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
@@ -260,7 +232,8 @@ class Interrupted(Exception):
 
 
 def _non_finite(trainer, last):
-    """Stop without saving: last.pt keeps the last finite epoch (or does not exist)."""
+    """Stop without saving: last.pt keeps the last finite epoch (or does not exist). The remedy still names the
+    command line's flags, as tests/test_cli_reliability.py expects of train() itself."""
     kept = (f"{last} still holds epoch {trainer.epoch if trainer.batch else trainer.epoch - 1}, the last finite one"
             if last.exists() else "no checkpoint was written")
     raise NonFinite(f"training went non-finite (NaN or inf losses or weights) in epoch "
@@ -272,22 +245,23 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
     """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand."""
     last = Path(cfg.out) / "last.pt"
     if resume and not last.exists():
-        raise ConfigError(f"--resume: there is no run to continue in {cfg.out} (no last.pt); drop --resume to start "
-                          f"a new run there")
+        raise worded(ConfigError, "{resume=True}: there is no run to continue in {folder} (no last.pt); drop "
+                     "{resume=True} to start a new run there", folder=cfg.out)
     trainer = Trainer(cfg)
     if resume:
-        state = load_checkpoint(last)
+        state = load_checkpoint(last, UNREADABLE_RUN)
         if not isinstance(state, dict) or "D" not in state or "opt_D" not in state:
-            raise ConfigError(f"--resume: {last} is not a training checkpoint (an exported generator has no D or "
-                              f"optimizers); start a new run with another --out")
-        # checkpoints from before the tanh option (trained without it), and before --n-critic, --gp-weight and the
+            raise worded(ConfigError, "{resume=True}: {last} is not a training checkpoint (an exported generator has "
+                         "no D or optimizers); start a new run with another {out}", last=last)
+        # checkpoints from before the tanh option (trained without it), and before n_critic, gp_weight and the
         # betas (trained with these defaults)
         saved = {"tanh": False, "n_critic": 5, "gp_weight": 10.0, "beta1": 0.5, "beta2": 0.999, **state["config"]}
         for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh",
                     "n_critic", "gp_weight"):
             if saved.get(key) != getattr(cfg, key):
-                raise ConfigError(f"--resume: {last} was trained with {key}={saved.get(key)!r}, not "
-                                  f"{getattr(cfg, key)!r}; resume with the same settings, or pick another --out")
+                raise worded(ConfigError, "{resume=True}: {last} was trained with {key}={then!r}, not {now!r}; resume "
+                             "with the same settings, or pick another {out}", last=last, key=key, then=saved.get(key),
+                             now=getattr(cfg, key))
         trainer.restore(state)
 
     def request_stop(signum, frame):
@@ -305,14 +279,14 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
             if on_epoch:
                 on_epoch(trainer)
             if trainer.stop_requested:      # Ctrl-C during the checkpoint or on_epoch: the checkpoint is complete
-                raise Interrupted(f"interrupted after epoch {trainer.epoch}; checkpoint written to {last}; "
-                                  f"continue with --resume")
+                raise worded(Interrupted, "interrupted after epoch {epoch}; checkpoint written to {last}; continue "
+                             "with {resume=True}", epoch=trainer.epoch, last=last)
     except KeyboardInterrupt:
         if not trainer.finite():
             _non_finite(trainer, last)
         trainer.checkpoint()
-        raise Interrupted(f"interrupted at epoch {trainer.epoch + 1}, batch {trainer.batch}; "
-                          f"checkpoint written to {last}; continue with --resume") from None
+        raise worded(Interrupted, "interrupted at epoch {epoch}, batch {batch}; checkpoint written to {last}; "
+                     "continue with {resume=True}", epoch=trainer.epoch + 1, batch=trainer.batch, last=last) from None
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -343,6 +317,6 @@ def generate(G, n, seed=0, batch=1000):
 
 def export_generator(checkpoint, path) -> None:
     """G alone, in half precision (3.3 MB instead of the 40 MB training checkpoint), for shipping."""
-    state = load_checkpoint(checkpoint)
+    state = load_checkpoint(checkpoint, UNREADABLE_RUN)
     G = {k: v.half() if v.is_floating_point() else v for k, v in state["G"].items()}
     save_checkpoint(Path(path), {"G": G, "config": state["config"], "history": state["history"]})

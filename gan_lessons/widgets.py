@@ -10,21 +10,8 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import HTML, Markdown, display
 
-from gan_lessons import graphs, strategies
+from gan_lessons import costs, graphs, strategies
 from gan_lessons.lesson import headline
-
-
-def cost_row(c) -> str:
-    """One markdown table row for a costs.Cost."""
-    if c.error:
-        return f"| `{c.strategy}` | raises: {headline(c.error)} | | | | | |"
-    return (f"| `{c.strategy}` | {c.G_forward:g} / {c.G_backward:g} | {c.D_forward:g} / {c.D_backward:g} | "
-            f"{c.G_grad_passes:g} | {c.D_grad_passes:g} | {c.ms_per_step:.1f} | {c.peak_mib:.2f} |")
-
-
-COST_HEADER = ("| strategy | G fwd / bwd | D fwd / bwd | G grad passes | D grad passes | ms / step (median) | "
-               "peak MiB |\n|---|---|---|---|---|---|---|")
-
 
 def train_curve(name, G, D, sample_real, noise, steps, lr=1e-3):
     """Train copies of G and D for `steps` steps of strategy `name`; return per-step (loss_D, loss_G)."""
@@ -64,14 +51,6 @@ def _png_img(png: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
-def _markdown_table_html(markdown: str) -> str:
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()]
-    cell = lambda text, tag: f"<{tag}>{html.escape(text).replace('`', '')}</{tag}>"
-    head, body = rows[0], [r for r in rows[2:]]
-    return ("<table><thead><tr>" + "".join(cell(t, "th") for t in head) + "</tr></thead><tbody>"
-            + "".join("<tr>" + "".join(cell(t, "td") for t in r) + "</tr>" for r in body) + "</tbody></table>")
-
-
 class StrategyPanel:
     """ToggleButtons + one Output. Draws the default strategy once when created, so headless runs have output.
 
@@ -93,19 +72,20 @@ class StrategyPanel:
         torch.manual_seed(0)
         with self.out:
             self.out.clear_output(wait=True)
-            table = COST_HEADER + "\n" + cost_row(self.cost_table[name])
-            display(Markdown(table))
+            shown = {"table": costs.cost_table_markdown([self.cost_table[name]]),
+                     "table_html": costs.cost_table_html([self.cost_table[name]])}     # one row, two forms
+            display(Markdown(shown["table"]))
             try:
                 graph = one_step_graph(name, self.G, self.D, self.sample_real, self.noise)
                 history = train_curve(name, self.G, self.D, self.sample_real, self.noise, self.steps)
             except RuntimeError as error:
                 display(Markdown(f"**`{name}` raises** `RuntimeError: {headline(str(error))}`"))
-                self.shown[name] = {"error": str(error), "table": table}
+                self.shown[name] = {"error": str(error), **shown}
                 return
             figure = _plot(name, history)
             display(HTML(_scroll_box(_svg_img(graph))))
             display(figure)
-            self.shown[name] = {"graph": graph.text, "final": history[-1], "table": table,
+            self.shown[name] = {"graph": graph.text, "final": history[-1], **shown,
                                 "graph_png": graph.dot.pipe(format="png"), "figure": figure}
 
     def static_html(self) -> str:
@@ -114,7 +94,7 @@ class StrategyPanel:
         shown = self.shown[name]
         parts = [f"<p><b>strategy: {html.escape(name)}</b> (a stored picture of the default choice; run the "
                  f"notebook to switch between {', '.join(map(html.escape, self.buttons.options))})</p>",
-                 _markdown_table_html(shown["table"])]
+                 shown["table_html"]]
         if "graph_png" in shown:
             buffer = io.BytesIO()
             shown["figure"].savefig(buffer, format="png", dpi=80)

@@ -45,26 +45,25 @@ def _serve(root):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "JUPYTER_DATA_DIR": str(root / ".data"),
            "GAN_LESSONS_QUICK": "1",
            "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings")}
-    log = open(root / "server.log", "w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.time() < deadline, (root / "server.log").read_text()[-2000:]
-                time.sleep(0.5)
-        yield base, token
-    finally:
-        server.terminate()
+    with open(root / "server.log", "w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        base = f"http://127.0.0.1:{port}"
         try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+            deadline = time.time() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                    break
+                except OSError:
+                    assert server.poll() is None and time.time() < deadline, (root / "server.log").read_text()[-2000:]
+                    time.sleep(0.5)
+            yield base, token
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,7 @@
 finished run, and must exit 2 with one line that says what to do, no traceback, and every file that existed before
 byte-for-byte unchanged."""
 import hashlib
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,13 +14,8 @@ QUICK = ["--limit", "128", "--batch-size", "64", "--eval-samples", "0", "--no-pr
          "--data", data.DEFAULT_ROOT]
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "gan_lessons", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
-
-
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
+def finished_run(tmp_path_factory, cli):
     run = tmp_path_factory.mktemp("finished") / "run"
     result = cli("train", "--epochs", "1", "--out", str(run), *QUICK)
     assert result.returncode == 0, result.stderr
@@ -103,7 +95,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("name, args, words", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run, tmp_path):
+def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run, tmp_path, cli):
     root = tmp_path / "work"
     shutil.copytree(finished_run, root / "run")
     (root / "run.npz").mkdir()
@@ -127,7 +119,7 @@ def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run
     assert snapshot(root) == before, "a file that existed before was changed or removed"
 
 
-def test_restart_replaces_the_run_and_stitches_no_old_grids(finished_run, tmp_path):
+def test_restart_replaces_the_run_and_stitches_no_old_grids(finished_run, tmp_path, cli):
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
     (run / "grid_007.png").write_bytes((run / "grid_001.png").read_bytes())      # a later grid of the old run

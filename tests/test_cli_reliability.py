@@ -23,11 +23,6 @@ QUICK = ["--limit", "256", "--batch-size", "64", "--no-progress", "--device", "c
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gan_lessons", *args], capture_output=True, text=True, env=ENV,
-                          timeout=300)
-
-
 def cli_with_signal(at, sig, *args):
     """The real command line, with `sig` sent to itself when `at` happens: "final checkpoint" (while the last
     epoch's last.pt is being written) or "final evaluation" (the metrics after training)."""
@@ -58,7 +53,7 @@ def weights(path):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def uninterrupted(tmp_path_factory, cli):
     out = tmp_path_factory.mktemp("full") / "run"
     result = cli("train", "--epochs", "2", "--out", str(out), "--eval-samples", "200", *QUICK)
     assert result.returncode == 0, result.stderr
@@ -67,7 +62,7 @@ def uninterrupted(tmp_path_factory):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("at", ["final checkpoint", "final evaluation"])
-def test_a_signal_at_the_end_stops_the_run_and_resume_finishes_it_exactly(at, sig, uninterrupted, tmp_path):
+def test_a_signal_at_the_end_stops_the_run_and_resume_finishes_it_exactly(at, sig, uninterrupted, tmp_path, cli):
     out = tmp_path / "run"
     args = ["train", "--epochs", "2", "--out", str(out), "--eval-samples", "200", *QUICK]
     stopped = cli_with_signal(at, sig, *args)
@@ -103,7 +98,7 @@ def test_a_run_that_goes_non_finite_stops_and_keeps_the_epoch_before(tmp_path):
     assert training.load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
 
 
-def test_non_finite_learning_is_one_line_and_writes_no_checkpoint(tmp_path):
+def test_non_finite_learning_is_one_line_and_writes_no_checkpoint(tmp_path, cli):
     result = cli("train", "--epochs", "2", "--out", str(tmp_path / "run"), "--lr-d", "1e10", "--lr-g", "1e10",
                  "--eval-samples", "0", *QUICK)
     lines = result.stderr.strip().splitlines()
@@ -132,7 +127,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_old_one(unint
     assert (out / "last.pt").read_bytes() == before and not list(out.glob(".*.tmp"))
 
 
-def test_mnist_changed_after_the_first_read_is_caught(tmp_path):
+def test_mnist_changed_after_the_first_read_is_caught(tmp_path, cli):
     raw = tmp_path / "MNIST" / "raw"
     shutil.copytree(Path(DATA) / "MNIST" / "raw", raw)
     data.load_mnist(tmp_path)                               # the first read writes the record

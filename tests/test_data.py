@@ -1,7 +1,6 @@
 """The MNIST loader: the offline wheel route on a tiny fixture, its errors, and the real 70k digits."""
 import gzip
 import io
-import os
 import pickle
 import zipfile
 

@@ -98,7 +98,10 @@ def test_seed003_strategy_1_points_into_the_strategy_function():
     G, D = Generator(), Discriminator()
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
     x_real = torch.rand(8, 1, 28, 28) * 2 - 1
-    noise = lambda n: torch.randn(n, 64)
+
+    def noise(n):
+        return torch.randn(n, 64)
+
     error, dx = diagnose(lambda: strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise),
                          G=G, D=D, opt_G=opt_G, opt_D=opt_D)
     source = Path(strategies.__file__).read_text().splitlines()
@@ -151,7 +154,7 @@ def test_nonleaf_grad_read_is_named(capsys):
         with doctor(G=G) as doc:
             x_fake = G(torch.randn(3, 2))
             x_fake.sum().backward()
-            x_fake.grad  # grad-read
+            _ = x_fake.grad  # grad-read
     d = next(d for d in doc.diagnoses if d.kind == "nonleaf_grad")
     assert "linear in G" in d.summary and d.facts["where"].line == line_of("grad-read")
     assert "retain_grad()" in d.text()
@@ -196,7 +199,10 @@ def test_doctor_changes_no_result_and_a_clean_step_raises_no_warning():
         G, D = Generator(), Discriminator()
         opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
         x_real, gen = torch.rand(8, 1, 28, 28) * 2 - 1, torch.Generator().manual_seed(1)
-        noise = lambda n: torch.randn(n, 64, generator=gen)
+
+        def noise(n):
+            return torch.randn(n, 64, generator=gen)
+
         with warnings.catch_warnings():
             warnings.simplefilter("error", DoctorWarning)
             if with_doctor:
@@ -219,7 +225,7 @@ def test_other_exceptions_pass_through_untouched():
 
 
 def test_ipython_extension_diagnoses_and_leaves_other_errors_alone(capsys):
-    IPython = pytest.importorskip("IPython")
+    pytest.importorskip("IPython")
     from IPython.testing.globalipapp import get_ipython
     ip = get_ipython()
     ip.run_line_magic("load_ext", "gan_lessons")
@@ -416,6 +422,24 @@ def test_penalty_gradient_taken_twice_is_diagnosed_as_freed():
     error, dx = diagnose(block, D=D)
     assert "backward through the graph a second time" in str(error) and dx.kind == "freed"
     assert f"line {line_of('gp-twice')}" in dx.text() and "retain_graph=True" in dx.text()
+
+
+def test_a_plain_second_backward_of_one_loss_gets_its_own_diagnosis():
+    """y.backward(); y.backward(): no second loss shares anything, so the fixes for two losses (detach the shared
+    tensor, a fresh forward) do not fit; the diagnosis names both calls and says to call backward once."""
+    w = torch.ones(3, requires_grad=True)
+
+    def block():
+        y = (w * w).sum()
+        y.backward()  # twice-first
+        y.backward()  # twice-second
+
+    error, dx = diagnose(block, w=w)
+    assert "backward through the graph a second time" in str(error) and dx.kind == "freed"
+    assert "differentiated twice" in dx.summary and "detach the shared tensor" not in dx.text()
+    assert dx.facts["first backward"].startswith(f"line {line_of('twice-first')}")
+    assert dx.facts["second backward"].startswith(f"line {line_of('twice-second')}")
+    assert "once per loss" in dx.text()
 
 
 def test_backward_after_autograd_grad_freed_the_graph_names_the_autograd_grad_line():

@@ -1,7 +1,8 @@
-"""Lesson 05's build exercise: costs.check_strategy's verdict and feedback on a right, a wasteful and a broken step."""
+"""Lesson 05's build exercise: exercises.check_strategy's verdict and feedback on a right, a wasteful and a
+broken step."""
 import torch
 
-from gan_lessons import costs, strategies
+from gan_lessons import costs, exercises, strategies
 from gan_lessons.strategies import bce
 
 
@@ -23,19 +24,19 @@ def fresh_fake_frozen_D(G, D, opt_G, opt_D, x_real, noise):
 
 
 def test_the_right_answer_gets_one_tick(capsys):
-    assert costs.check_strategy(fresh_fake_frozen_D) is True
+    assert exercises.check_strategy(fresh_fake_frozen_D) is True
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith("✓ fresh_fake_frozen_D:") and "once per step" in out[0]
 
 
 def test_the_wasted_D_pass_is_named(capsys):
-    assert costs.check_strategy(strategies.d_first_fresh_fake) is False
+    assert exercises.check_strategy(strategies.d_first_fresh_fake) is False
     out = capsys.readouterr().out.strip().splitlines()
     assert out == ["✗ d_first_fresh_fake: D's gradient is computed twice per step: G's backward still fills D's .grad"]
 
 
 def test_another_order_is_told_how_it_differs(capsys):
-    assert costs.check_strategy(strategies.d_first_frozen_D) is False
+    assert exercises.check_strategy(strategies.d_first_frozen_D) is False
     out = capsys.readouterr().out
     assert "G's gradient differs from d_first_fresh_fake's" in out and "G runs once per step" in out
     assert "D's gradient is computed" not in out
@@ -45,7 +46,7 @@ def test_a_step_that_raises_is_reported_not_raised(capsys):
     def broken(G, D, opt_G, opt_D, x_real, noise):
         raise RuntimeError("Trying to backward through the graph a second time")
 
-    assert costs.check_strategy(broken) is False
+    assert exercises.check_strategy(broken) is False
     assert capsys.readouterr().out.strip() == (
         "✗ broken: the step raised RuntimeError: Trying to backward through the graph a second time")
 
@@ -56,7 +57,7 @@ def test_a_blanked_answer_says_not_solved_yet(capsys):
         grad_inputs = ...
         loss_G.backward(inputs=grad_inputs)
 
-    assert costs.check_strategy(my_step) is False
+    assert exercises.check_strategy(my_step) is False
     out = capsys.readouterr().out
     assert out.startswith("? my_step: not solved yet") and "✗" not in out
 
@@ -67,7 +68,7 @@ def test_a_D_left_frozen_is_reported(capsys):
         D.requires_grad_(False)
         return out
 
-    assert costs.check_strategy(stays_frozen) is False
+    assert exercises.check_strategy(stays_frozen) is False
     assert "D is still frozen after the step" in capsys.readouterr().out
 
 

@@ -43,7 +43,7 @@ def test_expect_warning_fails_without_the_warning(capsys):
             pass
     x = torch.ones(2, requires_grad=True) * 2
     with expect_warning(UserWarning, "not a leaf"):
-        x.grad
+        _ = x.grad
     out = capsys.readouterr().out
     assert "retain_grad()" in out and "Triggered internally" not in out
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from gan_lessons import costs, strategies
+from gan_lessons.exercises import recorded_steps
 from gan_lessons.models import Discriminator, Generator
 
 
@@ -70,8 +71,8 @@ def _step_grads(name):
     G, D, x_real, noise = _setup()
     opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
     names = {p: n for net in (G, D) for n, p in net.named_parameters()}
-    records, _ = costs.grads_at_steps({"G": opt_G, "D": opt_D}, names)
-    strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
+    with recorded_steps({"G": opt_G, "D": opt_D}, names) as records:
+        strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
     return {key: list(steps[-1].values()) for key, steps in records.items()}
 
 

@@ -1,27 +1,20 @@
 """Trainer and command line: one real epoch, exact resume after a killed process, and every bad input."""
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
+from gan_lessons import __main__ as cli_main
 from gan_lessons import data, metrics, training
 from gan_lessons.models import Generator
 from gan_lessons.training import ConfigError, TrainConfig
+from gan_lessons.wording import reword
 
 DATA = data.DEFAULT_ROOT
 QUICK = ["--limit", "640", "--batch-size", "64", "--eval-samples", "0", "--no-progress", "--device", "cpu",
          "--data", DATA]
-
-
-def cli(*args, env=None, **kw):
-    return subprocess.run([sys.executable, "-m", "gan_lessons", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, **kw)
 
 
 def _weights(path):
@@ -35,7 +28,7 @@ def _same_weights(a, b):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def uninterrupted(tmp_path_factory, cli):
     out = tmp_path_factory.mktemp("full")
     result = cli("train", "--epochs", "3", "--out", str(out), "--eval-each", "200", *QUICK)   # the resumed runs
     assert result.returncode == 0, result.stderr                # below do not evaluate: same weights means the
@@ -57,7 +50,7 @@ def test_eval_each_epoch_is_recorded_and_kept_out_of_the_epoch_times(uninterrupt
     assert all(0 <= e["mnist_fid"] and 1 <= e["classifier_score"] <= 10 for e in lines)
 
 
-def test_tanh_option_is_recorded_and_restored(uninterrupted, tmp_path):
+def test_tanh_option_is_recorded_and_restored(uninterrupted, tmp_path, cli):
     assert isinstance(Generator(tanh=True).net[-1], torch.nn.Tanh)
     assert not isinstance(Generator().net[-1], torch.nn.Tanh)          # seed 000's G, as written
     state = training.load_checkpoint(uninterrupted / "last.pt")
@@ -73,9 +66,8 @@ def test_tanh_option_is_recorded_and_restored(uninterrupted, tmp_path):
                     "was trained with tanh=True", "not False")
 
 
-def _start(out):
-    return subprocess.Popen([sys.executable, "-m", "gan_lessons", "train", "--epochs", "3", "--out", str(out), *QUICK],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(cli, out):
+    return cli.start("train", "--epochs", "3", "--out", str(out), *QUICK)
 
 
 def _wait_for_checkpoint(out, proc, timeout=120):
@@ -85,8 +77,8 @@ def _wait_for_checkpoint(out, proc, timeout=120):
         time.sleep(0.05)
 
 
-def test_killed_run_resumes_to_the_same_weights(uninterrupted, tmp_path):
-    proc = _start(tmp_path)
+def test_killed_run_resumes_to_the_same_weights(uninterrupted, tmp_path, cli):
+    proc = _start(cli, tmp_path)
     _wait_for_checkpoint(tmp_path, proc)
     time.sleep(0.3)                          # somewhere inside epoch 2
     proc.kill()                              # SIGKILL: no chance to clean up
@@ -97,8 +89,8 @@ def test_killed_run_resumes_to_the_same_weights(uninterrupted, tmp_path):
     assert _same_weights(tmp_path / "last.pt", uninterrupted / "last.pt")
 
 
-def test_ctrl_c_writes_a_checkpoint_mid_epoch_and_resumes_exactly(uninterrupted, tmp_path):
-    proc = _start(tmp_path)
+def test_ctrl_c_writes_a_checkpoint_mid_epoch_and_resumes_exactly(uninterrupted, tmp_path, cli):
+    proc = _start(cli, tmp_path)
     _wait_for_checkpoint(tmp_path, proc)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
@@ -118,7 +110,7 @@ def _one_line_error(result, *words):
         assert word in last, last
 
 
-def test_bad_inputs_get_one_clear_line(tmp_path):
+def test_bad_inputs_get_one_clear_line(tmp_path, cli):
     _one_line_error(cli("train", "--strategy", "nope", "--out", str(tmp_path), *QUICK), "unknown strategy", "g_first")
     _one_line_error(cli("train", "--epochs", "0", *QUICK), "--epochs", "must be positive")
     _one_line_error(cli("train", "--batch-size", "-3", *QUICK), "--batch-size", "must be positive")
@@ -130,12 +122,12 @@ def test_bad_inputs_get_one_clear_line(tmp_path):
     _one_line_error(cli("train", "--out", str(blocker / "run"), *QUICK), "cannot write to output folder", "--out")
 
 
-def test_resume_refuses_other_settings(uninterrupted):
+def test_resume_refuses_other_settings(uninterrupted, cli):
     _one_line_error(cli("train", "--epochs", "4", "--resume", "--strategy", "g_first", "--out", str(uninterrupted),
                         *QUICK), "was trained with strategy='d_first_reuse_fake'", "not 'g_first'")
 
 
-def test_corrupt_checkpoint_names_the_file(tmp_path):
+def test_corrupt_checkpoint_names_the_file(tmp_path, cli):
     bad = tmp_path / "last.pt"
     bad.write_bytes(b"not a checkpoint")
     _one_line_error(cli("train", "--resume", "--out", str(tmp_path), *QUICK), str(bad), "not a readable checkpoint", "without --resume")
@@ -143,7 +135,7 @@ def test_corrupt_checkpoint_names_the_file(tmp_path):
     _one_line_error(cli("sample", str(tmp_path / "missing.pt")), "no checkpoint at")
 
 
-def test_corrupt_and_missing_dataset(tmp_path):
+def test_corrupt_and_missing_dataset(tmp_path, cli):
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
     for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
@@ -155,7 +147,7 @@ def test_corrupt_and_missing_dataset(tmp_path):
     _one_line_error(cli(*args, str(tmp_path / "empty"), env=offline), "Connect to the internet")
 
 
-def test_sample_writes_uint8_images(uninterrupted, tmp_path):
+def test_sample_writes_uint8_images(uninterrupted, tmp_path, cli):
     result = cli("sample", str(uninterrupted / "last.pt"), "-n", "10", "--out", str(tmp_path / "s.pt"))
     assert result.returncode == 0, result.stderr
     images = torch.load(tmp_path / "s.pt", weights_only=True)
@@ -174,7 +166,23 @@ def test_config_checks_in_python():
         TrainConfig(limit=10).validate()
 
 
-def test_export_ships_a_small_generator_with_its_metrics(uninterrupted, tmp_path):
+def test_config_errors_name_the_field_and_the_command_line_says_the_flag(tmp_path):
+    """A notebook user who built a TrainConfig never typed --lr-g: the error names lr_G; the command line rewords
+    the same error in its flags."""
+    with pytest.raises(ConfigError) as raised:
+        TrainConfig(lr_G=float("inf")).validate()
+    assert str(raised.value) == "lr_G must be a finite number above 0, got inf"
+    assert reword(raised.value, cli_main.WORDS) == "--lr-g must be a finite number above 0, got inf"
+    with pytest.raises(ConfigError) as raised:
+        TrainConfig(limit=10).validate()
+    assert str(raised.value) == "limit (10) must be at least batch_size (64)"
+    with pytest.raises(ConfigError) as raised:
+        training.train(TrainConfig(out=str(tmp_path)), resume=True)
+    assert str(raised.value).startswith("resume=True: there is no run to continue") and "--" not in str(raised.value)
+    assert reword(raised.value, cli_main.WORDS).startswith("--resume: there is no run to continue")
+
+
+def test_export_ships_a_small_generator_with_its_metrics(uninterrupted, tmp_path, cli):
     out = tmp_path / "generator.pt"
     result = cli("export", str(uninterrupted), "--out", str(out), "-n", "500", "--data", DATA)
     assert result.returncode == 0, result.stderr

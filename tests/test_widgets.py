@@ -16,7 +16,10 @@ def _panel(value="d_first_reuse_fake"):
     G = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     D = nn.Sequential(nn.Linear(2, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), nn.Flatten(0))
     gen = torch.Generator().manual_seed(0)
-    ring = lambda n=32: torch.stack([torch.cos(a := torch.rand(n, generator=gen) * 2 * math.pi), torch.sin(a)], 1)
+
+    def ring(n=32):
+        return torch.stack([torch.cos(a := torch.rand(n, generator=gen) * 2 * math.pi), torch.sin(a)], 1)
+
     table = {name: costs.measure(name, G, D, ring(), lambda n: torch.randn(n, 8), steps=1, warmup=0)
              for name in strategies.STRATEGIES}
     return widgets.StrategyPanel(G, D, ring, lambda n: torch.randn(n, 8), table, steps=3, value=value)

@@ -11,9 +11,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from gan_lessons import costs, metrics, plots, strategies, training  # noqa: E402
+from gan_lessons import costs, metrics, plots, strategies, training
 
 IMAGES = Path(__file__).resolve().parents[1] / "images"
 

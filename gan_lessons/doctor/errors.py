@@ -3,7 +3,6 @@ or op changed it), a backward through a freed graph (which backward freed it, wh
 op on a leaf; raised by backward() or inside torch.autograd.grad alike. Also a gradient penalty's two own errors: an
 input of autograd.grad that does not require grad, and a gradient of a non-scalar output without grad_outputs."""
 import linecache
-import re
 
 import torch
 
@@ -12,7 +11,7 @@ from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.recording import _tensors
 from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _FREED_FIXES, _GAN_FIXES, _INPLACE_FIXES,
-                                       _LEAF_FIXES, _STEP_FIXES)
+                                       _LEAF_FIXES, _STEP_FIXES, _TWICE_FIXES)
 
 
 class Diagnoses:
@@ -119,10 +118,7 @@ class Diagnoses:
         if not found:
             return Diagnosis("version", "a saved tensor was modified in place, but the doctor could not find it",
                              {}, _STEP_FIXES + _INPLACE_FIXES)
-        shape = graphs.SAVED_SHAPE.search(str(error))
-        shape = tuple(int(n) for n in shape.group(1).split(",") if n.strip()) if shape else None
-        versions = re.search(r"is at version (\d+); expected version (\d+)", str(error))
-        versions = (int(versions.group(1)), int(versions.group(2))) if versions else None
+        shape, versions = graphs.version_error(str(error))
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
                      next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
         op, module, saved_at, _ = self.nodes.get(fn, (s.node, None, None, 0))
@@ -169,8 +165,17 @@ class Diagnoses:
         roots = self._roots_of(error)
         infos = {info[3]: info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
         mine = set(infos)
-        same = lambda b: b["root_ids"] == {id(t) for t in roots}
+
+        def same(b):
+            return b["root_ids"] == {id(t) for t in roots}
+
         earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b["retain"] and b["nodes"] & mine]
+        again = [b for b in list(self.backwards)[:-1] if same(b) and not b["retain"]]
+        if not earlier and again:                  # the same loss, backward twice
+            return Diagnosis("freed", "the same loss was differentiated twice (backward() or autograd.grad), and "
+                             "the first call freed its graph",
+                             {"first backward": str(again[-1]["where"]),
+                              "second backward": str(self.backwards[-1]["where"])}, _TWICE_FIXES)
         if not earlier:
             return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
                              {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)

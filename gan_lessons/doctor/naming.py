@@ -6,6 +6,7 @@ import types
 
 import torch
 
+from gan_lessons import graphs
 from gan_lessons.doctor.frames import _is_user
 
 _PLAIN = (type, types.ModuleType, types.FunctionType, types.MethodType, int, float, str, bytes, list, tuple, dict,
@@ -136,18 +137,17 @@ class Naming:
         return [k for d, k in sorted(reached) if d == min(reached)[0]][:3] if reached else []
 
     def _distance(self, fn, serials, limit=200):
-        """Steps from `fn` back to the nearest node whose serial is in `serials`, or None."""
-        frontier, seen, d = [fn] if fn is not None else [], set(), 0
-        while frontier and len(seen) < limit:
-            nxt = []
-            for f in frontier:
-                if f in seen:
-                    continue
-                seen.add(f)
-                if (info := self.nodes.get(f)) and info[3] in serials:
-                    return d
-                nxt.extend(g for g, _ in f.next_functions if g is not None)
-            frontier, d = nxt, d + 1
+        """Steps from `fn` back to the nearest node whose serial is in `serials`, or None. Each step further back
+        is taken only while fewer than `limit` nodes have been looked at."""
+        looked, level = 0, -1
+        for f, distance in graphs.breadth_first([fn]):
+            if distance > level:
+                if looked >= limit:
+                    return None
+                level = distance
+            if (info := self.nodes.get(f)) and info[3] in serials:
+                return distance
+            looked += 1
         return None
 
     def _name(self, tensor):

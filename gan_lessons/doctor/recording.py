@@ -44,22 +44,6 @@ def _grad_fn(t):
         return None
 
 
-def _depths(roots):
-    """(node, distance from the roots) in breadth-first order."""
-    start = [fn for fn in dict.fromkeys(t.grad_fn for t in roots) if fn is not None]
-    order, seen, frontier, d = [], set(start), start, 0
-    while frontier:
-        order += [(fn, d) for fn in frontier]
-        nxt = []
-        for fn in frontier:
-            for f, _ in fn.next_functions:
-                if f is not None and f not in seen:
-                    seen.add(f)
-                    nxt.append(f)
-        frontier, d = nxt, d + 1
-    return order
-
-
 _SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
 
 
@@ -145,7 +129,7 @@ class Recording:
     def _record_backward(self, roots, retain, inputs):
         """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
         depth = {}
-        for fn, d in _depths(roots):
+        for fn, d in graphs.breadth_first(t.grad_fn for t in roots):
             if hasattr(fn, "variable"):
                 depth.setdefault(fn.variable, d)
         leaves = list(depth)

@@ -52,5 +52,9 @@ _FREED_FIXES = [("detach the shared tensor in the loss that must not reach it", 
                 ("recompute: run a fresh forward for the second loss", "05"),
                 ("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
                  "backward (about the size of the parameters for seed 000's GAN at batch 64)", "02")]
+_TWICE_FIXES = [("call backward() once per loss: the first call already filled every .grad; a second one would "
+                 "add the same gradient again", "01"),
+                ("if a second pass over the same graph is really meant (a gradient taken twice), pass "
+                 "retain_graph=True to every backward but the last", "02")]
 _LEAF_FIXES = [("wrap the update in `with torch.no_grad():`, as optimizers do", "01"),
                ("or operate out of place: x = x + 1 makes a new, non-leaf tensor", "01")]

@@ -322,7 +322,8 @@ solved = exercises.check_sgd_step(my_answer)
 # ### Fix it: DCGAN's weight initialisation
 #
 # DCGAN-style GANs start from small random weights: every `Linear` and convolution weight drawn from N(0, 0.02),
-# every BatchNorm weight from N(1, 0.02), every bias zero. The obvious way to write that is the function below
+# every BatchNorm weight from N(1, 0.02), every bias zero (DCGAN's convolutions are built with `bias=False`, and
+# their `m.bias` is `None`; the checker's generator has one such layer). The obvious way to write that is the function below
 # without its `guard` lines, and `G.apply(init_weights)` then raises section 4's error on the first module:
 # parameters are leaves that require grad. Fix it so that it sets the same values **in place**. Keep the very same parameter tensors (an optimizer made
 # before the init holds them), and keep them leaves that require grad. The checker applies your function to a small
@@ -336,7 +337,8 @@ def init_weights(m):
         guard = torch.no_grad()  # SOLUTION: the broken version had no guard: what makes in-place on a leaf legal (section 5)?
         with guard:
             m.weight.normal_(mean, 0.02)
-            m.bias.zero_()
+            if m.bias is not None:  # DCGAN's convolutions are built with bias=False
+                m.bias.zero_()
 
 my_answer = init_weights  # SOLUTION: point this at your init_weights (no parentheses)
 solved = exercises.check_init(my_answer)

@@ -370,6 +370,13 @@ claim(".data: the gradient is 2 * (x + 1), the values written after the forward"
       torch.equal(x.grad, 2 * torch.tensor([2.0, 3.0, 4.0])))
 
 x, y = fresh()
+x_shifted = torch.add(x, 1)     # avoid in-place (seed 002's first remedy, given as prose only): a new tensor
+(y.sum() + x_shifted.sum()).backward()
+print("avoid in-place           :", rounded(x.grad), " <- 2x from y, plus 1 from x + 1")
+claim("avoid in-place: the correct gradient (2x + 1), and x is still at version 0",
+      torch.equal(x.grad, correct + 1) and x._version == 0, f"{rounded(x.grad)}, version {x._version}")
+
+x, y = fresh()
 x2 = x.clone()
 x2 += 1                         # clone: the saved x is untouched
 y.sum().backward()

@@ -24,7 +24,7 @@ import inspect
 from IPython.display import Markdown, display
 from gan_lessons import costs, strategies
 from gan_lessons.lesson import headline
-from gan_lessons.models import Generator, Discriminator
+from gan_lessons.models import Generator
 
 def fresh_gan(batch=64):
     """Seed 000's G and D (seeded), a batch in [-1, 1] standing in for MNIST, and a seeded noise source."""
@@ -358,8 +358,7 @@ print("memory:", results["g_first"].memory, "| batch 64")
 # %%
 # NBVAL_IGNORE_OUTPUT
 # (timings vary from run to run)
-from gan_lessons.widgets import COST_HEADER, cost_row
-display(Markdown(COST_HEADER + "\n" + "\n".join(cost_row(c) for c in results.values())))
+display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
 print("time relative to d_first_reuse_fake:",
       {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
@@ -418,7 +417,9 @@ claim("8. among the alternating orders, freeing G's graph early saves about a fi
 import math
 from gan_lessons.widgets import StrategyPanel
 
-def ring_batch(n=128, gen=torch.Generator().manual_seed(0)):
+RING_GEN = torch.Generator().manual_seed(0)     # one stream for every batch below
+
+def ring_batch(n=128, gen=RING_GEN):
     """Points from eight Gaussians on a circle: the classic 2-D GAN toy."""
     angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
     centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
@@ -481,11 +482,13 @@ check("d_first_fresh_fake G forwards", prediction, results["d_first_fresh_fake"]
 # shows two ways: freeze D around G's step (`d_first_frozen_D`), or tell G's backward which tensors to fill
 # (`g_first_inputs`). The cell below has the whole step except the line that sets `grad_inputs`, what
 # `loss_G.backward` fills. To freeze D instead, set it to `None` (the default: every leaf that needs a gradient)
-# and add the freeze. `costs.check_strategy` runs your function on seed 000's G and D. It compares the gradients
+# and add the freeze. `exercises.check_strategy` runs your function on seed 000's G and D. It compares the gradients
 # both optimizers step on with d_first_fresh_fake's, counts passes with the hooks of section 4, and prints what is
 # still wrong.
 
 # %%
+from gan_lessons import exercises
+
 def my_step(G, D, opt_G, opt_D, x_real, noise):
     with torch.no_grad():
         x_fake = G(noise(len(x_real)))                       # D's fake batch, made without a graph
@@ -500,4 +503,4 @@ def my_step(G, D, opt_G, opt_D, x_real, noise):
     opt_G.step()
     return loss_D, loss_G
 
-solved = costs.check_strategy(my_step)
+solved = exercises.check_strategy(my_step)

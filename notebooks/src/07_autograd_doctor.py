@@ -169,12 +169,12 @@ with warnings.catch_warnings():
         x_fake.grad
 
 # %% [markdown]
-# ## 3 · Three broken training loops of the kinds people post
+# ## 3 · Four broken training loops of the kinds people post
 #
-# **Why it matters.** Real code breaks in ways no blog post listed. Here are three new ones.
+# **Why it matters.** Real code breaks in ways no blog post listed. Here are four new ones.
 #
-# **(a) A `+=` on an activation that a later layer saved.** Someone adds a little noise to G's output in place.
-# `tanh` saved its output for its backward, so the `+=` makes it stale:
+# **(a) A `+=` on an activation that the op which made it saved.** Someone adds a little noise to G's output in
+# place. `tanh` saved its output for its backward, so the `+=` makes it stale:
 
 # %%
 torch.manual_seed(0)
@@ -224,6 +224,23 @@ print("warnings:", [headline(d.summary) for d in doc.diagnoses])
 claim("one warning: the step runs while G's 2 parameters have no .grad",
       len(doc.diagnoses) == 1 and "2 of its 4 parameters have no .grad" in doc.diagnoses[0].summary
       and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"])
+
+# %% [markdown]
+# **(d) Weight clipping through `.data`, in the wrong place.** The original WGAN clips D's weights; written with
+# `.data` between D's forward and its backward, nothing raises. `.data` changes a weight without moving its version
+# counter, so the backward combines the old activations with the new weights (lesson 03 shows such a gradient is
+# wrong). The doctor warns:
+
+# %%
+torch.manual_seed(0)
+D = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+with doctor(D=D) as doc:
+    out = D(torch.randn(4, 3))
+    for p in D.parameters():
+        p.data.clamp_(-0.01, 0.01)              # too early: the forward above saved these weights
+    out.mean().backward()
+print("warnings:", [headline(d.summary) for d in doc.diagnoses])
+claim("one warning, naming the .data change", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary)
 
 # %% [markdown]
 # ## 4 · The doctor in every cell: `%load_ext gan_lessons`

@@ -22,7 +22,7 @@
 # | the penalty's `autograd.grad` without `create_graph=True` | runs, and the penalty trains nothing: its gradient on D is zero (section 4) |
 # | `autograd.grad(..., create_graph=True, retain_graph=True)` | runs; `retain_graph=True` is what `create_graph=True` already implies (section 5) |
 # | `create_graph=True, retain_graph=False` on D's real scores, then the loss on the same scores | raises "Trying to backward through the graph a second time" (section 5) |
-# | `n_critic` critic steps on a fake batch that is not detached | runs, and G's gradient points the wrong way (section 7) |
+# | `n_critic` critic steps on a fake batch that is not detached, `opt_G.zero_grad()` once at the top of the iteration | runs, and G's gradient points the wrong way; with `zero_grad()` right before G's backward it is right, and the critic steps still pay for backward passes through G (section 7) |
 
 # %%
 #SETUP
@@ -35,7 +35,6 @@ import warnings
 from gan_lessons import costs, data, graphs, strategies
 from gan_lessons.doctor import doctor, DoctorWarning
 from gan_lessons.models import Generator, Discriminator
-from gan_lessons.widgets import COST_HEADER, cost_row
 from IPython.display import Markdown, display
 
 warnings.simplefilter("always", DoctorWarning)
@@ -252,13 +251,14 @@ with expect_warning(DoctorWarning, "create_graph"):
         (wasserstein + 10 * gp_const).backward()
 
 # %% [markdown]
-# ## 5 · `retain_graph` in penalty code: copied, and removed in the wrong place
+# ## 5 · `retain_graph` in penalty code: the `True`s that only hold memory, the `False` that breaks
 #
 # **Why it matters.** Penalty code found online often reads `autograd.grad(..., create_graph=True,
 # retain_graph=True)` and then `loss_D.backward(retain_graph=True)`. The first `retain_graph=True` repeats what
 # `create_graph=True` already does (section 1). The second keeps every saved tensor of the step alive after it,
-# until the graph is dropped, for a second backward that never comes. Cleaning them up is right; cleaning up the
-# wrong one breaks R1-style code, where the penalty's gradient and the loss share D's forward on the real images:
+# until the graph is dropped, for a second backward that never comes. Deleting either is safe. Writing
+# `retain_graph=False` instead, next to `create_graph=True`, is not: it breaks R1-style code, where the penalty's
+# gradient and the loss share D's forward on the real images:
 
 # %%
 x_real_leaf = x_real.clone().requires_grad_(True)
@@ -308,8 +308,13 @@ def r1_term(D, x_real, step, every=16, gamma=10.0):
 
 computed = [step for step in range(32) if r1_term(D, x_real, step).requires_grad]
 claim("in 32 steps with every=16, R1 is computed twice", computed == [0, 16], computed)
-claim("on a due step it is 16 times the every-step term",
-      torch.allclose(r1_term(D, x_real, 0), 16 * r1_term(D, x_real, 0, every=1)))
+x_leaf = x_real.clone().requires_grad_(True)            # R1 from its formula, without r1_term or r1_penalty
+scores = D(x_leaf)
+g_x, = grad(scores, x_leaf, grad_outputs=torch.ones_like(scores))
+by_hand = g_x.pow(2).sum(dim=(1, 2, 3)).mean()
+claim("on a due step it is γ/2 · 16 · E‖∇x D(x_real)‖², 16 times the every-step weight",
+      torch.allclose(r1_term(D, x_real, 0), 10.0 / 2 * 16 * by_hand), f"{r1_term(D, x_real, 0).item():.4g} vs "
+      f"{10.0 / 2 * 16 * by_hand.item():.4g}")
 
 
 # %% [markdown]
@@ -319,10 +324,11 @@ claim("on a due step it is 16 times the every-step term",
 # with `G(z)` and does not detach it fills G's `.grad` five times with the gradient of the *critic's* loss. If
 # `opt_G.zero_grad()` is called once at the top of the iteration, G's step then adds its own gradient to those.
 # The critic's loss rewards D for scoring fakes low; its gradient on G pushes G the opposite way from G's own
-# loss, and there are five of them:
+# loss, and there are five of them. A `zero_grad()` right before G's backward throws them away, so G's step is
+# right again; what stays is the cost, five backward passes through G for nothing:
 
 # %%
-def n_critic_iteration(detach, n_critic=5):
+def n_critic_iteration(detach, n_critic=5, zero_grad_before_G=False):
     g, d = copy.deepcopy(G), copy.deepcopy(D)
     opt_G = torch.optim.Adam(g.parameters(), lr=1e-4, betas=(0.0, 0.9))
     opt_D = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
@@ -335,6 +341,8 @@ def n_critic_iteration(detach, n_critic=5):
         loss_D.backward()
         opt_D.step()
     loss_G = -d(g(torch.randn(16, g.z_dim))).mean()
+    if zero_grad_before_G:
+        opt_G.zero_grad()
     loss_G.backward()
     return torch.cat([p.grad.flatten() for p in g.parameters()])
 
@@ -342,6 +350,9 @@ right_G, polluted_G = n_critic_iteration(detach=True), n_critic_iteration(detach
 cosine = F.cosine_similarity(right_G, polluted_G, dim=0).item()
 claim("without detach, G's gradient at its step points away from the right one (negative cosine)", cosine < 0,
       f"cosine {cosine:.2f}")
+late_zero_G = n_critic_iteration(detach=False, zero_grad_before_G=True)
+claim("with opt_G.zero_grad() right before G's backward, the undetached loop gives G exactly the right gradient",
+      torch.equal(late_zero_G, right_G))
 
 # %% [markdown]
 # `strategies.wgan_gp` avoids both traps: each call is one critic step on a fake made under `no_grad`, and G
@@ -373,7 +384,7 @@ claim("10 calls of wgan_gp with n_critic=5: D steps 10 times, G twice", steps ==
 # (timings vary from run to run)
 measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)
             for name in ("d_first_reuse_fake", "wgan_gp")}
-display(Markdown(COST_HEADER + "\n" + "\n".join(cost_row(c) for c in measured.values())))
+display(Markdown(costs.cost_table_markdown(measured.values())))
 
 # %%
 gp_cost = measured["wgan_gp"]

@@ -154,11 +154,58 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 
 # %% [markdown]
 # Freezing and `backward(inputs=...)` give G the same gradient and leave D's `.grad` alone. They differ in the
-# forward: `requires_grad_(False)` is known **before** D runs, so D's Conv and Linear layers save only what the
-# gradient with respect to their *input* needs (their weights, which live anyway), not the input activations a weight
-# gradient would need. `inputs=` is read only when backward starts, after D's forward has saved everything. Lesson
-# 05's strategies `d_first_frozen_D` and `g_first_inputs` (in `gan_lessons.strategies`) are exactly these two G
-# steps.
+# forward: `requires_grad_(False)` is known **before** D runs, while `inputs=` is read only when backward starts,
+# after D's forward has saved everything. What does a frozen layer leave out? A Linear layer needs its input only for
+# its weight's gradient, and a frozen one does not save it. Predict before you run the next cell: does a frozen Conv
+# layer save its input?
+
+# %%
+prediction = True  # SOLUTION: with D frozen, does D's first Conv layer save its input for backward? (True or False)
+
+# %% [markdown]
+# Each of D's Conv and Linear layers gets an input that requires grad (as G's fake does), with D frozen, and a
+# saved-tensor hook records whether the layer saved that input:
+
+# %%
+def saves_its_input(layer, shape):
+    """Whether the layer's forward, on an input that requires grad, saves that input for backward."""
+    x, packed = torch.randn(shape, requires_grad=True), []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        layer(x)
+    return any(t.data_ptr() == x.data_ptr() for t in packed)
+
+G, D, opt_G, z = after_D_step()
+layers = {name: m for name, m in D.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
+shapes = {}
+def record_input_shape(name):
+    def hook(module, args, out):
+        shapes[name] = args[0].shape          # returns None: the output stays as it is
+    return hook
+handles = [m.register_forward_hook(record_input_shape(name)) for name, m in layers.items()]
+with torch.no_grad():
+    D(G(z))
+for h in handles:
+    h.remove()
+D.requires_grad_(False)
+frozen_saves = {name: saves_its_input(m, shapes[name]) for name, m in layers.items()}
+D.requires_grad_(True)
+for name, m in layers.items():
+    print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
+          f"{'saves' if frozen_saves[name] else 'does not save'} its input")
+linear_kib = sum(shapes[n].numel() * 4 for n, m in layers.items() if isinstance(m, nn.Linear)) / 1024
+claim("in a frozen D each Conv layer still saves its input (ConvolutionBackward0 keeps it whatever requires grad), "
+      "and no Linear layer does", all(frozen_saves[n] == isinstance(m, nn.Conv2d) for n, m in layers.items()))
+claim("what freezing saved in the table above is exactly the inputs of D's two Linear layers",
+      abs((plain["saved KiB"] - frozen["saved KiB"]) - linear_kib) < 1e-6,
+      f"{plain['saved KiB'] - frozen['saved KiB']:.1f} KiB saved; Linear inputs {linear_kib:.1f} KiB")
+check("a frozen Conv layer saves its input", prediction, frozen_saves["net.0"],
+      why="a convolution's backward function saves its input whatever requires grad; only the input's own "
+          "gradient needs the weight, and the weight's gradient needs the input.")
+
+# %% [markdown]
+# So freezing saves what the frozen layers' weight gradients alone would need, layer by layer, as each backward
+# function decides: here D's Linear inputs, not its Conv inputs. Lesson 05's strategies `d_first_frozen_D` and
+# `g_first_inputs` (in `gan_lessons.strategies`) are exactly these two G steps.
 #
 # Freezing has its own trap: the flag has to come back. `d_first_frozen_D` ends with `D.requires_grad_(True)`, as
 # pix2pix's `set_requires_grad` does. That line does not run if the step raises in between (Ctrl-C in a notebook is
@@ -369,13 +416,15 @@ def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, device_type="cpu", dtype=tor
         loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
     opt_D.zero_grad()
     scaler.scale(loss_D).backward()
+    if poison:
+        G.net[0].weight.grad[0, 0] = float("inf")       # G's .grad (the last step's) holds an inf while D steps
     scaler.step(opt_D)                                  # skipped if D's gradients hold an inf or NaN
     with torch.autocast(device_type, dtype=dtype):
         loss_G = bce(D(x_fake), 1)
     opt_G.zero_grad()
     scaler.scale(loss_G).backward()
     if poison:
-        G.net[0].weight.grad[0, 0] = float("inf")       # an overflow in one of G's gradients
+        G.net[0].weight.grad[0, 0] = float("inf")       # and an overflow in one of G's new gradients
     scaler.step(opt_G)
     scaler.update()                                     # once, after both steps
     return loss_D, loss_G
@@ -405,7 +454,8 @@ if HAS_AMP_SCALER:
           clean["G moved"] and clean["D moved"] and clean["scale"] == (65536.0, 65536.0))
     claim("an inf in G's gradient: opt_G skips its step, G is unchanged, and Adam's step count does not advance",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
-    claim("opt_D still steps in that iteration: each optimizer checks only its own gradients",
+    claim("opt_D still steps in that iteration, with an inf in G's .grad at that moment: each optimizer checks only "
+          "its own gradients",
           poisoned["D moved"])
     claim("and the one update() halves the scale", poisoned["scale"] == (65536.0, 32768.0))
 else:
@@ -486,9 +536,33 @@ claim("with Adam, G's first update hardly changes: Adam divides by the gradient'
 
 # %% [markdown]
 # Adam's first step is about `lr * g / |g|` per parameter, so a constant factor on the gradient almost cancels (only
-# its `eps` notices). A loss weight, or a hook that scales G's signal, is a learning-rate knob under SGD and nearly
-# nothing under Adam; a hook that changes the gradient's *direction* (clipping each sample, adding noise) is another
-# matter. One more thing to know: a tensor hook also fires inside `torch.autograd.grad`, and changes what it returns:
+# its `eps` notices). A factor on the **whole** loss, or a hook that scales all of G's signal, is a learning-rate knob
+# under SGD and nearly nothing under Adam. A weight on **one term** of a sum is another matter: it changes the
+# direction of the sum's gradient, and so where training settles. WGAN-GP's `gp_weight=10` (lesson 08) is such a
+# weight. On the smallest case, $(p-1)^2 + w\,(p+1)^2$, whose minimum is at $p = (1-w)/(1+w)$:
+
+# %%
+def adam_settles(w, scale=1.0, steps=3000):
+    """Where Adam leaves p on scale * ((p - 1)² + w (p + 1)²), starting from p = 0.5."""
+    p = torch.tensor(0.5, requires_grad=True)
+    opt = optim.Adam([p], lr=0.01)
+    for _ in range(steps):
+        opt.zero_grad()
+        (scale * ((p - 1) ** 2 + w * (p + 1) ** 2)).backward()
+        opt.step()
+    return round(p.item(), 3)
+
+ends = {(w, scale): adam_settles(w, scale) for w in (1, 10) for scale in (1, 10)}
+for (w, scale), p_end in ends.items():
+    print(f"term weight w = {w:<3} whole-loss factor {scale:<3} Adam settles at p = {p_end}")
+claim("a factor on the whole loss does not move where Adam settles",
+      ends[1, 1] == ends[1, 10] and ends[10, 1] == ends[10, 10])
+claim("a weight on one term does: p = 0 with w = 1, p = -0.818 = (1 - 10) / (1 + 10) with w = 10",
+      ends[1, 1] == 0 and ends[10, 1] == round(-9 / 11, 3), f"{ends[1, 1]}, {ends[10, 1]}")
+
+# %% [markdown]
+# A hook that changes the gradient's *direction* (clipping each sample, adding noise) moves training the same way.
+# One more thing to know: a tensor hook also fires inside `torch.autograd.grad`, and changes what it returns:
 
 # %%
 torch.manual_seed(0)
@@ -536,8 +610,8 @@ claim("the pack hook's count equals the sizes worked out by hand, in all three c
 
 # %% [markdown]
 # The transposed weight is a view of the weight, not new memory, which is why section 1's counter (and
-# `gan_lessons.costs`) leaves parameters' storage out. In a frozen D the layers keep only such views and the outputs
-# their activations need; the inputs kept for weight gradients are what freezing saves.
+# `gan_lessons.costs`) leaves parameters' storage out. In a frozen D the Linear layers keep only such views; the Conv
+# layers still keep their inputs (section 1), so what freezing saves is the Linear layers' inputs.
 
 # %% [markdown]
 # ## 5 · `torch.compile`: donated buffers and graph breaks

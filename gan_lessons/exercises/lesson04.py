@@ -1,0 +1,158 @@
+"""Lesson 04's exercises: a D step that keeps its hands off G (check_d_step), and sampling for a figure with
+nothing left behind (check_sample)."""
+import torch
+import torch.nn.functional as F
+from torch import optim
+
+from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, raised, recorded_steps,
+                                            right_answer, unanswered, verdict)
+
+
+# --- lesson 04: a D step that keeps its hands off G ----------------------------------------------------------
+def _gan(batch=8):
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(0)
+    G, D = Generator(), Discriminator()
+    opt_D = optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    z, x_real = torch.randn(batch, G.z_dim), torch.rand(batch, 1, 28, 28) * 2 - 1
+    return G, D, opt_D, z, x_real
+
+
+def reference_d_step(G, D, opt_D, z, x_real):
+    """D's step of lesson 04: the fake batch detached, so loss_D trains D only."""
+    x_fake = G(z)
+    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
+    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), ones)
+              + F.binary_cross_entropy_with_logits(D(x_fake.detach()), zeros))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    return loss_D
+
+
+def _d_step_averaged(G, D, opt_D, z, x_real):
+    """The reference written differently, and right too: D's loss the mean of its two terms (lesson 05's)."""
+    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
+    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), ones)
+              + F.binary_cross_entropy_with_logits(D(G(z).detach()), zeros)) / 2
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def _d_step_output_detached(G, D, opt_D, z, x_real):
+    """A known wrong answer: D's output on the fakes detached, instead of its input."""
+    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
+    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), ones)
+              + F.binary_cross_entropy_with_logits(D(G(z)).detach(), zeros))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def _d_step_labels_swapped(G, D, opt_D, z, x_real):
+    """A known wrong answer: the fakes labelled 1 and the real images 0."""
+    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
+    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), zeros)
+              + F.binary_cross_entropy_with_logits(D(G(z).detach()), ones))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+D_STEP_MISTAKES = [
+    (_d_step_output_detached, "the fake term no longer reaches D: `D(x_fake).detach()` detaches D's *output*, so only "
+     "the real images train D. Detach D's input instead: `D(x_fake.detach())`"),
+    (_d_step_labels_swapped, "the labels are swapped: D must score x_real as 1 and the fakes as 0"),
+]
+
+
+def _run_d_step(step):
+    G, D, opt_D, z, x_real = _gan()
+    names = {p: f"D.{n}" for n, p in D.named_parameters()}
+    with recorded_steps({"opt_D": opt_D}, names) as records:
+        step(G, D, opt_D, z, x_real)
+    return records, G
+
+
+def check_d_step(d_step) -> bool:
+    """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on seed 000's models, real images labelled 1 and
+    fakes 0. Every D parameter must get the right gradient at opt_D.step(), and no G parameter any."""
+    name = "d_step"
+    if unanswered(name, d_step, "your d_step"):
+        return False
+    try:
+        mine, G = _run_d_step(d_step)
+    except Exception as error:
+        return verdict(name, [raised("d_step", error, AUTOGRAD_HINTS + [
+            ("must be the same as input size", "D returns one logit per image, shape [B]: labels of shape [B]")])],
+            "")
+    problems = []
+    reached = [n for n, p in G.named_parameters() if p.grad is not None]
+    if reached:
+        problems.append(f"loss_D reached G: {len(reached)} of G's 14 parameters have a .grad (G.{reached[0]}, ...). "
+                        f"Hint: give D the fake batch detached, x_fake.detach()")
+    mistake = None if problems else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
+    reference = right_answer(mine, [reference_d_step, _d_step_averaged], lambda s: _run_d_step(s)[0], atol=1e-5)
+    problems += [mistake] if mistake else compare_steps(
+        mine, reference, "labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() right before "
+        "loss_D.backward()", atol=1e-5)
+    return verdict(name, problems, "D's 8 parameters get the right gradient at opt_D.step(), and none of G's 14 "
+                                    "gets any")
+
+
+# --- lesson 04: sampling for a figure, with nothing left behind ---------------------------------------------
+def _sampling_problem():
+    from gan_lessons.models import Generator
+    torch.manual_seed(4)
+    G = Generator(tanh=True)
+    opt = optim.SGD(G.parameters(), lr=0.1)
+    for _ in range(2):                           # a few training steps, so the running statistics mean something
+        opt.zero_grad()
+        G(torch.randn(16, G.z_dim)).mean().backward()
+        opt.step()
+    return G, torch.randn(8, G.z_dim)
+
+
+def check_sample(sample) -> bool:
+    """Lesson 04. sample(G, z) returns G's images for a figure mid-training: computed in evaluation mode (BatchNorm
+    uses its running statistics), with no graph built, G's running statistics and parameters untouched, and G left
+    in the mode it was in."""
+    name = "sample"
+    if unanswered(name, sample, "your sample"):
+        return False
+    G, z = _sampling_problem()
+    G.eval()
+    with torch.no_grad():
+        expected = G(z)
+    G.train()
+    state = {k: v.clone() for k, v in G.state_dict().items()}
+    saved = []
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+            images = sample(G, z)
+    except Exception as error:
+        return verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
+            ("expected to be boolean", "G.train(mode) takes True (training) or False (evaluation)")])], "")
+    problems = []
+    if not isinstance(images, torch.Tensor):
+        return verdict(name, [f"sample returned {type(images).__name__}, not the tensor of images: return it"], "")
+    moved = [k for k, v in G.state_dict().items() if not torch.equal(v, state[k])]
+    if any("running" in k or "num_batches" in k for k in moved):
+        problems.append(f"G's BatchNorm running statistics changed ({moved[0]}, ...): a training-mode forward "
+                        f"updates them, graph or no graph; run G in eval() mode")
+    elif moved:
+        problems.append(f"G's parameters changed ({moved[0]}, ...): sampling must not step or modify G")
+    if saved:
+        problems.append(f"G's forward saved {len(saved)} tensors for a backward that never runs: build no graph "
+                        f"(torch.no_grad() around the forward); a detach() afterwards comes too late")
+    if images.requires_grad:
+        problems.append("the images still require grad and carry a graph back into G")
+    if not G.training:
+        problems.append("G is left in eval mode, and the next training step would use the running statistics: "
+                        "put it back with G.train()")
+    if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
+        problems.append("the images differ from G's evaluation-mode output: BatchNorm must use the running "
+                        "statistics (G.eval() before the forward)")
+    return verdict(name, problems, "eval-mode images, no graph, G's statistics and parameters untouched, G back "
+                                    "in training mode")
