@@ -161,3 +161,33 @@ def test_committed_student_copies_are_up_to_date():
     stale = [p.name for p in NOTEBOOKS
              if (STUDENT_DIR / p.name).read_text(encoding="utf-8") != student.render(p, STUDENT_DIR)]
     assert not stale, f"the student copies of {stale} differ from their lessons: {REGENERATE}"
+
+
+def test_a_solution_block_becomes_nbgraders_stub():
+    answered = ("def f(x):\n    \"\"\"doc\"\"\"\n    ### BEGIN SOLUTION\n    y = x + 1\n    return y\n    ### END SOLUTION\n\n"
+                "my_answer = f  # SOLUTION: point at f\n")
+    copy = student.blank(student.stub(answered))
+    assert copy == ("def f(x):\n    \"\"\"doc\"\"\"\n    # YOUR CODE HERE\n    raise NotImplementedError()\n\n"
+                    "my_answer = ...  # your answer: point at f\n")
+    with pytest.raises(NotImplementedError):
+        namespace = {}
+        exec(copy.replace("my_answer = ...", "my_answer = f"), namespace)
+        namespace["f"](1)
+
+
+def test_build_exercises_leave_the_whole_body_to_the_student(copies):
+    """Every nbgrader solution block holds at least 5 reference lines, and none of them is left in the copy (a line
+    the lesson also teaches outside the block, such as `D.requires_grad_(False)`, may stay where it is taught)."""
+    blocks = 0
+    for answered, copy, name in copies:
+        taught = "\n".join(student.SOLUTION_BLOCK.sub("", c.source) for c in answered.cells)
+        text = "\n".join(c.source for c in copy.cells)
+        for cell in answered.cells:
+            for m in student.SOLUTION_BLOCK.finditer(cell.source):
+                body = [line for line in m.group().splitlines()[1:-1] if line.strip()]
+                blocks += 1
+                assert len(body) >= 5, f"{name}: a build exercise with {len(body)} reference lines"
+                leaked = [line.strip() for line in body
+                          if len(line.strip()) > 12 and line.strip() in text and line.strip() not in taught]
+                assert not leaked, f"{name}: reference lines left in the student copy: {leaked[:2]}"
+    assert blocks >= 1

@@ -1,6 +1,9 @@
 """Student copies of the lessons, free of answers, that still run:
 
 - every `name = answer  # SOLUTION: question` line becomes `name = ...  # your answer: question`;
+- every block between nbgrader's `### BEGIN SOLUTION` and `### END SOLUTION` lines (a build exercise's reference
+  body) becomes nbgrader's stub, `# YOUR CODE HERE` and `raise NotImplementedError()` at the block's indentation,
+  as `nbgrader generate_assignment` makes it, so instructors who grade with nbgrader can use the lessons as they are;
 - every `why=` feedback (check()'s explanation, which often states the answer) is kept out of sight:
   `why=<expression>` becomes `why=hidden("<base64 of the expression's source>", globals(), locals())`, which
   gan_lessons.lesson.hidden evaluates in the cell, so check() prints the same text once the student has answered;
@@ -29,6 +32,8 @@ REGENERATE = "python tools/student.py --out notebooks/student"
 
 SOLUTION = re.compile(r"^(?P<head>[ \t]*[\w.\[\]]+[ \t]*=[ \t]*)(?P<answer>.+?)[ \t]*# SOLUTION\b:?[ \t]*(?P<question>.*)$",
                       re.M)
+SOLUTION_BLOCK = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*(?:\n|$)",
+                            re.M | re.S)
 HIDDEN_IMPORT = "from gan_lessons.lesson import hidden  # check() prints its explanation once you have answered"
 # A cell tagged so in the lesson's source answers the exercises (the table of verdicts, the summary): the student copy
 # moves it after them and leaves a pointer where it stood.
@@ -42,6 +47,14 @@ def blank(source: str) -> str:
         question = m["question"].strip()
         return f"{m['head']}...  # your answer{': ' + question if question else ''}"
     return SOLUTION.sub(answerless, source)
+
+
+def stub(source: str) -> str:
+    """Every `### BEGIN SOLUTION` ... `### END SOLUTION` block replaced by nbgrader's stub for code cells."""
+    def replaced(m):
+        end = "\n" if m.group().endswith("\n") else ""
+        return f"{m['indent']}# YOUR CODE HERE\n{m['indent']}raise NotImplementedError(){end}"
+    return SOLUTION_BLOCK.sub(replaced, source)
 
 
 def hide(expression: str) -> str:
@@ -160,12 +173,15 @@ def student_notebook(path: Path, out: Path = STUDENT_DIR):
                     clash = i if _binds_hidden(ast.parse(_parseable(cell.source))) else None
                 except SyntaxError:
                     pass
-            new = hide_feedback(blank(cell.source), f"{path.name}, cell {i}")
+            new = hide_feedback(blank(stub(cell.source)), f"{path.name}, cell {i}")
+            if "BEGIN SOLUTION" in new or "END SOLUTION" in new:
+                raise ValueError(f"{path.name}, cell {i}: a `### BEGIN SOLUTION` without its `### END SOLUTION` (or "
+                                 f"the other way round); each reference body needs both, on lines of their own")
             if "SOLUTION" in new:
                 line = next(x for x in new.splitlines() if "SOLUTION" in x)
                 raise ValueError(f"{path.name}, cell {i}: a `# SOLUTION` line this tool cannot blank (write it as "
                                  f"`name = answer  # SOLUTION: question` on one line): {line.strip()}")
-            hidden_used |= new != blank(cell.source)
+            hidden_used |= new != blank(stub(cell.source))
             cell.source, cell.outputs, cell.execution_count = new, [], None
         elif cell.cell_type == "markdown":
             cell.source = relink(cell.source, path.parent, Path(out))

@@ -839,24 +839,28 @@ check("graph breaks in logged_step", prediction, breaks,
 # found it, also when something inside the step raises (let the error through). The checker runs it on seed 000's G
 # and D, whose first layer is frozen on purpose and whose `.grad` holds an earlier gradient. It compares G's gradient
 # at `opt_G.step()` with the right one, checks D's `.grad`, weights and flags, reads the flags when D's forward
-# starts, and runs the step once more with an error raised inside D's forward.
+# starts, and runs the step once more with an error raised inside D's forward. The whole body is yours: nothing of
+# the freeze, the flags or the `try` is written for you.
 
 # %%
 from gan_lessons import exercises
 
 def g_step(G, D, opt_G, z):
-    """One G step through a frozen D; D's .grad and requires_grad flags are left as they were, even on an error."""
-    flags = [p.requires_grad for p in D.parameters()]  # SOLUTION: what must be remembered before freezing D?
+    """One G step through a frozen D; D's .grad and requires_grad flags are left as they were, even on an error.
+    Returns loss_G."""
+    ### BEGIN SOLUTION
+    flags = [p.requires_grad for p in D.parameters()]
     D.requires_grad_(False)
     try:
         opt_G.zero_grad()
-        loss_G = bce(D(G(z)), 1)  # SOLUTION: G's non-saturating loss, through D
+        loss_G = bce(D(G(z)), 1)
         loss_G.backward()
         opt_G.step()
     finally:
         for p, flag in zip(D.parameters(), flags):
             p.requires_grad_(flag)
     return loss_G
+    ### END SOLUTION
 
 my_answer = g_step  # SOLUTION: point this at your g_step
 solved = exercises.check_frozen_g_step(my_answer)
