@@ -30,40 +30,25 @@ def reference_d_step(G, D, opt_D, z, x_real):
     return loss_D
 
 
-def _d_step_averaged(G, D, opt_D, z, x_real):
-    """The reference written differently, and right too: D's loss the mean of its two terms (lesson 05's)."""
-    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
-    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), ones)
-              + F.binary_cross_entropy_with_logits(D(G(z).detach()), zeros)) / 2
-    opt_D.zero_grad()
-    loss_D.backward()
-    opt_D.step()
-
-
-def _d_step_output_detached(G, D, opt_D, z, x_real):
-    """A known wrong answer: D's output on the fakes detached, instead of its input."""
-    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
-    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), ones)
-              + F.binary_cross_entropy_with_logits(D(G(z)).detach(), zeros))
-    opt_D.zero_grad()
-    loss_D.backward()
-    opt_D.step()
-
-
-def _d_step_labels_swapped(G, D, opt_D, z, x_real):
-    """A known wrong answer: the fakes labelled 1 and the real images 0."""
-    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
-    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), zeros)
-              + F.binary_cross_entropy_with_logits(D(G(z).detach()), ones))
-    opt_D.zero_grad()
-    loss_D.backward()
-    opt_D.step()
+def _d_step_written(scale=1.0, swap_labels=False, detach_output=False):
+    """The reference D step written another way: its loss scaled (right: lesson 05 averages the two terms), or with
+    the labels swapped or D's *output* on the fakes detached (wrong, with hints below)."""
+    def step(G, D, opt_D, z, x_real):
+        real, fake = (0.0, 1.0) if swap_labels else (1.0, 0.0)
+        x_fake = G(z)
+        fake_logits = D(x_fake).detach() if detach_output else D(x_fake.detach())
+        loss_D = scale * (F.binary_cross_entropy_with_logits(D(x_real), torch.full((len(x_real),), real))
+                          + F.binary_cross_entropy_with_logits(fake_logits, torch.full((len(z),), fake)))
+        opt_D.zero_grad()
+        loss_D.backward()
+        opt_D.step()
+    return step
 
 
 D_STEP_MISTAKES = [
-    (_d_step_output_detached, "the fake term no longer reaches D: `D(x_fake).detach()` detaches D's *output*, so only "
+    (_d_step_written(detach_output=True), "the fake term no longer reaches D: `D(x_fake).detach()` detaches D's *output*, so only "
      "the real images train D. Detach D's input instead: `D(x_fake.detach())`"),
-    (_d_step_labels_swapped, "the labels are swapped: D must score x_real as 1 and the fakes as 0"),
+    (_d_step_written(swap_labels=True), "the labels are swapped: D must score x_real as 1 and the fakes as 0"),
 ]
 
 
@@ -93,7 +78,7 @@ def check_d_step(d_step) -> bool:
         problems.append(f"loss_D reached G: {len(reached)} of G's 14 parameters have a .grad (G.{reached[0]}, ...). "
                         f"Hint: give D the fake batch detached, x_fake.detach()")
     mistake = None if problems else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
-    reference = right_answer(mine, [reference_d_step, _d_step_averaged], lambda s: _run_d_step(s)[0], atol=1e-5)
+    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0], atol=1e-5)
     problems += [mistake] if mistake else compare_steps(
         mine, reference, "labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() right before "
         "loss_D.backward()", atol=1e-5)
