@@ -27,8 +27,10 @@ NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "src"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 SETUP_MARK = "#SETUP"
-# What jupytext keeps of a notebook: no header, and of a cell only its tags.
-JUPYTEXT = {"notebook_metadata_filter": "-all", "cell_metadata_filter": "tags,-all"}
+# What jupytext keeps of a notebook: no header, and of a cell only its tags and, on a prediction, what would give its
+# answer away (`reveals`: regexes that no cell above it may match; tests/test_active_lessons.py).
+KEPT = ("tags", "reveals")
+JUPYTEXT = {"notebook_metadata_filter": "-all", "cell_metadata_filter": ",".join(KEPT) + ",-all"}
 TIMEOUT = 600  # seconds per cell: a widget cell that hangs nbclient (jupyter/nbclient#312) ends as an error
 
 
@@ -66,15 +68,20 @@ def cells(source: Path) -> list:
     for cell in jupytext.read(source, fmt="py:percent").cells:
         if cell.cell_type == "code" and cell.source.strip() == SETUP_MARK:
             cell.source = SETUP_CELL
-        tags = list(cell.metadata.get("tags", []))
-        cell.metadata = {"tags": tags} if tags else {}
+        cell.metadata = kept(cell.metadata)
         out.append(cell)
     return out
 
 
+def kept(metadata) -> dict:
+    """The part of a cell's metadata a source holds: its tags and a prediction's `reveals`."""
+    return {k: list(metadata[k]) for k in KEPT if metadata.get(k)}
+
+
 def key(cell) -> tuple:
-    """What must agree between a notebook cell and its source: type, text, tags."""
-    return cell.cell_type, cell.source, tuple(cell.metadata.get("tags", []))
+    """What must agree between a notebook cell and its source: type, text, tags, reveals."""
+    return (cell.cell_type, cell.source, tuple(cell.metadata.get("tags", [])),
+            tuple(cell.metadata.get("reveals", [])))
 
 
 def differences(source: Path, notebook: Path) -> list:
@@ -138,8 +145,7 @@ def export(notebook: Path) -> Path:
     import jupytext
     nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        cell.metadata = {"tags": tags} if tags else {}
+        cell.metadata = kept(cell.metadata)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             if cell.source == SETUP_CELL:

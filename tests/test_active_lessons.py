@@ -1,0 +1,126 @@
+"""Students predict and build in every lesson (issue 24).
+
+- A predict-then-check question is a code cell with a `prediction = answer  # SOLUTION: question` line. Its cell is
+  tagged `predict` and lists, in its metadata `reveals`, regexes for what would give the answer away (the answer
+  put in words, the number it measures). It is asked in its own section, never in the final Exercises; and no cell
+  above it, in the lesson (text, code and printed outputs) or in the student copy, matches any of them. Each regex
+  must match the answer where it is shown (the cell's own output, or a cell below), so a regex that matches nothing
+  cannot pass the check by being empty.
+- Every lesson has a build exercise: a reference body of at least 5 lines between nbgrader's solution markers.
+- The instructor notes plan every lesson within a 60-minute slot."""
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+sys.path.insert(0, str(ROOT / "tools"))
+import student  # noqa: E402
+
+PREDICTION = re.compile(r"^prediction\w*\s*=.*# SOLUTION\b", re.M)
+
+
+def _outputs(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out.get("text", ""))
+        elif "data" in out:
+            parts += [out["data"][k] for k in ("text/plain", "text/markdown", "text/html") if k in out["data"]]
+    return "\n".join("".join(p) if isinstance(p, list) else p for p in parts)
+
+
+def _text(cell, outputs=True) -> str:
+    return cell.source + ("\n" + _outputs(cell) if outputs and cell.cell_type == "code" else "")
+
+
+def _section(cells, i) -> str:
+    """The `## ` heading the cell i sits under."""
+    for cell in reversed(cells[:i]):
+        if cell.cell_type == "markdown":
+            m = re.match(r"## (.*)", cell.source)
+            if m:
+                return m[1]
+    return ""
+
+
+def _predictions(nb):
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and PREDICTION.search(c.source)]
+
+
+def _matches(regexes, text):
+    return [r for r in regexes if re.search(r, text, re.I)]
+
+
+@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda p: p.name)
+def lesson(request):
+    path = request.param
+    return path.name, nbformat.read(path, as_version=4), student.student_notebook(path)
+
+
+def test_every_prediction_is_tagged_and_says_what_would_reveal_it(lesson):
+    name, nb, _ = lesson
+    tagged = [i for i, c in enumerate(nb.cells) if "predict" in c.metadata.get("tags", [])]
+    assert tagged == _predictions(nb), f"{name}: cells with a `prediction = ...  # SOLUTION` line must be " \
+                                       f"exactly the cells tagged `predict` ({_predictions(nb)} vs {tagged})"
+    for i in tagged:
+        reveals = nb.cells[i].metadata.get("reveals")
+        assert reveals and all(isinstance(r, str) and re.compile(r) for r in reveals), \
+            f"{name}, cell {i}: a prediction needs `reveals`, regexes for what would give its answer away"
+
+
+def test_predictions_are_asked_in_their_section_and_answered_right(lesson):
+    name, nb, _ = lesson
+    for i in _predictions(nb):
+        section = _section(nb.cells, i)
+        assert section and not section.startswith(("Exercises", "Summary")), \
+            f"{name}, cell {i}: a prediction in '{section}'; ask it in the section that measures its answer"
+        assert "(right)" in _outputs(nb.cells[i]), f"{name}, cell {i}: the lesson's own answer is not judged right"
+
+
+def test_no_cell_above_a_prediction_answers_it(lesson):
+    name, nb, copy = lesson
+    for i in _predictions(nb):
+        reveals = nb.cells[i].metadata["reveals"]
+        for j, cell in enumerate(nb.cells[:i]):
+            hit = _matches(reveals, _text(cell))
+            assert not hit, f"{name}: cell {j} gives away the answer to the prediction in cell {i} ({hit})"
+        below = "\n".join([_outputs(nb.cells[i])] + [_text(c) for c in nb.cells[i + 1:]])
+        unseen = [r for r in reveals if not re.search(r, below, re.I)]
+        assert not unseen, f"{name}, cell {i}: `reveals` {unseen} match nothing where the answer is shown"
+    ids = [c.id for c in nb.cells]
+    for i in _predictions(nb):
+        k = [c.id for c in copy.cells].index(ids[i])
+        reveals = nb.cells[i].metadata["reveals"]
+        for j, cell in enumerate(copy.cells[:k + 1]):
+            hit = _matches(reveals, cell.source)
+            assert not hit, f"student copy of {name}: cell {j} gives away the answer to the prediction in cell {k}"
+
+
+def test_the_check_can_fail():
+    """A cell above that states the answer is caught (the check above is not vacuous)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("## 1 · Leaves\n\n**Why.** x"),
+                nbformat.v4.new_markdown_cell("A detached tensor is a leaf."),
+                nbformat.v4.new_code_cell("prediction = True  # SOLUTION: is x.detach() a leaf?",
+                                          metadata={"tags": ["predict"], "reveals": [r"detached tensor is a leaf"]})]
+    assert _predictions(nb) == [2]
+    assert _matches(nb.cells[2].metadata["reveals"], _text(nb.cells[1]))
+
+
+def test_every_lesson_has_a_build_exercise_with_a_whole_body(lesson):
+    name, nb, _ = lesson
+    blocks = [m.group() for c in nb.cells if c.cell_type == "code" for m in student.SOLUTION_BLOCK.finditer(c.source)]
+    lengths = [len([x for x in b.splitlines()[1:-1] if x.strip()]) for b in blocks]
+    assert any(n >= 5 for n in lengths), f"{name}: no build exercise with 5+ reference lines ({lengths})"
+
+
+def test_no_lesson_is_planned_over_an_hour():
+    notes = (ROOT / "notebooks" / "README.md").read_text()
+    plan = dict(re.findall(r"^\| \d+ \| `(\d\d_\w+\.ipynb)` \| (\d+) min", notes, re.M))
+    assert sorted(plan) == [p.name for p in NOTEBOOKS], "the instructor notes plan every lesson, and only those"
+    long = {k: v for k, v in plan.items() if int(v) > 60}
+    assert not long, f"lessons planned over 60 minutes: {long}"
