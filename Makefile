@@ -16,7 +16,7 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test lint setup dot chromium train bench notebooks student clean check-torch
+.PHONY: lab test lint setup dot chromium train bench notebooks student clean check-torch gpu-carry gpu-run gpu-smoke
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
@@ -25,6 +25,7 @@ test: setup dot chromium
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist loadscope
+	$(MAKE) --no-print-directory gpu-smoke
 
 # ruff over the package, tools, benchmarks, tests and the lessons' text sources (config: pyproject.toml).
 lint: setup
@@ -84,5 +85,19 @@ check-torch: dot
 	$(CHECK_VENV)/bin/python -c 'import torch; print("checking the lessons on torch", torch.__version__)'
 	$(CHECK_VENV)/bin/python -m pytest -n 2 --dist loadscope --nbval-lax notebooks
 
+# The GPU run (README, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
+# dot, MNIST). On the lent GPU machine, which reaches no index: one part at a time, each under 9 minutes on an H100.
+# gpu-smoke runs the three parts tiny on this CPU, in a fresh environment, from a carry folder for this Python.
+GPU_CARRY ?= .gpu-carry
+gpu-carry: setup
+	$(PY) tools/gpu.py carry --dir $(GPU_CARRY)
+
+gpu-run:
+	@case "$(PART)" in train|bench|notebooks) ;; *) echo "Say which part: make gpu-run PART=train (or bench, or notebooks)"; exit 2;; esac
+	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY)
+
+gpu-smoke: setup
+	$(PY) tools/gpu.py smoke
+
 clean:
-	rm -rf $(VENV) .venv-torch-* build
+	rm -rf $(VENV) .venv-torch-* build .gpu-carry* gpu-results

@@ -250,13 +250,15 @@ def main():
     p.add_argument("--steps", type=int, default=None, help="steps per timed window (default: 200 GPU, 20 CPU)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--device", default="auto")
+    p.add_argument("--peak-sizes", default="1024,2048,4096", help="matmul sizes for the device's measured rate")
+    p.add_argument("--out", type=Path, default=None, help="the results file (default: benchmarks/results/<date>_...json)")
     p.add_argument("--strategies", default=",".join(NAMES))
     a = p.parse_args()
     device = training.resolve_device(a.device)
     steps = a.steps or (200 if device.type == "cuda" else 20)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(device), "batch_size": 64, "steps_per_window": steps, "rounds": a.rounds}
-    result["peak"] = peak(device)
+    result["peak"] = peak(device, tuple(int(n) for n in a.peak_sizes.split(",")))
     n_params = sum(p.numel() for net in costs.fresh_gan()[:2] for p in net.parameters())
     result["floor"] = floor_us(step_flops("d_first_reuse_fake"), n_params, result["peak"])
     print(json.dumps({k: result[k] for k in ("machine", "peak", "floor")}), flush=True)
@@ -271,7 +273,7 @@ def main():
         if a.quality:
             result["quality"] = quality(device, tmp=tmp)
     result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    out = Path(__file__).parent / "results" / f"{result['date'][:10]}_{device.type}.json"
+    out = a.out or Path(__file__).parent / "results" / f"{result['date'][:10]}_{device.type}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print("wrote", out)
     print(markdown(result))

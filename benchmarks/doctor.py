@@ -79,6 +79,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5, help="timing windows per mode, alternating")
     p.add_argument("--memory-steps", type=int, default=300, help="steps of each memory run (0: skip memory)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--out", type=Path, default=None, help="the results file (default: benchmarks/results/<date>_...json)")
     a = p.parse_args()
     device = training.resolve_device(a.device)
     load_before, rows = os.getloadavg()[0], []
@@ -112,7 +113,7 @@ def main():
               "strategies": rows,
               "worst_time_ratio": max(r["time_ratio"] for r in rows),
               "worst_rss_ratio": max((r["rss_ratio"] for r in rows if "rss_ratio" in r), default=None)}
-    out = Path(__file__).parent / "results" / f"{result['date'][:10]}_doctor_{device.type}.json"
+    out = a.out or Path(__file__).parent / "results" / f"{result['date'][:10]}_doctor_{device.type}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "strategies"}, indent=2))
     print("wrote", out)

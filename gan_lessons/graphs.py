@@ -124,11 +124,14 @@ class Graph:
         """SVG for a trusted notebook, the same graph as PNG for everywhere SVG is not shown (an untrusted
         notebook in JupyterLab, some viewers), and the text tree, which nbval compares."""
         try:
-            return {"image/svg+xml": self.dot.pipe(format="svg", encoding="utf-8"),
-                    "image/png": base64.b64encode(self.dot.pipe(format="png")).decode("ascii"),
-                    "text/plain": self.text}
+            bundle = {"image/svg+xml": self.dot.pipe(format="svg", encoding="utf-8"), "text/plain": self.text}
         except graphviz.ExecutableNotFound:
             return {"text/plain": "(graphviz 'dot' not found: graph shown as text)\n" + self.text}
+        try:
+            bundle["image/png"] = base64.b64encode(self.dot.pipe(format="png")).decode("ascii")
+        except graphviz.CalledProcessError:  # a `dot` built without a PNG renderer (the GPU run's carried one)
+            pass
+        return bundle
 
     def __repr__(self):
         return self.text

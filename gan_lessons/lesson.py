@@ -52,6 +52,9 @@ def setup(seed: int = 0):
     """Seed, pick the device, read quick mode; print one line saying what was chosen."""
     set_seed(seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if os.environ.get("GAN_LESSONS_REQUIRE_CUDA", "").strip().lower() in _TRUE and device.type != "cuda":
+        raise RuntimeError("GAN_LESSONS_REQUIRE_CUDA is set but torch sees no CUDA device: run this on the GPU "
+                           "machine, or unset it")
     quick = quick_mode()
     print(f"torch {torch.__version__} | device: {device} | quick mode: {'on' if quick else 'off'} | seed: {seed}")
     return device, quick
