@@ -124,14 +124,21 @@ def eager_vs_fast(name, device, steps, rounds, fast, tmp, floor) -> dict:
     modes = {"eager": trainer_for(name, device, False, f"{tmp}/{name}_eager")}
     if fast:
         modes["fast"] = trainer_for(name, device, True, f"{tmp}/{name}_fast")
-    windows, compile_s = {}, {}
+    windows, compile_s, row = {}, {}, {"strategy": name}
     for mode, trainer in modes.items():
         windows[mode] = step_window(trainer, steps, device)
         t0 = time.perf_counter()
-        windows[mode]()                                     # warm-up, and compilation in fast mode
+        try:
+            windows[mode]()                                 # warm-up, and compilation in fast mode
+        except Exception as error:                          # a strategy fast mode cannot run: recorded, not fatal
+            if mode == "eager":
+                raise
+            row["fast_error"] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}"
+            del windows[mode]
+            fast = False
+            continue
         compile_s[mode] = round(time.perf_counter() - t0, 2)
     times = interleaved(windows, rounds)
-    row = {"strategy": name}
     for mode, t in times.items():
         us = statistics.median(t) / steps * 1e6
         row[mode] = {"ms_per_step": round(us / 1000, 2), "images_per_s": round(64 / us * 1e6),

@@ -220,11 +220,22 @@ class Trainer:
 
 def _compiled_step(trainer):
     """Fast mode: compile G and D. Donated buffers are turned off because one_forward keeps its graph
-    (retain_graph) across two backward calls."""
+    (retain_graph) across two backward calls. On a GPU the step is launch-bound (3.3 M parameters, batch 64), so
+    there the compiled forward and backward are also replayed as CUDA graphs (mode "reduce-overhead"); on the CPU,
+    where there are no launches to save, it is plain compilation."""
     import torch._functorch.config as functorch_config
     functorch_config.donated_buffer = False
-    trainer.G, trainer.D = torch.compile(trainer.G), torch.compile(trainer.D)
-    return trainer.step_fn
+    mode = "reduce-overhead" if trainer.device.type == "cuda" else None
+    trainer.G, trainer.D = torch.compile(trainer.G, mode=mode), torch.compile(trainer.D, mode=mode)
+    mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
+    if mode is None or mark is None:
+        return trainer.step_fn
+    step_fn = trainer.step_fn
+
+    def step(*args, **kwargs):           # each training step is a new replay: the last step's outputs are done with
+        mark()
+        return step_fn(*args, **kwargs)
+    return step
 
 
 class Interrupted(Exception):
