@@ -6,7 +6,7 @@ Modules, each named for what it holds:
   models      seed 000's G and D (lessons 03-06)
   strategies  seven GAN update orders, one plain function each (lesson 05)
   costs       passes, gradient passes, time and memory of a strategy (lesson 05)
-  exercises   the checkers of the build-or-fix exercises, one module per lesson (lessons 01-09)
+  exercises   the checkers of the build-or-fix exercises, one module per lesson (lessons 01-10)
   widgets     lesson 05's strategy switch
   data        MNIST, online or from the registry wheel offline (lesson 06)
   training    TrainConfig, the trainer and resume (lesson 06)

@@ -1,4 +1,5 @@
-"""Command line: python -m gan_lessons {train, sample, evaluate, export, classifier} (lesson 06)."""
+"""Command line: python -m gan_lessons {train, sample, evaluate, export, classifier} (lesson 06), and
+python -m gan_lessons doctor SCRIPT (lesson 07)."""
 import argparse
 import json
 import signal
@@ -9,6 +10,7 @@ from pathlib import Path
 import torch
 
 from gan_lessons import data, files, metrics, plots, strategies, training
+from gan_lessons.doctor import script
 from gan_lessons.wording import reword
 
 
@@ -119,7 +121,39 @@ def parser():
     c = sub.add_parser("classifier", help="train the metric's classifier and write gan_lessons/assets/")
     c.add_argument("--data", default=d.data)
     c.add_argument("--epochs", type=positive_int, default=4)
+    r = sub.add_parser("doctor", help="run a Python script under the autograd doctor (lesson 07)",
+                       usage="python -m gan_lessons doctor [-h] [--strict] (SCRIPT | -m MODULE) [ARGS ...]",
+                       description="Run SCRIPT (or MODULE) as `python SCRIPT ARGS` would, under the autograd doctor: "
+                                   "on one of the autograd errors of lessons 01-04 and 08 it prints its diagnosis, "
+                                   "then the usual traceback; it warns about the silent bugs it knows.",
+                       epilog=f"exit status: the script's own when it ends cleanly; {script.EXIT_ERROR} when an "
+                              f"error escapes it (diagnosed or not); {script.EXIT_BAD_INPUT} for no such script "
+                              f"or module; {script.EXIT_STRICT} with --strict when the doctor warned")
+    r.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run, as `python SCRIPT ARGS` runs it")
+    r.add_argument("-m", dest="module", metavar="MODULE", help="run a module instead, as `python -m MODULE ARGS`")
+    r.add_argument("--strict", action="store_true",
+                   help=f"exit {script.EXIT_STRICT} if the doctor warned and the script would have exited 0 "
+                        f"(a dry run in CI)")
+    r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments, passed as they are")
     return p
+
+
+def split_doctor(argv):
+    """`doctor`'s own options up to SCRIPT or -m MODULE, then the script's arguments, which are passed on verbatim
+    (argparse would take a `--` or a `-h` meant for the script)."""
+    if argv[:1] != ["doctor"]:
+        return argv, []
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-m", "--"):
+            return argv[:i + 2], argv[i + 2:]
+        if arg.startswith("-m"):                        # -mMODULE, as python takes it
+            return argv[:i + 1], argv[i + 1:]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i + 1], argv[i + 1:]
+        i += 1                                          # --strict, -h, or a mistake argparse will word
+    return argv, []
 
 
 def cmd_train(a):
@@ -253,8 +287,21 @@ def cmd_classifier(a):
     print(json.dumps(record, indent=2))
 
 
+def cmd_doctor(a, script_args):
+    if (a.script is None) == (a.module is None):
+        Parser(prog="python -m gan_lessons doctor").error("give a SCRIPT to run, or -m MODULE")
+    try:
+        return script.run(a.module or a.script, script_args, module=a.module is not None, strict=a.strict)
+    except script.NotRunnable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return script.EXIT_BAD_INPUT
+
+
 def main(argv=None):
+    argv, script_args = split_doctor(sys.argv[1:] if argv is None else list(argv))
     args = parser().parse_args(argv)
+    if args.command == "doctor":         # before the SIGTERM handler: the script keeps Python's signal handling
+        return cmd_doctor(args, script_args)
     command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "export": cmd_export,
                "classifier": cmd_classifier}
     signal.signal(signal.SIGTERM, _terminate)

@@ -3,9 +3,14 @@ reproduction, written for this suite, of a bug a user reported in public (the so
 Each runs as ONE notebook cell after `%load_ext gan_lessons`, models and optimizers built in that cell, and also
 under `with doctor():`. A diagnosis counts when it names the culprit tensor (a name from the file's
 `# EXPECT:` line; alternatives separated by " or ") and a line marked `# CULPRIT` (the step or in-place op that
-changed it, or the backward that freed it). At least 90% must count, in each form."""
+changed it, or the backward that freed it). At least 90% must count, in each form.
+
+Each also runs as a script, `python -m gan_lessons doctor CASE` (issue 27): it must exit 1 with the diagnosis
+before the original traceback, and name the culprit wherever the context manager does."""
+import os
 import re
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -86,3 +91,36 @@ def test_context_manager(capsys):
         if not counts(text, culprits, names):
             missed.append(f"{path.name}: wanted {names} and line {culprits}; got {text[:600]!r}")
     assert len(missed) <= len(CASES) // 10, "\n".join(missed)
+
+
+@pytest.fixture(scope="module")
+def as_scripts(request, cli):
+    """{case: its run as a script}, the selected cases started together for the module, two at a time."""
+    selected = [item.callspec.params["path"] for item in request.session.items
+                if item.module is request.module and "path" in getattr(getattr(item, "callspec", None), "params", {})]
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        runs = {path: pool.submit(cli, "doctor", str(path)) for path in selected}
+        yield lambda path: (runs.get(path) or runs.setdefault(path, pool.submit(cli, "doctor", str(path)))).result()
+
+
+def diagnosis_of(done):
+    """The diagnosis a script run printed (from its first line on, before the traceback); "" if none."""
+    found = re.search(r"^autograd doctor: .*?(?=^Traceback \(most recent call last\):)", done.stderr, re.M | re.S)
+    return found.group(0) if found else ""
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem.split("_")[0])
+def test_each_case_as_a_script(path, as_scripts):
+    source, culprits, names = expectation(path)
+    done = as_scripts(path)
+    text = diagnosis_of(done)
+    assert done.returncode == 1 and text, done.stderr[-3000:]
+    assert done.stderr.rstrip().splitlines()[-1].startswith("RuntimeError: "), done.stderr[-600:]
+    torch.manual_seed(0)
+    if counts(run_under_the_context_manager(path, source), culprits, names):
+        assert counts(text, culprits, names), f"wanted {names} and line {culprits}; got {text[:1500]}"
+
+
+def test_as_scripts_at_least_90_percent_count(as_scripts):
+    missed = [path.name for path in CASES if not counts(diagnosis_of(as_scripts(path)), *expectation(path)[1:])]
+    assert len(missed) <= len(CASES) // 10, missed

@@ -12,7 +12,8 @@ result, never swallows an exception, and if its own bookkeeping fails it adds a 
 
 The package, one module per part: recording.py (what is watched), naming.py (names, resolved when needed),
 checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed), report.py (what a diagnosis
-says), frames.py (the student's frames), extension.py (`%load_ext gan_lessons`)."""
+says, right and wrong fixes), frames.py (the student's frames), extension.py (`%load_ext gan_lessons`), script.py
+(`python -m gan_lessons doctor SCRIPT`: a whole script under the doctor)."""
 import sys
 import weakref
 from collections import deque

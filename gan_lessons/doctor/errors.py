@@ -10,8 +10,10 @@ from gan_lessons import graphs
 from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.recording import _tensors
-from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _FREED_FIXES, _GAN_FIXES, _INPLACE_FIXES,
-                                       _LEAF_FIXES, _STEP_FIXES, _TWICE_FIXES)
+from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _CARRIED_WRONG, _DETACH_WRONG, _FREED_FIXES,
+                                       _FREED_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES, _INPLACE_WRONG,
+                                       _LEAF_FIXES, _LEAF_WRONG, _STEP_FIXES, _STEP_WRONG, _TWICE_FIXES,
+                                       _TWICE_WRONG)
 
 
 class Diagnoses:
@@ -134,11 +136,13 @@ class Diagnoses:
         if len(found) > 1:
             facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node}))
         if ".step() at" in modifier:       # an optimizer step: reorder or detach, never clone
-            fixes = _STEP_FIXES + (_GAN_FIXES if _looks_like_gan(s.param) else [])
+            gan = _looks_like_gan(s.param)
+            fixes = _STEP_FIXES + (_GAN_FIXES if gan else [])
+            wrong = _STEP_WRONG + (_GAN_WRONG if gan else _DETACH_WRONG)
         else:
-            fixes = _INPLACE_FIXES
+            fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
         return Diagnosis("version", f"{label if s.param or variable else 'a saved tensor'} changed in place after "
-                         f"the forward saved it", facts, fixes)
+                         f"the forward saved it", facts, fixes, wrong)
 
     def _saved(self, roots, stale=False):
         for fn in graphs.walk(roots):
@@ -175,10 +179,11 @@ class Diagnoses:
             return Diagnosis("freed", "the same loss was differentiated twice (backward() or autograd.grad), and "
                              "the first call freed its graph",
                              {"first backward": str(again[-1]["where"]),
-                              "second backward": str(self.backwards[-1]["where"])}, _TWICE_FIXES)
+                              "second backward": str(self.backwards[-1]["where"])}, _TWICE_FIXES, _TWICE_WRONG)
         if not earlier:
             return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
-                             {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES)
+                             {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES,
+                             _FREED_WRONG)
         b = earlier[-1]
         shared = b["nodes"] & mine
         modules = sorted({self._module_name(infos[n][1]).split(".")[0] for n in shared if infos[n][1] is not None})
@@ -194,13 +199,13 @@ class Diagnoses:
         if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             return Diagnosis("freed", "a tensor carried from one loop pass to the next still holds the previous "
-                             "pass's graph, which that pass's backward freed", facts, _CARRIED_FIXES)
+                             "pass's graph, which that pass's backward freed", facts, _CARRIED_FIXES, _CARRIED_WRONG)
         return Diagnosis("freed", "two losses share part of one graph, and the first backward freed it", facts,
-                         _FREED_FIXES)
+                         _FREED_FIXES, _FREED_WRONG)
 
     def _leaf_error(self):
         if self.last_leaf_inplace is None:
-            return Diagnosis("leaf_inplace", "an in-place op on a leaf that requires grad", {}, _LEAF_FIXES)
+            return Diagnosis("leaf_inplace", "an in-place op on a leaf that requires grad", {}, _LEAF_FIXES, _LEAF_WRONG)
         tensor, op, where = self.last_leaf_inplace
         return Diagnosis("leaf_inplace", f"{op} on {self._name(tensor)}, a leaf that requires grad, while "
-                         f"autograd is recording", {"where": where}, _LEAF_FIXES)
+                         f"autograd is recording", {"where": where}, _LEAF_FIXES, _LEAF_WRONG)

@@ -3,6 +3,7 @@ sees, with the doctor's own frames taken out."""
 import linecache
 import os
 import re
+import runpy
 import sys
 import warnings
 
@@ -14,6 +15,7 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _OVERRIDES = os.path.join(_TORCH_DIR, "overrides.py")
 _DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE_DIR = os.path.dirname(_DOCTOR_DIR)
+_RUNPY = runpy.run_path.__code__.co_filename    # "<frozen runpy>" from Python 3.11
 _KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
 
 
@@ -40,7 +42,8 @@ def _user_frame(depth=1):
 
 def _is_user(frame) -> bool:
     name = frame.f_code.co_filename
-    return not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) and "contextlib" not in name
+    return not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) and "contextlib" not in name \
+        and name != _RUNPY
 
 
 def _frames(tb):

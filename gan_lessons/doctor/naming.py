@@ -48,6 +48,17 @@ def _inside(name, v, depth, top=False):
                 yield from _inside(f"{name}.{a}", w, depth - 1)
 
 
+_CELL = re.compile(r"<cell line: \d+>")
+
+
+def _top_level(code) -> bool:
+    """Is this a module's or a notebook cell's own code, not a function's? Python and today's IPython name it
+    `<module>`; IPython 7.x (Colab's 7.34) names a cell `<cell line: N>`. Its names are globals: taken for a running
+    function's locals, they would be searched before the failing function's own and hide its `x_fake` behind an
+    earlier cell's (issue 27)."""
+    return code.co_name == "<module>" or _CELL.fullmatch(code.co_name) is not None
+
+
 def _looks_like_gan(name) -> bool:
     return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
 
@@ -99,7 +110,7 @@ class Naming:
             [self.frame.f_locals, self.frame.f_globals] if self.frame is not None else []
         frame, stack = sys._getframe(1), []      # the student's functions running now: their local names
         while frame is not None:
-            if _is_user(frame) and frame.f_code.co_name != "<module>":
+            if _is_user(frame) and not _top_level(frame.f_code):
                 stack.append(frame.f_locals)
             frame = frame.f_back
         return spaces + stack + self.error_spaces

@@ -1,5 +1,7 @@
-"""What the doctor reports: a Diagnosis (kind, summary, facts, fixes with the lesson that teaches each), the line
-of the student's code it points at, the DoctorWarning for silent bugs, and the fixes themselves."""
+"""What the doctor reports: a Diagnosis (kind, summary, facts, fixes with the lesson that teaches each, and the
+tempting wrong fixes with why each fails), the line of the student's code it points at, the DoctorWarning for
+silent bugs, and the fixes themselves, right and wrong. Each wrong fix is one a public thread on the error
+reached for; tests/test_doctor_wrong_fixes.py runs each one and shows it fail as its line says."""
 from dataclasses import dataclass, field
 
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
@@ -29,11 +31,13 @@ class Diagnosis:
     summary: str
     facts: dict = field(default_factory=dict)
     fixes: list = field(default_factory=list)   # (fix, lesson number or None: no lesson teaches it yet)
+    wrong: list = field(default_factory=list)   # (a tempting wrong fix and why it fails, lesson number or None)
 
     def text(self) -> str:
         lines = [f"autograd doctor: {self.summary}"]
         lines += [f"  - {k}: {v}" for k, v in self.facts.items()]
-        lines += [f"  fix: {fix}" + (f"  (lesson {n}, notebooks/{LESSONS[n]})" if n else "") for fix, n in self.fixes]
+        lines += [f"  {word}: {fix}" + (f"  (lesson {n}, notebooks/{LESSONS[n]})" if n else "")
+                  for word, told in (("fix", self.fixes), ("not", self.wrong)) for fix, n in told]
         return "\n".join(lines)
 
 
@@ -46,8 +50,7 @@ _GAN_FIXES = [("in a GAN: detach the fake batch in D's loss, and take G's gradie
 _INPLACE_FIXES = [("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
                    "inplace=False)", "03")]
 _CARRIED_FIXES = [("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
-                   "stops at this pass; retain_graph=True would only trade this error for the in-place one at the "
-                   "next optimizer step", "02")]
+                   "stops at this pass", "02")]
 _FREED_FIXES = [("detach the shared tensor in the loss that must not reach it", "04"),
                 ("recompute: run a fresh forward for the second loss", "05"),
                 ("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
@@ -58,3 +61,25 @@ _TWICE_FIXES = [("call backward() once per loss: the first call already filled e
                  "retain_graph=True to every backward but the last", "02")]
 _LEAF_FIXES = [("wrap the update in `with torch.no_grad():`, as optimizers do", "01"),
                ("or operate out of place: x = x + 1 makes a new, non-leaf tensor", "01")]
+
+# The tempting wrong fixes, chosen by cause as the fixes above are.
+_STEP_WRONG = [("retain_graph=True: it keeps the graph, but the step changed the weights the graph saved anyway, so "
+                "the same error comes back", "02"),
+               ("an older torch (before 1.5): its optimizers updated p.data, which moves no version counter, so it "
+                "raised nothing and computed this gradient from the changed weights: silently wrong", "05")]
+_GAN_WRONG = [("fake.detach() in G's loss (D(fake.detach())): G's loss then no longer reaches G, so G's gradients "
+               "stay None and G stops learning", "04")]
+_DETACH_WRONG = [("detach() on the input of the later loss, if that loss must train the net before it: that net's "
+                  "gradients then stay None and it stops learning", "04")]
+_INPLACE_WRONG = [(".data for the in-place op (x.data.add_(...)): the error goes because autograd no longer sees the "
+                   "change, and the backward uses the changed values: a wrong gradient, silently", "03")]
+_LEAF_WRONG = [(".data (w.data.add_(...)): the error goes because autograd no longer sees the change; a graph that "
+                "saved w before it then gives a wrong gradient, silently, where torch.no_grad() would raise", "01")]
+_FREED_WRONG = [("retain_graph=True when an optimizer step between the two backwards changes a weight this graph "
+                 "saved: that trades this error for the in-place one; it is right only when both backwards need "
+                 "the graph as it was, and it keeps every saved tensor of the graph alive until the last backward",
+                 "02")]
+_CARRIED_WRONG = [("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
+                   "longer graph each time, and the first optimizer step turns this into the in-place error", "02")]
+_TWICE_WRONG = [("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
+                 "doubles", "01")]

@@ -6,29 +6,31 @@ an exercise left as `...` prints "not solved yet", so "Run All" goes on.
     my_answer = sgd_step  # SOLUTION: point this at your function
     exercises.check_sgd_step(my_answer)
 
-One module per lesson (lesson01 ... lesson09) holds that lesson's checkers and the reference answers they compare
+One module per lesson (lesson01 ... lesson10) holds that lesson's checkers and the reference answers they compare
 with; feedback holds what they share: the wording of the feedback lines, the autograd hints, and recorded_steps,
 which records the gradients each optimizer steps on. Every checker is importable from here."""
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT, recorded_steps
 from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
 from gan_lessons.exercises.lesson02 import check_seed004_step, reference_seed004_step
-from gan_lessons.exercises.lesson03 import check_saved_bytes, reference_saved_bytes
+from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_saved
 from gan_lessons.exercises.lesson04 import check_d_step, check_sample, reference_d_step
 from gan_lessons.exercises.lesson05 import check_strategy
 from gan_lessons.exercises.lesson06 import check_resume
 from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check_seed000_step, reference_seed000_step
 from gan_lessons.exercises.lesson08 import check_gradient_penalty, check_lazy_r1
 from gan_lessons.exercises.lesson09 import check_frozen_g_step, reference_frozen_g_step
+from gan_lessons.exercises.lesson10 import check_amp_step, reference_amp_step
 
 __all__ = [
     "DOCTOR_KINDS", "ELLIPSIS_HINT", "recorded_steps",
     "check_sgd_step", "check_init",                                  # lesson 01
     "check_seed004_step", "reference_seed004_step",                  # lesson 02
-    "check_saved_bytes", "reference_saved_bytes",                    # lesson 03
+    "check_stale_saved", "reference_stale_saved",                    # lesson 03
     "check_d_step", "reference_d_step", "check_sample",              # lesson 04
     "check_strategy",                                                # lesson 05
     "check_resume",                                                  # lesson 06
     "check_doctor_bug", "check_seed000_step", "reference_seed000_step",  # lesson 07
     "check_gradient_penalty", "check_lazy_r1",                       # lesson 08
     "check_frozen_g_step", "reference_frozen_g_step",                # lesson 09
+    "check_amp_step", "reference_amp_step",                          # lesson 10
 ]

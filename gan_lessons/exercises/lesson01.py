@@ -9,28 +9,94 @@ from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads, raised, u
 from gan_lessons.models import Reshape
 
 
+def stub_left(name, error) -> bool:
+    """Whether the error is nbgrader's stub (`raise NotImplementedError()`, the student copy's blank): then say
+    "not solved yet", as for a `...`."""
+    if not isinstance(error, NotImplementedError):
+        return False
+    print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your code "
+          f"and run the cell again.")
+    return True
+
+
 # --- lesson 01: a manual SGD step on leaves ------------------------------------------------------------------
+NAMES = ["w", "b", "u"]
+
+
 def _sgd_problem():
+    """w and b, which the loss reaches, and u, which it does not: u.grad stays None, as a frozen layer's does."""
     torch.manual_seed(1)
     w = torch.randn(3, requires_grad=True)
     b = torch.zeros(1, requires_grad=True)
+    u = torch.ones(2, requires_grad=True)
     x, target = torch.randn(5, 3), torch.randn(5)
 
     def loss():
         return ((x @ w + b - target) ** 2).mean()
-    return [w, b], loss
+    return [w, b, u], loss
+
+
+def _none_grad_problem(params, had_grad, before, reads):
+    """What a "NoneType" error from the student's step means: .grad cleared before the update used it, or a
+    parameter whose .grad is None (u) not skipped; and what else the parameters that had a gradient show."""
+    cleared = [n for n, p, had, old in zip(NAMES, params, had_grad, before)
+               if had and p.grad is None and torch.equal(p.detach(), old)]
+    if cleared:
+        return [f"{cleared[0]} did not change, and its .grad is gone: it was cleared before the update used it; "
+                f"update first, then set .grad to None"]
+    problems = ["u's .grad is None (the loss never reaches u, as no loss reaches G in a D step on a detached "
+                "fake), and your step used it anyway: skip a parameter whose .grad is None, as optim.SGD does"]
+    unchanged = [n for n, p, had, old in zip(NAMES, params, had_grad, before) if had and torch.equal(p.detach(), old)]
+    if unchanged:
+        problems.append(f"{unchanged[0]} did not change either: `p = p - lr * p.grad` makes a new tensor and leaves "
+                        f"the parameter as it was; update it in place (p -= ...)")
+    if reads.count:
+        problems.append(_DATA_READ)
+    return problems
+
+
+_DATA_READ = ("your step reads `.data` of a parameter: it runs, but `.data` hides the change from autograd's version "
+              "counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03). Update "
+              "under `with torch.no_grad():` instead")
+
+
+def _param_problems(step, params, ref_params, before, had_grad):
+    problems = []
+    for n, p, ref, old, had in zip(NAMES, params, ref_params, before, had_grad):
+        if not p.is_leaf:
+            problems.append(f"{n} is no longer a leaf (grad_fn {type(p.grad_fn).__name__}): the update was "
+                            f"recorded; run it under torch.no_grad()")
+        elif not p.requires_grad:
+            problems.append(f"{n} no longer requires grad: leave requires_grad alone and update under "
+                            f"torch.no_grad() instead")
+        elif had and p.grad is None and torch.equal(p.detach(), old):
+            problems.append(f"{n} did not change, and its .grad is gone: it was cleared before the update used it; "
+                            f"update first, then set .grad to None")
+        elif had and torch.equal(p.detach(), old):
+            problems.append(f"{n} did not change at step {step}: `p = p - lr * p.grad` makes a new tensor and "
+                            f"leaves the parameter as it was; update it in place (p -= ...)")
+        elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
+            why = ("u's .grad is None: leave such a parameter as it is" if n == "u" else
+                   "its .grad still held step 1's gradient, and backward() adds to it: clear .grad after the "
+                   "update" if step == 2 else "the update is p - lr * p.grad")
+            problems.append(f"{n} after step {step} is {p.detach().tolist()}, expected {ref.detach().tolist()}: "
+                            f"{why}")
+        elif p.grad is not None and p.grad.abs().sum() > 0:
+            problems.append(f"{n}.grad still holds the gradient after your step: set it to None (what "
+                            f"opt.zero_grad() does), or the next backward adds to it")
+    return problems
 
 
 def check_sgd_step(sgd_step, lr=0.1) -> bool:
     """Lesson 01. sgd_step(params, lr) must update each leaf in place by lr * p.grad, keep it a leaf that
-    requires grad, and clear .grad (None or zeros) so the next backward starts fresh."""
+    requires grad, leave alone a parameter whose .grad is None (as optim.SGD does), and clear .grad (None or
+    zeros) so the next backward starts fresh. Reading `.data` is named as the wrong route (lesson 03)."""
     name = "sgd_step"
     if unanswered(name, sgd_step, "your sgd_step"):
         return False
     params, loss = _sgd_problem()
     ref_params, ref_loss = _sgd_problem()
     ref_opt = optim.SGD(ref_params, lr=lr)
-    names = ["w", "b"]
     problems = []
     for step in (1, 2):
         before = [p.detach().clone() for p in params]
@@ -38,40 +104,27 @@ def check_sgd_step(sgd_step, lr=0.1) -> bool:
         ref_opt.zero_grad()
         ref_loss().backward()
         ref_opt.step()
+        had_grad = [p.grad is not None for p in params]
         try:
             with data_reads() as reads:
                 sgd_step(params, lr)
         except Exception as error:
-            problems.append(raised("sgd_step", error, AUTOGRAD_HINTS))
+            if stub_left(name, error):
+                return False
+            if "NoneType" in str(error) and "ellipsis" not in str(error):
+                problems += _none_grad_problem(params, had_grad, before, reads)
+            else:
+                problems.append(raised("sgd_step", error, AUTOGRAD_HINTS))
             break
         if reads.count:
-            problems.append("your step reads `.data` of a parameter: it runs, but `.data` hides the change from "
-                            "autograd's version counter, so a graph that saved the parameter gives a silently "
-                            "wrong gradient (lesson 03). Update under `with torch.no_grad():` instead")
+            problems.append(_DATA_READ)
             break
-        for n, p, ref, old in zip(names, params, ref_params, before):
-            if not p.is_leaf:
-                problems.append(f"{n} is no longer a leaf (grad_fn {type(p.grad_fn).__name__}): the update was "
-                                f"recorded; run it under torch.no_grad()")
-            elif not p.requires_grad:
-                problems.append(f"{n} no longer requires grad: leave requires_grad alone and update under "
-                                f"torch.no_grad() instead")
-            elif torch.equal(p.detach(), old):
-                problems.append(f"{n} did not change at step {step}: `p = p - lr * p.grad` makes a new tensor and "
-                                f"leaves the parameter as it was; update it in place (p -= ...)")
-            elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
-                why = ("its .grad still held step 1's gradient, and backward() adds to it: clear .grad after the "
-                       "update" if step == 2 else "the update is p - lr * p.grad")
-                problems.append(f"{n} after step {step} is {p.detach().tolist()}, expected {ref.detach().tolist()}: "
-                                f"{why}")
-            elif p.grad is not None and p.grad.abs().sum() > 0:
-                problems.append(f"{n}.grad still holds the gradient after your step: set it to None (what "
-                                f"opt.zero_grad() does), or the next backward adds to it")
+        problems += _param_problems(step, params, ref_params, before, had_grad)
         if problems:
             break
-    return verdict(name, problems, "two steps give SGD's values, the parameters are still leaves that require "
-                                    "grad, and .grad is cleared after each update")
-
+    return verdict(name, problems, "two steps give SGD's values, u (whose .grad is None) is left alone, the "
+                                    "parameters are still leaves that require grad, and .grad is cleared after "
+                                    "each update")
 
 
 # --- lesson 01: DCGAN's weight initialisation, without the leaf error ----------------------------------------
@@ -84,9 +137,10 @@ def _init_model():
 
 INIT_KINDS = (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)
 SIGMAS = 5  # a right init fails a module's test about once in 3.5 million draws
+STD = 0.02
 
 
-def _drawn_from(w, mean, std=0.02):
+def _drawn_from(w, mean, std=STD):
     """Whether the values of w could come from N(mean, std): its mean and standard deviation within 5 standard
     errors of the target's, so a correct init passes however few elements the tensor has (BatchNorm2d(8) has 8)."""
     n = w.numel()
@@ -95,7 +149,27 @@ def _drawn_from(w, mean, std=0.02):
     return mean_ok and std - spread <= w.std().item() <= std + spread
 
 
-def _init_problems(model):
+def _weight_hint(kind, w, mean, before):
+    """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits."""
+    norm = kind.startswith("BatchNorm")
+    if torch.equal(w, before):
+        return (f"it is untouched: does your function reach {kind} modules? model.apply calls it on every module, "
+                f"and DCGAN's init covers Linear, Conv2d, ConvTranspose2d and BatchNorm")
+    if _drawn_from(w, mean, math.sqrt(STD)):
+        return (f"its std is √0.02 ≈ {math.sqrt(STD):.3f}: in N({mean:g}, 0.02) the 0.02 is the standard "
+                f"deviation, and normal_'s second argument is the std itself, not the variance")
+    if _drawn_from(w, mean, STD ** 2):
+        return (f"its std is 0.02² = {STD ** 2:g}: normal_'s second argument is the standard deviation, 0.02, "
+                f"not its square")
+    if norm and _drawn_from(w, 0.0):
+        return ("BatchNorm's weight is the scale that multiplies the normalised activations: DCGAN draws it "
+                "around 1, from N(1, 0.02); around 0 it silences the layer")
+    if not norm and _drawn_from(w, 1.0):
+        return "only BatchNorm's weight is drawn around 1; a Linear or convolution weight is drawn around 0"
+    return f"it should be drawn from N({mean:g}, 0.02): mean {mean:g}, standard deviation 0.02"
+
+
+def _init_problems(model, values):
     """What is wrong with model's values after init: DCGAN's N(0, 0.02) weights for Linear and convolutions,
     N(1, 0.02) for BatchNorm's weight, zeros for every bias."""
     problems = []
@@ -106,15 +180,15 @@ def _init_problems(model):
             w = m.weight.detach()
             if not _drawn_from(w, mean):
                 problems.append(f"{kind} {n}: weight has mean {w.mean().item():.3f} and std {w.std().item():.3f}; "
-                                f"it should be drawn from N({mean:g}, 0.02)")
+                                f"{_weight_hint(kind, w, mean, values[f'{n}.weight'])}")
             if m.bias is not None and m.bias.detach().abs().max() > 0:
                 problems.append(f"{kind} {n}: bias is not zero; fill it with zeros")
     return problems
 
 
 def check_init(init_weights) -> bool:
-    """Lesson 01. model.apply(init_weights) must set DCGAN's initial values in place, and leave every parameter
-    the same leaf that requires grad, so the optimizer built afterwards still trains it."""
+    """Lesson 01. model.apply(init_weights) must set DCGAN's initial values in place (not through `.data`), and
+    leave every parameter the same leaf that requires grad, so the optimizer built afterwards still trains it."""
     name = "init_weights"
     if unanswered(name, init_weights, "your init_weights"):
         return False
@@ -122,8 +196,11 @@ def check_init(init_weights) -> bool:
     before = {n: p for n, p in model.named_parameters()}
     values = {n: p.detach().clone() for n, p in model.named_parameters()}
     try:
-        model.apply(init_weights)
+        with data_reads() as reads:
+            model.apply(init_weights)
     except Exception as error:
+        if stub_left(name, error):
+            return False
         return verdict(name, [raised("init_weights", error, AUTOGRAD_HINTS + [
             ("'NoneType' object has no attribute", "a layer built with bias=False (model[4], a ConvTranspose2d, "
              "as DCGAN's are) has m.bias None: touch the bias only `if m.bias is not None`")])], "")
@@ -139,7 +216,12 @@ def check_init(init_weights) -> bool:
                         "m.weight and m.bias of the Linear, convolution and BatchNorm modules")
     if problems:
         return verdict(name, problems[:4], "")
-    problems = _init_problems(model)
+    problems = _init_problems(model, values)
+    if reads.count:
+        problems.append("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
+                        "works before training, but `.data` changes a parameter behind autograd's version counter, "
+                        "the route lesson 03 shows giving silently wrong gradients; change it under "
+                        "`with torch.no_grad():` or with torch.nn.init's functions")
     if not problems:
         model(torch.randn(4, 64)).mean().backward()
         missing = [n for n, p in model.named_parameters() if p.grad is None]

@@ -1,9 +1,16 @@
-"""Lesson 02's exercise: seed 004's loop, fixed (check_seed004_step)."""
+"""Lesson 02's exercise: seed 004's step, fixed (check_seed004_step)."""
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn, optim
+from torch.overrides import TorchFunctionMode
 
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, compare_steps, raised, recorded_steps, unanswered, verdict
+from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, raised, recorded_steps, same_steps,
+                                            unanswered, verdict)
+from gan_lessons.exercises.lesson01 import stub_left
+
+CALLS = 3
 
 
 def _seed004_models():
@@ -16,7 +23,8 @@ def _seed004_models():
 
 
 def reference_seed004_step(model1, model2, optimizer1, optimizer2, data, label):
-    """One step of seed 004's loop with the detach fix (lesson 02)."""
+    """One step of seed 004's loop with the detach fix (lesson 02): l2 stops at model2, so its backward frees
+    nothing l1 needs, computes no gradient for model1, and no graph is kept."""
     a = model1(data)
     b = model2(a.detach())
     l1, l2 = F.cross_entropy(a, label), F.cross_entropy(b, label)
@@ -28,28 +36,103 @@ def reference_seed004_step(model1, model2, optimizer1, optimizer2, data, label):
     optimizer1.step()
 
 
-def _run_seed004(step, calls):
+class _RetainedBackwards(TorchFunctionMode):
+    """Counts the backward() calls made with retain_graph=True."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.backward and (kwargs or {}).get("retain_graph"):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def _watched(model1):
+    """Within the block: how many gradients autograd computes for model1.weight, and how many backward() calls
+    keep their graph."""
+    into_model1 = []
+    handle = model1.weight.register_hook(lambda grad: into_model1.append(1))
+    try:
+        with _RetainedBackwards() as retained:
+            yield into_model1, retained
+    finally:
+        handle.remove()
+
+
+def _run_seed004(step, calls=CALLS):
+    """Run step `calls` times on seed 004's models: the gradients each optimizer steps on, how many gradients reached
+    model1.weight, how many backward() calls retained their graph, and the error, if one came out of step."""
     model1, model2, optimizer1, optimizer2, data, label = _seed004_models()
     names = {p: f"model1.{n}" for n, p in model1.named_parameters()}
     names.update({p: f"model2.{n}" for n, p in model2.named_parameters()})
+    run = {"error": None}
     with recorded_steps({"optimizer1": optimizer1, "optimizer2": optimizer2}, names) as records:
-        for _ in range(calls):
-            step(model1, model2, optimizer1, optimizer2, data, label)
-    return records
+        with _watched(model1) as (into_model1, retained):
+            try:
+                for _ in range(calls):
+                    step(model1, model2, optimizer1, optimizer2, data, label)
+            except Exception as error:  # reported by the checker
+                run["error"] = error
+    run.update(records=records, into_model1=len(into_model1), retained=retained.count)
+    return run
 
 
-def check_seed004_step(fixed_step, calls=3) -> bool:
+SEED004_HINTS = [
+    ("backward through the graph a second time",
+     "l2.backward() went on into model1 and freed its part of the graph, which l1.backward() still needs: give "
+     "model2 a.detach(), so that l2's backward stops at model2 and frees nothing of model1's (section 4)"),
+    ("does not require grad and does not have a grad_fn",
+     "that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through. "
+     "l1 trains model1 through a itself; detach only where a enters model2"),
+] + AUTOGRAD_HINTS
+
+
+def _first_calls_agree(mine, reference) -> bool:
+    """Whether each optimizer's first step got the right gradients (so a later difference is carried over)."""
+    return all(same_steps(mine.get(k, [])[:1], steps[:1]) for k, steps in reference.items())
+
+
+def check_seed004_step(fixed_step, calls=CALLS) -> bool:
     """Lesson 02. fixed_step(model1, model2, optimizer1, optimizer2, data, label): one step of seed 004's loop that
-    runs, and gives every parameter, at its optimizer's step, the gradient the loop means: l1's for model1, l2's
-    for model2."""
+    runs, gives every parameter, at its optimizer's step, the gradient the loop means (l1's for model1, l2's for
+    model2), and wastes nothing: l2's backward computes no gradient for model1 that optimizer1.zero_grad() would
+    throw away, and no backward keeps a graph (retain_graph=True) that no later backward needs."""
     name = "fixed_step"
     if unanswered(name, fixed_step, "your fixed_step"):
         return False
     reference = _run_seed004(reference_seed004_step, calls)
-    try:
-        mine = _run_seed004(fixed_step, calls)
-    except Exception as error:
-        return verdict(name, [raised("fixed_step", error, AUTOGRAD_HINTS)], "")
-    return verdict(name, compare_steps(mine, reference, "zero_grad() right before each backward; l1 alone "
-                                                          "must train model1, and l2 alone model2"),
-                    f"it runs, and all 4 parameters get the right gradient at every optimizer step ({calls} steps)")
+    run = _run_seed004(fixed_step, calls)
+    if run["error"] is not None:
+        if stub_left(name, run["error"]):
+            return False
+        return verdict(name, [raised("fixed_step", run["error"], SEED004_HINTS)], "")
+    mine, leaks = run["records"], run["into_model1"] > reference["into_model1"]
+    problems = compare_steps(mine, reference["records"], "l1 alone must train model1, and l2 alone model2, each "
+                                                          "after its own zero_grad()")
+    if problems and all(len(mine.get(k, [])) == len(v) for k, v in reference["records"].items()):
+        if leaks and not same_steps(mine["optimizer1"][:1], reference["records"]["optimizer1"][:1]):
+            problems = ["model1 stepped on l1's gradient plus l2's: l2's backward went on into model1 and nothing "
+                        "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step. "
+                        "Give model2 a.detach(), so that l2 stops at model2"]
+        elif _first_calls_agree(mine, reference["records"]):
+            stale = [k for k, steps in reference["records"].items() if not same_steps(mine[k], steps)]
+            problems = [f"the first call is right, the later ones are not: at {stale[0]}.step() the .grad still "
+                        f"held the previous call's gradient, and backward() adds to it (lesson 01); call "
+                        f"{stale[0]}.zero_grad() before the backward of its loss, in every call"]
+    if not problems and leaks:
+        problems.append("the gradients are right, but l2's backward went on into model1 and computed a gradient "
+                        "there that optimizer1.zero_grad() throws away" +
+                        (", and retain_graph=True kept model1's saved tensors alive for l1" if run["retained"] else
+                         " (a second forward of model1 for model2?)") +
+                        ": give model2 a.detach(), so that l2 stops at model2 and nothing is computed twice "
+                        "(section 4)")
+    elif not problems and run["retained"]:
+        problems.append(f"the gradients are right, but {run['retained']} backward() call(s) in {calls} calls of "
+                        f"your step used retain_graph=True, which keeps every saved tensor of that graph alive (section 3) though "
+                        f"no later backward goes through it: with model2 given a.detach(), no graph is used twice; "
+                        f"drop retain_graph")
+    return verdict(name, problems, f"it runs, all 4 parameters get their own loss's gradient at every optimizer "
+                                   f"step ({calls} calls), l2 stops at model2, and no graph is kept")

@@ -1,92 +1,198 @@
-"""Lesson 03's exercise: counting the bytes autograd saves (check_saved_bytes)."""
+"""Lesson 03's exercise: a saved-tensor probe that reports which saved tensors an in-place op made stale
+(check_stale_saved)."""
 import torch
-from torch import nn
+from torch import nn, optim
 
 from gan_lessons.exercises.feedback import raised, unanswered, verdict
-from gan_lessons.lesson import headline
 
 
-def _saved_graphs():
-    """(description, make_graph) pairs; make_graph builds a small graph and returns its output."""
-    def exp_graph():
-        a = torch.linspace(-1, 1, 1000, requires_grad=True)
-        return a.exp()
+def _exp_then_add_():
+    a = torch.linspace(-1, 1, 5, requires_grad=True)
 
-    def square_graph():
-        a = torch.linspace(-1, 1, 300, requires_grad=True)
-        return a * a
-
-    def linear_tanh_graph():
-        torch.manual_seed(0)
-        layer = nn.Linear(16, 32)
-        return torch.tanh(layer(torch.randn(8, 16)))
-
-    return [("y = a.exp(), a of 1000 floats", exp_graph),
-            ("y = a * a, a of 300 floats", square_graph),
-            ("tanh(Linear(16, 32)(x)), x of shape [8, 16]", linear_tanh_graph)]
+    def make_loss():
+        y = a.exp()                          # exp saves its output y
+        y.add_(1)
+        return y.sum()
+    return make_loss, [a]
 
 
-def reference_saved_bytes(make_graph):
-    """Bytes of every tensor autograd saves while make_graph() runs (a tensor saved twice counts twice)."""
-    sizes = []
+def _square_then_step():
+    a = torch.linspace(-1, 1, 4, requires_grad=True)
+
+    def make_loss():
+        y = a * a                            # saves a twice, as self and as other
+        with torch.no_grad():
+            a.add_(1)
+        return y.sum()
+    return make_loss, [a]
+
+
+def _linear_tanh():
+    torch.manual_seed(0)
+    layer, x = nn.Linear(16, 32), torch.randn(8, 16, requires_grad=True)
+    return (lambda: torch.tanh(layer(x)).sum()), [x, layer.weight]
+
+
+def _seed001_toy():
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    opt_D = optim.Adam(D.parameters())
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+
+    def make_loss():
+        g = G(t)
+        d = D(g)
+        opt_D.zero_grad()
+        d.sum().backward(retain_graph=True)
+        opt_D.step()                         # D.weight changes in place: its saved transpose goes stale
+        return (g + d).sum()
+    return make_loss, [t, G.weight]
+
+
+GRAPHS = [("y = a.exp(), then y.add_(1)", _exp_then_add_),
+          ("y = a * a, then a.add_(1) under no_grad", _square_then_step),
+          ("tanh(Linear(16, 32)(x)), nothing changed", _linear_tanh),
+          ("seed 001's toy, optimD.step() between the two backwards", _seed001_toy)]
+
+
+def reference_stale_saved(make_loss):
+    """Lesson 03: run make_loss() under saved-tensor hooks, then backward through the loss it returns; one
+    (shape, version when saved, version at backward) per saved tensor whose version moved in between."""
+    stale = []
 
     def pack(t):
-        sizes.append(t.numel() * t.element_size())
+        return t, t._version
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
         return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        make_graph()
-    return sum(sizes)
-
-
-def _elements_saved(make_graph):
-    counts = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: counts.append(t.numel()) or t, lambda t: t):
-        make_graph()
-    return sum(counts)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
 
 
-def _keeping(make_graph, made):
-    """make_graph, with each output it returns also appended to `made` (for a backward through it afterwards)."""
-    def run():
-        made.append(make_graph())
-        return made[-1]
-    return run
+def _packs_a_copy(make_loss):
+    """A known wrong probe: a copy is never stale, and backward reads the forward's values from it."""
+    stale = []
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t.clone(), t._version), unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
 
 
-def check_saved_bytes(count_saved_bytes) -> bool:
-    """Lesson 03. count_saved_bytes(make_graph) runs make_graph() under torch.autograd.graph.saved_tensors_hooks
-    and returns the bytes of the tensors autograd saved; the graph's backward must still work afterwards."""
-    name = "count_saved_bytes"
-    if unanswered(name, count_saved_bytes, "your count_saved_bytes"):
+def _forward_only(make_loss):
+    """A known wrong probe: no backward, so no unpack."""
+    make_loss()
+    return []
+
+
+def _run(probe, graph):
+    """Run probe on a fresh copy of graph: (its report or the error it raised, the leaves' gradients)."""
+    make_loss, leaves = graph()
+    try:
+        report = probe(make_loss)
+    except Exception as error:  # reported by the checker
+        report = error
+    return report, [None if p.grad is None else p.grad.clone() for p in leaves]
+
+
+def _same(grads, others):
+    return all((g is None) == (o is None) and (g is None or torch.allclose(g, o, atol=1e-6))
+               for g, o in zip(grads, others))
+
+
+def _entries(report):
+    """The report as a sorted list of (shape, version when saved, version at backward), or None if malformed."""
+    try:
+        entries = [(tuple(int(n) for n in shape), int(saved), int(now)) for shape, saved, now in report]
+    except (TypeError, ValueError):
+        return None
+    return sorted(entries)
+
+
+def _hint(got, right, grads, graph):
+    """Why the student's report `got` differs from the right one, named as precisely as the evidence allows."""
+    if not got and right:
+        if _same(grads, _run(_forward_only, graph)[1]):
+            return ("no backward ran, so unpack never did: unpack is called when backward reads the saved "
+                    "tensors, so call loss.backward() on the loss make_loss() returns")
+        if _same(grads, _run(_packs_a_copy, graph)[1]) and not _same(grads, _run(reference_stale_saved, graph)[1]):
+            return ("you packed a copy: a clone is never changed in place, so it never looks stale (and backward "
+                    "silently reads the forward's values from it). Pack the tensor itself, with its version")
+        return ("you reported nothing, yet backward read a saved tensor whose version had moved: in pack, keep "
+                "t._version as it is when the tensor is saved, and in unpack compare it with t._version now")
+    if any(saved == now for _, saved, now in got):
+        return ("you reported saved tensors whose version did not change: report only those whose version moved "
+                "between pack and unpack")
+    if sorted((shape, now, saved) for shape, saved, now in got) == right:
+        return "each entry is (shape, version when saved, version at backward): yours has the two the other way round"
+    if any(now < saved for _, saved, now in got):
+        return ("a version went down: you compared the version of a copy (a new tensor starts at 0) with the "
+                "original's. Pack the tensor itself, with its version")
+    if len(got) < len(right) and all(e in right for e in got):
+        return ("one entry per saved tensor: `a * a` saves a twice (as self and as other), and backward unpacks "
+                "each one")
+    return "report one (tuple(t.shape), version saved in pack, t._version in unpack) per stale saved tensor"
+
+
+def _stub(name, error) -> bool:
+    """Whether the error is the student copy's `raise NotImplementedError()`: then say "not solved yet"."""
+    if isinstance(error, NotImplementedError):
+        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your "
+              f"code and run the cell again.")
+        return True
+    return False
+
+
+PROBE_HINTS = [
+    ("modified by an inplace operation",
+     "that is autograd's own version check: your hooks were not on when make_loss() ran. Call make_loss() inside "
+     "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` (under your hooks, the check is yours)"),
+    ("unpack_hook expected to be a Tensor",
+     "unpack must return the tensor itself (the first item of what pack returned), not the packed pair"),
+    ("NoneType", "pack must return what unpack needs, the tensor and its version; yours returned None"),
+    ("cannot unpack non-iterable", "pack must return what unpack needs, the tensor and its version"),
+]
+
+
+def check_stale_saved(stale_saved) -> bool:
+    """Lesson 03. stale_saved(make_loss) runs make_loss() under torch.autograd.graph.saved_tensors_hooks, runs
+    backward through the loss it returns, and returns one (shape, version when saved, version at backward) per
+    saved tensor whose version moved in between. Backward must compute what it computes without the probe."""
+    name = "stale_saved"
+    if unanswered(name, stale_saved, "your stale_saved"):
         return False
-    problems = []
-    for description, make_graph in _saved_graphs():
-        right = reference_saved_bytes(make_graph)
-        made = []
-        try:
-            got = count_saved_bytes(_keeping(make_graph, made))
-        except Exception as error:
-            problems.append(raised("count_saved_bytes", error, []))
-            break
-        if not isinstance(got, (int, float)) or isinstance(got, bool):
-            problems.append(f"on {description}: it returned {got!r}; return the total number of bytes, an int")
-            continue
-        if got != right:
-            if got == 0 or not made:
-                hint = ("your pack hook never ran: call make_graph() inside `with saved_tensors_hooks(pack, unpack):`"
-                        if made else "call make_graph() inside the with-block")
-            elif got == _elements_saved(make_graph):
-                hint = "you counted elements, not bytes: multiply t.numel() by t.element_size() (4 for float32)"
-            else:
-                hint = "add t.numel() * t.element_size() once per call of pack: each call is one saved tensor"
-            diff = got - right
-            problems.append(f"on {description}: you counted {got} bytes, autograd saved {right} "
-                            f"({abs(diff)} {'too many' if diff > 0 else 'too few'}). Hint: {hint}")
-            continue
-        try:
-            made[-1].sum().backward()
-        except Exception as error:
-            problems.append(f"on {description}: the count is right, but backward() then failed "
-                            f"({headline(str(error))}): unpack must return the tensor pack returned")
-    return verdict(name, problems, "right on all three graphs, and backward still works through them")
+    failed = []
+    for description, graph in GRAPHS:
+        got, grads = _run(stale_saved, graph)
+        right, right_grads = _run(reference_stale_saved, graph)
+        if isinstance(got, Exception):
+            if _stub(name, got):
+                return False
+            return verdict(name, [f"on {description}: " + raised("stale_saved", got, PROBE_HINTS)], "")
+        entries = _entries(got) if isinstance(got, (list, tuple, set)) else None
+        if entries is None:
+            return verdict(name, [f"on {description}: it returned {got!r}; return a list with one (shape, version "
+                                  f"when saved, version at backward) per stale saved tensor, [] when none"], "")
+        right = sorted(right)
+        if entries != right:
+            failed.append((description, f"you reported {entries}, the stale saved tensors are {right}. Hint: "
+                                        f"{_hint(entries, right, grads, graph)}"))
+        elif not _same(grads, right_grads):
+            failed.append((description, "the report is right, but backward's gradient is not what it is without "
+                                        "your probe: unpack must return the very tensor pack received"))
+    if not failed:
+        return verdict(name, [], "right on all four graphs, stale or not, and backward computes what it would "
+                                 "without your probe")
+    (description, problem), more = failed[0], len(failed) - 1
+    return verdict(name, [f"on {description}: {problem}" + (f" (and {more} more of the {len(GRAPHS)} graphs)"
+                                                            if more else "")], "")

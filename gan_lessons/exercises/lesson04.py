@@ -10,80 +10,117 @@ from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known
 
 # --- lesson 04: a D step that keeps its hands off G ----------------------------------------------------------
 def _gan(batch=8):
+    """Seed 000's models, a batch, and D's .grad holding an earlier gradient (as it does mid-training)."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(0)
     G, D = Generator(), Discriminator()
     opt_D = optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
     z, x_real = torch.randn(batch, G.z_dim), torch.rand(batch, 1, 28, 28) * 2 - 1
+    F.binary_cross_entropy_with_logits(D(torch.rand(batch, 1, 28, 28)), torch.ones(batch)).backward()
     return G, D, opt_D, z, x_real
 
 
 def reference_d_step(G, D, opt_D, z, x_real):
     """D's step of lesson 04: the fake batch detached, so loss_D trains D only."""
-    x_fake = G(z)
-    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
-    loss_D = (F.binary_cross_entropy_with_logits(D(x_real), ones)
-              + F.binary_cross_entropy_with_logits(D(x_fake.detach()), zeros))
+    x_fake = G(z).detach()
+    loss_real = F.binary_cross_entropy_with_logits(D(x_real), torch.ones(len(x_real)))
+    loss_fake = F.binary_cross_entropy_with_logits(D(x_fake), torch.zeros(len(z)))
+    loss_D = loss_real + loss_fake
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
     return loss_D
 
 
-def _d_step_written(scale=1.0, swap_labels=False, detach_output=False):
+def _d_step_written(scale=1.0, swap_labels=False, detach_output=False, zero_grad="before"):
     """The reference D step written another way: its loss scaled (right: lesson 05 averages the two terms), or with
-    the labels swapped or D's *output* on the fakes detached (wrong, with hints below)."""
+    the labels swapped, D's *output* on the fakes detached, or opt_D.zero_grad() missing or after the backward
+    (wrong, with hints below)."""
     def step(G, D, opt_D, z, x_real):
         real, fake = (0.0, 1.0) if swap_labels else (1.0, 0.0)
         x_fake = G(z)
         fake_logits = D(x_fake).detach() if detach_output else D(x_fake.detach())
         loss_D = scale * (F.binary_cross_entropy_with_logits(D(x_real), torch.full((len(x_real),), real))
                           + F.binary_cross_entropy_with_logits(fake_logits, torch.full((len(z),), fake)))
-        opt_D.zero_grad()
+        if zero_grad == "before":
+            opt_D.zero_grad()
         loss_D.backward()
+        if zero_grad == "after":
+            opt_D.zero_grad()
         opt_D.step()
     return step
 
 
 D_STEP_MISTAKES = [
-    (_d_step_written(detach_output=True), "the fake term no longer reaches D: `D(x_fake).detach()` detaches D's *output*, so only "
-     "the real images train D. Detach D's input instead: `D(x_fake.detach())`"),
+    (_d_step_written(detach_output=True), "the fake term no longer reaches D: `D(x_fake).detach()` detaches D's "
+     "*output*, so only the real images train D. Detach D's input instead: `D(x_fake.detach())`"),
     (_d_step_written(swap_labels=True), "the labels are swapped: D must score x_real as 1 and the fakes as 0"),
+    (_d_step_written(zero_grad=None), "D's .grad still held an earlier gradient, and backward adds to it: call "
+     "opt_D.zero_grad() before loss_D.backward()"),
+    (_d_step_written(zero_grad="after"), "opt_D.zero_grad() after loss_D.backward() throws the new gradient away "
+     "before the step: zero, then backward, then step"),
+]
+D_STEP_HINTS = AUTOGRAD_HINTS + [
+    ("must be the same as input size", "D returns one logit per image, shape [B]: labels of shape [B]"),
+    ("does not require grad and does not have a grad_fn",
+     "loss_D has no graph: only the fake batch may be made under torch.no_grad(), D's forward needs its graph"),
 ]
 
 
 def _run_d_step(step):
+    """Run step once on _gan(): D's gradients at each opt_D.step(), G, and whether backward computed any G
+    gradient (hooks on G's parameters count them, even if they are cleared before the step)."""
     G, D, opt_D, z, x_real = _gan()
     names = {p: f"D.{n}" for n, p in D.named_parameters()}
-    with recorded_steps({"opt_D": opt_D}, names) as records:
-        step(G, D, opt_D, z, x_real)
-    return records, G
+    through_G = []
+    handles = [p.register_hook(lambda grad: through_G.append(1)) for p in G.parameters()]
+    try:
+        with recorded_steps({"opt_D": opt_D}, names) as records:
+            step(G, D, opt_D, z, x_real)
+    finally:
+        for h in handles:
+            h.remove()
+    return records, G, bool(through_G)
+
+
+def _stub(name, error) -> bool:
+    """Whether the error is the student copy's `raise NotImplementedError()`: then say "not solved yet"."""
+    if isinstance(error, NotImplementedError):
+        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your "
+              f"code and run the cell again.")
+        return True
+    return False
 
 
 def check_d_step(d_step) -> bool:
     """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on seed 000's models, real images labelled 1 and
-    fakes 0. Every D parameter must get the right gradient at opt_D.step(), and no G parameter any."""
+    fakes 0, with D's .grad holding an earlier gradient. Every D parameter must get the right gradient at
+    opt_D.step(), and loss_D's backward must not go into G."""
     name = "d_step"
     if unanswered(name, d_step, "your d_step"):
         return False
     try:
-        mine, G = _run_d_step(d_step)
+        mine, G, through_G = _run_d_step(d_step)
     except Exception as error:
-        return verdict(name, [raised("d_step", error, AUTOGRAD_HINTS + [
-            ("must be the same as input size", "D returns one logit per image, shape [B]: labels of shape [B]")])],
-            "")
+        return False if _stub(name, error) else verdict(name, [raised("d_step", error, D_STEP_HINTS)], "")
     problems = []
     reached = [n for n, p in G.named_parameters() if p.grad is not None]
     if reached:
         problems.append(f"loss_D reached G: {len(reached)} of G's 14 parameters have a .grad (G.{reached[0]}, ...). "
                         f"Hint: give D the fake batch detached, x_fake.detach()")
-    mistake = None if problems else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
-    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0], atol=1e-5)
+    elif through_G:
+        problems.append("loss_D's backward still ran through G (its gradients were computed, then cleared): "
+                        "detach the fake batch, x_fake.detach(), so that backward stops at it")
+    if not all(p.requires_grad for p in G.parameters()):
+        problems.append("G's parameters no longer require grad after your step: leave G as you found it")
+    mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
+    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0],
+                             atol=1e-5)
     problems += [mistake] if mistake else compare_steps(
-        mine, reference, "labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() right before "
+        mine, reference, "labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() before "
         "loss_D.backward()", atol=1e-5)
-    return verdict(name, problems, "D's 8 parameters get the right gradient at opt_D.step(), and none of G's 14 "
-                                    "gets any")
+    return verdict(name, problems, "D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
+                                    "backward never enters G")
 
 
 # --- lesson 04: sampling for a figure, with nothing left behind ---------------------------------------------
@@ -117,7 +154,7 @@ def check_sample(sample) -> bool:
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
             images = sample(G, z)
     except Exception as error:
-        return verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
+        return False if _stub(name, error) else verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
             ("expected to be boolean", "G.train(mode) takes True (training) or False (evaluation)")])], "")
     problems = []
     if not isinstance(images, torch.Tensor):
@@ -135,9 +172,15 @@ def check_sample(sample) -> bool:
         problems.append("the images still require grad and carry a graph back into G")
     if not G.training:
         problems.append("G is left in eval mode, and the next training step would use the running statistics: "
-                        "put it back with G.train()")
+                        "put back the mode G had when sample was called")
     if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
         problems.append("the images differ from G's evaluation-mode output: BatchNorm must use the running "
                         "statistics (G.eval() before the forward)")
-    return verdict(name, problems, "eval-mode images, no graph, G's statistics and parameters untouched, G back "
-                                    "in training mode")
+    if not problems:
+        G.eval()                                 # called on a G already in eval mode, it must stay there
+        sample(G, z)
+        if G.training:
+            problems.append("G was in eval mode before sample and is in training mode after: remember G.training "
+                            "and put back that mode, rather than always calling G.train()")
+    return verdict(name, problems, "eval-mode images, no graph, G's statistics and parameters untouched, G left "
+                                    "in the mode it was in")

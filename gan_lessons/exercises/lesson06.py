@@ -17,10 +17,11 @@ def _resume_run(seed):
     return G, D, opt_G, opt_D
 
 
-def _resume_steps(G, D, opt_G, opt_D, steps):
+def _resume_steps(G, D, opt_G, opt_D, start, stop):
+    """Steps start, ..., stop - 1 of the run; the real batch depends on the step, as an epoch's order does."""
     from gan_lessons.strategies import d_first_fresh_fake
-    x_real = torch.tensor([2.0, -1.0]) + 0.3 * torch.arange(16.0).reshape(8, 2).sin()
-    for _ in range(steps):
+    for step in range(start, stop):
+        x_real = torch.tensor([2.0, -1.0]) + 0.3 * (torch.arange(16.0) + step).reshape(8, 2).sin()
         d_first_fresh_fake(G, D, opt_G, opt_D, x_real, lambda n: torch.randn(n, 4))
 
 
@@ -37,11 +38,22 @@ def _same(a, b) -> bool:
     return len(ta) == len(tb) and all(pa == pb and torch.equal(x, y) for (pa, x), (pb, y) in zip(ta, tb))
 
 
+def _stub(name, error, function) -> bool:
+    """Whether error is the NotImplementedError of nbgrader's stub; if so, says "not solved yet"."""
+    if isinstance(error, NotImplementedError):
+        print(f"? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
+              f"`raise NotImplementedError()`) and run the cell again.")
+        return True
+    return False
+
+
 def check_resume(save_state, load_state, steps=3) -> bool:
-    """Lesson 06. save_state(G, D, opt_G, opt_D) returns what a checkpoint holds; load_state(state, G, D, opt_G,
-    opt_D) puts it back into fresh objects. The state goes through torch.save and torch.load(weights_only=True),
-    as the trainer's checkpoints do. A run of 2 * steps steps and a run stopped after `steps`, saved, loaded into
-    differently initialised objects and continued must end with bit-identical weights."""
+    """Lesson 06. save_state(G, D, opt_G, opt_D, step) returns a checkpoint of the run after `step` steps, as plain
+    data that stays as it is while the run goes on; load_state(state, G, D, opt_G, opt_D) puts it back into fresh
+    objects and returns the step to go on from. The checker saves after `steps` steps, trains the original run on
+    (the checkpoint must not follow it), sends the state through torch.save and torch.load(weights_only=True), as
+    the trainer's checkpoints go, loads it into objects with other weights and another random state and resumes:
+    the resumed run must end with the weights, bit for bit, of a run of 2 * steps steps that never stopped."""
     import tempfile
     from pathlib import Path
     name = "checkpoint"
@@ -49,49 +61,69 @@ def check_resume(save_state, load_state, steps=3) -> bool:
         if unanswered(name, answer, what):
             return False
     G, D, opt_G, opt_D = _resume_run(0)
-    _resume_steps(G, D, opt_G, opt_D, 2 * steps)
+    _resume_steps(G, D, opt_G, opt_D, 0, 2 * steps)
     straight = [p.detach().clone() for p in (*G.parameters(), *D.parameters())]
 
     G, D, opt_G, opt_D = _resume_run(0)
-    _resume_steps(G, D, opt_G, opt_D, steps)
+    _resume_steps(G, D, opt_G, opt_D, 0, steps)
     truth = copy.deepcopy({"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(),
                            "opt_D": opt_D.state_dict(), "rng": torch.get_rng_state()})
+    try:
+        saved = save_state(G, D, opt_G, opt_D, steps)
+    except Exception as error:
+        return not _stub(name, error, "save_state") and verdict(name, [raised("save_state", error, [])], "")
+    if ... in (saved.values() if isinstance(saved, dict) else [saved]):
+        return verdict(name, [ELLIPSIS_HINT + " (save_state returned a `...`)"], "")
+    if not torch.equal(torch.get_rng_state(), truth["rng"]):
+        return verdict(name, ["save_state drew random numbers: saving must leave the run exactly as it was"], "")
+    try:
+        frozen = copy.deepcopy(saved)
+    except Exception:               # not plain data: torch.save or torch.load below says so
+        frozen = saved
+    _resume_steps(G, D, opt_G, opt_D, steps, 2 * steps)            # the run goes on after the save
+    moved = [path for (path, now), (_, then) in zip(_tensors(saved), _tensors(frozen)) if not torch.equal(now, then)]
+    if moved:
+        return verdict(name, [f"your checkpoint changed after save_state returned, while the run went on ({moved[0]}, "
+                               f"{len(moved)} tensor(s) in all): state_dict() hands out the live tensors, not copies, "
+                               f"and the next steps change them in place (the weights, and Adam's moments). Return "
+                               f"copies: copy.deepcopy(...), or .clone() each tensor"], "")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "last.pt"
         try:
-            saved = save_state(G, D, opt_G, opt_D)
-            if ... in (saved.values() if isinstance(saved, dict) else [saved]):
-                return verdict(name, [ELLIPSIS_HINT + " (save_state returned a `...`)"], "")
             torch.save(saved, path)
-        except Exception as error:
-            return verdict(name, [raised("save_state", error, [])], "")
-        if not torch.equal(torch.get_rng_state(), truth["rng"]):
-            return verdict(name, ["save_state drew random numbers: saving must leave the run exactly as it was"], "")
-        try:
             state = torch.load(path, weights_only=True)
         except Exception as error:
-            return verdict(name, [f"torch.load(weights_only=True) refuses what save_state returned "
-                                   f"({headline(str(error))}): keep to state_dict()s, tensors, numbers and "
-                                   f"dicts of them, as the trainer does"], "")
+            return verdict(name, [f"torch.save, then torch.load(weights_only=True), refuses what save_state returned "
+                                   f"({headline(str(error))}): keep to state_dict()s, tensors, numbers and dicts of "
+                                   f"them, as the trainer does"], "")
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
     try:
-        load_state(state, G, D, opt_G, opt_D)
+        resumed_at = load_state(state, G, D, opt_G, opt_D)
     except Exception as error:
-        return verdict(name, [raised("load_state", error, [("Missing key", "load each state_dict into the "
-                                                             "object it came from")])], "")
+        return not _stub(name, error, "load_state") and verdict(name, [raised("load_state", error, [(
+            "Missing key", "load each state_dict into the object it came from")])], "")
     problems = []
     if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
         problems.append("after load_state, G's or D's weights are not the saved ones: save and load both "
                         "models' state_dict()")
     for opt_name, opt in (("opt_G", opt_G), ("opt_D", opt_D)):
         if not _same(opt.state_dict()["state"], truth[opt_name]["state"]):
-            problems.append(f"after load_state, {opt_name} has lost Adam's running averages and step count (its "
-                            f"state): without them the next steps differ; save and load {opt_name}.state_dict()")
+            problems.append(f"after load_state, {opt_name} has lost Adam's moments (exp_avg, exp_avg_sq) and its "
+                            f"step count, the optimizer's state: without them Adam's next steps differ; save and "
+                            f"load {opt_name}.state_dict()")
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
-        problems.append("after load_state, torch's random state is not the saved one, so the resumed run draws "
-                        "other z: save torch.get_rng_state() and put it back with torch.set_rng_state()")
+        problems.append("after load_state, torch's random state is not the saved one, so the resumed run draws a "
+                        "different z: save torch.get_rng_state() and put it back with torch.set_rng_state()")
+    try:
+        start = int(resumed_at)
+    except (TypeError, ValueError, RuntimeError):
+        start = None
+    if start != steps:
+        problems.append(f"load_state returned {resumed_at!r}, but the run stopped after {steps} steps: save the step "
+                        f"count in the checkpoint and return it from load_state. Without it the resumed run starts "
+                        f"again at step 0, replays the first batches and trains {steps} steps too many")
     if not problems:
-        _resume_steps(G, D, opt_G, opt_D, steps)
+        _resume_steps(G, D, opt_G, opt_D, start, 2 * steps)
         resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]
         if not all(torch.equal(a, b) for a, b in zip(straight, resumed)):
             problems.append("the resumed run ends with other weights than the run that never stopped")

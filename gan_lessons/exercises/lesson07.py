@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, raised, recorded_steps, right_answer,
-                                            unanswered, verdict)
+from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, matching, raised,
+                                            recorded_steps, same_steps, unanswered, verdict)
 from gan_lessons.lesson import headline, not_solved
 
 
@@ -41,6 +41,8 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
             with watch:
                 buggy_loop()
     except Exception as error:
+        if _stub(name, error, "your loop"):
+            return False
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
             return verdict(name, [raised("your loop", error, []) + " The doctor diagnoses only the lessons' "
@@ -58,22 +60,69 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
                            f"of {'; '.join(DOCTOR_KINDS.values())}"], "")
 
 
+def _stub(name, error, function) -> bool:
+    """Whether error is the NotImplementedError of nbgrader's stub; if so, says "not solved yet"."""
+    if isinstance(error, NotImplementedError):
+        print(f"? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
+              f"`raise NotImplementedError()`) and run the cell again.")
+        return True
+    return False
+
+
 # --- lesson 07: seed 000's step, fixed with the doctor's help ------------------------------------------------
-def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z, d_scale=1.0):
+def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z, d_scale=1.0, zero_d=True, zero_g=True,
+                           g_first=False):
     """Seed 000's step, fixed: raw logits into the *_with_logits loss, D's fake term detached, D first, then G
     through the stepped D, one forward of g. d_scale=0.5 is the same step with D's loss the mean of its two terms
-    (lesson 05's convention), which the checker accepts too."""
+    (lesson 05's convention), which the checker accepts too. zero_d=False, zero_g=False and g_first=True are
+    known wrong steps (a zero_grad left out; G's step before D's), which the checker names."""
     bce = F.binary_cross_entropy_with_logits
     real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))
     gz = g(z)
+
+    def g_step():
+        g_loss = bce(d(gz), real_label)
+        if zero_g:
+            g_optimizer.zero_grad()
+        g_loss.backward()
+        g_optimizer.step()
+
+    if g_first:
+        g_step()
     d_loss = d_scale * (bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label))
-    d_optimizer.zero_grad()
+    if zero_d:
+        d_optimizer.zero_grad()
     d_loss.backward()
     d_optimizer.step()
-    g_loss = bce(d(gz), real_label)
-    g_optimizer.zero_grad()
-    g_loss.backward()
-    g_optimizer.step()
+    if not g_first:
+        g_step()
+
+
+SEED000_MISTAKES = [(wrong, hint) for wrong, hint in (
+                        ({"zero_d": False}, "d's gradients at the second call are those of both calls added up: "
+                                            "call d_optimizer.zero_grad() before d_loss.backward()"),
+                        ({"zero_g": False}, "g's gradients at the second call are those of both calls added up: "
+                                            "call g_optimizer.zero_grad() before g_loss.backward()"),
+                        ({"g_first": True}, "G steps first, through D from before its step: seed 000's plan is D "
+                                            "first, then G's loss through the D that has just stepped"))]
+# What the doctor's report (its kind and words) means in this step, which the checker adds as a hint.
+SEED000_DIAGNOSES = [
+    ("freed", "first backward freed it", "D's loss went back through `gz` into g (its fake term is not detached), "
+     "and its backward freed g's graph, which G's loss still needs: give D's fake term `gz.detach()`"),
+    ("version", "d_optimizer.step()", "G's loss goes back through a forward of d from before d_optimizer.step(), "
+     "which changed the weights that forward saved: after D's step, compute G's loss from a fresh `d(gz)`"),
+    ("suspicious", "sigmoid is fed into", "binary_cross_entropy_with_logits applies the sigmoid itself: a sigmoid "
+     "before it applies it twice; pass d's raw logits"),
+    ("suspicious", "on into g", "D's fake term is not detached, so D's backward ran on through `gz` into g: give "
+     "D's fake term `gz.detach()`"),
+    ("suspicious", "g_optimizer.step() adds up gradients from two losses", "g's .grad still held what D's backward "
+     "left there: call g_optimizer.zero_grad() right before g_loss.backward()"),
+]
+
+
+def _named(kind, text) -> str:
+    """The hint for what the doctor said (its kind, and words in its text), or ""."""
+    return next((f". Hint: {hint}" for k, words, hint in SEED000_DIAGNOSES if k == kind and words in text), "")
 
 
 def _run_seed000(step, calls, watch=None):
@@ -126,17 +175,29 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
             warnings.simplefilter("ignore")
             found = _run_seed000(fixed_step, 1, watch=doctor)
     except Exception as error:
+        if _stub(name, error, "fixed_step"):
+            return False
         diagnosis = getattr(error, "diagnosis", None)
-        hint = f"the doctor says: {headline(diagnosis.summary)}" if diagnosis else None
-        return verdict(name, [raised("fixed_step", error, AUTOGRAD_HINTS) if hint is None else
-                               f"fixed_step raised {type(error).__name__}, and {hint}"], "")
-    warned = dict.fromkeys(f"the doctor still warns: {headline(d.summary)}" for d in found if d.kind == "suspicious")
+        if diagnosis is None:
+            return verdict(name, [raised("fixed_step", error, AUTOGRAD_HINTS)], "")
+        said = " ".join([diagnosis.summary, diagnosis.facts.get("modified by", "")])
+        return verdict(name, [f"fixed_step raised {type(error).__name__}, and the doctor says: "
+                               f"{headline(diagnosis.summary)}{_named(diagnosis.kind, said)}"], "")
+    warned = dict.fromkeys(f"the doctor still warns: {headline(d.summary)}{_named(d.kind, d.summary)}" for d in found
+                           if d.kind == "suspicious")
     mine = _run_seed000(fixed_step, calls)
-    reference = right_answer(mine, [reference_seed000_step, functools.partial(reference_seed000_step, d_scale=0.5)],
-                             lambda s: _run_seed000(s, calls), atol=1e-5)
-    problems = list(warned) + compare_steps(
-        mine, reference, "pass D raw logits, detach the fake in D's fake term, and give G's loss D's output on the "
-        "fake batch after D's step", atol=1e-5, limit=3)
+    run = functools.partial(_run_seed000, calls=calls)
+    records = {scale: run(functools.partial(reference_seed000_step, d_scale=scale)) for scale in (1.0, 0.5)}
+    # D's loss summed or averaged: the scale whose steps all match, else the one whose first D step does
+    scale = next((s for s, r in records.items() if matching(mine, r, atol=1e-5)), None) or next(
+        (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1], atol=1e-5)), 1.0)
+    reference = records[scale]
+    differ = compare_steps(mine, reference, "pass D raw logits, detach the fake in D's fake term, and give G's loss "
+                           "D's output on the fake batch after D's step", atol=1e-5, limit=1 if warned else 3)
+    mistakes = [(functools.partial(reference_seed000_step, d_scale=scale, **wrong), hint)
+                for wrong, hint in SEED000_MISTAKES]
+    mistake = known_mistake(mine, mistakes, run, atol=1e-5) if differ and not warned else None
+    problems = list(warned) + ([mistake] if mistake else differ)
     forwards = _g_forwards(fixed_step)
     if not problems and forwards != 1:
         problems.append(f"g ran {forwards} forwards in one call; the step asks for one: make the fake batch once, "

@@ -3,17 +3,11 @@
 #
 # **Goal.** After this lesson you can look at any tensor in a training script and say whether it is a *leaf*,
 # whether `.grad` will be filled after `backward()`, and why PyTorch refuses `a += 1` on a parameter but lets
-# `optimizer.step()` change that same parameter in place.
+# `optimizer.step()` change that same parameter in place. You end by writing two functions every training script
+# needs: an SGD step and DCGAN's weight initialisation.
 #
 # **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) opens with these examples. We run each of its
 # listings on today's torch and check what it claims. The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-
-# %% [markdown] tags=["read-after-exercises"]
-# | seed 001 listing | on today's torch |
-# |---|---|
-# | `a * 2`, `loss.backward()`, `a.grad` | works as the post says |
-# | `b.grad`, `loss.grad` | `b.grad` is `None`; `loss.grad` is `None` **and** a `UserWarning` (reproduced below) |
-# | `a += 1` on a leaf that requires grad | raises `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` at that line |
 
 # %%
 #SETUP
@@ -39,37 +33,51 @@ describe(a=a, b=b, loss=loss)
 # `b` and `loss` are non-leaves: they have a `grad_fn` (`MulBackward0`, `SumBackward0`), and autograd does not keep
 # their gradients.
 #
-# The rule for `is_leaf`, checked on a few more tensors:
+# Now a tiny generator, held the way a GAN script holds one: a module, noise it does not train, and its output.
+
+# %%
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))   # a tiny "generator"
+z = torch.randn(1, 4)        # noise: created by us, no grad
+x_fake = G(z)                # produced by operations on G's parameters
+doubled_z = z * 2            # produced by an operation, on a tensor that does not require grad
+
+# %% [markdown]
+# **Predict, then check.** Replace each `...` with your prediction, run the cell, and read the feedback.
+
+# %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False tensors? (is|are) (always )?(a )?lea(f|ves)"]
+prediction = True  # SOLUTION: is `doubled_z = z * 2` a leaf? (True/False)
+check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
+      why="z does not require grad, so nothing is tracked: every requires_grad=False tensor is a leaf, "
+          "whatever made it.")
+
+# %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\) returns a tensor with no grad_fn"]
+prediction = True  # SOLUTION: is `x_fake.detach()` a leaf? (True/False)
+check("x_fake.detach().is_leaf", prediction, x_fake.detach().is_leaf,
+      why="detach() returns a tensor with no grad_fn and requires_grad=False: a new leaf (lesson 04 uses this).")
+
+# %% tags=["predict"] reveals=["parameters are leaves", "a weight and a bias: 4"]
+prediction = 4  # SOLUTION: how many of G's parameter tensors are leaves that require grad? (a number)
+check("G's parameter tensors that are leaves and require grad", prediction,
+      sum(p.is_leaf and p.requires_grad for p in G.parameters()),
+      why="two Linear layers, each with a weight and a bias: 4; ReLU has none. A module creates its parameters "
+          "itself, with requires_grad=True, so no tracked operation made them.")
+
+# %% [markdown]
+# The rule for `is_leaf`, checked on all of them:
 # - `requires_grad=False` tensors are always leaves, whatever made them;
 # - a tensor that requires grad is a leaf only if no tracked operation made it;
 # - a module's parameters are leaves; its outputs are not.
 
 # %%
-G = nn.Linear(2, 2)          # a tiny "generator"
-z = torch.randn(1, 2)        # noise: created by us, no grad
-x_fake = G(z)                # produced by an op on parameters
-describe(z=z, weight=G.weight, x_fake=x_fake, doubled_z=z * 2)
+describe(z=z, weight=G[0].weight, x_fake=x_fake, doubled_z=doubled_z, detached=x_fake.detach())
 claim("a module's parameters are leaves that require grad; its output is not a leaf",
-      G.weight.is_leaf and G.bias.is_leaf and G.weight.requires_grad and not x_fake.is_leaf)
-
-# %% [markdown]
-# **Predict, then check.** Replace each `...` with your prediction, run the cell, and read the feedback.
-
-# %%
-prediction = True  # SOLUTION: is `doubled_z = z * 2` a leaf?
-check("(z * 2).is_leaf", prediction, (z * 2).is_leaf,
-      why="z does not require grad, so nothing is tracked: every requires_grad=False tensor is a leaf.")
-
-# %%
-prediction = True  # SOLUTION: is `x_fake.detach()` a leaf?
-check("x_fake.detach().is_leaf", prediction, x_fake.detach().is_leaf,
-      why="detach() returns a tensor with no grad_fn and requires_grad=False: a new leaf (lesson 04 uses this).")
+      all(p.is_leaf and p.requires_grad for p in G.parameters()) and not x_fake.is_leaf)
 
 # %% [markdown]
 # ## 2 · Which tensors get `.grad`
 #
-# **Why it matters.** In a GAN you will want to inspect gradients: did the generator receive any? Only *leaves that
-# require grad* have `.grad` filled by `backward()`. Seed 001's second listing:
+# **Why it matters.** In a GAN you will want to inspect gradients: did the generator receive any? Seed 001's second
+# listing multiplies a leaf that requires grad by one that does not, and runs backward:
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -77,9 +85,24 @@ b = torch.tensor([2., 3, 4])
 c = a * b
 loss = c.sum()
 loss.backward()
+
+# %% tags=["predict"] reveals=["only leaves that require grad (get|have)", "b\\.grad = None"]
+prediction = ["a"]  # SOLUTION: which of "a", "b", "c" hold a gradient in .grad now? (a list of names, e.g. ["a", "c"])
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")               # reading c.grad warns; the next cells show why
+    filled = [name for name, t in {"a": a, "b": b, "c": c}.items() if t.grad is not None]
+check("tensors whose .grad backward() filled", prediction, filled,
+      why="only leaves that require grad get .grad: b is a leaf, but nothing needs its gradient; c is a "
+          "non-leaf, whose gradient is computed on the way back and not kept.")
+
+# %% [markdown]
+# The seed prints both leaves' `.grad`. `b` does not require grad, so its `.grad` stays `None`, and reading it is
+# no mistake: nothing warns.
+
+# %%
 print("a.grad =", a.grad)
 print("b.grad =", b.grad)
-import warnings
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     b_grad = b.grad
@@ -87,10 +110,9 @@ claim("b.grad is None, and reading it warns of nothing: b is a leaf that does no
       b_grad is None and not caught)
 
 # %% [markdown]
-# `b` is a leaf too, but it does not require grad, so its `.grad` stays `None` without complaint. Reading `.grad`
-# of a **non-leaf** is different: PyTorch answers `None` *and* warns, because this is almost always a mistake
-# (you meant a leaf). The seed shows the warning; here it is, live, and asserted (if a future torch stops warning,
-# this cell fails):
+# Reading `.grad` of a **non-leaf** is different: PyTorch answers `None` *and* warns, because this is almost always
+# a mistake (you meant a leaf). The seed shows the warning; here it is, live, and asserted (if a future torch stops
+# warning, this cell fails):
 
 # %%
 with expect_warning(UserWarning, "not a leaf Tensor"):
@@ -115,38 +137,40 @@ describe(a=a, b=b, c=c, loss=loss)
 # %%
 claim("a.grad equals b, as the product rule says", torch.equal(a.grad, b), shown=f"a.grad = {a.grad.tolist()}")
 
-# %%
-prediction = None  # SOLUTION: what is `c.grad` if you remove the retain_grad() line?
-import warnings
-c2 = a * b
-c2.sum().backward()
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    check("c.grad without retain_grad()", prediction, c2.grad,
-          why="c is a non-leaf; its gradient is computed on the way back but not kept.")
-
 # %% [markdown]
 # ## 3 · The graph, drawn from the live tensors
 #
-# **Why it matters.** "The graph" is not a metaphor: it is a chain of `grad_fn` objects you can walk. torchviz draws
-# it. Blue boxes are leaves that require grad, reached through an `AccumulateGrad` node, which is what writes
-# `.grad`. Notice what is *missing*: `b` has no node, because nothing needs its gradient.
+# **Why it matters.** "The graph" is not a metaphor: it is a chain of `grad_fn` objects you can walk. Each node's
+# `next_functions` lists the nodes that feed it, one slot per input of its operation. A leaf that requires grad is
+# reached through an `AccumulateGrad` node, which is what writes `.grad`. Before we draw it: `a * b` has two inputs,
+# and only `a` requires grad.
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+b = torch.tensor([2., 3, 4])
+loss = (a * b).sum()
+mul = loss.grad_fn.next_functions[0][0]          # the node of a * b
+
+# %% tags=["predict"] reveals=["\\bb`? has no node", "b's slot in MulBackward0 is empty"]
+prediction = False  # SOLUTION: does b get a node of its own in loss's graph (something in mul's slot for b)? (True/False)
+check("b has a node in loss's graph", prediction, mul.next_functions[1][0] is not None,
+      why="nothing needs b's gradient, so autograd records no node for it: its slot is None.")
+
+# %% [markdown]
+# torchviz draws the graph. Blue boxes are leaves that require grad; `b` has no node, because nothing needs its
+# gradient.
 
 # %%
 import torchviz
 from gan_lessons import graphs
 
-a = torch.tensor([1., 2, 3], requires_grad=True)
-b = torch.tensor([2., 3, 4])
-loss = (a * b).sum()
 graphs.show(torchviz.make_dot(loss, params={"a": a, "b": b}), {"loss": loss}, names={a: "a"})
 
 # %% [markdown]
-# Walking the same chain by hand shows there is nothing hidden. `next_functions` links each node to the ones that
-# feed it; the `AccumulateGrad` node holds the leaf as `.variable`:
+# Walking the same chain by hand shows there is nothing hidden. The `AccumulateGrad` node holds the leaf as
+# `.variable`:
 
 # %%
-mul = loss.grad_fn.next_functions[0][0]
 accumulate = mul.next_functions[0][0]
 print(type(loss.grad_fn).__name__, "->", type(mul).__name__, "->", type(accumulate).__name__)
 claim("the AccumulateGrad node at the end of the chain holds the leaf a itself", accumulate.variable is a)
@@ -168,8 +192,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 
 # %% [markdown]
 # Why refuse? `a` is where gradients land. If `a += 1` were recorded, `a` would become the output of an
-# operation, i.e. no longer a leaf, and the optimizer would lose the tensor it is supposed to update. So autograd
-# forbids the in-place op on a leaf that requires grad, while tracking is on.
+# operation, i.e. no longer a leaf, and the optimizer would lose the tensor it is supposed to update.
 #
 # The seed adds: "in-place on non-leaf tensors doesn't matter, which is why `ReLU(inplace=True)` is common". That is
 # only half true. In-place on a non-leaf is *allowed*, but if autograd saved that tensor for backward it breaks
@@ -179,45 +202,74 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # ## 5 · So how does an optimizer change a leaf?
 #
 # **Why it matters.** `optimizer.step()` changes every parameter in place, and parameters are leaves that require
-# grad. It gets away with it because it runs under `torch.no_grad()`: with tracking off, an in-place update is not
-# part of any graph, so the leaf stays a leaf.
+# grad: exactly what section 4 refused. The optimizer's update differs by one line around it,
+# `with torch.no_grad():`, which switches recording off while it runs.
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
 print("grad:", a.grad, "| version before:", a._version)
-with torch.no_grad():
-    a -= 0.1 * a.grad          # the same line without no_grad() raises the error above
+
+# %% tags=["predict"] reveals=["leaf stays a leaf", "kept a a leaf"]
+prediction = True  # SOLUTION: does `a -= 0.1 * a.grad` under torch.no_grad() run AND leave a a leaf that requires grad? (True/False)
+try:
+    with torch.no_grad():
+        a -= 0.1 * a.grad          # the same line without no_grad() raises section 4's error
+    ran = True
+except RuntimeError:
+    ran = False
+check("the update under no_grad runs and a is still a leaf that requires grad", prediction,
+      ran and a.is_leaf and a.requires_grad,
+      why="with recording off, the in-place update is part of no graph, so nothing makes a the output of an "
+          "operation: the leaf stays a leaf, and autograd has no reason to refuse.")
+
+# %%
 print("after :", a.detach(), "| is_leaf:", a.is_leaf, "| version after:", a._version)
 claim("the update under no_grad kept a a leaf that requires grad, and bumped its version by one",
       a.is_leaf and a.requires_grad and a._version == 1)
 
 # %% [markdown]
 # `torch.optim.SGD` does exactly this. Same start, same gradient, one `step()`; the two results are equal,
-# and the step bumped the version counter in the same way (lesson 03 is built on that counter):
+# and the step bumped the version counter in the same way (lesson 03 is built on that counter). A parameter that no
+# loss reached since the last `zero_grad()` has `.grad` `None` (G's parameters in a D step on a detached fake,
+# lesson 04), and SGD leaves it as it is:
 
 # %%
 a2 = torch.tensor([1., 2, 3], requires_grad=True)
-opt = optim.SGD([a2], lr=0.1)
+spare = torch.tensor([5.], requires_grad=True)           # in the optimizer, but no loss reaches it
+opt = optim.SGD([a2, spare], lr=0.1)
 (a2 * a2).sum().backward()
 opt.step()
 print("SGD result:", a2.detach(), "| equal to the manual update:", torch.equal(a2, a), "| version:", a2._version)
 claim("SGD's step gives the manual update's values and the same version", torch.equal(a2, a) and a2._version == a._version)
-
-# %%
-prediction = True  # SOLUTION: is `a2` still a leaf after opt.step()?
-check("a2.is_leaf after opt.step()", prediction, a2.is_leaf,
-      why="step() runs under torch.no_grad(), so the in-place update is not recorded.")
+claim("SGD skips a parameter whose .grad is None: it is left as it was", spare.grad is None and spare.item() == 5.0)
 
 # %% [markdown]
-# ## 6 · `backward()` adds to `.grad`; it never replaces it
+# ## 6 · A second `backward()` into a `.grad` that already holds something
 #
 # **Why it matters.** A GAN step runs two backward passes, and both can reach the same parameters: `loss_G`'s
 # backward flows through D to reach G, so it also fills D's `.grad`, unless you stop it (lessons 04 and 05). What
-# happens to a `.grad` that already holds something decides whether D's next step is right. `backward()` **adds**
-# the new gradient to whatever `.grad` holds. That is a feature: two backward passes into one `.grad` give exactly the
-# gradient of the sum of the two losses, which is how `loss_D = loss_real + loss_fake` can be split in two backward
-# calls. It is also why every training step starts with `opt.zero_grad()`.
+# happens to a `.grad` that already holds something decides whether D's next step is right. Here is a loop that
+# forgets to clear it:
+
+# %%
+D = nn.Linear(3, 1)
+opt_D = optim.SGD(D.parameters(), lr=0.1)
+x = torch.ones(1, 3)
+for step in range(3):
+    loss_D = D(x).sum()                       # d loss_D / d D.weight is x: all ones, every step
+    loss_D.backward()                         # note: no opt_D.zero_grad() in this loop
+
+# %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W+adds", "each backward adds"]
+prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the loop? (a list of 3 numbers)
+check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
+      why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")
+
+# %% [markdown]
+# `backward()` **adds** the new gradient to whatever `.grad` holds. That is a feature: two backward passes into one
+# `.grad` give exactly the gradient of the sum of the two losses, which is how `loss_D = loss_real + loss_fake` can
+# be split in two backward calls. It is also why every training step starts with `opt.zero_grad()`. Both halves,
+# checked:
 
 # %%
 w = torch.tensor([1., 2, 3], requires_grad=True)
@@ -241,17 +293,12 @@ claim("two backward passes into one .grad give the gradient of the summed loss",
 # trained on the sum of this step's gradient and the last one's. Nothing raises. Lesson 07's doctor warns when the gradients of two different losses add up this way.
 # Which tensor `zero_grad()` leaves behind (zeros or `None`) matters too, and lesson 04 shows when.
 
-# %%
-D = nn.Linear(3, 1)
-opt_D = optim.SGD(D.parameters(), lr=0.1)
-x = torch.ones(1, 3)
-for step in range(3):
-    loss_D = D(x).sum()                       # d loss_D / d D.weight is x: all ones, every step
-    loss_D.backward()                         # note: no opt_D.zero_grad() in this loop
-
-prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the loop (as a list)?
-check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
-      why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")
+# %% [markdown] tags=["read-after-exercises"]
+# | seed 001 listing | on today's torch |
+# |---|---|
+# | `a * 2`, `loss.backward()`, `a.grad` | works as the post says |
+# | `b.grad`, `loss.grad` | `b.grad` is `None`; `loss.grad` is `None` **and** a `UserWarning` (section 2) |
+# | `a += 1` on a leaf that requires grad | raises `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` at that line |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
@@ -269,89 +316,79 @@ check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.w
 # %% [markdown]
 # ## Exercises
 #
-# Predict first, then run.
-
-# %%
-G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-z = torch.randn(3, 4)
-x_fake = G(z)
-loss_G = x_fake.pow(2).mean()
-loss_G.backward()
-
-prediction = True  # SOLUTION: does G[0].weight.grad exist (is not None)?
-check("G[0].weight.grad is not None", prediction, G[0].weight.grad is not None,
-      why="every parameter is a leaf that requires grad, and loss_G depends on it.")
-
-prediction = 4  # SOLUTION: how many parameters of G have requires_grad=True and is_leaf=True? (count tensors)
-check("leaf parameters of G that require grad", prediction,
-      sum(p.is_leaf and p.requires_grad for p in G.parameters()),
-      why="two Linear layers, each with a weight and a bias: 4. ReLU has none.")
-
-# %%
-prediction = "MeanBackward0"  # SOLUTION: type(loss_G.grad_fn).__name__ ?
-check("type(loss_G.grad_fn).__name__", prediction, type(loss_G.grad_fn).__name__,
-      why="x_fake.pow(2).mean() ends in a MeanBackward0 node: the name is the last operation.")
-
-# %% [markdown]
 # ### Build it: a manual SGD step
 #
-# Seed 001's way of changing a leaf, `p -= lr * p.grad`, raises section 4's leaf error while autograd records.
-# Write `sgd_step(params, lr)`, the update `optim.SGD` makes: change every parameter **in place** by `lr * p.grad`,
-# so that it stays the same leaf that requires grad, and then clear its `.grad` (set it to `None`, as
-# `opt.zero_grad()` does), because `backward()` adds to whatever `.grad` already holds. Replace each `...` below,
-# point `my_answer` at your function and run the cell. The checker runs two steps on fresh leaves, compares the
-# values with `optim.SGD`'s, and says what is still wrong.
+# Seed 001's way of changing a leaf, `p -= lr * p.grad`, raises section 4's error while autograd records. Write the
+# whole body of `sgd_step(params, lr)`, the update `optim.SGD` makes:
+# - every parameter `p` with a gradient changes **in place** by `lr * p.grad`, and stays the same tensor, a leaf that
+#   requires grad;
+# - a parameter whose `.grad` is `None` (no loss reached it) is left as it is, as SGD leaves it (section 5);
+# - once used, `.grad` is cleared (set to `None`, as `opt.zero_grad()` does), because `backward()` adds to whatever
+#   `.grad` already holds.
+#
+# Then point `my_answer` at your function and run the cell. The checker runs two steps on fresh leaves `w` and `b`
+# and on a leaf `u` that the loss never reaches, compares the values with `optim.SGD`'s, and says what is still
+# wrong.
 
 # %%
 from gan_lessons import exercises
 
 def sgd_step(params, lr):
-    """p -= lr * p.grad on every parameter, legal on a leaf; then clear p.grad."""
-    recording_off = torch.no_grad()  # SOLUTION: a context manager under which autograd records nothing
-    with recording_off:
+    """SGD's update of every parameter that has a gradient, legal on leaves; then its .grad cleared."""
+    ### BEGIN SOLUTION
+    with torch.no_grad():
         for p in params:
+            if p.grad is None:          # no loss reached p: SGD leaves it alone
+                continue
             p -= lr * p.grad
-    for p in params:
-        p.grad = None  # SOLUTION: what should .grad hold once the update used it?
+            p.grad = None
+    ### END SOLUTION
 
 my_answer = sgd_step  # SOLUTION: point this at your sgd_step (no parentheses)
 solved = exercises.check_sgd_step(my_answer)
 
 
 # %% [markdown]
-# ### Fix it: DCGAN's weight initialisation
+# ### Build it: DCGAN's weight initialisation
 #
-# DCGAN-style GANs start from small random weights: every `Linear` and convolution weight drawn from N(0, 0.02),
-# every BatchNorm weight from N(1, 0.02), every bias zero (DCGAN's convolutions are built with `bias=False`, and
-# their `m.bias` is `None`; the checker's generator has one such layer). The obvious way to write that is the function below
-# without its `guard` lines, and `G.apply(init_weights)` then raises section 4's error on the first module:
-# parameters are leaves that require grad. Fix it so that it sets the same values **in place**. Keep the very same parameter tensors (an optimizer made
-# before the init holds them), and keep them leaves that require grad. The checker applies your function to a small
-# generator and says what is still wrong.
+# DCGAN-style GANs start from small random weights, and the paper's recipe is what `G.apply(init_weights)` runs
+# on every module `m` of a model:
+# - every `Linear`, `Conv2d` and `ConvTranspose2d` weight drawn from N(0, 0.02), a normal distribution with mean 0
+#   and **standard deviation** 0.02;
+# - every BatchNorm weight (`BatchNorm1d`, `BatchNorm2d`) drawn from N(1, 0.02);
+# - every bias zero. DCGAN's convolutions are built with `bias=False`, and their `m.bias` is `None`; the checker's
+#   generator has one such layer;
+# - every other module left alone.
+#
+# The values must be set **in place**: keep the very same parameter tensors (an optimizer made before the init
+# holds them), and keep them leaves that require grad. The obvious one-liner, `m.weight.normal_(0.0, 0.02)`,
+# raises section 4's error on the first module. Write the whole body of `init_weights(m)`; the checker applies it
+# to a small generator and says what is still wrong.
 
 # %%
 def init_weights(m):
-    """DCGAN's initial values, for model.apply(init_weights)."""
+    """DCGAN's initial values for module m, for model.apply(init_weights)."""
+    ### BEGIN SOLUTION
     if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
         mean = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0
-        guard = torch.no_grad()  # SOLUTION: the broken version had no guard: what makes in-place on a leaf legal (section 5)?
-        with guard:
+        with torch.no_grad():
             m.weight.normal_(mean, 0.02)
             if m.bias is not None:  # DCGAN's convolutions are built with bias=False
                 m.bias.zero_()
+    ### END SOLUTION
 
 my_answer = init_weights  # SOLUTION: point this at your init_weights (no parentheses)
 solved = exercises.check_init(my_answer)
 
 # %% [markdown]
-# Both halves of that, checked: the broken line raises on a fresh `Linear`, and
+# Both halves of that, checked: the one-liner raises on a fresh `Linear`, and
 # `torch.nn.init.normal_(m.weight, mean, 0.02)`, the library's way to write it, is legal because every function in
 # `torch.nn.init` runs under `torch.no_grad()` itself.
 
 # %%
 lin = nn.Linear(3, 3)
 with expect_error(RuntimeError, "a leaf Variable that requires grad is being used in an in-place operation"):
-    lin.weight.normal_(0.0, 0.02)                 # the broken version's line
+    lin.weight.normal_(0.0, 0.02)                 # the one-liner
 version = lin.weight._version
 nn.init.normal_(lin.weight, 0.0, 0.02)
 claim("nn.init.normal_ changed the parameter in place and left it a leaf that requires grad",

@@ -3,21 +3,11 @@
 #
 # **Goal.** See the graph being built by the forward pass and its saved tensors being freed by `backward()`;
 # reproduce "Trying to backward through the graph a second time" three ways; measure what `retain_graph=True`
-# keeps alive; and choose between its two fixes, `retain_graph` and `detach`, knowing when each one is wrong.
+# keeps alive; and choose between its two fixes, `retain_graph` and `detach`, knowing when each one is wrong. You end
+# by writing seed 004's training step, fixed, from scratch.
 #
 # **Material.** Seed 001 (the G/D toy; an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) and seed 004 (the model1/model2 loop and its `itertools.chain` caveat;
 # a repost, untitled, on “Trying to backward through the graph a second time”; no author or date given). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-
-# %% [markdown] tags=["read-after-exercises"]
-# | seed listing | on today's torch |
-# |---|---|
-# | 001: `lossD.backward(); optimD.step(); lossG.backward()` | raises "Trying to backward through the graph a second time" |
-# | 001: same with `lossD.backward(retain_graph=True)` | raises the version error instead (lesson 03 explains it) |
-# | 001: `lossG = (g + d.detach()).sum()` | runs, but G loses the gradient that flows through D (lesson 04 measures it) |
-# | 004: model1/model2 loop as written | raises "Trying to backward through the graph a second time" |
-# | 004: `l2.backward(retain_graph=True)` or `model2(a.detach())` | both run, and give identical weights |
-# | 004: detach with one optimizer over both models (`itertools.chain`) | runs, but model1 silently gets no gradient from `l2` |
-# | 004: `retain_graph` with one optimizer over both models | runs only because model1 is one Linear layer: a two-layer model1 raises the version error |
 
 # %%
 #SETUP
@@ -26,7 +16,7 @@
 from gan_lessons import graphs
 
 # %% [markdown]
-# ## 1 · The graph is built by the forward pass, and freed by backward
+# ## 1 · The graph is built by the forward pass; backward frees what it saved
 #
 # **Why it matters.** PyTorch has no graph until your code runs: every operation on a tensor that requires grad
 # adds a node and *saves* whatever its backward will need (an input, a weight, an output). `backward()` uses
@@ -46,10 +36,20 @@ graph
 
 # %% [markdown]
 # `tanh` saved its **output** (its derivative is `1 - tanh²`), each `addmm` saved its input (`mat1`) and the
-# transposed weight (`mat2`). Now one backward, and the same graph again:
+# transposed weight (`mat2`). Now one backward. The saved tensors are what backward frees; what about the nodes
+# that held them?
+
+# %% tags=["predict"] reveals=["nodes are still there", "not the nodes themselves"]
+loss.backward()
+prediction = True  # SOLUTION: after loss.backward(), does loss still have its grad_fn (loss.grad_fn is not None)? (True/False)
+check("loss.grad_fn is still there after backward", prediction, loss.grad_fn is not None,
+      why="backward frees what the nodes saved, not the nodes themselves: the grad_fn objects live as long as "
+          "loss does.")
+
+# %% [markdown]
+# The same graph again, after that backward:
 
 # %%
-loss.backward()
 graph = graphs.draw({"loss": loss}, names)
 claim("after one backward, every saved tensor is freed", len(graph.saved) >= 5 and all(s.state == "freed" for s in graph.saved))
 graph
@@ -70,6 +70,38 @@ graph
 # %%
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     loss.backward()
+
+# %% [markdown]
+# **Predict, then check.** Way 1 raised because the first backward freed what `addmm` and `tanh` had saved. Here
+# is a graph of one addition and one sum instead.
+
+# %% tags=["predict"] reveals=["save no tensor", "nothing can be freed"]
+x = torch.ones(3, requires_grad=True)
+y = (x + 1).sum()
+prediction = False  # SOLUTION: does calling y.backward() twice raise? (True/False) Hint: what does `x + 1` need to save?
+try:
+    y.backward(); y.backward()
+    raised_twice = False
+except RuntimeError:
+    raised_twice = True
+check("backward twice through (x + 1).sum() raises", prediction, raised_twice,
+      why="addition and sum save no tensor (their gradients need no values), so nothing can be freed; "
+          "x.grad simply accumulates twice.")
+
+# %% [markdown]
+# Multiplication is different even by a constant: `x * 2` saves the 2 (`mul` keeps each operand whose partner
+# requires grad, for that partner's gradient), and the first backward frees it.
+
+# %%
+claim("two backward passes through (x + 1).sum() added up in x.grad", torch.equal(x.grad, torch.full((3,), 2.0)),
+      shown=f"x.grad = {x.grad.tolist()}")
+doubled = (x * 2).sum()
+saved = graphs.saved_tensors(doubled.grad_fn.next_functions[0][0])
+claim("x * 2 saved one tensor, the 2, as `other`", [(s.name, s.shape) for s in saved] == [("other", ())],
+      shown=[s.name for s in saved])
+doubled.backward()
+with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+    doubled.backward()
 
 
 # %% [markdown]
@@ -133,11 +165,11 @@ def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     seed004_loop()
 
-# %%
+# %% tags=["predict"] reveals=["l1 only needs model1's graph", "l1's graph reaches model2 -> False"]
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 a = model1(torch.randn(4, 10))
 l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
-prediction = False  # SOLUTION: does l1's own graph reach any parameter of model2?
+prediction = False  # SOLUTION: does l1's own graph reach any parameter of model2? (True/False)
 tree = graphs.text_tree({"l1": l1}, graphs.param_names(model1=model1, model2=model2))
 check("l1's graph reaches model2", prediction, "model2." in tree,
       why="l1 only needs model1's graph; it fails because l2.backward() freed that shared part first.")
@@ -146,26 +178,37 @@ check("l1's graph reaches model2", prediction, "model2." in tree,
 # ## 3 · What `retain_graph=True` keeps, and what it costs
 #
 # **Why it matters.** The error message suggests `retain_graph=True`, and most forum answers stop there. It does
-# make the error go away, by keeping every saved tensor alive until the graph itself is dropped. On a real GAN
-# that is not small. We measure it on seed 000's G and D (the MNIST models of lesson 06) for one batch of 64:
-# the bytes of the saved tensors the graph holds, each storage counted once, parameters left out (they live
-# anyway). The figure depends only on shapes, so it is the same on every run and every machine.
+# make the error go away, by keeping every saved tensor alive until the graph itself is dropped. How much is that?
+# We measure it on seed 000's G and D (the MNIST models of lesson 06) for one batch of 64: the bytes of the saved
+# tensors the graph holds, each storage counted once, parameters left out (they live anyway). The figure depends
+# only on shapes, so it is the same on every run and every machine.
 
-# %%
+# %% tags=["predict"] reveals=["about as (much|many bytes) as the parameters", "-> 'about the same'"]
 from gan_lessons.models import Generator, Discriminator
 
 G, D = Generator(), Discriminator()
 params = [*G.parameters(), *D.parameters()]
 z, x_real = torch.randn(64, G.z_dim), torch.randn(64, 1, 28, 28)
 loss_D = F.softplus(-D(x_real)).mean() + F.softplus(D(G(z))).mean()
-
-mib = lambda n: f"{n / 2**20:.2f} MiB"
 saved = [graphs.saved_bytes({"loss_D": loss_D}, params)]
+param_bytes = sum(p.numel() * p.element_size() for p in params)
+
+prediction = "about the same"  # SOLUTION: one batch's saved tensors, next to all of G's and D's parameters: "far fewer bytes" (under a tenth), "about the same" or "far more bytes" (over ten times)?
+ratio = saved[0] / param_bytes
+check("bytes of one batch's saved tensors, next to the parameters'", prediction,
+      "far fewer bytes" if ratio < 0.1 else "far more bytes" if ratio > 10 else "about the same",
+      why=f"the saved tensors hold {ratio:.2f} times the parameters' bytes: the activations of 64 images of "
+          f"28 x 28, layer after layer, weigh about as much as the layers' weights.")
+
+# %% [markdown]
+# Now one backward that keeps the graph, then a plain one:
+
+# %%
+mib = lambda n: f"{n / 2**20:.2f} MiB"
 loss_D.backward(retain_graph=True)
 saved.append(graphs.saved_bytes({"loss_D": loss_D}, params))
 loss_D.backward()
 saved.append(graphs.saved_bytes({"loss_D": loss_D}, params))
-param_bytes = sum(p.numel() * p.element_size() for p in params)
 print("saved tensors after forward           :", mib(saved[0]))
 print("after backward(retain_graph=True)     :", mib(saved[1]))
 print("after a second, plain backward()      :", mib(saved[2]))
@@ -216,19 +259,27 @@ claim("the gradients are the same", all(torch.equal(p, q) for p, q in zip(reused
 # %% [markdown]
 # ## 4 · The two fixes, side by side
 #
-# **Why it matters.** Seed 004 offers both fixes for its loop. They are not the same operation, so let us check
-# whether they train the same models.
+# **Why it matters.** Seed 004 offers both fixes for its loop. They are not the same operation:
 #
-# - `retain_graph=True`: `l2.backward` still flows into model1 (its gradient is then thrown away by
-#   `optimizer1.zero_grad()`), and the graph is kept until `l1.backward()`.
+# - `retain_graph=True`: `l2.backward` still flows into model1 and fills model1's `.grad`, and the graph is kept
+#   until `l1.backward()`;
 # - `detach`: `model2(a.detach())` cuts the graph, so `l2.backward` stops at model2 and frees nothing model1 needs.
+#
+# **Predict, then check.** `seed004_loop` (section 2) runs 20 steps of the loop from the same seed with either fix,
+# with the seed's two optimizers, `optimizer1` over model1 and `optimizer2` over model2.
 
-# %%
+# %% tags=["predict"] reveals=["identical weights", "Identical to the last bit"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
-for fix, (m1, m2, l1, l2) in runs.items():
-    print(f"{fix:<13} l1={l1:.4f} l2={l2:.4f}")
+prediction = True  # SOLUTION: do the two fixes end with exactly the same weights in both models? (True/False)
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],
                                               [*runs["detach"][0].parameters(), *runs["detach"][1].parameters()]))
+check("retain_graph and detach end with the same weights", prediction, same,
+      why="the only difference is l2's gradient in model1's .grad, and optimizer1.zero_grad() clears it before "
+          "l1.backward(): optimizer1 never steps on it.")
+
+# %%
+for fix, (m1, m2, l1, l2) in runs.items():
+    print(f"{fix:<13} l1={l1:.4f} l2={l2:.4f}")
 claim("retain_graph and detach give identical weights after 20 steps", same)
 
 
@@ -291,6 +342,17 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
     seed004_loop("retain_graph", shared_optimizer=True, hidden=8)
 
 # %% [markdown] tags=["read-after-exercises"]
+# | seed listing | on today's torch |
+# |---|---|
+# | 001: `lossD.backward(); optimD.step(); lossG.backward()` | raises "Trying to backward through the graph a second time" |
+# | 001: same with `lossD.backward(retain_graph=True)` | raises the version error instead (lesson 03 explains it) |
+# | 001: `lossG = (g + d.detach()).sum()` | runs, but G loses the gradient that flows through D (lesson 04 measures it) |
+# | 004: model1/model2 loop as written | raises "Trying to backward through the graph a second time" |
+# | 004: `l2.backward(retain_graph=True)` or `model2(a.detach())` | both run, and give identical weights |
+# | 004: detach with one optimizer over both models (`itertools.chain`) | runs, but model1 silently gets no gradient from `l2` |
+# | 004: `retain_graph` with one optimizer over both models | runs only because model1 is one Linear layer: a two-layer model1 raises the version error |
+
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - The forward pass builds the graph and saves tensors for backward; `backward()` frees them. A second
@@ -305,55 +367,31 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 
 # %% [markdown]
 # ## Exercises
-
-# %%
-x = torch.ones(3, requires_grad=True)
-y = (x + 1).sum()
-prediction = False  # SOLUTION: does y.backward() twice raise? (True/False) Hint: what does `x + 1` save?
-try:
-    y.backward(); y.backward()
-    raised = False
-except RuntimeError:
-    raised = True
-check("backward twice through (x + 1).sum() raises", prediction, raised,
-      why="addition and sum save no tensor (their gradients need no values), so nothing can be freed; "
-          "x.grad simply accumulates twice. (x * 2).sum() does raise: mul saves each operand only when the "
-          "other requires grad, so it keeps the 2 (not x), and that saved 2 is freed.")
-
-# %%
-x = torch.ones(3, requires_grad=True)
-y = (x * x).sum()
-y.backward()
-prediction = "freed"  # SOLUTION: the state of MulBackward0's saved tensors now: "alive", "freed" or "stale"?
-check("state of x * x's saved tensors", prediction, graphs.draw({"y": y}).saved[0].state,
-      why="a backward without retain_graph frees every saved tensor it used.")
-
-# %%
-prediction = True  # SOLUTION: with retain_graph=True, do the saved bytes after backward equal those before?
-G2, D2 = nn.Linear(8, 8), nn.Linear(8, 1)
-out = D2(torch.relu(G2(torch.randn(5, 8)))).sum()
-before = graphs.saved_bytes({"out": out}, [*G2.parameters(), *D2.parameters()])
-out.backward(retain_graph=True)
-after = graphs.saved_bytes({"out": out}, [*G2.parameters(), *D2.parameters()])
-check("saved bytes unchanged by backward(retain_graph=True)", prediction, before == after,
-      why="retain_graph keeps every saved tensor until the graph is dropped or a later backward frees it.")
-
-# %% [markdown]
-# ### Fix it: seed 004's step
 #
-# Seed 004's loop (section 2) raises "Trying to backward through the graph a second time". Fix one step of it
-# below with either fix of section 4, `detach` or `retain_graph` (change any line you need). The checker runs your
-# step three times on seed 004's models and, with `register_step_pre_hook`, reads every parameter's `.grad` at each
-# `optimizer.step()`: model1 must step on `l1`'s gradient, model2 on `l2`'s. It names each parameter whose gradient
-# is missing or wrong.
+# ### Build it: seed 004's step, fixed
+#
+# Write the whole body of one step of seed 004's loop, `fixed_step(model1, model2, optimizer1, optimizer2, data,
+# label)`:
+# - model1's logits `a = model1(data)` and its loss `l1 = F.cross_entropy(a, label)`; `optimizer1` steps model1 on
+#   l1's gradient alone;
+# - model2's logits `b`, computed from `a`, and its loss `l2 = F.cross_entropy(b, label)`; `optimizer2` steps
+#   model2 on l2's gradient alone;
+# - each step on a fresh gradient, in every call;
+# - nothing wasted: no backward through a freed graph, no gradient computed that an optimizer throws away, no
+#   graph kept alive that no later backward needs.
+#
+# The checker runs your step three times on seed 004's models and, with `register_step_pre_hook`, reads every
+# parameter's `.grad` at each `optimizer.step()`. It also counts the gradients that reach model1 and the backward
+# calls that keep their graph, and names what is still wrong.
 
 # %%
 from gan_lessons import exercises
 
 def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
-    """One step of seed 004's loop that runs: l2 trains model2, l1 trains model1."""
+    """One step of seed 004's loop: l2 trains model2, l1 trains model1, and nothing is computed or kept in vain."""
+    ### BEGIN SOLUTION
     a = model1(data)
-    b = model2(a.detach())  # SOLUTION: model2's output, made so that l2.backward() frees nothing l1 needs
+    b = model2(a.detach())          # l2 stops at model2: its backward frees nothing l1 needs
     l1, l2 = F.cross_entropy(a, label), F.cross_entropy(b, label)
     optimizer2.zero_grad()
     l2.backward()
@@ -361,6 +399,7 @@ def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
     optimizer1.zero_grad()
     l1.backward()
     optimizer1.step()
+    ### END SOLUTION
 
 my_answer = fixed_step  # SOLUTION: point this at your fixed_step
 solved = exercises.check_seed004_step(my_answer)

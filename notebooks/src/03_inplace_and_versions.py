@@ -10,16 +10,6 @@
 # **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given), seed 002 (皮牙子抓饭, “详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误”, 华为云社区, 2024-04-05), seed 000
 # (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
 
-# %% [markdown] tags=["read-after-exercises"]
-# | seed listing | on today's torch |
-# |---|---|
-# | 001: G/D toy with `lossD.backward(retain_graph=True)` then `optimD.step()` | raises the version error, `[2, 2] ... output 0 of AsStrided` (the seed quotes `TBackward`, the view's name before the step) |
-# | 000: `loss_nonsaturating`, `d_loss.backward(retain_graph=True)`, `d_optimizer.step()`, `g_loss.backward()` | raises the version error, `[512, 1] ... output 0 of AsStrided, is at version 2; expected version 1` |
-# | 002: `clone()` then `+=` | works, correct gradient |
-# | 002: `with torch.no_grad(): x += 1` | works here; does **not** help when the tensor was saved for backward |
-# | 002: `x.data += 1` | runs, no error, and can give a **silently wrong** gradient |
-# | 002: CIFAR-10 augmentation loop | downloads CIFAR-10 (not run here); its `clone()` is unnecessary, since nothing there requires grad |
-
 # %%
 #SETUP
 
@@ -52,6 +42,16 @@ claim("x = x + 1 is a new tensor, which starts at version 0", versions[6] == 0, 
 # %% [markdown]
 # `optimizer.step()` belongs on this list: it updates each parameter in place (under `no_grad`, lesson 01).
 
+# %% tags=["predict"] reveals=["init\\w*( is| bumps| fills)[^.\\n]*(in place|version)", "_version after one step -> 2"]
+prediction = 2  # SOLUTION: a fresh nn.Linear(3, 1), one backward, one Adam step: what is layer.weight._version now?
+layer = nn.Linear(3, 1)
+opt = optim.Adam(layer.parameters(), lr=0.1)
+layer(torch.ones(1, 3)).sum().backward()
+opt.step()
+check("layer.weight._version after one step", prediction, layer.weight._version,
+      why="nn.Linear's init fills its weight in place (version 1; lesson 01), and backward only writes .grad; "
+          "the step is one more in-place op: 2.")
+
 # %%
 layer = nn.Linear(3, 1)
 opt = optim.Adam(layer.parameters(), lr=0.1)
@@ -64,13 +64,6 @@ versions.append(layer.weight._version)
 print("weight version at creation, after one opt.step(), after another:", versions)
 claim("init bumps the version once, and each Adam step once more", versions == [1, 2, 3], versions)
 
-# %%
-prediction = 1  # SOLUTION: what is the version of `v = torch.ones(2)` after `v.sub_(1)` and then `w = v * 2`?
-v = torch.ones(2)
-v.sub_(1)
-w = v * 2
-check("v._version", prediction, v._version, why="sub_ is in place (+1); v * 2 reads v and makes a new tensor.")
-
 # %% [markdown]
 # ## 2 · When autograd saves a tensor, and why a bump breaks backward
 #
@@ -78,7 +71,18 @@ check("v._version", prediction, v._version, why="sub_ is in place (+1); v * 2 re
 # depends on the operation's derivative, and on which inputs need a gradient: `a + b` saves nothing; `a * b`
 # saves each operand only when the **other** one requires grad (the gradient for `a` is `grad * b`, so `b` is
 # kept for it), so `a * a` keeps `a` twice, `a * b` with a constant `b` keeps only `b`, and `a * 2` keeps only the
-# 2; `exp` and `sigmoid` save their output.
+# 2. Before the table of what each op keeps, one case to think through from the derivative: `exp`.
+
+# %% tags=["predict"] reveals=["\\bstale\\b", "exp\\W.{0,25}saves? (its|their) output"]
+prediction = True  # SOLUTION: after `y = a.exp(); y.mul_(2)`, has the tensor exp saved for backward changed since it was saved?
+a = torch.ones(2, requires_grad=True)
+y = a.exp()
+y.mul_(2)
+exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # what ExpBackward0 keeps
+check("exp's saved tensor changed by y.mul_(2)", prediction, exp_saved[0].state != "alive",
+      why=f"exp saves its output y (its derivative is exp(a), which is y), and mul_ changed y in place: the saved "
+          f"`{exp_saved[0].name}` is {exp_saved[0].state}, at version {exp_saved[0].version_now}, saved at "
+          f"{exp_saved[0].version_saved}.")
 
 # %%
 a = torch.ones(3, requires_grad=True)
@@ -163,7 +167,30 @@ with expect_error(RuntimeError, r"\[torch.FloatTensor \[2, 2\]\], which is outpu
 graphs.draw({"lossG": lossG}, graphs.param_names(G=G, D=D, t=t))
 
 # %% [markdown]
-# Reading the message piece by piece, against the graph above:
+# The message gives the saved tensor's shape, `[2, 2]`, the same as `D.weight`'s. Seed 000's D ends in
+# `nn.Linear(512, 1)`, whose weight has shape `[1, 512]`, and it reads activations that require grad.
+
+# %% tags=["predict"] reveals=["\\[512, 1\\]", "saves? .?weight\\.t\\(\\)"]
+prediction = (512, 1)  # SOLUTION: the same error on Linear(512, 1)'s weight: which shape does the message print?
+import re
+
+head = nn.Linear(512, 1)                          # D's last layer in seed 000
+opt_head = optim.Adam(head.parameters())
+h = torch.randn(4, 512, requires_grad=True)      # the activations it reads
+loss = head(h).sum()
+loss.backward(retain_graph=True)
+opt_head.step()
+try:
+    loss.backward()
+    printed = None
+except RuntimeError as error:
+    printed = tuple(int(n) for n in re.search(r"FloatTensor \[(\d+), (\d+)\]\]", str(error)).groups())
+check("shape in the message for Linear(512, 1)'s stale weight", prediction, printed,
+      why="Linear computes addmm(bias, input, weight.t()) and saves weight.t() for the input's gradient: the "
+          "saved tensor is [512, 1], not the weight's [1, 512].")
+
+# %% [markdown]
+# Reading the message piece by piece, against the graph of seed 001's toy above:
 #
 # - `[torch.FloatTensor [2, 2]]`: the type and shape of the **saved** tensor, which is not always the shape of
 #   your parameter. `Linear` computes `addmm(bias, input, weight.t())` and saves `weight.t()` as `mat2`.
@@ -236,15 +263,7 @@ claim("every weight of D that the forward saved is stale, D's last layer (net.7)
 
 # %% [markdown]
 # Every weight of D that the forward saved is stale, since `step()` touched them all; PyTorch reports the first
-# one its backward reaches, D's last layer. Why this worked "before": until torch 1.5, optimizers updated
-# `p.data`, which does not bump the version (section 5). The same code ran without error and computed G's
-# gradient through D's **new** weights paired with activations from the **old** ones: a gradient of no function
-# at all. The error is torch refusing to compute that.
-
-# %%
-prediction = (512, 1)  # SOLUTION: the shape PyTorch would print for D's Linear(512, 1) weight, saved by addmm
-check("saved shape of Linear(512, 1)'s weight", prediction, stale[0].shape,
-      why="weight is [1, 512]; addmm saves weight.t(), which is [512, 1].")
+# one its backward reaches, D's last layer. Section 5 says why the same loop ran without this error on old torch.
 
 # %% [markdown]
 # ## 4 · `ReLU(inplace=True)`: safe in one place, an error in another
@@ -252,7 +271,7 @@ check("saved shape of Linear(512, 1)'s weight", prediction, stale[0].shape,
 # **Why it matters.** Seed 001 says in-place on non-leaves is fine, "which is why `ReLU(inplace=True)` is
 # common". The rule is not about which layer comes before it. An in-place op breaks backward when the tensor it
 # overwrites was saved for backward by some node: by the op that produced it, when that op saves its output
-# (`sigmoid`, `tanh`, `exp`, and `relu` itself), or by another op that read it before the overwrite and saved it
+# (`sigmoid` and `exp`, section 2, and `relu` itself), or by another op that read it before the overwrite and saved it
 # as an input (`h * gate` saves `h` when `gate` requires grad, section 2). `Linear` does not save its output,
 # so a ReLU right after it is usually fine, but not always.
 
@@ -290,7 +309,7 @@ claim("gate that requires grad: mul saved h too", saved == ["other", "self"], sa
 with expect_error(RuntimeError, r"modified by an inplace operation.*output 0 of Relu(Backward0)?, is at version 1; expected version 0"):
     loss.backward()
 
-# %%
+# %% tags=["predict"] reveals=["tanh\\W+(saves?|keeps?) (its|their) output", "Tanh then ReLU\\(inplace=True\\) raises -> True"]
 prediction = True  # SOLUTION: is nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True)) broken too?
 net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True))
 try:
@@ -355,8 +374,26 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
         x += 1                  # no_grad does not hide the change from the version counter
     y.sum().backward()
 
+# %% [markdown]
+# `no_grad` does not get past the version check. `.data` does not bump the version (the first cell of this
+# section showed it), so it will get past it. What does the backward then compute?
+
+# %% tags=["predict"] reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"]
+prediction = [4.0, 6.0, 8.0]  # SOLUTION: y = x * x at x = [1, 2, 3], then `x.data += 1` and y.sum().backward(): x.grad as a list, or "error"?
 x, y = fresh()
-x.data += 1                     # .data: no version bump, no error ...
+x.data += 1                     # .data: no version bump
+try:
+    y.sum().backward()
+    data_grad = x.grad.tolist()
+except RuntimeError:
+    data_grad = "error"
+check("x.grad after x.data += 1", prediction, data_grad,
+      why="no error, since .data left the version at 0; and the backward of x * x reads the saved x, which now "
+          "holds x + 1: 2 * (x + 1), not 2x.")
+
+# %%
+x, y = fresh()
+x.data += 1
 try:
     y.sum().backward()
     raised = False
@@ -393,6 +430,11 @@ claim("clone: the correct gradient", torch.equal(x.grad, correct))
 # | `torch.no_grad()` | right tool for updating **leaves** (that is `optimizer.step()`); does not stop the version error for saved tensors |
 # | `.data` | never: it bypasses the version counter, so the wrong gradient above comes with no error. This is what GAN code got from pre-1.5 optimizers. |
 #
+# That last point is why seeds 001 and 000 "worked before": until torch 1.5, optimizers updated `p.data`, which
+# does not bump the version. The same loops ran without error and computed G's gradient through D's **new**
+# weights paired with activations from the **old** ones: a gradient of no function at all. The error of section 3
+# is torch refusing to compute that.
+#
 # Seed 002's CIFAR-10 example clones the input batch before `+= 0.1`. Nothing there requires grad, so the
 # in-place add on the batch itself is fine:
 
@@ -403,14 +445,6 @@ images += 0.1                                 # no clone needed: images is a lea
 F.cross_entropy(model(images), torch.tensor([0, 1, 2, 3])).backward()
 print("in-place augmentation on the input batch: fine; model.weight.grad set:", model.weight.grad is not None)
 
-# %%
-prediction = [2.0, 4.0, 6.0]  # SOLUTION: x.grad for y = x * x at x = [1, 2, 3] after `x2 = x.clone(); x2 += 1`?
-x, y = fresh()
-x2 = x.clone()
-x2 += 1
-y.sum().backward()
-check("x.grad with the clone remedy", prediction, x.grad.tolist(), why="clone leaves the saved x untouched: 2x.")
-
 # %% [markdown]
 # ## 6 · Anomaly detection points at the forward, not at `step()`
 #
@@ -418,7 +452,6 @@ check("x.grad with the clone remedy", prediction, x.grad.tolist(), why="clone le
 # operation and prints the one whose backward failed. Here is what it shows for seed 001's toy:
 
 # %%
-import re
 import warnings
 
 def forward_line_blamed():
@@ -450,6 +483,18 @@ claim("it never mentions optimD.step()", not any("step" in line for line in code
 # `backward` order) between the two. Lesson 07's doctor names both.
 
 # %% [markdown] tags=["read-after-exercises"]
+# **The seed listings, judged.**
+#
+# | seed listing | on today's torch |
+# |---|---|
+# | 001: G/D toy with `lossD.backward(retain_graph=True)` then `optimD.step()` | raises the version error, `[2, 2] ... output 0 of AsStrided` (the seed quotes `TBackward`, the view's name before the step) |
+# | 000: `loss_nonsaturating`, `d_loss.backward(retain_graph=True)`, `d_optimizer.step()`, `g_loss.backward()` | raises the version error, `[512, 1] ... output 0 of AsStrided, is at version 2; expected version 1` |
+# | 002: `clone()` then `+=` | works, correct gradient |
+# | 002: `with torch.no_grad(): x += 1` | works here; does **not** help when the tensor was saved for backward |
+# | 002: `x.data += 1` | runs, no error, and can give a **silently wrong** gradient |
+# | 002: CIFAR-10 augmentation loop | downloads CIFAR-10 (not run here); its `clone()` is unnecessary, since nothing there requires grad |
+
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - Every tensor carries `_version`; in-place ops, including `optimizer.step()`, bump it.
@@ -466,43 +511,56 @@ claim("it never mentions optimD.step()", not any("step" in line for line in code
 
 # %% [markdown]
 # ## Exercises
+#
+# ### Build it: a probe that finds stale saved tensors
+#
+# Every tensor autograd saves can pass through your own code. Inside
+# `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`, each tensor an operation saves for backward goes
+# through `pack(t)`, and whatever `pack` returns is kept in its place and handed to `unpack` when a backward needs
+# the tensor (the hooks stay attached to the graph, so that backward may run after the `with` block). Tools use
+# this to keep saved activations on the CPU (`torch.autograd.graph.save_on_cpu`). There is a catch: autograd
+# cannot see through your hooks, so it stops checking versions, and section 2's error becomes a wrong gradient
+# without a word:
 
 # %%
-prediction = "stale"  # SOLUTION: state of `exp`'s saved result after `y = a.exp(); y.mul_(2)`?
-a = torch.ones(2, requires_grad=True)
-y = a.exp()
-y.mul_(2)
-exp_saved = [s for s in graphs.draw({"y": y}).saved if s.node == "ExpBackward0"]
-check("state of exp's saved result", prediction, exp_saved[0].state,
-      why="exp saves its output; mul_ bumped that output's version.")
+a = torch.ones(3, requires_grad=True)
+with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+    y = a.exp()                           # exp saves y through the hooks
+y.mul_(2)                                 # the saved y moves to version 1
+y.sum().backward()                        # no error
+right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # the same loss, out of place
+claim("under saved_tensors_hooks, the stale saved y raised no error", a.grad is not None)
+claim("and the gradient is wrong: 4e (mul_'s 2 times the doubled y), where the right one is 2e",
+      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)} vs {rounded(right)}")
 
 # %% [markdown]
-# ### Build it: count what autograd saves
-#
-# The version check only guards the tensors autograd **saved**. You can watch them being saved:
-# inside `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`, every tensor an operation saves for
-# backward goes through `pack(t)`, and whatever `pack` returns comes back through `unpack` when backward needs it.
-# Write `count_saved_bytes(make_graph)`: run `make_graph()` under these hooks, add each saved tensor's bytes
-# (`t.numel() * t.element_size()`) in `pack`, hand the tensor back unchanged from both hooks, and return the total.
-# The checker compares your count with the real one on `a.exp()`, `a * a` (which saves `a` twice) and a
-# `Linear` followed by `tanh`, then runs backward through each graph.
+# Put the check back yourself. Write `stale_saved(make_loss)`: run `make_loss()` (it builds a graph, may change
+# a saved tensor in place, and returns a loss) under your hooks, run the backward through that loss, and return
+# one `(shape, version when saved, version at backward)` per saved tensor whose version moved in between, `[]`
+# when none did. A tensor saved twice counts twice. The backward must compute what it computes without your
+# probe. The checker runs your probe on four graphs (section 2's `exp`, `a * a`, a clean `tanh(Linear(x))` and
+# section 3's seed 001 toy) and compares your report and the gradients with its own.
 
 # %%
 from gan_lessons import exercises
 
-def count_saved_bytes(make_graph):
-    """Bytes of every tensor autograd saves while make_graph() runs (saved twice: counted twice)."""
-    sizes = []
+def stale_saved(make_loss):
+    """Run make_loss() and the backward through the loss it returns; one (shape, version when saved, version at
+    backward) per saved tensor whose version moved in between."""
+    ### BEGIN SOLUTION
+    stale = []
     def pack(t):
-        size = t.numel() * t.element_size()  # SOLUTION: how many bytes does t hold?
-        sizes.append(size)
+        return t, t._version              # the tensor itself, and its version now
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
         return t
-    def unpack(t):
-        return t
-    hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)  # SOLUTION: the context manager that calls pack on each saved tensor
-    with hooks:
-        make_graph()
-    return sum(sizes)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+    ### END SOLUTION
 
-my_answer = count_saved_bytes  # SOLUTION: point this at your count_saved_bytes
-solved = exercises.check_saved_bytes(my_answer)
+my_answer = stale_saved  # SOLUTION: point this at your stale_saved
+solved = exercises.check_stale_saved(my_answer)

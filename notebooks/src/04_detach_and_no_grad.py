@@ -4,19 +4,11 @@
 # **Goal.** Know exactly what each of the three ways of "turning gradients off" makes, use `detach()` to cut the
 # G→D gradient in a GAN step (and check every parameter's `.grad` to prove it), and recognise the two places
 # where detach is the wrong fix: when it removes the gradient G needs, and when one optimizer owns both models. Then weigh seed 000's claim
-# that `detach()` is the more precise choice than `no_grad`, and see what neither of them switches off.
+# that `detach()` is the more precise choice than `no_grad`, with G's BatchNorm in the picture. Build a D step and a
+# sampling function that leave G alone.
 #
 # **Material.** Seed 000 (its corrected loop; 聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02), seed 001 (the `d.detach()` fix),
 # seed 003 (`detach` in its strategies; 凌逆战, “pytorch训练GAN时的detach()”, 博客园, 2020-11-09), seed 004 (the shared-optimizer caveat). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
-
-# %% [markdown] tags=["read-after-exercises"]
-# | seed listing | on today's torch |
-# |---|---|
-# | 000: the "corrected training loop" | raises `ValueError: Target size (torch.Size([64, 1])) must be the same as input size (torch.Size([64]))` at its first loss; its D returns `[B]`, its labels are `[B, 1]` |
-# | 000: `with torch.no_grad(): fake = g(z).detach()` | works; the `detach()` inside `no_grad` does nothing more |
-# | 000's notes: `detach()` "expresses the intent more precisely" than `no_grad` | half true: `detach()` cuts one tensor, `no_grad` a whole block, and D gets the same gradient from both; but `detach()` comes after a forward that saved tensors for nothing. Neither stops G's BatchNorm running statistics (section 6) |
-# | 001: `lossG = (g + d.detach()).sum()` | runs, but G's gradient loses the part that flows through D |
-# | 004: detach with `itertools.chain` | runs; model1 gets no gradient from `l2` (lesson 02): its `.grad` stays `None`, so the shared Adam skips it. A `.grad` of zeros would not have kept it still (section 5) |
 
 # %%
 #SETUP
@@ -26,11 +18,11 @@ from gan_lessons import graphs
 from gan_lessons.models import Generator, Discriminator
 
 # %% [markdown]
-# ## 1 · `detach()` shares storage and the version counter
+# ## 1 · What `detach()` returns
 #
-# **Why it matters.** `detach()` is not a copy. It returns a new tensor object with no `grad_fn` that points at
-# the **same memory** and the **same version counter**. Changing it in place changes the original, and autograd
-# notices.
+# **Why it matters.** `detach()` returns a new tensor object with no `grad_fn`, so autograd will not follow it
+# back. It is not a copy: it points at the **same memory**. A GAN step hands `x_fake.detach()` to D and keeps
+# `x_fake` for G, so what happens to one can happen to the other.
 
 # %%
 a = torch.ones(3, requires_grad=True)
@@ -38,6 +30,25 @@ y = a.exp()                       # exp saves its output y
 y_detached = y.detach()
 claim("y.detach() shares y's memory", y_detached.data_ptr() == y.data_ptr())
 claim("yet it is an alias, not a view in autograd's sense: it has no _base", not y_detached._is_view() and y_detached._base is None)
+
+# %% tags=["predict"] reveals=["shares?[^.\\n]*version counter", "bumped y's version"]
+prediction = True  # SOLUTION: after `y = a.exp(); y.detach().zero_()`, does `y.sum().backward()` raise?
+a = torch.ones(3, requires_grad=True)
+y = a.exp()
+y.detach().zero_()
+try:
+    y.sum().backward()
+    raised = False
+except RuntimeError:
+    raised = True
+check("backward after zeroing y.detach() in place raises", prediction, raised,
+      why="detach() shares y's memory and also its version counter: zero_() bumped y's version, and exp saved y "
+          "for its backward (lesson 03).")
+
+# %%
+a = torch.ones(3, requires_grad=True)
+y = a.exp()
+y_detached = y.detach()
 version_before = y._version
 y_detached.zero_()
 claim("y_detached.zero_() zeroed y and bumped y's version", torch.equal(y, torch.zeros(3)) and y._version == version_before + 1,
@@ -46,6 +57,7 @@ with expect_error(RuntimeError, "output 0 of Exp(Backward0)?, is at version 1; e
     y.sum().backward()
 
 # %% [markdown]
+# `detach()` shares storage **and** the version counter, so autograd notices an in-place change made through it.
 # If you need a detached tensor you may change, use `y.detach().clone()`.
 
 # %% [markdown]
@@ -64,15 +76,28 @@ with torch.no_grad():
 with torch.inference_mode():
     x_inference = G(z)                # no graph, and no version counter either
 
-made = {"G(z).detach()": x_detach, "no_grad: G(z)": x_nograd, "inference_mode: G(z)": x_inference}
+made = {"detach": x_detach, "no_grad": x_nograd, "inference_mode": x_inference}
 claim("all three are leaves with requires_grad=False and no grad_fn",
       all(t.is_leaf and not t.requires_grad and t.grad_fn is None for t in made.values()))
 inference = [name for name, t in made.items() if t.is_inference()]
-claim("only inference_mode makes an inference tensor", inference == ["inference_mode: G(z)"], ", ".join(inference))
+claim("only inference_mode makes an inference tensor", inference == ["inference_mode"], ", ".join(inference))
 
 # %% [markdown]
-# The first two tensors behave the same from here on. The third is an *inference tensor*: it cannot take part
-# in a graph that needs to save it, which is exactly what the D step does with a fake batch:
+# Three fake batches that look alike: no graph behind any of them, and the same values. The D step trains D on a
+# fake batch: `D(x_fake)`, a loss, a backward into D's weights.
+
+# %% tags=["predict"] reveals=["Inference tensors cannot be saved", "never for data that will enter training"]
+prediction = "inference_mode"  # SOLUTION: D = nn.Linear(4, 1) trains on each of the three; which ones raise? "none", or their names joined by ", "
+D = nn.Linear(4, 1)
+raising = []
+for name, x_fake in made.items():
+    try:
+        D(x_fake).sum().backward()
+    except RuntimeError:
+        raising.append(name)
+check("fake batches D cannot train on", prediction, ", ".join(raising) or "none",
+      why="D's Linear saves its input for the weight's gradient, and an inference tensor cannot be saved for "
+          "backward; the detached and the no_grad batch are ordinary tensors.")
 
 # %%
 D = nn.Linear(4, 1)
@@ -93,20 +118,12 @@ with expect_error(RuntimeError, "Inference tensors do not track version counter"
 # Seed 000's corrected loop writes `with torch.no_grad(): fake_samples = g(z).detach()`. It is correct; the
 # `detach()` inside `no_grad` adds nothing, since no graph was built.
 
-# %%
-prediction = False  # SOLUTION: inside torch.no_grad(), does G(z).detach() differ from G(z) in requires_grad?
-with torch.no_grad():
-    differs = G(z).detach().requires_grad != G(z).requires_grad
-check("detach inside no_grad changes requires_grad", prediction, differs,
-      why="under no_grad neither has a graph: both have requires_grad=False.")
-
 
 # %% [markdown]
 # ## 3 · Cutting the G→D gradient in a GAN step
 #
-# **Why it matters.** D's loss on a fake batch must train D only. Without `detach()`, `loss_D.backward()` also
-# fills G's gradients. With `opt_G.zero_grad()` in the right place that is "only" wasted work, but it is the
-# source of the bugs in lessons 02 and 03. We check **every** parameter's `.grad`, on seed 000's models.
+# **Why it matters.** D's loss on a fake batch must train D only. What does `loss_D.backward()` do to G when the
+# fake batch goes into D as G made it? We check **every** parameter's `.grad`, on seed 000's models.
 
 # %%
 def grads_after_D_step(detach):
@@ -121,6 +138,12 @@ def grads_after_D_step(detach):
     count = lambda net: (sum(p.grad is not None for p in net.parameters()), len(list(net.parameters())))
     return count(G), count(D)
 
+# %% tags=["predict"] reveals=["G 14/14", "fills the \\.grad of every G parameter"]
+prediction = 14  # SOLUTION: seed 000's G has 14 parameter tensors; without detach, how many have a .grad after loss_D.backward()?
+check("G parameters with a .grad after an undetached D step", prediction, grads_after_D_step(detach=False)[0][0],
+      why="D's loss reaches every G parameter through x_fake, so backward fills all of them.")
+
+# %%
 (g_with, g_all), (d_with, d_all) = grads_after_D_step(detach=False)
 claim("without detach, loss_D.backward() fills the .grad of every G parameter", g_with == g_all,
       f"G {g_with}/{g_all}, D {d_with}/{d_all} parameters with .grad")
@@ -130,7 +153,9 @@ claim("with x_fake.detach(), every G parameter's .grad is None, and every D para
 claim("seed 000's G has 14 parameter tensors and its D 8", g_all == 14 and d_all == 8)
 
 # %% [markdown]
-# With `detach()` the D step touches D's 8 parameters and none of G's 14.
+# With `detach()` the D step touches D's 8 parameters and none of G's 14. Without it, the backward runs through
+# all of G: with `opt_G.zero_grad()` in the right place that is "only" wasted work, but it is the source of the
+# bugs in lessons 02 and 03.
 #
 # **Seed 000's corrected loop, run as written.** Its D ends in `Reshape()`, so it returns one logit per image,
 # shape `[64]`; its labels are built as `[64, 1]` "to match the discriminator's output". `binary_cross_entropy_with_logits`
@@ -194,9 +219,8 @@ claim("it differs from G's gradient by a fresh forward through the updated D", n
 #
 # **Why it matters.** Seen from the other side than lesson 02: if a single optimizer steps both models, a
 # `detach()` in a loss leaves the parameters upstream of it with no gradient from that loss, and what the
-# optimizer then does to them depends only on their `.grad`. With `.grad` `None` it skips them; with a `.grad` of
-# zeros it steps them anyway. The symptom is a model that silently never changes, or one that keeps moving on a
-# loss that never reached it.
+# optimizer then does to them depends on their `.grad`. The symptom is a model that silently never changes, or
+# one that does something you did not ask for.
 
 # %%
 import itertools
@@ -218,10 +242,8 @@ claim("so the shared Adam skips it: model1 is unchanged after 5 steps", torch.eq
 # **`None` or zeros: `zero_grad(set_to_none=...)`.** model1 stayed put because its `.grad` was `None`:
 # `opt.zero_grad()` sets every `.grad` to `None` (`set_to_none=True`, the default since torch 2.0), backward never
 # wrote one, and an optimizer skips a parameter whose `.grad` is `None`. `opt.zero_grad(set_to_none=False)` fills
-# the `.grad`s with zeros instead, as `zero_grad()` did before torch 2.0. A zero `.grad` is still stepped, and
-# Adam's step comes from its running averages of **earlier** gradients, not from this step's gradient alone: a
-# parameter that has learned before keeps moving. Below, one Adam owns G and D; G takes a step, then comes a D step
-# on `x_fake.detach()`.
+# the `.grad`s with zeros instead, as `zero_grad()` did before torch 2.0. Below, one Adam owns G and D; G takes a
+# step, then comes a D step on `x_fake.detach()`, so G's `.grad` is zeros or `None` at the second `opt.step()`.
 
 # %%
 def G_after_a_D_step(set_to_none):
@@ -237,6 +259,14 @@ def G_after_a_D_step(set_to_none):
     opt.step()
     return G.weight.grad, (G.weight - before).abs().max().item()
 
+# %% tags=["predict"] reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"]
+prediction = "moves"  # SOLUTION: with opt.zero_grad(set_to_none=False), G's .grad is zeros at the D step's opt.step(): does G "move" or "stay"?
+check("G at a D step with zeroed, not None, grads", prediction,
+      "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
+      why="a zero .grad is still stepped, and Adam's step comes from its running averages, which G's earlier step "
+          "filled. Only a parameter whose .grad is None is skipped.")
+
+# %%
 grad, moved = G_after_a_D_step(set_to_none=False)
 claim("zero_grad(set_to_none=False): G.weight.grad is zeros, and Adam still moves G",
       torch.equal(grad, torch.zeros(2, 4)) and moved > 0, f"max |change| {moved:.4f}")
@@ -245,18 +275,20 @@ claim("zero_grad(set_to_none=True): G.weight.grad is None, and Adam leaves G exa
       grad is None and moved == 0, f"max |change| {moved}")
 
 # %% [markdown]
-# So "no gradient, no update" holds only while `.grad` is `None`. Plain SGD without momentum would not move G on
-# a zero gradient (its step is `lr * grad`); SGD with momentum, like Adam, would.
+# A zero `.grad` is still stepped, and Adam's step comes from its running averages of **earlier** gradients, not
+# from this step's gradient alone: a parameter that has learned before keeps moving. So "no gradient, no update"
+# holds only while `.grad` is `None`. Plain SGD without momentum would not move G on a zero gradient (its step is
+# `lr * grad`); SGD with momentum, like Adam, would.
 
 # %% [markdown]
-# ## 6 · Seed 000's `no_grad` and `detach()`, and what neither stops
+# ## 6 · Seed 000's `no_grad` and `detach()`, and G's BatchNorm
 #
 # **Why it matters.** Seed 000's notes say that for the fake batch D sees, `detach()` "expresses more precisely"
 # the intent "use the data only, do not track where its gradient came from" (its loop's comment: `detach` is
 # "more common and flexible"). Half of that is true. `detach()` is narrower: it cuts one tensor's history,
 # while `no_grad` covers every operation in its block. But for D's fake batch it is not more precise in effect:
 # D gets the same gradient either way, and `G(z).detach()` first runs G's forward **with** a graph, saving
-# tensors for a backward that never comes. And neither one is a "leave G alone" switch.
+# tensors for a backward that never comes. And G holds more state than its graph: BatchNorm's statistics.
 
 # %%
 torch.manual_seed(0)
@@ -288,10 +320,9 @@ claim("G(z).detach(): G's forward saved activations for a backward that never ru
 # just as exact. `detach()` is the tool when the same `G(z)` is needed both ways, cut for D's loss and whole for
 # G's (`d_first_reuse_fake` and `g_first` in lesson 05). Seed 000 writes both; the `detach()` adds nothing.
 #
-# **What neither stops.** G is in training mode, and a training-mode BatchNorm updates its running statistics
-# (`running_mean`, `running_var`, `num_batches_tracked`) on every forward. They are buffers, not parameters: the
-# forward itself writes them, with no gradient or optimizer involved, so turning the graph off does not stop them.
-# In seed 000's step G runs twice, once under `no_grad` for D's fake batch and once with a graph for G's step:
+# **G's BatchNorm.** G is in training mode. A BatchNorm layer keeps running statistics (`running_mean`,
+# `running_var`, `num_batches_tracked`): buffers, not parameters, which it normalises with in eval mode. Seed
+# 000's loop makes D's fake batch under `no_grad`, with G in training mode.
 
 # %%
 bn = G.net[1]                                # G's first BatchNorm1d
@@ -305,6 +336,17 @@ def G_under_no_grad():
     with torch.no_grad():
         G(z)
 
+# %% tags=["predict"] reveals=["(updates?|moves?|changes?) (its |their |BatchNorm's |the )?running statistics", "still updates BatchNorm"]
+prediction = True  # SOLUTION: in training mode, does `with torch.no_grad(): G(z)` change bn.running_mean?
+check("a no_grad forward changes BatchNorm's running_mean", prediction, bn_change(G_under_no_grad)[0],
+      why="running statistics are buffers that every training-mode forward updates; no_grad only stops the graph.")
+
+# %% [markdown]
+# A training-mode BatchNorm updates its running statistics on every forward. The forward itself writes them, with
+# no gradient or optimizer involved, so turning the graph off does not stop them. In seed 000's step G runs twice,
+# once under `no_grad` for D's fake batch and once with a graph for G's step:
+
+# %%
 changed, counted = bn_change(G_under_no_grad)
 claim("under no_grad, G(z) still updates BatchNorm's running statistics", changed and counted == 1,
       f"num_batches_tracked +{counted}")
@@ -347,6 +389,17 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # to making D's fake batch.
 
 # %% [markdown] tags=["read-after-exercises"]
+# **The seed listings, judged.**
+#
+# | seed listing | on today's torch |
+# |---|---|
+# | 000: the "corrected training loop" | raises `ValueError: Target size (torch.Size([64, 1])) must be the same as input size (torch.Size([64]))` at its first loss; its D returns `[B]`, its labels are `[B, 1]` |
+# | 000: `with torch.no_grad(): fake = g(z).detach()` | works; the `detach()` inside `no_grad` does nothing more |
+# | 000's notes: `detach()` "expresses the intent more precisely" than `no_grad` | half true: `detach()` cuts one tensor, `no_grad` a whole block, and D gets the same gradient from both; but `detach()` comes after a forward that saved tensors for nothing. Neither stops G's BatchNorm running statistics (section 6) |
+# | 001: `lossG = (g + d.detach()).sum()` | runs, but G's gradient loses the part that flows through D |
+# | 004: detach with `itertools.chain` | runs; model1 gets no gradient from `l2` (lesson 02): its `.grad` stays `None`, so the shared Adam skips it. A `.grad` of zeros would not have kept it still (section 5) |
+
+# %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
 # - `detach()` is an alias: same memory, same version counter, no `grad_fn`. `detach().clone()` when you need to
@@ -365,95 +418,57 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 
 # %% [markdown]
 # ## Exercises
-
-# %%
-prediction = 14  # SOLUTION: how many of G's parameters have .grad after loss_D.backward() WITHOUT detach?
-check("G params with .grad after an undetached D step", prediction, grads_after_D_step(False)[0][0],
-      why="D's loss reaches every G parameter through x_fake: all of them get a gradient.")
-
-# %%
-prediction = True  # SOLUTION: after `u = w.detach(); u.add_(1)`, has w._version changed? (w = torch.ones(2))
-w = torch.ones(2)
-v0 = w._version
-u = w.detach()
-u.add_(1)
-check("w._version changed by an in-place op on w.detach()", prediction, w._version != v0,
-      why="detach() shares the version counter.")
-
-# %%
-prediction = "no_grad"  # SOLUTION: which one can make a fake batch D will train on: "no_grad" or "inference_mode"?
-try:
-    with torch.inference_mode():
-        fake = G(z)
-    D(fake).sum().backward()
-    works = "inference_mode"
-except RuntimeError:
-    works = "no_grad"
-check("safe way to make D's fake batch without a graph", prediction, works,
-      why="inference tensors cannot be saved for backward, and D's first layer saves its input.")
-
-# %%
-prediction = "moves"  # SOLUTION: one Adam owns G and D, and G has stepped once. After opt.zero_grad(set_to_none=False) and a D step on x_fake.detach(), does G "move" or "stay"?
-check("G after a D step with zeroed, not None, grads", prediction,
-      "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
-      why="a zero .grad is still stepped, and Adam's step comes from its running averages, which G's earlier "
-          "step filled. Only a parameter whose .grad is None is skipped.")
-
-# %%
-prediction = True  # SOLUTION: in training mode, does `with torch.no_grad(): G(z)` change G's BatchNorm running_mean?
-check("no_grad forward changes BatchNorm's running_mean", prediction, bn_change(G_under_no_grad)[0],
-      why="running statistics are buffers updated by every training-mode forward; no_grad only stops the graph. "
-          "G.eval() stops them.")
-
-# %% [markdown]
-# ### Fix it: a D step that trains G too
 #
-# Section 3's D step without `detach()` fills the `.grad` of all 14 of G's parameters. Write the fake half of
-# `loss_D` below so that `loss_D` trains D only: real images labelled 1, fakes 0, `D` returning one logit per image.
-# The checker runs your `d_step` on seed 000's models, reads D's gradients at `opt_D.step()` (with
-# `register_step_pre_hook`) and compares them with the right ones, and checks that no G parameter has a `.grad`.
+# ### Build it: a D step that trains D and nothing else
+#
+# Write `d_step(G, D, opt_D, z, x_real)`: one step of D on `bce(D(x_real), 1) + bce(D(G(z)), 0)`, where `bce` is
+# `F.binary_cross_entropy_with_logits` and D returns one logit per image (shape `[B]`). It must train D, and its
+# backward must not go into G (section 3). Return `loss_D`. The checker runs it on seed 000's models with D's
+# `.grad` holding an earlier gradient, as it does mid-training; it reads D's gradients at `opt_D.step()` (with
+# `register_step_pre_hook`) and compares them with the right ones (the sum of the two terms or their mean), and it
+# watches G's parameters for any gradient computed along the way. The whole body is yours.
 
 # %%
 from gan_lessons import exercises
 
 def d_step(G, D, opt_D, z, x_real):
-    """One D step: loss_D on x_real (label 1) and on G's fakes (label 0) trains D and nothing else."""
-    x_fake = G(z)
-    ones, zeros = torch.ones(len(x_real)), torch.zeros(len(z))
-    loss_real = F.binary_cross_entropy_with_logits(D(x_real), ones)
-    loss_fake = F.binary_cross_entropy_with_logits(D(x_fake.detach()), zeros)  # SOLUTION: D's loss on the fake batch
+    """One D step: x_real labelled 1, G's fakes labelled 0; trains D, and its backward never enters G."""
+    ### BEGIN SOLUTION
+    x_fake = G(z).detach()                    # cut from G: D's backward stops here
+    loss_real = F.binary_cross_entropy_with_logits(D(x_real), torch.ones(len(x_real)))
+    loss_fake = F.binary_cross_entropy_with_logits(D(x_fake), torch.zeros(len(z)))
     loss_D = loss_real + loss_fake
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
+    return loss_D
+    ### END SOLUTION
 
 my_answer = d_step  # SOLUTION: point this at your d_step
 solved = exercises.check_d_step(my_answer)
-
 
 # %% [markdown]
 # ### Build it: samples for a figure, mid-training
 #
 # Every few hundred steps a training loop draws a grid of G's images (lesson 06's trainer does). That sampling
-# must leave no trace on training: section 6 showed that a `no_grad` forward still moves BatchNorm's running
+# must leave no trace on training: section 6 showed what a forward in training mode does to BatchNorm's running
 # statistics, and that a `detach()` after the forward comes too late to save the graph's memory. Write
 # `sample(G, z)`: it returns G's images **as G computes them in evaluation mode**, builds no graph, leaves G's
-# parameters and running statistics as they were, and leaves G in the mode it found it in. The checker trains a
-# small G for two steps, calls your function, counts the tensors its forward saved with `saved_tensors_hooks`
-# (lesson 03's exercise built the same probe), and compares everything else.
+# parameters and running statistics as they were, and leaves G in the mode it found it in (training or
+# evaluation). The checker trains a small G for two steps, calls your function on it in training mode and then in
+# evaluation mode, counts the tensors its forward saved with `saved_tensors_hooks`, and compares everything else.
 
 # %%
 def sample(G, z):
     """G's images for a figure: eval-mode output, no graph, nothing about G changed."""
+    ### BEGIN SOLUTION
     was_training = G.training
-    sampling_mode = False  # SOLUTION: G.train(True) is training mode; which mode makes BatchNorm use its running statistics?
-    G.train(sampling_mode)
-    no_graph = torch.no_grad()  # SOLUTION: a context manager under which G's forward builds no graph
-    with no_graph:
+    G.eval()                                  # BatchNorm normalises with its running statistics
+    with torch.no_grad():                     # no graph: nothing saved for a backward
         images = G(z)
-    restore = was_training  # SOLUTION: which mode must G be left in?
-    G.train(restore)
+    G.train(was_training)
     return images
+    ### END SOLUTION
 
 my_answer = sample  # SOLUTION: point this at your sample
 solved = exercises.check_sample(my_answer)

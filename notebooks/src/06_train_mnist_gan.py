@@ -6,8 +6,8 @@
 # number instead of squinting at them.
 #
 # **Material.** Seed 000's Generator (Linear, BatchNorm, PixelShuffle, Conv) and Discriminator (`gan_lessons.models`),
-# with `z_dim = 64`, plus one `nn.Tanh()` at the end of G (section 6 shows why the seed needs it); the strategies
-# of lesson 05.
+# with `z_dim = 64`, plus one `nn.Tanh()` at the end of G (section 6 compares one run with it and one without);
+# the strategies of lesson 05.
 #
 # On a GPU this notebook trains the full run (20 epochs of 60,000 images). On a CPU, and under CI, quick mode
 # trains 400 steps on 6,400 images at three times the learning rate, about a minute on two CPU cores: enough for
@@ -22,7 +22,7 @@ import dataclasses
 import json
 import matplotlib.pyplot as plt
 from gan_lessons import data, metrics, plots, training
-from gan_lessons.models import Generator
+from gan_lessons.models import Discriminator, Generator
 from gan_lessons.training import TrainConfig
 
 # %% [markdown]
@@ -30,12 +30,21 @@ from gan_lessons.training import TrainConfig
 #
 # **Why it matters.** A training step of these small models is short, so any work done per image, every step,
 # shows up in the step time. A `DataLoader` over torchvision's MNIST turns every image into a PIL image and
-# back into a tensor, one at a time, in Python. MNIST is small: as `uint8` the 60,000 training images are 47 MB,
-# so the trainer copies them to the device once and slices batches out of that tensor. Nothing is done per
-# image. (How much this saves depends on the machine; this lesson does not measure it.)
+# back into a tensor, one at a time, in Python. MNIST is small, so the trainer copies all 60,000 training images
+# to the device once, as one tensor, and slices batches out of it. Nothing is done per image. (How much this
+# saves depends on the machine; this lesson does not measure it.)
+#
+# `data.mnist_tensors` returns that tensor, and the trainer keeps it as it comes. G's samples are floats in
+# [-1, 1]. Predict how the real images are stored, then run the cell.
+
+# %% tags=["predict"] reveals=["uint8", "\\b47(\\.0)? MB"]
+prediction = torch.uint8  # SOLUTION: the dtype of the training images as data.mnist_tensors returns them (a torch dtype)?
+images, labels = data.mnist_tensors(train=True)
+check("images.dtype", prediction, images.dtype,
+      why=f"one byte per pixel: {images.numel() * images.element_size() / 1e6:.0f} MB for all 60,000 (float32 would "
+          "take 4 times that); each batch is converted to floats in [-1, 1] when it is used.")
 
 # %%
-images, labels = data.mnist_tensors(train=True)
 print("training images:", tuple(images.shape), images.dtype, f"{images.numel() * images.element_size() / 1e6:.1f} MB")
 print("one batch in G's range:", tuple(data.to_unit_range(images[:64]).shape),
       "min", data.to_unit_range(images[:64]).min().item(), "max", data.to_unit_range(images[:64]).max().item())
@@ -48,6 +57,29 @@ claim("the 60,000 training images take under 50 MB as uint8", images.dtype == to
 # (`zero_grad`, `detach`, `backward`, `step` are all in there), accumulate the losses **on the device** (an
 # `.item()` per step would wait for the GPU every step), and write a checkpoint every epoch. The configuration is
 # a small dataclass; a run changes only what differs.
+#
+# Two questions before it runs. Seed 000's G turns 64 numbers into 784 pixels; its D turns 784 pixels into one
+# number. Which of the two has more parameters?
+
+# %% tags=["predict"] reveals=["1,654,121", "1,640,033"]
+prediction = True  # SOLUTION: does seed 000's G have more parameters than its D? (True/False)
+count = lambda net: sum(p.numel() for p in net.parameters())
+G_seed, D_seed = Generator(), Discriminator()
+check("G has more parameters than D", prediction, count(G_seed) > count(D_seed),
+      why=f"G has {count(G_seed):,}, D {count(D_seed):,}: nearly equal. Most of each is one Linear between 512 and "
+          f"64 x 7 x 7 = 3,136 numbers, turned around: G's 512 -> 3,136 holds {count(G_seed.net[3]):,}, D's "
+          f"3,136 -> 512 holds {count(D_seed.net[5]):,}.")
+
+# %% [markdown]
+# The trainer cuts the images it keeps into batches of 64, every epoch in a new order. With 1,000 images, how many
+# steps make one epoch? (1,000 is not a multiple of 64.)
+
+# %% tags=["predict"] reveals=["1000 // 64 = 15", "drops the incomplete last batch"]
+prediction = 15  # SOLUTION: steps per epoch when the trainer keeps 1,000 images, batch size 64?
+small = training.Trainer(TrainConfig(limit=1000, out=str(training.RUNS / "lesson06"), device=str(device)))
+check("steps per epoch", prediction, small.steps_per_epoch,
+      why=f"1000 // 64 = {small.steps_per_epoch}: the trainer drops the incomplete last batch ({1000 % 64} images), "
+          "so every step has the same shape; the next epoch's new order uses them.")
 
 # %%
 full = TrainConfig(out=str(training.RUNS / "lesson06"), device=str(device))   # RUNS: outside notebooks/
@@ -184,20 +216,16 @@ else:
 # and G keeps fooling it on the digits it knows. The next section shows such a collapse, and its cause.
 
 # %% [markdown]
-# ## 6 · Seed 000's G as written: it runs, and it trains badly
+# ## 6 · Seed 000's G as written: one run without `tanh`, one with
 #
-# **Why it matters.** Seed 000's G ends with a plain `Conv2d`, so its pixels can be any real number. The seed's
-# own loop fed both models `torch.randn` noise (its `DummyDataLoader`), never digits, so nothing in its listings
-# shows what that does to the samples.
-# Real MNIST pixels, scaled to G's range, lie in [-1, 1], and most of them are exactly -1 (the black
-# background). A G without a bounded output can put pixels outside that range, which no real digit has, and
-# D can use that as a cue that has nothing to do with the strokes. That is a likely reason, not a proven
-# one: below we measure the symptom (how many samples have such pixels) and the outcome of two runs that
-# differ only in the `tanh` flag, one run each. DCGAN-style generators end with `tanh` to keep G's output
-# in the data's range. This suite keeps the seed's G as written (`Generator()`, which lessons 03 to 05
-# use to reproduce its errors). The trainer adds one `nn.Tanh()` (`TrainConfig.tanh = True`), and
-# `python -m gan_lessons train --no-tanh` trains the seed's G unchanged. Both were trained for 20 epochs with the
-# same command apart from that flag and the output folder (checked below), and both generators ship with the package.
+# **Why it matters.** Seed 000's G ends with a plain `Conv2d`: nothing bounds its pixels. The seed's own loop fed
+# both models `torch.randn` noise (its `DummyDataLoader`), never digits, so nothing in its listings shows what
+# that does to the samples. DCGAN-style generators end with `tanh` to keep G's output in the data's range. This
+# suite keeps the seed's G as written (`Generator()`, which lessons 03 to 05 use to reproduce its errors). The
+# trainer adds one `nn.Tanh()` (`TrainConfig.tanh = True`), and `python -m gan_lessons train --no-tanh` trains
+# the seed's G unchanged. Both were trained for 20 epochs with the same command apart from that flag and the
+# output folder (checked below), **one run each**, and both generators ship with the package. First, the range
+# of the real pixels:
 
 # %%
 x_real = data.to_unit_range(images[:2000])
@@ -205,11 +233,24 @@ print("real pixels: min", x_real.min().item(), "max", x_real.max().item(),
       "| share exactly -1:", round((x_real == -1).float().mean().item(), 3))
 claim("real pixels lie in [-1, 1], and most of them are exactly -1", x_real.min() >= -1 and x_real.max() <= 1
       and (x_real == -1).float().mean() > 0.5)
+
+# %% [markdown]
+# No real digit has a pixel outside [-1, 1]. Nothing stops the seed's G from making one, but for 20 epochs D
+# compared its samples with real digits, which could have taught it to stay inside. Predict before we measure
+# 2,000 samples of the shipped generator trained without `tanh`.
+
+# %% tags=["predict"] reveals=["which no real digit has: (0\\.[5-9]|1\\.0)", "\\d+% of its samples have a pixel outside"]
+prediction = True  # SOLUTION: after 20 epochs, do more than half of the seed's G's samples have a pixel outside [-1, 1]? (True/False)
 shipped = {"with Tanh": "generator", "seed's G (--no-tanh)": "generator_no_tanh"}
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}
 z = torch.randn(2000, 64, generator=torch.Generator().manual_seed(0))
 with torch.no_grad():
     raw = {name: G_s(z) for name, G_s in gens.items()}          # no clamp: what D sees in training
+outside = (raw["seed's G (--no-tanh)"].abs() > 1).flatten(1).any(1).float().mean().item()
+check("over half of the samples leave [-1, 1]", prediction, outside > 0.5,
+      why=f"{outside:.0%} of its samples have a pixel outside [-1, 1]: training against D did not pull them in.")
+
+# %%
 for name, x in raw.items():
     print(f"{name:<22} pixels from {x.min().item():5.2f} to {x.max().item():4.2f} | share exactly -1: "
           f"{(x == -1).float().mean().item():.3f} | share outside [-1, 1]: {(x.abs() > 1).float().mean().item():.3f}")
@@ -217,8 +258,11 @@ for name, x in raw.items():
           f"{(x.abs() > 1).flatten(1).any(1).float().mean().item():.3f}")
 
 # %% [markdown]
-# Now the measurement. Both records hold the score after every epoch, so we can plot how each run got
-# there. Then both generators are scored again, live, on the 2,000 samples drawn above.
+# D can use such pixels as a cue that has nothing to do with the strokes. That is a likely reason for what
+# follows, not a proven one: here we measure only the symptom (above) and the outcome of the two runs (below).
+#
+# Now the outcome. Both records hold the score after every epoch, so we can plot how each run got there. Then
+# both generators are scored again, live, on the 2,000 samples drawn above.
 
 # %%
 records = {name: json.loads((metrics.ASSETS / f"{stem}.json").read_text()) for name, stem in shipped.items()}
@@ -242,21 +286,23 @@ plt.show()
 
 # %%
 tanh_m, seed_m = live["with Tanh"], live["seed's G (--no-tanh)"]
-claim("Tanh gives the lower MNIST-FID", tanh_m["mnist_fid"] < seed_m["mnist_fid"],
+claim("the run with Tanh has the lower MNIST-FID", tanh_m["mnist_fid"] < seed_m["mnist_fid"],
       shown=f"{tanh_m['mnist_fid']:.1f} vs {seed_m['mnist_fid']:.1f}")
-claim("Tanh gives the higher classifier score", tanh_m["classifier_score"] > seed_m["classifier_score"])
-claim("Tanh covers every digit with at least 2% of its samples", min(tanh_m["coverage"]) >= 0.02)
+claim("the run with Tanh has the higher classifier score", tanh_m["classifier_score"] > seed_m["classifier_score"])
+claim("the run with Tanh covers every digit with at least 2% of its samples", min(tanh_m["coverage"]) >= 0.02)
 top_two = sorted(range(10), key=lambda d: -seed_m["coverage"][d])[:2]
 share = sum(seed_m["coverage"][d] for d in top_two)
-claim("the seed's G collapsed onto 0s and 8s: together they are over 90% of its samples",
+claim("the seed's G, in its one run, collapsed onto 0s and 8s: together they are over 90% of its samples",
       sorted(top_two) == [0, 8] and share > 0.9, shown=f"0: {seed_m['coverage'][0]:.1%}, 8: {seed_m['coverage'][8]:.1%}")
 
 # %% [markdown]
 # The seed's G runs without an error, and that is the trap: nothing in PyTorch complains, and the losses
-# look like a GAN's losses. Only measuring the samples shows what happened: it collapsed onto two digits,
-# 0 and 8, drawn poorly, while the run with `tanh` covers all ten. One layer with no weights made that
-# difference here. With one run per setting, this shows what happened to these two runs, not how often it
-# happens; other seeds were not tried.
+# look like a GAN's losses. Only measuring the samples shows what happened: its run collapsed onto two digits,
+# 0 and 8, drawn poorly, while the run with `tanh` covers all ten. The two runs differ in one layer with no
+# weights, but there is **one run per setting**: this shows what happened to these two runs, not how often it
+# happens, and not that the layer alone decides it (another seed of either setting might land elsewhere). To
+# say that `tanh` fixes the seed's training you would need several runs per setting, at least 3 seeds each,
+# with the spread of their scores; this lesson does not train them.
 
 # %% [markdown]
 # ## 7 · Two strategies, compared
@@ -291,62 +337,57 @@ for s, (_, m) in runs.items():
 #   the device, and checkpoints atomically; `python -m gan_lessons train --resume` continues a run exactly.
 # - GAN losses tell you about the game, not about the samples. Measure the samples: MNIST-FID, classifier score
 #   and coverage, always next to the real-data baseline.
-# - Seed 000's G has no output activation. It trains without an error, and badly: its pixels leave [-1, 1],
-#   and it misses digits. With one `nn.Tanh()` added, the one run we have of it trained better: two 20-epoch runs,
-#   one per setting, show what happened to those runs, not that the `tanh` always makes the difference.
+# - Seed 000's G has no output activation. It trains without an error; in its one 20-epoch run its pixels left
+#   [-1, 1] and it collapsed onto two digits, while one run with one `nn.Tanh()` added covered all ten. One run
+#   per setting shows what happened to those runs; it does not show that `tanh` fixes training (that would take
+#   at least 3 seeds per setting).
 # - The command line writes the grids, a GIF, the loss curve and `metrics.json`: `python -m gan_lessons train --help`.
 
 # %% [markdown]
 # ## Exercises
-
-# %%
-prediction = 15  # SOLUTION: steps per epoch when the trainer keeps 1,000 images, batch size 64?
-check("steps per epoch", prediction, training.Trainer(dataclasses.replace(cfg, limit=1000)).steps_per_epoch,
-      why="1000 // 64 = 15: the trainer drops the incomplete last batch (40 images), so every step has the same shape.")
-
-# %%
-prediction = torch.uint8  # SOLUTION: the dtype of the training images the trainer keeps on the device?
-check("trainer.images.dtype", prediction, trainer.images.dtype,
-      why="bytes are 4x smaller than float32; each batch is converted to [-1, 1] floats when it is used.")
-
-# %%
-prediction = True  # SOLUTION: does seed 000's G have more parameters than its D? (True/False)
-count = lambda net: sum(p.numel() for p in net.parameters())
-check("G has more parameters than D", prediction, count(trainer.G) > count(trainer.D),
-      why=f"G has {count(trainer.G):,}, D {count(trainer.D):,}: nearly equal, 3.3 M together.")
-
-# %%
-prediction = True  # SOLUTION: can seed 000's G, as written, output a pixel above 1? (True/False)
-check("the seed's G outputs a pixel above 1", prediction, bool(raw["seed's G (--no-tanh)"].max() > 1),
-      why="its last layer is a Conv2d with nothing after it: any real number can come out. Tanh caps it at 1.")
-
-# %% [markdown]
+#
 # ### Build it: a checkpoint the run resumes from exactly
 #
 # `python -m gan_lessons train --resume` continues a stopped run so exactly that it ends with the same weights, bit
-# for bit, as a run that never stopped. Write the two halves of such a checkpoint for a small GAN trained with
-# `strategies.d_first_fresh_fake`: `save_state(G, D, opt_G, opt_D)` returns what the checkpoint holds, and
-# `load_state(state, G, D, opt_G, opt_D)` puts it back into freshly made objects. The weights alone are not enough:
-# think about what else decides the next step. The checker sends your state through `torch.save` and
-# `torch.load(weights_only=True)` (a checkpoint is data, never code), resumes a run after 3 of 6 steps in objects
-# made with other weights and another random state, and says which piece is missing.
+# for bit, as a run that never stopped. Write both halves of such a checkpoint, for a small GAN trained with
+# `strategies.d_first_fresh_fake` whose real batch depends on the step number (as an epoch's order does):
+#
+# - `save_state(G, D, opt_G, opt_D, step)` returns the run after `step` steps as plain data (tensors, numbers,
+#   dicts of them). A trainer may keep it in memory while the run goes on (the best state so far) and write it to
+#   disk later, so it must not change once it is returned.
+# - `load_state(state, G, D, opt_G, opt_D)` puts it back into freshly made objects and returns the step to go on
+#   from.
+#
+# The weights alone are not enough: before you write, list everything that decides what the next step does. The
+# checker saves after 3 of 6 steps, trains the original run on, sends your state through `torch.save` and
+# `torch.load(weights_only=True)` (a checkpoint is data, never code), loads it into objects made with other
+# weights and another random state, resumes, and says which piece is missing.
 
 # %%
 from gan_lessons import exercises
 
-def save_state(G, D, opt_G, opt_D):
-    """Everything the next step depends on, as plain data."""
-    models = {"G": G.state_dict(), "D": D.state_dict()}
-    optimizers = {"opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict()}  # SOLUTION: what do Adam's steps depend on besides the weights and the gradient?
-    random_state = torch.get_rng_state()  # SOLUTION: what decides the z the next step draws?
-    return {"models": models, "optimizers": optimizers, "random": random_state}
+def save_state(G, D, opt_G, opt_D, step):
+    """The run after `step` steps, as plain data that stays as it is while the run goes on."""
+    ### BEGIN SOLUTION
+    import copy
+    state = {"G": G.state_dict(), "D": D.state_dict(),                   # the weights
+             "opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict(),   # Adam's moments and step counts
+             "rng": torch.get_rng_state(),                               # decides the next z
+             "step": step}                                               # decides the next batch
+    return copy.deepcopy(state)    # state_dict() hands out the live tensors, which the next steps change
+    ### END SOLUTION
+
 
 def load_state(state, G, D, opt_G, opt_D):
-    G.load_state_dict(state["models"]["G"])
-    D.load_state_dict(state["models"]["D"])
-    for opt, key in ((opt_G, "opt_G"), (opt_D, "opt_D")):
-        opt.load_state_dict(state["optimizers"][key])
-    torch.set_rng_state(state["random"])
+    """Put the checkpoint back into fresh objects; return the step to go on from."""
+    ### BEGIN SOLUTION
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    torch.set_rng_state(state["rng"])
+    return state["step"]
+    ### END SOLUTION
 
 my_answer = save_state  # SOLUTION: point this at your save_state (no parentheses)
 solved = exercises.check_resume(my_answer, load_state)

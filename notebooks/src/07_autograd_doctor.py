@@ -79,6 +79,34 @@ claim("the diagnosis is a version error on d.net.7.weight.T", diagnosis.kind == 
 claim("the doctor also warned about the double sigmoid and about D stepping on gradients that ran on into g",
       any("sigmoid is fed into" in w for w in warned) and any("d_optimizer.step() uses gradients" in w for w in warned))
 
+# %% [markdown]
+# The doctor sits on every torch call, every module and every optimizer step of the block it watches. Does
+# watching change what it watches? Below, one clean training step (Adam on a small classifier) runs twice from the
+# same seed: once plain, once under the doctor. Predict, then compare the loss and every weight after the step.
+
+# %% tags=["predict"] reveals=["same with and without", "never changes a result"]
+prediction = False  # SOLUTION: does the doctor change the loss, or any weight after the step, of a clean step? (True/False)
+def clean_step():
+    """One Adam step of a small classifier; its loss and every weight afterwards."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt = optim.Adam(net.parameters())
+    loss = F.cross_entropy(net(torch.randn(16, 4)), torch.randint(0, 3, (16,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return [loss, *net.parameters()]
+
+plain = clean_step()
+with doctor() as doc:
+    watched = clean_step()
+changed = not all(torch.equal(a, b) for a, b in zip(plain, watched))
+check("the doctor changes a clean step", prediction, changed,
+      why=f"the doctor only records: the loss and all {len(plain) - 1} weight tensors after the step are the same "
+          "with and without it, bit for bit.")
+claim("the doctor had nothing to say about the clean step", doc.diagnoses == [])
+
+
 
 # %% [markdown]
 # ## 2 · The other seeds' broken listings
@@ -86,6 +114,26 @@ claim("the doctor also warned about the double sigmoid and about D stepping on g
 # **Why it matters.** Each seed hits one of these errors from a different direction. The doctor names the moving
 # part every time.
 #
+# First the smallest case of all: one loss, and `backward()` called on it twice. Section 1's diagnosis was of
+# kind `"version"` (a saved tensor changed in place); the doctor has others, such as `"freed"` (a backward needs
+# what an earlier backward freed) and `"leaf_inplace"` (a parameter changed in place while autograd records).
+
+# %% tags=["predict"] reveals=["first (call|backward) freed", "graph (is|was) freed"]
+prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?
+x = torch.ones(2, requires_grad=True)
+kind = None                                  # stays None if nothing raises
+try:
+    with doctor(x=x):
+        y = (x * x).sum()
+        y.backward()
+        y.backward()
+except RuntimeError as error:
+    kind = error.diagnosis.kind
+check("diagnosis kind", prediction, kind,
+      why="mul saved x (twice) for its backward; the first backward used and freed it, so the second has nothing to "
+          "work with. It is one loss, so the doctor's fix is to call backward() once, not to detach.")
+
+# %% [markdown]
 # **Seed 001's G/D toy** fails twice: without `retain_graph` the graph is freed; with it, the step makes D's
 # saved weight stale.
 
@@ -173,20 +221,31 @@ with warnings.catch_warnings():
 #
 # **Why it matters.** Real code breaks in ways no blog post listed. Here are four new ones.
 #
-# **(a) A `+=` on an activation that the op which made it saved.** Someone adds a little noise to G's output in
-# place. `tanh` saved its output for its backward, so the `+=` makes it stale:
+# **(a) A `+=` on G's output.** Someone adds a little noise to G's output in place ("instance noise"). G's
+# backward then fails with a version error on `x_fake`. Predict which autograd node saved the `x_fake` that went
+# stale (its `grad_fn` name, in the form `AddmmBackward0`), then run the loop under the doctor.
 
-# %%
+# %% tags=["predict"] reveals=["TanhBackward0", "tanh saves its output"]
+prediction = "TanhBackward0"  # SOLUTION: which autograd node saved the x_fake that the += makes stale?
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
 D = nn.Linear(16, 1)
 opt_G = optim.Adam(G.parameters())
-with expect_error(RuntimeError, "output 0 of Tanh(Backward0)?,"):
-    with doctor(G=G, D=D, opt_G=opt_G):
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    with doctor(G=G, D=D, opt_G=opt_G) as doc:
         x_fake = G(torch.randn(4, 8))
         x_fake += 0.01 * torch.randn(4, 16)        # "instance noise", in place
         loss_G = F.softplus(-D(x_fake)).mean()
         loss_G.backward()
+node = doc.diagnoses[-1].facts["saved by"].split()[0]
+check("the node that saved the stale x_fake", prediction, node,
+      why="tanh saves its output, since its backward is 1 - tanh(x)² computed from it: the op that made x_fake "
+          "saved it, and the += changed it afterwards.")
+
+# %% [markdown]
+# The op that made the activation saved it, so changing it in place breaks that op's backward: the same happens to
+# the output of `sigmoid`, `exp`, or a `ReLU(inplace=True)` (cheat sheet below). Make the change out of place
+# (`x_fake = x_fake + noise`), and both backwards have what they saved.
 
 # %% [markdown]
 # **(b) `opt_D.step()` before `loss_G.backward()` on D's old output.** The D-first order, but G's loss reuses the
@@ -332,52 +391,41 @@ claim("made in the same cell, the critic's weight is still named by its variable
 
 # %% [markdown]
 # ## Exercises
+#
+# ### Build it: seed 000's step, until the doctor has nothing to say
+#
+# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D
+# stepping on gradients that went on into `g`. Write seed 000's training step as one function that keeps its plan
+# (D's step first, then G's; one forward of `g`) and has none of them: labels, both losses, each optimizer's
+# `zero_grad`, `backward` and `step`, in the right order. The checker runs your step once under the doctor, which
+# must neither raise nor warn, then twice on seed 000's models, comparing every gradient of `g` and `d` at each
+# optimizer step with the right ones. While a bug is left, it prints the doctor's report or warning for it, and
+# what that means here: read it first, the way you would on your own code.
 
 # %%
-prediction = "TanhBackward0"  # SOLUTION: in loop (a), which autograd node saved the tensor that went stale?
-torch.manual_seed(0)
-G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
-try:
-    with doctor(G=G):
-        x_fake = G(torch.randn(4, 8))
-        x_fake += 1
-        x_fake.sum().backward()
-except RuntimeError as error:
-    node = error.diagnosis.facts["saved by"].split()[0]
-check("node that saved the stale tensor", prediction, node, why="tanh saves its output for 1 - tanh^2.")
+from gan_lessons import exercises
 
-# %%
-prediction = "freed"  # SOLUTION: which kind of diagnosis for `y = (x * x).sum(); y.backward(); y.backward()`?
-x = torch.ones(2, requires_grad=True)
-try:
-    with doctor():
-        y = (x * x).sum()
-        y.backward()
-        y.backward()
-except RuntimeError as error:
-    kind = error.diagnosis.kind
-check("diagnosis kind", prediction, kind, why="the first backward freed what mul saved.")
+def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
+    """Seed 000's step, fixed: D's step, then G's; one forward of g; nothing for the doctor to report."""
+    ### BEGIN SOLUTION
+    bce = F.binary_cross_entropy_with_logits         # takes raw logits: no sigmoid before it
+    real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)                                          # the one forward of g
+    d_loss = bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)   # D's backward stops at gz
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(gz), real_label)                    # a fresh forward of the d that has just stepped
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+    ### END SOLUTION
 
-# %%
-prediction = False  # SOLUTION: does the doctor change the loss value or the gradient of a clean step? (True/False)
-torch.manual_seed(0)
-net = nn.Linear(3, 1)
-
-def clean_step():
-    net.zero_grad()
-    loss = net(torch.ones(2, 3)).sum()
-    loss.backward()
-    return loss.item(), net.weight.grad.clone()
-
-plain_loss, plain_grad = clean_step()
-with doctor(net=net):
-    doctored_loss, doctored_grad = clean_step()
-check("the doctor changes the loss or the gradient", prediction,
-      plain_loss != doctored_loss or not torch.equal(plain_grad, doctored_grad),
-      why="the doctor only records what happens; the loss and the gradient are the same with and without it.")
+my_answer = fixed_step  # SOLUTION: point this at your fixed_step
+solved = exercises.check_seed000_step(my_answer)
 
 # %% [markdown]
-# ### Build it: bring your own bug to the doctor
+# ### Bring your own bug to the doctor
 #
 # The small GAN step below runs cleanly when D's loss sees `x_fake.detach()`. Break it with one of the errors of
 # lessons 01 to 03 (change any line you like: an in-place op on a parameter, a second backward through a freed
@@ -386,8 +434,6 @@ check("the doctor changes the loss or the gradient", prediction,
 # tells you whether there was an error to diagnose and which kind the doctor found.
 
 # %%
-from gan_lessons import exercises
-
 def my_buggy_loop():
     """One D step and one G step; correct while D's loss sees x_fake.detach()."""
     torch.manual_seed(0)
@@ -403,34 +449,3 @@ def my_buggy_loop():
 expected = "freed"  # SOLUTION: the diagnosis kind you expect: "leaf_inplace", "freed" or "version"
 my_answer = my_buggy_loop  # SOLUTION: point this at your loop
 solved = exercises.check_doctor_bug(my_answer, expected)
-
-
-# %% [markdown]
-# ### Fix it: seed 000's step, until the doctor has nothing to say
-#
-# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D
-# stepping on gradients that went on into `g`. Rewrite it as one step function that keeps seed 000's plan (D
-# first, then G; one forward of `g`) and fixes all three. The checker runs your step once under the doctor, which
-# must neither raise nor warn, then twice on seed 000's models, comparing every gradient of `g` and `d` at each
-# optimizer step with the right ones. While a bug is left, it prints the doctor's report or warning for it: read
-# that first, the way you would on your own code.
-
-# %%
-def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
-    """Seed 000's step, fixed: D first, then G, one forward of g."""
-    bce = F.binary_cross_entropy_with_logits
-    real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))
-    gz = g(z)
-    logits_fake_for_D = d(gz.detach())  # SOLUTION: the seed used F.sigmoid(d(gz)) for both losses; what should D's fake term get?
-    d_loss = bce(d(x_real), real_label) + bce(logits_fake_for_D, fake_label)
-    d_optimizer.zero_grad()
-    d_loss.backward()
-    d_optimizer.step()
-    logits_fake_for_G = d(gz)  # SOLUTION: and G's loss, now that d has stepped?
-    g_loss = bce(logits_fake_for_G, real_label)
-    g_optimizer.zero_grad()
-    g_loss.backward()
-    g_optimizer.step()
-
-my_answer = fixed_step  # SOLUTION: point this at your fixed_step
-solved = exercises.check_seed000_step(my_answer)

@@ -4,25 +4,16 @@
 # **Goal.** Take gradients *as values* with `torch.autograd.grad`, and know what each of its arguments does:
 # `grad_outputs`, `retain_graph`, `create_graph`, `inputs`. Then build WGAN-GP's gradient penalty one line at a
 # time, meet each error it raises on the way, and catch the bug that raises nothing: a penalty computed without
-# `create_graph=True` is a constant that trains nothing. Finish with R1 on real images, lazy regularisation,
-# `n_critic` critic steps per G step, and what a penalty costs, measured.
+# `create_graph=True`. Go on to R1 on real images, lazy regularisation, `n_critic` critic steps per G step, what a
+# penalty costs, measured, and why `torch.compile` cannot take it. In the exercises you write WGAN-GP's penalty and
+# lazy R1 yourself, from scratch.
 #
 # **Material.** None of the five seeds reaches gradient penalties; this lesson goes past them. The facts come
 # from the papers: WGAN-GP (Gulrajani et al., *Improved Training of Wasserstein GANs*, 2017: penalty weight 10,
 # `n_critic` 5, Adam with lr 1e-4 and betas (0, 0.9)), R1 (Mescheder et al., *Which Training Methods for GANs do
 # actually Converge?*, 2018) and lazy regularisation (Karras et al., *Analyzing and Improving the Image Quality
-# of StyleGAN*, 2020: R1 every 16 minibatches). The code people write around them, and what it does on today's
-# torch:
-
-# %% [markdown] tags=["read-after-exercises"]
-# | what people write | on today's torch |
-# |---|---|
-# | `torch.autograd.grad(D(x_hat), x_hat)` with D's one score per image | raises "grad can be implicitly created only for scalar outputs" (section 3) |
-# | interpolates made from detached tensors, without `requires_grad_()` | raises "One of the differentiated Tensors does not require grad" (section 3) |
-# | the penalty's `autograd.grad` without `create_graph=True` | runs, and the penalty trains nothing: its gradient on D is zero (section 4) |
-# | `autograd.grad(..., create_graph=True, retain_graph=True)` | runs; `retain_graph=True` is what `create_graph=True` already implies (section 5) |
-# | `create_graph=True, retain_graph=False` on D's real scores, then the loss on the same scores | raises "Trying to backward through the graph a second time" (section 5) |
-# | `n_critic` critic steps on a fake batch that is not detached, `opt_G.zero_grad()` once at the top of the iteration | runs, and G's gradient points the wrong way; with `zero_grad()` right before G's backward it is right, and the critic steps still pay for backward passes through G (section 7) |
+# of StyleGAN*, 2020: R1 every 16 minibatches). A table before the summary (after the exercises, in the student
+# copy) sums up the code people write around them, and what it does on today's torch.
 
 # %%
 #SETUP
@@ -35,6 +26,7 @@ import warnings
 from gan_lessons import costs, data, graphs, strategies
 from gan_lessons.doctor import doctor, DoctorWarning
 from gan_lessons.models import Generator, Discriminator
+from gan_lessons.training import ConfigError, TrainConfig
 from IPython.display import Markdown, display
 
 warnings.simplefilter("always", DoctorWarning)
@@ -45,7 +37,7 @@ grad = torch.autograd.grad
 #
 # **Why it matters.** `loss.backward()` adds gradients into the `.grad` of leaves and returns nothing. A gradient
 # penalty needs the gradient of D's output *with respect to its input image*, as a tensor, inside the loss. That
-# is `torch.autograd.grad(outputs, inputs)`: it returns the gradients and touches no `.grad`.
+# is `torch.autograd.grad(outputs, inputs)`, which returns the gradients, one per input, as a tuple.
 
 # %%
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -53,12 +45,14 @@ y = (x ** 3).sum()
 dy_dx, = grad(y, x)
 claim("autograd.grad returns dy/dx = 3x²", torch.equal(dy_dx, 3 * x.detach() ** 2), rounded(dy_dx))
 
-# %%
+# %% tags=["predict"] reveals=["touches no `?\\.grad", "x\\.grad stays None", "leaves `?\\.grad`? alone"]
 prediction = False  # SOLUTION: after grad(y, x), is x.grad filled?
 check("autograd.grad fills x.grad", prediction, x.grad is not None,
       why="autograd.grad returns the gradients instead of adding them into .grad; x.grad stays None.")
 
 # %% [markdown]
+# So `autograd.grad` touches no `.grad`: what it computes is its return value, nothing else.
+#
 # **`grad_outputs`.** A critic gives one score per image, so its output is a vector. Autograd computes
 # vector-Jacobian products: for a vector output it needs the vector `v` in `v · ∂y/∂x`. `backward()` on a scalar
 # uses `v = 1` silently; for a vector you pass it. `grad_outputs=torch.ones_like(y)` gives the gradient of
@@ -161,11 +155,20 @@ scores = D(x_hat)
 with expect_error(RuntimeError, "grad can be implicitly created only for scalar outputs"):
     grad(scores, x_hat, create_graph=True)
 
-# %%
+# %% [markdown]
+# With `grad_outputs=torch.ones_like(scores)` it runs. `g` is the gradient of the 16 scores (summed) with respect
+# to `x_hat`, and the penalty takes one norm per image from it.
+
+# %% tags=["predict"] reveals=["\\(16, 1, 28, 28\\)", "one entry per pixel"]
 g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+prediction = (16, 1, 28, 28)  # SOLUTION: what is tuple(g.shape)? (x_hat is 16 MNIST digits; D gives one score each)
+check("g.shape", prediction, tuple(g.shape),
+      why="a gradient with respect to x_hat has x_hat's shape, one entry per pixel of every image, whatever the "
+          "shape of D's output: each image's norm is taken over its flattened gradient, g.flatten(1).norm(2, dim=1).")
+
+# %%
 gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 print("per-image gradient norms:", rounded(g.flatten(1).norm(2, dim=1)[:4]), "...")
-claim("the gradient has one entry per pixel of every image", g.shape == x_hat.shape, tuple(g.shape))
 claim("gan_lessons.strategies.gradient_penalty computes the same penalty",
       torch.allclose(gp, strategies.gradient_penalty(D, x_real, x_fake, eps=eps)), f"{gp.item():.4f}")
 
@@ -202,8 +205,8 @@ claim("through the same D with SiLU they are not", any(bool(t.abs().sum() > 0) f
 # ## 4 · The silent bug: a penalty without `create_graph=True`
 #
 # **Why it matters.** Drop `create_graph=True` and everything still runs. The penalty is computed and printed,
-# and it is added to `loss_D`. But the gradient it was built from is a constant, so the penalty is a constant too:
-# its gradient with respect to D's weights is zero, and training is plain WGAN with a number added to the loss.
+# and it is added to `loss_D`. Below, D's gradients from three losses on the same batch: the critic's loss alone
+# (`plain`), with the penalty computed without `create_graph=True` (`silent`), and with it (`right`).
 
 # %%
 def critic_loss(D, create_graph):
@@ -226,19 +229,25 @@ silent = D_grads(wasserstein + 10 * gp_const)             # the silent bug
 wasserstein, gp_live = critic_loss(D, create_graph=True)
 right = D_grads(wasserstein + 10 * gp_live)
 print(f"penalty without create_graph: {gp_const.item():.4f}; with it: {gp_live.item():.4f}")
-claim("without create_graph the penalty has the same value, but requires_grad=False",
-      torch.allclose(gp_const, gp_live.detach()) and not gp_const.requires_grad)
+claim("without create_graph the penalty has the same value", torch.allclose(gp_const, gp_live.detach()))
+
+# %% tags=["predict"] reveals=["exactly those of the loss without any penalty", "trains nothing", "gradient (on|with respect to) D('s weights)? is zero"]
+prediction = 0  # SOLUTION: of D's parameters, how many get a different gradient in `silent` than in `plain`?
+check("D parameters whose gradient the penalty without create_graph changes", prediction,
+      sum(not torch.equal(s, p) for s, p in zip(silent, plain)),
+      why="a tensor that requires no grad adds nothing to any gradient: the penalty is only a number in the loss.")
+
+# %%
+claim("without create_graph the penalty has requires_grad=False", not gp_const.requires_grad)
 claim("and D's gradients are exactly those of the loss without any penalty",
       all(torch.equal(s, p) for s, p in zip(silent, plain)))
 changed = sum(not torch.allclose(r, p) for r, p in zip(right, plain))
 claim("with create_graph=True the penalty changes D's gradient", changed > 0,
       f"{changed} of {len(right)} D parameters get a different gradient")
 
-# %%
-prediction = 0  # SOLUTION: how many of D's parameters does a penalty without create_graph change the gradient of?
-check("D parameters whose gradient the constant penalty changes", prediction,
-      sum(not torch.equal(s, p) for s, p in zip(silent, plain)),
-      why="a tensor that requires no grad adds nothing to any gradient: the penalty is only a number in the loss.")
+# %% [markdown]
+# The gradient the penalty was built from is a constant, so the penalty is a constant too: its gradient with respect
+# to D's weights is zero, and training is plain WGAN with a number added to the loss.
 
 # %% [markdown]
 # The autograd doctor of lesson 07 watches `autograd.grad` too. It warns when a gradient taken without
@@ -251,22 +260,36 @@ with expect_warning(DoctorWarning, "create_graph"):
         (wasserstein + 10 * gp_const).backward()
 
 # %% [markdown]
-# ## 5 · `retain_graph` in penalty code: the `True`s that only hold memory, the `False` that breaks
+# ## 5 · `retain_graph` in penalty code: `True`, left out, or `False`
 #
 # **Why it matters.** Penalty code found online often reads `autograd.grad(..., create_graph=True,
 # retain_graph=True)` and then `loss_D.backward(retain_graph=True)`. The first `retain_graph=True` repeats what
 # `create_graph=True` already does (section 1). The second keeps every saved tensor of the step alive after it,
-# until the graph is dropped, for a second backward that never comes. Deleting either is safe. Writing
-# `retain_graph=False` instead, next to `create_graph=True`, is not: it breaks R1-style code, where the penalty's
-# gradient and the loss share D's forward on the real images:
+# until the graph is dropped, for a second backward that never comes. Deleting either is safe. And writing
+# `retain_graph=False` next to `create_graph=True`? In R1-style code (section 6), the penalty's gradient and the
+# loss share one forward of D on the real images:
 
 # %%
-x_real_leaf = x_real.clone().requires_grad_(True)
-scores_real = D(x_real_leaf)
-g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, retain_graph=False)
-r1 = g.flatten(1).pow(2).sum(1).mean()
+def r1_loss(**grad_options):
+    x_real_leaf = x_real.clone().requires_grad_(True)
+    scores_real = D(x_real_leaf)
+    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
+    return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # the loss and R1, weight 5
+
+# %% tags=["predict"] reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"]
+prediction = False  # SOLUTION: does r1_loss(retain_graph=False).backward() run?
+try:
+    r1_loss(retain_graph=False).backward()
+    backward_ran = True
+except RuntimeError:
+    backward_ran = False
+check("r1_loss(retain_graph=False).backward() runs", prediction, backward_ran,
+      why="retain_graph=False frees what D's forward on the real images saved as soon as the gradient is taken, and "
+          "the loss's backward still needs it.")
+
+# %%
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
-    (F.softplus(-scores_real).mean() + 5 * r1).backward()
+    r1_loss(retain_graph=False).backward()
 
 
 # %% [markdown]
@@ -276,10 +299,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 # %%
 def r1_step(retain):
-    x_real_leaf = x_real.clone().requires_grad_(True)
-    scores_real = D(x_real_leaf)
-    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True)
-    loss = F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()
+    loss = r1_loss()                                        # retain_graph left out
     D.zero_grad()
     loss.backward(retain_graph=retain)
     return loss, [p.grad.clone() for p in D.parameters()]
@@ -296,25 +316,26 @@ claim("but with it, the step's saved tensors stay in memory afterwards", kept > 
 # ## 6 · R1 on real images, and lazy regularisation
 #
 # **Why it matters.** R1 penalises D's gradient on *real* images only, `γ/2 · E‖∇x D(x_real)‖²`, pushing D to be
-# flat where the data is. It is computed from the real images' own forward, so `x_real` must require grad.
-# StyleGAN2 computes it only every *k*-th minibatch (k = 16) and multiplies it by *k*: on average it weighs the
-# same, at a fraction of the cost.
+# flat where the data is. It is computed from the real images' own forward, so `x_real` must require grad (section
+# 5's `r1_loss` adds it with weight 5). StyleGAN2 computes it only every *k*-th minibatch (k = 16) and multiplies it
+# by *k*: on average it weighs the same, at a fraction of the cost. `strategies.r1_penalty` is R1 with weight 1;
+# in the exercises you write lazy R1 yourself.
 
 # %%
-def r1_term(D, x_real, step, every=16, gamma=10.0):
-    if step % every:
-        return torch.zeros(())
-    return gamma / 2 * every * strategies.r1_penalty(D, x_real)
+every, gamma = 16, 10.0
+lazy_weights = [gamma / 2 * every if step % every == 0 else 0.0 for step in range(32)]
+claim("in 32 steps with k = 16, lazy R1 is computed at steps 0 and 16 only",
+      [step for step, w in enumerate(lazy_weights) if w] == [0, 16])
 
-computed = [step for step in range(32) if r1_term(D, x_real, step).requires_grad]
-claim("in 32 steps with every=16, R1 is computed twice", computed == [0, 16], computed)
-x_leaf = x_real.clone().requires_grad_(True)            # R1 from its formula, without r1_term or r1_penalty
-scores = D(x_leaf)
-g_x, = grad(scores, x_leaf, grad_outputs=torch.ones_like(scores))
-by_hand = g_x.pow(2).sum(dim=(1, 2, 3)).mean()
-claim("on a due step it is γ/2 · 16 · E‖∇x D(x_real)‖², 16 times the every-step weight",
-      torch.allclose(r1_term(D, x_real, 0), 10.0 / 2 * 16 * by_hand), f"{r1_term(D, x_real, 0).item():.4g} vs "
-      f"{10.0 / 2 * 16 * by_hand.item():.4g}")
+def D_grad(weight):                                         # D's gradient from weight · R1 on this batch
+    r1 = weight * strategies.r1_penalty(D, x_real)
+    return torch.cat([t.flatten() for t in grad(r1, list(D.parameters()), materialize_grads=True)])
+
+lazy_cycle = sum(D_grad(w) for w in lazy_weights[:every] if w)        # the cycle's one due step
+every_step = every * D_grad(gamma / 2)                                  # γ/2 · R1 at each of the 16 steps
+claim("over a cycle of 16 steps, lazy R1 (γ/2 · 16, once) gives D the same gradient as γ/2 · R1 at every step, "
+      "with D held fixed", torch.allclose(lazy_cycle, every_step, rtol=1e-5),
+      f"largest gap {(lazy_cycle - every_step).abs().max().item():.1e}")
 
 
 # %% [markdown]
@@ -377,7 +398,8 @@ claim("10 calls of wgan_gp with n_critic=5: D steps 10 times, G twice", steps ==
 # **Why it matters.** The penalty needs one more D forward (on `x_hat`) and a backward through the gradient's
 # own graph: a double backward. The cost probe of lesson 05 counts passes through G and D with hooks. Here it
 # runs the DCGAN-style order and `wgan_gp` on seed 000's models; `wgan_gp`'s counts are averages over its
-# 5-call cycle (four critic steps alone, one followed by G's step).
+# 5-call cycle (four critic steps alone, one followed by G's step). Last, why `torch.compile` cannot make a
+# penalty cheaper.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -432,6 +454,56 @@ without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
 print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
       f"({with_gp / without:.2f}x), batch 16, torch {torch.__version__}")
 
+# %% [markdown]
+# **A penalty cannot run through `torch.compile`.** The usual way to make a step cheaper is `torch.compile(D)`.
+# A compiled module runs its forward and its backward as functions that AOTAutograd made, and a penalty needs the
+# backward of that backward. Here is the smallest case, on section 2's small critic, with `backend="aot_eager"`:
+# it runs AOTAutograd without generating code, so no C++ compiler is needed (the default backend, inductor, goes
+# through the same AOTAutograd).
+
+# %%
+D_compiled = torch.compile(D_small, backend="aot_eager")
+x_hat = torch.randn(3, 4, requires_grad=True)
+scores = D_compiled(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+claim("through a compiled D, grad(..., create_graph=True) returns a gradient with a grad_fn", g.grad_fn is not None,
+      type(g.grad_fn).__name__)
+with expect_error(RuntimeError, "does not currently support double backward"):
+    ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+
+# %% [markdown]
+# The gradient comes back; the error waits for the penalty's backward. The trainer knows: `TrainConfig` refuses
+# `fast=True` (compile G and D) with `wgan_gp`. What does run is the critic's loss through the compiled D and the
+# penalty through the module it wraps, `D_compiled._orig_mod`, which holds the same parameters.
+
+# %%
+with expect_error(ConfigError, "cannot train wgan_gp"):
+    TrainConfig(strategy="wgan_gp", fast=True).validate()
+
+x_fake_small, x_real_small = torch.randn(3, 4), torch.randn(3, 4)
+
+def small_critic_grads(D_loss, D_penalty):
+    loss = D_loss(x_fake_small).mean() - D_loss(x_real_small).mean() + 10 * strategies.gradient_penalty(
+        D_penalty, x_real_small, x_fake_small, eps=torch.tensor([0.2, 0.5, 0.9]))
+    return grad(loss, list(D_small.parameters()))
+
+mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
+claim("the loss through the compiled D, the penalty through D_compiled._orig_mod: it runs, and D gets the "
+      "gradients it gets with no compile at all", all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
+
+# %% [markdown] tags=["read-after-exercises"]
+# ### What people write, and what it does
+#
+# | what people write | on today's torch |
+# |---|---|
+# | `torch.autograd.grad(D(x_hat), x_hat)` with D's one score per image | raises "grad can be implicitly created only for scalar outputs" (section 3) |
+# | interpolates made from detached tensors, without `requires_grad_()` | raises "One of the differentiated Tensors does not require grad" (section 3) |
+# | the penalty's `autograd.grad` without `create_graph=True` | runs, and the penalty trains nothing: its gradient on D is zero (section 4) |
+# | `autograd.grad(..., create_graph=True, retain_graph=True)` | runs; `retain_graph=True` is what `create_graph=True` already implies (section 5) |
+# | `create_graph=True, retain_graph=False` on D's real scores, then the loss on the same scores | raises "Trying to backward through the graph a second time" (section 5) |
+# | `torch.compile(D)`, then a gradient penalty through it | `autograd.grad(..., create_graph=True)` runs; the penalty's backward raises "does not currently support double backward" (section 8) |
+# | `n_critic` critic steps on a fake batch that is not detached, `opt_G.zero_grad()` once at the top of the iteration | runs, and G's gradient points the wrong way; with `zero_grad()` right before G's backward it is right, and the critic steps still pay for backward passes through G (section 7) |
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -443,51 +515,62 @@ print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp
 # - WGAN-GP: interpolates from a **detached** fake, made a leaf with `requires_grad_(True)`, one `eps` per image;
 #   penalty weight 10; 5 critic steps per G step, each on a detached (or `no_grad`) fake.
 # - R1 penalises D's gradient on real images; lazy R1 computes it every k steps and multiplies it by k.
+# - A penalty cannot backpropagate through a `torch.compile`d D: AOTAutograd has no double backward. Compute it
+#   through the uncompiled module (`._orig_mod`, the same parameters), or do not compile D.
 # - `backward(retain_graph=True)` after a penalty only holds memory. `retain_graph=False` next to
 #   `create_graph=True` frees a forward the loss still needs.
 
 # %% [markdown]
 # ## Exercises
 #
-# ### Fix it: a penalty that trains nothing
+# ### Build it: WGAN-GP's gradient penalty, from scratch
 #
-# The penalty below is WGAN-GP's, with the one setting that decides whether it trains D left to you. Code people
-# post often leaves it at its default, which runs and returns a sensible-looking number. The checker compares your
-# penalty with WGAN-GP's on a small critic: its value, whether it has a graph back to D, D's gradients from it,
-# and whether anything reaches G. Try the default first, and read what the checker says.
+# Write `gradient_penalty(D, x_real, x_fake, eps)` for image batches of shape `(N, C, H, W)`, with one `eps` per
+# image given as a tensor of shape `(N,)`. It returns the batch mean of `(‖∇x_hat D(x_hat)‖₂ − 1)²` at
+# `x_hat = eps·x_real + (1 − eps)·x_fake`: one number, as a 0-dim tensor, that trains D and not G (`x_fake` comes
+# straight from G, graph and all). Take the gradient with `torch.autograd.grad`, not with
+# `strategies.gradient_penalty`. The checker runs your function on a small critic and compares the value and D's
+# gradients with WGAN-GP's; when the value is wrong, it says which mistake gives your number.
 
 # %%
 from gan_lessons import exercises
 
 def gradient_penalty(D, x_real, x_fake, eps):
-    """WGAN-GP's penalty; eps has one value per image."""
+    """WGAN-GP's penalty for images (N, C, H, W) and eps of shape (N,): the batch mean of (‖∇ D(x_hat)‖₂ − 1)² at
+    x_hat = eps·x_real + (1 − eps)·x_fake, as a 0-dim tensor that trains D, not G."""
+    ### BEGIN SOLUTION
+    eps = eps.view(-1, 1, 1, 1)                             # one eps per image, over all its pixels
     x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
     scores = D(x_hat)
-    keep_graph = True  # SOLUTION: what must create_graph be for the penalty to train D?
-    g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=keep_graph)
-    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+    g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    norms = g.flatten(1).norm(2, dim=1)                     # one norm per image
+    return ((norms - 1) ** 2).mean()
+    ### END SOLUTION
 
 my_answer = gradient_penalty  # SOLUTION: point this at your gradient_penalty
 solved = exercises.check_gradient_penalty(my_answer)
 
 
 # %% [markdown]
-# ### Build it: lazy R1
+# ### Build it: lazy R1, from scratch
 #
-# Write `r1_term(D, x_real, step, every, gamma)`: the term to add to D's loss at training step `step`. It is 0
-# except when `step % every == 0`, and then `gamma / 2 * every` times the batch mean of `‖∇x D(x_real)‖²`, with
-# a graph back to D. Compute the gradient yourself with `torch.autograd.grad` (not with
-# `strategies.r1_penalty`).
+# Write `r1_term(D, x_real, step, every, gamma)`: the term to add to D's loss at training step `step`. It is 0 when
+# `step % every != 0`, returned without running D. On the other steps it is `gamma / 2 * every` times the batch
+# mean of `‖∇x D(x_real)‖²`, the squared norm over all of an image's pixels, with a graph back to D. Compute the
+# gradient yourself with `torch.autograd.grad` (not with `strategies.r1_penalty`).
 
 # %%
-def my_r1_term(D, x_real, step, every, gamma):
+def r1_term(D, x_real, step, every, gamma):
+    """Lazy R1: 0 off the schedule; on steps where step % every == 0, gamma / 2 * every * E‖∇x D(x_real)‖²."""
+    ### BEGIN SOLUTION
     if step % every != 0:
         return torch.zeros(())
     x_real = x_real.detach().requires_grad_(True)
     scores = D(x_real)
     g, = torch.autograd.grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=True)
-    weight = gamma / 2 * every  # SOLUTION: the weight of R1 on a due step, for a penalty applied every `every` steps
-    return weight * g.flatten(1).pow(2).sum(1).mean()
+    r1 = g.flatten(1).pow(2).sum(1).mean()
+    return gamma / 2 * every * r1
+    ### END SOLUTION
 
-my_answer = my_r1_term  # SOLUTION: point this at your r1_term
+my_answer = r1_term  # SOLUTION: point this at your r1_term
 solved = exercises.check_lazy_r1(my_answer)

@@ -1,0 +1,231 @@
+"""Lesson 10's exercise: a GAN step under autocast with ONE GradScaler for both optimizers, D's gradient norm
+clipped (check_amp_step)."""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, recorded_steps, unanswered, verdict
+
+MAX_NORM = 0.1        # D's gradient norm on the checker's batch is about 0.27: the clip is active
+
+_AMP_HINTS = [
+    ("unscale_() has already been called on this optimizer since the last update()",
+     "scaler.step(opt) unscales by itself; call scaler.unscale_(opt) yourself only where you need the true "
+     "gradients (before clipping), at most once per optimizer per iteration"),
+    ("No inf checks were recorded for this optimizer",
+     "scaler.step(opt) found no gradients to unscale: that optimizer's loss must go through "
+     "scaler.scale(loss).backward() first"),
+    ("No inf checks were recorded prior to update",
+     "scaler.update() comes after scaler.step(opt_D) and scaler.step(opt_G), once"),
+] + AUTOGRAD_HINTS
+
+
+def _bce(logits, target):
+    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
+
+
+def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+    """Lesson 10: d_first_reuse_fake under autocast (bfloat16 on the CPU), one GradScaler for both optimizers, D's
+    gradient norm clipped to max_norm on the unscaled gradients."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+        loss_D = (_bce(D(x_real), 1) + _bce(D(x_fake.detach()), 0)) / 2
+    opt_D.zero_grad()
+    scaler.scale(loss_D).backward()
+    scaler.unscale_(opt_D)                               # the true gradients, for the clip
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = _bce(D(x_fake), 1)
+    opt_G.zero_grad()
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()                                      # once, after both steps
+
+
+def _recording_scaler(names):
+    """A CPU GradScaler that notes the calls made on it: scale, unscale_(opt), step(opt) and update. (A class made
+    here, not at import: torch 2.1 has no torch.amp.GradScaler, and the other checkers must still import there.)"""
+    class RecordingScaler(torch.amp.GradScaler):
+        def scale(self, outputs):
+            self.calls.append("scale")
+            return super().scale(outputs)
+
+        def unscale_(self, optimizer):
+            if not self.stepping:                        # step() unscales by itself: not the student's call
+                self.calls.append(f"unscale_({names.get(optimizer, 'another optimizer')})")
+            return super().unscale_(optimizer)
+
+        def step(self, optimizer, *args, **kwargs):
+            self.calls.append(f"step({names.get(optimizer, 'another optimizer')})")
+            self.stepping = True
+            try:
+                return super().step(optimizer, *args, **kwargs)
+            finally:
+                self.stepping = False
+
+        def update(self, new_scale=None):
+            self.calls.append("update")
+            return super().update(new_scale)
+
+    scaler = RecordingScaler("cpu")
+    scaler.calls, scaler.stepping = [], False
+    return scaler
+
+
+def _run_amp(amp_step, poison=None):
+    """Run amp_step once on seed 000's G and D; poison="G" or "D" puts an inf into one gradient of that network
+    (as a float16 overflow would). Returns what the checks need."""
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(10)
+    G, D = Generator(), Discriminator()
+    x_real, z = torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)
+    opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+    scaler = _recording_scaler({opt_G: "opt_G", opt_D: "opt_D"})
+    names = {p: f"G.{n}" for n, p in G.named_parameters()} | {p: f"D.{n}" for n, p in D.named_parameters()}
+    before = {net: [p.detach().clone() for p in net.parameters()] for net in (G, D)}
+    dtypes = {"G": [], "D": []}
+    handles = [net.net[0].register_forward_hook(lambda m, a, out, key=key: dtypes[key].append(out.dtype))
+               for key, net in (("G", G), ("D", D))]
+    if poison:
+        def overflow(grad):
+            grad = grad.clone()
+            grad.view(-1)[0] = float("inf")
+            return grad
+        handles.append({"G": G, "D": D}[poison].net[0].weight.register_hook(overflow))
+    run = {"error": None, "scale before": scaler.get_scale()}
+    with recorded_steps({"opt_G": opt_G, "opt_D": opt_D}, names) as records:
+        try:
+            amp_step(G, D, opt_G, opt_D, scaler, x_real, z, MAX_NORM)
+        except Exception as error:  # reported by the checker
+            run["error"] = error
+        finally:
+            for h in handles:
+                h.remove()
+    moved = {key: any(not torch.equal(p.detach(), b) for p, b in zip(net.parameters(), before[net]))
+             for key, net in (("G", G), ("D", D))}
+    run.update(records=records, calls=scaler.calls, dtypes=dtypes, moved=moved, scale=scaler.get_scale())
+    return run
+
+
+def _flat(step):
+    return torch.cat([g.flatten() for g in step.values() if g is not None])
+
+
+def _call_problems(run):
+    """What the calls on the scaler say: unused, no autocast, update() not once, an optimizer stepped around it."""
+    calls, problems = run["calls"], []
+    if "scale" not in calls:
+        return ["the scaler passed in never scaled a loss: use it (one GradScaler for both optimizers, not a new "
+                "one) for scaler.scale(loss_D).backward() and scaler.scale(loss_G).backward()"]
+    for key in ("G", "D"):
+        if torch.float32 in run["dtypes"][key]:
+            problems.append(f"{key}'s first layer computed in float32: run the forwards (G(z), every D(...)) and the "
+                            f"losses under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
+            break
+    updates = calls.count("update")
+    if updates != 1:
+        problems.append(f"scaler.update() ran {updates} times in one call of amp_step: call it once per "
+                        f"iteration, after both scaler.step(opt_D) and scaler.step(opt_G), so that it adjusts the "
+                        f"scale for the iteration as a whole")
+    for opt in ("opt_D", "opt_G"):
+        if f"step({opt})" not in calls and run["records"][opt]:
+            problems.append(f"{opt}.step() ran, but not through scaler.step({opt}) on the scaler passed in (one "
+                            f"GradScaler for both optimizers): only scaler.step skips the step when the gradients "
+                            f"hold an inf or NaN (and it unscales them when you have not)")
+    return problems
+
+
+def _gradient_problems(run, reference):
+    """G's and D's gradients at their optimizer's step, compared with the reference step's."""
+    problems, scale = [], run["scale before"]
+    for opt, net in (("opt_D", "D"), ("opt_G", "G")):
+        mine, right = run["records"][opt], reference["records"][opt]
+        if len(mine) != 1:
+            problems.append(f"{opt} stepped {len(mine)} times in one call of amp_step; it should step once")
+            continue
+        if any(g is None for g in mine[0].values()):
+            missing = next(n for n, g in mine[0].items() if g is None)
+            problems.append(f"{missing}.grad is None at {opt}.step(): did {net}'s loss reach it, and its backward run?")
+            continue
+        g, r = _flat(mine[0]), _flat(right[0])
+        if (g - r).norm() <= 1e-2 * r.norm():
+            continue
+        ratio = (g.norm() / r.norm()).item()
+        tiny = abs(math.log2(max(ratio, 1e-30)) + math.log2(scale)) < 2          # about 1/scale of the right one
+        if net == "D" and g.norm() > MAX_NORM * 1.001:
+            problems.append(f"D's gradient norm at opt_D.step() is {g.norm():.3f}, above max_norm = {MAX_NORM}: clip "
+                            f"it with torch.nn.utils.clip_grad_norm_(D.parameters(), max_norm), after "
+                            f"scaler.unscale_(opt_D) and before scaler.step(opt_D)")
+        elif net == "D" and tiny and run["calls"].index("scale") < run["calls"].index("step(opt_D)"):
+            problems.append(f"D's gradient at opt_D.step() is about 1/{scale:g} of the right one: the clip saw the "
+                            f"scaled gradients ({scale:g} times too large) and cut them to max_norm before "
+                            f"scaler.step divided them by the scale; call scaler.unscale_(opt_D) before clipping")
+        elif tiny:
+            loss = "loss_D" if net == "D" else "loss_G"
+            problems.append(f"{net}'s gradient at {opt}.step() is about 1/{scale:g} of the right one: {loss} was not "
+                            f"scaled, and scaler.step({opt}) divided its gradient by the scale all the same; use "
+                            f"scaler.scale({loss}).backward()")
+        else:
+            what = ("D's loss is (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2, after opt_D.zero_grad(), "
+                    "clipped to max_norm" if net == "D" else
+                    "G's loss is bce(D(x_fake), 1) through D after D's step, after opt_G.zero_grad()")
+            problems.append(f"{net}'s gradient at {opt}.step() differs from the right one (relative difference "
+                            f"{((g - r).norm() / r.norm()).item():.3f}): {what}")
+        if problems:
+            break                # G's step follows D's: a wrong D step says enough
+    return problems
+
+
+def _overflow_problems(amp_step):
+    """An inf in one network's gradient: that optimizer skips, the other steps, the scale halves once."""
+    problems = []
+    for net, other in (("D", "G"), ("G", "D")):
+        run = _run_amp(amp_step, poison=net)
+        opt = f"opt_{net}"
+        if run["error"] is not None:
+            problems.append(f"with an inf in {net}'s gradient: " + raised("amp_step", run["error"], _AMP_HINTS))
+        elif run["moved"][net]:
+            problems.append(f"an inf in {net}'s gradient, and {opt} stepped all the same: step it with "
+                            f"scaler.step({opt}), which skips the step when the gradients it unscales hold an inf")
+        elif not run["moved"][other]:
+            problems.append(f"an inf in {net}'s gradient, and opt_{other} skipped its step too: {other}'s gradient "
+                            f"was finite, and each scaler.step(opt) decides for its own optimizer")
+        elif run["scale"] != run["scale before"] / 2:
+            problems.append(f"an inf in {net}'s gradient, and the scale went from {run['scale before']:g} to "
+                            f"{run['scale']:g} in that call, not to half: call scaler.update() last, after both "
+                            f"optimizers' steps, so that it sees the inf of either")
+        if problems:
+            break
+    return problems
+
+
+def check_amp_step(amp_step) -> bool:
+    """Lesson 10. amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm): one d_first_reuse_fake step with
+    the forwards and losses under torch.autocast("cpu", dtype=torch.bfloat16), both losses scaled by the one
+    scaler, D's gradient norm clipped to max_norm on the true (unscaled) gradients, both optimizers stepped through
+    the scaler, and scaler.update() once at the end. Also run with an inf in D's, then in G's gradient."""
+    name = "amp_step"
+    if unanswered(name, amp_step, "your amp_step"):
+        return False
+    if not hasattr(torch.amp, "GradScaler"):
+        print(f"? {name}: torch {torch.__version__} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference "
+              f"torch 2.13 has it): skipped, not checked.")
+        return False
+    run = _run_amp(amp_step)
+    if isinstance(run["error"], NotImplementedError):              # nbgrader's stub, still in place
+        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` in your "
+              f"amp_step with your code and run the cell again.")
+        return False
+    if run["error"] is not None:
+        return verdict(name, [raised("amp_step", run["error"], _AMP_HINTS)], "")
+    problems = _call_problems(run)
+    if not problems:
+        problems = _gradient_problems(run, _run_amp(reference_amp_step))
+    if not problems:
+        problems = _overflow_problems(amp_step)
+    return verdict(name, problems, "autocast forwards, both losses scaled by one GradScaler, D clipped on its true "
+                                   "gradient, G and D step on the right gradients, an inf skips only its own "
+                                   "optimizer's step, and one update() halves the scale")

@@ -1,0 +1,271 @@
+"""Lesson 01's checkers (issue 24): check_sgd_step and check_init on right answers written differently (each
+accepted), on the wrong answers students write (each answered with a hint that names the mistake), and on the
+student copy's stub and `...` (not solved yet)."""
+import math
+
+import torch
+from torch import nn
+
+from gan_lessons import exercises
+
+
+def run(capsys, checker, answer):
+    result = checker(answer)
+    return result, capsys.readouterr().out
+
+
+def stub(*args):                                  # what the student copy holds before the student writes anything
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+# --- check_sgd_step --------------------------------------------------------------------------------------------
+def sgd_reference(params, lr):                    # the lesson's answer
+    with torch.no_grad():
+        for p in params:
+            if p.grad is None:
+                continue
+            p -= lr * p.grad
+            p.grad = None
+
+
+def sgd_zeroed(params, lr):                       # right, written differently: sub_, then .grad zeroed in place
+    with torch.no_grad():
+        for p in (p for p in params if p.grad is not None):
+            p.sub_(lr * p.grad)
+            p.grad.zero_()
+
+
+@torch.no_grad()
+def sgd_decorated(params, lr):                    # right: no_grad as a decorator, add_ with alpha, two loops
+    live = [p for p in params if p.grad is not None]
+    for p in live:
+        p.add_(p.grad, alpha=-lr)
+    for p in live:
+        p.grad = None
+
+
+def sgd_seed(params, lr):                         # seed 001's way: in place on a leaf while autograd records
+    for p in params:
+        if p.grad is not None:
+            p -= lr * p.grad
+            p.grad = None
+
+
+def sgd_no_skip(params, lr):                      # u's .grad is None: lr * None
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+            p.grad = None
+
+
+def sgd_cleared_first(params, lr):                # .grad cleared before the update reads it
+    with torch.no_grad():
+        for p in params:
+            p.grad = None
+        for p in params:
+            if p.grad is not None:
+                p -= lr * p.grad
+
+
+def sgd_keeps_grad(params, lr):                   # no clearing: step 2 adds to step 1's gradient
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p -= lr * p.grad
+
+
+def sgd_out_of_place(params, lr):                 # rebinds the loop variable; the parameters never change
+    for p in params:
+        if p.grad is not None:
+            p = p - lr * p.grad
+
+
+def sgd_through_data(params, lr):                 # SGD's values, behind the version counter's back
+    for p in params:
+        if p.grad is not None:
+            p.data.sub_(lr * p.grad)
+            p.grad = None
+
+
+def sgd_detach_alias(params, lr):                 # right: detach() shares p's memory and, unlike .data, its version
+    for p in params:                              # counter, so the in-place update is no secret to autograd
+        if p.grad is not None:
+            p.detach().sub_(lr * p.grad)
+            p.grad = None
+
+
+def sgd_ellipsis(params, lr):
+    with ...:
+        pass
+
+
+def test_sgd_step_accepts_right_answers_written_differently(capsys):
+    for right in (sgd_reference, sgd_zeroed, sgd_decorated, sgd_detach_alias):
+        ok, out = run(capsys, exercises.check_sgd_step, right)
+        assert ok is True and out.startswith("✓") and "u (whose .grad is None) is left alone" in out, right.__name__
+
+
+def test_sgd_step_names_each_mistake(capsys):
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_seed)
+    assert ok is False and "leaf Variable" in out and "torch.no_grad()" in out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_no_skip)
+    assert ok is False and "u's .grad is None" in out and "skip a parameter whose .grad is None" in out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_cleared_first)
+    assert ok is False and "w did not change, and its .grad is gone: it was cleared before the update used it" in out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_keeps_grad)
+    assert ok is False and "w.grad still holds the gradient" in out and "None" in out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_out_of_place)
+    assert ok is False and "w did not change" in out and "in place" in out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_through_data)
+    assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" in out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_ellipsis)
+    assert ok is False and "a `...` is still in your function" in out
+
+
+def test_sgd_step_not_solved_yet(capsys):
+    for blank in (stub, ...):
+        ok, out = run(capsys, exercises.check_sgd_step, blank)
+        assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out
+
+
+# --- check_init ------------------------------------------------------------------------------------------------
+DCGAN = (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)
+NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
+
+
+def init_reference(m):                            # the lesson's answer
+    if isinstance(m, DCGAN + NORMS):
+        mean = 1.0 if isinstance(m, NORMS) else 0.0
+        with torch.no_grad():
+            m.weight.normal_(mean, 0.02)
+            if m.bias is not None:
+                m.bias.zero_()
+
+
+def init_nn_init(m):                              # right, written differently: torch.nn.init, which runs under no_grad
+    if isinstance(m, DCGAN + NORMS):
+        nn.init.normal_(m.weight, 1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_by_class_name(m):                        # right: the DCGAN tutorial's class-name test, without its .data
+    classname = type(m).__name__
+    if "Conv" in classname or "Linear" in classname:
+        nn.init.normal_(m.weight, 0.0, 0.02)
+    elif "BatchNorm" in classname:
+        nn.init.normal_(m.weight, 1.0, 0.02)
+    if getattr(m, "bias", None) is not None:
+        nn.init.constant_(m.bias, 0.0)
+
+
+def init_recording(m):                            # in place on a parameter while autograd records: the leaf error
+    if isinstance(m, DCGAN + NORMS):
+        m.weight.normal_(1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+        if m.bias is not None:
+            m.bias.zero_()
+
+
+def init_through_data(m):                         # the old DCGAN tutorial's `.data`: runs, behind the version counter
+    if isinstance(m, DCGAN + NORMS):
+        m.weight.data.normal_(1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+        if m.bias is not None:
+            m.bias.data.zero_()
+
+
+def init_variance(m):                             # reads N(0, 0.02) as a variance: std √0.02
+    if isinstance(m, DCGAN + NORMS):
+        nn.init.normal_(m.weight, 1.0 if isinstance(m, NORMS) else 0.0, math.sqrt(0.02))
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_std_squared(m):                          # passes 0.02² where normal_ wants the std
+    if isinstance(m, DCGAN + NORMS):
+        nn.init.normal_(m.weight, 1.0 if isinstance(m, NORMS) else 0.0, 0.02 ** 2)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_batchnorm_like_conv(m):                  # BatchNorm's scale drawn around 0
+    if isinstance(m, DCGAN + NORMS):
+        nn.init.normal_(m.weight, 0.0, 0.02)
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
+def init_bias_always(m):                          # forgets DCGAN's bias=False layers: m.bias is None there
+    if isinstance(m, DCGAN + NORMS):
+        nn.init.normal_(m.weight, 1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+        nn.init.zeros_(m.bias)
+
+
+def init_new_parameters(m):                       # right values, but new tensors an existing optimizer never sees
+    if isinstance(m, DCGAN + NORMS):
+        m.weight = nn.Parameter(torch.randn_like(m.weight) * 0.02 + (1.0 if isinstance(m, NORMS) else 0.0))
+        if m.bias is not None:
+            m.bias = nn.Parameter(torch.zeros_like(m.bias))
+
+
+def init_no_transposed(m):                        # isinstance list without ConvTranspose2d, the layer G is made of
+    if isinstance(m, (nn.Linear, nn.Conv2d) + NORMS):
+        init_reference(m)
+
+
+def init_weights_only(m):                         # biases left at PyTorch's defaults
+    if isinstance(m, DCGAN + NORMS):
+        nn.init.normal_(m.weight, 1.0 if isinstance(m, NORMS) else 0.0, 0.02)
+
+
+def init_nothing(m):
+    pass
+
+
+def test_init_accepts_right_answers_written_differently(capsys):
+    for right in (init_reference, init_nn_init, init_by_class_name):
+        ok, out = run(capsys, exercises.check_init, right)
+        assert ok is True and out.startswith("✓"), (right.__name__, out)
+
+
+def test_init_names_each_mistake(capsys):
+    ok, out = run(capsys, exercises.check_init, init_recording)
+    assert ok is False and "leaf Variable" in out and "torch.no_grad()" in out
+    ok, out = run(capsys, exercises.check_init, init_through_data)
+    assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" in out
+    ok, out = run(capsys, exercises.check_init, init_variance)
+    assert ok is False and "√0.02" in out and "not the variance" in out
+    ok, out = run(capsys, exercises.check_init, init_std_squared)
+    assert ok is False and "0.02²" in out and "not its square" in out
+    ok, out = run(capsys, exercises.check_init, init_batchnorm_like_conv)
+    assert ok is False and "BatchNorm1d" in out and "N(1, 0.02)" in out and "Linear 0" not in out
+    ok, out = run(capsys, exercises.check_init, init_bias_always)
+    assert ok is False and "bias=False" in out and "is not None" in out
+    ok, out = run(capsys, exercises.check_init, init_new_parameters)
+    assert ok is False and "replaced by a new tensor" in out and "in place" in out
+    ok, out = run(capsys, exercises.check_init, init_no_transposed)
+    assert ok is False and "ConvTranspose2d 4" in out and "untouched" in out and "Linear 0" not in out
+    ok, out = run(capsys, exercises.check_init, init_weights_only)
+    assert ok is False and "Linear 0: bias is not zero" in out and ": weight" not in out
+    ok, out = run(capsys, exercises.check_init, init_nothing)
+    assert ok is False and "changed nothing" in out
+
+
+def test_init_not_solved_yet(capsys):
+    for blank in (stub, ...):
+        ok, out = run(capsys, exercises.check_init, blank)
+        assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out
+
+
+def test_init_accepts_a_right_answer_in_every_random_state(capsys):
+    """The statistical test must not reject DCGAN's init by chance (it did in 13 of 40 states when it tested the
+    8-element BatchNorm2d weight against fixed bounds): the check reseeds its model, so vary the draw."""
+    accepted = 0
+    for seed in range(40):
+        def init_then_reseed(m, seed=seed):
+            if isinstance(m, nn.Linear):                 # the first module apply() reaches: draw from a new state
+                torch.manual_seed(1000 + seed)
+            init_reference(m)
+        ok, _ = run(capsys, exercises.check_init, init_then_reseed)
+        accepted += ok
+    assert accepted == 40

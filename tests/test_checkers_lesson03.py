@@ -1,0 +1,213 @@
+"""Lesson 03's checker, check_stale_saved: right probes written differently are accepted, and each wrong probe a
+student writes is answered with a hint that names its mistake."""
+import pytest
+import torch
+
+from gan_lessons import exercises
+
+
+def run(capsys, probe):
+    result = exercises.check_stale_saved(probe)
+    return result, capsys.readouterr().out
+
+
+# --- right answers, written differently ------------------------------------------------------------------------
+def probe_by_id(make_loss):
+    """Versions kept in a dict by id, backward inside the with, entries as lists."""
+    versions, stale = {}, []
+
+    def pack(t):
+        versions[id(t)] = t._version
+        return t
+
+    def unpack(t):
+        if t._version > versions[id(t)]:
+            stale.append([list(t.shape), versions[id(t)], t._version])
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        make_loss().backward()
+    return stale
+
+
+class Probe:
+    """A probe object: pack hands back an index into the probe's own list."""
+
+    def __init__(self):
+        self.saved, self.stale = [], []
+
+    def pack(self, t):
+        self.saved.append((t, t._version))
+        return len(self.saved) - 1
+
+    def unpack(self, k):
+        t, version = self.saved[k]
+        if t._version != version:
+            self.stale.append((t.shape, version, t._version))
+        return t
+
+
+def probe_object(make_loss):
+    probe = Probe()
+    with torch.autograd.graph.saved_tensors_hooks(probe.pack, probe.unpack):
+        loss = make_loss()
+    loss.backward()
+    return probe.stale
+
+
+@pytest.mark.parametrize("probe", [exercises.reference_stale_saved, probe_by_id, probe_object])
+def test_right_probes_are_accepted(capsys, probe):
+    ok, out = run(capsys, probe)
+    assert ok is True and out.startswith("✓") and "all four graphs" in out, out
+
+
+# --- wrong answers, each named ---------------------------------------------------------------------------------
+def probe_outside(make_loss):                  # the hooks are on only around the backward: pack never runs
+    stale = []
+    loss = make_loss()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version), lambda p: p[0]):
+        loss.backward()
+    return stale
+
+
+def probe_copy(make_loss):                     # packs a clone: it never changes, so it never looks stale
+    stale = []
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t.clone(), t._version), unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+def probe_version_at_unpack(make_loss):        # reads the version only at backward: compares it with itself
+    stale = []
+
+    def unpack(t):
+        saved_version = t._version
+        if t._version != saved_version:
+            stale.append((tuple(t.shape), saved_version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+def probe_no_backward(make_loss):              # never runs backward, so unpack never runs
+    stale = []
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version), unpack):
+        make_loss()
+    return stale
+
+
+def probe_reports_all(make_loss):              # reports every unpacked tensor, stale or not
+    report = []
+
+    def unpack(packed):
+        t, version = packed
+        report.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version), unpack):
+        loss = make_loss()
+    loss.backward()
+    return report
+
+
+def probe_unpack_returns_pair(make_loss):      # forgets to hand the tensor back from unpack
+    stale = []
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return packed
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version), unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+def probe_pack_returns_nothing(make_loss):     # pack records the version but returns None
+    versions, stale = [], []
+
+    def pack(t):
+        versions.append(t._version)
+
+    def unpack(packed):
+        t, version = packed
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+def probe_versions_swapped(make_loss):         # (shape, now, saved)
+    return [(shape, now, saved) for shape, saved, now in exercises.reference_stale_saved(make_loss)]
+
+
+def probe_a_set(make_loss):                    # a set: `a * a`'s two stale saved tensors become one entry
+    return set(exercises.reference_stale_saved(make_loss))
+
+
+def probe_returns_count(make_loss):
+    return len(exercises.reference_stale_saved(make_loss))
+
+
+@pytest.mark.parametrize("probe, named", [
+    (probe_outside, ["autograd's own version check", "hooks were not on when make_loss() ran"]),
+    (probe_copy, ["you packed a copy", "never looks stale"]),
+    (probe_version_at_unpack, ["you reported nothing", "in pack, keep", "t._version"]),
+    (probe_no_backward, ["no backward ran", "call loss.backward()"]),
+    (probe_reports_all, ["whose version did not change"]),
+    (probe_unpack_returns_pair, ["unpack must return the tensor itself"]),
+    (probe_pack_returns_nothing, ["pack must return what unpack needs", "returned None"]),
+    (probe_versions_swapped, ["other way round"]),
+    (probe_a_set, ["saves a twice", "one entry per saved tensor"]),
+    (probe_returns_count, ["return a list with one (shape"]),
+])
+def test_each_wrong_probe_is_named(capsys, probe, named):
+    ok, out = run(capsys, probe)
+    assert ok is False and out.startswith("✗"), out
+    for words in named:
+        assert words in out, (words, out)
+    assert out.count("✗") == 1, out
+
+
+def test_a_wrong_probe_says_on_which_graph(capsys):
+    ok, out = run(capsys, probe_copy)
+    assert "on y = a.exp(), then y.add_(1)" in out and "the stale saved tensors are [((5,), 0, 1)]" in out
+    assert "(and 3 more of the 4 graphs)" in out, out
+
+
+def test_unanswered_and_the_student_copys_stub_say_not_solved_yet(capsys):
+    ok, out = run(capsys, ...)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
+
+    def stale_saved(make_loss):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+    ok, out = run(capsys, stale_saved)
+    assert ok is False and out.startswith("? stale_saved: not solved yet") and "✗" not in out, out
+
+
+def test_the_probe_sees_what_autograd_no_longer_checks():
+    """Under the hooks autograd skips its own version check: the reference probe is the only one that notices."""
+    a = torch.ones(3, requires_grad=True)
+
+    def make_loss():
+        y = a.exp()
+        y.mul_(2)
+        return y.sum()
+    assert exercises.reference_stale_saved(make_loss) == [((3,), 0, 1)]
+    assert torch.allclose(a.grad, 4 * torch.exp(torch.ones(3)))       # silently wrong: the right one is 2e

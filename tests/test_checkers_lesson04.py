@@ -1,0 +1,217 @@
+"""Lesson 04's checkers, check_d_step and check_sample: right answers written differently are accepted, and each
+wrong answer a student writes is answered with a hint that names its mistake."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gan_lessons import exercises
+
+bce = F.binary_cross_entropy_with_logits
+
+
+def run(capsys, checker, answer):
+    result = checker(answer)
+    return result, capsys.readouterr().out
+
+
+def stub(*args):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("checker", [exercises.check_d_step, exercises.check_sample])
+def test_unanswered_and_the_student_copys_stub_say_not_solved_yet(capsys, checker):
+    ok, out = run(capsys, checker, ...)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
+    ok, out = run(capsys, checker, stub)
+    assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out, out
+
+
+# --- d_step: right answers, written differently ----------------------------------------------------------------
+def d_step_averaged(G, D, opt_D, z, x_real):            # lesson 05's convention: the mean of the two terms
+    x_fake = G(z).detach()
+    opt_D.zero_grad()
+    loss_D = (bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))) / 2
+    loss_D.backward()
+    opt_D.step()
+    return loss_D
+
+
+def d_step_no_grad(G, D, opt_D, z, x_real):              # the fake batch made without a graph at all
+    with torch.no_grad():
+        x_fake = G(z)
+    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_concatenated(G, D, opt_D, z, x_real):         # one BCE on one batch of reals and fakes (D has no BatchNorm)
+    x = torch.cat([x_real, G(z).detach()])
+    labels = torch.cat([torch.ones(len(x_real)), torch.zeros(len(z))])
+    opt_D.zero_grad()
+    loss_D = bce(D(x), labels)
+    loss_D.backward()
+    opt_D.step()
+    return loss_D
+
+
+@pytest.mark.parametrize("d_step", [exercises.reference_d_step, d_step_averaged, d_step_no_grad, d_step_concatenated])
+def test_right_d_steps_are_accepted(capsys, d_step):
+    ok, out = run(capsys, exercises.check_d_step, d_step)
+    assert ok is True and out.startswith("✓"), out
+
+
+# --- d_step: wrong answers, each named -------------------------------------------------------------------------
+def d_step_undetached(G, D, opt_D, z, x_real):          # the fake batch not detached: loss_D fills G's .grad
+    x_fake = G(z)
+    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_clears_G_afterwards(G, D, opt_D, z, x_real):  # not detached, G's .grad cleared after the fact
+    d_step_undetached(G, D, opt_D, z, x_real)
+    G.zero_grad()
+
+
+def d_step_output_detached(G, D, opt_D, z, x_real):     # detaches D's output: the fake term trains nothing
+    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(G(z)).detach(), torch.zeros(len(z)))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_swapped_labels(G, D, opt_D, z, x_real):
+    x_fake = G(z).detach()
+    loss_D = bce(D(x_real), torch.zeros(len(x_real))) + bce(D(x_fake), torch.ones(len(z)))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_no_zero_grad(G, D, opt_D, z, x_real):        # D's .grad still holds the earlier gradient
+    x_fake = G(z).detach()
+    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_zero_grad_late(G, D, opt_D, z, x_real):      # zero_grad between backward and step
+    x_fake = G(z).detach()
+    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    loss_D.backward()
+    opt_D.zero_grad()
+    opt_D.step()
+
+
+def d_step_all_no_grad(G, D, opt_D, z, x_real):         # the whole loss under no_grad: nothing to backward
+    with torch.no_grad():
+        loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(G(z)), torch.zeros(len(z)))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_labels_column(G, D, opt_D, z, x_real):       # seed 000's labels of shape [B, 1]
+    x_fake = G(z).detach()
+    loss_D = bce(D(x_real), torch.ones(len(x_real), 1)) + bce(D(x_fake), torch.zeros(len(z), 1))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_freezes_G(G, D, opt_D, z, x_real):           # G frozen for the step, never thawed
+    G.requires_grad_(False)
+    d_step_no_grad(G, D, opt_D, z, x_real)
+
+
+@pytest.mark.parametrize("d_step, named", [
+    (d_step_undetached, ["loss_D reached G", "14 of G's 14 parameters have a .grad", "x_fake.detach()"]),
+    (d_step_clears_G_afterwards, ["still ran through G", "x_fake.detach()"]),
+    (d_step_output_detached, ["the fake term no longer reaches D", "D(x_fake.detach())"]),
+    (d_step_swapped_labels, ["the labels are swapped"]),
+    (d_step_no_zero_grad, ["still held an earlier gradient", "opt_D.zero_grad() before loss_D.backward()"]),
+    (d_step_zero_grad_late, ["after loss_D.backward() throws the new gradient away"]),
+    (d_step_all_no_grad, ["loss_D has no graph", "only the fake batch may be made under torch.no_grad()"]),
+    (d_step_labels_column, ["labels of shape [B]"]),
+    (d_step_freezes_G, ["no longer require grad"]),
+])
+def test_each_wrong_d_step_is_named(capsys, d_step, named):
+    ok, out = run(capsys, exercises.check_d_step, d_step)
+    assert ok is False and out.startswith("✗"), out
+    for words in named:
+        assert words in out, (words, out)
+
+
+def test_an_undetached_step_is_not_also_blamed_for_labels(capsys):
+    ok, out = run(capsys, exercises.check_d_step, d_step_undetached)
+    assert out.count("✗") == 1 and "labels" not in out, out
+
+
+# --- sample: right answers, written differently ----------------------------------------------------------------
+def sample_right(G, z):
+    was_training = G.training
+    G.eval()
+    with torch.no_grad():
+        images = G(z)
+    G.train(was_training)
+    return images
+
+
+def sample_inference_mode(G, z):                 # inference tensors are fine for a figure; try/finally restores
+    mode = G.training
+    try:
+        G.eval()
+        with torch.inference_mode():
+            return G(z)
+    finally:
+        G.train(mode)
+
+
+@pytest.mark.parametrize("sample", [sample_right, sample_inference_mode])
+def test_right_samples_are_accepted(capsys, sample):
+    ok, out = run(capsys, exercises.check_sample, sample)
+    assert ok is True and out.startswith("✓"), out
+
+
+# --- sample: wrong answers, each named -------------------------------------------------------------------------
+def sample_no_grad_only(G, z):                   # the graph is off, BatchNorm still in training mode
+    with torch.no_grad():
+        return G(z)
+
+
+def sample_detach(G, z):                         # eval mode, but the forward builds a graph first
+    G.eval()
+    images = G(z).detach()
+    G.train()
+    return images
+
+
+def sample_left_in_eval(G, z):
+    G.eval()
+    with torch.no_grad():
+        return G(z)
+
+
+def sample_always_train(G, z):                   # puts G in training mode whatever mode it was in
+    G.eval()
+    with torch.no_grad():
+        images = G(z)
+    G.train()
+    return images
+
+
+@pytest.mark.parametrize("sample, named", [
+    (sample_no_grad_only, ["running statistics changed", "eval()"]),
+    (sample_detach, ["saved", "torch.no_grad()", "too late"]),
+    (sample_left_in_eval, ["left in eval mode"]),
+    (sample_always_train, ["was in eval mode before sample", "rather than always calling G.train()"]),
+    (lambda G, z: G(z), ["still require grad"]),
+])
+def test_each_wrong_sample_is_named(capsys, sample, named):
+    ok, out = run(capsys, exercises.check_sample, sample)
+    assert ok is False and out.startswith("✗"), out
+    for words in named:
+        assert words in out, (words, out)

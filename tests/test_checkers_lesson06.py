@@ -1,0 +1,151 @@
+"""Lesson 06's checker, check_resume: right checkpoints written differently are accepted, and each wrong one is
+answered with a hint that names its mistake."""
+import copy
+
+import torch
+
+from gan_lessons import exercises
+
+
+def run(capsys, checker, *args, **kwargs):
+    result = checker(*args, **kwargs)
+    return result, capsys.readouterr().out
+
+
+# --- right answers ------------------------------------------------------------------------------------------
+def save_deepcopy(G, D, opt_G, opt_D, step):
+    state = {"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict(),
+             "rng": torch.get_rng_state(), "step": step}
+    return copy.deepcopy(state)
+
+
+def load_everything(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    torch.set_rng_state(state["rng"])
+    return state["step"]
+
+
+def save_cloned(G, D, opt_G, opt_D, step):           # each tensor cloned by hand; nested by kind; step as a tensor
+    models = {name: {k: v.clone() for k, v in net.state_dict().items()} for name, net in (("G", G), ("D", D))}
+    optimizers = [copy.deepcopy(opt.state_dict()) for opt in (opt_G, opt_D)]
+    return {"models": models, "optimizers": optimizers, "random": torch.get_rng_state(),
+            "progress": torch.tensor(step)}
+
+
+def load_cloned(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["models"]["G"])
+    D.load_state_dict(state["models"]["D"])
+    for opt, saved in zip((opt_G, opt_D), state["optimizers"]):
+        opt.load_state_dict(saved)
+    torch.set_rng_state(state["random"])
+    return state["progress"].item()
+
+
+# --- wrong answers, each a mistake students make -------------------------------------------------------------
+def save_no_optimizers(G, D, opt_G, opt_D, step):     # "the weights are the model"
+    return copy.deepcopy({"G": G.state_dict(), "D": D.state_dict(), "rng": torch.get_rng_state(), "step": step})
+
+
+def load_no_optimizers(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    torch.set_rng_state(state["rng"])
+    return state["step"]
+
+
+def save_no_rng(G, D, opt_G, opt_D, step):
+    return copy.deepcopy({"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(),
+                          "opt_D": opt_D.state_dict(), "step": step})
+
+
+def load_no_rng(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    return state["step"]
+
+
+def save_no_step(G, D, opt_G, opt_D, step):
+    return copy.deepcopy({"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(),
+                          "opt_D": opt_D.state_dict(), "rng": torch.get_rng_state()})
+
+
+def load_no_step(state, G, D, opt_G, opt_D):           # nothing to return: the loop would start again at 0
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    torch.set_rng_state(state["rng"])
+
+
+def save_references(G, D, opt_G, opt_D, step):        # every piece, but the live tensors, not copies
+    return {"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict(),
+            "rng": torch.get_rng_state(), "step": step}
+
+
+def save_optimizer_references(G, D, opt_G, opt_D, step):     # the weights copied, Adam's moments not
+    return {"G": copy.deepcopy(G.state_dict()), "D": copy.deepcopy(D.state_dict()), "opt_G": opt_G.state_dict(),
+            "opt_D": opt_D.state_dict(), "rng": torch.get_rng_state(), "step": step}
+
+
+def save_the_objects(G, D, opt_G, opt_D, step):       # pickles modules: weights_only loading refuses it
+    return {"G": G, "D": D, "step": step}
+
+
+def stub(*args):                                       # the student copy's body, as nbgrader leaves it
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+def test_right_checkpoints_written_differently_are_accepted(capsys):
+    for save, load in ((save_deepcopy, load_everything), (save_cloned, load_cloned)):
+        ok, out = run(capsys, exercises.check_resume, save, load)
+        assert ok is True and out.startswith("✓") and "bit for bit" in out, (save.__name__, out)
+
+
+def test_optimizer_state_missing_names_adams_moments(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_no_optimizers, load_no_optimizers)
+    assert ok is False and out.count("lost Adam's moments") == 2 and "opt_G.state_dict()" in out
+    assert "random state" not in out and "step count in the checkpoint" not in out
+
+
+def test_rng_state_missing_names_the_random_state(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_no_rng, load_no_rng)
+    assert ok is False and "random state" in out and "different z" in out and "torch.set_rng_state()" in out
+    assert out.count("✗") == 1
+
+
+def test_step_count_missing_names_the_step(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_no_step, load_no_step)
+    assert ok is False and "load_state returned None" in out and "stopped after 3 steps" in out
+    assert "save the step count" in out and out.count("✗") == 1
+
+
+def test_live_references_are_named_not_copied(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_references, load_everything)
+    assert ok is False and "changed after save_state returned" in out and "not copies" in out and out.count("✗") == 1
+    ok, out = run(capsys, exercises.check_resume, save_optimizer_references, load_everything)
+    assert ok is False and "while the run went on (opt_G.state.0." in out and "Adam's moments" in out
+
+
+def test_objects_instead_of_data_are_refused_by_weights_only_loading(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_the_objects, load_everything)
+    assert ok is False and "weights_only=True" in out
+
+
+def test_unsolved_is_not_solved_yet(capsys):
+    ok, out = run(capsys, exercises.check_resume, ..., load_everything)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, ...)
+    assert ok is False and "not solved yet" in out and "load_state" in out
+    ok, out = run(capsys, exercises.check_resume, stub, stub)
+    assert ok is False and out.startswith("?") and "not solved yet" in out and "save_state" in out and "✗" not in out
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, stub)
+    assert ok is False and out.startswith("?") and "not solved yet" in out and "load_state" in out
+    ok, out = run(capsys, exercises.check_resume, lambda G, D, opt_G, opt_D, step: {"G": G.state_dict(), "rng": ...},
+                  load_everything)
+    assert ok is False and "a `...` is still in your function" in out

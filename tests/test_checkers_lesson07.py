@@ -1,0 +1,261 @@
+"""Lesson 07's checkers: check_seed000_step (seed 000's step, fixed until the doctor finds nothing) and
+check_doctor_bug (bring your own bug). Right answers written differently are accepted; each wrong one is answered
+with a hint that names its mistake; an unsolved one is "not solved yet"."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons import exercises
+
+bce = F.binary_cross_entropy_with_logits
+pytestmark = pytest.mark.filterwarnings("ignore::gan_lessons.doctor.DoctorWarning")   # the loops' own, on purpose
+
+
+def run(capsys, checker, *args, **kwargs):
+    result = checker(*args, **kwargs)
+    out = capsys.readouterr()
+    return result, out.out
+
+
+def stub(*args):                                       # the student copy's body, as nbgrader leaves it
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+# --- check_seed000_step: right answers written differently ----------------------------------------------------
+def averaged(g, d, g_optimizer, d_optimizer, x_real, z):       # D's loss the mean of its two terms (lesson 05)
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = (bce(d(x_real), real) + bce(d(gz.detach()), fake)) / 2
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(gz), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def detached_once(g, d, g_optimizer, d_optimizer, x_real, z):  # the fake made once, a detached copy for D
+    x_fake = g(z)
+    x_fake_for_d = x_fake.detach()
+    d.zero_grad(set_to_none=True)
+    logits_real, logits_fake = d(x_real), d(x_fake_for_d)
+    loss_real = bce(logits_real, torch.ones_like(logits_real))
+    loss_fake = bce(logits_fake, torch.zeros_like(logits_fake))
+    (loss_real + loss_fake).backward()
+    d_optimizer.step()
+    g.zero_grad()
+    logits = d(x_fake)
+    bce(logits, torch.ones_like(logits)).backward()
+    g_optimizer.step()
+
+
+# --- check_seed000_step: wrong answers, each a mistake students make ------------------------------------------
+def no_detach(g, d, g_optimizer, d_optimizer, x_real, z):      # D's backward runs into g and frees its graph
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(gz), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def no_detach_retained(g, d, g_optimizer, d_optimizer, x_real, z):   # "fixed" with retain_graph: D's step trains g
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward(retain_graph=True)
+    d_optimizer.step()
+    g_loss = bce(d(gz), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def stale_d_output(g, d, g_optimizer, d_optimizer, x_real, z):  # G's loss on D's output from before its step
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    logits_fake = d(gz)
+    d_loss = bce(d(x_real), real) + bce(d(gz.detach()), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(logits_fake, real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def sigmoid_twice(g, d, g_optimizer, d_optimizer, x_real, z):   # the seed's F.sigmoid kept before *_with_logits
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(torch.sigmoid(d(x_real)), real) + bce(torch.sigmoid(d(gz.detach())), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(torch.sigmoid(d(gz)), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def two_g_forwards(g, d, g_optimizer, d_optimizer, x_real, z):  # right gradients, but g runs twice
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    d_loss = bce(d(x_real), real) + bce(d(g(z).detach()), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(g(z)), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def no_zero_grad_for_d(g, d, g_optimizer, d_optimizer, x_real, z):
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz.detach()), fake)
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(gz), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def g_first(g, d, g_optimizer, d_optimizer, x_real, z):        # the order swapped
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    g_loss = bce(d(gz), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+    d_loss = bce(d(x_real), real) + bce(d(gz.detach()), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+
+
+def test_seed000_step_right_answers_written_differently(capsys):
+    for right in (exercises.reference_seed000_step, averaged, detached_once):
+        ok, out = run(capsys, exercises.check_seed000_step, right)
+        assert ok is True and out.startswith("✓") and "the doctor finds nothing" in out, (right.__name__, out)
+
+
+def test_seed000_step_without_detach_names_the_detach(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, no_detach)
+    assert ok is False and "first backward freed it" in out and "not detached" in out and "gz.detach()" in out
+    ok, out = run(capsys, exercises.check_seed000_step, no_detach_retained)
+    assert ok is False and "the doctor still warns: d_optimizer.step() uses gradients" in out
+    assert "not detached" in out and "ran on through `gz` into g" in out
+
+
+def test_seed000_step_on_d_output_from_before_its_step_names_the_version_error(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, stale_d_output)
+    assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out
+    assert "from before d_optimizer.step()" in out and "fresh `d(gz)`" in out and out.count("✗") == 1
+
+
+def test_seed000_step_with_sigmoid_twice_names_the_sigmoid(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, sigmoid_twice)
+    assert ok is False and "a sigmoid is fed into" in out and "applies it twice" in out and "raw logits" in out
+
+
+def test_seed000_step_with_two_forwards_of_g_names_them(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, two_g_forwards)
+    assert ok is False and "g ran 2 forwards in one call" in out and out.count("✗") == 1
+
+
+def test_seed000_step_names_a_missing_zero_grad_and_the_order(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, no_zero_grad_for_d)
+    assert ok is False and "added up" in out and "d_optimizer.zero_grad()" in out and out.count("✗") == 1
+    ok, out = run(capsys, exercises.check_seed000_step, g_first)
+    assert ok is False and "G steps first" in out and "D first" in out and out.count("✗") == 1
+
+
+def test_seed000_step_unsolved(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, stub)
+    assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out
+    ok, out = run(capsys, exercises.check_seed000_step, ...)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
+
+
+# --- check_doctor_bug ----------------------------------------------------------------------------------------
+def _small_gan():
+    torch.manual_seed(0)
+    G, D = nn.Linear(4, 4), nn.Linear(4, 1)
+    return G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters())
+
+
+def freed_bug():                                       # D's loss on the undetached fake frees G's graph
+    G, D, opt_G, opt_D = _small_gan()
+    x_fake = G(torch.randn(8, 4))
+    loss_D = F.softplus(D(x_fake)).mean()
+    opt_D.zero_grad(); loss_D.backward(); opt_D.step()  # noqa: E702
+    loss_G = F.softplus(-D(x_fake)).mean()
+    opt_G.zero_grad(); loss_G.backward(); opt_G.step()  # noqa: E702
+
+
+def version_bug():                                     # G's loss through D's output from before opt_D.step()
+    G, D, opt_G, opt_D = _small_gan()
+    x_fake = G(torch.randn(8, 4))
+    logits = D(x_fake)
+    opt_D.zero_grad(); F.softplus(D(x_fake.detach())).mean().backward(); opt_D.step()  # noqa: E702
+    opt_G.zero_grad(); F.softplus(-logits).mean().backward(); opt_G.step()  # noqa: E702
+
+
+def leaf_bug():                                        # clipping a weight in place outside no_grad
+    G, D, opt_G, opt_D = _small_gan()
+    D.weight.clamp_(-0.01, 0.01)
+
+
+def clean_loop():
+    G, D, opt_G, opt_D = _small_gan()
+    x_fake = G(torch.randn(8, 4))
+    opt_D.zero_grad(); F.softplus(D(x_fake.detach())).mean().backward(); opt_D.step()  # noqa: E702
+    opt_G.zero_grad(); F.softplus(-D(x_fake)).mean().backward(); opt_G.step()  # noqa: E702
+
+
+def silent_bug():                                      # a double sigmoid: wrong, but nothing raises
+    G, D, opt_G, opt_D = _small_gan()
+    x_fake = G(torch.randn(8, 4))
+    loss_D = bce(torch.sigmoid(D(x_fake.detach())), torch.zeros(8, 1))
+    opt_D.zero_grad(); loss_D.backward(); opt_D.step()  # noqa: E702
+
+
+def not_autograd():
+    raise ValueError("shapes do not match")
+
+
+def test_doctor_bug_right_answers(capsys):
+    for loop, kind in ((freed_bug, "freed"), (version_bug, "version"), (leaf_bug, "leaf_inplace")):
+        ok, out = run(capsys, exercises.check_doctor_bug, loop, kind, quiet=True)
+        assert ok is True and out.startswith("✓") and f"diagnosed by the doctor as {kind!r}" in out, (kind, out)
+    ok, out = run(capsys, exercises.check_doctor_bug, version_bug, quiet=True)    # no expectation given
+    assert ok is True and "'version'" in out
+
+
+def test_doctor_bug_wrong_answers_are_named(capsys):
+    ok, out = run(capsys, exercises.check_doctor_bug, clean_loop, "freed", quiet=True)
+    assert ok is False and "ran without an error, so there is nothing to diagnose" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, silent_bug, "version", quiet=True)
+    assert ok is False and "the doctor only warned" in out and "that bug is silent" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_bug, "version", quiet=True)
+    assert ok is False and "diagnosed 'freed'" in out and "not 'version' as you expected" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, not_autograd, "freed", quiet=True)
+    assert ok is False and "ValueError" in out and "only the lessons' autograd errors" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_bug, "graph freed", quiet=True)
+    assert ok is False and "is not a diagnosis kind" in out
+
+
+def test_doctor_bug_unsolved(capsys):
+    for answer, expected in ((..., "freed"), (freed_bug, ...), (stub, "freed")):
+        ok, out = run(capsys, exercises.check_doctor_bug, answer, expected, quiet=True)
+        assert ok is False and out.startswith("?") and "not solved yet" in out, out

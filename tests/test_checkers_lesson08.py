@@ -1,0 +1,233 @@
+"""Lesson 08's checkers on answers as students write them: right ones written differently (each accepted), wrong
+ones (each answered with a hint that names its mistake), `...` and nbgrader's stub ("not solved yet")."""
+import pytest
+import torch
+from torch.autograd import grad
+
+from gan_lessons import exercises, strategies
+
+
+def run(capsys, checker, answer):
+    result = checker(answer)
+    return result, capsys.readouterr().out
+
+
+def stub(*args):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+# --- gradient_penalty(D, x_real, x_fake, eps): images (N, C, H, W), eps of shape (N,) --------------------------
+def gp_reference(D, x_real, x_fake, eps):
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    scores = D(x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    norms = g.flatten(1).norm(2, dim=1)
+    return ((norms - 1) ** 2).mean()
+
+
+def gp_sum_sqrt(D, x_real, x_fake, eps):             # .sum() instead of grad_outputs, sqrt of the sum of squares
+    e = eps[:, None, None, None]
+    x_hat = e * x_real.detach() + (1 - e) * x_fake.detach()
+    x_hat.requires_grad_()
+    g = grad(D(x_hat).sum(), x_hat, create_graph=True)[0]
+    norm = torch.sqrt((g ** 2).sum(dim=(1, 2, 3)))
+    return torch.mean((norm - 1.0) ** 2)
+
+
+def gp_lerp_linalg(D, x_real, x_fake, eps):          # lerp, detach after mixing, linalg.vector_norm
+    x_hat = torch.lerp(x_fake, x_real, eps.reshape(-1, *[1] * (x_real.dim() - 1))).detach().requires_grad_(True)
+    out = D(x_hat)
+    (g,) = torch.autograd.grad(outputs=out, inputs=[x_hat], grad_outputs=[torch.ones_like(out)], create_graph=True,
+                               retain_graph=True)
+    return (torch.linalg.vector_norm(g.flatten(start_dim=1), dim=1) - 1).pow(2).mean()
+
+
+def gp_written(create_graph=True, detach=True, reshape=True, per_image=True, flatten=True, mean=True,
+               first_eps=False, ones=True):
+    """A penalty as a student writes it, with one of the usual mistakes switched on."""
+    def gradient_penalty(D, x_real, x_fake, eps):
+        e = eps.view(-1, 1, 1, 1) if reshape else eps
+        if first_eps:
+            e = eps[0]
+        x_hat = e * x_real + (1 - e) * (x_fake.detach() if detach else x_fake)
+        x_hat.requires_grad_(True)
+        scores = D(x_hat)
+        g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores) if ones else None, create_graph=create_graph)
+        if not per_image:
+            return (g.norm(2) - 1) ** 2
+        norms = g.flatten(1).norm(2, dim=1) if flatten else g.norm(2, dim=1)
+        return ((norms - 1) ** 2).mean() if mean else ((norms - 1) ** 2).sum()
+    return gradient_penalty
+
+
+def gp_weights(D, x_real, x_fake, eps):              # the gradient of D's weights, not of its input
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = eps * x_real + (1 - eps) * x_fake.detach()
+    scores = D(x_hat)
+    g = grad(scores, list(D.parameters()), grad_outputs=torch.ones_like(scores), create_graph=True)[0]
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_weights_unpacked(D, x_real, x_fake, eps):     # the same, unpacked as one gradient
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = eps * x_real + (1 - eps) * x_fake.detach()
+    scores = D(x_hat)
+    g, = grad(scores, D.parameters(), grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_no_requires_grad(D, x_real, x_fake, eps):     # x_hat made from detached tensors, never requires grad
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = eps * x_real + (1 - eps) * x_fake.detach()
+    scores = D(x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_not_detached(D, x_real, x_fake, eps):         # x_hat carries G's graph: runs, and the penalty reaches G
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = eps * x_real + (1 - eps) * x_fake
+    scores = D(x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_eps_requires_grad(D, x_real, x_fake, eps):    # eps made to require grad: x_hat's graph runs into it
+    eps = eps.view(-1, 1, 1, 1).requires_grad_(True)
+    x_hat = eps * x_real + (1 - eps) * x_fake.detach()
+    scores = D(x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_package(D, x_real, x_fake, eps):              # not written at all
+    return strategies.gradient_penalty(D, x_real, x_fake, eps=eps)
+
+
+@pytest.mark.parametrize("answer", [gp_reference, gp_sum_sqrt, gp_lerp_linalg], ids=lambda f: f.__name__)
+def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answer):
+    ok, out = run(capsys, exercises.check_gradient_penalty, answer)
+    assert ok is True and out.startswith("✓ gradient_penalty"), out
+
+
+@pytest.mark.parametrize("answer, words", [
+    (gp_written(create_graph=False), ["constant", "create_graph=True", "trains nothing"]),
+    (gp_written(per_image=False), ["one norm over the whole batch", "one norm per image"]),
+    (gp_written(flatten=False), ["across the channels", "g.flatten(1)"]),
+    (gp_written(mean=False), ["the sum over the batch", "mean"]),
+    (gp_written(reshape=False), ["must match the size", "one number per image", "eps.view(-1, 1, 1, 1)"]),
+    (gp_written(first_eps=True), ["one eps for the whole batch", "its own eps"]),
+    (gp_eps_requires_grad, ["eps requires grad", "not something to differentiate"]),
+    (gp_written(ones=False), ["scalar outputs", "grad_outputs"]),
+    (gp_weights, ["gradient with respect to D's weights", "D's input"]),
+    (gp_weights_unpacked, ["too many values to unpack", "one gradient per input"]),
+    (gp_no_requires_grad, ["does not require grad", "requires_grad_(True)"]),
+    (gp_not_detached, ["reaches G", "detached"]),
+    (gp_package, ["calls strategies.gradient_penalty", "torch.autograd.grad"]),
+], ids=lambda a: getattr(a, "__qualname__", "")[:40])
+def test_gradient_penalty_names_each_mistake(capsys, answer, words):
+    ok, out = run(capsys, exercises.check_gradient_penalty, answer)
+    assert ok is False and out.startswith("✗ gradient_penalty") and all(w in out for w in words), out
+
+
+def test_gradient_penalty_not_solved_yet(capsys):
+    for answer in (..., stub):
+        ok, out = run(capsys, exercises.check_gradient_penalty, answer)
+        assert ok is False and out.startswith("? gradient_penalty: not solved yet"), out
+    assert "# YOUR CODE HERE" in out
+    ok, out = run(capsys, exercises.check_gradient_penalty, 0.5)
+    assert ok is False and "not a function" in out
+
+
+# --- r1_term(D, x_real, step, every, gamma) ---------------------------------------------------------------------
+def r1_reference(D, x_real, step, every, gamma):
+    if step % every != 0:
+        return torch.zeros(())
+    x_real = x_real.detach().requires_grad_(True)
+    scores = D(x_real)
+    g, = grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=True)
+    r1 = g.flatten(1).pow(2).sum(1).mean()
+    return gamma / 2 * every * r1
+
+
+def r1_in_place_sum(D, x_real, step, every, gamma):  # in place on the argument, .sum(), squares over dims 1..3
+    if step % every:
+        return 0.0
+    x_real.requires_grad_()
+    g = grad(D(x_real).sum(), x_real, create_graph=True)[0]
+    penalty = g.square().sum(dim=[1, 2, 3]).mean()
+    weight = every * gamma / 2
+    return weight * penalty
+
+
+def r1_written(every_step=False, scaled=True, create_graph=True, halved=True, batch_mean=True, squared=True,
+               zero_after_forward=False, divided=False):
+    """A lazy R1 term as a student writes it, with one of the usual mistakes switched on."""
+    def r1_term(D, x_real, step, every, gamma):
+        if step % every and not (every_step or zero_after_forward):
+            return torch.zeros(())
+        x = x_real.detach().requires_grad_(True)
+        scores = D(x)
+        if step % every and zero_after_forward:
+            return torch.zeros(())
+        g, = grad(scores, x, grad_outputs=torch.ones_like(scores), create_graph=create_graph)
+        squares = g.flatten(1).pow(2).sum(1)
+        per_image = squares if squared else squares.sqrt()
+        r1 = per_image.mean() if batch_mean else per_image.sum()
+        weight = (gamma / 2 if halved else gamma) * (1 / every if divided else every if scaled else 1)
+        return weight * r1
+    return r1_term
+
+
+def r1_no_requires_grad(D, x_real, step, every, gamma):   # the real images never require grad
+    if step % every:
+        return torch.zeros(())
+    scores = D(x_real)
+    g, = grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return gamma / 2 * every * g.flatten(1).pow(2).sum(1).mean()
+
+
+def r1_weights(D, x_real, step, every, gamma):       # the gradient of D's weights
+    if step % every:
+        return torch.zeros(())
+    scores = D(x_real)
+    g = grad(scores, list(D.parameters()), grad_outputs=torch.ones_like(scores), create_graph=True)[0]
+    return gamma / 2 * every * g.flatten(1).pow(2).sum(1).mean()
+
+
+def r1_package(D, x_real, step, every, gamma):       # the package's R1, not the student's
+    if step % every:
+        return torch.zeros(())
+    return gamma / 2 * every * strategies.r1_penalty(D, x_real)
+
+
+@pytest.mark.parametrize("answer", [r1_reference, r1_in_place_sum], ids=lambda f: f.__name__)
+def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
+    ok, out = run(capsys, exercises.check_lazy_r1, answer)
+    assert ok is True and out.startswith("✓ lazy R1"), out
+
+
+@pytest.mark.parametrize("answer, words", [
+    (r1_written(scaled=False), ["at step 0", "1/4 of the right one", "multiplied by 4"]),
+    (r1_written(divided=True), ["divided by every", "gamma / 2 * every"]),
+    (r1_written(halved=False), ["twice the right one", "gamma / 2"]),
+    (r1_written(every_step=True), ["at step 1", "step % every == 0"]),
+    (r1_written(zero_after_forward=True), ["at step 1", "ran D's forward", "before computing anything"]),
+    (r1_written(create_graph=False), ["at step 0", "constant", "create_graph=True"]),
+    (r1_written(batch_mean=False), ["the sum over the batch", "batch mean"]),
+    (r1_written(squared=False), ["not squared"]),
+    (r1_no_requires_grad, ["r1_term at step 0 raised", "x_real must require grad"]),
+    (r1_weights, ["gradient with respect to D's weights", "real images"]),
+    (r1_package, ["calls strategies.r1_penalty", "torch.autograd.grad"]),
+], ids=lambda a: getattr(a, "__qualname__", "")[:40])
+def test_lazy_r1_names_each_mistake(capsys, answer, words):
+    ok, out = run(capsys, exercises.check_lazy_r1, answer)
+    assert ok is False and out.startswith("✗ lazy R1") and all(w in out for w in words), out
+
+
+def test_lazy_r1_not_solved_yet(capsys):
+    for answer in (..., stub):
+        ok, out = run(capsys, exercises.check_lazy_r1, answer)
+        assert ok is False and out.startswith("? lazy R1: not solved yet"), out

@@ -1,0 +1,139 @@
+"""Lesson 10's checker, check_amp_step: right answers written differently, and the wrong answers students write,
+each answered with a hint that names the mistake."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gan_lessons import exercises
+
+
+def bce(logits, target):
+    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
+
+
+def run(capsys, answer):
+    ok = exercises.check_amp_step(answer)
+    return ok, capsys.readouterr().out
+
+
+def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, autocast=True, own_scaler=False,
+             clip=True, g_target=1):
+    """The reference step, or one of the mistakes it is written to catch."""
+    def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+        ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else torch.enable_grad
+        scaler_G = torch.amp.GradScaler("cpu") if own_scaler else scaler
+        with ctx():
+            x_fake = G(z)
+            loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
+        opt_D.zero_grad()
+        scaler.scale(loss_D).backward()
+        if clip_first:
+            nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+            scaler.unscale_(opt_D)
+        elif clip:
+            scaler.unscale_(opt_D)
+            nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+        if step_D == "scaler":
+            scaler.step(opt_D)
+        else:
+            opt_D.step()
+        if updates in ("twice", "between"):
+            scaler.update()
+        with ctx():
+            loss_G = bce(D(x_fake), g_target)
+        opt_G.zero_grad()
+        (scaler_G.scale(loss_G) if scale_G else loss_G).backward()
+        scaler_G.step(opt_G)
+        if updates in ("once", "twice"):
+            scaler.update()
+        if own_scaler:
+            scaler_G.update()
+    return step
+
+
+def amp_step_split(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+    """Right, written differently: D's two terms each scaled and backpropagated, backward inside autocast,
+    the clip by hand, zero_grad to zeros."""
+    opt_D.zero_grad(set_to_none=False)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+        scaler.scale(bce(D(x_real), 1) / 2).backward()
+        scaler.scale(bce(D(x_fake.detach()), 0) / 2).backward()
+    scaler.unscale_(opt_D)
+    norm = torch.cat([p.grad.flatten() for p in D.parameters()]).norm()
+    if norm > max_norm:
+        for p in D.parameters():
+            p.grad.mul_(max_norm / norm)
+    scaler.step(opt_D)
+    opt_G.zero_grad(set_to_none=False)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        scaler.scale(bce(D(x_fake), 1)).backward()
+    scaler.step(opt_G)
+    scaler.update()
+
+
+def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+    """Right, written differently: G's step through a frozen D (lesson 09), a fresh G(z) for it."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_D = bce(D(x_real), 1) / 2 + bce(D(G(z).detach()), 0) / 2
+    opt_D.zero_grad()
+    scaler.scale(loss_D).backward()
+    scaler.unscale_(opt_D)
+    torch.nn.utils.clip_grad_norm_(list(D.parameters()), max_norm=max_norm)
+    scaler.step(opt_D)
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_G = bce(D(G(z)), 1)
+        scaler.scale(loss_G).backward()
+        scaler.step(opt_G)
+    finally:
+        D.requires_grad_(True)
+    scaler.update()
+
+
+def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("answer", [exercises.reference_amp_step, amp_step(), amp_step_split, amp_step_frozen],
+                         ids=["reference", "rebuilt", "split", "frozen"])
+def test_right_answers_are_accepted(capsys, answer):
+    ok, out = run(capsys, answer)
+    assert ok is True and out.startswith("✓"), out
+
+
+@pytest.mark.parametrize("answer, words", [
+    (amp_step(clip_first=True), ["clip saw the scaled gradients", "scaler.unscale_(opt_D) before clipping"]),
+    (amp_step(updates="twice"), ["scaler.update() ran 2 times", "once per iteration"]),
+    (amp_step(updates="between"), ["call scaler.update() last", "after both"]),
+    (amp_step(step_D="directly"), ["opt_D.step() ran, but not through scaler.step(opt_D)"]),
+    (amp_step(scale_G=False), ["loss_G was not scaled", "scaler.scale(loss_G).backward()"]),
+    (amp_step(autocast=False), ["computed in float32", "torch.autocast"]),
+    (amp_step(own_scaler=True), ["not through scaler.step(opt_G) on the scaler passed in"]),
+], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
+        "no autocast", "a second scaler"])
+def test_each_mistake_is_named(capsys, answer, words):
+    ok, out = run(capsys, answer)
+    assert ok is False and out.startswith("✗"), out
+    for word in words:
+        assert word in out, (word, out)
+
+
+def test_no_clip_and_a_wrong_loss(capsys):
+    ok, out = run(capsys, amp_step(clip=False))
+    assert ok is False and "above max_norm" in out and "clip_grad_norm_" in out, out
+    ok, out = run(capsys, amp_step(g_target=0))                  # G's target swapped
+    assert ok is False and "G's loss is bce(D(x_fake), 1)" in out, out
+
+
+def test_not_solved_yet(capsys):
+    ok, out = run(capsys, ...)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
+    ok, out = run(capsys, amp_step_stub)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
+    ok, out = run(capsys, 3)
+    assert ok is False and "not a function" in out

@@ -1,0 +1,276 @@
+"""The tempting wrong fixes the doctor names (issue 27, point 2), each run on a tiny case to show it fail the way its
+line says. Every test first checks that the doctor's diagnosis of the bug says that line (`  not: ...`), chosen by
+cause as the right fixes are, then runs the wrong fix:
+
+- a step between two backwards: retain_graph=True still raises the same version error; an older torch (its
+  optimizers updated `p.data`: emulated so, as lesson 05 does) raises nothing and gives a gradient that is neither
+  the one through the D of the forward nor through the stepped D; `.detach()` in G's loss leaves G's gradients None
+  and G's weights unchanged by its step (another net's loss: the same, for the net before it);
+- an in-place op on a saved tensor, or on a leaf: `.data` raises nothing and gives a gradient other than the true
+  one, where torch.no_grad() (on the leaf) still raises;
+- a freed graph: retain_graph=True trades the error for the version error when a step changes a saved weight in
+  between; with no step between it is right (the gradients of a fresh forward) and keeps the saved tensors alive;
+- a tensor carried across passes: retain_graph=True makes each backward reach every earlier pass, and the first
+  step turns the error into the version error;
+- one loss differentiated twice: retain_graph=True doubles .grad."""
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons import graphs
+from gan_lessons.doctor import doctor
+from gan_lessons.doctor.report import (_CARRIED_WRONG, _DETACH_WRONG, _FREED_WRONG, _GAN_WRONG, _INPLACE_WRONG,
+                                       _LEAF_WRONG, _STEP_WRONG, _TWICE_WRONG)
+
+VERSION_ERROR = "modified by an inplace operation"
+
+
+def diagnosis_of(bug, **named):
+    """The doctor's diagnosis of the error bug() raises, with `named` given to doctor(...)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised:
+            with doctor(**named):
+                bug()
+    return raised.value.diagnosis
+
+
+def says(diagnosis, wrong, not_=()):
+    text = diagnosis.text()
+    for line, _ in wrong:
+        assert f"\n  not: {line}" in text, text
+    for line, _ in not_:
+        assert line not in text, text
+
+
+def nets(first="G", second="D"):
+    """Two small nets, the first feeding the second, each with its optimizer (a GAN's G and D by default)."""
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    b = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1), nn.Flatten(0))
+    return {first: a, second: b, f"opt_{first}": optim.SGD(a.parameters(), lr=0.1),
+            f"opt_{second}": optim.SGD(b.parameters(), lr=0.1)}
+
+
+def step_between(G, D, opt_G, opt_D, retain=False, detach_in_G=False, old_torch=False):
+    """Seed 003's "strategy 1": G's loss comes from a D forward made before D's step, and its backward runs after.
+    Returns G's gradients."""
+    z, x_real = torch.randn(16, 4), torch.randn(16, 2) + 3
+    x_fake = G(z)
+    d_for_G = D(x_fake.detach() if detach_in_G else x_fake)
+    loss_D = F.softplus(D(x_fake.detach())).mean() + F.softplus(-D(x_real)).mean()
+    opt_D.zero_grad()
+    loss_D.backward(retain_graph=retain)
+    if old_torch:                       # torch 1.4's SGD: p.data.add_(-lr, d_p), which moves no version counter
+        for p in D.parameters():
+            p.data.add_(p.grad, alpha=-0.1)
+    else:
+        opt_D.step()
+    loss_G = F.softplus(-d_for_G).mean()
+    opt_G.zero_grad()
+    loss_G.backward(retain_graph=retain)
+    return [p.grad for p in G.parameters()]
+
+
+def test_a_step_between_backwards_names_its_three_wrong_fixes():
+    n = nets()
+    d = diagnosis_of(lambda: step_between(**n), **n)
+    assert d.kind == "version" and d.facts["modified by"].startswith("opt_D.step()")
+    says(d, _STEP_WRONG + _GAN_WRONG, not_=_DETACH_WRONG)
+
+
+def test_retain_graph_still_raises_the_version_error():
+    with pytest.raises(RuntimeError, match=VERSION_ERROR) as plain:
+        step_between(**nets())
+    with pytest.raises(RuntimeError, match=VERSION_ERROR) as retained:
+        step_between(**nets(), retain=True)
+    assert str(retained.value) == str(plain.value)          # the same tensor, the same versions
+
+
+def test_an_older_torch_gives_a_silently_wrong_gradient():
+    """No error, and G's gradient matches neither the D that made the forward nor the D after its step."""
+    n = nets()
+    before = copy.deepcopy(n["D"])
+    torch.manual_seed(1)
+    old = step_between(**n, old_torch=True)
+    after = copy.deepcopy(n["D"])
+
+    def through(D):                                        # G's gradient through one consistent D
+        m = nets()
+        m["D"].load_state_dict(D.state_dict())
+        torch.manual_seed(1)
+        z = torch.randn(16, 4)
+        m["G"].zero_grad()
+        F.softplus(-m["D"](m["G"](z))).mean().backward()
+        return [p.grad for p in m["G"].parameters()]
+
+    for right in (through(before), through(after)):
+        assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(old, right))
+
+
+def test_detach_in_G_loss_stops_G_learning():
+    """D(fake.detach()) in G's loss: G's gradients stay None, its step changes nothing (here the error even stays:
+    D's deeper layers still saved the weights D's step changed)."""
+    with pytest.raises(RuntimeError, match=VERSION_ERROR):
+        step_between(**nets(), detach_in_G=True)
+    n = nets()
+    G, D, opt_G = n["G"], n["D"], n["opt_G"]
+    weights = [p.detach().clone() for p in G.parameters()]
+    opt_G.zero_grad()
+    F.softplus(-D(G(torch.randn(16, 4)).detach())).mean().backward()      # after D's step: no error at all
+    opt_G.step()
+    assert all(p.grad is None for p in G.parameters())
+    assert all(torch.equal(p, w) for p, w in zip(G.parameters(), weights))
+
+
+def test_another_net_s_loss_names_the_detach_for_that_net():
+    """Not a GAN (an actor trained through a Q-net stepped first): the detach line names no G, and detaching the
+    actor's output leaves the actor's gradients None."""
+    n = nets("actor", "q_net")
+    d = diagnosis_of(lambda: step_between(n["actor"], n["q_net"], n["opt_actor"], n["opt_q_net"]), **n)
+    assert d.facts["tensor"].startswith("q_net.2.weight.T")
+    says(d, _STEP_WRONG + _DETACH_WRONG, not_=_GAN_WRONG)
+    n = nets("actor", "q_net")
+    (-n["q_net"](n["actor"](torch.randn(16, 4)).detach()).mean()).backward()
+    assert all(p.grad is None for p in n["actor"].parameters())
+
+
+def sigmoid_then_inplace(how):
+    """y = sigmoid(lin(x)) is saved by sigmoid's backward; then y is halved in place, `how`. Returns lin's grad."""
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    y = torch.sigmoid(lin(torch.randn(5, 3)))
+    if how == "in place":
+        y.mul_(0.5)
+    elif how == ".data":
+        y.data.mul_(0.5)
+    else:                                   # the right fix: clone, then change the copy
+        y = y.clone().mul_(0.5)
+    (y * torch.arange(3.0)).sum().backward()
+    return lin.weight.grad
+
+
+def test_an_inplace_op_names_data_and_data_gives_a_wrong_gradient():
+    d = diagnosis_of(lambda: sigmoid_then_inplace("in place"))
+    assert d.kind == "version"
+    says(d, _INPLACE_WRONG, not_=_STEP_WRONG)
+    assert not torch.allclose(sigmoid_then_inplace(".data"), sigmoid_then_inplace("clone"))
+
+
+def test_a_leaf_inplace_names_data_and_data_gives_a_wrong_gradient():
+    torch.manual_seed(0)
+    w = torch.randn(4, requires_grad=True)
+
+    def bug():
+        w.add_(1.0)                         # a manual update without no_grad
+    d = diagnosis_of(bug)
+    assert d.kind == "leaf_inplace"
+    says(d, _LEAF_WRONG)
+
+    def update_after_a_forward(how):
+        v = w.detach().clone().requires_grad_(True)
+        loss = (v ** 3).sum()               # saves v
+        if how == ".data":
+            v.data.add_(1.0)
+        else:
+            with torch.no_grad():
+                v.add_(1.0)
+        loss.backward()
+        return v.grad
+    true = 3 * w.detach() ** 2
+    assert not torch.allclose(update_after_a_forward(".data"), true)          # silently wrong
+    with pytest.raises(RuntimeError, match=VERSION_ERROR):                     # where no_grad is loud
+        update_after_a_forward("no_grad")
+
+
+def shared_fake(G, D, opt_G, opt_D, retain=False, step=True):
+    """G's loss, then D's loss on the same, not detached, fake: the second backward needs G's freed graph. With
+    `step`, G's step runs between the two backwards. Returns D's gradients."""
+    torch.manual_seed(1)
+    x_fake = G(torch.randn(16, 4))
+    opt_G.zero_grad()
+    F.softplus(-D(x_fake)).mean().backward(retain_graph=retain)
+    if step:
+        opt_G.step()
+    opt_D.zero_grad()
+    loss_D = F.softplus(D(x_fake)).mean()
+    loss_D.backward()
+    return [p.grad.clone() for p in D.parameters()]
+
+
+def test_a_freed_graph_names_when_retain_graph_is_right():
+    d = diagnosis_of(lambda: shared_fake(**nets()))
+    assert d.kind == "freed" and "two losses share" in d.summary
+    says(d, _FREED_WRONG)
+
+
+def test_retain_graph_with_a_step_between_trades_the_error_for_the_version_error():
+    with pytest.raises(RuntimeError, match=VERSION_ERROR):
+        shared_fake(**nets(), retain=True)
+
+
+def test_retain_graph_without_a_step_between_is_right_and_keeps_the_saved_tensors():
+    retained = shared_fake(**nets(), retain=True, step=False)
+    n = nets()                                                # the same, with a fresh forward for D's loss
+    torch.manual_seed(1)
+    z = torch.randn(16, 4)
+    n["opt_D"].zero_grad()
+    F.softplus(n["D"](n["G"](z))).mean().backward()
+    fresh = [p.grad for p in n["D"].parameters()]
+    assert all(torch.allclose(a, b) for a, b in zip(retained, fresh))
+    kept = {}
+    for retain in (True, False):                             # the cost: what the first backward leaves alive
+        n = nets()
+        loss = F.softplus(-n["D"](n["G"](torch.randn(16, 4)))).mean()
+        loss.backward(retain_graph=retain)
+        params = [*n["G"].parameters(), *n["D"].parameters()]
+        kept[retain] = graphs.saved_bytes({"loss": loss}, exclude=params)
+    assert kept[True] > 0 and kept[False] == 0
+
+
+def carried(retain=False, step=True, passes=3):
+    """An RNN cell whose hidden state is carried from pass to pass without detach. Returns the number of autograd
+    nodes each backward reached."""
+    torch.manual_seed(0)
+    cell = nn.RNNCell(3, 5)
+    opt = optim.SGD(cell.parameters(), lr=0.1)
+    h, reached = torch.zeros(2, 5), []
+    for _ in range(passes):
+        h = cell(torch.randn(2, 3), h)
+        loss = h.pow(2).mean()
+        reached.append(sum(1 for _ in graphs.walk([loss])))
+        opt.zero_grad()
+        loss.backward(retain_graph=retain)
+        if step:
+            opt.step()
+    return reached
+
+
+def test_a_carried_tensor_names_retain_graph_and_it_fails():
+    d = diagnosis_of(carried)
+    assert d.kind == "freed" and "carried" in d.summary
+    says(d, _CARRIED_WRONG)
+    with pytest.raises(RuntimeError, match=VERSION_ERROR):
+        carried(retain=True)                                  # the first step turns it into the version error
+    reached = carried(retain=True, step=False)               # without a step: a longer graph each pass
+    assert reached[0] < reached[1] < reached[2]
+
+
+def test_one_loss_twice_names_retain_graph_and_it_doubles_grad():
+    def twice(retain):
+        torch.manual_seed(0)
+        lin = nn.Linear(3, 1)
+        loss = lin(torch.randn(4, 3)).pow(2).mean()
+        loss.backward(retain_graph=retain)
+        once = lin.weight.grad.clone()
+        loss.backward()
+        return once, lin.weight.grad
+    d = diagnosis_of(lambda: twice(False))
+    assert d.kind == "freed" and "differentiated twice" in d.summary
+    says(d, _TWICE_WRONG)
+    once, after = twice(True)
+    assert torch.allclose(after, 2 * once)
