@@ -89,7 +89,7 @@ def parser():
     t.add_argument("--gp-weight", type=float, default=d.gp_weight,
                    help="wgan_gp: the gradient penalty's weight, 0 or above (its paper: 10)")
     t.add_argument("--no-tanh", dest="tanh", action="store_false",
-                   help="train seed 000's G as written, with no final Tanh (it trains badly: lesson 06)")
+                   help="train seed 000's G as written, with no final Tanh (one run of it trained badly: lesson 06)")
     t.add_argument("--seed", type=seed_int, default=d.seed)
     t.add_argument("--device", default=d.device)
     t.add_argument("--out", default=d.out)

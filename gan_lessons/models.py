@@ -16,7 +16,7 @@ class Reshape(nn.Module):
 
 class Generator(nn.Module):
     """Seed 000's G. tanh=True adds a final nn.Tanh(), so outputs share the data's [-1, 1] range: the seed has
-    none (it only ever saw random noise), and on real MNIST that G trains badly (lesson 06)."""
+    none (it only ever saw random noise), and on real MNIST one 20-epoch run of that G trained badly (lesson 06)."""
 
     def __init__(self, z_dim=64, tanh=False):
         super().__init__()

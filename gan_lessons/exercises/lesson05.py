@@ -1,69 +1,187 @@
-"""Lesson 05's exercise: a GAN update strategy that computes each gradient once (check_strategy), checked against
-d_first_fresh_fake's gradients and costs.measure's counts."""
+"""Lesson 05's exercise: a GAN update strategy, written whole, that wastes no D gradient (check_strategy). It runs
+on seed 000's G and D, whose .grad holds an earlier gradient; the gradients each optimizer steps on are compared
+with reference_strategy's and with known wrong steps', and costs.measure counts the passes."""
 import torch
 
-from gan_lessons import strategies
 from gan_lessons.costs import fresh_gan, measure
-from gan_lessons.exercises.feedback import recorded_steps, verdict
-from gan_lessons.lesson import headline, not_solved
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, known_mistake, matching, raised, recorded_steps, \
+    right_answer, unanswered, verdict
+from gan_lessons.strategies import bce
 
 
-def _step_grads(step, seed):
-    """The gradients each optimizer steps on, for one step of `step` on fresh_gan(seed) (the last step of each)."""
+def reference_strategy(G, D, opt_G, opt_D, x_real, noise):
+    """Lesson 05: d_first_fresh_fake's order, G's backward limited to G's parameters: D's gradient once a step."""
+    with torch.no_grad():
+        x_fake = G(noise(len(x_real)))                    # D's fake batch: no graph back to G
+    opt_D.zero_grad()
+    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
+    loss_D.backward()
+    opt_D.step()
+    opt_G.zero_grad()
+    loss_G = bce(D(G(noise(len(x_real)))), 1)             # a fresh fake, through the updated D
+    loss_G.backward(inputs=list(G.parameters()))          # G's .grad only: D's is not computed
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def _written(zero_D=True, zero_G=True, fake_graph=False, order="D, G", summed=False):
+    """reference_strategy, or one way of getting it wrong (or right, differently): without opt_D's or opt_G's
+    zero_grad(); D's fake batch with a graph back to G, opt_G.zero_grad() once before it (D's step trains G); D's
+    terms summed; in another order: "G before D's step" (D's fake batch drawn first, then G's whole step, then D's)
+    or "G, D" (G's whole step first, then D's fake batch from the updated G)."""
+    def step(G, D, opt_G, opt_D, x_real, noise):
+        n = len(x_real)
+
+        def fake_for_D():
+            if fake_graph:
+                opt_G.zero_grad()
+                return G(noise(n))
+            with torch.no_grad():
+                return G(noise(n))
+
+        def d_step(x_fake):
+            if zero_D:
+                opt_D.zero_grad()
+            loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / (1 if summed else 2)
+            loss_D.backward()
+            opt_D.step()
+            return loss_D
+
+        def g_step():
+            if zero_G and not fake_graph:
+                opt_G.zero_grad()
+            loss_G = bce(D(G(noise(n))), 1)
+            loss_G.backward(inputs=list(G.parameters()))
+            opt_G.step()
+            return loss_G
+        if order == "G, D":
+            loss_G = g_step()
+            return d_step(fake_for_D()), loss_G
+        x_fake = fake_for_D()
+        if order == "G before D's step":
+            loss_G = g_step()
+            return d_step(x_fake), loss_G
+        loss_D = d_step(x_fake)
+        return loss_D, g_step()
+    return step
+
+
+TRAINS_G = ("D's step trains G: D's fake batch has a graph back to G, so loss_D.backward() added D's loss into G's "
+            ".grad before G stepped; make it under torch.no_grad() (or detach it)")
+STALE_D = ("G's gradient was taken through D before opt_D.step(): in this order G answers the updated D, so build "
+           "loss_G from a D forward after D's step")
+MISTAKES = [
+    (_written(zero_D=False), "D's gradient at opt_D.step() still holds the earlier .grad (backward adds into "
+                             ".grad): call opt_D.zero_grad() before D's backward"),
+    (_written(zero_G=False), "G's gradient at opt_G.step() still holds the earlier .grad (backward adds into "
+                             ".grad): call opt_G.zero_grad() before G's backward"),
+    (_written(fake_graph=True), TRAINS_G),
+    (_written(order="G before D's step"), STALE_D),
+    (_written(order="G, D"), STALE_D),
+]
+HINTS = AUTOGRAD_HINTS + [
+    ("does not require grad and does not have a grad_fn",
+     "loss_G has no graph back to G: G's loss needs a fresh G forward with a graph, not the fake batch made under "
+     "no_grad (or detached) for D"),
+]
+STALE_FORWARD = ("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place: G's loss "
+                 "needs a D forward of its own, after D's step")
+STUB = ("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your step's "
+        "body and run the cell again.")
+
+
+def _problem(seed=0):
+    """Seed 000's G and D, batch 16, Adam for each; every .grad holds an earlier gradient (0.01), as after a step."""
     G, D, x_real, noise = fresh_gan(seed, batch=16)
-    opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
-    names = {p: n for net in (G, D) for n, p in net.named_parameters()}
-    with recorded_steps({"G": opt_G, "D": opt_D}, names) as records:
-        step(G, D, opt_G, opt_D, x_real, noise)
-    return {key: list(steps[-1].items()) for key, steps in records.items() if steps}, D
+    for p in (*G.parameters(), *D.parameters()):
+        p.grad = torch.full_like(p, 0.01)
+    return G, D, torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()), x_real, noise
+
+
+def _run(step, seed=0):
+    """One call of step on _problem(seed): (the gradients each optimizer stepped on, D, the error raised or None)."""
+    G, D, opt_G, opt_D, x_real, noise = _problem(seed)
+    names = {p: f"{net}.{n}" for net, m in (("G", G), ("D", D)) for n, p in m.named_parameters()}
+    with recorded_steps({"opt_D": opt_D, "opt_G": opt_G}, names) as records:
+        try:
+            step(G, D, opt_G, opt_D, x_real, noise)
+        except Exception as error:  # reported as feedback
+            return records, D, error
+    return records, D, None
+
+
+def _record(step):
+    return _run(step)[0]
+
+
+def _gradient_problems(mine, right):
+    """One line per optimizer whose step count or gradients differ from the right answer's."""
+    problems = []
+    for opt, what in (("opt_D", "D's loss is the mean of bce(D(x_real), 1) and bce(D(x_fake), 0), x_fake from the "
+                                "first noise draw"),
+                      ("opt_G", "G's loss is bce(D(G(z)), 1) on a fresh z (the second noise draw), through D after "
+                                "its step")):
+        got, ref = mine[opt], right[opt]
+        if len(got) != 1:
+            problems.append(f"{opt}.step() ran {len(got)} times in one call; it should run once")
+            continue
+        missing = [n for n, g in got[0].items() if g is None]
+        if missing:
+            problems.append(f"{len(missing)} of {len(got[0])} parameters have no .grad at {opt}.step() ({missing[0]}"
+                            f"): its loss's backward never reached them" + (
+                                "; G's loss needs a fresh G forward with a graph" if opt == "opt_G" else ""))
+            continue
+        differ = [n for n, g in got[0].items() if not torch.allclose(g, ref[0][n], rtol=1e-5, atol=1e-7)]
+        if differ:
+            problems.append(f"the gradient at {opt}.step() differs from the right one in {len(differ)} of "
+                            f"{len(got[0])} parameters (first {differ[0]}): {what}")
+    return problems
 
 
 def _times(n):
-    return {1: "once", 2: "twice"}.get(n, f"{n:g} times")
+    return {0: "never", 1: "once", 2: "twice"}.get(n, f"{n:g} times")
 
 
-def check_strategy(step, reference="d_first_fresh_fake", seed=0) -> bool:
-    """Exercise feedback (lesson 05): does `step` give G and D the gradients `reference` gives them, computing
-    each gradient once per step and running G twice (as `reference` does)? Prints one ✓ line, or one line per
-    thing still wrong; returns whether everything is right. Feedback, not an assert."""
+def check_strategy(step) -> bool:
+    """Lesson 05. step(G, D, opt_G, opt_D, x_real, noise): d_first_fresh_fake's order (D first, on a fake batch made
+    without a graph; then G on a fresh fake batch, through the updated D) in which D's gradient is computed once a
+    step. Runs it on seed 000's G and D, whose .grad holds an earlier gradient, compares the gradients each optimizer
+    steps on with the right ones, counts passes with costs.measure, and prints one line per thing still wrong."""
     name = getattr(step, "__name__", "your step")
-    try:
-        got, D = _step_grads(step, seed)
-        cost = measure(step, *fresh_gan(seed, batch=16), steps=1, warmup=0)
-    except Exception as error:  # any error is feedback here
-        if "ellipsis" in str(error):
-            not_solved(name, "your answer")
-            return False
-        return verdict(name, [f"the step raised {type(error).__name__}: {headline(str(error))}"], "")
+    if unanswered(name, step, "your strategy function"):
+        return False
+    mine, D, error = _run(step)
+    if isinstance(error, NotImplementedError):
+        print(STUB.format(name=name))
+        return False
+    if error is not None:
+        hint = STALE_FORWARD if "modified by an inplace operation" in str(error) and mine["opt_D"] else None
+        problem = raised(name, error, HINTS)
+        return verdict(name, [problem if hint is None else f"{problem.split('. Hint')[0]}. Hint: {hint}."], "")
+    cost = measure(step, *fresh_gan(batch=16), steps=1, warmup=0, memory=False)
     if cost.error:
-        return verdict(name, [f"the step raised RuntimeError: {headline(cost.error)}"], "")
-    want, _ = _step_grads(strategies.get(reference), seed)
-    wrong = []
-    for net in ("D", "G"):
-        if net not in got:
-            wrong.append(f"opt_{net}.step() is never called")
-            continue
-        missing = [n for n, g in got[net] if g is None]
-        if missing:
-            wrong.append(f"{net}'s parameters have no gradient when opt_{net} steps ({', '.join(missing[:3])})")
-            continue
-        diffs = [((g - r).abs().max().item(), n) for (n, g), (_, r) in zip(got[net], want[net])
-                 if not torch.allclose(g, r, rtol=1e-5, atol=1e-7)]
-        if diffs:
-            gap, where = max(diffs)
-            wrong.append(f"{net}'s gradient differs from {reference}'s in {len(diffs)} of {len(got[net])} "
-                         f"parameters (largest difference {gap:.2g}, in {where})")
-    if cost.D_grad_passes != 1:
-        wrong.append(f"D's gradient is computed {_times(cost.D_grad_passes)} per step"
-                     + (": G's backward still fills D's .grad" if cost.D_grad_passes == 2 else ", not once"))
-    if cost.G_grad_passes != 1:
-        wrong.append(f"G's gradient is computed {_times(cost.G_grad_passes)} per step"
-                     + (": D's loss still reaches G (make D's fake batch without a graph)"
-                        if cost.G_grad_passes == 2 else ", not once"))
-    if cost.G_forward != 2:
-        wrong.append(f"G runs {_times(cost.G_forward)} per step; {reference} runs it twice (a fake batch for D "
-                     "under no_grad, a fresh one for G's loss)")
+        return verdict(name, [f"run again on a fresh G and D, the step raised RuntimeError: {cost.error}"], "")
+    right = right_answer(mine, [reference_strategy, _written(summed=True)], _record)
+    hint = None if matching(mine, right) else known_mistake(mine, MISTAKES, _record)
+    if hint:
+        problems = [hint]
+    else:
+        problems = _gradient_problems(mine, right)
+        if cost.G_forward == 1:      # then G's gradient differs: say why, unless it is missing altogether
+            problems = [p for p in problems if "no .grad" in p] or [
+                "G runs once per step: G's loss reuses D's fake batch (as d_first_frozen_D and g_first_inputs do); "
+                "this exercise asks for d_first_fresh_fake's order, with a fresh G forward for G's loss"]
+        elif cost.G_forward != 2:
+            problems.append(f"G runs {_times(cost.G_forward)} per step; this order runs it twice: a fake batch for "
+                            f"D without a graph, and a fresh one for G's loss")
+    if cost.D_grad_passes > 1:
+        problems.append(f"D's gradient is computed {_times(cost.D_grad_passes)} per step, once for nothing, as in "
+                        f"g_first: G's backward still fills D's .grad; freeze D during G's step, or give "
+                        f"loss_G.backward inputs=list(G.parameters())")
+    if cost.G_grad_passes > 1 and hint != TRAINS_G:                 # that hint already says D's loss reaches G
+        problems.append(f"G's gradient is computed {_times(cost.G_grad_passes)} per step: D's loss still reaches G; "
+                        f"make D's fake batch under torch.no_grad() (or detach it)")
     if not all(p.requires_grad for p in D.parameters()):
-        wrong.append("D is still frozen after the step: call D.requires_grad_(True) before returning")
-    return verdict(name, wrong, f"G and D step on {reference}'s gradients, D's gradient is computed once per step "
-                                "(not twice), and G runs twice")
+        problems.append("D is still frozen after the step: call D.requires_grad_(True) before returning")
+    return verdict(name, problems, "D and G step on the right gradients, D's gradient is computed once per step "
+                                   "(not twice), and G runs twice, as d_first_fresh_fake does")

@@ -1,9 +1,9 @@
 # %% [markdown]
 # # Lesson 05 · GAN update strategies, measured
 #
-# **Goal.** Run the orders in which a GAN can update D and G, see which ones fail and why, switch between them
-# with a widget, and compare their real costs (passes through G and D counted with hooks, gradient passes,
-# time, memory) instead of arguing from theory.
+# **Goal.** Run the orders in which a GAN can update D and G, see which ones fail and why, compare what each really
+# costs (passes through G and D counted with hooks, arithmetic, time, memory), switch between them with a widget,
+# and write one order yourself that wastes nothing.
 #
 # **Material.** Seed 003 (three strategies and an efficiency argument; 凌逆战, “pytorch训练GAN时的detach()”, 博客园, 2020-11-09) and seed 000
 # (`loss_nonsaturating`; 聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
@@ -13,7 +13,7 @@
 # |---|---|
 # | 003 "strategy 1": `d_loss.backward(retain_graph=True)`, `optimizer_D.step()`, `g_loss.backward()` | raises the version error (since torch 1.5; before, a silently wrong gradient) |
 # | 003 "strategy 2": D on `gen_imgs.detach()`, then `g_loss = adversarial_loss(pred_gen, valid)` on that same output | raises "Trying to backward through the graph a second time"; with `retain_graph=True`, the version error (D stepped in between); with `retain_graph=True` and no D step in between, it runs and G gets **no** gradient |
-# | 003 "strategy 3": G first, then D on the detached fake | works (`g_first` below); the seed says G's backward "has to" compute D's gradient too, which freezing D or `backward(inputs=...)` avoids |
+# | 003 "strategy 3": G first, then D on the detached fake | works (`g_first` below); the seed's "it has to be so" about its cost does not hold: section 4 counts it, and freezing D or `backward(inputs=...)` makes it cheaper |
 # | 000 `loss_nonsaturating` | raises the version error `[512, 1]` in its loop, and, independently, applies the sigmoid twice: nothing reports that |
 
 # %%
@@ -30,74 +30,51 @@ def fresh_gan(batch=64):
     """Seed 000's G and D (seeded), a batch in [-1, 1] standing in for MNIST, and a seeded noise source."""
     return costs.fresh_gan(batch=batch, device=device)
 
+def show_source(*functions):
+    for f in functions:
+        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
+
 
 # %% [markdown]
 # ## 0 · Two players, one loss
 #
-# **Why it matters.** Every strategy in this lesson orders the same two updates. Before comparing orders, here is
-# what is being updated, and why the G loss they all use is `bce(D(x_fake), 1)`.
+# **Why it matters.** Every strategy in this lesson orders the same two updates: here is what is updated, and why
+# the G loss they all use is `bce(D(x_fake), 1)`.
 #
-# A GAN has two networks. The **generator** G maps noise z (a few random numbers) to a sample, x_fake = G(z).
-# The **discriminator** D maps a sample to one number, a **logit**: high means "real", low means "fake". Below,
-# D(x) is the probability σ(logit) that D gives to "real". The two play a game on one value:
+# The **generator** G maps noise z to a sample, x_fake = G(z). The **discriminator** D maps a sample to one
+# **logit**: high means "real". D(x) below is σ(logit), the probability D gives to "real". The two play
 #
 # $$\min_G \max_D \; \mathbb{E}_{x}\big[\log D(x)\big] + \mathbb{E}_{z}\big[\log\big(1 - D(G(z))\big)\big]$$
 #
-# D raises it by calling data real and G's samples fake; G lowers it by making samples that D calls real. Only the
-# second term depends on G, so the game's G loss is log(1 − D(G(z))). Early in training, D easily recognises G's
-# poor samples (D(G(z)) ≈ 0), and there this loss is flat: its derivative with respect to D's logit is
-# −σ(logit) ≈ 0. G would learn least exactly when it is worst. So G minimises the **non-saturating** loss
-# −log D(G(z)) instead: the same aim (make D(G(z)) large), but its derivative, −(1 − σ(logit)), is about −1 where
-# D rejects the fake. Here are both at logit −6:
+# Only the second term depends on G, so the game's G loss is log(1 − D(G(z))). Early on D rejects G's poor samples
+# (D(G(z)) ≈ 0), where that loss is flat: G would learn least when it is worst. So G minimises the
+# **non-saturating** loss −log D(G(z)) instead, which has the same aim. Both losses are binary cross-entropy on D's
+# logit (`F.binary_cross_entropy_with_logits`; `strategies.bce(logits, target)` with a constant target):
+# target 1 gives −log σ(ℓ), G's loss on a fake and D's real term; target 0 gives −log(1 − σ(ℓ)), D's fake term.
 
 # %%
 logit = torch.tensor(-6.0, requires_grad=True)       # D confidently rejects a fake
-saturating = torch.log(1 - torch.sigmoid(logit))      # the game's G loss: log(1 - D(G(z)))
-non_saturating = -torch.log(torch.sigmoid(logit))     # what G minimises instead: -log D(G(z))
-grad_sat, = torch.autograd.grad(saturating, logit)
-grad_non, = torch.autograd.grad(non_saturating, logit)
-print(f"D(G(z)) = sigmoid(-6) = {torch.sigmoid(logit).item():.4f}")
-print(f"d/dlogit of log(1 - D(G(z))): {grad_sat.item():.4f}")
-print(f"d/dlogit of -log D(G(z))    : {grad_non.item():.4f}")
+grad_sat, = torch.autograd.grad(torch.log(1 - torch.sigmoid(logit)), logit)    # the game's G loss
+grad_non, = torch.autograd.grad(-torch.log(torch.sigmoid(logit)), logit)       # the non-saturating one
 claim("at logit -6 the game's G loss gives G a tiny gradient, the non-saturating loss about -1",
       abs(grad_sat.item()) < 0.01 and abs(grad_non.item() + 1) < 0.01,
-      shown=f"{grad_sat.item():.4f} vs {grad_non.item():.4f}: the non-saturating one is "
-            f"{grad_non.item() / grad_sat.item():.0f} times larger")
+      shown=f"{grad_sat.item():.4f} vs {grad_non.item():.4f}")
 
-# %% [markdown]
-# No strategy writes `log` and `sigmoid` itself. Both players' losses are binary cross-entropy on D's logit ℓ,
-# BCE(ℓ, y) = −[y log σ(ℓ) + (1 − y) log(1 − σ(ℓ))], which `F.binary_cross_entropy_with_logits` computes
-# (`strategies.bce(logits, target)` is that, with a constant target):
-#
-# - target 1 leaves −log σ(ℓ). On D(x_fake) that **is** G's non-saturating loss; on D(x_real) it is D's real term.
-# - target 0 leaves −log(1 − σ(ℓ)), D's fake term: D's loss is the real and the fake terms together.
-#
-# PyTorch computes both as softplus(∓ℓ), which stays finite where `log(sigmoid(ℓ))` underflows to −∞:
-
-# %%
 logits = torch.linspace(-8, 8, 17)
-ones, zeros = torch.ones(17), torch.zeros(17)
-bce_ones = F.binary_cross_entropy_with_logits(logits, ones, reduction="none")
-bce_zeros = F.binary_cross_entropy_with_logits(logits, zeros, reduction="none")
-p_real = torch.sigmoid(logits.double())   # the log formulas in float64: in float32, 1 - sigmoid(-8) loses digits
-claim("BCE with target 1 is G's non-saturating loss, softplus(-logit) = -log sigmoid(logit)",
-      torch.allclose(bce_ones, F.softplus(-logits), atol=1e-6) and torch.allclose(bce_ones.double(), -torch.log(p_real), atol=1e-6),
-      shown=f"logits -8 to 8, largest difference to the log form {(bce_ones + torch.log(p_real)).abs().max():.1e}")
-claim("BCE with target 0 is D's fake term, softplus(logit) = -log(1 - sigmoid(logit))",
-      torch.allclose(bce_zeros, F.softplus(logits), atol=1e-6) and torch.allclose(bce_zeros.double(), -torch.log(1 - p_real), atol=1e-6),
-      shown=f"largest difference {(bce_zeros + torch.log(1 - p_real)).abs().max():.1e}")
-claim("strategies.bce(logits, 1) is their mean: the G loss of every strategy in this lesson",
-      torch.allclose(strategies.bce(logits, 1), bce_ones.mean()))
+p_real = torch.sigmoid(logits.double())     # the log formulas in float64: in float32, 1 - sigmoid(-8) loses digits
+claim("strategies.bce(logits, 1) is the mean of -log sigmoid(logit): G's non-saturating loss",
+      torch.allclose(strategies.bce(logits, 1).double(), -torch.log(p_real).mean(), atol=1e-6))
+claim("strategies.bce(logits, 0) is the mean of -log(1 - sigmoid(logit)): D's fake term",
+      torch.allclose(strategies.bce(logits, 0).double(), -torch.log(1 - p_real).mean(), atol=1e-6))
 far = torch.tensor([-200.0])
-claim("at logit -200, BCE gives 200 where -log(sigmoid) gives inf",
-      F.binary_cross_entropy_with_logits(far, torch.ones(1)).item() == 200 and torch.isinf(-torch.log(torch.sigmoid(far))).item())
+claim("computed from the logit, it stays finite where log(sigmoid) underflows: 200 at logit -200, not inf",
+      strategies.bce(far, 1).item() == 200 and torch.isinf(-torch.log(torch.sigmoid(far))).item())
 
 # %% [markdown]
-# To see the game work, shrink it to one dimension, where a CPU trains it in seconds. The real data are numbers
-# drawn from N(3, 0.5²). G turns one noise number z ~ N(0, 1) into one number; D gives one number a logit. Neither
-# knows 3 or 0.5: the only thing that tells G where the data lie is the gradient of its loss through D. The
-# training loop calls `strategies.g_first`, the same function that section 3 runs on seed 000's networks. Before and
-# after 1000 steps, G turns the same 10,000 z into samples, which we compare with 10,000 real numbers:
+# To see the game work, shrink it to one dimension. The data are numbers from N(3, 0.5²); G turns one noise number
+# into one number, D gives one number a logit. Neither knows 3 or 0.5: only the gradient of G's loss through D tells
+# G where the data lie. The loop calls `strategies.g_first`, the same function section 3 runs on seed 000's
+# networks, for 1000 steps:
 
 # %%
 import matplotlib.pyplot as plt
@@ -138,23 +115,17 @@ plt.title("1-D GAN: real samples, and G's before and after training")
 plt.show()
 
 # %% [markdown]
-# G's samples moved onto the data: their mean and spread are close to the real ones. Their shape is only roughly
-# the bell curve (the claims check mean and spread only); matching a whole distribution takes longer, and a GAN can
-# miss parts of it, which lesson 06 measures on MNIST. Tiny as it is, this is the whole algorithm. From section 1
-# on, G and D are seed 000's MNIST networks (`gan_lessons.models`: G maps 64 noise numbers to a 28×28 image, D maps
-# an image to one logit), and each strategy is called exactly as `g_first` was called here.
+# G's samples moved onto the data (mean and spread; matching a whole distribution takes longer, lesson 06). From
+# section 1 on, G and D are seed 000's MNIST networks (`gan_lessons.models`), called exactly as `g_first` was here.
 
 # %% [markdown]
 # ## 1 · Two seed strategies that fail today, and why they failed silently before
 #
 # **Why it matters.** Seed 003 recommends its strategy 1 for GANs whose D is expensive. On torch ≥ 1.5 it does not
-# run. Here it is as a strategy function (`strategies.retain_graph_seed003`, the same order as the seed, with
-# logits instead of `BCELoss`), on seed 000's G and D:
+# run. Here it is as a strategy function (the seed's order, with logits instead of `BCELoss`), on seed 000's G and D:
 
 # %%
-display(Markdown(f"```python\n{inspect.getsource(strategies.retain_graph_seed003)}```"))
-
-# %%
+show_source(strategies.retain_graph_seed003)
 G, D, x_real, noise = fresh_gan()
 opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
 with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
@@ -162,18 +133,12 @@ with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\], which is out
 
 
 # %% [markdown]
-# Seed 000's own loop fails with the same words (lesson 03 takes that message apart). The two posts reach it
-# differently:
-#
-# - seed 003's strategy 1 does it **on purpose**: it wants one forward and keeps the graph for G's backward.
-# - seed 000 does it **by accident**: `loss_nonsaturating` returns both losses from one forward, and the loop
-#   then backpropagates them one after the other.
-#
-# The fact underneath is the same: G's backward goes through D's forward, and `optimizer_D.step()` changed D's
-# weights in between. Torch 1.5 made it visible. Until then the built-in optimizers updated `p.data`, which does
-# not bump the version counter. The backward then paired D's **new** weights with activations computed by the
-# **old** ones. We can emulate that: update D through `.data` and compare G's gradient with the two honest
-# answers, G's gradient through the old D and through the new D.
+# Seed 000's loop fails with the same words (lesson 03 takes the message apart): `loss_nonsaturating` returns both
+# losses from one forward, and the loop backpropagates them one after the other. Seed 003 does it on purpose, seed
+# 000 by accident; underneath, G's backward goes through D's forward and `optimizer_D.step()` changed D's weights in
+# between. Before torch 1.5 the optimizers updated `p.data`, which does not bump the version counter, so the
+# backward paired D's **new** weights with activations of the **old** ones. Emulated with a `.data` update, and
+# compared with G's honest gradients through the old D and through the new D:
 
 # %%
 def pre15_emulation(mode, lr=0.1):
@@ -200,10 +165,12 @@ claim("the pre-1.5 gradient is G's gradient through neither the old D nor the ne
 
 
 # %% [markdown]
-# The pre-1.5 number is the gradient of neither the old nor the new discriminator's loss, and nothing said so.
+# That gradient belongs to neither discriminator, and nothing said so.
 #
 # **Seed 003's strategy 2** detaches the fake for D (good), then builds G's loss from that **same detached**
-# output. It fails for a second reason: `d_loss.backward()` already freed D's graph:
+# output. It fails for a second reason, `d_loss.backward()` already freed D's graph; with `retain_graph=True`
+# the D step makes the saved weights stale, as in strategy 1; and with neither, G would get no gradient at all,
+# since the graph of `pred_gen` starts at the detached fake:
 
 # %%
 def seed003_strategy2(retain, step_D=True):
@@ -223,100 +190,63 @@ def seed003_strategy2(retain, step_D=True):
 
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     seed003_strategy2(retain=False)
-
-# %% [markdown]
-# With `retain_graph=True` it still fails: the graph is kept, but `optimizer_D.step()` makes D's saved weights
-# stale, as in strategy 1:
-
-# %%
 with expect_error(RuntimeError, "modified by an inplace operation"):
     seed003_strategy2(retain=True)
-
-# %% [markdown]
-# Even with no D step in between, nothing would reach G: `pred_gen` was computed from `gen_imgs.detach()`, so
-# `g_loss`'s graph starts at the detached fake and contains only D. The run below keeps the graph and skips the
-# step, so that nothing else can fail first, and counts G's parameters that received a gradient:
-
-# %%
 n_with_grad = seed003_strategy2(retain=True, step_D=False)
-claim("seed 003's strategy 2 with retain_graph and no D step runs, and none of G's parameters gets a gradient",
+claim("with retain_graph and no D step it runs, and none of G's parameters gets a gradient",
       n_with_grad == 0, shown=f"{n_with_grad} of {len(list(Generator().parameters()))} G parameters have a .grad")
 
 # %% [markdown]
 # ## 2 · Seed 000's double sigmoid
 #
-# **Why it matters.** `loss_nonsaturating` computes `dgz = F.sigmoid(d(gz))` and then feeds `dgz` to
-# `binary_cross_entropy_with_logits`, which applies a sigmoid itself. No error, no warning, and the losses look
-# plausible. Compare the G loss and its gradient with respect to D's logit, with and without the extra sigmoid:
+# **Why it matters.** `loss_nonsaturating` computes `dgz = F.sigmoid(d(gz))` and feeds `dgz` to
+# `binary_cross_entropy_with_logits`, which applies a sigmoid itself. No error, no warning, plausible losses.
+# Compare G's loss and its gradient with respect to D's logit, with and without the extra sigmoid:
 
 # %%
 import warnings
 
 logits = torch.tensor([-10., -6., -2., 0., 2., 6.], requires_grad=True)
-ones, zeros = torch.ones(6), torch.zeros(6)
 with warnings.catch_warnings():
     warnings.simplefilter("error")               # nothing is reported, not even a warning
-    correct = F.binary_cross_entropy_with_logits(logits, ones, reduction="none")
-    seed000 = F.binary_cross_entropy_with_logits(torch.sigmoid(logits), ones, reduction="none")
+    correct = F.binary_cross_entropy_with_logits(logits, torch.ones(6), reduction="none")
+    seed000 = F.binary_cross_entropy_with_logits(torch.sigmoid(logits), torch.ones(6), reduction="none")
 grad_correct, = torch.autograd.grad(correct.sum(), logits)
 grad_seed000, = torch.autograd.grad(seed000.sum(), logits)
 shrink = grad_correct / grad_seed000
-print("D's logit for a fake     :", rounded(logits))
-print("loss_G, correct          :", rounded(correct))
-print("loss_G, double sigmoid   :", rounded(seed000))
+print("D's logit for a fake              :", rounded(logits))
+print("loss_G, double sigmoid            :", rounded(seed000))
 print("d loss_G / d logit, correct       :", rounded(grad_correct))
 print("d loss_G / d logit, double sigmoid:", rounded(grad_seed000, 6))
-print("shrink factor (correct / double)  :", [round(f) for f in shrink.tolist()])
 claim("the shrink factor grows without bound as D rejects the fake more confidently",
       bool((shrink[:-1] > shrink[1:]).all()) and 40_000 < shrink[0].item() < 50_000 and 700 < shrink[1].item() < 900,
       shown=f"{shrink[1]:.0f}x at logit -6, {shrink[0]:.0f}x at logit -10")
-
-# the ranges: sigmoid(logit) lies in (0, 1), so BCE-with-logits sees an input in (0, 1) whatever D says
-G_range = (F.softplus(-torch.tensor(1.0)).item(), F.softplus(torch.tensor(0.0)).item())   # target 1: G's loss
-D_range = (F.softplus(torch.tensor(0.0)).item(), F.softplus(torch.tensor(1.0)).item())    # target 0: D's fake term
-sweep = torch.linspace(-30, 30, 601)
-G_seen = F.binary_cross_entropy_with_logits(sweep.sigmoid(), torch.ones(601), reduction="none")
-D_seen = F.binary_cross_entropy_with_logits(sweep.sigmoid(), torch.zeros(601), reduction="none")
-claim(f"with the double sigmoid, G's loss stays in [{G_range[0]:.2f}, {G_range[1]:.2f}] and D's fake term in "
-      f"[{D_range[0]:.2f}, {D_range[1]:.2f}], for any logit",
-      G_seen.min().item() >= G_range[0] - 1e-6 and G_seen.max().item() <= G_range[1] + 1e-6
-      and D_seen.min().item() >= D_range[0] - 1e-6 and D_seen.max().item() <= D_range[1] + 1e-6,
-      shown=f"logits swept from -30 to 30: G {G_seen.min():.4f} to {G_seen.max():.4f}, "
-            f"D {D_seen.min():.4f} to {D_seen.max():.4f}")
+sweep = torch.linspace(-30, 30, 601).sigmoid()  # whatever D says, BCE-with-logits now sees an input in (0, 1)
+G_seen = F.binary_cross_entropy_with_logits(sweep, torch.ones(601), reduction="none")
+claim("with the double sigmoid, G's loss stays between softplus(-1) and softplus(0), 0.31 and 0.69, for any logit",
+      G_seen.min().item() >= F.softplus(torch.tensor(-1.0)).item() - 1e-6
+      and G_seen.max().item() <= F.softplus(torch.tensor(0.0)).item() + 1e-6,
+      shown=f"logits swept from -30 to 30: {G_seen.min():.4f} to {G_seen.max():.4f}")
 
 # %% [markdown]
-# When D confidently rejects a fake (logit −6), the correct loss gives G a strong push (gradient ≈ −1). The
-# double-sigmoid version gives it ≈ −0.001, about 800 times less, and at logit −10 about 44,000 times less: the
-# factor has no upper bound, because the extra sigmoid's slope goes to zero as D grows confident. G barely learns
-# exactly when it most needs to. The losses are squashed too (G's into [0.31, 0.69], D's fake term into
-# [0.69, 1.31]), so the curves look calm while nothing is learned. Lesson 07's doctor reports this pattern.
+# Where D confidently rejects a fake, the correct loss pushes G hard (gradient ≈ −1); the double sigmoid gives about
+# 800 times less at logit −6, 44,000 times less at −10, with no upper bound, and its loss curve looks calm while
+# nothing is learned. Lesson 07's doctor reports this pattern.
 
 # %% [markdown]
 # ## 3 · Six strategies that run, side by side in code
 #
 # **Why it matters.** Every bit of autograd logic is in the order of `zero_grad`, `detach`, `backward` and `step`.
-# Each strategy in `gan_lessons.strategies` is one screen long; read them before looking at the numbers.
-
-# %%
-for name in ("one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"):
-    display(Markdown(f"```python\n{inspect.getsource(strategies.get(name))}```"))
-
-# %% [markdown]
-# `one_forward` is the correct version of seed 003's idea: G's gradient is taken through D **before**
-# `opt_D.step()` (with `backward(inputs=...)`, so neither loss fills the other network's gradients). It is a
-# different algorithm: *simultaneous* updates, where G answers the D that scored it, instead of the *alternating*
-# updates of the other orders, where G answers the D that was just updated. `g_first` also shows G the old D.
+# Before reading them, one question about `g_first`, the order of section 0 and seed 003's strategy 3. It starts:
 #
-# The last two are `d_first_reuse_fake` and `g_first` with one change in G's step. G's backward has to go
-# *through* D, but it does not have to compute D's **parameter** gradients, which G's step throws away.
-# `d_first_frozen_D` turns them off with `D.requires_grad_(False)` around G's step (pix2pix and CycleGAN do this
-# with their `set_requires_grad`). `g_first_inputs` asks for G's gradients only, with
-# `loss_G.backward(inputs=list(G.parameters()))`, the tool `one_forward` already uses.
-#
-# The tests in `tests/test_strategies.py` check that D steps on **identical** gradients in all six, and that
-# `one_forward` and `g_first` give G identical gradients, which differ from those of the D-first orders.
+# ```python
+# x_fake = G(noise(len(x_real)))
+# opt_G.zero_grad()
+# loss_G = bce(D(x_fake), 1)
+# loss_G.backward()
+# ```
 
-# %%
+# %% tags=["predict"] reveals=["D's parameters get gradients", "also fills D's grads", "G's backward\\s+(still\\s+|also\\s+)?computes\\s+D's\\s+gradients?"]
 prediction = "both"  # SOLUTION: after g_first's loss_G.backward(), which network's parameters have .grad: "G", "D" or "both"?
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
@@ -327,14 +257,55 @@ check("nets with .grad after g_first's G backward", prediction,
           "g_first clears them with opt_D.zero_grad() before D's own backward.")
 
 # %% [markdown]
+# Here are the six, each one screen long:
+
+# %%
+show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake",
+                                                 "d_first_frozen_D", "g_first_inputs")))
+
+# %% [markdown]
+# `one_forward` is the correct version of seed 003's idea: G's gradient is taken through D **before**
+# `opt_D.step()`, each backward limited by `inputs=` to one network. It is a different algorithm: *simultaneous*
+# updates, where G answers the D that scored it, instead of the *alternating* updates of the other orders, where G
+# answers the D that was just updated (`g_first` also shows G the old D).
+#
+# The last two are `d_first_reuse_fake` and `g_first` with one change in G's step. G's backward has to go
+# *through* D, but it does not have to compute D's **parameter** gradients, which G's step throws away.
+# `d_first_frozen_D` turns them off with `D.requires_grad_(False)` around G's step (pix2pix and CycleGAN do this
+# with their `set_requires_grad`); `g_first_inputs` asks for G's gradients only, with
+# `loss_G.backward(inputs=list(G.parameters()))`. `tests/test_strategies.py` checks that D steps on **identical**
+# gradients in all six, and that `one_forward` and `g_first` give G identical gradients, which differ from those
+# of the D-first orders.
+
+# %% [markdown]
 # ## 4 · The costs, measured
 #
 # **Why it matters.** Seed 003 argues from theory that its strategy 1 saves a forward but wastes a G backward, and
-# that strategy 3 is best. We count instead. `costs.measure` runs a strategy on seed 000's models with fresh Adam
-# optimizers and counts, per step, with hooks: forward calls of G and D, backward passes through each of those
-# calls, and how many times each parameter's gradient was accumulated ("grad passes"; 2 means one pass was
-# wasted). Memory on a CPU is the peak of the bytes autograd holds in saved tensors, parameters left out; on a
-# GPU it is CUDA's peak allocated memory.
+# that strategy 3 is best. We count instead. `costs.measure` runs a strategy on seed 000's models (batch 64) with
+# fresh Adam optimizers and counts per step, with hooks: forward calls of G and D, backward passes through each of
+# those calls, and **grad passes**, how many times each parameter's gradient was accumulated (2 means one was
+# wasted). It measures memory twice, and the two are different things:
+#
+# - **saved MiB**: the peak of the bytes autograd keeps in saved tensors for backward (parameters left out), from
+#   saved-tensor hooks. It is what a graph costs while it waits for its backward.
+# - **allocator peak MiB**: the most memory the allocator held during one step above its level when the step
+#   started: the saved tensors, and also the gradients being written, outputs no backward needs, and backward's
+#   temporaries. On a CPU it comes from the profiler's record of every allocation and free; on a GPU from CUDA's
+#   own peak. It is what decides whether a step fits in memory.
+#
+# Two predictions before the table. Read the strategies above again if you need to.
+
+# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "only loss_D fills"]
+prediction = 1  # SOLUTION: how many gradient passes per D parameter does one_forward make per step?
+one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
+check("one_forward D grad passes", prediction, one_forward_cost.D_grad_passes,
+      why="backward(inputs=...) keeps loss_G's backward out of D's .grad; only loss_D fills it.")
+
+# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "pays one extra G forward"]
+prediction = 2  # SOLUTION: how many forward calls of G per step does d_first_fresh_fake make (hooks count every call)?
+fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
+check("d_first_fresh_fake G forwards", prediction, fresh_fake_cost.G_forward,
+      why="one under no_grad for D's fake batch (a forward all the same), one with a graph for G's loss.")
 
 # %%
 results = {}
@@ -342,18 +313,36 @@ for name in strategies.STRATEGIES:
     G, D, x_real, noise = fresh_gan()
     results[name] = costs.measure(name, G, D, x_real, noise, steps=3 if QUICK else 20, warmup=1 if QUICK else 5)
 
-print(f"{'strategy':<22}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'peak MiB':>10}")
+print(f"{'strategy':<22}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved MiB':>11}"
+      f"{'alloc. peak MiB':>17}")
 for name, c in results.items():
     if c.error:
         print(f"{name:<22} raises: {headline(c.error)}")
     else:
         print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
-              f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.peak_mib:>10.2f}")
-print("memory:", results["g_first"].memory, "| batch 64")
+              f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
+print("batch 64 |", results["g_first"].memory, "| allocator:", "CUDA" if device.type == "cuda" else "CPU")
 
 # %% [markdown]
-# Time per step is the median over the measured steps, after warm-up. It depends on the machine, so this cell's
-# output is not compared by the tests:
+# What the counts say about seed 003's argument (each line computed from the table):
+
+# %%
+r = results
+passes = ("G_forward", "G_backward", "D_forward", "D_backward", "G_grad_passes", "D_grad_passes")
+same = lambda a, b, keys=passes: all(getattr(r[a], k) == getattr(r[b], k) for k in keys)
+claim("1. seed 003's strategy 1 raises today; its correct one-forward version saves one D forward",
+      r["retain_graph_seed003"].error is not None and r["one_forward"].D_forward == r["d_first_reuse_fake"].D_forward - 1)
+claim("2. g_first (seed 003's strategy 3) makes the same passes as d_first_reuse_fake, and both compute D's "
+      "gradient twice per step, once for nothing (as seed 003 says of strategy 3)",
+      same("g_first", "d_first_reuse_fake") and r["g_first"].D_grad_passes == 2 and r["g_first"].G_grad_passes == 1)
+claim("3. freezing D or backward(inputs=...) removes that wasted pass, with the same forward and backward calls",
+      all(r[n].D_grad_passes == r[n].G_grad_passes == 1 for n in ("d_first_frozen_D", "g_first_inputs"))
+      and same("d_first_frozen_D", "d_first_reuse_fake", passes[:4]) and same("g_first_inputs", "g_first", passes[:4]))
+claim("4. d_first_fresh_fake pays one extra G forward", r["d_first_fresh_fake"].G_forward == 2)
+
+# %% [markdown]
+# Time per step is the median over the measured steps, after warm-up; it depends on the machine, so the tests do
+# not compare this cell's output:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -364,46 +353,95 @@ print("time relative to d_first_reuse_fake:",
       {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
 
 # %% [markdown]
-# What the numbers say about seed 003's argument (each line is computed from the table above):
+# ### Why `one_forward` can come out slowest
+#
+# `one_forward` makes the fewest passes, yet an earlier run of this very cell put it last: 101.5 ms a step against
+# 79 to 94 ms for the others, 1.21 times `d_first_reuse_fake`. Candidate reasons: `retain_graph=True` keeps its
+# graph alive; two backward calls instead of one; `inputs=` making the engine do extra work. Instead of guessing,
+# count the work, then time it so that the machine's noise cannot pick a winner.
+#
+# First the arithmetic: `FlopCounterMode` counts the floating-point operations of every matrix product and
+# convolution of one step, forward and backward (the bulk of a step's work here, which the timing below tests):
 
 # %%
-r = results
-passes = ("G_forward", "G_backward", "D_forward", "D_backward", "G_grad_passes", "D_grad_passes")
-same_passes = lambda a, b: all(getattr(r[a], k) == getattr(r[b], k) for k in passes)
-claim("1. seed 003's strategy 1 raises today", r["retain_graph_seed003"].error is not None)
-claim("2. its correct one-forward version saves one D forward",
-      r["one_forward"].D_forward == r["d_first_reuse_fake"].D_forward - 1,
-      shown=f"D forwards {r['one_forward'].D_forward:g} vs {r['d_first_reuse_fake'].D_forward:g}")
-claim("3. g_first (seed 003's strategy 3) makes the same passes as d_first_reuse_fake (the strategy 2 its text describes)",
-      same_passes("g_first", "d_first_reuse_fake"))
-claim("4. both compute D's gradient twice per step, once for nothing (as seed 003 says of strategy 3)",
-      r["g_first"].D_grad_passes == r["d_first_reuse_fake"].D_grad_passes == 2 and r["g_first"].G_grad_passes == 1)
-claim("5. freezing D or backward(inputs=...) removes that wasted pass, with the same forward and backward calls",
-      all(r[n].D_grad_passes == r[n].G_grad_passes == 1 for n in ("d_first_frozen_D", "g_first_inputs"))
-      and all(getattr(r["d_first_frozen_D"], k) == getattr(r["d_first_reuse_fake"], k) for k in passes[:4])
-      and all(getattr(r["g_first_inputs"], k) == getattr(r["g_first"], k) for k in passes[:4]))
-claim("6. d_first_fresh_fake pays one extra G forward", r["d_first_fresh_fake"].G_forward == 2)
-keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
-claim("7. the orders that keep G's graph alive until D has stepped peak higher in saved memory (seed 003's point)",
-      min(r[n].peak_mib for n in keeps_G_graph) > max(r[n].peak_mib for n in frees_it),
-      shown=", ".join(f"{n} {r[n].peak_mib:.2f} MiB" for n in keeps_G_graph + frees_it))
-saving = 1 - r["g_first"].peak_mib / r["d_first_reuse_fake"].peak_mib
-claim("8. among the alternating orders, freeing G's graph early saves about a fifth of the saved memory",
-      0.15 < saving < 0.25, shown=f"{saving:.0%}")
+from torch.utils.flop_counter import FlopCounterMode
+
+def step_gflop(name):
+    """Matmul and convolution GFLOPs of one step of strategy `name`, after one step (Adam's state exists)."""
+    G, D, x_real, noise = fresh_gan()
+    args = (G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise)
+    strategies.get(name)(*args)
+    with FlopCounterMode(display=False) as counter:
+        strategies.get(name)(*args)
+    return counter.get_total_flops() / 1e9
+
+gflop = {name: step_gflop(name) for name, c in results.items() if not c.error}
+G, D, x_real, noise = fresh_gan()
+with FlopCounterMode(display=False) as counter:
+    D(x_real)
+d_forward = counter.get_total_flops() / 1e9
+for name, g in gflop.items():
+    print(f"{name:<22}{g:6.3f} GFLOP  ({g / gflop['d_first_reuse_fake']:.2f} of d_first_reuse_fake)")
+print(f"one D forward, batch 64: {d_forward:.3f} GFLOP")
+claim("one_forward does the least arithmetic of the six",
+      min(gflop, key=gflop.get) == "one_forward", shown=f"{gflop['one_forward']:.3f} GFLOP")
+claim("d_first_frozen_D does one D forward's worth less than d_first_reuse_fake (the wasted D gradient), and "
+      "one_forward one D forward less again",
+      abs(gflop["d_first_reuse_fake"] - gflop["d_first_frozen_D"] - d_forward) < 1e-3
+      and abs(gflop["d_first_frozen_D"] - gflop["one_forward"] - d_forward) < 1e-3)
 
 # %% [markdown]
-# So: seed 003's strategy 1 is not an option. Seed 003 counts its strategy 3 correctly: it avoids computing G's
-# gradients twice, and, as the seed says itself, G's backward still computes D's gradients, which are then
-# cleared. The same holds for the D-first order. Where the seed goes wrong is in saying that this pass *has to*
-# happen. Any alternating order can skip it, by freezing D during G's step or by `backward(inputs=...)`. Both run
-# the same forwards, and D's gradient is computed once per step. `one_forward` also wastes nothing, but it is a
-# different algorithm (simultaneous updates).
+# So no candidate adds work: `one_forward` skips a D forward, and its `inputs=` skip the wasted D gradient as
+# freezing does. Now the time. The table timed each strategy in a block of its own (3 steps in quick mode), one block
+# after the other: whatever slows the machine during one block (another program, the clock, the first block's
+# warm-up) lands on that one strategy. `costs.interleaved_ms` times single steps in turn instead, reversing the order
+# every other round, and we compare each round's steps as pairs:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (timings vary from run to run; the claim below holds with a wide margin)
+import statistics
+
+timed = costs.interleaved_ms(["one_forward", "d_first_frozen_D", "d_first_reuse_fake"], rounds=15, device=device)
+paired = {n: statistics.median(a / b for a, b in zip(t, timed["d_first_reuse_fake"])) for n, t in timed.items()}
+for name, t in timed.items():
+    print(f"{name:<20} median {statistics.median(t):6.1f} ms | paired ratio to d_first_reuse_fake "
+          f"{paired[name]:.2f} (FLOPs {gflop[name] / gflop['d_first_reuse_fake']:.2f}) | one step ranged "
+          f"{min(t):.1f} to {max(t):.1f} ms")
+claim("timed in alternation, one_forward takes less time per step than d_first_reuse_fake (median paired ratio "
+      "below 1; its FLOPs say about 0.82)", paired["one_forward"] < 1, shown=f"{paired['one_forward']:.2f}")
+
+# %% [markdown]
+# Timed fairly, the time follows the arithmetic: `one_forward` is faster than `d_first_reuse_fake`, by about the
+# share of FLOPs it saves. Look at the range of one strategy's single steps: on a shared machine it can be wider
+# than the gap between strategies, and then a short block per strategy ranks them by luck. The slow `one_forward`
+# of the earlier run came from the way it was timed, not from the strategy, which does the least work of all. Count
+# work when you want a verdict; time only in alternation, and compare ratios of pairs.
 #
-# Memory agrees with seed 003's point about strategy 2: the orders that keep G's graph alive until D has stepped
-# (`one_forward`, `d_first_reuse_fake`) peak highest. `g_first` frees G's graph before D's step, and
-# `d_first_fresh_fake` builds it only after. Among the alternating orders the differences are one small forward
-# pass, one avoidable D gradient and about a fifth of the saved memory. Choose first by the algorithm you want
-# (does G answer the old or the new D?), then drop the wasted D gradient, whichever order you chose.
+# Memory, the two measures side by side:
+
+# %%
+order = [n for n, c in results.items() if not c.error]
+claim("in every order the allocator's peak is above the saved-tensor peak: saved tensors are only part of a step's "
+      "memory", all(r[n].alloc_mib > r[n].saved_mib for n in order),
+      shown=", ".join(f"{n} {r[n].saved_mib:.2f} / {r[n].alloc_mib:.2f}" for n in order))
+keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
+claim("by both measures, the orders that keep G's graph alive until D has stepped peak higher (seed 003's point)",
+      min(r[n].saved_mib for n in keeps_G_graph) > max(r[n].saved_mib for n in frees_it)
+      and min(r[n].alloc_mib for n in keeps_G_graph) > max(r[n].alloc_mib for n in frees_it))
+saved_saving = 1 - r["g_first"].saved_mib / r["d_first_reuse_fake"].saved_mib
+alloc_saving = 1 - r["g_first"].alloc_mib / r["d_first_reuse_fake"].alloc_mib
+claim("freeing G's graph early (g_first against d_first_reuse_fake) saves about a fifth of the saved tensors and "
+      "about a third of the allocator's peak", 0.15 < saved_saving < 0.25 and 0.25 < alloc_saving < 0.40,
+      shown=f"{saved_saving:.0%} and {alloc_saving:.0%}")
+
+# %% [markdown]
+# So: seed 003's strategy 1 is not an option. Seed 003 counts its strategy 3 correctly, including that G's backward
+# still computes D's gradients, which are then cleared; the D-first order does the same. Where the seed goes wrong
+# is in saying that this pass *has to* happen: freezing D or `backward(inputs=...)` skips it in any alternating
+# order, with the same forwards. Memory agrees with seed 003's point about its strategy 2: keeping G's graph alive
+# until D has stepped costs memory by both measures. Choose first by the algorithm you want (does G answer the old
+# or the new D?), then drop the wasted D gradient, whichever order you chose.
 
 # %% [markdown]
 # ## 5 · Switch strategies yourself
@@ -452,55 +490,52 @@ print(shown["graph"])
 # - Seed 003's strategy 1 and seed 000's loop raise the version error because `optimizer_D.step()` ran between two
 #   backward passes through the same D forward. Before torch 1.5 they ran and produced a gradient of neither the
 #   old nor the new D.
-# - Seed 003's strategy 2 reuses D's output on a detached fake for G's loss. Today that is a freed graph, or with
+# - Seed 003's strategy 2 reuses D's output on a detached fake for G's loss: a freed graph, or with
 #   `retain_graph=True` the version error; with no D step in between it would run and give G no gradient at all.
-# - Seed 000's `F.sigmoid` before `binary_cross_entropy_with_logits` squashes G's loss into [0.31, 0.69] (D's fake
-#   term into [0.69, 1.31]) and shrinks G's gradient by a factor with no upper bound (about 800x at logit −6,
-#   44,000x at −10), silently.
-# - Measured: the alternating orders differ by one small forward. As written, each computes D's gradient once for
-#   nothing during G's step. Freezing D (`requires_grad_(False)`) or `backward(inputs=...)` removes that pass in
-#   any order; the simultaneous `one_forward` does not make it. Peak saved memory is highest where G's graph
-#   stays alive until D has stepped, as seed 003 says.
+# - Seed 000's `F.sigmoid` before `binary_cross_entropy_with_logits` squashes G's loss into [0.31, 0.69] and
+#   shrinks G's gradient by a factor with no upper bound (about 800x at logit −6, 44,000x at −10), silently.
+# - Measured: as written, the alternating orders compute D's gradient once for nothing during G's step; freezing D
+#   or `backward(inputs=...)` removes that pass in any order. `one_forward` does the least arithmetic and, timed in
+#   alternation, is the fastest; a block of steps per strategy can rank them in any order on a busy machine.
+# - Saved-tensor bytes (what autograd keeps for backward) are a part of the allocator's peak (everything the step
+#   holds at its worst moment). By both, the orders that keep G's graph alive until D has stepped peak highest.
 
 # %% [markdown]
 # ## Exercises
-
-# %%
-prediction = 1  # SOLUTION: how many gradient passes per D parameter does one_forward make per step?
-check("one_forward D grad passes", prediction, results["one_forward"].D_grad_passes,
-      why="backward(inputs=...) keeps loss_G's backward out of D's .grad; only loss_D fills it.")
-
-# %%
-prediction = 2  # SOLUTION: how many forward calls of G per step does d_first_fresh_fake make?
-check("d_first_fresh_fake G forwards", prediction, results["d_first_fresh_fake"].G_forward,
-      why="one under no_grad for D's fake batch, one fresh with a graph for G's loss.")
-
-
-# %% [markdown]
-# **Build a strategy.** Write `my_step`: d_first_fresh_fake's order (D first, on a fake batch made under
-# `no_grad`; then a fresh G forward for G's step), but without computing D's gradient during G's step. Section 3
-# shows two ways: freeze D around G's step (`d_first_frozen_D`), or tell G's backward which tensors to fill
-# (`g_first_inputs`). The cell below has the whole step except the line that sets `grad_inputs`, what
-# `loss_G.backward` fills. To freeze D instead, set it to `None` (the default: every leaf that needs a gradient)
-# and add the freeze. `exercises.check_strategy` runs your function on seed 000's G and D. It compares the gradients
-# both optimizers step on with d_first_fresh_fake's, counts passes with the hooks of section 4, and prints what is
-# still wrong.
+#
+# **Build a strategy that wastes no D gradient.** Write the whole body of `my_step`: d_first_fresh_fake's order
+# (section 3), but with D's gradient computed **once** per step, by D's loss alone. The contract:
+#
+# - D steps first, on `x_real` and on a fake batch that has no graph back to G, made from the first `noise(...)`
+#   draw; D's loss is the mean of its real and fake terms (`strategies.bce`).
+# - Then G steps, on a fresh fake batch from the second draw, scored by the **updated** D: `bce(D(x_fake), 1)`.
+# - No gradient is computed for nothing, every `.grad` an optimizer steps on is this step's alone, and D is left as
+#   trainable as it was. Return `(loss_D, loss_G)`.
+#
+# Section 3 shows two ways to skip D's gradient in G's step; either is right. `exercises.check_strategy` runs your
+# function on seed 000's G and D, whose `.grad` still holds an earlier gradient, compares the gradients both
+# optimizers step on with the right ones, counts passes with the hooks of section 4, and says what is still wrong.
 
 # %%
 from gan_lessons import exercises
 
+bce = strategies.bce
+
 def my_step(G, D, opt_G, opt_D, x_real, noise):
+    """D's step, then G's, as in d_first_fresh_fake; D's gradient computed once per step. Returns (loss_D, loss_G)."""
+    ### BEGIN SOLUTION
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))                       # D's fake batch, made without a graph
+        x_fake = G(noise(len(x_real)))
     opt_D.zero_grad()
-    loss_D = (strategies.bce(D(x_real), 1) + strategies.bce(D(x_fake), 0)) / 2
+    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
     loss_D.backward()
     opt_D.step()
     opt_G.zero_grad()
-    loss_G = strategies.bce(D(G(noise(len(x_real)))), 1)     # a fresh G forward, through the updated D
-    grad_inputs = list(G.parameters())  # SOLUTION: which tensors should loss_G's backward fill?
-    loss_G.backward(inputs=grad_inputs)
+    loss_G = bce(D(G(noise(len(x_real)))), 1)
+    loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G
+    ### END SOLUTION
 
-solved = exercises.check_strategy(my_step)
+my_answer = my_step  # SOLUTION: point this at your my_step
+solved = exercises.check_strategy(my_answer)
