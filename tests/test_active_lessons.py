@@ -20,8 +20,6 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 sys.path.insert(0, str(ROOT / "tools"))
 import student  # noqa: E402
 
-# Lessons still being reworked for issue 24 (a lesson leaves this set when it is done).
-PENDING = set()
 PREDICTION = re.compile(r"^prediction\w*\s*=.*# SOLUTION\b", re.M)
 
 
@@ -60,8 +58,6 @@ def _matches(regexes, text):
 @pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
 def lesson(request):
     path = request.param
-    if path.name[:2] in PENDING:
-        request.applymarker(pytest.mark.xfail(reason="issue 24: lesson not reworked yet", strict=False))
     return path.name, nbformat.read(path, as_version=4), student.student_notebook(path)
 
 
