@@ -164,10 +164,9 @@ def versus_dataloader(device, steps, rounds, tmp) -> dict:
     trainer = trainer_for("d_first_reuse_fake", device, False, f"{tmp}/vs", limit=steps * 64)
     runs = {"trainer": lambda: (trainer.run_epoch(), sync(device))}
     for workers in (0, 2):
-        stream, gan = dcgan_style.batches(dcgan_style.make_loader(workers=workers)), dcgan_style.make_gan()
-        runs[f"dcgan_style_{workers}_workers"] = (lambda s=stream, g=gan: dcgan_style.train_steps(g, s, steps))
-    if device.type == "cuda":
-        runs = {"trainer": runs["trainer"]}                 # the DCGAN-style loop is a CPU comparison here
+        stream, gan = dcgan_style.batches(dcgan_style.make_loader(workers=workers)), dcgan_style.make_gan(device=device)
+        runs[f"dcgan_style_{workers}_workers"] = (lambda s=stream, g=gan: (dcgan_style.train_steps(g, s, steps),
+                                                                           sync(device)))
     for run in runs.values():
         run()                                               # warm-up: workers started, first batches read
     times = interleaved(runs, rounds)

@@ -22,9 +22,9 @@ def make_loader(root=data.DEFAULT_ROOT, batch_size=64, workers=2):
                       persistent_workers=workers > 0)
 
 
-def make_gan(z_dim=64, seed=0, lr=2e-4, betas=(0.5, 0.999)):
+def make_gan(z_dim=64, seed=0, lr=2e-4, betas=(0.5, 0.999), device="cpu"):
     torch.manual_seed(seed)
-    G, D = Generator(z_dim, tanh=True), Discriminator()
+    G, D = Generator(z_dim, tanh=True).to(device), Discriminator().to(device)
     return G, D, torch.optim.Adam(G.parameters(), lr=lr, betas=betas), torch.optim.Adam(D.parameters(), lr=lr, betas=betas)
 
 
@@ -37,10 +37,12 @@ def batches(loader):
 
 def train_steps(gan, stream, steps, strategy="d_first_reuse_fake", z_dim=64):
     G, D, opt_G, opt_D = gan
+    device = next(G.parameters()).device
     step = strategies.get(strategy)
-    noise = lambda n: torch.randn(n, z_dim)                  # noqa: E731
+    noise = lambda n: torch.randn(n, z_dim, device=device)   # noqa: E731
     for _ in range(steps):
-        loss_D, loss_G = step(G, D, opt_G, opt_D, next(stream), noise)
+        x_real = next(stream).to(device, non_blocking=True)  # the tutorial's copy of each batch to the GPU
+        loss_D, loss_G = step(G, D, opt_G, opt_D, x_real, noise)
     return loss_D.item(), loss_G.item()
 
 

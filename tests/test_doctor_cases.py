@@ -97,7 +97,7 @@ def test_context_manager(capsys):
 def as_scripts(request, cli):
     """{case: its run as a script}, the selected cases started together for the module, two at a time."""
     selected = [item.callspec.params["path"] for item in request.session.items
-                if item.module is request.module and "path" in getattr(getattr(item, "callspec", None), "params", {})]
+                if getattr(item, "module", None) is request.module and "path" in getattr(getattr(item, "callspec", None), "params", {})]
     with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         runs = {path: pool.submit(cli, "doctor", str(path)) for path in selected}
         yield lambda path: (runs.get(path) or runs.setdefault(path, pool.submit(cli, "doctor", str(path)))).result()
