@@ -11,7 +11,7 @@ it came from to benchmarks/results/<date>_<device>.json.
 - trainer vs DCGAN-style: the trainer's own epoch loop against benchmarks/dcgan_style.py (a DataLoader over
   torchvision's MNIST with ToTensor and Normalize) with 0 and with 2 workers, same G, D and strategy, interleaved.
 - quality (--quality): time until a fresh run reaches a fixed MNIST-FID (2,000 samples, scored after every epoch
-  and not timed), for 3 seeds.
+  and not timed), for 3 seeds, for the trainer and for the DCGAN-style loop (2 workers).
 
     python benchmarks/bench.py [--fast] [--quality] [--steps 20] [--rounds 5]"""
 import argparse
@@ -211,6 +211,34 @@ def quality(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, tmp=
             "median_train_seconds": round(statistics.median(done), 1) if done else None, "runs": runs}
 
 
+def quality_dcgan_style(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, n=2000, workers=2,
+                        limit=None) -> dict:
+    """The same bar for the DCGAN-style loop (benchmarks/dcgan_style.py): fresh G and D per seed, one pass of its
+    DataLoader an epoch (timed), n samples scored after each (not timed)."""
+    net, runs = metrics.load_classifier(), []
+    for seed in seeds:
+        gan = dcgan_style.make_gan(seed=seed, device=device)
+        loader = dcgan_style.make_loader(workers=workers, limit=limit)
+        scores, seconds = [], 0.0
+        for epoch in range(1, max_epochs + 1):
+            t0 = time.perf_counter()
+            dcgan_style.train_steps(gan, dcgan_style.batches(loader), len(loader))   # one pass: an epoch
+            sync(device)
+            seconds += time.perf_counter() - t0
+            fid = metrics.evaluate(training.generate(gan[0], n, seed=0), net=net)["mnist_fid"]
+            scores.append({"epoch": epoch, "seconds": round(seconds, 2), "mnist_fid": fid})
+            if fid <= bar:
+                break
+        reached = scores[-1]["mnist_fid"] <= bar
+        runs.append({"seed": seed, "reached": reached, "epochs": len(scores),
+                     "train_seconds": round(seconds, 1) if reached else None, "per_epoch": scores})
+        print(json.dumps(runs[-1]), flush=True)
+    done = [r["train_seconds"] for r in runs if r["reached"]]
+    return {"loop": f"DCGAN-style, {workers} workers", "bar_mnist_fid": bar, "n": n, "max_epochs": max_epochs,
+            "reached": f"{len(done)} of {len(runs)} seeds",
+            "median_train_seconds": round(statistics.median(done), 1) if done else None, "runs": runs}
+
+
 def markdown(result) -> str:
     """The README's benchmark paragraph and tables, rendered from a results file (tests/test_readme.py checks the
     README holds exactly this)."""
@@ -246,6 +274,12 @@ def markdown(result) -> str:
         lines += ["", f"**Time to quality.** `{q['strategy']}` from scratch until MNIST-FID ≤ {q['bar_mnist_fid']:g} "
                       f"on {q['n']:,} samples (scored after every epoch, not timed): {runs}. Reached by {q['reached']}; "
                       f"median {q['median_train_seconds']} s of training over the runs that reached it."]
+    if "quality_dcgan_style" in result:
+        q = result["quality_dcgan_style"]
+        runs = "; ".join(f"seed {r['seed']}: " + (f"{r['epochs']} epochs, {r['train_seconds']} s" if r["reached"]
+                                                  else f"not within {q['max_epochs']} epochs") for r in q["runs"])
+        lines += ["", f"The {q['loop']}, to the same bar: {runs}. Reached by {q['reached']}; median "
+                      f"{q['median_train_seconds']} s of training over the runs that reached it."]
     return "\n".join(lines)
 
 
@@ -278,6 +312,7 @@ def main():
         print(json.dumps(result["versus_dataloader"]), flush=True)
         if a.quality:
             result["quality"] = quality(device, tmp=tmp)
+            result["quality_dcgan_style"] = quality_dcgan_style(device)
     result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     out = a.out or Path(__file__).parent / "results" / f"{result['date'][:10]}_{device.type}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")

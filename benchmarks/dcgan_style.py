@@ -14,10 +14,12 @@ from gan_lessons.models import Discriminator, Generator
 from torchvision import datasets, transforms
 
 
-def make_loader(root=data.DEFAULT_ROOT, batch_size=64, workers=2):
+def make_loader(root=data.DEFAULT_ROOT, batch_size=64, workers=2, limit=None):
     data.load_mnist(root)                                   # the IDX files, fetched (or checked) as the trainer does
     mnist = datasets.MNIST(root, train=True, download=False,
                            transform=transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))]))
+    if limit:
+        mnist = torch.utils.data.Subset(mnist, range(limit))   # the first `limit` images, as the trainer's --limit
     return DataLoader(mnist, batch_size=batch_size, shuffle=True, num_workers=workers, drop_last=True,
                       persistent_workers=workers > 0)
 

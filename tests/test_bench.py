@@ -1,4 +1,5 @@
 """The benchmark's code paths, on a few CPU steps (its figures come from real runs, written to results files)."""
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -61,3 +62,14 @@ def test_quality_stops_at_the_bar_and_says_when_it_is_missed(tmp_path):
     run = hard["runs"][0]
     assert hard["reached"] == "0 of 1 seeds" and run["epochs"] == 2 and run["train_seconds"] is None
     assert hard["median_train_seconds"] is None and run["per_epoch"][1]["mnist_fid"] > 0
+
+
+def test_the_dcgan_style_loop_is_timed_to_the_same_bar(tmp_path):
+    easy = bench.quality_dcgan_style(CPU, seeds=(0,), bar=1e9, max_epochs=3, n=200, workers=0, limit=640)
+    assert easy["reached"] == "1 of 1 seeds" and easy["runs"][0]["epochs"] == 1 and easy["median_train_seconds"] > 0
+    hard = bench.quality_dcgan_style(CPU, seeds=(0,), bar=0.0, max_epochs=2, n=200, workers=0, limit=640)
+    assert hard["reached"] == "0 of 1 seeds" and hard["runs"][0]["epochs"] == 2 and hard["median_train_seconds"] is None
+    committed = json.loads((BENCHMARKS / "results" / "2026-11-23_cpu.json").read_text())
+    text = bench.markdown({**committed, "quality_dcgan_style": hard})
+    assert text.startswith(bench.markdown(committed)) and "DCGAN-style, 0 workers, to the same bar: seed 0: not " \
+        "within 2 epochs. Reached by 0 of 1 seeds" in text
