@@ -365,6 +365,52 @@ claim("made in the same cell, the critic's weight is still named by its variable
 # %unload_ext gan_lessons
 
 # %% [markdown]
+# ### The doctor on a whole script
+#
+# Most GAN code you will debug is a script, not a notebook cell. `python -m gan_lessons doctor train.py ARGS` runs it
+# as `python train.py ARGS` would (its own `sys.argv`, `sys.path[0]` and `__name__ == "__main__"`; `-m MODULE` runs a
+# module), under the doctor. On one of these errors it prints the diagnosis, then the usual traceback, and exits 1;
+# a clean script's output and exit status are its own, and `--strict` exits 3 when the doctor only warned. Here is
+# section 1's loop as a file. Under the right fixes (`fix:`) are the fixes people reach for that will not work
+# (`not:`), each with why.
+
+# %%
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+LOOP = """import torch
+import torch.nn.functional as F
+from gan_lessons.models import Discriminator, Generator
+
+torch.manual_seed(0)
+g, d = Generator(), Discriminator()
+g_optimizer, d_optimizer = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+bce = F.binary_cross_entropy_with_logits
+x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+dgz = d(g(torch.randn(8, 64)))
+d_loss = bce(d(x_real), torch.ones(8)) + bce(dgz, torch.zeros(8))
+g_loss = bce(dgz, torch.ones(8))
+d_optimizer.zero_grad()
+d_loss.backward(retain_graph=True)
+d_optimizer.step()
+g_optimizer.zero_grad()
+g_loss.backward()
+"""
+with tempfile.TemporaryDirectory() as folder:
+    (Path(folder) / "train.py").write_text(LOOP)
+    done = subprocess.run([sys.executable, "-m", "gan_lessons", "doctor", "train.py"], cwd=folder,
+                          capture_output=True, text=True)
+said = done.stderr
+diagnosis = said[said.index("\nautograd doctor: ") + 1:said.index("Traceback")]   # without the warning above it
+print(diagnosis)
+claim("as a script, the doctor names the stale weight and the step that changed it, exits 1, and says not to "
+      "reach for retain_graph=True", done.returncode == 1 and "d.net.7.weight.T" in diagnosis
+      and "modified by: d_optimizer.step() at line 15" in diagnosis and "not: retain_graph=True" in diagnosis,
+      shown=f"exit status {done.returncode}")
+
+# %% [markdown]
 # ## Cheat sheet
 #
 # **Why it matters.** Most of the time you will meet these errors without the doctor on. This table maps each
