@@ -23,6 +23,16 @@ def unanswered(name, answer, what="your function") -> bool:
     return False
 
 
+def stub_left(name, error, function="your function") -> bool:
+    """Whether the error is nbgrader's stub (`raise NotImplementedError()`, the student copy's blank for a build
+    exercise); if so, says "not solved yet", as for a `...`."""
+    if not isinstance(error, NotImplementedError):
+        return False
+    print(f"? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
+          f"`raise NotImplementedError()`) and run the cell again.")
+    return True
+
+
 def verdict(name, problems, success) -> bool:
     """One "✓ name: success" line when there are no problems, else one "✗" line per problem; whether right."""
     if not problems:

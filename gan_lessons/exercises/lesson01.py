@@ -5,18 +5,8 @@ import math
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads, raised, unanswered, verdict
+from gan_lessons.exercises.feedback import stub_left, AUTOGRAD_HINTS, data_reads, raised, unanswered, verdict
 from gan_lessons.models import Reshape
-
-
-def stub_left(name, error) -> bool:
-    """Whether the error is nbgrader's stub (`raise NotImplementedError()`, the student copy's blank): then say
-    "not solved yet", as for a `...`."""
-    if not isinstance(error, NotImplementedError):
-        return False
-    print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your code "
-          f"and run the cell again.")
-    return True
 
 
 # --- lesson 01: a manual SGD step on leaves ------------------------------------------------------------------

@@ -3,7 +3,7 @@
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import raised, unanswered, verdict
+from gan_lessons.exercises.feedback import stub_left, raised, unanswered, verdict
 
 
 def _exp_then_add_():
@@ -144,15 +144,6 @@ def _hint(got, right, grads, graph):
     return "report one (tuple(t.shape), version saved in pack, t._version in unpack) per stale saved tensor"
 
 
-def _stub(name, error) -> bool:
-    """Whether the error is the student copy's `raise NotImplementedError()`: then say "not solved yet"."""
-    if isinstance(error, NotImplementedError):
-        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your "
-              f"code and run the cell again.")
-        return True
-    return False
-
-
 PROBE_HINTS = [
     ("modified by an inplace operation",
      "that is autograd's own version check: your hooks were not on when make_loss() ran. Call make_loss() inside "
@@ -176,7 +167,7 @@ def check_stale_saved(stale_saved) -> bool:
         got, grads = _run(stale_saved, graph)
         right, right_grads = _run(reference_stale_saved, graph)
         if isinstance(got, Exception):
-            if _stub(name, got):
+            if stub_left(name, got):
                 return False
             return verdict(name, [f"on {description}: " + raised("stale_saved", got, PROBE_HINTS)], "")
         entries = _entries(got) if isinstance(got, (list, tuple, set)) else None

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
+from gan_lessons.exercises.feedback import stub_left
 from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, raised, recorded_steps,
                                             right_answer, unanswered, verdict)
 
@@ -83,15 +84,6 @@ def _run_d_step(step):
     return records, G, bool(through_G)
 
 
-def _stub(name, error) -> bool:
-    """Whether the error is the student copy's `raise NotImplementedError()`: then say "not solved yet"."""
-    if isinstance(error, NotImplementedError):
-        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your "
-              f"code and run the cell again.")
-        return True
-    return False
-
-
 def check_d_step(d_step) -> bool:
     """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on seed 000's models, real images labelled 1 and
     fakes 0, with D's .grad holding an earlier gradient. Every D parameter must get the right gradient at
@@ -102,7 +94,7 @@ def check_d_step(d_step) -> bool:
     try:
         mine, G, through_G = _run_d_step(d_step)
     except Exception as error:
-        return False if _stub(name, error) else verdict(name, [raised("d_step", error, D_STEP_HINTS)], "")
+        return False if stub_left(name, error) else verdict(name, [raised("d_step", error, D_STEP_HINTS)], "")
     problems = []
     reached = [n for n, p in G.named_parameters() if p.grad is not None]
     if reached:
@@ -154,7 +146,7 @@ def check_sample(sample) -> bool:
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
             images = sample(G, z)
     except Exception as error:
-        return False if _stub(name, error) else verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
+        return False if stub_left(name, error) else verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
             ("expected to be boolean", "G.train(mode) takes True (training) or False (evaluation)")])], "")
     problems = []
     if not isinstance(images, torch.Tensor):

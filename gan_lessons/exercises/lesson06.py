@@ -4,7 +4,7 @@ import copy
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import ELLIPSIS_HINT, raised, unanswered, verdict
+from gan_lessons.exercises.feedback import stub_left, ELLIPSIS_HINT, raised, unanswered, verdict
 from gan_lessons.lesson import headline
 
 
@@ -38,15 +38,6 @@ def _same(a, b) -> bool:
     return len(ta) == len(tb) and all(pa == pb and torch.equal(x, y) for (pa, x), (pb, y) in zip(ta, tb))
 
 
-def _stub(name, error, function) -> bool:
-    """Whether error is the NotImplementedError of nbgrader's stub; if so, says "not solved yet"."""
-    if isinstance(error, NotImplementedError):
-        print(f"? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
-              f"`raise NotImplementedError()`) and run the cell again.")
-        return True
-    return False
-
-
 def check_resume(save_state, load_state, steps=3) -> bool:
     """Lesson 06. save_state(G, D, opt_G, opt_D, step) returns a checkpoint of the run after `step` steps, as plain
     data that stays as it is while the run goes on; load_state(state, G, D, opt_G, opt_D) puts it back into fresh
@@ -71,7 +62,7 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     try:
         saved = save_state(G, D, opt_G, opt_D, steps)
     except Exception as error:
-        return not _stub(name, error, "save_state") and verdict(name, [raised("save_state", error, [])], "")
+        return not stub_left(name, error, "save_state") and verdict(name, [raised("save_state", error, [])], "")
     if ... in (saved.values() if isinstance(saved, dict) else [saved]):
         return verdict(name, [ELLIPSIS_HINT + " (save_state returned a `...`)"], "")
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
@@ -100,7 +91,7 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     try:
         resumed_at = load_state(state, G, D, opt_G, opt_D)
     except Exception as error:
-        return not _stub(name, error, "load_state") and verdict(name, [raised("load_state", error, [(
+        return not stub_left(name, error, "load_state") and verdict(name, [raised("load_state", error, [(
             "Missing key", "load each state_dict into the object it came from")])], "")
     problems = []
     if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):

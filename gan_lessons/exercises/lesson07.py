@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
+from gan_lessons.exercises.feedback import stub_left
 from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, matching, raised,
                                             recorded_steps, same_steps, unanswered, verdict)
 from gan_lessons.lesson import headline, not_solved
@@ -41,7 +42,7 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
             with watch:
                 buggy_loop()
     except Exception as error:
-        if _stub(name, error, "your loop"):
+        if stub_left(name, error, "your loop"):
             return False
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
@@ -58,15 +59,6 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
     extra = f" (the doctor only warned: {headline(warned[0])}; that bug is silent)" if warned else ""
     return verdict(name, [f"your loop ran without an error, so there is nothing to diagnose{extra}. Hint: put in one "
                            f"of {'; '.join(DOCTOR_KINDS.values())}"], "")
-
-
-def _stub(name, error, function) -> bool:
-    """Whether error is the NotImplementedError of nbgrader's stub; if so, says "not solved yet"."""
-    if isinstance(error, NotImplementedError):
-        print(f"? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
-              f"`raise NotImplementedError()`) and run the cell again.")
-        return True
-    return False
 
 
 # --- lesson 07: seed 000's step, fixed with the doctor's help ------------------------------------------------
@@ -175,7 +167,7 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
             warnings.simplefilter("ignore")
             found = _run_seed000(fixed_step, 1, watch=doctor)
     except Exception as error:
-        if _stub(name, error, "fixed_step"):
+        if stub_left(name, error, "fixed_step"):
             return False
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
