@@ -215,3 +215,12 @@ def test_each_wrong_sample_is_named(capsys, sample, named):
     assert ok is False and out.startswith("✗"), out
     for words in named:
         assert words in out, (words, out)
+
+
+def test_each_wrong_sample_is_blamed_for_its_own_mistake_only(capsys):
+    ok, out = run(capsys, exercises.check_sample, sample_no_grad_only)
+    assert "saved" not in out, out
+    ok, out = run(capsys, exercises.check_sample, sample_detach)
+    assert "running statistics" not in out, out
+    ok, out = run(capsys, exercises.check_sample, sample_left_in_eval)
+    assert out.count("✗") == 1, out

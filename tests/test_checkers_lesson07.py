@@ -259,3 +259,104 @@ def test_doctor_bug_unsolved(capsys):
     for answer, expected in ((..., "freed"), (freed_bug, ...), (stub, "freed")):
         ok, out = run(capsys, exercises.check_doctor_bug, answer, expected, quiet=True)
         assert ok is False and out.startswith("?") and "not solved yet" in out, out
+
+
+# --- seed 000's step as written and other loops, and the doctor on small loops -------------------------------------
+def freed_loop():
+    G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+    x_fake = G(torch.randn(8, 4))
+    F.softplus(D(x_fake)).mean().backward()
+    F.softplus(-D(x_fake)).mean().backward()
+
+
+def clean_linear_loop():
+    G = torch.nn.Linear(4, 4)
+    G(torch.randn(8, 4)).sum().backward()
+
+
+def other_error_loop():
+    raise ValueError("not an autograd error")
+
+
+def test_doctor_bug(capsys):
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_loop, quiet=True)
+    assert ok is True and "'freed'" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_loop, expected="freed", quiet=True)
+    assert ok is True
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_loop, expected="version", quiet=True)
+    assert ok is False and "diagnosed 'freed'" in out and "not 'version'" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_loop, expected=..., quiet=True)
+    assert ok is False and "not solved yet" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, clean_linear_loop, quiet=True)
+    assert ok is False and "ran without an error" in out and "Hint" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, other_error_loop, quiet=True)
+    assert ok is False and "ValueError" in out and "only the lessons' autograd errors" in out
+
+
+# --- lesson 07: seed 000's step, fixed ---------------------------------------------------------------------
+def seed000_as_written(g, d, g_optimizer, d_optimizer, x_real, z):
+    gz = g(z)
+    dgz = torch.sigmoid(d(gz))
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    g_loss, d_loss = bce(dgz, real), bce(d(x_real), real) + bce(dgz, fake)
+    d_optimizer.zero_grad()
+    d_loss.backward(retain_graph=True)
+    d_optimizer.step()
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def seed000_sigmoid_kept(g, d, g_optimizer, d_optimizer, x_real, z):    # runs; the doctor warns; grads differ
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(torch.sigmoid(d(gz.detach())), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(torch.sigmoid(d(gz)), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def seed000_no_grad_fake(g, d, g_optimizer, d_optimizer, x_real, z):    # right gradients, but g runs twice
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    with torch.no_grad():
+        gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = bce(d(g(z)), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def seed000_stale_D(g, d, g_optimizer, d_optimizer, x_real, z):         # G's loss from D before its step
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz.detach()), fake)
+    g_loss = bce(d(gz), real)
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def test_seed000_step(capsys):
+    for right in (exercises.reference_seed000_step, averaged):
+        ok, out = run(capsys, exercises.check_seed000_step, right)
+        assert ok is True and out.startswith("✓"), out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_no_grad_fake)
+    assert ok is False and "g ran 2 forwards in one call" in out and "gz.detach()" in out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_as_written)
+    assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_sigmoid_kept)
+    assert ok is False and out.count("the doctor still warns: a sigmoid is fed into") == 1
+    assert "gradient at d_optimizer.step() (call 1) differs" in out
+    ok, out = run(capsys, exercises.check_seed000_step, seed000_stale_D)
+    assert ok is False and "the doctor says" in out and "changed in place" in out

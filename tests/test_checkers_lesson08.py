@@ -231,3 +231,61 @@ def test_lazy_r1_not_solved_yet(capsys):
     for answer in (..., stub):
         ok, out = run(capsys, exercises.check_lazy_r1, answer)
         assert ok is False and out.startswith("? lazy R1: not solved yet"), out
+
+
+# --- the penalty and R1 built from small factories -----------------------------------------------------------------
+def penalty(create_graph=True, detach=True, leaf=True, ones=True, target=1.0):
+    def gradient_penalty(D, x_real, x_fake, eps):
+        eps = eps.view(-1, 1, 1, 1)                  # one eps per image (lesson 08's checker passes shape (N,))
+        x_hat = eps * x_real + (1 - eps) * (x_fake.detach() if detach else x_fake)
+        if leaf:
+            x_hat = x_hat.detach().requires_grad_(True)
+        scores = D(x_hat)
+        g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores) if ones else None,
+                                 create_graph=create_graph)
+        return ((g.flatten(1).norm(2, dim=1) - target) ** 2).mean()
+    return gradient_penalty
+
+
+def feedback(capsys, checker, answer, *words):
+    """Run checker on answer; return whether it passed, and check its output holds every word."""
+    ok, out = run(capsys, checker, answer)
+    assert all(w in out for w in words), out
+    return ok
+
+
+def test_gradient_penalty(capsys):
+    check = exercises.check_gradient_penalty
+    assert feedback(capsys, check, ..., "not solved yet") is False
+    ok, out = run(capsys, check, penalty())
+    assert ok and out.startswith("✓"), out
+    wrong = [(penalty(create_graph=False), ["constant", "create_graph=True"]),
+             (penalty(detach=False, leaf=False), ["reaches G", "detached"]),
+             (penalty(leaf=False), ["does not require grad", "requires_grad_(True)"]),
+             (penalty(ones=False), ["scalar outputs", "grad_outputs"]),
+             (penalty(target=0.0), ["the right one"])]
+    for answer, words in wrong:
+        assert not feedback(capsys, check, answer, *words)
+
+
+def r1_term(every_step=False, scaled=True, create_graph=True):
+    def term(D, x_real, step, every, gamma):
+        if step % every and not every_step:
+            return torch.zeros(())
+        x_real = x_real.detach().requires_grad_(True)
+        scores = D(x_real)
+        g, = torch.autograd.grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=create_graph)
+        return gamma / 2 * (every if scaled else 1) * g.flatten(1).pow(2).sum(1).mean()
+    return term
+
+
+def test_lazy_r1(capsys):
+    check = exercises.check_lazy_r1
+    assert feedback(capsys, check, ..., "not solved yet") is False
+    ok, out = run(capsys, check, r1_term())
+    assert ok and out.startswith("✓"), out
+    wrong = [(r1_term(every_step=True), ["at step 1", "step % every == 0"]),
+             (r1_term(scaled=False), ["1/4 of the right one"]),
+             (r1_term(create_graph=False), ["constant"])]
+    for answer, words in wrong:
+        assert not feedback(capsys, check, answer, *words)

@@ -1,5 +1,5 @@
-"""Lesson 09's checker, check_frozen_g_step, on right answers written differently from the reference (the reference
-and seven wrong answers are in tests/test_exercise_checkers.py), and on nbgrader's stub."""
+"""Lesson 09's checker, check_frozen_g_step, on right answers written differently from the reference (below: the reference and
+seven wrong answers, each named), and on nbgrader's stub."""
 from contextlib import contextmanager
 
 import pytest
@@ -72,3 +72,97 @@ def test_right_answers_written_differently(capsys, answer):
 def test_the_stub_is_not_solved_yet(capsys):
     ok, out = run(capsys, g_step_stub)
     assert ok is False and out.startswith("?") and "not solved yet" in out and "NotImplementedError" in out
+
+
+# --- wrong answers, each named, and the reference ------------------------------------------------------------------
+def g_step_plain(G, D, opt_G, z):                    # D not frozen: loss_G's backward fills D's .grad
+    opt_G.zero_grad()
+    g_bce(D(G(z))).backward()
+    opt_G.step()
+
+
+def g_step_detached(G, D, opt_G, z):                 # frozen D and a detached fake: nothing requires grad
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        g_bce(D(G(z).detach())).backward()
+        opt_G.step()
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+
+
+def g_step_detached_unfrozen(G, D, opt_G, z):        # G gets no gradient at all
+    opt_G.zero_grad()
+    g_bce(D(G(z).detach())).backward()
+    opt_G.step()
+
+
+def g_step_inputs(G, D, opt_G, z):                   # D's .grad untouched, but D never frozen
+    opt_G.zero_grad()
+    g_bce(D(G(z))).backward(inputs=list(G.parameters()))
+    opt_G.step()
+
+
+def g_step_all_true(G, D, opt_G, z):                 # unfreezes D's first layer, frozen on purpose
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        g_bce(D(G(z))).backward()
+        opt_G.step()
+    finally:
+        D.requires_grad_(True)
+
+
+def g_step_no_finally(G, D, opt_G, z):               # an error leaves D frozen
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    opt_G.zero_grad()
+    g_bce(D(G(z))).backward()
+    opt_G.step()
+    for p, flag in zip(D.parameters(), flags):
+        p.requires_grad_(flag)
+
+
+def g_step_swallows(G, D, opt_G, z):                 # flags restored, but the error never reaches the caller
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        g_bce(D(G(z))).backward()
+        opt_G.step()
+    except Exception:
+        pass
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+
+
+def g_step_ellipsis(G, D, opt_G, z):
+    flags = ...
+    for p, flag in zip(D.parameters(), flags):
+        p.requires_grad_(flag)
+
+
+def test_frozen_g_step(capsys):
+    ok, out = run(capsys, exercises.reference_frozen_g_step)
+    assert ok is True and out.startswith("✓"), out
+    ok, out = run(capsys, g_step_plain)
+    assert ok is False and "D's .grad changed" in out and "freeze D before its forward" in out
+    ok, out = run(capsys, g_step_detached)
+    assert ok is False and "does not require grad" in out and "not G(z).detach()" in out
+    ok, out = run(capsys, g_step_detached_unfrozen)
+    assert ok is False and ".grad is None at opt_G.step()" in out
+    ok, out = run(capsys, g_step_inputs)
+    assert ok is False and "D was not frozen when its forward ran" in out
+    ok, out = run(capsys, g_step_all_true)
+    assert ok is False and "after the step, D.net.0.weight requires grad, but it was frozen before" in out
+    ok, out = run(capsys, g_step_no_finally)
+    assert ok is False and "after an error inside the step" in out and "finally" in out
+    ok, out = run(capsys, g_step_swallows)
+    assert ok is False and "did not come out of g_step" in out
+    ok, out = run(capsys, g_step_ellipsis)
+    assert ok is False and "a `...` is still in your function" in out
+    ok, out = run(capsys, ...)
+    assert ok is False and out.startswith("?") and "not solved yet" in out
