@@ -272,3 +272,150 @@ def test_a_compiled_step():
     import sys
     done = subprocess.run([sys.executable, "-c", COMPILED_STEP], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("quiet"), done.stderr[-2000:]
+
+
+# Issue 27: the checks for one optimizer adding up its own steps, a penalty from weight gradients, a step over a
+# frozen module, an out= write and a carried tensor must stay quiet on the correct code that looks like each bug.
+
+def test_first_order_maml_with_weight_gradients_as_constants():
+    """Weight gradients taken without create_graph make fast weights: first-order MAML, meant as constants."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    meta_opt = optim.Adam(model.parameters(), lr=1e-3)
+    x_support, y_support, x_query, y_query = torch.randn(6, 3), torch.randn(6, 1), torch.randn(6, 3), torch.randn(6, 1)
+
+    def step():
+        names = [n for n, _ in model.named_parameters()]
+        grads = torch.autograd.grad(F.mse_loss(model(x_support), y_support), model.parameters())
+        fast = {n: p - 0.1 * g for n, p, g in zip(names, model.parameters(), grads)}
+        meta_opt.zero_grad()
+        F.mse_loss(torch.func.functional_call(model, fast, (x_query,)), y_query).backward()
+        meta_opt.step()
+    quietly(step)
+
+
+def test_vqgan_adaptive_weight_from_a_weight_gradient():
+    """VQGAN's adaptive weight: gradient norms with respect to the last layer, a constant that scales a loss."""
+    torch.manual_seed(0)
+    decoder = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+    critic = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt = optim.Adam(decoder.parameters(), lr=1e-3)
+    x = torch.randn(6, 4)
+
+    def step():
+        x_rec = decoder(x)
+        nll_loss, g_loss = F.l1_loss(x_rec, x), -critic(x_rec).mean()
+        last_layer = decoder[2].weight
+        nll_grads = torch.autograd.grad(nll_loss, last_layer, retain_graph=True)[0]
+        g_grads = torch.autograd.grad(g_loss, last_layer, retain_graph=True)[0]
+        d_weight = torch.clamp(torch.norm(nll_grads) / (torch.norm(g_grads) + 1e-4), 0.0, 1e4).detach()
+        opt.zero_grad()
+        (nll_loss + d_weight * g_loss).backward()
+        opt.step()
+    quietly(step)
+
+
+def test_a_gradient_norm_logged_from_weight_gradients():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 1))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    norms = []
+
+    def step():
+        loss = F.mse_loss(model(x), y)
+        grads = torch.autograd.grad(loss, model.parameters(), retain_graph=True)
+        norms.append(sum(g.pow(2).sum() for g in grads).sqrt().item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    quietly(step)
+
+
+def test_one_optimizer_over_a_partly_frozen_model():
+    """Fine-tuning with the backbone frozen and one optimizer over every parameter: the head still trains."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 2))
+    model[0].requires_grad_(False)
+    opt = optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(12, 5), torch.randint(0, 2, (12,))
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    quietly(step)
+
+
+def test_n_critic_with_zero_grad_after_each_step():
+    G, D, opt_G, opt_D = tiny_gan()
+    x_real = torch.randn(16, 2)
+
+    def step():
+        for _ in range(3):
+            loss_D = D(G(torch.randn(16, 4)).detach()).mean() - D(x_real).mean()
+            loss_D.backward()
+            opt_D.step()
+            opt_D.zero_grad()
+        (-D(G(torch.randn(16, 4))).mean()).backward(inputs=list(G.parameters()))   # D's .grad stays empty
+        opt_G.step()
+        opt_G.zero_grad()
+    quietly(step)
+
+
+def test_a_running_average_buffer_kept_without_a_graph():
+    """StyleGAN's w_avg, renewed in each forward under no_grad from the detached mapping output, then used for
+    truncation in the loss: a carried tensor that carries a value, not a graph."""
+    torch.manual_seed(0)
+
+    class Mapping(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(0.2), nn.Linear(4, 4))
+            self.register_buffer("w_avg", torch.zeros(4))
+
+        def forward(self, z, psi=0.7):
+            w = self.net(z)
+            with torch.no_grad():
+                self.w_avg.copy_(w.detach().mean(0).lerp(self.w_avg, 0.99))
+            return self.w_avg + psi * (w - self.w_avg)
+
+    mapping = Mapping()
+    opt = optim.Adam(mapping.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        mapping(torch.randn(5, 4)).pow(2).mean().backward()
+        opt.step()
+    quietly(step)
+
+
+def test_torchs_spectral_norm_on_real_and_fake_with_one_backward():
+    """torch's own spectral norm renews its vectors with out= writes, and clones them before the forward saves
+    them: D on the real and the fake batch, one backward, is correct."""
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.Linear(2, 8)), nn.LeakyReLU(0.2),
+                      nn.utils.parametrizations.spectral_norm(nn.Linear(8, 1)))
+    opt_D = optim.Adam(D.parameters(), lr=1e-3)
+    x_real, x_fake = torch.randn(6, 2), torch.randn(6, 2)
+
+    def step():
+        opt_D.zero_grad()
+        (F.softplus(-D(x_real)) + F.softplus(D(x_fake))).mean().backward()
+        opt_D.step()
+    quietly(step)
+
+
+def test_an_ema_copy_of_G_renewed_in_place():
+    G, D, opt_G, _ = tiny_gan()
+    G_ema = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).requires_grad_(False)
+    G_ema.load_state_dict(G.state_dict())
+
+    def step():
+        opt_G.zero_grad()
+        F.softplus(-D(G(torch.randn(16, 4)))).mean().backward()
+        opt_G.step()
+        with torch.no_grad():
+            for p_ema, p in zip(G_ema.parameters(), G.parameters()):
+                p_ema.lerp_(p, 0.001)
+    quietly(step)

@@ -56,6 +56,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.serial, self.pending_data, self.zeroed = 0, {}, {}   # nodes recorded so far; `.data` changes not yet judged
         # gradients from autograd.grad without create_graph, and what is computed from them: constants (checks.py)
         self.constants, self.mixed, self.pending_grad = {}, {}, None
+        self.frozen_at = {}   # id(parameter): the line that set its requires_grad to False (checks.py)
 
     def __enter__(self):
         if self.namespaces is None:

@@ -42,12 +42,23 @@ def _double_sigmoid_effect(target) -> str:
             "the wrong side of the target), silently")
 
 
+# Ops that add a number to a loss: a weight gradient reduced to a number and added to a loss is a penalty (a
+# gradient-norm or variance penalty); multiplied, it is a weight (VQGAN's adaptive weight), meant as a constant.
+_ADDS = {"__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "add", "sub"}
+
+
+def _tensors_of(out) -> list:
+    return [t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)]
+
+
 class Checks:
     """The doctor's warnings (mixed into `doctor`)."""
 
-    def _check_leftover_gradients(self, opt, name, contributors):
+    def _check_leftover_gradients(self, opt, name, contributors, closure=False):
         """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added
-        to this optimizer's own: a zero_grad() is missing or misplaced."""
+        to this optimizer's own: a zero_grad() is missing or misplaced. Or gradients this optimizer's own earlier
+        step already applied: zero_grad() once before an inner loop of D steps (not with a closure, which makes
+        its own gradients inside step())."""
         lines = {(b["where"].file, b["where"].line) for b in contributors if b["where"] is not None}
         stale = [b for b in contributors if b["used_by"] - {id(opt)}]
         if len(lines) > 1 and stale:
@@ -56,6 +67,17 @@ class Checks:
                              f"{stale[0]['where']} left in .grad (already used by another optimizer's step) and "
                              f"the backward at {own['where']}", {"where": _user_frame()},
                              [("call zero_grad() on this optimizer right before its own loss's backward", "04")])
+        mine = [b for b in contributors if id(opt) in b["used_by"]]
+        if mine and not closure:
+            where = _user_frame()
+            self._suspicious(f"{name}.step() applies again gradients its own earlier step already applied: .grad "
+                             f"still holds what the backward at {mine[0]['where']} gave "
+                             f"{'it' if len(mine) == 1 else f'{len(mine)} earlier steps'}, because no zero_grad() "
+                             f"ran between the steps, so each step adds up every earlier pass's gradient",
+                             {"where": where, "passes in .grad": len(contributors)},
+                             [(f"call {name}.zero_grad() inside the loop, right before each backward (not once "
+                               f"before the loop)", "01")],
+                             key="own gradients again")
 
     def _check_foreign_gradients(self, name, params, contributors):
         """A GAN's D stepping on gradients from a backward that ran through D on into G (G's loss, or a D loss
@@ -80,6 +102,25 @@ class Checks:
                              f"own loss on an input that was not detached", {"where": _user_frame()},
                              [("call zero_grad() on this optimizer right before its own loss's backward, and "
                                "detach the fake batch in D's loss", "04")])
+
+    def _check_frozen_step(self, name, params):
+        """Every parameter of this optimizer frozen (requires_grad=False) when it steps: no backward can have
+        reached them, so the step trains nothing (a lazy R1 step run while D was still frozen from G's step)."""
+        if not params or any(p.requires_grad for p in params):
+            return
+        line, caller = next((self.frozen_at[id(p)] for p in params if id(p) in self.frozen_at), (None, None))
+        frozen = f"{line}" + (f", called from {caller}" if caller is not None else "") if line else None
+        moved = any(p.grad is not None for p in params)
+        facts = {"where": _user_frame()}
+        if frozen is not None:
+            facts["frozen at"] = frozen
+        self._suspicious(f"{name}.step() runs while all {len(params)} of its parameters are frozen "
+                         f"(requires_grad=False): the backward before it "
+                         f"could not reach them, so this step trains nothing"
+                         + (" (it moves them only along what .grad held from before)" if moved else ""), facts,
+                         [("unfreeze them (requires_grad_(True)) before the forward of this optimizer's loss, and "
+                           "put each flag back right after the step that needed it frozen", "09")],
+                         key="frozen step")
 
     def _known_optimizers(self):
         known = {id(o): o for o in self.seen_optimizers}
@@ -117,36 +158,41 @@ class Checks:
 
     def _constant_source(self, leaves, inputs):
         """Before torch.autograd.grad without create_graph=True: (its line, the ids of the parameters its gradient
-        depends on), or None. Its result will be a constant, cut off from those parameters. None where the inputs
-        are parameters themselves: a gradient with respect to weights (first-order MAML) is meant as a constant."""
+        depends on, whether it is taken with respect to weights), or None. Its result will be a constant, cut off
+        from those parameters. A gradient with respect to weights is often meant as a constant (first-order MAML's
+        fast weights, VQGAN's adaptive weight that scales a loss): it counts as a penalty only where, reduced to a
+        number, it is added to a loss (_follow_constants)."""
         inputs = set(t for t in (inputs if isinstance(inputs, (tuple, list)) else [inputs])
                      if isinstance(t, torch.Tensor))
-        if any(isinstance(t, torch.nn.Parameter) for t in inputs):
-            return None
-        params = {id(p) for p in leaves if p not in inputs}
-        return (_user_frame(), params) if params else None
+        weights = any(isinstance(t, torch.nn.Parameter) for t in inputs)
+        params = {id(p) for p in leaves if weights or p not in inputs}
+        return (_user_frame(), params, weights) if params else None
 
     def _follow_constants(self, name, args, kwargs, out):
         """After each op, once autograd.grad has returned a constant gradient: what is computed from it alone is a
         constant too; the op that mixes it with a tensor that requires grad (a penalty added to loss_D) is marked,
         by its node's serial, for the check at backward (_check_constant_gradients). Not inside a module's forward:
         there a constant is the module's input (an FGSM adversarial example, a Langevin sample), rightly so."""
+        penalty = True
         if name == "grad" and self.pending_grad is not None:
             source, self.pending_grad = self.pending_grad, None
         else:
             given = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (tuple, list)) else [a])
                      if isinstance(t, torch.Tensor)]
-            source = next((self.constants[id(t)][1] for t in given
-                           if id(t) in self.constants and self.constants[id(t)][0]() is t), None)
-            if source is None:
+            found = [(t, self.constants[id(t)][1]) for t in given
+                     if id(t) in self.constants and self.constants[id(t)][0]() is t]
+            if not found:
                 return
-        for t in out if isinstance(out, (tuple, list)) else [out]:
-            if not isinstance(t, torch.Tensor):
-                continue
+            source = found[0][1]
+            # from weight gradients: a penalty only as a number added to a loss (not to a weight: p - lr * g)
+            penalty = not source[2] or (name in _ADDS and all(t.numel() == 1 for t, _ in found)
+                                        and not any(t.is_leaf for t in given if t.requires_grad))
+        for t in _tensors_of(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
                 self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
-            elif not self.stack and (info := self.nodes.get(getattr(t, "grad_fn", None))) is not None:
+            elif penalty and not self.stack and \
+                    (info := self.nodes.get(getattr(t, "grad_fn", None))) is not None:
                 self.mixed[info[3]] = source
                 if len(self.mixed) > 1000:
                     self.mixed = dict(list(self.mixed.items())[-500:])
@@ -159,7 +205,7 @@ class Checks:
         """At a backward into `filled` (parameter ids): does its graph hold a constant gradient's penalty, made from
         a gradient of these same parameters? It adds a number to the loss and nothing to any gradient."""
         for serial in serials & self.mixed.keys():
-            where, params = self.mixed[serial]
+            where, params = self.mixed[serial][:2]
             if where is not None and params & filled:
                 self._suspicious(f"the penalty built from the gradient at {_shown(where.file)}:{where.line} "
                                  f"(`{where.code}`) is a constant, because torch.autograd.grad was called without "

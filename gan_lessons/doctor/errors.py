@@ -2,6 +2,7 @@
 or op changed it), a backward through a freed graph (which backward freed it, what the losses share), and an in-place
 op on a leaf; raised by backward() or inside torch.autograd.grad alike. Also a gradient penalty's two own errors: an
 input of autograd.grad that does not require grad, and a gradient of a non-scalar output without grad_outputs."""
+import dataclasses
 import linecache
 
 import torch
@@ -127,6 +128,9 @@ class Diagnoses:
         module = self._module_name(module)
         transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
         modifier, rec = self._modifier(s)
+        param, chosen = self._param_of(s), s
+        if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
+            s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
         variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
         label = s.param or (f"`{variable}`" if variable else "a tensor")
         facts = {"tensor": f"{label} {list(s.shape or [])}{transposed}",
@@ -134,15 +138,46 @@ class Diagnoses:
                  "modified by": modifier,
                  "versions": f"now {s.version_now}, saved at {s.version_saved}"}
         if len(found) > 1:
-            facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node}))
+            facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node, chosen.param or chosen.node}))
+        summary = f"{label if s.param or variable else 'a saved tensor'} changed in place after the forward saved it"
         if ".step() at" in modifier:       # an optimizer step: reorder or detach, never clone
             gan = _looks_like_gan(s.param)
             fixes = _STEP_FIXES + (_GAN_FIXES if gan else [])
             wrong = _STEP_WRONG + (_GAN_WRONG if gan else _DETACH_WRONG)
+            carried = self._carried(roots, self._step_of(s))
+            if carried:
+                name, made = carried
+                facts["carried"] = (f"`{name}`, made before that step{f' at {made}' if made else ''} and used after "
+                                    f"it: its graph still holds the weights as they were")
+                summary += f"; the loss reaches the old weights through `{name}`, computed before the step"
+                fixes = [(f"detach `{name}` where it is kept for later ({name} = {name}.detach()): it should carry "
+                          f"a value, not the graph that made it; or recompute it after the step", "02")] + fixes
         else:
             fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
-        return Diagnosis("version", f"{label if s.param or variable else 'a saved tensor'} changed in place after "
-                         f"the forward saved it", facts, fixes, wrong)
+        return Diagnosis("version", summary, facts, fixes, wrong)
+
+    def _step_of(self, s):
+        """The latest optimizer step over the parameter a saved tensor is (None for a non-parameter)."""
+        name = (s.param or "").removesuffix(".T")
+        param = next((p for p, n in self.param_names.items() if n == name), None)
+        return next((step for step in reversed(self.steps) if any(p is param for p in step["params"])), None) \
+            if param is not None else None
+
+    def _carried(self, roots, step):
+        """(name, where it was made) of a tensor made before `step` that a loss made after it still reaches: an
+        RL state or a generated batch kept across the step, a running average kept in a module buffer without
+        detach. None when the loss itself was made before the step (then the order of the updates is the bug)."""
+        if step is None:
+            return None
+        latest = max((info[3] for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
+        if latest <= step["serial"]:
+            return None
+        old = {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn)) and info[3] <= step["serial"]}
+        names = self._variables_made_by(old) if old else []
+        if not names:
+            return None
+        info = self.nodes.get(self.names()[3][names[0]].grad_fn)
+        return names[0], (info[2] if info and info[3] in old else None)
 
     def _saved(self, roots, stale=False):
         for fn in graphs.walk(roots):
@@ -150,19 +185,28 @@ class Diagnoses:
                 if not stale or s.state == "stale":
                     yield s, fn
 
-    def _modifier(self, s):
+    def _param_of(self, s):
         name = (s.param or "").removesuffix(".T")
-        param = next((p for p, n in self.param_names.items() if n == name), None)
+        return next((p for p, n in self.param_names.items() if n == name), None)
+
+    def _modifier(self, s):
+        """(what changed the saved tensor, the in-place record or None). A stale tensor can no longer be read, so a
+        name given by shape and version alone is a guess: when no step or op changed that tensor but an op the
+        doctor saw wrote one of that shape up to that version (an out= write into a buffer a forward saved, then
+        replaced), that op is the answer."""
+        param = self._param_of(s)
         if param is not None:
             for step in reversed(self.steps):
                 if any(p is param for p in step["params"]):
                     return f"{self._optimizer_name(step['optimizer'])}.step() at {step['where']} (in place, under no_grad)", None
-        for rec in reversed(self.inplace):
-            same = (rec["ptr"] == param.untyped_storage().data_ptr() if param is not None
-                    else (rec["version"], rec["shape"]) == (s.version_now, s.shape))
-            if same:
-                module = self._module_name(rec["module"])
-                return f"{rec['op']}" + (f" in {module}" if module else "") + f" at {rec['where']}", rec
+            ptr = param.untyped_storage().data_ptr()
+            recs = [rec for rec in reversed(self.inplace) if rec["ptr"] == ptr]
+        else:
+            recs = []
+        recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
+        for rec in recs:
+            module = self._module_name(rec["module"])
+            return f"{rec['op']}" + (f" in {module}" if module else "") + f" at {rec['where']}", rec
         return "an in-place operation the doctor did not see", None
 
     def _freed_error(self, error):

@@ -40,6 +40,20 @@ def _user_frame(depth=1):
     return None
 
 
+def _caller_frame(depth=1):
+    """The student's frame that called the innermost one (`requires_grad(D, False)` for the
+    `p.requires_grad = flag` inside it), or None at the top level."""
+    frame, seen = sys._getframe(depth), 0
+    while frame is not None:
+        if _is_user(frame):
+            seen += 1
+            if seen == 2:
+                name = frame.f_code.co_filename
+                return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+        frame = frame.f_back
+    return None
+
+
 def _is_user(frame) -> bool:
     name = frame.f_code.co_filename
     return not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) and "contextlib" not in name \

@@ -29,7 +29,7 @@ def _inside(name, v, depth, top=False):
             for a, w in list(vars(v).items()):
                 if a.startswith("_") or isinstance(w, torch.nn.Parameter):
                     continue
-                if isinstance(w, torch.Tensor):
+                if isinstance(w, (torch.Tensor, torch.optim.Optimizer)):     # BigGAN's `D.optim` too
                     yield f"{name}.{a}", w
                 elif isinstance(w, (list, tuple)) and len(w) <= 8:
                     yield from ((f"{name}.{a}[{i}]", t) for i, t in enumerate(w) if isinstance(t, torch.Tensor))
@@ -82,6 +82,8 @@ class Naming:
                 modules.setdefault(sub, f"{top}.{sub_name}" if sub_name else top)
             for p_name, p in (*module.named_parameters(), *module.named_buffers()):
                 params.setdefault(p, f"{top}.{p_name}")
+                if p.grad_fn is not None:         # a buffer reassigned to a result with a graph: `G.w_avg`
+                    variables.setdefault(f"{top}.{p_name}", p)
         for n, o in found:
             if isinstance(o, torch.nn.Module):
                 add_module(n, o)
@@ -135,16 +137,24 @@ class Naming:
         return None
 
     def _variables_made_by(self, serials):
-        """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`."""
+        """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`. A tensor an
+        object keeps across calls (`G.w_avg`, `model.hidden`) whose graph reaches them comes first: it is what
+        carries an old graph into a new pass, even where a plain variable of the old pass is still alive."""
         variables = self.names()[3]
         made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info[3] in serials]
+        if any("." in k or "[" in k for k in made):       # kept by an object and made by the old graph
+            return sorted(made, key=lambda k: "." not in k and "[" not in k)[:3]
+        held = [(d, k) for k, v in variables.items() if k not in made and ("." in k or "[" in k)
+                and (d := self._distance(v.grad_fn, serials)) is not None]
         if made:
-            return made[:3]
+            return ([k for _, k in sorted(held)] + made)[:3]
         reached = []                      # a carried state: rebound since, its new value still reaches the old graph
         for k, v in variables.items():
             distance = self._distance(v.grad_fn, serials)
             if distance is not None:
                 reached.append((distance, k))
+        if held:
+            return [k for _, k in sorted(held)][:3]
         return [k for d, k in sorted(reached) if d == min(reached)[0]][:3] if reached else []
 
     def _distance(self, fn, serials, limit=200):

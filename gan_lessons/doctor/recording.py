@@ -9,7 +9,7 @@ from torch.overrides import TorchFunctionMode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect
-from gan_lessons.doctor.frames import _called_from_user, _user_frame, _warn_at_user_line
+from gan_lessons.doctor.frames import _called_from_user, _caller_frame, _user_frame, _warn_at_user_line
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 
@@ -25,9 +25,28 @@ def _compiling() -> bool:
 
 def _is_inplace(name, kwargs) -> bool:
     """x.add_(...), x += ..., x[i] = ..., and the functional forms F.relu(x, inplace=True) (which nn.ReLU(inplace=True),
-    LeakyReLU, Dropout and the other inplace= modules call)."""
-    return name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__")) \
+    LeakyReLU, Dropout and the other inplace= modules call). Not requires_grad_, which changes a flag, not values."""
+    return name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__") and name != "requires_grad_") \
         or kwargs.get("inplace") is True
+
+
+def _written(name, args, kwargs):
+    """The tensor an op writes into, with the op as a diagnosis shows it: x for x.add_(...) and the inplace= forms;
+    `buf` for an out= call (F.normalize(..., out=buf), a hand-written spectral norm's power iteration); else None."""
+    target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if target is not None and _is_inplace(name, kwargs):
+        return target, f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
+    out = kwargs.get("out")
+    return (out, f"{name}(out=...)") if isinstance(out, torch.Tensor) else (None, None)
+
+
+def _frozen_flag(func, name, args, kwargs):
+    """False for p.requires_grad = False and p.requires_grad_(False), True for the same with True, else None."""
+    if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "requires_grad":
+        return bool(args[1]) if len(args) > 1 else None
+    if name == "requires_grad_":
+        return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
+    return None
 
 
 def _tensors(x) -> list:
@@ -103,6 +122,11 @@ class Recording:
                 self.zeroed[id(t)] = t._version + 1
             if len(self.zeroed) > 10000:
                 self.zeroed.clear()
+        if (flag := _frozen_flag(func, name, args, kwargs)) is not None and target is not None and target.is_leaf:
+            if flag:
+                self.frozen_at.pop(id(target), None)
+            else:                         # where each parameter was frozen, for a step that then trains nothing
+                self.frozen_at[id(target)] = _user_frame(), _caller_frame()
         if target is not None and _is_inplace(name, kwargs):
             if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
                 self.last_leaf_inplace = (target, name, _user_frame())
@@ -155,10 +179,10 @@ class Recording:
             self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
             if len(self.data_aliases) > 1000:
                 self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
-        if target is not None and _is_inplace(name, kwargs):
-            op = f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
-            self.inplace.append({"ptr": target.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
-                                 "version": target._version, "shape": tuple(target.shape),
+        written, op = _written(name, args, kwargs)
+        if written is not None:
+            self.inplace.append({"ptr": written.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
+                                 "version": written._version, "shape": tuple(written.shape),
                                  "module": self.stack[-1] if self.stack else None})  # a module object
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         for t in out if isinstance(out, (tuple, list)) else [out]:
@@ -194,15 +218,16 @@ class Recording:
         self.seen_optimizers.add(opt)
         name = self._optimizer_name(opt)
         params = [p for g in opt.param_groups for p in g["params"]]
-        missing = [self.param_names.get(p, "?") for p in params if p.grad is None and p.requires_grad]
-        if any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values())):
-            missing = []                   # LBFGS and friends: the closure computes the gradients inside step()
+        # LBFGS and friends: the closure computes the gradients inside step()
+        closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
+        missing = [] if closure else [self.param_names.get(p, "?") for p in params if p.grad is None and p.requires_grad]
         if missing:
             self._suspicious(f"{name}.step() runs while {len(missing)} of its {len(params)} parameters have no "
                              f".grad: they will not change", {"where": _user_frame(), "parameters": missing[:6]},
                              [("check that the loss reaches them: a detach() or backward(inputs=...) cuts them off", "04")])
+        self._check_frozen_step(name, params)
         contributors = self._contributors(params)
-        self._check_leftover_gradients(opt, name, contributors)
+        self._check_leftover_gradients(opt, name, contributors, closure)
         self._check_foreign_gradients(name, params, contributors)
 
     def _post_step(self, opt, args, kwargs):
@@ -210,13 +235,15 @@ class Recording:
         for b in self._contributors(params):
             b["used_by"].add(id(opt))
         self.steps.append({"optimizer": opt, "where": _user_frame(), "params": params,
-                           "versions": [p._version for p in params]})
+                           "versions": [p._version for p in params], "serial": self.serial})
 
     def _contributors(self, params):
         """The backward passes whose gradients the parameters' .grad holds now: walking back from the latest,
         each parameter's stop at the backward that found its .grad empty (after zero_grad)."""
         found = []
         for p in params:
+            if p.grad is None:            # set to None since (zero_grad()): nothing of any backward is left
+                continue
             for b in reversed(self.backwards):
                 if p in b["depth"]:
                     if not any(b is f for f in found):

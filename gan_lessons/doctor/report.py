@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
-           "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb"}
+           "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb",
+           "09": "09_freezing_and_batchnorm.ipynb"}
 
 
 class DoctorWarning(UserWarning):
