@@ -144,14 +144,14 @@ class Diagnoses:
             gan = _looks_like_gan(s.param)
             fixes = _STEP_FIXES + (_GAN_FIXES if gan else [])
             wrong = _STEP_WRONG + (_GAN_WRONG if gan else _DETACH_WRONG)
-            carried = self._carried(roots, self._step_of(s))
+            carried = self._carried(roots, self._step_of(s), fn)
             if carried:
                 name, made = carried
                 facts["carried"] = (f"`{name}`, made before that step{f' at {made}' if made else ''} and used after "
                                     f"it: its graph still holds the weights as they were")
                 summary += f"; the loss reaches the old weights through `{name}`, computed before the step"
-                fixes = [(f"detach `{name}` where it is kept for later ({name} = {name}.detach()): it should carry "
-                          f"a value, not the graph that made it; or recompute it after the step", "02")] + fixes
+                fixes = [(f"make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
+                          f"value (a running average, a state for the next pass), keep {name}.detach()", "05")] + fixes
         else:
             fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
         return Diagnosis("version", summary, facts, fixes, wrong)
@@ -163,7 +163,7 @@ class Diagnoses:
         return next((step for step in reversed(self.steps) if any(p is param for p in step["params"])), None) \
             if param is not None else None
 
-    def _carried(self, roots, step):
+    def _carried(self, roots, step, stale):
         """(name, where it was made) of a tensor made before `step` that a loss made after it still reaches: an
         RL state or a generated batch kept across the step, a running average kept in a module buffer without
         detach. None when the loss itself was made before the step (then the order of the updates is the bug)."""
@@ -172,8 +172,13 @@ class Diagnoses:
         latest = max((info[3] for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
         if latest <= step["serial"]:
             return None
-        old = {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn)) and info[3] <= step["serial"]}
-        names = self._variables_made_by(old) if old else []
+        # the old nodes a node made after the step takes as input: where the new pass meets the old graph
+        # that lead to the node that saved the stale tensor
+        edge = {info[3] for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine[3] > step["serial"]
+                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info[3] <= step["serial"]
+                and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
+        old = edge
+        names = self._variables_made_by(edge) if edge else []
         if not names:
             return None
         info = self.nodes.get(self.names()[3][names[0]].grad_fn)
