@@ -16,7 +16,7 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test lint setup dot chromium train bench notebooks student clean check-torch gpu-carry gpu-run gpu-smoke
+.PHONY: lab test lint setup dot chromium train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
 
 lab: setup dot
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
@@ -85,6 +85,30 @@ check-torch: dot
 	$(CHECK_VENV)/bin/python -c 'import torch; print("checking the lessons on torch", torch.__version__)'
 	$(CHECK_VENV)/bin/python -m pytest -n 2 --dist loadscope --nbval-lax notebooks
 
+# The lessons on Colab's own stack (googlecolab/backend-info, 2026-08: Python 3.13, torch 2.11.0, torchvision 0.26.0,
+# ipywidgets 7.7.1, IPython 7.34.0, ipykernel 6.17.1), in a virtual environment of its own: every lesson and student
+# copy under nbval's lax mode, then the widget tests and the doctor's IPython-extension tests. The pins go on pip's
+# command line beside the package, so nothing it needs upgrades them, and the versions are checked before the tests.
+# The package index serves no +cpu build of torch 2.11: pip takes the CUDA one (several GB), run on the CPU; wheels
+# already downloaded can be offered with PIP_FIND_LINKS. The Python is python3.13, else pyenv's 3.13, else python3
+# (the versions line says which); `make check-colab COLAB_PYTHON=python3.12` for another. The environment's own
+# .gitignore (`*`, as Python 3.13's venv writes it) keeps it out of git and ruff.
+COLAB_PINS   := torch==2.11.0 torchvision==0.26.0 ipython==7.34.0 ipywidgets==7.7.1 ipykernel==6.17.1
+COLAB_PYTHON ?= $(firstword $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13; do \
+	"$$p" -c '' 2>/dev/null && echo "$$p"; done) python3)
+COLAB_VENV   := .venv-colab
+check-colab: dot
+	@test -x $(COLAB_VENV)/bin/python || { $(COLAB_PYTHON) -m venv $(COLAB_VENV) && echo '*' > $(COLAB_VENV)/.gitignore; }
+	$(COLAB_VENV)/bin/python -m pip install -q $(COLAB_PINS) -e '.[test]'
+	@$(COLAB_VENV)/bin/python -c 'import sys, platform, importlib.metadata as m; \
+		pins = [p.split("==") for p in sys.argv[1:]]; have = {n: m.version(n) for n, _ in pins}; \
+		print("checking the lessons on Colab versions: Python", platform.python_version(), *(f"{n} {have[n]}" for n, _ in pins)); \
+		wrong = [f"{n} {have[n]}, not {v}" for n, v in pins if have[n].split("+")[0] != v]; \
+		sys.exit("not the pinned versions: " + "; ".join(wrong) if wrong else None)' $(COLAB_PINS)
+	$(COLAB_VENV)/bin/python -m pytest -n 2 --dist loadscope --nbval-lax notebooks
+	$(COLAB_VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadscope -k "test_widgets or ipython or load_ext" \
+		tests/test_widgets.py tests/test_doctor.py tests/test_doctor_cases.py tests/test_doctor_script.py
+
 # The GPU run (README, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
 # dot, MNIST). On the lent GPU machine, which reaches no index: one part at a time, each under 9 minutes on an H100.
 # gpu-smoke runs the three parts tiny on this CPU, in a fresh environment, from a carry folder for this Python.
@@ -100,4 +124,4 @@ gpu-smoke: setup
 	$(PY) tools/gpu.py smoke
 
 clean:
-	rm -rf $(VENV) .venv-torch-* build .gpu-carry* gpu-results
+	rm -rf $(VENV) .venv-torch-* .venv-colab build .gpu-carry* gpu-results

@@ -69,3 +69,22 @@ def test_git_install_ships_the_assets(tmp_path):
     for asset in ("classifier.pt", "classifier.json", "generator.pt", "generator.json", "generator_no_tanh.pt",
                   "generator_no_tanh.json"):
         assert f"gan_lessons/assets/{asset}" in names
+
+
+# Colab's versions (googlecolab/backend-info, 2026-08), which `make check-colab` installs and the README names.
+COLAB_PINS = ["torch==2.11.0", "torchvision==0.26.0", "ipython==7.34.0", "ipywidgets==7.7.1", "ipykernel==6.17.1"]
+
+
+def test_check_colab_installs_colabs_versions_with_the_package_and_checks_them_before_its_tests():
+    """`make -n` prints the recipe without running it: one pip command line holds every pin and the package (so
+    nothing the package needs upgrades a pin), the versions check comes next, then nbval and the widget tests."""
+    plan = subprocess.run(["make", "-n", "--no-print-directory", "check-colab"], capture_output=True, text=True, cwd=ROOT)
+    assert plan.returncode == 0, plan.stderr
+    install = next(line for line in plan.stdout.splitlines() if " -m pip install " in line).split()
+    assert all(pin in install for pin in COLAB_PINS) and "'.[test]'" in install, install
+    steps = [plan.stdout.index(s) for s in (" -m pip install ", "not the pinned versions", "--nbval-lax notebooks",
+                                             "tests/test_widgets.py")]
+    assert steps == sorted(steps), steps
+    readme = (ROOT / "README.md").read_text()
+    named = ", ".join(f"{n} {v}" for n, v in (p.split("==") for p in COLAB_PINS[:4]))
+    assert named.replace("ipython", "IPython") + " and ipykernel 6.17.1" in " ".join(readme.split())

@@ -3,6 +3,8 @@
 The source is what people edit. In it, `# %% [markdown]` opens a prose cell (each line behind `# `), `# %%` a code
 cell, `# %% tags=["..."]` a cell with tags, and a code cell holding only `#SETUP` stands for the shared setup cell
 (gan_lessons.lesson.SETUP_CELL). The notebook gets slide metadata for jupyterlab-rise on every cell (slide_type).
+A source's jupytext header (`# ---` / `# jupyter:` ... `# ---`) may set Colab's runtime, `accelerator` and `colab`,
+which the notebook carries: lesson 06 opens on a GPU runtime in Colab.
 
     python tools/build_notebook.py notebooks/src/05_gan_update_strategies.py    build and execute one lesson
     python tools/build_notebook.py --all                                         build and execute every lesson
@@ -27,10 +29,12 @@ NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "src"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 SETUP_MARK = "#SETUP"
-# What jupytext keeps of a notebook: no header, and of a cell only its tags and, on a prediction, what would give its
-# answer away (`reveals`: regexes that no cell above it may match; tests/test_active_lessons.py).
+# What jupytext keeps of a notebook: of a cell only its tags and, on a prediction, what would give its answer away
+# (`reveals`: regexes that no cell above it may match; tests/test_active_lessons.py); of the notebook only what Colab
+# reads to pick the runtime (`"accelerator": "GPU"`, `"colab": {"gpuType": "T4", ...}`), in a header where set.
 KEPT = ("tags", "reveals")
-JUPYTEXT = {"notebook_metadata_filter": "-all", "cell_metadata_filter": ",".join(KEPT) + ",-all"}
+NOTEBOOK_KEPT = ("accelerator", "colab")
+JUPYTEXT = {"notebook_metadata_filter": ",".join(NOTEBOOK_KEPT) + ",-all", "cell_metadata_filter": ",".join(KEPT) + ",-all"}
 TIMEOUT = 600  # seconds per cell: a widget cell that hangs nbclient (jupyter/nbclient#312) ends as an error
 
 
@@ -78,6 +82,13 @@ def kept(metadata) -> dict:
     return {k: list(metadata[k]) for k in KEPT if metadata.get(k)}
 
 
+def notebook_metadata(source: Path) -> dict:
+    """The notebook metadata a source's header sets (Colab's runtime; NOTEBOOK_KEPT), empty for most lessons."""
+    import jupytext
+    metadata = jupytext.read(source, fmt="py:percent").metadata
+    return {k: metadata[k] for k in NOTEBOOK_KEPT if k in metadata}
+
+
 def key(cell) -> tuple:
     """What must agree between a notebook cell and its source: type, text, tags, reveals."""
     return (cell.cell_type, cell.source, tuple(cell.metadata.get("tags", [])),
@@ -94,6 +105,9 @@ def differences(source: Path, notebook: Path) -> list:
             cells_nb = f"notebook cells {a0}-{a1 - 1}" if a1 > a0 else f"nothing at notebook cell {a0}"
             cells_src = f"source cells {b0}-{b1 - 1}" if b1 > b0 else f"nothing at source cell {b0}"
             lines.append(f"{notebook.name}: {cells_nb} differ from {cells_src}")
+    nb_metadata = nbformat.read(notebook, as_version=4).metadata
+    if {k: nb_metadata[k] for k in NOTEBOOK_KEPT if k in nb_metadata} != notebook_metadata(source):
+        lines.append(f"{notebook.name}: its notebook metadata ({', '.join(NOTEBOOK_KEPT)}) differs from its source's header")
     return lines
 
 
@@ -103,7 +117,7 @@ def assemble(source: Path, old=None, keep_outputs=False):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c.source, metadata=c.metadata) if c.cell_type == "code"
                 else nbformat.v4.new_markdown_cell(c.source, metadata=c.metadata) for c in cells(source)]
-    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}, **notebook_metadata(source)}
     if old is not None:
         before = [(c.cell_type, c.source) for c in old.cells]
         after = [(c.cell_type, c.source) for c in nb.cells]
@@ -150,7 +164,7 @@ def export(notebook: Path) -> Path:
             cell.outputs, cell.execution_count = [], None
             if cell.source == SETUP_CELL:
                 cell.source = SETUP_MARK
-    nb.metadata = {"jupytext": dict(JUPYTEXT)}
+    nb.metadata = {"jupytext": dict(JUPYTEXT), **{k: nb.metadata[k] for k in NOTEBOOK_KEPT if k in nb.metadata}}
     target = source_of(notebook)
     target.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(nb, target, fmt="py:percent")

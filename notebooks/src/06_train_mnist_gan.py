@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+# ---
+
 # %% [markdown]
 # # Lesson 06 · Train the full MNIST GAN
 #
