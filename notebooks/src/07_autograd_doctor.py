@@ -135,7 +135,8 @@ check("diagnosis kind", prediction, kind,
 
 # %% [markdown]
 # **Seed 001's G/D toy** fails twice: without `retain_graph` the graph is freed; with it, the step makes D's
-# saved weight stale.
+# saved weight stale. (On Colab, whose ipykernel is 6.17, the second cell prints the same lines, but the
+# `DoctorWarning` may come after the error's lines instead of before them.)
 
 # %%
 def seed001(retain_graph):

@@ -459,7 +459,8 @@ print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp
 # A compiled module runs its forward and its backward as functions that AOTAutograd made, and a penalty needs the
 # backward of that backward. Here is the smallest case, on section 2's small critic, with `backend="aot_eager"`:
 # it runs AOTAutograd without generating code, so no C++ compiler is needed (the default backend, inductor, goes
-# through the same AOTAutograd).
+# through the same AOTAutograd). On Colab with Python 3.13.0, each compiled cell also prints torch's warning that
+# guards may run slower on that Python release; it changes nothing here (`make check-colab`, README).
 
 # %%
 D_compiled = torch.compile(D_small, backend="aot_eager")

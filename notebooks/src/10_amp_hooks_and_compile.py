@@ -360,8 +360,10 @@ claim("the pack hook's count equals the sizes worked out by hand, in all three c
 # a GAN loop does can collide with it: keeping a graph for a second backward (`retain_graph=True`, as lesson 05's
 # `one_forward` does), and pulling a number out with `.item()` mid-function. Compiling costs time, so the models here
 # are tiny, and the backend is `aot_eager`: it runs the same AOTAutograd layer as the default `inductor` backend
-# (where donated buffers live) without generating and compiling C++, so it is fast and needs no compiler. First,
-# whether `torch.compile` works on this machine at all:
+# (where donated buffers live) without generating and compiling C++, so it is fast and needs no compiler. On Colab
+# with Python 3.13.0, each compiled cell below also prints torch's warning that guards may run slower on that Python
+# release; the results are the same (`make check-colab`, README). First, whether `torch.compile` works on this
+# machine at all:
 
 # %%
 torch._logging.set_logs(dynamo=logging.ERROR)     # keep dynamo's own warnings out of the outputs
