@@ -247,10 +247,30 @@ class Diagnoses:
         failing = self.backwards[-1]["where"] if self.backwards else None
         if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
+            carrier = self._carrier(roots, b["nodes"])
+            if carrier:
+                facts["carried by"] = carrier
             return Diagnosis("freed", "a tensor carried from one loop pass to the next still holds the previous "
                              "pass's graph, which that pass's backward freed", facts, _CARRIED_FIXES, _CARRIED_WRONG)
         return Diagnosis("freed", "two losses share part of one graph, and the first backward freed it", facts,
                          _FREED_FIXES, _FREED_WRONG)
+
+    def _carrier(self, roots, shared):
+        """Where this pass meets the previous one: the old tensor a new node takes as input, made at a line that
+        this pass ran again. The variables that line makes now are the ones that carried the old tensor over (a
+        decoder's `next_word` kept from the last batch), even once rebound to this pass's value."""
+        last = max(shared)                 # made by then: the previous pass's, used by its loss or not
+        edge = {(info[0], info[2].file, info[2].line): info[2] for fn in graphs.walk(roots)
+                if (mine := self.nodes.get(fn)) and mine[3] > last
+                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info[3] <= last and info[2]}
+        for (op, file, line), where in edge.items():
+            now = [k for k, v in self.names()[3].items() if (info := self.nodes.get(v.grad_fn)) and info[3] > last
+                   and (info[0], info[2].file if info[2] else None, info[2].line if info[2] else None) ==
+                   (op, file, line)]
+            if now:
+                return (f"the previous pass's output of {where}, the line that makes "
+                        f"{', '.join(f'`{k}`' for k in now[:3])} now: one of them kept it for this pass")
+        return None
 
     def _leaf_error(self):
         if self.last_leaf_inplace is None:
