@@ -1,0 +1,648 @@
+# %% [markdown]
+# # Lesson 11 · Your own autograd
+#
+# **Goal.** Build, in about 60 lines of your own, a reverse-mode engine that does the three things lessons 02 and 03
+# took apart in PyTorch: it saves what each backward needs (and only that), frees it after backward, and checks
+# version counters; and, like lesson 01's rule, it refuses an in-place change of a leaf that requires grad. Four build
+# steps, each checked against torch on the same programs: gradients on random expressions, and each of PyTorch's
+# three errors raised exactly where torch raises it, and nowhere else. At the end, seeds 001's and 000's failing
+# steps run through your engine and raise the same two errors as torch. This lesson needs only lessons 01 to 03: it
+# can be taken right after lesson 03.
+#
+# **Material.** The engine is shaped like Andrej Karpathy's micrograd (a `Value` that knows its parents and a
+# `_backward`), which has no saved values to free and no version counter; PyTorch's own nodes (`grad_fn._saved_self`,
+# `_saved_other`, `_saved_result`) and messages are what it is checked against. Seed 001 (an untitled post on leaf
+# nodes, `retain_graph` and `detach` in GAN training) and seed 000 (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”,
+# php中文网, 2025-10-02) give the failing steps; the seeds are cited in [the instructor notes](README.md#the-seeds).
+
+# %%
+#SETUP
+
+# %%
+import re
+from contextlib import contextmanager
+from gan_lessons import exercises
+from gan_lessons.exercises import lesson11
+from gan_lessons.lesson import headline
+
+
+def saved_by_torch(y):
+    """Every tensor torch's nodes behind y keep for backward: (node, attribute, shape), read from grad_fn._saved_*."""
+    found, todo, seen = [], [y.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for name in dir(node):
+            if name.startswith("_saved_") and isinstance(getattr(node, name), torch.Tensor):
+                found.append((type(node).__name__, name, list(getattr(node, name).shape)))
+        todo += [fn for fn, _ in node.next_functions]
+    return sorted(found)
+
+
+# %% [markdown]
+# ## 1 · What each operation saves
+#
+# **Why it matters.** Backward runs after the forward is over, so every value a derivative reads must be kept from
+# the forward: too little and the gradient cannot be computed, too much and memory grows (lesson 02 weighed it). What
+# is kept is also exactly what an in-place change can spoil (lesson 03). Which values a node keeps follows from the
+# derivative of its operation and from which of its inputs need a gradient. Torch shows what its nodes keep as
+# attributes, `grad_fn._saved_self`, `_saved_other`, `_saved_result` (`None` when not kept).
+#
+# **Predict, then check.** Three operations in a row, with only `a` requiring grad. Count the tensors torch keeps.
+
+# %% tags=["predict"] reveals=["three tensors", "exp\\(\\) \\* c -> 3"]
+prediction = 3  # SOLUTION: y = (a * b).exp() * c, only a requires grad: how many tensors do y's nodes keep for backward?
+a = torch.randn(3, requires_grad=True)
+b, c = torch.randn(3), torch.randn(3)
+y = (a * b).exp() * c
+kept = saved_by_torch(y)
+check("tensors torch saves for y = (a * b).exp() * c", prediction, len(kept),
+      why="b for a's gradient (grad * b), exp's output for exp's own gradient, and c for the gradient through "
+          "exp's output: three tensors, and never a itself, since nothing needs a gradient with respect to b or c.")
+
+# %%
+for node, attribute, shape in kept:
+    print(f"{node:<14} {attribute:<14} shape {shape}")
+claim("torch kept b, exp's output and c, and not a", len(kept) == 3 and
+      all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
+
+# %% [markdown]
+# **The engine.** A `Value` holds a plain torch tensor `data` that never requires grad: all the autograd is ours.
+# An operation makes an output `Value` that knows its `parents` and carries a `_backward(grad, saved)` that turns the
+# output's gradient into one gradient per parent, reading the values it needs from `saved` (a dict by name, as torch
+# names them). `out.save(name, value)` keeps a value for that backward, with the version it has now (section 3 reads
+# it). `__add__` and `sum` are written for you: they save nothing, since the gradient of a sum needs no values.
+# `unpack` is a placeholder that section 3 replaces, and `_inplace` (behind `add_` and `mul_`) one that section 4
+# extends; `method` attaches a function you write to the class, so the engine grows step by step.
+
+# %%
+class Value:
+    """A tensor of our engine. `data` is a plain torch tensor (it never requires grad): the autograd is ours."""
+    grad_enabled = True                   # the engine's no_grad switch: `with Value.no_grad():`
+
+    def __init__(self, data, requires_grad=False, parents=()):
+        self.data = torch.as_tensor(data, dtype=torch.float32).clone()
+        self.requires_grad = requires_grad
+        self.parents = parents            # the Values this one was computed from; none for a leaf
+        self._backward = None             # (grad, saved tensors by name) -> one gradient per parent, or None
+        self._saved = {}                  # what _backward needs: name -> (Value, its version when saved)
+        self._version = 0                 # bumped by every in-place change (section 3)
+        self.grad = None                  # a leaf's gradient, added up by backward (section 2)
+
+    def __repr__(self):
+        return f"Value({self.data.tolist()}, requires_grad={self.requires_grad})"
+
+    @property
+    def is_leaf(self):
+        return not self.parents
+
+    @classmethod
+    @contextmanager
+    def no_grad(cls):
+        """Within the block, operations build no graph (and in-place changes of leaves are allowed: section 4)."""
+        before, cls.grad_enabled = cls.grad_enabled, False
+        try:
+            yield
+        finally:
+            cls.grad_enabled = before
+
+    def _value(self, x):                  # a number or a tensor as a Value that requires no grad
+        return x if isinstance(x, Value) else type(self)(x)
+
+    def _result(self, data, parents):
+        """An operation's output: it requires grad when an input does (and grad is on), and only then has parents."""
+        requires_grad = self.grad_enabled and any(p.requires_grad for p in parents)
+        return type(self)(data, requires_grad, parents if requires_grad else ())
+
+    def __add__(self, other):
+        other = self._value(other)
+        out = self._result(self.data + other.data, (self, other))
+        # a broadcast operand gets its gradient summed back to its own shape
+        out._backward = lambda grad, saved: (grad.sum_to_size(self.data.shape), grad.sum_to_size(other.data.shape))
+        return out
+
+    def sum(self):
+        out = self._result(self.data.sum(), (self,))
+        out._backward = lambda grad, saved: (grad * torch.ones_like(self.data),)
+        return out
+
+    def save(self, name, value):
+        """Keep `value` for this node's backward, with the version it has now."""
+        if self.requires_grad:            # no graph, nothing to keep
+            self._saved[name] = (value, value._version)
+
+    def unpack(self):                     # placeholder (section 3): the saved tensors by name, nothing checked
+        return {name: value.data for name, (value, _) in self._saved.items()}
+
+    def _inplace(self, op, other):        # placeholder (section 4): changes the data and counts the change
+        op(self.data, self._value(other).data)
+        self._version += 1
+        return self
+
+    def add_(self, other):
+        return self._inplace(torch.Tensor.add_, other)
+
+    def mul_(self, other):
+        return self._inplace(torch.Tensor.mul_, other)
+
+
+def method(function):
+    """Attach a function to Value as a method: each step of this lesson adds some."""
+    setattr(Value, function.__name__, function)
+    return function
+
+
+# %% [markdown]
+# ### Build it, step 1: `*` and `exp`
+#
+# Write `a * b` (shapes broadcast: `(3, 3) * (3,)`) and `a.exp()`. Each makes its output with
+# `self._result(data, parents)`, keeps what its backward needs with `out.save(name, value)`, using torch's names
+# (`self`, `other`, `result`), and sets `out._backward(grad, saved)`, which returns one gradient per parent, in the
+# order of `parents`, `None` for a parent that needs none. Keep only what a gradient that is needed reads. The
+# checker runs both on 40 one-operation expressions (every `requires_grad` combination, `a * a`, broadcasting, under
+# `no_grad`) beside torch, and compares what each saved, by identity, and the gradients its backward returns.
+
+# %%
+@method
+def __mul__(self, other):
+    """self * other, element by element."""
+    ### BEGIN SOLUTION
+    other = self._value(other)
+    out = self._result(self.data * other.data, (self, other))
+    if self.requires_grad:
+        out.save("other", other)          # self's gradient is grad * other
+    if other.requires_grad:
+        out.save("self", self)
+
+    def backward(grad, saved):
+        return ((grad * saved["other"]).sum_to_size(self.data.shape) if "other" in saved else None,
+                (grad * saved["self"]).sum_to_size(other.data.shape) if "self" in saved else None)
+    out._backward = backward
+    return out
+    ### END SOLUTION
+
+
+@method
+def exp(self):
+    """e ** self, element by element."""
+    ### BEGIN SOLUTION
+    out = self._result(self.data.exp(), (self,))
+    out.save("result", out)               # exp's derivative is exp itself: its own output
+
+    def backward(grad, saved):
+        return (grad * saved["result"],)
+    out._backward = backward
+    return out
+    ### END SOLUTION
+
+
+solved_saving = exercises.check_saving(Value)
+
+# %% [markdown]
+# Your engine beside torch's nodes, read from their `_saved_*` attributes (the same values, by identity in yours, by
+# value in torch's):
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving)
+rows = []
+for ra, rb in [(True, False), (False, True), (True, True)]:
+    torch.manual_seed(0)
+    a_t, b_t = torch.randn(3, requires_grad=ra), torch.randn(3, requires_grad=rb)
+    y_t = a_t * b_t
+    a, b = engine(a_t.detach(), requires_grad=ra), engine(b_t.detach(), requires_grad=rb)
+    y = a * b
+    theirs = sorted(n for n in ("self", "other") if getattr(y_t.grad_fn, f"_saved_{n}") is not None)
+    ours = sorted("self" if v is a else "other" for v, _ in y._saved.values())
+    same_values = all(torch.equal(getattr(y_t.grad_fn, f"_saved_{n}"), (a if n == "self" else b).data) for n in theirs)
+    rows.append((f"a * b, requires_grad {ra!s:<5} {rb!s:<5}", theirs, ours, same_values))
+e_t = torch.randn(3, requires_grad=True).exp()
+e = engine(torch.randn(3), requires_grad=True).exp()
+rows.append(("a.exp()", ["result" if e_t.grad_fn._saved_result is not None else ""],
+             ["result" if v is e else "input" for v, _ in e._saved.values()],
+             torch.equal(e_t.grad_fn._saved_result, e_t.detach())))
+for what, theirs, ours, same_values in rows:
+    print(f"{what:<32} torch keeps {theirs!s:<20} ours keeps {ours}")
+claim("your engine keeps what torch's MulBackward0 and ExpBackward0 keep, in every case",
+      all(theirs == ours and same_values for _, theirs, ours, same_values in rows))
+claim("mul keeps the OTHER operand for an operand's gradient, and exp its output",
+      rows[0][1] == ["other"] and rows[1][1] == ["self"] and rows[3][1] == ["result"])
+
+# %% [markdown]
+# `a * b` with only `a` requiring grad keeps `b` (called `other`): `a`'s gradient is `grad * b`, and nothing needs
+# `a`. Only when both require grad are both kept. `exp` keeps its output, because its derivative is itself.
+
+# %% [markdown]
+# ## 2 · Backward, and freeing what it used
+#
+# **Why it matters.** Backward visits the nodes from the output back, each once all the gradient that reaches it has
+# arrived (a topological order), and adds up what reaches a value from each of its uses. Torch then frees what each
+# node saved, unless `retain_graph=True`; lesson 02's "Trying to backward through the graph a second time" is a node
+# asked for values it no longer has.
+#
+# **Predict, then check.** Two losses built from the same leaf, each through its own multiplication.
+
+# %% tags=["predict"] reveals=["share the leaf a and nothing else", "raises after l1\\.backward\\(\\) -> False"]
+prediction = False  # SOLUTION: l1 = (a * b).sum(), l2 = (a * c).sum(); after l1.backward(), does l2.backward() raise? (True/False)
+a = torch.randn(3, requires_grad=True)
+b, c = torch.randn(3), torch.randn(3)
+l1, l2 = (a * b).sum(), (a * c).sum()
+l1.backward()
+try:
+    l2.backward()
+    raised = False
+except RuntimeError:
+    raised = True
+check("l2.backward() raises after l1.backward()", prediction, raised,
+      why="the two losses share the leaf a and nothing else: each mul is a node of its own, and l1's backward freed "
+          "only what l1's nodes saved. Only a second backward through a node that saved something raises.")
+
+# %% [markdown]
+# One more operation before the backward, written for you: `@` for matrices saves like `*` (`self`'s gradient is
+# `grad @ mat2.T`, so it keeps `mat2`; `mat2`'s is `self.T @ grad`). Section 5's linear layers use it.
+
+# %%
+@method
+def __matmul__(self, other):
+    """self @ other, for matrices."""
+    out = self._result(self.data @ other.data, (self, other))
+    if self.requires_grad:
+        out.save("mat2", other)
+    if other.requires_grad:
+        out.save("self", self)
+
+    def backward(grad, saved):
+        return (grad @ saved["mat2"].T if "mat2" in saved else None,
+                saved["self"].T @ grad if "self" in saved else None)
+    out._backward = backward
+    return out
+
+
+# %% [markdown]
+# ### Build it, step 2: `backward`
+#
+# Write `loss.backward(retain_graph=False)`: start from a gradient of ones, run each node's `_backward` once all the
+# gradient from every use of it has arrived, with the tensors `node.unpack()` returns, and add up the gradients of a
+# value used more than once. A leaf that requires grad adds its gradient to `.grad` (a second backward adds to the
+# first, as in torch); other values keep none. Then free each node's saved values (`node._saved = None`) unless
+# `retain_graph=True`, and when a backward reaches a node whose saved values are gone, raise torch's error:
+# `RuntimeError(lesson11.SECOND_TIME)`. Mind the nodes that saved nothing. The checker runs 43 programs on torch and on
+# your engine: 24 random expressions (gradients compared) and programs that call backward twice, with and without
+# `retain_graph`, and two losses that share nodes.
+
+# %%
+@method
+def backward(self, retain_graph=False):
+    """Reverse mode from this Value (a scalar): every leaf that requires grad gets its gradient added to .grad."""
+    ### BEGIN SOLUTION
+    order, seen = [], set()
+
+    def visit(v):                         # depth first: each value after every value it was computed from
+        if v not in seen:
+            seen.add(v)
+            for p in v.parents:
+                visit(p)
+            order.append(v)
+    visit(self)
+    grads = {self: torch.ones_like(self.data)}
+    for v in reversed(order):             # from the output back
+        grad = grads.pop(v, None)
+        if grad is None:                  # a value that needs no gradient
+            continue
+        if v.is_leaf:
+            v.grad = grad if v.grad is None else v.grad + grad
+            continue
+        if v._saved is None:
+            raise RuntimeError(lesson11.SECOND_TIME)
+        for p, g in zip(v.parents, v._backward(grad, v.unpack())):
+            if p.requires_grad:
+                grads[p] = grads[p] + g if p in grads else g
+        if v._saved and not retain_graph:
+            v._saved = None               # freed; a node that saved nothing has nothing to miss
+    ### END SOLUTION
+
+
+solved_freeing = exercises.check_freeing(Value)
+
+# %% [markdown]
+# Lesson 02's first two cases, on torch and on your engine: `(x * 2).sum()` and `(x + 1).sum()`, backward twice.
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing)
+programs = {"x * 2, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                     "loss.backward()\nloss.backward()",
+            "x + 1, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x + 1).sum()\n"
+                                     "loss.backward()\nloss.backward()",
+            "x * 2, retain_graph": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                   "loss.backward(retain_graph=True)\nloss.backward()"}
+agree = []
+for what, program in programs.items():
+    (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
+    said = lambda kind, message, grads: headline(message) if kind else f"no error, x.grad = {rounded(grads['x'])}"
+    print(f"{what:<23} torch: {said(k_t, m_t, g_t)}\n{'':<23} ours:  {said(k_e, m_e, g_e)}")
+    agree.append(k_t == k_e and (k_t is not None or torch.equal(g_t["x"], g_e["x"])))
+claim("the same outcome from both: an error on x * 2 backward twice, 2 + 2 on x + 1, and 4 with retain_graph",
+      all(agree))
+
+# %% [markdown]
+# ## 3 · Version counters
+#
+# **Why it matters.** A saved value is a reference, not a copy, so an in-place change after the forward changes what
+# backward reads. Your engine already counts in-place changes (`_inplace` bumps `_version`) and keeps, beside each
+# saved value, the version it had (`save`), but the placeholder `unpack` reads none of it. A counter nobody compares
+# is lesson 03's `.data`: lesson 03's `y = a.exp()` then `y.mul_(2)` on your engine as it stands gives a wrong
+# gradient, silently, where torch raises its version error:
+
+# %%
+class Unchecked(engine):
+    def unpack(self):                     # the placeholder: the saved tensors, nothing checked
+        return {name: value.data for name, (value, _) in self._saved.items()}
+
+
+a = Unchecked(torch.ones(3), requires_grad=True)
+y = a.exp()
+with Unchecked.no_grad():
+    y.mul_(2)
+y.sum().backward()
+right = torch.full((3,), torch.e)         # d/da exp(a) at a = 1: a change under no_grad is no part of the function
+claim("no error, and a gradient of 2e where the right one is e: mul_ doubled the output exp had kept",
+      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)} vs {rounded(right)}")
+
+a_t = torch.ones(3, requires_grad=True)
+y_t = a_t.exp()
+with torch.no_grad():
+    y_t.mul_(2)
+with expect_error(RuntimeError, "is at version 1; expected version 0"):
+    y_t.sum().backward()
+
+# %% [markdown]
+# Torch keeps, beside each saved value, the version it had when saved, and backward compares it with the value's
+# version then. **Predict, then check** what that comparison makes of a change that is undone.
+
+# %% tags=["predict"] reveals=["counts changes, not values", "changed back: does backward raise -> True"]
+prediction = True  # SOLUTION: y = a * b (b constant), then b.add_(1) and b.add_(-1): b holds its old values again. Does y.sum().backward() raise? (True/False)
+a, b = torch.randn(3, requires_grad=True), torch.randn(3)
+y = a * b
+b.add_(1)
+b.add_(-1)
+try:
+    y.sum().backward()
+    versions = None
+except RuntimeError as error:
+    versions = re.search(r"is at version \d+; expected version \d+", str(error))[0]
+check("b changed in place and changed back: does backward raise", prediction, versions is not None,
+      why=f"the version counts changes, not values: two in-place ops took b from version 0 to 2, and the check "
+          f"compares versions only ({versions}).")
+
+# %% [markdown]
+# ### Build it, step 3: `unpack` checks versions
+#
+# Write `unpack()` again: it returns the saved tensors by name (each entry of `self._saved` is `(value, its version
+# when saved)`), and when a value's version moved since it was saved it raises torch's error with what torch's
+# message carries, the value's type and shape and both versions:
+# `one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
+# [3, 3]], is at version 1; expected version 0 instead.` (`value.data.type()` is `torch.FloatTensor`). The checker
+# runs 69 programs: section 2's again, and changes of saved and unsaved values before the forward, after it, after
+# the backward, between two backwards, and back to the old values.
+
+# %%
+@method
+def unpack(self):
+    """The saved tensors by name; torch's version error if one changed in place since it was saved."""
+    ### BEGIN SOLUTION
+    tensors = {}
+    for name, (value, version) in self._saved.items():
+        if value._version != version:
+            raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an "
+                               f"inplace operation: [{value.data.type()} {list(value.data.shape)}], is at version "
+                               f"{value._version}; expected version {version} instead.")
+        tensors[name] = value.data
+    return tensors
+    ### END SOLUTION
+
+
+solved_versions = exercises.check_versions(Value)
+
+# %% [markdown]
+# Lesson 03's three cases on both: `exp`'s kept output changed, `a * b`'s unsaved `a` changed (the way a step changes
+# a parameter), and its saved `b` changed.
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions)
+programs = {"y = a.exp(); y.mul_(2)": "a = leaf([3], requires_grad=True)\ny = a.exp()\nwith no_grad():\n"
+                                      "    y.mul_(2)\ny.sum().backward()",
+            "y = a * b; a.add_(10)": "a = leaf([3], requires_grad=True)\nb = leaf([3])\ny = a * b\nwith no_grad():\n"
+                                     "    a.add_(10)\ny.sum().backward()",
+            "y = a * b; b.add_(10)": "a = leaf([3], requires_grad=True)\nb = leaf([3])\ny = a * b\nb.add_(10)\n"
+                                     "y.sum().backward()"}
+agree = []
+for what, program in programs.items():
+    (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
+    print(f"{what:<24} torch: {m_t.split('. Hint')[0] if k_t else 'no error'}\n{'':<24} ours:  {m_e or 'no error'}")
+    agree.append(k_t == k_e and lesson11._version_parts(m_t) == lesson11._version_parts(m_e)
+                 and (k_t is not None or torch.equal(g_t["a"], g_e["a"])))
+claim("the same outcome from both, the same shapes and versions in the messages", all(agree))
+
+# %% [markdown]
+# Torch's message also names the operation that made the saved value (`which is output 0 of Exp`) when it is not a
+# leaf; ours names only what the checker compares. Both compare versions, never values.
+
+# %% [markdown]
+# ## 4 · A leaf that requires grad
+#
+# **Why it matters.** A leaf that requires grad is a parameter: its `.grad` is what an optimizer reads, and an
+# in-place change of it in grad mode would have to go into the graph as an operation on a value that has no history.
+# Torch refuses it (lesson 01), and allows it under `no_grad`, which is how `optimizer.step()` updates parameters.
+# **Predict, then check** whether the refusal depends on a backward having run.
+
+# %% tags=["predict"] reveals=["refuses a\\.add_\\(1\\) after backward -> True", "not about (time|when)"]
+prediction = True  # SOLUTION: a leaf a that requires grad; loss.backward() has run. Does torch refuse a.add_(1) outside no_grad? (True/False)
+a = torch.randn(3, requires_grad=True)
+(a * a).sum().backward()
+try:
+    a.add_(1)
+    refused = False
+except RuntimeError:
+    refused = True
+check("torch refuses a.add_(1) after backward", prediction, refused,
+      why="the rule is about what a is (a leaf that requires grad) and whether grad mode is on, not about time: "
+          "after backward it is still a parameter; update it under no_grad.")
+
+# %% [markdown]
+# ### Build it, step 4: `_inplace` refuses a leaf that requires grad
+#
+# Write `_inplace` anew. Like the placeholder, it changes `self.data` with `op(self.data, self._value(other).data)`
+# and counts the change in `_version`; first, it refuses an in-place change of a leaf that requires grad while grad
+# mode is on (`Value.grad_enabled`), with torch's words: `RuntimeError(lesson11.LEAF_IN_PLACE)`. Everything else goes
+# on: under `Value.no_grad()`, and values that require no grad. The checker runs 80 programs: sections 2
+# and 3's again, and in-place changes of leaves before the forward, after it, and after the backward.
+
+# %%
+@method
+def _inplace(self, op, other):
+    """Change self.data in place with op and other, counting the change; refuse a leaf that requires grad."""
+    ### BEGIN SOLUTION
+    if self.is_leaf and self.requires_grad and Value.grad_enabled:
+        raise RuntimeError(lesson11.LEAF_IN_PLACE)
+    op(self.data, self._value(other).data)
+    self._version += 1
+    return self
+    ### END SOLUTION
+
+
+solved_leaf_rule = exercises.check_leaf_rule(Value)
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
+p = engine(torch.ones(3), requires_grad=True)
+with expect_error(RuntimeError, "a leaf Variable that requires grad is being used in an in-place operation"):
+    p.add_(1)
+with engine.no_grad():
+    p.add_(1)                             # an optimizer's update
+claim("under no_grad the update goes through and counts as one change", p._version == 1 and p.data[0].item() == 2.0,
+      f"version {p._version}, data {rounded(p.data)}")
+
+# %% [markdown]
+# ## 5 · Seeds 001 and 000, through your engine
+#
+# **Why it matters.** Lessons 02 and 03 ran the seeds' failing steps on torch. The same steps, written once and run on
+# torch and on your engine, show whether the mechanism you built is the one behind those errors. They are scaled to
+# the engine's operations: a linear layer is `x @ W + b` with `W` stored as `[in, out]` (the transpose `nn.Linear`
+# saves), initialised in place as `nn.Linear` does (so a parameter starts at version 1), the optimizer is an SGD step
+# under `no_grad`, seed 000's sigmoid is `exp` (both keep their output), and its losses are sums (the errors depend
+# only on what the two losses share and what was saved, not on the loss).
+
+# %%
+def backends():
+    """(name, leaf, no_grad) for torch and for the engine: the seeds' steps are written once for both."""
+    return [("torch", lambda data, rg=False: data.clone().requires_grad_(rg), torch.no_grad),
+            ("ours", lambda data, rg=False: engine(data, requires_grad=rg), engine.no_grad)]
+
+
+def linear(leaf, no_grad, n_in, n_out):
+    """A linear layer's parameters, W [in, out] and b [out], initialised in place as nn.Linear does."""
+    W, b = leaf(torch.randn(n_in, n_out), True), leaf(torch.randn(n_out), True)
+    with no_grad():
+        W.mul_(n_in ** -0.5)
+        b.mul_(n_in ** -0.5)
+    return W, b
+
+
+def sgd_step(params, no_grad, lr=0.1):
+    with no_grad():
+        for p in params:
+            p.add_(p.grad * -lr)
+
+
+def seed001(leaf, no_grad, retain_graph=False):
+    """Seed 001's G/D toy: lossD's backward, optimD's step, then lossG, which shares d = D(g)."""
+    torch.manual_seed(0)
+    (G_W, G_b), (D_W, D_b) = linear(leaf, no_grad, 2, 2), linear(leaf, no_grad, 2, 2)
+    t = leaf(torch.tensor([[1., 2.]]), True)
+    g = t @ G_W + G_b
+    d = g @ D_W + D_b
+    lossD = d.sum()
+    lossD.backward(retain_graph=retain_graph)
+    sgd_step([D_W, D_b], no_grad)
+    lossG = (g + d).sum()
+    lossG.backward()
+
+
+def seed000(leaf, no_grad, retain_graph=False):
+    """Seed 000's loss_nonsaturating and its step: d_loss's backward, d_optimizer's step, then g_loss."""
+    torch.manual_seed(0)
+    G = [linear(leaf, no_grad, 64, 784)]
+    D = [linear(leaf, no_grad, 784, 512), linear(leaf, no_grad, 512, 1)]   # D's last layer: [512, 1]
+
+    def forward(layers, x):
+        for W, b in layers:
+            x = x @ W + b
+        return x
+    z, x_real = leaf(torch.randn(8, 64)), leaf(torch.rand(8, 784) * 2 - 1)
+    dgz = forward(D, forward(G, z)).exp()            # the seed: F.sigmoid(d(gz))
+    dx = forward(D, x_real)
+    g_loss, d_loss = dgz.sum(), (dx + dgz).sum()
+    d_loss.backward(retain_graph=retain_graph)
+    sgd_step([p for layer in D for p in layer], no_grad)
+    g_loss.backward()
+
+
+# %%
+for name, leaf, no_grad in backends():
+    print(f"seed 001 on {name}:")
+    with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+        seed001(leaf, no_grad)
+
+# %%
+messages = {}
+for name, leaf, no_grad in backends():
+    print(f"seed 001 with retain_graph=True on {name}:")
+    with expect_error(RuntimeError, r"\[2, 2\]\],? .*is at version 2; expected version 1"):
+        try:
+            seed001(leaf, no_grad, retain_graph=True)
+        except RuntimeError as error:
+            messages[name] = str(error)
+            raise
+claim("the same saved value, [2, 2], at the same versions, 2 and 1, as lesson 03's seed 001 on nn.Linear",
+      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      == ("torch.FloatTensor [2, 2]", "2", "1"))
+
+# %%
+for name, leaf, no_grad in backends():
+    print(f"seed 000 on {name}:")
+    with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+        seed000(leaf, no_grad)
+
+# %%
+messages = {}
+for name, leaf, no_grad in backends():
+    print(f"seed 000 with retain_graph=True on {name}:")
+    with expect_error(RuntimeError, r"\[512, 1\]\],? .*is at version 2; expected version 1"):
+        try:
+            seed000(leaf, no_grad, retain_graph=True)
+        except RuntimeError as error:
+            messages[name] = str(error)
+            raise
+claim("D's last weight, [512, 1], at version 2 where 1 was saved, from both: seed 000's own error",
+      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      == ("torch.FloatTensor [512, 1]", "2", "1"))
+
+# %% [markdown]
+# Without `retain_graph`, d_loss's backward frees what `dgz`'s nodes kept, and G's backward needs them: the first
+# error. With it, the values are kept, but the step changes D's weights in place and the kept `[512, 1]` weight is one
+# version behind: the second. The mechanism you built in sections 2 and 3, and nothing more, is what both errors are.
+
+# %% [markdown] tags=["read-after-exercises"]
+# | what your engine does | what torch does | the error when it is missed |
+# |---|---|---|
+# | `*` keeps the other operand, `exp` its output, `+` and `sum` nothing | the same (`_saved_other`, `_saved_result`) | none: a wrong or missing gradient, or memory kept for nothing |
+# | frees what a node saved after its backward, unless `retain_graph=True` | the same | "Trying to backward through the graph a second time" |
+# | keeps each saved value's version, compares it in backward | the same, through the tensor's version counter | "... modified by an inplace operation: [...], is at version N; expected version M instead" |
+# | refuses an in-place change of a leaf that requires grad outside `no_grad` | the same | "a leaf Variable that requires grad is being used in an in-place operation." |
+# | an in-place change of a non-leaf in grad mode: not recorded | records it as a node (the tensor's history moves onto it) | this engine's limit: change such values under `no_grad` |
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## Summary
+#
+# - A node keeps exactly what its derivative reads for the inputs that need a gradient: `a * b` keeps `b` for `a`'s
+#   gradient and `a` for `b`'s, `exp` its own output, a sum nothing.
+# - Backward runs each node once all its gradient has arrived, adds up the gradients of a value used twice, and frees
+#   what each node kept unless `retain_graph=True`; a node that kept nothing has nothing to miss, which is why
+#   `(x + 1).sum()` can run backward twice.
+# - Each saved value is kept with its version; backward compares versions, not values, so a change that is undone
+#   still raises, and a change before the value was saved does not.
+# - A leaf that requires grad changes in place only under `no_grad`, before or after any backward.
+# - Seeds 001 and 000 fail on your engine as on torch: a freed node without `retain_graph`, a stale saved weight with it.
+
+# %% [markdown]
+# ## Exercises
+#
+# The four build steps above are this lesson's exercises; each has its checker in its section. To go further (not
+# checked):
+#
+# - add `tanh` (its derivative is `1 - tanh²`: what should it keep?) and run lesson 03's `Tanh` then
+#   `ReLU(inplace=True)` case with a `relu_` of your own;
+# - make a view share its base's version counter (store the counter in a one-element list both hold), as `W.T` shares
+#   `W`'s in torch, and check that a step on `W` makes a saved `W.T` stale;
+# - give `backward` an `inputs=` argument, as `torch.autograd.backward` has, that fills `.grad` only for those leaves.
