@@ -7,7 +7,7 @@
   must match the answer where it is shown (the cell's own output, or a cell below), so a regex that matches nothing
   cannot pass the check by being empty.
 - Every lesson has a build exercise: a reference body of at least 5 lines between nbgrader's solution markers.
-- The instructor notes plan every lesson within a 60-minute slot."""
+- The instructor notes plan every lesson within a 60-minute slot (the debugging lab: a double slot, said so)."""
 import re
 import sys
 from pathlib import Path
@@ -120,7 +120,9 @@ def test_every_lesson_has_a_build_exercise_with_a_whole_body(lesson):
 
 def test_no_lesson_is_planned_over_an_hour():
     notes = (ROOT / "notebooks" / "README.md").read_text()
-    plan = dict(re.findall(r"^\| \d+ \| `(\d\d_\w+\.ipynb)` \| (\d+) min", notes, re.M))
+    rows = re.findall(r"^\| \d+ \| `(\d\d_\w+\.ipynb)` \| (\d+) min( \(double slot\))?", notes, re.M)
+    plan = {name: (int(minutes), bool(double)) for name, minutes, double in rows}
     assert sorted(plan) == [p.name for p in NOTEBOOKS], "the instructor notes plan every lesson, and only those"
-    long = {k: v for k, v in plan.items() if int(v) > 60}
-    assert not long, f"lessons planned over 60 minutes: {long}"
+    # the debugging lab may say it is a double slot (issue 25); nothing else goes over one hour
+    long = {k: m for k, (m, double) in plan.items() if m > (120 if double and "lab" in k else 60)}
+    assert not long, f"lessons planned over their slot: {long}"

@@ -1,0 +1,394 @@
+"""Lesson 12's lab graders, each on: the broken script (fails, the hint names the wrong gradient or the error), the
+reference fix and a second, differently written right fix (pass), a wrong fix that makes the error go away or
+looks right (fails, named), and nbgrader's stub (not solved yet)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gan_lessons import exercises
+from gan_lessons.exercises import lesson12 as lab
+
+
+def out_of(capsys, ok):
+    return ok, capsys.readouterr().out
+
+
+def stub(*args, **kwargs):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+# --- 1 · SRGAN ---------------------------------------------------------------------------------------------------
+def srgan_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    real_img, z = target, data
+    fake_img = netG(z)
+    netD.zero_grad()
+    real_out = netD(real_img).mean()
+    fake_out = netD(fake_img).mean()
+    d_loss = 1 - real_out + fake_out
+    d_loss.backward(retain_graph=True)
+    optimizerD.step()
+    netG.zero_grad()
+    g_loss = generator_criterion(fake_out, fake_img, real_img)
+    g_loss.backward()
+    optimizerG.step()
+
+
+def srgan_frozen(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """D's loss summed from two backwards; G's step through a frozen D, with backward(inputs=...)."""
+    fake_img = netG(data)
+    optimizerD.zero_grad(set_to_none=False)
+    (1 - netD(target).mean()).backward()
+    netD(fake_img.detach()).mean().backward()
+    optimizerD.step()
+    netD.requires_grad_(False)
+    try:
+        optimizerG.zero_grad()
+        generator_criterion(netD(fake_img).mean(), fake_img, target).backward(inputs=list(netG.parameters()))
+    finally:
+        netD.requires_grad_(True)
+    optimizerG.step()
+
+
+def srgan_detached_g(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    fake_img = netG(data)
+    netD.zero_grad()
+    fake_out = netD(fake_img).mean()
+    (1 - netD(target).mean() + fake_out).backward(retain_graph=True)
+    optimizerD.step()
+    netG.zero_grad()
+    generator_criterion(fake_out.detach(), fake_img, target).backward()
+    optimizerG.step()
+
+
+def test_srgan(capsys):
+    ok, out = out_of(capsys, exercises.check_srgan_step(srgan_broken))
+    assert not ok and "modified by an inplace operation" in out and "Hint" in out
+    for right in (lab.reference_srgan_step, srgan_frozen):
+        ok, out = out_of(capsys, exercises.check_srgan_step(right))
+        assert ok and out.startswith("✓"), out
+    ok, out = out_of(capsys, exercises.check_srgan_step(lab._srgan_both_steps_last))
+    assert not ok and "step 1: optimizerD stepped on gradients" in out and "g_loss's" in out, out
+    ok, out = out_of(capsys, exercises.check_srgan_step(lab._srgan_g_through_old_d))
+    assert not ok and "step 1: optimizerG stepped on gradients" in out and "before 1.5" in out, out
+    ok, out = out_of(capsys, exercises.check_srgan_step(srgan_detached_g))
+    assert not ok and "step 1: optimizerG stepped on gradients" in out, out
+    ok, out = out_of(capsys, exercises.check_srgan_step(stub))
+    assert not ok and "not solved yet" in out
+
+
+# --- 2 · BigGAN --------------------------------------------------------------------------------------------------
+def biggan_broken(G, D, GD, z_, config, x):
+    G.optim.zero_grad()
+    D.optim.zero_grad()
+    x = torch.split(x, config['batch_size'])
+    counter = 0
+    if config['toggle_grads']:
+        lab.toggle_grad(D, True)
+        lab.toggle_grad(G, False)
+    for step_index in range(config['num_D_steps']):  # noqa: B007
+        for accumulation_index in range(config['num_D_accumulations']):  # noqa: B007
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
+            D_loss_real, D_loss_fake = lab.discriminator_loss(D_fake, D_real)
+            D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
+            D_loss.backward()
+            counter += 1
+        D.optim.step()
+    if config['toggle_grads']:
+        lab.toggle_grad(D, False)
+        lab.toggle_grad(G, True)
+    G.optim.zero_grad()
+    for accumulation_index in range(config['num_G_accumulations']):  # noqa: B007
+        z_.normal_()
+        G_loss = lab.generator_loss(GD(z_, train_G=True)) / float(config['num_G_accumulations'])
+        G_loss.backward()
+    G.optim.step()
+
+
+def biggan_set_to_none(G, D, GD, z_, config, x):
+    """zero_grad(set_to_none=True) right after each D step instead of before it."""
+    batches = iter(torch.split(x, config['batch_size']))
+    lab.toggle_grad(D, True)
+    lab.toggle_grad(G, False)
+    D.optim.zero_grad(set_to_none=True)
+    for _ in range(config['num_D_steps']):
+        for _ in range(config['num_D_accumulations']):
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], next(batches), train_G=False)
+            sum(lab.discriminator_loss(D_fake, D_real)).div(config['num_D_accumulations']).backward()
+        D.optim.step()
+        D.optim.zero_grad(set_to_none=True)
+    lab.toggle_grad(D, False)
+    lab.toggle_grad(G, True)
+    G.optim.zero_grad()
+    z_.normal_()
+    lab.generator_loss(GD(z_, train_G=True)).backward()
+    G.optim.step()
+
+
+def test_biggan(capsys):
+    ok, out = out_of(capsys, exercises.check_biggan_train(biggan_broken))
+    assert not ok and "step 2: D.optim stepped on gradients its .grad still held step 1's gradient" in out, out
+    for right in (lab.reference_biggan_train, biggan_set_to_none):
+        ok, out = out_of(capsys, exercises.check_biggan_train(right))
+        assert ok and out.startswith("✓"), out
+    ok, out = out_of(capsys, exercises.check_biggan_train(lab._biggan_zero_in_accumulation))
+    assert not ok and "step 1: D.optim" in out and "accumulation loop" in out, out
+    ok, out = out_of(capsys, exercises.check_biggan_train(stub))
+    assert not ok and "not solved yet" in out
+
+
+# --- 3 · WGAN-GP with a BatchNorm critic -------------------------------------------------------------------------
+def broken_make_critic(channels):
+    return lab.Discriminator(channels)
+
+
+def broken_train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
+    one = torch.tensor(1.0)
+    mone = one * -1
+    D.zero_grad()
+    d_loss_real = D(images).mean()
+    d_loss_real.backward(mone)
+    fake_images = G(z)
+    d_loss_fake = D(fake_images).mean()
+    d_loss_fake.backward(one)
+    interpolated = (eta * images.data + (1 - eta) * fake_images.data).requires_grad_(True)
+    prob_interpolated = D(interpolated)
+    gradients = torch.autograd.grad(outputs=prob_interpolated, inputs=interpolated,
+                                    grad_outputs=torch.ones(prob_interpolated.size()),
+                                    create_graph=True, retain_graph=True)[0]
+    gradient_penalty = ((gradients.norm(2, dim=1) - 1) ** 2).mean() * lambda_term
+    gradient_penalty.backward()
+    d_optimizer.step()
+
+
+class PerSampleCritic(nn.Module):
+    """The critic written anew, GroupNorm with one group per channel (instance norm), same parameter names."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.main_module = nn.Sequential(nn.Conv2d(channels, 4, 4, 2, 1), nn.GroupNorm(4, 4), nn.LeakyReLU(0.2),
+                                         nn.Conv2d(4, 8, 4, 2, 1), nn.GroupNorm(8, 8), nn.LeakyReLU(0.2))
+        self.output = nn.Sequential(nn.Conv2d(8, 1, 2, 1, 0))
+
+    def forward(self, x):
+        return self.output(self.main_module(x))
+
+
+def train_critic_one_loss(D, G, d_optimizer, images, z, eta, lambda_term=10):
+    """One loss, one backward; the penalty's norm from a sum of squares."""
+    fake = G(z).detach()
+    x_hat = torch.lerp(fake, images, eta).requires_grad_(True)
+    out = D(x_hat)
+    g, = torch.autograd.grad(out.sum(), x_hat, create_graph=True)
+    penalty = lambda_term * ((g.pow(2).flatten(1).sum(1).sqrt() - 1) ** 2).mean()
+    loss = D(fake).mean() - D(images).mean() + penalty
+    d_optimizer.zero_grad()
+    loss.backward()
+    d_optimizer.step()
+
+
+def test_wgan_gp(capsys):
+    ok, out = out_of(capsys, exercises.check_wgan_gp(broken_make_critic, broken_train_critic))
+    assert not ok and "depends on the other images" in out and "InstanceNorm2d" in out, out
+    ok, out = out_of(capsys, exercises.check_wgan_gp(lab.reference_make_critic, broken_train_critic))
+    assert not ok and "step 1: d_optimizer stepped on gradients" in out and "flatten first" in out, out
+    for make, train in ((lab.reference_make_critic, lab.reference_train_critic), (PerSampleCritic,
+                                                                                  train_critic_one_loss)):
+        ok, out = out_of(capsys, exercises.check_wgan_gp(make, train))
+        assert ok and out.startswith("✓"), out
+    layer_norm = lambda c: nn.Sequential(nn.Conv2d(c, 4, 4, 2, 1), nn.LayerNorm([4, 4, 4]), nn.Conv2d(4, 1, 4))  # noqa
+    ok, out = out_of(capsys, exercises.check_wgan_gp(layer_norm, lab.reference_train_critic))
+    assert not ok and "not the reference's" in out, out
+    ok, out = out_of(capsys, exercises.check_wgan_gp(stub, stub))
+    assert not ok and "not solved yet" in out
+    ok, out = out_of(capsys, exercises.check_wgan_gp(lab.reference_make_critic, stub))
+    assert not ok and "not solved yet" in out
+
+
+# --- 4 · AMP: one GradScaler, two optimizers ---------------------------------------------------------------------
+def amp_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    for p in net_d.parameters():
+        p.requires_grad = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+        l_g_total = F.l1_loss(output, gt) + 0.1 * F.softplus(-net_d(output)).mean()
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    optimizer_g.step()
+    for p in net_d.parameters():
+        p.requires_grad = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_d = F.softplus(-net_d(gt)).mean() + F.softplus(net_d(output.detach())).mean()
+    optimizer_d.zero_grad()
+    scaler.scale(l_d).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_two_updates(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """The step fixed, the second update() left in."""
+    for p in net_d.parameters():
+        p.requires_grad = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+        l_g_total = F.l1_loss(output, gt) + 0.1 * F.softplus(-net_d(output)).mean()
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    scaler.step(optimizer_g)
+    scaler.update()
+    for p in net_d.parameters():
+        p.requires_grad = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_d = F.softplus(-net_d(gt)).mean() + F.softplus(net_d(output.detach())).mean()
+    optimizer_d.zero_grad()
+    scaler.scale(l_d).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_inputs(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """backward(inputs=...) in place of the requires_grad flags; D's two terms scaled separately."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+        l_g_total = F.l1_loss(output, gt) + 0.1 * F.softplus(-net_d(output)).mean()
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward(inputs=list(net_g.parameters()))
+    scaler.step(optimizer_g)
+    optimizer_d.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_d_real = F.softplus(-net_d(gt)).mean()
+        l_d_fake = F.softplus(net_d(output.detach())).mean()
+    scaler.scale(l_d_real).backward()
+    scaler.scale(l_d_fake).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def test_amp(capsys):
+    ok, out = out_of(capsys, exercises.check_amp_lab(amp_broken))
+    assert not ok and "step 1: optimizer_g stepped on gradients 2^10 = 1024x the reference's" in out, out
+    for right in (lab.reference_optimize_parameters, amp_inputs):
+        ok, out = out_of(capsys, exercises.check_amp_lab(right))
+        assert ok and out.startswith("✓"), out
+    ok, out = out_of(capsys, exercises.check_amp_lab(amp_two_updates))
+    assert not ok and "scaler.update() must run once per iteration" in out, out
+    ok, out = out_of(capsys, exercises.check_amp_lab(stub))
+    assert not ok and "not solved yet" in out
+
+
+# --- 5 · a hidden state carried across batches -------------------------------------------------------------------
+def rnn_broken(rnn, optimizer, loss_func, steps):
+    h_state = None
+    for step in range(steps):
+        t = torch.linspace(step * math.pi, (step + 1) * math.pi, 10)
+        prediction, h_state = rnn(torch.sin(t).view(1, 10, 1), h_state)
+        loss = loss_func(prediction, torch.cos(t).view(1, 10, 1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def rnn_retain_graph(rnn, optimizer, loss_func, steps):
+    h_state = None
+    for step in range(steps):
+        t = torch.linspace(step * math.pi, (step + 1) * math.pi, 10)
+        prediction, h_state = rnn(torch.sin(t).view(1, 10, 1), h_state)
+        loss = loss_func(prediction, torch.cos(t).view(1, 10, 1))
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+
+
+def rnn_data(rnn, optimizer, loss_func, steps):
+    """The tutorial's own line: h_state = h_state.data."""
+    h_state = None
+    for step in range(steps):
+        start, end = step * math.pi, (step + 1) * math.pi
+        t = torch.linspace(start, end, 10)
+        prediction, h_state = rnn(torch.sin(t).view(1, 10, 1), h_state)
+        h_state = h_state.data
+        loss = loss_func(prediction, torch.cos(t).view(1, 10, 1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_rnn(capsys):
+    ok, out = out_of(capsys, exercises.check_rnn_train(rnn_broken))
+    assert not ok and "backward through the graph a second time" in out, out
+    for right in (lab.reference_rnn_train, rnn_data):
+        ok, out = out_of(capsys, exercises.check_rnn_train(right))
+        assert ok and out.startswith("✓"), out
+    ok, out = out_of(capsys, exercises.check_rnn_train(rnn_retain_graph))
+    assert not ok and "modified by an inplace operation" in out, out
+    ok, out = out_of(capsys, exercises.check_rnn_train(lab._rnn_reset))
+    assert not ok and "step 2: optimizer stepped on gradients" in out and "reset to None" in out, out
+    ok, out = out_of(capsys, exercises.check_rnn_train(stub))
+    assert not ok and "not solved yet" in out
+
+
+# --- 6 · a penalty through a compiled D, an EMA of a compiled G --------------------------------------------------
+def compiled_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    x_fake = G(z)
+    x_real = x_real.detach().requires_grad_(True)
+    real_pred = D(x_real)
+    grad_real, = torch.autograd.grad(real_pred.sum(), x_real, create_graph=True)
+    r1 = grad_real.pow(2).sum(1).mean()
+    loss_D = F.softplus(-real_pred).mean() + F.softplus(D(x_fake.detach())).mean() + r1_gamma / 2 * r1
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    loss_G = F.softplus(-D(x_fake)).mean()
+    opt_G.zero_grad()
+    loss_G.backward()
+    opt_G.step()
+    ema.update(G)
+
+
+def compiled_ema_left(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    """The penalty fixed, the EMA still fed the compiled G."""
+    lab.reference_compiled_step(G, D, opt_G, opt_D, lab.EMA(nn.Linear(1, 1)), x_real, z, r1_gamma)
+    ema.update(G)
+
+
+def compiled_separate(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    """The penalty on its own backward, the EMA by names with the prefix stripped."""
+    x_fake = G(z)
+    opt_D.zero_grad()
+    (F.softplus(-D(x_real)).mean() + F.softplus(D(x_fake.detach())).mean()).backward()
+    x = x_real.clone().requires_grad_(True)
+    g, = torch.autograd.grad(D._orig_mod(x).sum(), x, create_graph=True)
+    (r1_gamma / 2 * (g ** 2).sum(1).mean()).backward()
+    opt_D.step()
+    opt_G.zero_grad()
+    F.softplus(-D(x_fake)).mean().backward()
+    opt_G.step()
+    with torch.no_grad():
+        for name, p in G.named_parameters():
+            ema.shadow[name.removeprefix("_orig_mod.")].lerp_(p, 1 - ema.decay)
+
+
+def test_compiled(capsys):
+    ok, out = out_of(capsys, exercises.check_compiled_step(compiled_broken))
+    assert not ok and "does not currently support double backward" in out and "D._orig_mod" in out, out
+    for right in (lab.reference_compiled_step, compiled_separate):
+        ok, out = out_of(capsys, exercises.check_compiled_step(right))
+        assert ok and out.startswith("✓"), out
+    ok, out = out_of(capsys, exercises.check_compiled_step(lab._compiled_no_create_graph))
+    assert not ok and "step 1: opt_D stepped on gradients" in out and "trains nothing" in out, out
+    ok, out = out_of(capsys, exercises.check_compiled_step(compiled_ema_left))
+    assert not ok and "still the initial ones" in out and "G._orig_mod" in out, out
+    ok, out = out_of(capsys, exercises.check_compiled_step(stub))
+    assert not ok and "not solved yet" in out
+
+
+@pytest.mark.parametrize("check", ["check_srgan_step", "check_biggan_train", "check_amp_lab", "check_rnn_train",
+                                   "check_compiled_step"])
+def test_unanswered(capsys, check):
+    ok, out = out_of(capsys, getattr(exercises, check)(...))
+    assert not ok and "not solved yet" in out
