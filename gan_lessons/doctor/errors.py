@@ -172,17 +172,16 @@ class Diagnoses:
         latest = max((info[3] for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
         if latest <= step["serial"]:
             return None
-        # the old nodes a node made after the step takes as input: where the new pass meets the old graph
-        # that lead to the node that saved the stale tensor
+        # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
+        # the way to the node that saved the stale tensor
         edge = {info[3] for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine[3] > step["serial"]
                 for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info[3] <= step["serial"]
                 and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
-        old = edge
         names = self._variables_made_by(edge) if edge else []
         if not names:
             return None
         info = self.nodes.get(self.names()[3][names[0]].grad_fn)
-        return names[0], (info[2] if info and info[3] in old else None)
+        return names[0], (info[2] if info and info[3] in edge else None)
 
     def _saved(self, roots, stale=False):
         for fn in graphs.walk(roots):
