@@ -47,8 +47,10 @@ def _double_sigmoid_effect(target) -> str:
 _ADDS = {"__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "add", "sub"}
 
 
-def _tensors_of(out) -> list:
-    return [t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)]
+def _tensors(x) -> list:
+    """The tensors of an op's argument or result: x itself, or those in a list or tuple."""
+    return [x] if isinstance(x, torch.Tensor) else [t for t in x if isinstance(t, torch.Tensor)] \
+        if isinstance(x, (list, tuple)) else []
 
 
 class Checks:
@@ -187,7 +189,7 @@ class Checks:
             # from weight gradients: a penalty only as a number added to a loss (not to a weight: p - lr * g)
             penalty = not source[2] or (name in _ADDS and all(t.numel() == 1 for t, _ in found)
                                         and not any(t.is_leaf for t in given if t.requires_grad))
-        for t in _tensors_of(out):
+        for t in _tensors(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
                 self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)

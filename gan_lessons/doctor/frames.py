@@ -29,25 +29,14 @@ def _shown(path: str) -> str:
     return path
 
 
-def _user_frame(depth=1):
-    """The innermost frame that is the student's code: not torch, not this module."""
-    frame = sys._getframe(depth)
-    while frame is not None:
-        if _is_user(frame):
-            name = frame.f_code.co_filename
-            return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
-        frame = frame.f_back
-    return None
-
-
-def _caller_frame(depth=1):
-    """The student's frame that called the innermost one (`requires_grad(D, False)` for the
-    `p.requires_grad = flag` inside it), or None at the top level."""
+def _user_frame(depth=1, nth=1):
+    """The innermost frame that is the student's code: not torch, not this module (nth=2: the student's frame that
+    called that one, as `requires_grad(D, False)` calls the `p.requires_grad = flag` inside it); None if none."""
     frame, seen = sys._getframe(depth), 0
     while frame is not None:
         if _is_user(frame):
             seen += 1
-            if seen == 2:
+            if seen == nth:
                 name = frame.f_code.co_filename
                 return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
         frame = frame.f_back

@@ -8,8 +8,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gan_lessons import graphs
-from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect
-from gan_lessons.doctor.frames import _called_from_user, _caller_frame, _user_frame, _warn_at_user_line
+from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
+from gan_lessons.doctor.frames import _called_from_user, _user_frame, _warn_at_user_line
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 
@@ -47,11 +47,6 @@ def _frozen_flag(func, name, args, kwargs):
     if name == "requires_grad_":
         return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
     return None
-
-
-def _tensors(x) -> list:
-    return [x] if isinstance(x, torch.Tensor) else [t for t in x if isinstance(t, torch.Tensor)] \
-        if isinstance(x, (list, tuple)) else []
 
 
 def _grad_fn(t):
@@ -126,7 +121,7 @@ class Recording:
             if flag:
                 self.frozen_at.pop(id(target), None)
             else:                         # where each parameter was frozen, for a step that then trains nothing
-                self.frozen_at[id(target)] = _user_frame(), _caller_frame()
+                self.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
         if target is not None and _is_inplace(name, kwargs):
             if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
                 self.last_leaf_inplace = (target, name, _user_frame())
