@@ -16,12 +16,12 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test lint setup dot chromium train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
+.PHONY: lab test lint setup dot chromium fonts train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
 
-lab: setup dot
+lab: setup dot fonts
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-test: setup dot chromium
+test: setup dot chromium fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist loadscope
@@ -47,6 +47,14 @@ dot:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then ($(APT_INSTALL) graphviz || (apt-get update -qq && $(APT_INSTALL) graphviz)); \
 	else echo "graphviz 'dot' is missing; graphs will show as text. Install it with: sudo apt-get install graphviz"; fi
 
+# The Chinese lessons' figures need a font with CJK glyphs (Debian's Noto CJK); tests/test_zh.py checks that
+# one is found. Install it where we can, else say how.
+fonts:
+	@if fc-list 2>/dev/null | grep -q "CJK"; then :; \
+	elif [ -n "$$CONDA_PREFIX" ] && command -v conda >/dev/null; then conda install -y -c conda-forge font-ttf-noto-cjk; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then ($(APT_INSTALL) fonts-noto-cjk || (apt-get update -qq && $(APT_INSTALL) fonts-noto-cjk)); \
+	else echo "no CJK font: the Chinese lessons' figures will show boxes. Install one with: sudo apt-get install fonts-noto-cjk"; fi
+
 # The browser tests drive Debian's chromium (never `playwright install`); without it they are skipped.
 chromium:
 	@if [ -x /usr/bin/chromium ]; then :; \
@@ -63,12 +71,12 @@ train: setup
 LESSONS ?= $(wildcard notebooks/src/[0-9][0-9]_*.py)
 notebooks: setup
 	$(PY) tools/build_notebook.py $(LESSONS)
-	$(PY) tools/student.py --out notebooks/student
+	$(PY) tools/student.py
 
 # Student copies free of answers, in notebooks/student/ (committed: Colab opens them; tests/test_student.py
 # fails while they differ from the lessons).
 student: setup
-	$(PY) tools/student.py --out notebooks/student
+	$(PY) tools/student.py
 
 bench: setup
 	$(PY) benchmarks/bench.py --fast --quality

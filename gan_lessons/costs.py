@@ -16,6 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from gan_lessons import strategies
+from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 from gan_lessons.models import Discriminator, Generator
 
@@ -115,11 +116,11 @@ def cpu_allocator_peak(run) -> int:
     """Peak bytes the CPU allocator holds while run() runs, above its level when run() starts, from the profiler's
     record of every allocation and free. Run twice, the second counted: the first record cannot see the frees of
     blocks allocated before any profiling (the previous step's gradients)."""
-    for _ in range(2):
+    for _step in range(2):
         with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             run()
     now = peak = 0
-    for _, nbytes in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+    for _start, nbytes in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
                             if e.name() == "[memory]"):      # one event per allocation (+) and free (-)
         now += nbytes
         peak = max(peak, now)
@@ -143,14 +144,15 @@ def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4, memory=True) 
     opt_G = torch.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999))
     opt_D = torch.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999))
     cuda = x_real.is_cuda
-    cost = Cost(name, memory=f"{'CUDA' if cuda else 'CPU'}: peak bytes of autograd's saved tensors")
+    cost = Cost(name, memory=_("{device}: peak bytes of autograd's saved tensors").format(
+        device="CUDA" if cuda else "CPU"))
     try:
-        for _ in range(warmup):
+        for _step in range(warmup):
             step(G, D, opt_G, opt_D, x_real, noise)
         g, d = _Passes(G), _Passes(D)
         saved = _SavedBytes([*G.parameters(), *D.parameters()])
         times = []
-        for _ in range(steps):
+        for _step in range(steps):
             gc.collect()
             gc.disable()  # frees then happen by reference counting alone: the same on every run
             start = time.perf_counter()
@@ -198,7 +200,7 @@ def interleaved_ms(names, rounds=10, batch=64, device="cpu") -> dict:
     for name in names:
         G, D, x_real, noise = fresh_gan(batch=batch, device=device)
         runs[name] = (G, D, torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()), x_real, noise)
-        for _ in range(2):
+        for _step in range(2):
             strategies.get(name)(*runs[name])
     times = {name: [] for name in names}
     for r in range(rounds):
@@ -213,14 +215,14 @@ def interleaved_ms(names, rounds=10, batch=64, device="cpu") -> dict:
     return times
 
 
-COST_COLUMNS = ("strategy", "G fwd / bwd", "D fwd / bwd", "G grad passes", "D grad passes", "ms / step (median)",
-                "saved MiB (peak)", "allocator peak MiB")
+COST_COLUMNS = (N_("strategy"), N_("G fwd / bwd"), N_("D fwd / bwd"), N_("G grad passes"), N_("D grad passes"),
+                N_("ms / step (median)"), N_("saved MiB (peak)"), N_("allocator peak MiB"))   # shown through _()
 
 
 def cost_cells(c: Cost) -> list:
     """One row of the cost table (the strategy in markdown's backticks); a strategy that raised shows the error."""
     if c.error:
-        return [f"`{c.strategy}`", f"raises: {headline(c.error)}"] + [""] * (len(COST_COLUMNS) - 2)
+        return [f"`{c.strategy}`", _("raises: {error}").format(error=headline(c.error))] + [""] * (len(COST_COLUMNS) - 2)
     return [f"`{c.strategy}`", f"{c.G_forward:g} / {c.G_backward:g}", f"{c.D_forward:g} / {c.D_backward:g}",
             f"{c.G_grad_passes:g}", f"{c.D_grad_passes:g}", f"{c.ms_per_step:.1f}", f"{c.saved_mib:.2f}",
             "–" if c.alloc_mib is None else f"{c.alloc_mib:.2f}"]
@@ -230,12 +232,12 @@ def cost_table_markdown(measured) -> str:
     """The cost table as markdown, one row per Cost in `measured`."""
     def row(cells):
         return "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"
-    return "\n".join([row(COST_COLUMNS), "|" + "---|" * len(COST_COLUMNS), *(row(cost_cells(c)) for c in measured)])
+    return "\n".join([row([_(c) for c in COST_COLUMNS]), "|" + "---|" * len(COST_COLUMNS), *(row(cost_cells(c)) for c in measured)])
 
 
 def cost_table_html(measured) -> str:
     """The same table as HTML, made from the same cells (backticks dropped), for a page with no markdown."""
     def row(cells, tag):
         return "<tr>" + "".join(f"<{tag}>{html.escape(cell).replace('`', '')}</{tag}>" for cell in cells) + "</tr>"
-    return ("<table><thead>" + row(COST_COLUMNS, "th") + "</thead><tbody>"
+    return ("<table><thead>" + row([_(c) for c in COST_COLUMNS], "th") + "</thead><tbody>"
             + "".join(row(cost_cells(c), "td") for c in measured) + "</tbody></table>")

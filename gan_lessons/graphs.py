@@ -13,7 +13,10 @@ from dataclasses import dataclass
 import graphviz
 import torch
 
+from gan_lessons.i18n import N_, _
+
 STATES = {"alive": "palegreen", "freed": "lightgrey", "stale": "tomato"}
+STATE_WORDS = {"alive": N_("alive"), "freed": N_("freed"), "stale": N_("stale")}   # as shown; the keys stay English
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 SAVED_SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
 _VIEW_FNS = ("TBackward0", "TransposeBackward0", "ViewBackward0", "AsStridedBackward0", "PermuteBackward0")
@@ -34,8 +37,9 @@ class Saved:
         what = self.name + (f" = {self.param}" if self.param else "")
         size = f" {tuple(self.shape)}" if self.shape is not None else ""
         if self.state == "stale" and self.version_now is not None:
-            return f"{what}{size}\nstale: version {self.version_now}, saved at {self.version_saved}"
-        return f"{what}{size}\n{self.state}"
+            return what + size + "\n" + _("stale: version {now}, saved at {saved}").format(
+                now=self.version_now, saved=self.version_saved)
+        return f"{what}{size}\n{_(STATE_WORDS[self.state])}"
 
 
 def param_names(*modules, **named) -> dict:
@@ -126,7 +130,7 @@ class Graph:
         try:
             bundle = {"image/svg+xml": self.dot.pipe(format="svg", encoding="utf-8"), "text/plain": self.text}
         except graphviz.ExecutableNotFound:
-            return {"text/plain": "(graphviz 'dot' not found: graph shown as text)\n" + self.text}
+            return {"text/plain": _("(graphviz 'dot' not found: graph shown as text)") + "\n" + self.text}
         try:
             bundle["image/png"] = base64.b64encode(self.dot.pipe(format="png")).decode("ascii")
         except graphviz.CalledProcessError:  # a `dot` built without a PNG renderer (the GPU run's carried one)
@@ -179,7 +183,7 @@ def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True, 
             dot.edge(ids[t.grad_fn], f"out_{name}")
     for fn, node_id in ids.items():
         dot.node(node_id, _node_label(fn, names), fillcolor="lightblue" if hasattr(fn, "variable") else "white")
-        for f, _ in fn.next_functions:
+        for f, _input in fn.next_functions:
             if f is not None:
                 dot.edge(ids.get(f, "more"), node_id)
         if show_saved:
@@ -188,13 +192,13 @@ def draw(outputs: dict, names=None, max_nodes=60, show_saved=True, legend=True, 
                 dot.node(f"{node_id}_s{k}", s.label(), fillcolor=STATES[s.state], shape="note")
                 dot.edge(f"{node_id}_s{k}", node_id, style="dashed", arrowhead="none")
     if len(order) > len(shown):
-        dot.node("more", f"... {len(order) - len(shown)} more autograd nodes\n(raise max_nodes to see them)",
-                 fillcolor="khaki")
+        dot.node("more", _("... {n} more autograd nodes\n(raise max_nodes to see them)").format(
+            n=len(order) - len(shown)), fillcolor="khaki")
     if legend and show_saved:
         with dot.subgraph(name="cluster_legend") as key:
-            key.attr(label="saved tensors", fontsize="10")
+            key.attr(label=_("saved tensors"), fontsize="10")
             for state, colour in STATES.items():
-                key.node(f"legend_{state}", state, fillcolor=colour, shape="note")
+                key.node(f"legend_{state}", _(STATE_WORDS[state]), fillcolor=colour, shape="note")
     text = text_tree(outputs, names, show_saved)
     return Graph(dot, f"{title}\n{text}" if title else text, all_saved)
 
@@ -206,13 +210,13 @@ def text_tree(outputs: dict, names=None, show_saved=True) -> str:
     def visit(fn, depth):
         label = _node_label(fn, names).replace("\n", " ")
         if fn in seen:
-            lines.append("  " * depth + f"{label} (shared, see above)")
+            lines.append("  " * depth + _("{label} (shared, see above)").format(label=label))
             return
         seen.add(fn)
         saved = saved_tensors(fn, names) if show_saved else []
-        extra = "  saved: " + "; ".join(s.label().replace("\n", " ") for s in saved) if saved else ""
+        extra = _("  saved: ") + "; ".join(s.label().replace("\n", " ") for s in saved) if saved else ""
         lines.append("  " * depth + label + extra)
-        for f, _ in fn.next_functions:
+        for f, _input in fn.next_functions:
             if f is not None:
                 visit(f, depth + 1)
 

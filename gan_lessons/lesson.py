@@ -10,6 +10,8 @@ from contextlib import contextmanager
 
 import torch
 
+from gan_lessons.i18n import _, set_language
+
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
 # Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it).
@@ -24,7 +26,14 @@ from torch import nn, optim
 import torch.nn.functional as F
 from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
 
-device, QUICK = setup(seed=0)"""
+device, QUICK = setup(seed=0, lang="en")"""
+# The Chinese lessons' setup cell (notebooks/zh/): the same code, its comment in Chinese, and lang="zh".
+SETUP_CELL_ZH = (SETUP_CELL.replace("# (its output names the torch version and the device.) Setup, the same in every "
+                                    "lesson. On Colab, install only what Colab lacks: torchviz and this package.",
+                                    "# （输出里有 torch 的版本和设备。）每一课都一样的准备工作。在 Colab 上只安装 Colab "
+                                    "没有的两样：torchviz 和本课程的包。")
+                 .replace('lang="en"', 'lang="zh"'))
+SETUP_CELLS = {"en": SETUP_CELL, "zh": SETUP_CELL_ZH}
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -38,7 +47,8 @@ def quick_mode() -> bool:
     if value in _FALSE:
         return False
     if value:
-        raise ValueError(f"GAN_LESSONS_QUICK={value!r} is not understood: set it to 1 (quick) or 0 (full).")
+        raise ValueError(_("GAN_LESSONS_QUICK={value} is not understood: set it to 1 (quick) or 0 (full).")
+                         .format(value=repr(value)))
     return bool(os.environ.get("CI")) or not torch.cuda.is_available()
 
 
@@ -48,15 +58,23 @@ def set_seed(seed: int = 0) -> None:
     torch.manual_seed(seed)
 
 
-def setup(seed: int = 0):
-    """Seed, pick the device, read quick mode; print one line saying what was chosen."""
+def setup(seed: int = 0, lang: str = None):
+    """Seed, pick the device, read quick mode, speak `lang` ("en" or "zh"; None: GAN_LESSONS_LANG, else English);
+    print one line saying what was chosen. Chinese also picks a CJK font for the figures."""
+    if lang is not None:
+        set_language(lang)
     set_seed(seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if os.environ.get("GAN_LESSONS_REQUIRE_CUDA", "").strip().lower() in _TRUE and device.type != "cuda":
-        raise RuntimeError("GAN_LESSONS_REQUIRE_CUDA is set but torch sees no CUDA device: run this on the GPU "
-                           "machine, or unset it")
+        raise RuntimeError(_("GAN_LESSONS_REQUIRE_CUDA is set but torch sees no CUDA device: run this on the GPU "
+                             "machine, or unset it"))
     quick = quick_mode()
-    print(f"torch {torch.__version__} | device: {device} | quick mode: {'on' if quick else 'off'} | seed: {seed}")
+    from gan_lessons.plots import use_language_font
+    font = use_language_font()
+    print(_("torch {version} | device: {device} | quick mode: {quick} | seed: {seed}").format(
+        version=torch.__version__, device=device, quick=_("on") if quick else _("off"), seed=seed))
+    if font:
+        print(font)
     return device, quick
 
 
@@ -76,14 +94,15 @@ def expect_error(kind=RuntimeError, match: str = ""):
     except kind as error:
         if not re.search(match, str(error)):
             raise
-        print(f"{type(error).__name__} (raised, as the lesson expects):")
+        print(_("{kind} (raised, as the lesson expects):").format(kind=type(error).__name__))
         print(str(error).strip())
         doctor = sys.modules.get("gan_lessons.doctor")          # under %load_ext gan_lessons: diagnose it too
         watching = doctor.active() if doctor is not None else None
         if watching is not None and getattr(error, "diagnosis", None) is None:
             watching.attach(error)
         return
-    raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but the block ran without it")
+    raise NoErrorRaised(_("expected {kind} matching {match}, but the block ran without it").format(
+        kind=kind.__name__, match=repr(match)))
 
 
 @contextmanager
@@ -94,8 +113,9 @@ def expect_warning(kind=UserWarning, match: str = ""):
         yield
     hits = [w for w in caught if issubclass(w.category, kind) and re.search(match, str(w.message))]
     if not hits:
-        raise NoErrorRaised(f"expected {kind.__name__} matching {match!r}, but none was emitted")
-    print(f"{hits[0].category.__name__} (emitted, as the lesson expects):")
+        raise NoErrorRaised(_("expected {kind} matching {match}, but none was emitted").format(
+            kind=kind.__name__, match=repr(match)))
+    print(_("{kind} (emitted, as the lesson expects):").format(kind=hits[0].category.__name__))
     print(re.sub(r"\s*\(Triggered internally at [^)]*\)", "", str(hits[0].message)).strip())
 
 
@@ -111,11 +131,13 @@ def claim(statement: str, holds, shown=None) -> None:
     if isinstance(holds, torch.Tensor) and holds.numel() == 1:
         holds = bool(holds.item())
     if not isinstance(holds, bool):
-        raise TypeError(f"claim({statement!r}, ...) needs a bool as evidence, not {type(holds).__name__}: "
-                        "compare the measured values in the cell (for example `a == b`)")
+        raise TypeError(_("claim({statement}, ...) needs a bool as evidence, not {kind}: compare the measured "
+                          "values in the cell (for example `a == b`)").format(statement=repr(statement),
+                                                                              kind=type(holds).__name__))
     detail = "" if shown is None else f"  ({shown})"
     if not holds:
-        raise ClaimFailed(f"✗ {statement}: does not hold on torch {torch.__version__}{detail}")
+        raise ClaimFailed(_("✗ {statement}: does not hold on torch {version}{detail}").format(
+            statement=statement, version=torch.__version__, detail=detail))
     print(f"✓ {statement}{detail}")
 
 
@@ -125,20 +147,24 @@ def check(question: str, prediction, actual, why: str = "") -> None:
     Feedback, not an assert: a wrong prediction prints the right answer and the reason;
     a prediction left as `...` prints "not solved yet"."""
     if prediction is ...:
-        not_solved(question, "your prediction")
+        not_solved(question, _("your prediction"))
         return
     right = prediction == actual
-    verdict = "right" if right else f"not quite: you predicted {prediction!r}"
-    print(f"{'✓' if right else '✗'} {question} -> {actual!r} ({verdict})")
+    verdict = _("right") if right else _("not quite: you predicted {prediction}").format(prediction=repr(prediction))
+    print(_("{mark} {question} -> {actual} ({verdict})").format(mark="✓" if right else "✗", question=question,
+                                                                actual=repr(actual), verdict=verdict))
     if why:
-        print(f"  why: {why}")
+        print(_("  why: {why}").format(why=why))
 
 
 def not_solved(name: str, what: str, where: str = "") -> None:
     """The one "not solved yet" line, for a prediction or an exercise still left as `...`: what replaces the `...`
     and, where the cell has more than one, in which line (e.g. "my_answer = ...")."""
-    place = f" in `{where}`" if where else ""
-    print(f"? {name}: not solved yet. Replace ...{place} with {what} and run the cell again.")
+    if where:
+        print(_("? {name}: not solved yet. Replace ... in `{where}` with {what} and run the cell again.").format(
+            name=name, where=where, what=what))
+    else:
+        print(_("? {name}: not solved yet. Replace ... with {what} and run the cell again.").format(name=name, what=what))
 
 
 def hidden(encoded: str, namespace=None, local=None) -> str:
@@ -159,7 +185,7 @@ def describe(**tensors) -> None:
         if t.is_leaf or t.retains_grad:
             grad = "None" if t.grad is None else str(rounded(t.grad))
         else:
-            grad = "(not kept: non-leaf)"
+            grad = _("(not kept: non-leaf)")
         print(f"{name:<10}{str(t.requires_grad):<15}{str(t.is_leaf):<9}{fn:<18}{grad}")
 
 

@@ -1,11 +1,57 @@
-"""Figures from real runs: sample grids, the progress GIF, loss and FID curves (lesson 06, tools/make_images.py)."""
+"""Figures from real runs: sample grids, the progress GIF, loss and FID curves (lesson 06, tools/make_images.py),
+and the font that draws their labels in the language in use."""
+import subprocess
+import sys
 
 import matplotlib.pyplot as plt
+from matplotlib import font_manager
 from matplotlib import ticker
 from PIL import Image
 from torchvision.utils import make_grid, save_image
 
 from gan_lessons.files import atomic_write     # every file is written whole or not at all
+from gan_lessons.i18n import _, language
+
+# Fonts with Chinese glyphs, the first one found wins: Debian's and conda-forge's Noto CJK, Adobe's Source Han,
+# WenQuanYi, and what Windows and macOS ship.
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "Source Han Sans CN",
+             "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC", "Heiti SC")
+COLAB_FONT = "apt-get install -y -qq fonts-noto-cjk"
+
+
+def cjk_fonts() -> list:
+    """The CJK font families matplotlib can use, in CJK_FONTS's order. Fonts installed after matplotlib built its
+    font cache (e.g. `apt-get install fonts-noto-cjk` in a running session) are added from the system's folders."""
+    def known():
+        return {f.name for f in font_manager.fontManager.ttflist}
+    if not any(name in known() for name in CJK_FONTS):
+        for path in font_manager.findSystemFonts():
+            if any(word in path for word in ("CJK", "SourceHan", "wqy", "msyh", "simhei", "PingFang")):
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):
+                    continue
+    have = known()
+    return [name for name in CJK_FONTS if name in have]
+
+
+def use_language_font() -> str:
+    """For Chinese, put a CJK font first in matplotlib's sans-serif list (on Colab, install Noto CJK when none is
+    there). Returns "" when figures will draw, else one line saying how to get a font."""
+    if language() != "zh":
+        return ""
+    found = cjk_fonts()
+    if not found and "google.colab" in sys.modules:
+        subprocess.run(COLAB_FONT.split(), capture_output=True, check=False)
+        found = cjk_fonts()
+    if not found:
+        return _("No font with Chinese glyphs was found, so Chinese labels in figures would show as boxes. Install "
+                 "one (Debian/Ubuntu: sudo apt-get install fonts-noto-cjk; conda: conda install -c conda-forge "
+                 "font-ttf-noto-cjk; Colab: !{command}) and run the setup cell again.").format(command=COLAB_FONT)
+    plt.rcParams["font.sans-serif"] = [*found, *[f for f in plt.rcParams["font.sans-serif"] if f not in found]]
+    plt.rcParams["font.family"] = "sans-serif"
+    plt.rcParams["axes.unicode_minus"] = False       # CJK fonts often lack U+2212, the minus sign of tick labels
+    return ""
 
 
 def save_grid(images, path, nrow=8):
@@ -27,14 +73,15 @@ def save_gif(grid_paths, path, ms_per_frame=400):
                                                       duration=ms_per_frame, loop=0))
 
 
-def loss_figure(curves: dict, title="losses per epoch"):
+def loss_figure(curves: dict, title=None):
     """curves: {label: history}, history as written by the trainer (list of dicts with loss_D, loss_G)."""
     fig, ax = plt.subplots(figsize=(6, 3))
+    title = _("losses per epoch") if title is None else title
     for label, history in curves.items():
         epochs = [h["epoch"] for h in history]
         ax.plot(epochs, [h["loss_D"] for h in history], label=f"{label} loss_D")
         ax.plot(epochs, [h["loss_G"] for h in history], "--", label=f"{label} loss_G")
-    ax.set_xlabel("epoch")
+    ax.set_xlabel(_("epoch"))
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -47,9 +94,10 @@ def save_losses(history, path):
     plt.close(fig)
 
 
-def fid_figure(curves: dict, title="MNIST-FID after each epoch"):
+def fid_figure(curves: dict, title=None):
     """curves: {label: per-epoch scores}, as `train --eval-each N` records them (list of dicts with mnist_fid)."""
     fig, ax = plt.subplots(figsize=(6, 3))
+    title = _("MNIST-FID after each epoch") if title is None else title
     for label, scores in curves.items():
         ax.plot([e["epoch"] for e in scores], [e["mnist_fid"] for e in scores], marker=".", label=label)
     ax.set_yscale("log")
@@ -57,8 +105,8 @@ def fid_figure(curves: dict, title="MNIST-FID after each epoch"):
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_yticks([10, 20, 50, 100, 200, 500, 1000])
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("MNIST-FID (log scale)")
+    ax.set_xlabel(_("epoch"))
+    ax.set_ylabel(_("MNIST-FID (log scale)"))
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -5,6 +5,8 @@ output as a critic's score instead, with Wasserstein losses and a gradient penal
 import torch
 import torch.nn.functional as F
 
+from gan_lessons.i18n import _
+
 
 def bce(logits, target: float):
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
@@ -185,5 +187,5 @@ ALL = {**STRATEGIES, "wgan_gp": wgan_gp}
 def get(name: str):
     """The strategy function called `name`."""
     if name not in ALL:
-        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(ALL)}")
+        raise ValueError(_("unknown strategy {name}; choose one of: {names}").format(name=repr(name), names=", ".join(ALL)))
     return ALL[name]

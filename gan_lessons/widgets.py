@@ -11,6 +11,7 @@ import torch
 from IPython.display import HTML, Markdown, display
 
 from gan_lessons import costs, graphs, strategies
+from gan_lessons.i18n import _
 from gan_lessons.lesson import headline
 
 def train_curve(name, G, D, sample_real, noise, steps, lr=1e-3):
@@ -19,7 +20,7 @@ def train_curve(name, G, D, sample_real, noise, steps, lr=1e-3):
     opt_G = torch.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999))
     opt_D = torch.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999))
     step, history = strategies.get(name), []
-    for _ in range(steps):
+    for _step in range(steps):
         loss_D, loss_G = step(G, D, opt_G, opt_D, sample_real(), noise)
         history.append((loss_D.item(), loss_G.item()))
     return history
@@ -31,7 +32,8 @@ def one_step_graph(name, G, D, sample_real, noise):
     opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
     loss_D, loss_G = strategies.get(name)(G, D, opt_G, opt_D, sample_real(), noise)
     return graphs.draw({"loss_D": loss_D, "loss_G": loss_G}, graphs.param_names(G=G, D=D),
-                       title=f"one step of {name}: the graph behind loss_D and loss_G, after the step")
+                       title=_("one step of {name}: the graph behind loss_D and loss_G, after the step").format(
+                           name=name))
 
 
 def _scroll_box(img_html: str) -> str:
@@ -62,7 +64,7 @@ class StrategyPanel:
         self.G, self.D, self.sample_real, self.noise = G, D, sample_real, noise
         self.cost_table, self.steps, self.shown = cost_table, steps, {}
         self.buttons = widgets.ToggleButtons(options=list(strategies.STRATEGIES), value=value,
-                                             description="strategy", style={"button_width": "auto"})
+                                             description=_("strategy"), style={"button_width": "auto"})
         self.out = widgets.Output()
         self.buttons.observe(lambda change: self.show(change["new"]), names="value")
         self.widget = widgets.VBox([self.buttons, self.out])
@@ -79,7 +81,8 @@ class StrategyPanel:
                 graph = one_step_graph(name, self.G, self.D, self.sample_real, self.noise)
                 history = train_curve(name, self.G, self.D, self.sample_real, self.noise, self.steps)
             except RuntimeError as error:
-                display(Markdown(f"**`{name}` raises** `RuntimeError: {headline(str(error))}`"))
+                display(Markdown(_("**`{name}` raises** `RuntimeError: {error}`").format(
+                    name=name, error=headline(str(error)))))
                 self.shown[name] = {"error": str(error), **shown}
                 return
             figure = _plot(name, history)
@@ -92,14 +95,15 @@ class StrategyPanel:
         """The default choice as plain HTML with PNG pictures: what a front end without the widget shows."""
         name = self.buttons.value
         shown = self.shown[name]
-        parts = [f"<p><b>strategy: {html.escape(name)}</b> (a stored picture of the default choice; run the "
-                 f"notebook to switch between {', '.join(map(html.escape, self.buttons.options))})</p>",
+        parts = [_("<p><b>strategy: {name}</b> (a stored picture of the default choice; run the notebook to switch "
+                   "between {names})</p>").format(name=html.escape(name),
+                                                  names=", ".join(map(html.escape, self.buttons.options))),
                  shown["table_html"]]
         if "graph_png" in shown:
             buffer = io.BytesIO()
             shown["figure"].savefig(buffer, format="png", dpi=80)
             parts += [_scroll_box(_png_img(shown["graph_png"], shown["graph"].splitlines()[0])),
-                      _png_img(buffer.getvalue(), f"{name}: training curve")]
+                      _png_img(buffer.getvalue(), _("{name}: training curve").format(name=name))]
         return "\n".join(parts)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -107,15 +111,16 @@ class StrategyPanel:
         return {"application/vnd.jupyter.widget-view+json":
                     {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id},
                 "text/html": self.static_html(),
-                "text/plain": f"StrategyPanel(strategy={self.buttons.value!r}): a widget; run the notebook to use it"}
+                "text/plain": _("StrategyPanel(strategy={name}): a widget; run the notebook to use it").format(
+                    name=repr(self.buttons.value))}
 
 
 def _plot(name, history):
     fig, ax = plt.subplots(figsize=(6, 2.4))
     ax.plot([h[0] for h in history], label="loss_D")
     ax.plot([h[1] for h in history], label="loss_G")
-    ax.set_xlabel("step")
-    ax.set_title(f"{name}: {len(history)} steps")
+    ax.set_xlabel(_("step"))
+    ax.set_title(_("{name}: {n} steps").format(name=name, n=len(history)))
     ax.legend()
     fig.tight_layout()
     plt.close(fig)

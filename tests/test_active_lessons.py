@@ -17,6 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ZH_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))   # the Chinese edition, held alike
+# check()'s verdict on a right prediction, and the sections no prediction belongs in, by language
+RIGHT = {"en": "(right)", "zh": "（对）"}
+NOT_HERE = {"en": ("Exercises", "Summary"), "zh": ("练习", "小结")}
 sys.path.insert(0, str(ROOT / "tools"))
 import student  # noqa: E402
 
@@ -55,10 +59,15 @@ def _matches(regexes, text):
     return [r for r in regexes if re.search(r, text, re.I)]
 
 
-@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
+@pytest.fixture(params=NOTEBOOKS + ZH_NOTEBOOKS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
 def lesson(request):
     path = request.param
-    return path.name, nbformat.read(path, as_version=4), student.student_notebook(path)
+    return (path.relative_to(ROOT / "notebooks").as_posix(), nbformat.read(path, as_version=4),
+            student.student_notebook(path))
+
+
+def _lang(name):
+    return "zh" if name.startswith("zh/") else "en"
 
 
 def test_every_prediction_is_tagged_and_says_what_would_reveal_it(lesson):
@@ -76,9 +85,9 @@ def test_predictions_are_asked_in_their_section_and_answered_right(lesson):
     name, nb, _ = lesson
     for i in _predictions(nb):
         section = _section(nb.cells, i)
-        assert section and not section.startswith(("Exercises", "Summary")), \
+        assert section and not section.startswith(NOT_HERE[_lang(name)]), \
             f"{name}, cell {i}: a prediction in '{section}'; ask it in the section that measures its answer"
-        assert "(right)" in _outputs(nb.cells[i]), f"{name}, cell {i}: the lesson's own answer is not judged right"
+        assert RIGHT[_lang(name)] in _outputs(nb.cells[i]), f"{name}, cell {i}: the lesson's own answer is not judged right"
 
 
 def test_no_cell_above_a_prediction_answers_it(lesson):

@@ -71,12 +71,13 @@ def lab(tmp_path_factory):
     """A server over a copy of the notebooks (the browser's saves never touch the repository), outputs and prompts
     cleared: a stale [N] from the committed run must never pass for a finished Run All."""
     root = tmp_path_factory.mktemp("lab")
-    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+    (root / "zh").mkdir()
+    for nb in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "notebooks" / "zh").glob("*.ipynb")]:
         notebook = json.loads(nb.read_text())
         for cell in notebook["cells"]:
             if cell["cell_type"] == "code":
                 cell["outputs"], cell["execution_count"] = [], None
-        (root / nb.name).write_text(json.dumps(notebook))
+        (root / nb.relative_to(ROOT / "notebooks")).write_text(json.dumps(notebook))
     yield from _serve(root)
 
 
@@ -85,8 +86,9 @@ def stored_lab(tmp_path_factory):
     """A server over the notebooks exactly as committed, with a trust database of its own: they open untrusted,
     as they do for anyone who clones the repository."""
     root = tmp_path_factory.mktemp("stored")
-    for nb in (ROOT / "notebooks").glob("*.ipynb"):
-        (root / nb.name).write_bytes(nb.read_bytes())
+    (root / "zh").mkdir()
+    for nb in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "notebooks" / "zh").glob("*.ipynb")]:
+        (root / nb.relative_to(ROOT / "notebooks")).write_bytes(nb.read_bytes())
     yield from _serve(root)
 
 
@@ -256,4 +258,46 @@ def test_lesson_06_runs_all_in_quick_mode(lab, browser):
     assert _images(page).count() >= 3
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "lesson06.png"))
+    page.close()
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_chinese_lesson_opened_untrusted_shows_chinese_text_and_its_pictures(stored_lab, browser):
+    """A Chinese lesson as a student who clones the repository first sees it: untrusted, its prose and the package's
+    stored messages in Chinese, every stored picture shown."""
+    name = "zh/03_inplace_and_versions.ipynb"
+    page = browser.new_page()
+    _open(page, *stored_lab, name)
+    assert page.locator(".jp-Notebook").first.evaluate("n => n.classList.contains('jp-mod-trusted')") is False
+    title = page.locator(".jp-MarkdownCell h1").first.inner_text()
+    assert title.startswith("第 03 课") and CJK.search(title), title
+    text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    assert "如本课所料" in text and "(raised, as the lesson expects)" not in text   # expect_error's line, in Chinese
+    pngs, _ = _stored_pictures(ROOT / "notebooks" / name)
+    widths = _loaded(page.locator(".jp-OutputArea .jp-RenderedImage img"))
+    assert pngs >= 1 and len(widths) == pngs and all(w > 50 for w in widths), (pngs, widths)
+    page.close()
+
+
+def test_chinese_lesson_05_runs_with_chinese_widget_labels_graphs_and_figures(lab, browser):
+    """Run All on the Chinese lesson 05: the strategy switch's label, the graph's title, the cost table's header
+    and the curve's figure come from the package in Chinese; the screenshot is README.zh-CN's."""
+    page = browser.new_page()
+    _run_all(page, *lab, "zh/05_gan_update_strategies.ipynb", timeout_s=480)
+    _assert_no_errors(page)
+    widget = page.locator(".widget-toggle-buttons").first
+    widget.wait_for(timeout=120_000)
+    widget.scroll_into_view_if_needed(timeout=60_000)
+    assert widget.locator(".widget-label").first.inner_text().strip() == "策略"
+    output = page.locator(".widget-vbox .jp-OutputArea, .widget-vbox .widget-output").first
+    output.locator(".gan-lessons-graph img").first.wait_for(timeout=120_000)
+    alt = output.locator(".gan-lessons-graph img").first.get_attribute("alt")
+    assert alt.startswith("d_first_reuse_fake 的一步"), alt                       # the graph's title, in Chinese
+    assert "毫秒" in output.locator("th, thead").first.inner_text() or "毫秒" in output.inner_text()
+    figures = output.locator(".jp-RenderedImage img")
+    assert figures.count() >= 1 and all(w > 50 for w in _loaded(figures))     # the training curve, drawn
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "zh_lesson05_widget.png"))
     page.close()

@@ -6,11 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from gan_lessons.lesson import SETUP_CELL
+from gan_lessons.lesson import SETUP_CELLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(LESSONS.glob("[0-9][0-9]_*.ipynb")) + sorted((LESSONS / "zh").glob("[0-9][0-9]_*.ipynb"))
+# The skeleton's words, by language: title, goal, summary, exercises, and what opens every other section.
+SKELETON = {"en": ("# Lesson", "**Goal.**", "## Summary", "## Exercises", "**Why"),
+            "zh": ("# 第", "**目标**", "## 小结", "## 练习", "**为什么")}
+
+
+def _lang(path):
+    return "zh" if path.parent.name == "zh" else "en"
+
+
+def _id(path):
+    return path.relative_to(LESSONS).as_posix()
 
 
 def _cells(path):
@@ -21,23 +33,24 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "no lesson notebooks found"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_setup_cell_is_the_shared_template(path):
     code = [c for c in _cells(path) if c["cell_type"] == "code"]
-    assert "".join(code[0]["source"]) == SETUP_CELL
+    assert "".join(code[0]["source"]) == SETUP_CELLS[_lang(path)]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_skeleton(path):
     cells = _cells(path)
+    title, goal, summary, exercises, why = SKELETON[_lang(path)]
     first, text = "".join(cells[0]["source"]), ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
-    assert cells[0]["cell_type"] == "markdown" and first.startswith("# Lesson") and "**Goal.**" in first
-    assert any("## Summary" in t for t in text) and any("## Exercises" in t for t in text)
-    sections = [t for t in text if t.startswith("## ") and not t.startswith(("## Summary", "## Exercises"))]
-    assert sections and all("**Why" in t for t in sections), "every section opens with why"
+    assert cells[0]["cell_type"] == "markdown" and first.startswith(title) and goal in first
+    assert any(summary in t for t in text) and any(exercises in t for t in text)
+    sections = [t for t in text if t.startswith("## ") and not t.startswith((summary, exercises))]
+    assert sections and all(why in t for t in sections), "every section opens with why"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_committed_executed_and_lean(path):
     code = [c for c in _cells(path) if c["cell_type"] == "code"]
     assert all(c["execution_count"] is not None for c in code), "commit the notebook executed"
@@ -45,7 +58,7 @@ def test_committed_executed_and_lean(path):
     assert path.stat().st_size < 2_000_000
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_nbval_markers_are_spelled_so_nbval_sees_them(path):
     """nbval only honours a marker alone on its comment line; `# NBVAL_IGNORE_OUTPUT (why)` is silently ignored."""
     for cell in _cells(path):
@@ -67,7 +80,7 @@ def _stored_text(path):
 MACHINE_PATH = re.compile(r"(/(work|tmp|root|home|Users|private/var)/|[A-Z]:\\[A-Za-z]|ipykernel_\d+|/site-packages/)")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_stored_outputs_carry_no_machine_paths_cut_messages_or_frozen_bars(path):
     for text in _stored_text(path):
         assert not MACHINE_PATH.search(text), f"machine path in a stored output: {MACHINE_PATH.search(text)[0]!r}"
@@ -75,7 +88,7 @@ def test_stored_outputs_carry_no_machine_paths_cut_messages_or_frozen_bars(path)
         assert not re.search(r"[A-Za-z](\.\.\.|…)(\s|$)", text), "a message cut mid-word"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_no_lesson_points_outside_the_repository(path):
     raw = path.read_text()
     assert "shared/seeds" not in raw and not re.search(r"00[0-4]_[0-9a-f]{16}", raw), "cite the seed, not its file"
@@ -86,13 +99,13 @@ def test_no_lesson_points_outside_the_repository(path):
 
 
 def test_every_seed_a_lesson_names_is_cited():
-    named = {m for p in NOTEBOOKS for m in re.findall(r"[Ss]eed (00[0-4])", p.read_text())}
+    named = {m for p in NOTEBOOKS for m in re.findall(r"(?:[Ss]eed|种子) ?(00[0-4])", p.read_text())}
     table = (NOTEBOOKS[0].parent / "README.md").read_text().split("## The seeds", 1)[-1]
     cited = set(re.findall(r"^\| (00[0-4]) \|", table, re.M))
     assert named and named <= cited
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_kernelspec_is_the_one_ipykernel_registers(path):
     """A differing kernelspec makes JupyterLab rewrite it, marking the notebook modified the moment it opens."""
     from ipykernel.kernelspec import get_kernel_dict
@@ -103,10 +116,11 @@ def test_kernelspec_is_the_one_ipykernel_registers(path):
 
 def test_every_lesson_has_a_text_source():
     import build_notebook
-    assert {p.stem for p in NOTEBOOKS} == {p.stem for p in build_notebook.all_sources()}
+    for lang in ("en", "zh"):
+        assert {p.stem for p in NOTEBOOKS if _lang(p) == lang} == {p.stem for p in build_notebook.all_sources(lang)}
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_notebook_matches_its_text_source(path):
     """notebooks/src/NN_name.py is what people edit: the committed notebook's cells (type, text, tags) are its cells."""
     import build_notebook

@@ -16,15 +16,18 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from gan_lessons.lesson import SETUP_CELL, check, hidden
+from gan_lessons.lesson import SETUP_CELLS, check, hidden
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-STUDENT_DIR = ROOT / "notebooks" / "student"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
+    (ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))        # English, then Chinese (notebooks/zh/)
+# The headings a lesson's skeleton uses (tests/test_notebooks.py), by language.
+HEADINGS = {"en": {"summary": "## Summary", "exercises": "## Exercises", "moved": "### Summary (read after the exercises)"},
+            "zh": {"summary": "## 小结", "exercises": "## 练习", "moved": "### 小结（做完练习再读）"}}
 sys.path.insert(0, str(ROOT / "tools"))
 import student  # noqa: E402
 
-REGENERATE = "run `python tools/student.py --out notebooks/student`"
+REGENERATE = "run `python tools/student.py`"
 
 
 def _code(nb):
@@ -46,8 +49,14 @@ def _why_texts(source):
 
 @pytest.fixture(scope="module")
 def copies():
-    """Every lesson and its student copy, as written into notebooks/student/ (links are made for that folder)."""
-    return [(nbformat.read(p, as_version=4), student.student_notebook(p, STUDENT_DIR), p.name) for p in NOTEBOOKS]
+    """Every lesson and its student copy, as written into the student/ folder beside it (links are made for that
+    folder); the name says which edition, e.g. zh/01_leaf_tensors.ipynb."""
+    return [(nbformat.read(p, as_version=4), student.student_notebook(p),
+             p.relative_to(ROOT / "notebooks").as_posix()) for p in NOTEBOOKS]
+
+
+def _lang(name):
+    return "zh" if name.startswith("zh/") else "en"
 
 
 def test_blanking_keeps_the_code_and_the_question_and_removes_the_answer():
@@ -69,7 +78,8 @@ def test_no_answer_is_left_in_a_student_copy(copies):
                 if m:
                     solution_lines += 1
                     question = m["question"].strip()
-                    blanked = f"{m['head']}...  # your answer{': ' + question if question else ''}"
+                    answer = student.WORDS[_lang(name)]["answer"]
+                    blanked = f"{m['head']}...  # {answer}{': ' + question if question else ''}"
                     assert blanked in copy.cells[i].source.splitlines(), f"{name}, cell {i}: {line!r} not blanked"
             for literal in _why_texts(source):
                 for piece in re.split(r"\s*\n\s*", literal):
@@ -81,22 +91,23 @@ def test_no_answer_is_left_in_a_student_copy(copies):
         # the cells tagged read-after-exercises (verdict tables, summaries) state what the exercises ask: they come
         # after the exercises, and nothing before the exercises shows a table of verdicts
         tagged = [c.source for c in answered.cells if student.LATER in c.metadata.get("tags", [])]
-        assert any(t.startswith("## Summary") for t in tagged), f"{name}: its summary is not tagged {student.LATER}"
-        exercises = next(i for i, c in enumerate(copy.cells) if c.source.startswith("## Exercises"))
+        heads = HEADINGS[_lang(name)]
+        assert any(t.startswith(heads["summary"]) for t in tagged), f"{name}: its summary is not tagged {student.LATER}"
+        exercises = next(i for i, c in enumerate(copy.cells) if c.source.startswith(heads["exercises"]))
         before, after = copy.cells[:exercises], "\n".join(c.source for c in copy.cells[exercises:])
         for text in tagged:
             assert not any(text in c.source for c in before), f"{name}: {text[:60]!r} still comes before the exercises"
             assert text.split("\n", 1)[-1].strip() in after, f"{name}: {text[:60]!r} lost"
         assert not any(re.search(r"^\|.*\| on today's torch \|$", c.source, re.M) for c in before), name
-        summary = [c.source for c in copy.cells if c.source.startswith("### Summary (read after the exercises)")]
-        assert len(summary) == 1 and not any("## Summary" in c.source for c in copy.cells[:len(answered.cells)])
+        summary = [c.source for c in copy.cells if c.source.startswith(heads["moved"])]
+        assert len(summary) == 1 and not any(heads["summary"] in c.source for c in copy.cells[:len(answered.cells)])
     assert solution_lines > 20 and why_texts > 20  # the search above really searched
 
 
 def test_a_student_copy_keeps_what_the_lessons_rely_on(copies):
     """tests/test_notebooks.py's conventions, where they apply to a cleared copy."""
     for answered, copy, name in copies:
-        assert _code(copy)[0][1] == SETUP_CELL, f"{name}: the setup cell changed"
+        assert _code(copy)[0][1] == SETUP_CELLS[_lang(name)], f"{name}: the setup cell changed"
         moved = sum(student.LATER in c.metadata.get("tags", []) for c in answered.cells)
         assert len(copy.cells) == len(answered.cells) + moved   # each moved cell leaves a pointer in its place
         assert [c.cell_type for c in copy.cells[:len(answered.cells)]] == [c.cell_type for c in answered.cells]
@@ -104,7 +115,8 @@ def test_a_student_copy_keeps_what_the_lessons_rely_on(copies):
         for cell in copy.cells:
             for target in re.findall(r"\]\(([^)#\s]+)", cell.source):
                 if not target.startswith(("http://", "https://")):
-                    assert Path(os.path.normpath(STUDENT_DIR / target)).exists(), f"{name}: link to a missing file from notebooks/student/"
+                    folder = ROOT / "notebooks" / Path(name).parent / "student"
+                    assert Path(os.path.normpath(folder / target)).exists(), f"{name}: link to a missing file from {folder}"
 
 
 def test_a_hidden_why_prints_what_the_answered_cell_prints():
@@ -152,15 +164,18 @@ def test_student_copy_runs_under_nbval_and_shows_not_solved_yet(tmp_path):
 
 
 def test_committed_student_copies_are_up_to_date():
-    """notebooks/student/ is what Colab opens: it must be exactly what the tool makes from today's lessons."""
-    committed = {p.name for p in STUDENT_DIR.glob("*.ipynb")}
-    assert committed, f"notebooks/student/ has no student copies: {REGENERATE}"
-    assert committed == {p.name for p in NOTEBOOKS}, (
-        f"notebooks/student/ holds {sorted(committed ^ {p.name for p in NOTEBOOKS})} without (or missing) a lesson: "
-        f"delete the stale copies and {REGENERATE}")
-    stale = [p.name for p in NOTEBOOKS
-             if (STUDENT_DIR / p.name).read_text(encoding="utf-8") != student.render(p, STUDENT_DIR)]
-    assert not stale, f"the student copies of {stale} differ from their lessons: {REGENERATE}"
+    """notebooks/student/ and notebooks/zh/student/ are what Colab opens: each must be exactly what the tool makes
+    from today's lessons."""
+    for folder in (ROOT / "notebooks", ROOT / "notebooks" / "zh"):
+        lessons = [p for p in NOTEBOOKS if p.parent == folder]
+        committed = {p.name for p in (folder / "student").glob("*.ipynb")}
+        assert committed, f"{folder}/student/ has no student copies: {REGENERATE}"
+        assert committed == {p.name for p in lessons}, (
+            f"{folder}/student/ holds {sorted(committed ^ {p.name for p in lessons})} without (or missing) a "
+            f"lesson: delete the stale copies and {REGENERATE}")
+        stale = [p.name for p in lessons
+                 if (folder / "student" / p.name).read_text(encoding="utf-8") != student.render(p)]
+        assert not stale, f"the student copies of {stale} in {folder} differ from their lessons: {REGENERATE}"
 
 
 def test_a_solution_block_becomes_nbgraders_stub():

@@ -23,10 +23,12 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from gan_lessons.lesson import SETUP_CELL  # noqa: E402
+from gan_lessons.lesson import SETUP_CELLS  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "src"
+# The Chinese edition mirrors the English one a folder down: notebooks/zh/src/NN_name.py -> notebooks/zh/NN_name.ipynb.
+ZH_SOURCES = NOTEBOOKS / "zh" / "src"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 SETUP_MARK = "#SETUP"
 # What jupytext keeps of a notebook: of a cell only its tags and, on a prediction, what would give its answer away
@@ -43,7 +45,7 @@ def slide_type(cell) -> str:
     text = cell.source.lstrip()
     if cell.cell_type == "markdown" and text.startswith(("# ", "## ")):
         return "slide"
-    if cell.cell_type == "code" and text == SETUP_CELL:
+    if cell.cell_type == "code" and text in SETUP_CELLS.values():
         return "skip"
     return "-"
 
@@ -57,8 +59,14 @@ def add_slides(nb):
     return nb
 
 
+def language_of(path: Path) -> str:
+    """"zh" for the Chinese edition's sources and notebooks (under notebooks/zh/), else "en"."""
+    path = Path(path).resolve()
+    return "zh" if path.is_relative_to(NOTEBOOKS) and "zh" in path.relative_to(NOTEBOOKS).parts else "en"
+
+
 def source_of(notebook: Path) -> Path:
-    return SOURCES / (Path(notebook).stem + ".py")
+    return Path(notebook).resolve().parent / "src" / (Path(notebook).stem + ".py")
 
 
 def notebook_of(source: Path) -> Path:
@@ -71,7 +79,7 @@ def cells(source: Path) -> list:
     out = []
     for cell in jupytext.read(source, fmt="py:percent").cells:
         if cell.cell_type == "code" and cell.source.strip() == SETUP_MARK:
-            cell.source = SETUP_CELL
+            cell.source = SETUP_CELLS[language_of(source)]
         cell.metadata = kept(cell.metadata)
         out.append(cell)
     return out
@@ -162,7 +170,7 @@ def export(notebook: Path) -> Path:
         cell.metadata = kept(cell.metadata)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-            if cell.source == SETUP_CELL:
+            if cell.source in SETUP_CELLS.values():
                 cell.source = SETUP_MARK
     nb.metadata = {"jupytext": dict(JUPYTEXT), **{k: nb.metadata[k] for k in NOTEBOOK_KEPT if k in nb.metadata}}
     target = source_of(notebook)
@@ -171,15 +179,15 @@ def export(notebook: Path) -> Path:
     return target
 
 
-def all_sources() -> list:
-    return sorted(SOURCES.glob("[0-9][0-9]_*.py"))
+def all_sources(lang: str = "en") -> list:
+    return sorted({"en": SOURCES, "zh": ZH_SOURCES}[lang].glob("[0-9][0-9]_*.py"))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="*", type=Path)
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--all", action="store_true", help="every lesson in notebooks/src/")
+    mode.add_argument("--all", action="store_true", help="every lesson in notebooks/src/ and notebooks/zh/src/")
     mode.add_argument("--check", action="store_true", help="write nothing; fail if a notebook differs from its source")
     mode.add_argument("--export", action="store_true", help="write the source of each notebook given")
     p.add_argument("--keep-outputs", action="store_true", help="do not execute; keep unchanged code cells' outputs")
@@ -188,7 +196,7 @@ def main(argv=None):
         for path in a.paths:
             print(f"{path} -> {export(path)}")
         return
-    sources = a.paths or (all_sources() if (a.all or a.check) else [])
+    sources = a.paths or (all_sources("en") + all_sources("zh") if (a.all or a.check) else [])
     if not sources:
         p.error("name a lesson source (notebooks/src/NN_name.py) or use --all")
     missing = [str(s) for s in sources if not Path(s).is_file()]

@@ -14,7 +14,10 @@
 A blanked exercise prints "not solved yet" instead of failing. The committed copies live in notebooks/student/
 (Colab opens them from GitHub); tests/test_student.py fails when they differ from what this tool makes.
 
-    python tools/student.py [notebooks/NN_*.ipynb ...] [--out notebooks/student] [--check]"""
+    python tools/student.py [notebooks/NN_*.ipynb ...] [--out FOLDER] [--check]
+
+Copies go beside their lessons: notebooks/student/ for the English lessons, notebooks/zh/student/ for the Chinese
+ones (whose inserted words, such as "# your answer", are Chinese too)."""
 import argparse
 import ast
 import base64
@@ -28,24 +31,39 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "notebooks"
 STUDENT_DIR = LESSONS / "student"
-REGENERATE = "python tools/student.py --out notebooks/student"
+REGENERATE = "python tools/student.py"
 
 SOLUTION = re.compile(r"^(?P<head>[ \t]*[\w.\[\]]+[ \t]*=[ \t]*)(?P<answer>.+?)[ \t]*# SOLUTION\b:?[ \t]*(?P<question>.*)$",
                       re.M)
 SOLUTION_BLOCK = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*(?:\n|$)",
                             re.M | re.S)
 HIDDEN_IMPORT = "from gan_lessons.lesson import hidden  # check() prints its explanation once you have answered"
+# What this tool writes into a copy, in the lesson's language (a Chinese lesson lives under notebooks/zh/).
+WORDS = {
+    "en": {"answer": "your answer", "hidden": HIDDEN_IMPORT, "later": "{title} (read after the exercises)",
+           "what": "The {title}", "verdicts": "The verdicts (read after the exercises)", "table": "A table of verdicts",
+           "pointer": "*{what} is at the end of this notebook: read it after the exercises.*"},
+    "zh": {"answer": "你的答案", "hidden": "from gan_lessons.lesson import hidden  # 你作答之后，check() 才会显示解释",
+           "later": "{title}（做完练习再读）", "what": "“{title}”", "verdicts": "结论（做完练习再读）",
+           "table": "结论表", "pointer": "*{what}在本笔记本的末尾：做完练习再读。*"},
+}
+
+
+def language_of(path: Path) -> str:
+    """"zh" for a lesson under notebooks/zh/, else "en"."""
+    folder = Path(path).resolve().parent
+    return "zh" if folder.is_relative_to(LESSONS) and "zh" in folder.relative_to(LESSONS).parts else "en"
 # A cell tagged so in the lesson's source answers the exercises (the table of verdicts, the summary): the student copy
 # moves it after them and leaves a pointer where it stood.
 LATER = "read-after-exercises"
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?P<fragment>#[^)\s]*)?\)")
 
 
-def blank(source: str) -> str:
+def blank(source: str, lang: str = "en") -> str:
     """Every `name = answer  # SOLUTION: question` line as `name = ...  # your answer: question`."""
     def answerless(m):
         question = m["question"].strip()
-        return f"{m['head']}...  # your answer{': ' + question if question else ''}"
+        return f"{m['head']}...  # {WORDS[lang]['answer']}{': ' + question if question else ''}"
     return SOLUTION.sub(answerless, source)
 
 
@@ -98,7 +116,7 @@ def _binds_hidden(tree) -> bool:
     return False
 
 
-def hide_feedback(source: str, where: str = "a cell") -> str:
+def hide_feedback(source: str, where: str = "a cell", lang: str = "en") -> str:
     """Every `why` expression's source replaced by `hidden("<base64>", globals(), locals())`, and the import added."""
     if "why" not in source:
         return source
@@ -122,28 +140,29 @@ def hide_feedback(source: str, where: str = "a cell") -> str:
     for begin, end in spans:
         source = f'{source[:begin]}hidden("{hide(source[begin:end])}", globals(), locals()){source[end:]}'
     head = re.match(r"(?:[ \t]*(?:#|%%).*\n)*", source).end()  # after leading comments (NBVAL markers), cell magics
-    return source[:head] + HIDDEN_IMPORT + "\n" + source[head:]
+    return source[:head] + WORDS[lang]["hidden"] + "\n" + source[head:]
 
 
-def move_after_exercises(nb) -> int:
+def move_after_exercises(nb, lang: str = "en") -> int:
     """Every cell tagged `read-after-exercises` moved to the end, under a heading that says so; a one-line pointer
     stands where it was. Returns how many cells moved."""
-    moved = []
+    moved, words = [], WORDS[lang]
     for i, cell in enumerate(nb.cells):
         if LATER not in cell.metadata.get("tags", []):
             continue
         heading = re.match(r"#{1,3} (?P<title>[^\n]*)\n*", cell.source)
         if heading:
-            text = f"### {heading['title']} (read after the exercises)\n\n{cell.source[heading.end():]}"
-            what = f"The {heading['title'].lower()}"
+            title = heading["title"]
+            text = "### " + words["later"].format(title=title) + f"\n\n{cell.source[heading.end():]}"
+            what = words["what"].format(title=title.lower() if lang == "en" else title)
         else:
-            text, what = f"### The verdicts (read after the exercises)\n\n{cell.source}", "A table of verdicts"
+            text, what = f"### {words['verdicts']}\n\n{cell.source}", words["table"]
         later = nbformat.v4.new_markdown_cell(text.rstrip("\n"), metadata={
             "tags": list(cell.metadata["tags"]), "slideshow": {"slide_type": "-"}})  # build_notebook.slide_type's rule
         later.id = f"student-later-{len(moved)}"  # fixed, so that the copy is the same every time it is made
         moved.append(later)
-        pointer = nbformat.v4.new_markdown_cell(f"*{what} is at the end of this notebook: read it after the "
-                                                "exercises.*", metadata={"slideshow": {"slide_type": "-"}})
+        pointer = nbformat.v4.new_markdown_cell(words["pointer"].format(what=what),
+                                                metadata={"slideshow": {"slide_type": "-"}})
         pointer.id = cell.id
         nb.cells[i] = pointer
     nb.cells += moved
@@ -161,9 +180,10 @@ def relink(source: str, lesson_dir: Path, out: Path) -> str:
     return LINK.sub(moved, source)
 
 
-def student_notebook(path: Path, out: Path = STUDENT_DIR):
-    """The student copy of one lesson, as it will be written into the folder `out`."""
+def student_notebook(path: Path, out: Path = None):
+    """The student copy of one lesson, as it will be written into the folder `out` (its own student/ folder)."""
     path = Path(path)
+    out, lang = out or path.parent / "student", language_of(path)
     nb = nbformat.read(path, as_version=4)
     hidden_used, clash = False, None
     for i, cell in enumerate(nb.cells):
@@ -173,7 +193,7 @@ def student_notebook(path: Path, out: Path = STUDENT_DIR):
                     clash = i if _binds_hidden(ast.parse(_parseable(cell.source))) else None
                 except SyntaxError:
                     pass
-            new = hide_feedback(blank(stub(cell.source)), f"{path.name}, cell {i}")
+            new = hide_feedback(blank(stub(cell.source), lang), f"{path.name}, cell {i}", lang)
             if "BEGIN SOLUTION" in new or "END SOLUTION" in new:
                 raise ValueError(f"{path.name}, cell {i}: a `### BEGIN SOLUTION` without its `### END SOLUTION` (or "
                                  f"the other way round); each reference body needs both, on lines of their own")
@@ -181,19 +201,19 @@ def student_notebook(path: Path, out: Path = STUDENT_DIR):
                 line = next(x for x in new.splitlines() if "SOLUTION" in x)
                 raise ValueError(f"{path.name}, cell {i}: a `# SOLUTION` line this tool cannot blank (write it as "
                                  f"`name = answer  # SOLUTION: question` on one line): {line.strip()}")
-            hidden_used |= new != blank(stub(cell.source))
+            hidden_used |= new != blank(stub(cell.source), lang)
             cell.source, cell.outputs, cell.execution_count = new, [], None
         elif cell.cell_type == "markdown":
             cell.source = relink(cell.source, path.parent, Path(out))
     if hidden_used and clash is not None:
         raise ValueError(f"{path.name}, cell {clash} binds the name `hidden`, which the student copy imports "
                          "from gan_lessons.lesson: rename it")
-    move_after_exercises(nb)
+    move_after_exercises(nb, lang)
     nb.metadata.pop("widgets", None)
     return nb
 
 
-def render(path: Path, out: Path = STUDENT_DIR) -> str:
+def render(path: Path, out: Path = None) -> str:
     """The student copy's file text, exactly as student_copy writes it."""
     text = nbformat.writes(student_notebook(path, out))
     return text if text.endswith("\n") else text + "\n"
@@ -211,23 +231,25 @@ def student_copy(path: Path, out: Path) -> int:
 
 
 def lessons():
-    return sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
+    """Every lesson, English then Chinese."""
+    return sorted(LESSONS.glob("[0-9][0-9]_*.ipynb")) + sorted((LESSONS / "zh").glob("[0-9][0-9]_*.ipynb"))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("notebooks", nargs="*", type=Path, default=lessons())
-    p.add_argument("--out", type=Path, default=STUDENT_DIR)
+    p.add_argument("--out", type=Path, help="the folder for the copies (default: student/ beside each lesson)")
     p.add_argument("--check", action="store_true", help="write nothing; fail if a copy in --out is not up to date")
     a = p.parse_args(argv)
     stale = []
     for path in a.notebooks:
+        out = a.out or Path(path).parent / "student"
         if a.check:
-            copy = a.out / path.name
-            if not copy.exists() or copy.read_text(encoding="utf-8") != render(path, a.out):
+            copy = out / path.name
+            if not copy.exists() or copy.read_text(encoding="utf-8") != render(path, out):
                 stale.append(str(copy))
             continue
-        print(f"{path.name}: {student_copy(path, a.out)} code cells changed -> {a.out / path.name}")
+        print(f"{path.name}: {student_copy(path, out)} code cells changed -> {out / path.name}")
     if stale:
         sys.exit(f"student copies missing or out of date: {', '.join(stale)}; run `{REGENERATE}`")
 

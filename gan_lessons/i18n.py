@@ -1,0 +1,73 @@
+"""The language the package speaks: English (the default) or Simplified Chinese, through gettext.
+
+Every message the package prints or raises for a student is written in English as `_("... {name} ...")` and
+filled with `.format(name=...)` after translation, so a catalog can move a placeholder but never lose it. A message
+kept in a constant is marked with `N_()` where it is written and translated with `_()` where it is used.
+
+The catalog's source is gan_lessons/locale/zh_CN/LC_MESSAGES/gan_lessons.po; the compiled .mo beside it ships in
+the package. `python tools/messages.py` extracts the messages, updates the .po and compiles it (tests/test_zh.py
+fails while a message has no translation, a translation loses a placeholder, or the .mo is stale).
+
+A lesson picks its language in the setup cell, `setup(seed=0, lang="zh")`; a script sets GAN_LESSONS_LANG=zh."""
+import gettext
+import os
+from pathlib import Path
+
+DOMAIN = "gan_lessons"
+LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+LANGUAGES = {"en": None, "zh": "zh_CN"}      # what `lang` accepts -> the catalog's locale (None: the source text)
+ENV = "GAN_LESSONS_LANG"
+
+_chosen = None          # set by set_language(); otherwise GAN_LESSONS_LANG decides, then English
+_catalogs = {}
+
+
+def normalize(lang: str) -> str:
+    """"zh", "zh_CN", "zh-CN", "zh_CN.UTF-8", "ZH" -> "zh"; "en_US" -> "en". Anything else: one line saying what to
+    write instead."""
+    code = str(lang).strip().lower().replace("-", "_").split(".")[0]
+    base = {"zh_cn": "zh", "zh_hans": "zh", "zh_sg": "zh"}.get(code, code.split("_")[0])
+    if base not in LANGUAGES:
+        raise ValueError(f"language {lang!r} is not one the lessons speak: use 'en' (English) or 'zh' (简体中文)")
+    return base
+
+
+def set_language(lang: str) -> str:
+    """Speak `lang` ("en" or "zh") from now on, in this process and in the commands it starts (a lesson's
+    `!python -m gan_lessons ...`); returns the normalized code."""
+    global _chosen
+    _chosen = normalize(lang)
+    os.environ[ENV] = _chosen
+    return _chosen
+
+
+def language() -> str:
+    """The language in use: what set_language chose, else GAN_LESSONS_LANG, else English."""
+    if _chosen is not None:
+        return _chosen
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return "en"
+    try:
+        return normalize(value)
+    except ValueError as error:
+        raise ValueError(f"{ENV}={value!r}: {error}") from None
+
+
+def catalog(lang: str):
+    """The gettext translations for `lang` (NullTranslations for English: the source text)."""
+    if lang not in _catalogs:
+        locale = LANGUAGES[lang]
+        _catalogs[lang] = (gettext.NullTranslations() if locale is None else
+                           gettext.translation(DOMAIN, localedir=LOCALE_DIR, languages=[locale]))
+    return _catalogs[lang]
+
+
+def _(message: str) -> str:
+    """`message` in the language in use."""
+    return catalog(language()).gettext(message)
+
+
+def N_(message: str) -> str:
+    """Marks a message for the catalog where it is written; `_()` translates it where it is used."""
+    return message

@@ -1,0 +1,505 @@
+# %% [markdown]
+# # 第 05 课 · GAN 的更新策略：实测对比
+#
+# **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过G 和 D 的遍数，以及运算量、时间和内存）；用一个小部件在它们之间切换；最后自己写出一种毫不浪费的顺序。
+#
+# **材料**。种子 003（三种策略和一个效率论证；凌逆战，“pytorch训练GAN时的detach()”，博客园，2020-11-09）和种子 000（`loss_nonsaturating`；聖光之護，“解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”，php中文网，2025-10-02）。种子都是公开的中文博客文章，出处见[教师说明](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
+
+# %% [markdown] tags=["read-after-exercises"]
+# | 种子代码 | 在今天的 torch 上 |
+# |---|---|
+# | 003 的「策略一」：`d_loss.backward(retain_graph=True)`、`optimizer_D.step()`、`g_loss.backward()` | 抛出版本错误（torch 1.5 起；在此之前，则是悄无声息地得到错误的梯度） |
+# | 003 的「策略二」：D 作用于 `gen_imgs.detach()`，然后在同一个输出上计算 `g_loss = adversarial_loss(pred_gen, valid)` | 抛出 "Trying to backward through the graph a second time"；加上 `retain_graph=True`，则抛出版本错误（两次反向传播之间 D 更新了一步）；加上 `retain_graph=True` 且中间不更新 D，它能运行，但 G **得不到**梯度 |
+# | 003 的「策略三」：先更新 G，再让 D 作用于分离后的假样本 | 能运行（即下文的 `g_first`）；种子说这份开销「不得不」付，这一点不成立：第 4 节统计了它，冻结 D 或使用 `backward(inputs=...)` 都能让它更省 |
+# | 000 的 `loss_nonsaturating` | 在它的循环里抛出版本错误 `[512, 1]`；另外，它还把 sigmoid 用了两次，而这一点没有任何提示 |
+
+# %%
+#SETUP
+
+# %%
+import inspect
+from IPython.display import Markdown, display
+from gan_lessons import costs, strategies
+from gan_lessons.lesson import headline
+from gan_lessons.models import Generator
+
+def fresh_gan(batch=64):
+    """种子 000 的 G 和 D（固定了随机数种子）、一个代替 MNIST 的取值在 [-1, 1] 的批量，以及一个固定了随机数种子的噪声来源。"""
+    return costs.fresh_gan(batch=batch, device=device)
+
+def show_source(*functions):
+    for f in functions:
+        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
+
+
+# %% [markdown]
+# ## 0 · 两个玩家，一个损失
+#
+# **为什么重要**。本课的每种策略，都是在安排同样两次更新的先后顺序。这里先说清楚更新的是什么，以及为什么它们用的 G损失都是 `bce(D(x_fake), 1)`。
+#
+# **生成器** G 把噪声 z 映射成一个样本：x_fake = G(z)**。判别器** D 把一个样本映射成一个 **logit**：值越大，表示越像“真”。下文的 D(x) 指 σ(logit)，即 D 认为样本为“真”的概率。两者进行如下博弈：
+#
+# $$\min_G \max_D \; \mathbb{E}_{x}\big[\log D(x)\big] + \mathbb{E}_{z}\big[\log\big(1 - D(G(z))\big)\big]$$
+#
+# 只有第二项依赖 G，所以博弈中 G 的损失是 log(1 − D(G(z)))。训练初期，D 能轻易识破 G 拙劣的样本（D(G(z)) ≈ 0），而这个损失在那里几乎是平的：G 最差的时候反而学得最少。因此，G 改为最小化目标相同的**非饱和**损失 −log D(G(z))。这两个损失都是作用在 D 的 logit 上的二元交叉熵（`F.binary_cross_entropy_with_logits`；即目标取常数的`strategies.bce(logits, target)`）：目标为 1 时得到 −log σ(ℓ)，它既是 G 在假样本上的损失，也是 D 损失中的真实样本项；目标为 0 时得到 −log(1 − σ(ℓ))，即 D 损失中的假样本项。
+
+# %%
+logit = torch.tensor(-6.0, requires_grad=True)       # D 很有把握地判定一个假样本为假
+grad_sat, = torch.autograd.grad(torch.log(1 - torch.sigmoid(logit)), logit)    # 博弈本身的 G 损失
+grad_non, = torch.autograd.grad(-torch.log(torch.sigmoid(logit)), logit)       # 非饱和损失
+claim("在 logit -6 处，博弈本身的 G 损失只给 G 极小的梯度，非饱和损失给出约 -1",
+      abs(grad_sat.item()) < 0.01 and abs(grad_non.item() + 1) < 0.01,
+      shown=f"{grad_sat.item():.4f} 对 {grad_non.item():.4f}")
+
+logits = torch.linspace(-8, 8, 17)
+p_real = torch.sigmoid(logits.double())     # 对数公式用 float64 计算：在 float32 中，1 - sigmoid(-8) 会丢掉有效数字
+claim("strategies.bce(logits, 1) 等于 -log sigmoid(logit) 的均值：即 G 的非饱和损失",
+      torch.allclose(strategies.bce(logits, 1).double(), -torch.log(p_real).mean(), atol=1e-6))
+claim("strategies.bce(logits, 0) 等于 -log(1 - sigmoid(logit)) 的均值：即 D 损失中的假样本项",
+      torch.allclose(strategies.bce(logits, 0).double(), -torch.log(1 - p_real).mean(), atol=1e-6))
+far = torch.tensor([-200.0])
+claim("直接从 logit 计算时，在 log(sigmoid) 下溢的地方它仍是有限值：logit -200 处为 200，而不是 inf",
+      strategies.bce(far, 1).item() == 200 and torch.isinf(-torch.log(torch.sigmoid(far))).item())
+
+# %% [markdown]
+# 为了看清这个博弈怎样起作用，我们把它缩小到一维。数据是来自 N(3, 0.5²) 的数；G 把一个噪声数变成一个数，D 给一个数打出一个 logit。两者都不知道 3 和 0.5：只有 G 的损失经过 D 传回来的梯度，告诉 G 数据在哪里。下面的循环调用`strategies.g_first`（第 3 节在种子 000 的网络上运行的也正是这个函数），共 1000 步：
+
+# %%
+import matplotlib.pyplot as plt
+
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(1, 32), nn.Tanh(), nn.Linear(32, 1))                 # z -> x_fake
+D = nn.Sequential(nn.Linear(1, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2),
+                  nn.Linear(64, 1), nn.Flatten(0))                                # x -> 一个 logit
+opt_G = optim.Adam(G.parameters(), lr=1e-3, betas=(0.5, 0.999))
+opt_D = optim.Adam(D.parameters(), lr=1e-3, betas=(0.5, 0.999))
+gen = torch.Generator().manual_seed(1)
+noise = lambda n: torch.randn(n, 1, generator=gen)
+real_batch = lambda n, gen=gen: 3 + 0.5 * torch.randn(n, 1, generator=gen)
+
+shown_gen = torch.Generator().manual_seed(2)                                      # 用来比较的样本
+x_shown, z_shown = real_batch(10_000, shown_gen).flatten(), torch.randn(10_000, 1, generator=shown_gen)
+with torch.no_grad():
+    before = G(z_shown).flatten()
+for _ in range(1000):
+    loss_D, loss_G = strategies.g_first(G, D, opt_G, opt_D, real_batch(256), noise)
+with torch.no_grad():
+    after = G(z_shown).flatten()
+
+for label, x in (("真实数据", x_shown), ("训练前的G", before), ("训练后的G", after)):
+    print(f"{label:<9} 均值 {x.mean():5.2f}   标准差 {x.std():.2f}")
+claim("训练后，G 的均值与真实均值相差不到 0.15（训练开始时它在 0 附近）",
+      abs(after.mean() - x_shown.mean()).item() < 0.15, shown=f"{after.mean():.2f} 对 {x_shown.mean():.2f}")
+claim("G 的标准差与真实标准差相差不到真实标准差的一半",
+      abs(after.std() - x_shown.std()).item() < 0.5 * x_shown.std().item(),
+      shown=f"{after.std():.2f} 对 {x_shown.std():.2f}，训练前为 {before.std():.2f}")
+
+plt.figure(figsize=(7, 2.6))
+for label, x in (("真实数据", x_shown), ("训练前的 G", before), ("训练 1000 步后的 G", after)):
+    plt.hist(x.numpy(), bins=80, range=(-1.5, 5), density=True, alpha=0.5, label=label)
+plt.xlabel("x")
+plt.legend(loc="upper center")
+plt.title("一维 GAN：真实样本，以及训练前后 G 的样本")
+plt.show()
+
+# %% [markdown]
+# G 的样本移到了数据上（均值和离散程度都对上了；要匹配整个分布需要更久，见第 06 课）。从第 1 节起，G 和 D 换成种子 000的 MNIST 网络（`gan_lessons.models`），调用方式和这里的 `g_first` 完全一样。
+
+# %% [markdown]
+# ## 1 · 两种如今会失败的种子策略，以及它们以前为什么悄无声息地出错
+#
+# **为什么重要**。种子 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与种子相同，只是用 logit 代替了 `BCELoss`），在种子000 的 G 和 D 上运行：
+
+# %%
+show_source(strategies.retain_graph_seed003)
+G, D, x_real, noise = fresh_gan()
+opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
+    strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
+
+
+# %% [markdown]
+# 种子 000 的循环也报同样的错误（第 03 课会把这条信息逐段拆开来讲）：`loss_nonsaturating` 在一次前向传播中同时返回两个损失，循环再先后对它们做反向传播。种子 003 是有意这样做，种子 000 是无意为之；本质上都是 G 的反向传播要穿过 D 的前向传播，而 `optimizer_D.step()` 在两次反向传播之间改了 D 的权重。在 torch 1.5 之前，优化器更新的是 `p.data`，不会让版本计数器加一，于是反向传播把 D 的**新**权重和**旧**权重算出的激活值配在了一起。下面用 `.data` 更新来模拟这种情况，并与G 经过旧 D 和经过新 D 如实算出的梯度相比较：
+
+# %%
+def pre15_emulation(mode, lr=0.1):
+    torch.manual_seed(0)
+    G, D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)), nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+    x_real, z = torch.randn(16, 2), torch.randn(16, 4)
+    x_fake = G(z)
+    logits_fake = D(x_fake)
+    loss_D = strategies.bce(D(x_real), 1) + strategies.bce(logits_fake, 0)
+    loss_D.backward(retain_graph=True)
+    if mode != "old D":
+        for p in D.parameters():
+            p.data.add_(-lr * p.grad)           # 1.5 之前的更新方式：版本计数器不加一
+    G.zero_grad()
+    logits = D(x_fake) if mode == "new D" else logits_fake
+    strategies.bce(logits, 1).backward()
+    return torch.cat([p.grad.flatten() for p in G.parameters()])
+
+old, new, mixed = (pre15_emulation(m) for m in ("old D", "new D", "pre-1.5 mix"))
+distance = lambda a, b: ((a - b).norm() / b.norm()).item()
+claim("1.5 之前得到的梯度，既不是 G 经过旧 D 的梯度，也不是 G 经过新 D 的梯度",
+      not torch.allclose(mixed, old) and not torch.allclose(mixed, new),
+      shown=f"与旧 D 的相对距离 {distance(mixed, old):.3f}，与新 D 的相对距离 {distance(mixed, new):.3f}")
+
+
+# %% [markdown]
+# 这个梯度不属于任何一个判别器，而且没有任何提示。
+#
+# **种子 003 的策略二**为 D 分离了假样本（这是对的），然后用**同一个已分离的**输出来构建 G 的损失。它会因为另一个原因失败：`d_loss.backward()` 已经释放了 D 的计算图；加上 `retain_graph=True`，D 的更新又会让保存下来的权重过时，和策略一一样；就算这两个问题都避开，G 也根本得不到梯度，因为 `pred_gen` 的计算图是从那个已分离的假样本开始的：
+
+# %%
+def seed003_strategy2(retain, step_D=True):
+    G, D, x_real, noise = fresh_gan(batch=8)
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    gen_imgs = G(noise(8))
+    pred_gen, pred_real = D(gen_imgs.detach()), D(x_real)
+    opt_D.zero_grad()
+    d_loss = (strategies.bce(pred_real, 1) + strategies.bce(pred_gen, 0)) / 2
+    d_loss.backward(retain_graph=retain)
+    if step_D:
+        opt_D.step()
+    g_loss = strategies.bce(pred_gen, 1)
+    opt_G.zero_grad()
+    g_loss.backward()
+    return sum(p.grad is not None for p in G.parameters())
+
+with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+    seed003_strategy2(retain=False)
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    seed003_strategy2(retain=True)
+n_with_grad = seed003_strategy2(retain=True, step_D=False)
+claim("有 retain_graph 且中间不更新 D 时，它能运行，但 G 的参数一个也没有得到梯度",
+      n_with_grad == 0, shown=f"G 的 {len(list(Generator().parameters()))} 个参数中有 {n_with_grad} 个有 .grad")
+
+# %% [markdown]
+# ## 2 · 种子 000 的双重 sigmoid
+#
+# **为什么重要**。`loss_nonsaturating` 先算 `dgz = F.sigmoid(d(gz))`，再把 `dgz` 交给 `binary_cross_entropy_with_logits`，而后者自己还会再做一次 sigmoid。没有报错，没有警告，损失值看上去也合情合理。下面比较有和没有这个多余的 sigmoid 时，G 的损失以及它关于 D 的 logit 的梯度：
+
+# %%
+import warnings
+
+logits = torch.tensor([-10., -6., -2., 0., 2., 6.], requires_grad=True)
+with warnings.catch_warnings():
+    warnings.simplefilter("error")               # 什么都不报，连警告也没有
+    correct = F.binary_cross_entropy_with_logits(logits, torch.ones(6), reduction="none")
+    seed000 = F.binary_cross_entropy_with_logits(torch.sigmoid(logits), torch.ones(6), reduction="none")
+grad_correct, = torch.autograd.grad(correct.sum(), logits)
+grad_seed000, = torch.autograd.grad(seed000.sum(), logits)
+shrink = grad_correct / grad_seed000
+print("D 对假样本的 logit              ：", rounded(logits))
+print("loss_G，双重 sigmoid            ：", rounded(seed000))
+print("d loss_G / d logit，正确        ：", rounded(grad_correct))
+print("d loss_G / d logit，双重 sigmoid：", rounded(grad_seed000, 6))
+claim("D 越有把握地判定假样本为假，缩小的倍数就越大，没有上限",
+      bool((shrink[:-1] > shrink[1:]).all()) and 40_000 < shrink[0].item() < 50_000 and 700 < shrink[1].item() < 900,
+      shown=f"logit -6 处 {shrink[1]:.0f} 倍，logit -10 处 {shrink[0]:.0f} 倍")
+sweep = torch.linspace(-30, 30, 601).sigmoid()  # 不管 D 给出什么，BCE-with-logits 现在看到的输入都在 (0, 1) 之内
+G_seen = F.binary_cross_entropy_with_logits(sweep, torch.ones(601), reduction="none")
+claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplus(-1) 和 softplus(0) 之间，即 0.31 到 0.69",
+      G_seen.min().item() >= F.softplus(torch.tensor(-1.0)).item() - 1e-6
+      and G_seen.max().item() <= F.softplus(torch.tensor(0.0)).item() + 1e-6,
+      shown=f"logit 从 -30 扫到 30：{G_seen.min():.4f} 到 {G_seen.max():.4f}")
+
+# %% [markdown]
+# 在 D 很有把握地判定假样本为假的地方，正确的损失会用力推动 G（梯度 ≈ −1）；双重 sigmoid 给出的梯度在 logit −6 处小约800 倍，在 −10 处小 44,000 倍，而且没有上限；与此同时，它的损失曲线看起来很平稳，实际上什么也没学到。第 07 课的诊断工具（doctor）会报告这种模式。
+
+# %% [markdown]
+# ## 3 · 六种能运行的策略，代码并排比较
+#
+# **为什么重要**。自动微分的全部逻辑，都体现在 `zero_grad`、`detach`、`backward` 和 `step` 的先后顺序里。读这些代码之前，先回答一个关于 `g_first` 的问题；它就是第 0 节用的顺序，也是种子 003 的策略三。它的开头是：
+#
+# ```python
+# x_fake = G(noise(len(x_real)))
+# opt_G.zero_grad()
+# loss_G = bce(D(x_fake), 1)
+# loss_G.backward()
+# ```
+
+# %% tags=["predict"] reveals=["D 的参数也得到了梯度", "also fills D's grads", "G 的反向传播\\s*(仍然|也)?\\s*会?\\s*计算\\s*D 的(参数)?梯度"]
+prediction = "both"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是 "both"？
+G, D, x_real, noise = fresh_gan(batch=8)
+strategies.bce(D(G(noise(8))), 1).backward()
+has = lambda net: all(p.grad is not None for p in net.parameters())
+check("g_first 中 G 的反向传播之后，有 .grad 的网络", prediction,
+      "both" if has(G) and has(D) else "G" if has(G) else "D",
+      why="loss_G 要穿过 D 才能传回 G，所以 D 的参数也得到了梯度；"
+          "g_first 在 D 自己的反向传播之前，用 opt_D.zero_grad() 把它们清掉。")
+
+# %% [markdown]
+# 下面是这六种策略，每种都只有一屏长：
+
+# %%
+show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake",
+                                                 "d_first_frozen_D", "g_first_inputs")))
+
+# %% [markdown]
+# `one_forward` 是种子 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=`
+# 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的
+# 是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
+#
+# 最后两种分别是 `d_first_reuse_fake` 和 `g_first`，只在 G 的那一步有一处改动。G 的反向传播必须*穿过* D，但不必计算 D 的
+# **参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们
+# 关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用
+# `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新
+# 所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
+
+# %% [markdown]
+# ## 4 · 实测开销
+#
+# **为什么重要**。种子 003 从理论上论证：策略一省了一次前向传播，却多算了一次 G 的梯度；策略三最好。它的原话是：
+#
+# > 一个多计算了一次 generator 梯度,一个多计算一次 discriminator 前向传播。
+#
+# > 综合来说,还是策略三最好,策略二其次,策略一最差(差在多计算一次 generator gradient 上,而通常多计算一次 generator gradient 的运算量比多计算一次 discriminator 前向传播的运算量大)
+#
+# 我们不讲理论，直接计数。`costs.measure` 在种子 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计
+# 每一步的：G 和 D 的前向调用次数、经过这些调用的反向传播遍数，以及**梯度遍数**（grad passes），即每个参数的梯度被累积
+# 了几次（2 表示有一次是白算的）。内存它测了两次，而这是两个不同的量：
+#
+# - **saved MiB**：自动微分为反向传播保留的“保存的张量”所占字节数的峰值（不计参数），由保存的张量的钩子（saved-tensor
+#   hooks）测得。它是一张计算图在等待反向传播期间的开销。
+# - **allocator peak MiB**：一步之内，分配器占用的内存比这一步开始时高出的最大值：除了保存的张量，还包括正在写入的梯度、
+#   反向传播用不到的输出，以及反向传播的临时张量。在 CPU 上，它来自性能分析器（profiler）对每次分配和释放的记录；在 GPU
+#   上，来自 CUDA 自己记录的峰值。一步能不能放进内存，由它决定。
+#
+# 看表之前，先做两个预测。需要的话，可以再读一遍上面的策略。
+
+# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "只由\\s*loss_D\\s*填充"]
+prediction = 1  # SOLUTION: one_forward 每一步中，每个 D 参数的梯度被累积几次（梯度遍数）？
+one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
+check("one_forward 的 D 梯度遍数", prediction, one_forward_cost.D_grad_passes,
+      why="backward(inputs=...) 让 loss_G 的反向传播碰不到 D 的 .grad；D 的 .grad 只由 loss_D 填充。")
+
+# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "多付出一次\\s*G\\s*的前向传播"]
+prediction = 2  # SOLUTION: d_first_fresh_fake 每一步调用几次 G 的前向（钩子会统计每一次调用）？
+fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
+check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost.G_forward,
+      why="一次在 no_grad 下为 D 生成假样本批量（这同样是一次前向传播），一次带计算图，用于 G 的损失。")
+
+# %%
+results = {}
+for name in strategies.STRATEGIES:
+    G, D, x_real, noise = fresh_gan()
+    results[name] = costs.measure(name, G, D, x_real, noise, steps=3 if QUICK else 20, warmup=1 if QUICK else 5)
+
+print(f"{'strategy':<22}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved MiB':>11}"
+      f"{'alloc. peak MiB':>17}")
+for name, c in results.items():
+    if c.error:
+        print(f"{name:<22} 报错：{headline(c.error)}")
+    else:
+        print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
+              f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
+print("批量 64 |", results["g_first"].memory, "| 分配器：", "CUDA" if device.type == "cuda" else "CPU")
+
+# %% [markdown]
+# 这些计数对种子 003 的论证说明了什么（每一行都由上表算出）：
+
+# %%
+r = results
+passes = ("G_forward", "G_backward", "D_forward", "D_backward", "G_grad_passes", "D_grad_passes")
+same = lambda a, b, keys=passes: all(getattr(r[a], k) == getattr(r[b], k) for k in keys)
+claim("1. 种子 003 的策略一如今会报错；它的正确的单次前向版本省下一次 D 的前向传播",
+      r["retain_graph_seed003"].error is not None and r["one_forward"].D_forward == r["d_first_reuse_fake"].D_forward - 1)
+claim("2. g_first（种子 003 的策略三）与 d_first_reuse_fake 的遍数相同，二者每一步都把 D 的梯度算两次，"
+      "其中一次白算（种子 003 对策略三也是这么说的）",
+      same("g_first", "d_first_reuse_fake") and r["g_first"].D_grad_passes == 2 and r["g_first"].G_grad_passes == 1)
+claim("3. 冻结 D 或使用 backward(inputs=...) 能去掉这白算的一遍，前向和反向调用次数不变",
+      all(r[n].D_grad_passes == r[n].G_grad_passes == 1 for n in ("d_first_frozen_D", "g_first_inputs"))
+      and same("d_first_frozen_D", "d_first_reuse_fake", passes[:4]) and same("g_first_inputs", "g_first", passes[:4]))
+claim("4. d_first_fresh_fake 多付出一次 G 的前向传播", r["d_first_fresh_fake"].G_forward == 2)
+
+# %% [markdown]
+# 每一步的时间取热身之后各测量步的中位数；它取决于机器，所以测试不比较这个单元格的输出：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# （每次运行的计时都不一样）
+display(Markdown(costs.cost_table_markdown(results.values())))
+ref = results["d_first_reuse_fake"].ms_per_step
+print("相对 d_first_reuse_fake 的耗时：",
+      {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
+
+# %% [markdown]
+# ### 为什么 `one_forward` 可能最慢
+#
+# `one_forward` 做的遍数最少，可之前有一次运行这个单元格时，它却排在最后：每步 101.5 ms，而其他策略在 79 到 94 ms 之间；
+# 它是 `d_first_reuse_fake` 的 1.21 倍。可能的原因有：`retain_graph=True` 让它的计算图一直存活；两次而不是一次 backward
+# 调用；`inputs=` 让引擎多做了工作。与其猜测，不如先把工作量数清楚，再用一种不让机器的噪声左右胜负的方式来计时。
+#
+# 先看运算量：`FlopCounterMode` 统计一步之内每个矩阵乘法和卷积的浮点运算次数，前向和反向都算在内（这是这里一步工作量的
+# 主体，下面的计时会检验这一点）：
+
+# %%
+from torch.utils.flop_counter import FlopCounterMode
+
+def step_gflop(name):
+    """策略 `name` 一步中矩阵乘法和卷积的 GFLOP 数，在先跑一步之后测量（这时 Adam 的状态已经存在）。"""
+    G, D, x_real, noise = fresh_gan()
+    args = (G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise)
+    strategies.get(name)(*args)
+    with FlopCounterMode(display=False) as counter:
+        strategies.get(name)(*args)
+    return counter.get_total_flops() / 1e9
+
+gflop = {name: step_gflop(name) for name, c in results.items() if not c.error}
+G, D, x_real, noise = fresh_gan()
+with FlopCounterMode(display=False) as counter:
+    D(x_real)
+d_forward = counter.get_total_flops() / 1e9
+for name, g in gflop.items():
+    print(f"{name:<22}{g:6.3f} GFLOP  （d_first_reuse_fake 的 {g / gflop['d_first_reuse_fake']:.2f} 倍）")
+print(f"D 的一次前向传播（批量 64）：{d_forward:.3f} GFLOP")
+claim("在六种策略中，one_forward 的运算量最少",
+      min(gflop, key=gflop.get) == "one_forward", shown=f"{gflop['one_forward']:.3f} GFLOP")
+claim("d_first_frozen_D 比 d_first_reuse_fake 少一次 D 前向传播的运算量（那次白算的 D 梯度），"
+      "one_forward 又再少一次 D 前向传播",
+      abs(gflop["d_first_reuse_fake"] - gflop["d_first_frozen_D"] - d_forward) < 1e-3
+      and abs(gflop["d_first_frozen_D"] - gflop["one_forward"] - d_forward) < 1e-3)
+
+# %% [markdown]
+# 可见，这些可能的原因没有一个增加了工作量：`one_forward` 省掉了一次 D 的前向传播，它的 `inputs=` 也像冻结 D 一样省掉了
+# 白算的 D 梯度。再来看时间。上面的表格把每种策略放在各自的一段里计时（快速模式下 3 步），一段接着一段：只要某一段期间有
+# 什么拖慢了机器（别的程序、时钟频率、第一段的热身），代价就全落在那一种策略上。`costs.interleaved_ms` 则轮流对单步计时，
+# 每隔一轮把顺序反过来，我们再把每一轮中的各步两两配对比较：
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# （每次运行的计时都不一样；下面的论断留有很大的余量）
+import statistics
+
+timed = costs.interleaved_ms(["one_forward", "d_first_frozen_D", "d_first_reuse_fake"], rounds=15, device=device)
+paired = {n: statistics.median(a / b for a, b in zip(t, timed["d_first_reuse_fake"])) for n, t in timed.items()}
+for name, t in timed.items():
+    print(f"{name:<20} 中位数 {statistics.median(t):6.1f} ms | 与 d_first_reuse_fake 的配对比值 "
+          f"{paired[name]:.2f}（FLOPs 之比 {gflop[name] / gflop['d_first_reuse_fake']:.2f}）| 单步从 "
+          f"{min(t):.1f} 到 {max(t):.1f} ms")
+claim("交替计时时，one_forward 每步的用时少于 d_first_reuse_fake（配对比值的中位数小于 1；"
+      "按 FLOPs 应约为 0.82）", paired["one_forward"] < 1, shown=f"{paired['one_forward']:.2f}")
+
+# %% [markdown]
+# 公平计时后，时间与运算量一致：`one_forward` 比 `d_first_reuse_fake` 快，快出的比例大致就是它省下的 FLOPs 所占的份额。
+# 看看同一种策略单步时间的范围：在共享的机器上，它可能比策略之间的差距还大，这时每种策略只跑一小段来计时，排名就全凭运气。
+# 之前那次运行中 `one_forward` 慢，原因在于计时的方式，而不在于策略本身：它做的工作是所有策略中最少的。想要结论，就数
+# 工作量；要计时，就只交替计时，并比较配对的比值。
+#
+# 再看内存，两种度量并排：
+
+# %%
+order = [n for n, c in results.items() if not c.error]
+claim("在每种顺序中，分配器的峰值都高于保存的张量的峰值：保存的张量只是一步所占内存的一部分",
+      all(r[n].alloc_mib > r[n].saved_mib for n in order),
+      shown=", ".join(f"{n} {r[n].saved_mib:.2f} / {r[n].alloc_mib:.2f}" for n in order))
+keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
+claim("按两种度量，把 G 的计算图一直保留到 D 更新之后的顺序，峰值都更高（种子 003 的观点）",
+      min(r[n].saved_mib for n in keeps_G_graph) > max(r[n].saved_mib for n in frees_it)
+      and min(r[n].alloc_mib for n in keeps_G_graph) > max(r[n].alloc_mib for n in frees_it))
+saved_saving = 1 - r["g_first"].saved_mib / r["d_first_reuse_fake"].saved_mib
+alloc_saving = 1 - r["g_first"].alloc_mib / r["d_first_reuse_fake"].alloc_mib
+claim("及早释放 G 的计算图（g_first 对比 d_first_reuse_fake），保存的张量能省下约五分之一，"
+      "分配器的峰值能省下约三分之一", 0.15 < saved_saving < 0.25 and 0.25 < alloc_saving < 0.40,
+      shown=f"{saved_saving:.0%} 和 {alloc_saving:.0%}")
+
+# %% [markdown]
+# 所以，种子 003 的策略一不可取。种子 003 对策略三的计数是对的，包括 G 的反向传播仍然会计算 D 的梯度、随后这些梯度又被
+# 清零这一点；先更新 D 的顺序也是如此。种子错在说这一遍*不得不*做：「根据链式法则,不得不顺带计算一下判别器的参数梯度」。
+# 其实在任何交替顺序中，冻结 D 或使用 `backward(inputs=...)` 都能跳过它，前向传播一次也不少。内存的测量结果印证了种子 003
+# 对策略二的说法：「之前的 generator 生成的计算图得保留着,直到 discriminator 更新完,再释放」；把 G 的计算图保留到 D 更新
+# 之后，按两种度量都要多占内存。选择时，先看你要的是哪种算法（G 回应的是旧的 D 还是新的 D？），然后不管选了哪种顺序，
+# 都去掉那次白算的 D 梯度。
+
+# %% [markdown]
+# ## 5 · 自己切换策略
+#
+# **为什么重要**。这个小部件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略
+# 运行一步。它显示这一步的计算图（保存的张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按
+# 默认选项画一次。
+
+# %%
+import math
+from gan_lessons.widgets import StrategyPanel
+
+RING_GEN = torch.Generator().manual_seed(0)     # 下面所有批量共用一个随机数流
+
+def ring_batch(n=128, gen=RING_GEN):
+    """来自圆周上八个高斯分布的点：经典的二维 GAN 玩具例子。"""
+    angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
+    centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
+    return centres + 0.05 * torch.randn(n, 2, generator=gen)
+
+torch.manual_seed(0)
+toy_G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
+toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.Flatten(0))
+toy_noise_gen = torch.Generator().manual_seed(1)
+toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# （一个小部件；下一个单元格检查它画出的内容）
+panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
+panel
+
+# %%
+shown = panel.shown[panel.buttons.value]
+print("默认策略：", panel.buttons.value)
+print("最终的 (loss_D, loss_G)：", tuple(round(v, 4) for v in shown["final"]))
+print(shown["graph"])
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - GAN 的 G 最小化的是 −log D(G(z))，而不是博弈中的 log(1 − D(G(z)))，因为后者在 D 识破假样本的地方梯度消失；
+#   `bce(D(x_fake), 1)` 正是前一个损失。在一维玩具例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
+# - 种子 003 的策略一和种子 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播
+#   穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
+# - 种子 003 的策略二在已分离的假样本上复用 D 的输出来计算 G 的损失：要么遇到已被释放的计算图，要么（加上
+#   `retain_graph=True`）抛出版本错误；如果中间不更新 D，它能运行，但 G 根本得不到梯度。
+# - 种子 000 在 `binary_cross_entropy_with_logits` 之前加的 `F.sigmoid`，把 G 的损失压进 [0.31, 0.69]，并把 G 的梯度缩小
+#   一个没有上限的倍数（logit −6 处约 800 倍，−10 处约 44,000 倍），而且悄无声息。
+# - 实测：按原样写，交替顺序在 G 的那一步会白算一次 D 的梯度；冻结 D 或使用 `backward(inputs=...)`，在任何顺序中都能
+#   去掉这一遍。`one_forward` 的运算量最少，交替计时时也最快；在繁忙的机器上，每种策略单独跑一段来计时，可能排出任意名次。
+# - 保存的张量的字节数（自动微分为反向传播保留的东西）只是分配器峰值（一步在最紧张的时刻占用的全部内存）的一部分。按两种
+#   度量，把 G 的计算图保留到 D 更新之后的顺序，峰值都最高。
+
+# %% [markdown]
+# ## 练习
+#
+# **动手实现一种不浪费 D 梯度的策略**。写出 `my_step` 的完整函数体：采用 d_first_fresh_fake 的顺序（第 3 节），但每一步
+# 只计算**一次** D 的梯度，而且只由 D 的损失来计算。要求如下：
+#
+# - D 先更新，输入是 `x_real` 和一个不连回 G 的计算图的假样本批量，这个批量由第一次 `noise(...)` 抽样生成；D 的损失是
+#   真实样本项和假样本项的平均（用 `strategies.bce`）。
+# - 然后 G 更新，用第二次抽样生成的新的假样本批量，由**更新后的** D 打分：`bce(D(x_fake), 1)`。
+# - 不白算任何梯度；优化器据以更新的每个 `.grad` 都只来自这一步；D 的可训练状态与开始时相同。返回 `(loss_D, loss_G)`。
+#
+# 第 3 节给出了在 G 的那一步跳过 D 梯度的两种办法，用哪一种都对。`exercises.check_strategy` 会在种子 000 的 G 和 D 上运行
+# 你的函数（它们的 `.grad` 里还留着之前的梯度），把两个优化器据以更新的梯度与正确的梯度相比较，用第 4 节的钩子统计遍数，
+# 并指出还有哪里不对。
+
+# %%
+from gan_lessons import exercises
+
+bce = strategies.bce
+
+def my_step(G, D, opt_G, opt_D, x_real, noise):
+    """先更新 D，再更新 G，顺序同 d_first_fresh_fake；每一步只计算一次 D 的梯度。返回 (loss_D, loss_G)。"""
+    ### BEGIN SOLUTION
+    with torch.no_grad():
+        x_fake = G(noise(len(x_real)))
+    opt_D.zero_grad()
+    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
+    loss_D.backward()
+    opt_D.step()
+    opt_G.zero_grad()
+    loss_G = bce(D(G(noise(len(x_real)))), 1)
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+    ### END SOLUTION
+
+my_answer = my_step  # SOLUTION: 把它指向你的 my_step
+solved = exercises.check_strategy(my_answer)

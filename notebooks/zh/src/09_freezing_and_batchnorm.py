@@ -1,0 +1,346 @@
+# %% [markdown]
+# # 第 09 课 · GAN训练步中的冻结D与BatchNorm
+#
+# **目标**。弄清GAN训练步中间两样机制的作用，每一样都在当前的torch上验证过：一是在G的更新步中冻结D（还有一种看似冻结、其实不是的写法，以及冻结会怎样出错），二是BatchNorm的运行统计量和批量统计量。最后动手写一个穿过冻结D的G更新步，并把一切恢复原状。第 10 课接着讲后面三样：混合精度、钩子和`torch.compile`。
+#
+# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的G（带BatchNorm）和D。事实来自PyTorch自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN的`set_requires_grad`，以及soumith/ganhacks（第4条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch的DCGAN教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的torch上实际做了什么并排列出。
+
+# %%
+#SETUP
+
+# %%
+from gan_lessons import costs, strategies
+from gan_lessons.models import Generator, Discriminator
+
+bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 0)：D损失中的假样本项
+
+
+# %% [markdown]
+# ## 1 · 在G的更新步中冻结D
+#
+# **为什么重要**。G的损失必须*穿过*D才能到达G，但G的更新步用不到D自己参数的梯度。有三种写法看起来都能让D置身于G的更新步之外，其实只有两种做到了，而这两种的区别在于D的前向传播保存了什么。第 05 课统计的是完整的训练步；这里只看G的更新步，而且紧跟在D的一次更新之后，这时D的`.grad`里还留着D刚刚用来更新的梯度。计数器用的是`gan_lessons.costs`所用的那些钩子（第 10 课会把它们拆开来讲）：前向钩子数每个网络被调用了几次，挂在每次调用的输出上的钩子数有几次反向传播经过它，挂在每个参数上的钩子数梯度累积了几次，保存张量钩子则累加autograd为反向传播保存下来的字节数（参数本身不计在内）。
+
+# %%
+def counted(G, D, run):
+    """运行一次run()；统计G和D的前向传播次数、反向传播次数、每个参数的梯度累积次数，以及保存的KiB数。"""
+    n = dict.fromkeys(["G forward", "G backward", "D forward", "D backward", "G grads", "D grads"], 0)
+    def add(key):
+        n[key] += 1
+    def on_forward(name):
+        def hook(module, args, out):
+            add(f"{name} forward")
+            if out.requires_grad:
+                out.register_hook(lambda grad: add(f"{name} backward"))
+        return hook
+    nets = {"G": G, "D": D}
+    handles = [net.register_forward_hook(on_forward(name)) for name, net in nets.items()]
+    handles += [p.register_post_accumulate_grad_hook(lambda p, name=name: add(f"{name} grads"))
+                for name, net in nets.items() for p in net.parameters()]
+    params = {p.untyped_storage().data_ptr() for net in nets.values() for p in net.parameters()}
+    saved = []
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            saved.append(t.numel() * t.element_size())
+        return t
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            run()
+    finally:
+        for h in handles:
+            h.remove()
+    for name, net in nets.items():
+        n[f"{name} grads"] /= len(list(net.parameters()))
+    n["saved KiB"] = sum(saved) / 1024
+    return n
+
+
+def after_D_step():
+    """种子 000 的G和D，D已经更新过一步：D的.grad里是D这一步更新所用的梯度。"""
+    torch.manual_seed(0)
+    G, D = Generator(), Discriminator()
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    z, x_real = torch.randn(16, G.z_dim), torch.rand(16, 1, 28, 28) * 2 - 1
+    opt_D.zero_grad()
+    loss_D = (bce(D(x_real), 1) + bce(D(G(z).detach()), 0)) / 2
+    loss_D.backward()
+    opt_D.step()
+    return G, D, opt_G, z
+
+
+def G_step(how):
+    G, D, opt_G, z = after_D_step()
+    D_grad = [p.grad.clone() for p in D.parameters()]
+    def run():
+        opt_G.zero_grad()
+        x_fake = G(z)
+        if how == "D.requires_grad_(False)":
+            D.requires_grad_(False)
+            bce(D(x_fake), 1).backward()
+            D.requires_grad_(True)
+        elif how == "backward(inputs=G's)":
+            bce(D(x_fake), 1).backward(inputs=list(G.parameters()))
+        elif how == "D(x_fake.detach())":
+            bce(D(x_fake.detach()), 1).backward()
+        else:
+            bce(D(x_fake), 1).backward()
+    n = counted(G, D, run)
+    n["D untouched"] = all(torch.equal(before, p.grad) for before, p in zip(D_grad, D.parameters()))
+    return n, [None if p.grad is None else p.grad.clone() for p in G.parameters()]
+
+ways = ["plain backward", "D.requires_grad_(False)", "backward(inputs=G's)", "D(x_fake.detach())"]
+results = {how: G_step(how) for how in ways}
+print(f"{'G step':<25}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved KiB':>11}  D's .grad")
+for how, (n, _) in results.items():
+    print(f"{how:<25}{n['G forward']:>6}/{n['G backward']:<3}{n['D forward']:>6}/{n['D backward']:<3}"
+          f"{n['G grads']:>9g}{n['D grads']:>9g}{n['saved KiB']:>11.1f}  "
+          f"{'untouched' if n['D untouched'] else 'changed'}")
+
+# %%
+(plain, G_plain), (frozen, G_frozen), (inputs, G_inputs), (detached, G_detached) = results.values()
+same = lambda a, b: all(x is not None and torch.equal(x, y) for x, y in zip(a, b))
+claim("普通的反向传播也会计算D的梯度，并把它累加到D的.grad上", plain["D grads"] == 1
+      and not plain["D untouched"])
+claim("冻结D：G得到的梯度和普通反向传播完全相同，D的.grad原封不动，也没有为D求梯度",
+      same(G_frozen, G_plain) and frozen["D untouched"] and frozen["D grads"] == 0)
+claim("backward(inputs=G的参数)：效果一样，G的梯度完全相同，D的.grad原封不动",
+      same(G_inputs, G_plain) and inputs["D untouched"] and inputs["D grads"] == 0)
+claim("两种写法都仍有一次经过D的反向传播：G的梯度必须穿过D",
+      frozen["D backward"] == inputs["D backward"] == 1)
+claim("D(x_fake.detach())：G的14个参数都得不到梯度，没有反向传播到达G，而D的.grad变了",
+      all(g is None for g in G_detached) and detached["G backward"] == 0 and not detached["D untouched"],
+      f"G的 {len(G_detached)} 个参数中有 {sum(g is None for g in G_detached)} 个没有.grad")
+claim("冻结D时，D的前向传播保存的比用backward(inputs=...)时少，因为后者要到反向传播时才做决定",
+      frozen["saved KiB"] < inputs["saved KiB"] == plain["saved KiB"],
+      f"冻结：{frozen['saved KiB']:.1f} KiB；inputs=：{inputs['saved KiB']:.1f} KiB")
+
+# %% [markdown]
+# 分离的那种写法千万别用：它恰好切断了G赖以学习的那条路径，而D的`.grad`还会收集一个目标错误（对假样本用`1`）的梯度，除非先调用`opt_D.zero_grad()`，否则D的下一次优化器更新就会用上它。如果既冻结D**又**分离假样本，损失里就再没有任何需要梯度的东西，反向传播会直接这样报错：
+
+# %%
+G, D, opt_G, z = after_D_step()
+D.requires_grad_(False)
+with expect_error(RuntimeError, "element 0 of tensors does not require grad and does not have a grad_fn"):
+    bce(D(G(z).detach()), 1).backward()
+
+
+
+# %% [markdown]
+# 冻结和`backward(inputs=...)`给G的梯度相同，也都不碰D的`.grad`。它们的区别在前向传播：`requires_grad_(False)`在D运行**之前**就已经确定，而`inputs=`要到反向传播开始时才被读取，那时D的前向传播早已把该保存的都保存了。被冻结的层会少保存什么？Linear层只有在求权重的梯度时才需要它的输入，被冻结的Linear层就不保存输入。卷积也一样，只有求权重的梯度时才需要输入。
+#
+# **先预测，再验证**。下一个单元格在D冻结的情况下，给D的每个Conv层和Linear层一个需要梯度的输入（就像G生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把`...`换成你对D的第一个Conv层的预测，然后运行这个单元格。
+
+# %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?层(仍然|依然)会?保存(它的|其)?输入", "ConvolutionBackward0 ?都会保存"]
+prediction = True  # SOLUTION: 冻结D之后，D的第一个Conv层还会为反向传播保存它的输入吗？（True或False）
+
+def saves_its_input(layer, shape):
+    """在需要梯度的输入上运行该层的前向传播，返回它是否为反向传播保存了这个输入。"""
+    x, packed = torch.randn(shape, requires_grad=True), []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        layer(x)
+    return any(t.data_ptr() == x.data_ptr() for t in packed)
+
+G, D, opt_G, z = after_D_step()
+layers = {name: m for name, m in D.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
+shapes = {}
+def record_input_shape(name):
+    def hook(module, args, out):
+        shapes[name] = args[0].shape          # 返回None：输出保持原样
+    return hook
+handles = [m.register_forward_hook(record_input_shape(name)) for name, m in layers.items()]
+with torch.no_grad():
+    D(G(z))
+for h in handles:
+    h.remove()
+D.requires_grad_(False)
+frozen_saves = {name: saves_its_input(m, shapes[name]) for name, m in layers.items()}
+D.requires_grad_(True)
+for name, m in layers.items():
+    print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
+          f"{'saves' if frozen_saves[name] else 'does not save'} its input")
+check("冻结的Conv层是否保存它的输入", prediction, frozen_saves["net.0"],
+      why="无论谁需要梯度，卷积的反向函数都会保存输入；只有输入自身的梯度需要权重，而权重的梯度需要输入。")
+
+# %%
+linear_kib = sum(shapes[n].numel() * 4 for n, m in layers.items() if isinstance(m, nn.Linear)) / 1024
+claim("冻结的D里，每个Conv层仍然保存它的输入（无论谁需要梯度，ConvolutionBackward0都会保存它），"
+      "而Linear层都不保存", all(frozen_saves[n] == isinstance(m, nn.Conv2d) for n, m in layers.items()))
+claim("上面表格里冻结所省下的，恰好是D的两个Linear层的输入",
+      abs((plain["saved KiB"] - frozen["saved KiB"]) - linear_kib) < 1e-6,
+      f"省下 {plain['saved KiB'] - frozen['saved KiB']:.1f} KiB；Linear层的输入 {linear_kib:.1f} KiB")
+
+# %% [markdown]
+# 所以冻结省下的，是被冻结的层仅仅为了求权重梯度才需要的那些张量，逐层由各自的反向函数决定：在这里是D的Linear层的输入，而不是Conv层的输入。第 05 课的策略`d_first_frozen_D`和`g_first_inputs`（在`gan_lessons.strategies`里）正是这两种G更新步。
+#
+# 冻结本身也有陷阱：标志必须恢复回来。`d_first_frozen_D`以`D.requires_grad_(True)`结尾，pix2pix的`set_requires_grad`也是这样做的。如果这一步在中途抛出异常（在笔记本里按一下Ctrl-C就够了），这一行就不会运行；而且它会打开D的**每一个**参数，包括有意冻结的参数（比如一个预训练的特征层）。下面用D上的一个前向钩子来代替Ctrl-C：
+
+# %%
+def frozen_D_run():
+    """种子 000 的模型和优化器，和d_first_frozen_D更新时用的一样。"""
+    G, D, x_real, noise = costs.fresh_gan(batch=8)
+    return G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise
+
+G, D, opt_G, opt_D, x_real, noise = frozen_D_run()
+D.net[0].requires_grad_(False)                       # 有意冻结，一直冻结下去
+first_layer = D.net[0].weight.detach().clone()
+for _ in range(2):
+    strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)
+claim("走过一步d_first_frozen_D之后，D中有意冻结的第一层又需要梯度了",
+      D.net[0].weight.requires_grad)
+claim("于是下一步就训练了它，而且没有任何提示", not torch.equal(first_layer, D.net[0].weight),
+      f"最大 |变化| {(D.net[0].weight - first_layer).abs().max():.2e}")
+
+G, D, opt_G, opt_D, x_real, noise = frozen_D_run()
+def ctrl_c(module, args):
+    if not D.net[7].weight.requires_grad:            # 只在G的更新步中D被冻结时触发
+        raise KeyboardInterrupt
+handle = D.register_forward_pre_hook(ctrl_c)
+try:
+    strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)
+except KeyboardInterrupt:
+    print("G的更新步中出现了KeyboardInterrupt")
+handle.remove()
+still_frozen = sum(not p.requires_grad for p in D.parameters())
+claim("在G的更新步中被中断后，D一直处于冻结状态", still_frozen == len(list(D.parameters())),
+      f"D的 {len(list(D.parameters()))} 个参数中有 {still_frozen} 个被冻结")
+with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
+    strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)      # 再运行一次这个单元格
+
+# %% [markdown]
+# 第一种失败悄无声息：本该保持不变的层从第二步起就开始训练了。第二种失败动静很大，却远离它的起因：下一步的`loss_D`根本够不到任何参数，而报错信息对冻结只字未提。课末的练习会写一个避开这两种问题的G更新步。
+# %% [markdown]
+# ## 2 · GAN训练步中的BatchNorm
+#
+# **为什么重要**。在训练模式下，BatchNorm层用**送进来的这个批量**的均值和方差来规范化每个特征，而且每一次这样的前向传播还会更新它的运行统计量（`running_mean`、`running_var`、`num_batches_tracked`），评估模式用的就是这些运行统计量。这两点都会渗进GAN的训练步：统计量可能在一次什么也不训练的前向传播里发生变化；而带BatchNorm的D看真实图像时会受到假图像的影响，反之亦然。种子 000 的G有三个BatchNorm层。先在它的第一个BatchNorm层上重温第 04 课的发现：
+
+# %%
+torch.manual_seed(0)
+G = Generator()
+z = torch.randn(16, G.z_dim)
+bn = G.net[1]                                    # G的第一个BatchNorm1d
+
+def bn_moves(run):
+    """运行一次；返回（running_mean是否变了，num_batches_tracked增加了多少）。"""
+    mean, batches = bn.running_mean.clone(), bn.num_batches_tracked.item()
+    run()
+    return not torch.equal(mean, bn.running_mean), bn.num_batches_tracked.item() - batches
+
+def forward_without_graph():
+    with torch.no_grad():
+        G(z)
+
+changed, counted_batches = bn_moves(forward_without_graph)
+claim("训练模式下，即使在no_grad中：running_mean也会变，num_batches_tracked加1",
+      changed and counted_batches == 1)
+G.eval()
+changed, counted_batches = bn_moves(forward_without_graph)
+G.train(True)                                    # 回到训练模式
+claim("评估模式：两者都不变", not changed and counted_batches == 0)
+
+# %% [markdown]
+# 可见，不管有没有计算图，运行统计量数的都是前向传播的次数。那么第 05 课的每种顺序，一步下来会做几次这样的前向传播？**先预测，再验证**。这里问的是`d_first_fresh_fake`：下一个单元格在新建的G上把六种顺序各运行一步，并打印之后G的第一个BatchNorm的`num_batches_tracked`。
+
+# %% tags=["predict"] reveals=["d_first_fresh_fake +一步之后 num_batches_tracked = 2", "运行统计量两次", "调用两次 ?G"]
+prediction = 2  # SOLUTION: 在新建的G上运行一步d_first_fresh_fake之后，G的第一个BatchNorm的num_batches_tracked是多少？
+steps_run = ["one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"]
+tracked = {}
+for name in steps_run:
+    G, D, x_real, noise = costs.fresh_gan(batch=16)
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
+    tracked[name] = G.net[1].num_batches_tracked.item()
+    print(f"{name:<20} 一步之后 num_batches_tracked = {tracked[name]}")
+check("一步d_first_fresh_fake之后的num_batches_tracked", prediction, tracked["d_first_fresh_fake"],
+      why="在这个顺序里G要做两次前向传播（先在no_grad下为D生成假样本批量，再为G自己的损失生成一批），"
+          "而训练模式下的每次前向传播都会更新运行统计量，无论有没有计算图。")
+
+# %%
+claim("d_first_fresh_fake每一步更新G的运行统计量两次，其余每种顺序都只更新一次",
+      tracked["d_first_fresh_fake"] == 2 and all(v == 1 for k, v in tracked.items() if k != "d_first_fresh_fake"))
+
+# %% [markdown]
+# `d_first_fresh_fake`调用两次G（一次在`no_grad`下为D生成假样本批量，一次带着计算图重新生成，用于G的损失），而训练模式下的每次前向传播都会以动量0.1更新一次运行统计量。这没什么害处，只是这些滑动平均值每步要移动两次，遗忘旧训练步的速度也快了一倍，而且`num_batches_tracked`并不是训练步的计数器。更要紧的是D。
+#
+# **带BatchNorm的D**。种子 000 的D没有BatchNorm。我们用一个带BatchNorm的小D来看看混合会带来什么：同样的真实图像，分别放在全是真实图像的批量里和一半真实、一半假的批量里，比较D给出的logits。
+
+# %%
+torch.manual_seed(0)
+D_bn = nn.Sequential(nn.Linear(2, 16), nn.BatchNorm1d(16), nn.LeakyReLU(0.2), nn.Linear(16, 1), nn.Flatten(0))
+x_real, x_fake = torch.randn(8, 2) + 3, torch.randn(8, 2)
+stats = D_bn[1]
+
+def through_D(*batches):
+    """依次返回D_bn对每个批量的logits（训练模式，从重置后的运行统计量开始）。"""
+    stats.reset_running_stats()
+    with torch.no_grad():
+        logits = [D_bn(batch) for batch in batches]
+    return logits, stats.running_mean.clone(), stats.num_batches_tracked.item()
+
+(separate, _), mean_separate, n_separate = through_D(x_real, x_fake)
+(mixed_batch,), mean_mixed, n_mixed = through_D(torch.cat([x_real, x_fake]))
+mixed = mixed_batch[:8]                          # 8张真实图像的logits
+gap = (separate - mixed).abs().max().item()
+claim("训练模式：同样的8张真实图像，在全真实的批量和混合批量里得到的D的logits不同",
+      gap > 1e-3, f"最大 |差值| {gap:.4f}")
+claim("分开的两个批量更新两次运行统计量，拼接后的批量只更新一次，而且得到的均值不同",
+      n_separate == 2 and n_mixed == 1 and not torch.allclose(mean_separate, mean_mixed))
+
+other_fakes = torch.randn(8, 2) - 3
+with torch.no_grad():
+    mixed_again = D_bn(torch.cat([x_real, other_fakes]))[:8]
+claim("在混合批量里，只换掉假样本，D对真实图像的logits也会变",
+      not torch.allclose(mixed, mixed_again), f"最大 |差值| {(mixed - mixed_again).abs().max():.4f}")
+
+D_bn.eval()
+with torch.no_grad():
+    eval_gap = (D_bn(x_real) - D_bn(torch.cat([x_real, x_fake]))[:8]).abs().max().item()
+D_bn.train()
+claim("评估模式：两种方式得到的logits相同，每张图像的规范化只取决于它自己", eval_gap == 0)
+
+# %% [markdown]
+# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks的第4条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是PyTorch的DCGAN教程调用两次D的原因；另一条出路是用不带BatchNorm的D（种子 000 的D，以及所有WGAN-GP的评判器：它的梯度惩罚是逐样本计算的，见第 08 课）。至于G，画样本图时要在`no_grad`下用`G.eval()`（第 04 课的练习）。
+
+# %% [markdown] tags=["read-after-exercises"]
+# | 人们常写的代码 | 在如今的torch上 |
+# |---|---|
+# | 在G的损失里写`D(x_fake.detach())`，“这样D就得不到梯度” | 能运行；G得不到梯度，D反而得到了梯度（第 1 节） |
+# | G的更新步之前写`D.requires_grad_(False)`，之后写`D.requires_grad_(True)` | 只有第二行一定会运行，而且D没有哪一层是有意冻结的，才是对的（第 1 节、练习） |
+# | `D.requires_grad_(False)`，“这样D的前向传播就不会为权重保存任何东西” | Linear层保存得更少；每个Conv层仍然保存它的输入（第 1 节） |
+# | `with torch.no_grad(): x_fake = G(z)`，“G不受影响” | G的BatchNorm运行统计量照样会变（第 2 节） |
+# | D里有BatchNorm时写`D(torch.cat([x_real, x_fake]))` | 能运行；每个logit都取决于批量里的其他图像，真实的和假的混在一起（第 2 节） |
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - 在G的更新步中，冻结D（`D.requires_grad_(False)`），或者调用`loss_G.backward(inputs=list(G.parameters()))`：G得到的梯度和普通反向传播相同，D的`.grad`原封不动，也不会计算D的梯度。冻结还能让D的前向传播少保存一些东西，能省多少取决于各个反向函数：省下的是Linear层的输入，而不是Conv层的输入。在G的损失里写`D(x_fake.detach())`，G**什么也得不到**，D反而得到了梯度。
+# - 在`finally`里把标志恢复成原来的样子：`D.requires_grad_(True)`会解冻有意冻结的层，而中途抛出异常的训练步会让D一直处于冻结状态，而且毫无提示。
+# - 训练模式下的BatchNorm在每次前向传播中都会更新运行统计量，不管是否在`no_grad`下；`eval()`才能让它停下。`d_first_fresh_fake`每步更新G的运行统计量两次。真实图像和假图像放在同一个批量里经过带BatchNorm的D，它们的统计量就会混在一起：要么把批量分开，要么用不带BatchNorm的D。
+
+# %% [markdown]
+# ## 练习
+#
+# ### 动手实现：冻结D的G更新步，并把一切恢复原状
+#
+# 第 1 节发现了冻结出错的两种方式：事后调用`D.requires_grad_(True)`会打开有意冻结的层，而在这两行之间抛出异常的训练步会让D永远冻结下去。请写一个`g_step(G, D, opt_G, z)`：用非饱和损失`bce(D(G(z)), 1)`让G更新一步，在D的前向传播和反向传播**期间**冻结D，让D的`.grad`保持原样，并把D的每一个`requires_grad`标志恢复成进来时的样子，即使这一步中途抛出异常也要如此（让异常照常抛出）。检查器会在种子 000 的G和D上运行它：D的第一层是有意冻结的，`.grad`里存着之前的一个梯度。检查器会把`opt_G.step()`时G的梯度和正确的梯度比较，检查D的`.grad`、权重和标志，在D的前向传播开始时读取标志，并在D的前向传播中抛出一个错误，再运行一次这个训练步。整个函数体都由你来写：冻结、标志和`try`都不会替你写好。
+
+# %%
+from gan_lessons import exercises
+
+def g_step(G, D, opt_G, z):
+    """穿过冻结D的一次G更新；D的.grad和requires_grad标志保持原样，出错时也一样。
+    返回loss_G。"""
+    ### BEGIN SOLUTION
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        loss_G = bce(D(G(z)), 1)
+        loss_G.backward()
+        opt_G.step()
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+    return loss_G
+    ### END SOLUTION
+
+my_answer = g_step  # SOLUTION: 把它指向你的g_step
+solved = exercises.check_frozen_g_step(my_answer)

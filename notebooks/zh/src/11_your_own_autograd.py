@@ -1,0 +1,583 @@
+# %% [markdown]
+# # 第 11 课 · 自己动手写自动微分
+#
+# **目标**。用大约 60 行自己写的代码，搭一个反向模式的自动微分引擎，让它做到第 02 课和第 03 课在 PyTorch 里拆解过的三件事：保存每个反向计算需要的值（并且只保存这些），在反向传播之后释放它们，并检查版本计数器；此外，和第 01 课的规则一样，它拒绝对需要梯度的叶子张量做原地操作。我们分四步来搭，每一步都在相同的程序上与 torch对照检查：随机表达式上的梯度，以及 PyTorch 的三个错误——每个错误都恰好在 torch 报错的地方报出，别处一个也不报。最后，种子 001 和种子 000 中出错的那几步会在你的引擎上运行，报出与 torch 相同的两个错误。本课只需要第 01 课到第 03 课的知识：学完第 03 课就可以直接学本课。
+#
+# **材料**。引擎的结构仿照 Andrej Karpathy 的 micrograd（一个知道自己父节点、带有 `_backward` 的 `Value`），而 micrograd 既没有需要释放的保存值，也没有版本计数器；我们拿来对照检查的，是 PyTorch 自己的节点（`grad_fn._saved_self`、`_saved_other`、`_saved_result`）和报错信息。出错的步骤来自种子 001（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`）和种子 000（聖光之護，“解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”，php中文网，2025-10-02）；种子的出处见[讲师说明](../README.md#the-seeds)。
+
+# %%
+#SETUP
+
+# %%
+import re
+from contextlib import contextmanager
+from gan_lessons import exercises
+from gan_lessons.exercises import lesson11
+from gan_lessons.lesson import headline
+
+
+def saved_by_torch(y):
+    """y 背后 torch 的各个节点为反向传播保存的每个张量：(节点, 属性, 形状)，从 grad_fn._saved_* 读出。"""
+    found, todo, seen = [], [y.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for name in dir(node):
+            if name.startswith("_saved_") and isinstance(getattr(node, name), torch.Tensor):
+                found.append((type(node).__name__, name, list(getattr(node, name).shape)))
+        todo += [fn for fn, _ in node.next_functions]
+    return sorted(found)
+
+
+# %% [markdown]
+# ## 1 · 每个运算保存什么
+#
+# **为什么重要**。反向传播在前向传播结束之后才运行，所以导数要读的每个值都必须在前向传播时保存下来：存得太少，梯度就算不出来；存得太多，内存就会增长（第 02 课权衡过这一点）。保存下来的值，也正是原地操作可能破坏的值（第 03 课）。一个节点保存哪些值，取决于它的运算的导数，以及它的哪些输入需要梯度。torch 把节点保存的值作为属性展示出来：`grad_fn._saved_self`、`_saved_other`、`_saved_result`（没有保存时为 `None`）。
+#
+# **先预测，再验证**。连续三个运算，只有 `a` 需要梯度。数一数 torch 保存了几个张量。
+
+# %% tags=["predict"] reveals=["三个张量", "exp\\(\\) \\* c -> 3"]
+prediction = 3  # SOLUTION: y = (a * b).exp() * c，只有 a 需要梯度：y 的各个节点为反向传播保存了几个张量？
+a = torch.randn(3, requires_grad=True)
+b, c = torch.randn(3), torch.randn(3)
+y = (a * b).exp() * c
+kept = saved_by_torch(y)
+check("torch 为下式保存的张量个数：y = (a * b).exp() * c", prediction, len(kept),
+      why="b 用于 a 的梯度（grad * b），exp 的输出用于 exp 自身的梯度，c 用于穿过 exp 输出的那部分梯度：共三个张量。"
+          "a 本身从不保存，因为没有谁需要对 b 或 c 求梯度。")
+
+# %%
+for node, attribute, shape in kept:
+    print(f"{node:<14} {attribute:<14} 形状 {shape}")
+claim("torch 保存了 b、exp 的输出和 c，没有保存 a", len(kept) == 3 and
+      all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
+
+# %% [markdown]
+# **引擎**。`Value` 持有一个普通的 torch 张量 `data`，它从不需要梯度：自动微分全部由我们自己完成。一个运算产生一个输出 `Value`，它知道自己的 `parents`，并带有一个 `_backward(grad, saved)`：把输出的梯度变成每个父节点各一个梯度，需要的值从 `saved` 里读（一个按名字索引的字典，名字和 torch 的一样）。`out.save(name, value)` 为这个反向计算保存一个值，连同它此刻的版本（第 3 节会读这个版本）。`__add__` 和`sum` 已经替你写好：它们什么也不保存，因为求和的梯度不需要任何值。`unpack` 是一个占位实现，第 3 节会替换它；`_inplace`（`add_` 和 `mul_` 背后的实现）也是占位实现，第 4 节会扩展它；`method` 把你写的函数挂到类上，这样引擎就能一步步搭起来。
+
+# %%
+class Value:
+    """我们引擎里的张量。`data` 是普通的 torch 张量（从不需要梯度）：自动微分由我们自己完成。"""
+    grad_enabled = True                   # 引擎的 no_grad 开关：`with Value.no_grad():`
+
+    def __init__(self, data, requires_grad=False, parents=()):
+        self.data = torch.as_tensor(data, dtype=torch.float32).clone()
+        self.requires_grad = requires_grad
+        self.parents = parents            # 计算出这个值的那些 Value；叶子没有
+        self._backward = None             # (grad, 按名字索引的保存的张量) -> 每个父节点一个梯度，或 None
+        self._saved = {}                  # _backward 需要的值：name -> (Value, 保存时它的版本)
+        self._version = 0                 # 每次原地修改都加一（第 3 节）
+        self.grad = None                  # 叶子的梯度，由 backward 累加（第 2 节）
+
+    def __repr__(self):
+        return f"Value({self.data.tolist()}, requires_grad={self.requires_grad})"
+
+    @property
+    def is_leaf(self):
+        return not self.parents
+
+    @classmethod
+    @contextmanager
+    def no_grad(cls):
+        """在这个代码块里，运算不构建计算图（并且允许原地修改叶子张量：第 4 节）。"""
+        before, cls.grad_enabled = cls.grad_enabled, False
+        try:
+            yield
+        finally:
+            cls.grad_enabled = before
+
+    def _value(self, x):                  # 把一个数或张量包装成不需要梯度的 Value
+        return x if isinstance(x, Value) else type(self)(x)
+
+    def _result(self, data, parents):
+        """运算的输出：当某个输入需要梯度（并且梯度开启）时，它才需要梯度，也只有这时才有父节点。"""
+        requires_grad = self.grad_enabled and any(p.requires_grad for p in parents)
+        return type(self)(data, requires_grad, parents if requires_grad else ())
+
+    def __add__(self, other):
+        other = self._value(other)
+        out = self._result(self.data + other.data, (self, other))
+        # 经过广播的操作数，它的梯度要求和回它自己的形状
+        out._backward = lambda grad, saved: (grad.sum_to_size(self.data.shape), grad.sum_to_size(other.data.shape))
+        return out
+
+    def sum(self):
+        out = self._result(self.data.sum(), (self,))
+        out._backward = lambda grad, saved: (grad * torch.ones_like(self.data),)
+        return out
+
+    def save(self, name, value):
+        """为这个节点的反向计算保存 `value`，连同它此刻的版本。"""
+        if self.requires_grad:            # 没有计算图，就什么也不用保存
+            self._saved[name] = (value, value._version)
+
+    def unpack(self):                     # 占位实现（第 3 节）：按名字返回保存的张量，不做任何检查
+        return {name: value.data for name, (value, _) in self._saved.items()}
+
+    def _inplace(self, op, other):        # 占位实现（第 4 节）：修改数据，并记下这次修改
+        op(self.data, self._value(other).data)
+        self._version += 1
+        return self
+
+    def add_(self, other):
+        return self._inplace(torch.Tensor.add_, other)
+
+    def mul_(self, other):
+        return self._inplace(torch.Tensor.mul_, other)
+
+
+def method(function):
+    """把一个函数作为方法挂到 Value 上：本课的每一步都会添加一些方法。"""
+    setattr(Value, function.__name__, function)
+    return function
+
+
+# %% [markdown]
+# ### 动手实现，第 1 步：`*` 和 `exp`
+#
+# 写出 `a * b`（形状可以广播：`(3, 3) * (3,)`）和 `a.exp()`。每个运算都用 `self._result(data, parents)` 产生输出，用 `out.save(name, value)` 保存它的反向计算需要的值，名字沿用 torch 的（`self`、`other`、`result`），并设置 `out._backward(grad, saved)`：它按 `parents` 的顺序为每个父节点返回一个梯度，不需要梯度的父节点返回`None`。只保存确实需要的梯度会读到的值。检查程序会在 40 个单运算表达式上（`requires_grad` 的每种组合、`a * a`、广播、`no_grad` 之下）把两个运算与 torch 并排运行，按对象同一性比较各自保存了什么，并比较反向计算返回的梯度。
+
+# %%
+@method
+def __mul__(self, other):
+    """逐元素计算 self * other。"""
+    ### BEGIN SOLUTION
+    other = self._value(other)
+    out = self._result(self.data * other.data, (self, other))
+    if self.requires_grad:
+        out.save("other", other)          # self 的梯度是 grad * other
+    if other.requires_grad:
+        out.save("self", self)
+
+    def backward(grad, saved):
+        return ((grad * saved["other"]).sum_to_size(self.data.shape) if "other" in saved else None,
+                (grad * saved["self"]).sum_to_size(other.data.shape) if "self" in saved else None)
+    out._backward = backward
+    return out
+    ### END SOLUTION
+
+
+@method
+def exp(self):
+    """逐元素计算 e ** self。"""
+    ### BEGIN SOLUTION
+    out = self._result(self.data.exp(), (self,))
+    out.save("result", out)               # exp 的导数就是 exp 本身：也就是它自己的输出
+
+    def backward(grad, saved):
+        return (grad * saved["result"],)
+    out._backward = backward
+    return out
+    ### END SOLUTION
+
+
+solved_saving = exercises.check_saving(Value)
+
+# %% [markdown]
+# 把你的引擎和 torch 的节点放在一起对照，torch 一侧从节点的 `_saved_*` 属性读出（两边是同样的值：在你的引擎里按对象同一性比较，在 torch 里按数值比较）：
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving)
+rows = []
+for ra, rb in [(True, False), (False, True), (True, True)]:
+    torch.manual_seed(0)
+    a_t, b_t = torch.randn(3, requires_grad=ra), torch.randn(3, requires_grad=rb)
+    y_t = a_t * b_t
+    a, b = engine(a_t.detach(), requires_grad=ra), engine(b_t.detach(), requires_grad=rb)
+    y = a * b
+    theirs = sorted(n for n in ("self", "other") if getattr(y_t.grad_fn, f"_saved_{n}") is not None)
+    ours = sorted("self" if v is a else "other" for v, _ in y._saved.values())
+    same_values = all(torch.equal(getattr(y_t.grad_fn, f"_saved_{n}"), (a if n == "self" else b).data) for n in theirs)
+    rows.append((f"a * b, requires_grad {ra!s:<5} {rb!s:<5}", theirs, ours, same_values))
+e_t = torch.randn(3, requires_grad=True).exp()
+e = engine(torch.randn(3), requires_grad=True).exp()
+rows.append(("a.exp()", ["result" if e_t.grad_fn._saved_result is not None else ""],
+             ["result" if v is e else "input" for v, _ in e._saved.values()],
+             torch.equal(e_t.grad_fn._saved_result, e_t.detach())))
+for what, theirs, ours, same_values in rows:
+    print(f"{what:<32} torch 保存 {theirs!s:<20} 我们保存 {ours}")
+claim("在每种情况下，你的引擎保存的都和 torch 的 MulBackward0、ExpBackward0 保存的一样",
+      all(theirs == ours and same_values for _, theirs, ours, same_values in rows))
+claim("为一个操作数的梯度，mul 保存的是“另一个”操作数；exp 保存的是它的输出",
+      rows[0][1] == ["other"] and rows[1][1] == ["self"] and rows[3][1] == ["result"])
+
+# %% [markdown]
+# 只有 `a` 需要梯度时，`a * b` 保存的是 `b`（名为 `other`）：`a` 的梯度是 `grad * b`，而没有谁需要 `a`。只有两者都需要梯度时，两者才都会被保存。`exp` 保存它的输出，因为它的导数就是它本身。
+
+# %% [markdown]
+# ## 2 · 反向传播，以及释放它用过的值
+#
+# **为什么重要**。反向传播从输出往回逐个访问节点，每个节点都要等流向它的梯度全部到齐之后才处理（即按拓扑顺序），并把一个值在每处使用传回来的梯度加起来。之后，除非指定 `retain_graph=True`，torch 会释放每个节点保存的值；第 02 课的 "Trying to backward through the graph a second time"，就是一个节点被要求交出它已经不再持有的值。
+#
+# **先预测，再验证**。从同一个叶子张量构建两个损失，各自经过自己的一次乘法。
+
+# %% tags=["predict"] reveals=["只共享叶子张量 a", "l2\\.backward\\(\\) 是否报错 -> False"]
+prediction = False  # SOLUTION: l1 = (a * b).sum()，l2 = (a * c).sum()；l1.backward() 之后，l2.backward() 会报错吗？（True/False）
+a = torch.randn(3, requires_grad=True)
+b, c = torch.randn(3), torch.randn(3)
+l1, l2 = (a * b).sum(), (a * c).sum()
+l1.backward()
+try:
+    l2.backward()
+    raised = False
+except RuntimeError:
+    raised = True
+check("l1.backward() 之后，l2.backward() 是否报错", prediction, raised,
+      why="两个损失只共享叶子张量 a，别的什么也不共享：每个乘法都是各自独立的节点，l1 的反向传播只释放了 l1 的"
+          "节点保存的值。只有第二次反向传播经过一个保存过值的节点时，才会报错。")
+
+# %% [markdown]
+# 在写反向传播之前，再加一个运算，已经替你写好：矩阵的 `@`，保存方式和 `*` 一样（`self` 的梯度是`grad @ mat2.T`，所以它保存 `mat2`；`mat2` 的梯度是 `self.T @ grad`）。第 5 节的线性层会用到它。
+
+# %%
+@method
+def __matmul__(self, other):
+    """矩阵乘法 self @ other。"""
+    out = self._result(self.data @ other.data, (self, other))
+    if self.requires_grad:
+        out.save("mat2", other)
+    if other.requires_grad:
+        out.save("self", self)
+
+    def backward(grad, saved):
+        return (grad @ saved["mat2"].T if "mat2" in saved else None,
+                saved["self"].T @ grad if "self" in saved else None)
+    out._backward = backward
+    return out
+
+
+# %% [markdown]
+# ### 动手实现，第 2 步：`backward`
+#
+# 写出 `loss.backward(retain_graph=False)`：从全 1 的梯度出发，等一个节点在每处使用传来的梯度都到齐之后，用`node.unpack()` 返回的张量运行它的 `_backward`，并把被多次使用的值的梯度加起来。需要梯度的叶子张量把梯度加到`.grad` 上（和 torch 一样，第二次反向传播会加到第一次的结果上）；其他值不保留梯度。然后，除非`retain_graph=True`，释放每个节点保存的值（`node._saved = None`）；当反向传播遇到一个保存的值已被释放的节点时，抛出 torch 的错误：`RuntimeError(lesson11.SECOND_TIME)`。留意那些什么也没保存的节点。检查程序在 torch 和你的引擎上运行 43 个程序：24 个随机表达式（比较梯度），调用两次 backward 的程序（带或不带 `retain_graph`），以及共享节点的两个损失。
+
+# %%
+@method
+def backward(self, retain_graph=False):
+    """从这个 Value（一个标量）出发做反向模式求导：每个需要梯度的叶子张量把自己的梯度加到 .grad 上。"""
+    ### BEGIN SOLUTION
+    order, seen = [], set()
+
+    def visit(v):                         # 深度优先：每个值都排在计算出它的所有值之后
+        if v not in seen:
+            seen.add(v)
+            for p in v.parents:
+                visit(p)
+            order.append(v)
+    visit(self)
+    grads = {self: torch.ones_like(self.data)}
+    for v in reversed(order):             # 从输出往回
+        grad = grads.pop(v, None)
+        if grad is None:                  # 不需要梯度的值
+            continue
+        if v.is_leaf:
+            v.grad = grad if v.grad is None else v.grad + grad
+            continue
+        if v._saved is None:
+            raise RuntimeError(lesson11.SECOND_TIME)
+        for p, g in zip(v.parents, v._backward(grad, v.unpack())):
+            if p.requires_grad:
+                grads[p] = grads[p] + g if p in grads else g
+        if v._saved and not retain_graph:
+            v._saved = None               # 已释放；什么也没保存的节点，也就没有什么可缺的
+    ### END SOLUTION
+
+
+solved_freeing = exercises.check_freeing(Value)
+
+# %% [markdown]
+# 第 02 课的前两个例子，分别在 torch 和你的引擎上运行：`(x * 2).sum()` 和 `(x + 1).sum()`，各做两次反向传播。
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing)
+programs = {"x * 2, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                     "loss.backward()\nloss.backward()",
+            "x + 1, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x + 1).sum()\n"
+                                     "loss.backward()\nloss.backward()",
+            "x * 2, retain_graph": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                   "loss.backward(retain_graph=True)\nloss.backward()"}
+agree = []
+for what, program in programs.items():
+    (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
+    said = lambda kind, message, grads: headline(message) if kind else f"没有报错，x.grad = {rounded(grads['x'])}"
+    print(f"{what:<23} torch：{said(k_t, m_t, g_t)}\n{'':<23} 我们： {said(k_e, m_e, g_e)}")
+    agree.append(k_t == k_e and (k_t is not None or torch.equal(g_t["x"], g_e["x"])))
+claim("两边结果相同：x * 2 反向传播两次时报错，x + 1 得到 2 + 2，加 retain_graph 时得到 4",
+      all(agree))
+
+# %% [markdown]
+# ## 3 · 版本计数器
+#
+# **为什么重要**。保存的值是一个引用，而不是副本，所以前向传播之后的原地修改会改变反向传播读到的内容。你的引擎已经在统计原地修改（`_inplace` 会让 `_version` 加一），并在每个保存的值旁边记下了它当时的版本（`save`），但占位的 `unpack` 一样也不读。没人比较的计数器，就是第 03 课的 `.data`：把第 03 课的 `y = a.exp()` 接着`y.mul_(2)` 放到现在的引擎上，它会悄无声息地给出错误的梯度，而 torch 会抛出它的版本错误：
+
+# %%
+class Unchecked(engine):
+    def unpack(self):                     # 占位实现：返回保存的张量，不做任何检查
+        return {name: value.data for name, (value, _) in self._saved.items()}
+
+
+a = Unchecked(torch.ones(3), requires_grad=True)
+y = a.exp()
+with Unchecked.no_grad():
+    y.mul_(2)
+y.sum().backward()
+right = torch.full((3,), torch.e)         # exp(a) 在 a = 1 处对 a 的导数：no_grad 下的修改不属于这个函数
+claim("没有报错，梯度却是 2e，而正确的梯度是 e：mul_ 把 exp 保存的输出翻了一倍",
+      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)}，正确值 {rounded(right)}")
+
+a_t = torch.ones(3, requires_grad=True)
+y_t = a_t.exp()
+with torch.no_grad():
+    y_t.mul_(2)
+with expect_error(RuntimeError, "is at version 1; expected version 0"):
+    y_t.sum().backward()
+
+# %% [markdown]
+# torch 在每个保存的值旁边记下它被保存时的版本，反向传播时再拿它与这个值当时的版本比较。**先预测，再验证**：对一次又被撤销的修改，这种比较会得出什么结论？
+
+# %% tags=["predict"] reveals=["数的是修改次数，而不是值", "又改回原值：backward 是否报错 -> True"]
+prediction = True  # SOLUTION: y = a * b（b 是常量），然后 b.add_(1)、b.add_(-1)：b 又变回原来的值。y.sum().backward() 会报错吗？（True/False）
+a, b = torch.randn(3, requires_grad=True), torch.randn(3)
+y = a * b
+b.add_(1)
+b.add_(-1)
+try:
+    y.sum().backward()
+    versions = None
+except RuntimeError as error:
+    versions = re.search(r"is at version \d+; expected version \d+", str(error))[0]
+check("b 被原地修改后又改回原值：backward 是否报错", prediction, versions is not None,
+      why=f"版本计数器数的是修改次数，而不是值：两次原地操作把 b 从版本 0 变成了版本 2，而检查只比较版本"
+          f"（{versions}）。")
+
+# %% [markdown]
+# ### 动手实现，第 3 步：`unpack` 检查版本
+#
+# 重新写 `unpack()`：它按名字返回保存的张量（`self._saved` 的每一项是 `(value, 保存时它的版本)`）；如果某个值的版本在保存之后变了，就抛出 torch 的错误，内容是 torch 的报错信息里所带的那些：值的类型和形状，以及两个版本：`one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
+# [3, 3]], is at version 1; expected version 0 instead.`（`value.data.type()` 是 `torch.FloatTensor`）。检查程序运行 69 个程序：第 2 节的那些，再加上对保存的值和未保存的值所做的修改——在前向传播之前、在它之后、在反向传播之后、在两次反向传播之间，以及改回原值。
+
+# %%
+@method
+def unpack(self):
+    """按名字返回保存的张量；如果某个张量在保存之后被原地修改过，就抛出 torch 的版本错误。"""
+    ### BEGIN SOLUTION
+    tensors = {}
+    for name, (value, version) in self._saved.items():
+        if value._version != version:
+            raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an "
+                               f"inplace operation: [{value.data.type()} {list(value.data.shape)}], is at version "
+                               f"{value._version}; expected version {version} instead.")
+        tensors[name] = value.data
+    return tensors
+    ### END SOLUTION
+
+
+solved_versions = exercises.check_versions(Value)
+
+# %% [markdown]
+# 第 03 课的三个例子，在两边各跑一遍：`exp` 保存的输出被修改；`a * b` 中没有被保存的 `a` 被修改（就像一次更新步骤修改参数那样）；以及 `a * b` 中被保存的 `b` 被修改。
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions)
+programs = {"y = a.exp(); y.mul_(2)": "a = leaf([3], requires_grad=True)\ny = a.exp()\nwith no_grad():\n"
+                                      "    y.mul_(2)\ny.sum().backward()",
+            "y = a * b; a.add_(10)": "a = leaf([3], requires_grad=True)\nb = leaf([3])\ny = a * b\nwith no_grad():\n"
+                                     "    a.add_(10)\ny.sum().backward()",
+            "y = a * b; b.add_(10)": "a = leaf([3], requires_grad=True)\nb = leaf([3])\ny = a * b\nb.add_(10)\n"
+                                     "y.sum().backward()"}
+agree = []
+for what, program in programs.items():
+    (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
+    print(f"{what:<24} torch：{m_t.split('. Hint')[0] if k_t else 'no error'}\n{'':<24} 我们： {m_e or 'no error'}")
+    agree.append(k_t == k_e and lesson11._version_parts(m_t) == lesson11._version_parts(m_e)
+                 and (k_t is not None or torch.equal(g_t["a"], g_e["a"])))
+claim("两边结果相同，报错信息里的形状和版本也相同", all(agree))
+
+# %% [markdown]
+# 当保存的值不是叶子时，torch 的报错信息还会指出产生它的运算（`which is output 0 of Exp`）；我们的报错信息只给出检查程序比较的那些内容。两者比较的都是版本，从来不是值。
+
+# %% [markdown]
+# ## 4 · 需要梯度的叶子张量
+#
+# **为什么重要**。需要梯度的叶子张量就是参数：优化器读的是它的 `.grad`；在梯度模式下原地修改它，就得把这次修改作为一个运算记入计算图，而它作用的却是一个没有历史的值。torch 拒绝这样做（第 01 课），但在 `no_grad` 下允许，`optimizer.step()` 正是这样更新参数的**。先预测，再验证**：这种拒绝是否取决于有没有运行过反向传播？
+
+# %% tags=["predict"] reveals=["是否拒绝 a\\.add_\\(1\\) -> True", "与(时间|时机|何时)无关"]
+prediction = True  # SOLUTION: 叶子张量 a 需要梯度；loss.backward() 已经运行过。在 no_grad 之外，torch 会拒绝 a.add_(1) 吗？（True/False）
+a = torch.randn(3, requires_grad=True)
+(a * a).sum().backward()
+try:
+    a.add_(1)
+    refused = False
+except RuntimeError:
+    refused = True
+check("backward 之后，torch 是否拒绝 a.add_(1)", prediction, refused,
+      why="这条规则看的是 a 是什么（需要梯度的叶子张量）以及梯度模式是否开启，与时间无关："
+          "反向传播之后它仍然是参数；要在 no_grad 下更新它。")
+
+# %% [markdown]
+# ### 动手实现，第 4 步：`_inplace` 拒绝需要梯度的叶子张量
+#
+# 重新写 `_inplace`。和占位实现一样，它用 `op(self.data, self._value(other).data)` 修改 `self.data`，并在`_version` 里记下这次修改；但在此之前，如果梯度模式开启（`Value.grad_enabled`），它要拒绝对需要梯度的叶子张量做原地修改，用的是 torch 的原话：`RuntimeError(lesson11.LEAF_IN_PLACE)`。其他情况都照常进行：`Value.no_grad()`之下的修改，以及不需要梯度的值。检查程序运行 80 个程序：第 2 节和第 3 节的那些，再加上在前向传播之前、在它之后以及在反向传播之后对叶子张量的原地修改。
+
+# %%
+@method
+def _inplace(self, op, other):
+    """用 op 和 other 原地修改 self.data，并记下这次修改；拒绝需要梯度的叶子张量。"""
+    ### BEGIN SOLUTION
+    if self.is_leaf and self.requires_grad and Value.grad_enabled:
+        raise RuntimeError(lesson11.LEAF_IN_PLACE)
+    op(self.data, self._value(other).data)
+    self._version += 1
+    return self
+    ### END SOLUTION
+
+
+solved_leaf_rule = exercises.check_leaf_rule(Value)
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
+p = engine(torch.ones(3), requires_grad=True)
+with expect_error(RuntimeError, "a leaf Variable that requires grad is being used in an in-place operation"):
+    p.add_(1)
+with engine.no_grad():
+    p.add_(1)                             # 优化器的一次更新
+claim("在 no_grad 下，更新照常进行，并算作一次修改", p._version == 1 and p.data[0].item() == 2.0,
+      f"版本 {p._version}，数据 {rounded(p.data)}")
+
+# %% [markdown]
+# ## 5 · 种子 001 和 000，在你的引擎上运行
+#
+# **为什么重要**。第 02 课和第 03 课在 torch 上运行过种子中出错的那几步。把同样的步骤只写一遍，分别在 torch和你的引擎上运行，就能看出你搭建的机制是不是这些错误背后的那个机制。这些步骤改写成只用引擎已有的运算：线性层写成 `x @ W + b`，`W` 按 `[in, out]` 存储（即 `nn.Linear` 保存的转置），并像 `nn.Linear` 那样原地初始化（所以参数从版本 1 开始）；优化器是 `no_grad` 下的一步 SGD；种子 000 的 sigmoid 换成 `exp`（两者都保存自己的输出）；它的损失换成求和（这些错误只取决于两个损失共享什么、保存了什么，与损失本身无关）。
+
+# %%
+def backends():
+    """torch 和引擎各自的 (name, leaf, no_grad)：种子的步骤只写一遍，两边共用。"""
+    return [("torch", lambda data, rg=False: data.clone().requires_grad_(rg), torch.no_grad),
+            ("ours", lambda data, rg=False: engine(data, requires_grad=rg), engine.no_grad)]
+
+
+def linear(leaf, no_grad, n_in, n_out):
+    """线性层的参数 W [in, out] 和 b [out]，像 nn.Linear 那样原地初始化。"""
+    W, b = leaf(torch.randn(n_in, n_out), True), leaf(torch.randn(n_out), True)
+    with no_grad():
+        W.mul_(n_in ** -0.5)
+        b.mul_(n_in ** -0.5)
+    return W, b
+
+
+def sgd_step(params, no_grad, lr=0.1):
+    with no_grad():
+        for p in params:
+            p.add_(p.grad * -lr)
+
+
+def seed001(leaf, no_grad, retain_graph=False):
+    """种子 001 的 G/D 小例子：lossD 的反向传播，optimD 的一步更新，然后是与它共享 d = D(g) 的 lossG。"""
+    torch.manual_seed(0)
+    (G_W, G_b), (D_W, D_b) = linear(leaf, no_grad, 2, 2), linear(leaf, no_grad, 2, 2)
+    t = leaf(torch.tensor([[1., 2.]]), True)
+    g = t @ G_W + G_b
+    d = g @ D_W + D_b
+    lossD = d.sum()
+    lossD.backward(retain_graph=retain_graph)
+    sgd_step([D_W, D_b], no_grad)
+    lossG = (g + d).sum()
+    lossG.backward()
+
+
+def seed000(leaf, no_grad, retain_graph=False):
+    """种子 000 的 loss_nonsaturating 及其训练步骤：d_loss 的反向传播，d_optimizer 的一步更新，然后是 g_loss。"""
+    torch.manual_seed(0)
+    G = [linear(leaf, no_grad, 64, 784)]
+    D = [linear(leaf, no_grad, 784, 512), linear(leaf, no_grad, 512, 1)]   # D 的最后一层：[512, 1]
+
+    def forward(layers, x):
+        for W, b in layers:
+            x = x @ W + b
+        return x
+    z, x_real = leaf(torch.randn(8, 64)), leaf(torch.rand(8, 784) * 2 - 1)
+    dgz = forward(D, forward(G, z)).exp()            # 种子原文：F.sigmoid(d(gz))
+    dx = forward(D, x_real)
+    g_loss, d_loss = dgz.sum(), (dx + dgz).sum()
+    d_loss.backward(retain_graph=retain_graph)
+    sgd_step([p for layer in D for p in layer], no_grad)
+    g_loss.backward()
+
+
+# %%
+for name, leaf, no_grad in backends():
+    print(f"种子 001 在 {name} 上：")
+    with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+        seed001(leaf, no_grad)
+
+# %%
+messages = {}
+for name, leaf, no_grad in backends():
+    print(f"种子 001 加 retain_graph=True，在 {name} 上：")
+    with expect_error(RuntimeError, r"\[2, 2\]\],? .*is at version 2; expected version 1"):
+        try:
+            seed001(leaf, no_grad, retain_graph=True)
+        except RuntimeError as error:
+            messages[name] = str(error)
+            raise
+claim("同一个保存的值 [2, 2]，同样的版本 2 和 1，与第 03 课在 nn.Linear 上运行种子 001 的结果一致",
+      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      == ("torch.FloatTensor [2, 2]", "2", "1"))
+
+# %%
+for name, leaf, no_grad in backends():
+    print(f"种子 000 在 {name} 上：")
+    with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+        seed000(leaf, no_grad)
+
+# %%
+messages = {}
+for name, leaf, no_grad in backends():
+    print(f"种子 000 加 retain_graph=True，在 {name} 上：")
+    with expect_error(RuntimeError, r"\[512, 1\]\],? .*is at version 2; expected version 1"):
+        try:
+            seed000(leaf, no_grad, retain_graph=True)
+        except RuntimeError as error:
+            messages[name] = str(error)
+            raise
+claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存时是 1：正是种子 000 自己的报错",
+      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      == ("torch.FloatTensor [512, 1]", "2", "1"))
+
+# %% [markdown]
+# 不加 `retain_graph` 时，d_loss 的反向传播释放了 `dgz` 的各个节点保存的值，而 G 的反向传播需要它们：这是第一个错误。加上它，这些值保留了下来，但更新步骤原地修改了 D 的权重，保存的 `[512, 1]` 权重落后了一个版本：这是第二个错误。两个错误归根结底就是你在第 2 节和第 3 节搭建的机制，别无其他。
+
+# %% [markdown] tags=["read-after-exercises"]
+# | 你的引擎做什么 | torch 做什么 | 漏掉这一点时的报错 |
+# |---|---|---|
+# | `*` 保存另一个操作数，`exp` 保存它的输出，`+` 和 `sum` 什么也不保存 | 相同（`_saved_other`、`_saved_result`） | 不报错：梯度错误或缺失，或者白白占用内存 |
+# | 节点的反向计算之后释放它保存的值，除非 `retain_graph=True` | 相同 | “Trying to backward through the graph a second time” |
+# | 记下每个保存的值的版本，在反向传播时比较 | 相同，通过张量的版本计数器 | “... modified by an inplace operation: [...], is at version N; expected version M instead” |
+# | 在 `no_grad` 之外，拒绝对需要梯度的叶子张量做原地修改 | 相同 | “a leaf Variable that requires grad is being used in an in-place operation.” |
+# | 梯度模式下对非叶子张量的原地修改：不记录 | 把它记录为一个节点（张量的历史转移到这个节点上） | 本引擎的局限：请在 `no_grad` 下修改这类值 |
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - 节点只保存它的导数为需要梯度的那些输入所读取的值：`a * b` 为 `a` 的梯度保存 `b`，为 `b` 的梯度保存 `a`；
+#   `exp` 保存它自己的输出；求和什么也不保存。
+# - 反向传播等一个节点的梯度全部到齐之后才运行它，把被使用两次的值的梯度加起来，并且除非 `retain_graph=True`，
+#   会释放每个节点保存的值；什么也没保存的节点也就没有什么可缺的，所以 `(x + 1).sum()` 可以做两次反向传播。
+# - 每个保存的值都连同它的版本一起保存；反向传播比较的是版本，而不是值，所以一次被撤销的修改仍然会报错，而在值
+#   被保存之前所做的修改则不会。
+# - 需要梯度的叶子张量只能在 `no_grad` 下原地修改，无论在反向传播之前还是之后。
+# - 种子 001 和 000 在你的引擎上和在 torch 上一样出错：不加 `retain_graph` 时是节点已被释放，加上之后是保存的权重
+#   过期了。
+
+# %% [markdown]
+# ## 练习
+#
+# 上面的四个动手步骤就是本课的练习，每一步的检查程序都在它所在的那一节里。想继续深入的话（不做检查）：
+#
+# - 添加 `tanh`（它的导数是 `1 - tanh²`：它应该保存什么？），并用你自己写的 `relu_` 运行第 03 课中 `Tanh` 之后
+#   接 `ReLU(inplace=True)` 的例子；
+# - 让视图与它的基张量共享版本计数器（把计数器存在一个两者都持有的单元素列表里），就像 torch 里 `W.T` 与 `W`
+#   共享那样，并验证对 `W` 的一步更新会让保存的 `W.T` 过期；
+# - 给 `backward` 加一个 `inputs=` 参数，就像 `torch.autograd.backward` 的那样，只为这些叶子张量填写 `.grad`。

@@ -1,0 +1,487 @@
+# %% [markdown]
+# # 第 12 课 · 调试实验
+#
+# **目标**。修好六个出了错的训练步。它们都取自公开的缺陷报告，出错的方式也和真实代码里一样：一步里有两三个错误，有的会报错，有的悄无声息（能运行，但训练的东西是错的）；其中几个还附带网上流传的修法，它让报错消失，训练却仍然是错的。请先凭第 01 到 10 课学到的知识和评分器的反馈，自己把每一个修好；然后在第 7 节看看 autograd doctor 对这六个问题怎么说。
+#
+# **材料**。每个训练步都保留了报告中代码的变量名和结构，只是把网络缩得很小，让它在 CPU 上远不到一秒就能跑完。这些报告都是公开的：
+#
+# | 实验 | 内容 | 报告 |
+# |---|---|---|
+# | 1 | SRGAN 的 D 步和 G 步 | [leftthomas/SRGAN#89](https://github.com/leftthomas/SRGAN/issues/89) |
+# | 2 | BigGAN 带梯度累积的 D 步 | [ajbrock/BigGAN-PyTorch#25](https://github.com/ajbrock/BigGAN-PyTorch/issues/25) |
+# | 3 | 带 BatchNorm 的 WGAN-GP 评判器 | [Zeleni9/pytorch-wgan#40](https://github.com/Zeleni9/pytorch-wgan/issues/40)、[Lornatang/WassersteinGAN_GP-PyTorch#2](https://github.com/Lornatang/WassersteinGAN_GP-PyTorch/issues/2)、[kongyanye/cwgan-gp#6](https://github.com/kongyanye/cwgan-gp/issues/6) |
+# | 4 | 混合精度：一个 `GradScaler`，两个优化器 | [nerfstudio-project/nerfacc#307](https://github.com/nerfstudio-project/nerfacc/issues/307)、[neosr-project/neosr#9](https://github.com/neosr-project/neosr/pull/9)、[neosr-project/neosr#50](https://github.com/neosr-project/neosr/pull/50) |
+# | 5 | 跨批量传递的 RNN 隐状态 | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
+# | 6 | 经过编译的 D 上的 R1 惩罚，编译后的 G 的 EMA | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469)、[pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348)、[wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
+#
+# **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步运行两到三步；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（是正确梯度的多少倍；是正确梯度加上之前某一步留在 `.grad` 里的东西；……），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过。
+#
+# **怎么做**。每一节先给出出错的训练步，以及评分器对它的评语。把出错的函数体复制到下方练习的函数里，在那里修改。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
+
+# %%
+#SETUP
+
+# %%
+import math
+from gan_lessons import exercises
+from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, generator_loss, toggle_grad
+
+# %% [markdown]
+# ## 1 · SRGAN：D 先更新，G 的损失却经过 D 更新前的前向传播
+#
+# **为什么重要**。这是公开报告里最常见的 GAN 错误，旁边还常常贴着流传最广的那个修法。
+#
+# **报告**。SRGAN 的训练循环只在生成的批量上计算一次 D 的输出 `fake_out`，用它算出 `d_loss`，调用`d_loss.backward(retain_graph=True)` 和 `optimizerD.step()`，然后又用同一个 `fake_out` 构造 G 的损失。在 torch 1.5 及以后的版本上，这会在 D 的最后一个权重上引发版本错误。讨论串里有一个回答把两个 `step()`调用都挪到了两次反向传播之后。我们的 `netD` 以 sigmoid 结尾，`generator_criterion` 保留了 SRGAN的图像损失和对抗项（`0.001 * mean(1 - out_labels)`），去掉了 VGG 项和 TV 项。这个训练步在两个批量上运行两次。
+
+# %%
+def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    real_img = target
+    z = data
+    fake_img = netG(z)
+    netD.zero_grad()
+    real_out = netD(real_img).mean()
+    fake_out = netD(fake_img).mean()
+    d_loss = 1 - real_out + fake_out
+    d_loss.backward(retain_graph=True)
+    optimizerD.step()
+    netG.zero_grad()
+    g_loss = generator_criterion(fake_out, fake_img, real_img)
+    g_loss.backward()
+    optimizerG.step()
+
+broken_ok = exercises.check_srgan_step(srgan_step_broken)
+
+# %% [markdown]
+# **修好它**。这里有两个错误：一个会报错，另一个只是白费功夫（一次反向传播进入了 G，又被 `netG.zero_grad()`丢掉）。评分器也认识讨论串里的修法（把两个 step 都放到最后），以及 torch 1.5 之前不声不响算出来的结果：两者都用错误的梯度更新参数。
+
+# %%
+def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """SRGAN 的一步：D 在真实批量和生成批量上前向，D 更新；然后 G 的损失经过刚刚更新过的 D。"""
+    ### BEGIN SOLUTION
+    real_img = target
+    z = data
+    fake_img = netG(z)
+    netD.zero_grad()
+    real_out = netD(real_img).mean()
+    fake_out = netD(fake_img.detach()).mean()
+    d_loss = 1 - real_out + fake_out
+    d_loss.backward()
+    optimizerD.step()
+    netG.zero_grad()
+    fake_out = netD(fake_img).mean()
+    g_loss = generator_criterion(fake_out, fake_img, real_img)
+    g_loss.backward()
+    optimizerG.step()
+    ### END SOLUTION
+
+my_answer = srgan_step  # SOLUTION: 把它指向你的 srgan_step
+solved = exercises.check_srgan_step(my_answer)
+
+# %% [markdown]
+# ## 2 · BigGAN：在所有 D 步之前只调用一次 `zero_grad()`
+#
+# **为什么重要**。这是一个被广泛复制的代码库里的静默错误：什么也不报错，D 却按过多的梯度更新。
+#
+# **报告**。在 BigGAN-PyTorch 的 `train_fns.py` 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历 `config['num_D_steps']` 的循环之前；在这个循环里，每个 D 步先累加 `config['num_D_accumulations']`次反向传播，然后更新。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）什么也不会报错。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。
+
+# %%
+def train_broken(G, D, GD, z_, config, x):
+    G.optim.zero_grad()
+    D.optim.zero_grad()
+    x = torch.split(x, config['batch_size'])
+    counter = 0
+    if config['toggle_grads']:
+        toggle_grad(D, True)
+        toggle_grad(G, False)
+    for step_index in range(config['num_D_steps']):
+        for accumulation_index in range(config['num_D_accumulations']):
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
+            D_loss_real, D_loss_fake = discriminator_loss(D_fake, D_real)
+            D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
+            D_loss.backward()
+            counter += 1
+        D.optim.step()
+    if config['toggle_grads']:
+        toggle_grad(D, False)
+        toggle_grad(G, True)
+    G.optim.zero_grad()
+    for accumulation_index in range(config['num_G_accumulations']):
+        z_.normal_()
+        D_fake = GD(z_, train_G=True)
+        G_loss = generator_loss(D_fake) / float(config['num_G_accumulations'])
+        G_loss.backward()
+    G.optim.step()
+
+broken_ok = exercises.check_biggan_train(train_broken)
+
+# %% [markdown]
+# **修好它**。注意梯度累积：把 `zero_grad()` 放进错误的循环里，是第二种出错的方式，评分器同样认识它。
+
+# %%
+def train(G, D, GD, z_, config, x):
+    """BigGAN 的 train()：num_D_steps 个 D 步，每步累积 num_D_accumulations 次反向传播，然后是一个 G 步。"""
+    ### BEGIN SOLUTION
+    G.optim.zero_grad()
+    x = torch.split(x, config['batch_size'])
+    counter = 0
+    if config['toggle_grads']:
+        toggle_grad(D, True)
+        toggle_grad(G, False)
+    for step_index in range(config['num_D_steps']):
+        D.optim.zero_grad()
+        for accumulation_index in range(config['num_D_accumulations']):
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
+            D_loss_real, D_loss_fake = discriminator_loss(D_fake, D_real)
+            D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
+            D_loss.backward()
+            counter += 1
+        D.optim.step()
+    if config['toggle_grads']:
+        toggle_grad(D, False)
+        toggle_grad(G, True)
+    G.optim.zero_grad()
+    for accumulation_index in range(config['num_G_accumulations']):
+        z_.normal_()
+        D_fake = GD(z_, train_G=True)
+        G_loss = generator_loss(D_fake) / float(config['num_G_accumulations'])
+        G_loss.backward()
+    G.optim.step()
+    ### END SOLUTION
+
+my_answer = train  # SOLUTION: 把它指向你的 train
+solved = exercises.check_biggan_train(my_answer)
+
+# %% [markdown]
+# ## 3 · WGAN-GP：带 BatchNorm 的评判器，以及在错误维度上求的范数
+#
+# **为什么重要**。同一个惩罚项里有两个静默错误：损失看起来像 WGAN-GP 的，其实不是。
+#
+# **报告**。WGAN-GP 惩罚的是评判器对*每个输入单独*求出的梯度的范数；论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化。可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和kongyanye 代码下的 issue 问的就是为什么）。Zeleni9 的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`，而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`。这两个错误都是静默的。下面的评判器就是 Zeleni9 的，缩小到 8x8 像素，只是把它代码里用 InstanceNorm 的地方换成了BatchNorm；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。
+
+# %%
+def make_critic_broken(channels):
+    return Discriminator(channels)
+
+def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
+    one = torch.tensor(1.0)
+    mone = one * -1
+    D.zero_grad()
+    d_loss_real = D(images).mean()
+    d_loss_real.backward(mone)
+    fake_images = G(z)
+    d_loss_fake = D(fake_images).mean()
+    d_loss_fake.backward(one)
+    interpolated = eta * images.data + (1 - eta) * fake_images.data
+    interpolated.requires_grad_(True)
+    prob_interpolated = D(interpolated)
+    gradients = torch.autograd.grad(outputs=prob_interpolated, inputs=interpolated,
+                                    grad_outputs=torch.ones(prob_interpolated.size()),
+                                    create_graph=True, retain_graph=True)[0]
+    grad_penalty = ((gradients.norm(2, dim=1) - 1) ** 2).mean() * lambda_term
+    grad_penalty.backward()
+    d_optimizer.step()
+
+broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
+
+# %% [markdown]
+# **两个都修好**。`make_critic(channels)` 返回一个评判器：它对一张图像的输出不依赖批量中的其他图像，参数与`Discriminator` 相同（这样评分器才能把两者对照）。评分器首先检查这一点，方法是求评判器对图像 0 的输出关于图像 1的梯度。
+
+# %%
+def make_critic(channels):
+    """Zeleni9 的评判器，对每个样本单独做规范化。"""
+    ### BEGIN SOLUTION
+    D = Discriminator(channels)
+    for i, layer in enumerate(D.main_module):
+        if isinstance(layer, nn.BatchNorm2d):
+            D.main_module[i] = nn.InstanceNorm2d(layer.num_features, affine=True)
+    return D
+    ### END SOLUTION
+
+def train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
+    """评判器的一次迭代：-D(real) + D(fake) + lambda * (|grad D(interpolated)| - 1)^2，逐样本计算。"""
+    ### BEGIN SOLUTION
+    one = torch.tensor(1.0)
+    mone = one * -1
+    D.zero_grad()
+    d_loss_real = D(images).mean()
+    d_loss_real.backward(mone)
+    fake_images = G(z)
+    d_loss_fake = D(fake_images.detach()).mean()
+    d_loss_fake.backward(one)
+    interpolated = (eta * images + (1 - eta) * fake_images.detach()).requires_grad_(True)
+    prob_interpolated = D(interpolated)
+    gradients = torch.autograd.grad(outputs=prob_interpolated, inputs=interpolated,
+                                    grad_outputs=torch.ones(prob_interpolated.size()),
+                                    create_graph=True, retain_graph=True)[0]
+    grad_penalty = ((gradients.view(gradients.size(0), -1).norm(2, dim=1) - 1) ** 2).mean() * lambda_term
+    grad_penalty.backward()
+    d_optimizer.step()
+    ### END SOLUTION
+
+my_critic = make_critic  # SOLUTION: 把它指向你的 make_critic
+my_answer = train_critic  # SOLUTION: 把它指向你的 train_critic
+solved = exercises.check_wgan_gp(my_critic, my_answer)
+
+# %% [markdown]
+# ## 4 · 混合精度：一个 `GradScaler`，两个优化器
+#
+# **为什么重要**。混合精度给每个梯度都乘上一个缩放因子；绕过 scaler 直接更新的优化器，用的就是缩放过的梯度。
+#
+# **报告**。neosr（一个超分辨率 GAN 训练框架）让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）。下面是按这种写法实现的一个 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次。
+
+# %%
+def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    for p in net_d.parameters():
+        p.requires_grad = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+        l_g_pix = F.l1_loss(output, gt)
+        l_g_gan = F.softplus(-net_d(output)).mean()
+        l_g_total = l_g_pix + 0.1 * l_g_gan
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    optimizer_g.step()
+    for p in net_d.parameters():
+        p.requires_grad = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_d_real = F.softplus(-net_d(gt)).mean()
+        l_d_fake = F.softplus(net_d(output.detach())).mean()
+    optimizer_d.zero_grad()
+    scaler.scale(l_d_real + l_d_fake).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
+
+# %% [markdown]
+# **修好它**。用 Adam 时，1024 倍几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正是因此存活下来的；换成 SGD，或者遇到 G 的缩放梯度里含有 inf 的那一步，问题就藏不住了。评分器还会在每次调用之后检查缩放因子：每个优化器 step 之后各调用一次 `update()`（neosr 的错误）会让它翻倍两次。
+
+# %%
+def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """先是 G 步（冻结 D），然后是 D 步，都在 bfloat16 autocast 下；两者共用一个 scaler，每次调用只 update() 一次。"""
+    ### BEGIN SOLUTION
+    for p in net_d.parameters():
+        p.requires_grad = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+        l_g_pix = F.l1_loss(output, gt)
+        l_g_gan = F.softplus(-net_d(output)).mean()
+        l_g_total = l_g_pix + 0.1 * l_g_gan
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    scaler.step(optimizer_g)
+    for p in net_d.parameters():
+        p.requires_grad = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_d_real = F.softplus(-net_d(gt)).mean()
+        l_d_fake = F.softplus(net_d(output.detach())).mean()
+    optimizer_d.zero_grad()
+    scaler.scale(l_d_real + l_d_fake).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+    ### END SOLUTION
+
+my_answer = optimize_parameters  # SOLUTION: 把它指向你的 optimize_parameters
+solved = exercises.check_amp_lab(my_answer)
+
+# %% [markdown]
+# ## 5 · 从一个批量带到下一个批量的 RNN 隐状态
+#
+# **为什么重要**。任何从一个批量保留到下一个批量的状态（RNN 的隐状态、滑动估计值），除非被切断，都会把它的计算图一起带过去。
+#
+# **报告**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state`带到下一步。一位读者删掉了把它从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了。人们最先想到的修法 `loss.backward(retain_graph=True)` 只是把这个错误换成了另一个，评分器也会把它展示出来。
+
+# %%
+def train_rnn_broken(rnn, optimizer, loss_func, steps):
+    h_state = None
+    for step in range(steps):
+        start, end = step * math.pi, (step + 1) * math.pi
+        t = torch.linspace(start, end, 10)
+        x, y = torch.sin(t).view(1, 10, 1), torch.cos(t).view(1, 10, 1)
+        prediction, h_state = rnn(x, h_state)
+        loss = loss_func(prediction, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+broken_ok = exercises.check_rnn_train(train_rnn_broken)
+
+# %%
+def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
+    h_state = None
+    for step in range(steps):
+        start, end = step * math.pi, (step + 1) * math.pi
+        t = torch.linspace(start, end, 10)
+        x, y = torch.sin(t).view(1, 10, 1), torch.cos(t).view(1, 10, 1)
+        prediction, h_state = rnn(x, h_state)
+        loss = loss_func(prediction, y)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+
+wrong_ok = exercises.check_rnn_train(train_rnn_retain_graph)
+
+# %% [markdown]
+# **修好它**，并让状态仍然传到下一步（评分器认识那个把状态直接扔掉的修法）。
+
+# %%
+def train_rnn(rnn, optimizer, loss_func, steps):
+    """教程里的循环：曲线的 `steps` 段，隐状态从一段带到下一段。"""
+    ### BEGIN SOLUTION
+    h_state = None
+    for step in range(steps):
+        start, end = step * math.pi, (step + 1) * math.pi
+        t = torch.linspace(start, end, 10)
+        x, y = torch.sin(t).view(1, 10, 1), torch.cos(t).view(1, 10, 1)
+        prediction, h_state = rnn(x, h_state)
+        h_state = h_state.detach()
+        loss = loss_func(prediction, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ### END SOLUTION
+
+my_answer = train_rnn  # SOLUTION: 把它指向你的 train_rnn
+solved = exercises.check_rnn_train(my_answer)
+
+# %% [markdown]
+# ## 6 · `torch.compile`：经过编译的 D 上的 R1 惩罚，编译后的 G 的 EMA
+#
+# **为什么重要**。编译一个 GAN 会改变训练步可能依赖的两件事：哪些东西能求两次导，以及参数的名字。
+#
+# **报告**。梯度惩罚需要 D 的输出*带着计算图*的梯度（`create_graph=True`），而用 AOT 后端（`aot_eager`、`inductor`）编译的模块不能求两次导：torch 以前什么也不报，却给出错误的二阶导数（pytorch#91469），直到 PR #92348把它改成了报错。`backend="eager"` 不做任何 AOT 编译，可以正常工作。另外，`torch.compile(G)` 会把 G 的参数命名为`_orig_mod.0.weight` 等，于是按未编译 G 的参数名建立的 EMA 一个参数也对不上，从来不动，而且悄无声息（senpai#2899）。下面传入的 G 和 D 都用 `aot_eager` 编译过；`ema` 是从未编译的 G 构建的。这个训练步运行两次。
+
+# %%
+def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    x_fake = G(z)
+    x_real = x_real.detach().requires_grad_(True)
+    real_pred = D(x_real)
+    grad_real, = torch.autograd.grad(real_pred.sum(), x_real, create_graph=True)
+    r1 = grad_real.pow(2).sum(1).mean()
+    loss_D = F.softplus(-real_pred).mean() + F.softplus(D(x_fake.detach())).mean() + r1_gamma / 2 * r1
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    loss_G = F.softplus(-D(x_fake)).mean()
+    opt_G.zero_grad()
+    loss_G.backward()
+    opt_G.step()
+    ema.update(G)
+
+broken_ok = exercises.check_compiled_step(train_step_broken)
+
+# %% [markdown]
+# **两个都修好**。编译后的模块把原来的模块保存在 `D._orig_mod` 里，参数是同一份。评分器认识的错误修法是：去掉 `create_graph=True`（同时加上 `retain_graph=True`，让 `loss_D` 仍能反向传播经过 `real_pred`），报错就消失了。
+
+# %%
+def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    """D 步（在真实批量上加 R1 惩罚），G 步，然后更新 G 的 EMA。"""
+    ### BEGIN SOLUTION
+    x_fake = G(z)
+    x_real = x_real.detach().requires_grad_(True)
+    real_pred = D._orig_mod(x_real)
+    grad_real, = torch.autograd.grad(real_pred.sum(), x_real, create_graph=True)
+    r1 = grad_real.pow(2).sum(1).mean()
+    loss_D = F.softplus(-real_pred).mean() + F.softplus(D(x_fake.detach())).mean() + r1_gamma / 2 * r1
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    loss_G = F.softplus(-D(x_fake)).mean()
+    opt_G.zero_grad()
+    loss_G.backward()
+    opt_G.step()
+    ema.update(G._orig_mod)
+    ### END SOLUTION
+
+my_answer = train_step  # SOLUTION: 把它指向你的 train_step
+solved = exercises.check_compiled_step(my_answer)
+
+# %% [markdown]
+# ## 7 · 让 doctor 看看这六个问题
+#
+# **为什么重要**。前面你是在没有 doctor 的情况下修好它们的。下面看看 `%load_ext gan_lessons` 对每个出错版本怎么说：每个版本都在实验自己的模型上运行一次（`exercises.lab_problem(name)` 每次给出一套新的）。数一数六个问题里，它能替你找出几个。
+
+# %%
+# %load_ext gan_lessons
+
+# %%
+import warnings
+from gan_lessons.doctor import DoctorWarning, active
+from gan_lessons.lesson import headline
+warnings.simplefilter("always", DoctorWarning)
+said = {}
+
+def doctor_said(lab_name):
+    """监视本单元格的 doctor 到目前为止说了什么：每条诊断的类别和第一行。"""
+    said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses]
+    for kind, line in said[lab_name]:
+        print(f"{lab_name}：{kind}：{line}")
+    if not said[lab_name]:
+        print(f"{lab_name}：doctor 什么也没说")
+
+# %%
+netG, netD, optimizerG, optimizerD, generator_criterion, data, target = exercises.lab_problem("srgan")
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target)
+doctor_said("srgan")
+
+# %%
+G, D, GD, z_, config, x = exercises.lab_problem("biggan")
+train_broken(G, D, GD, z_, config, x)
+doctor_said("biggan")
+
+# %%
+D, G, d_optimizer, images, z, eta = exercises.lab_problem("wgan_gp")
+train_critic_broken(D, G, d_optimizer, images, z, eta)
+doctor_said("wgan_gp")
+
+# %%
+net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt = exercises.lab_problem("amp")
+optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt)
+doctor_said("amp")
+
+# %%
+rnn, optimizer, loss_func, steps = exercises.lab_problem("rnn")
+with expect_error(RuntimeError, "backward through the graph a second time"):
+    train_rnn_broken(rnn, optimizer, loss_func, steps)
+doctor_said("rnn")
+
+# %%
+warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
+G, D, opt_G, opt_D, ema, x_real, z = exercises.lab_problem("compiled")   # doctor 的钩子是全局钩子
+with expect_error(RuntimeError, "does not currently support double backward"):
+    train_step_broken(G, D, opt_G, opt_D, ema, x_real, z)
+doctor_said("compiled")
+
+# %%
+# %unload_ext gan_lessons
+
+# %%
+named = [name for name, lines in said.items() if any(kind != "suspicious" for kind, _ in lines)]
+warned = [name for name, lines in said.items() if lines and all(kind == "suspicious" for kind, _ in lines)]
+claim("doctor 诊断出了它认识的两个错误（SRGAN 的版本错误，RNN 已被释放的计算图）",
+      named == ["srgan", "rnn"], shown=", ".join(named))
+claim("它对 BigGAN 重复施加的梯度发出警告，对另外三个则什么也没说",
+      warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")))
+
+# %% [markdown]
+# 可见 doctor 能找出六个问题中的三个：第 02 课和第 03 课讲的两种错误（它会具体指出是哪个张量，以及修改或释放它的是哪一行），还有 BigGAN 漏掉的 `zero_grad()`。另外三个超出了它监视的范围：不是逐样本计算的惩罚项，被一个优化器绕过的 scaler，以及 `torch.compile` 自己的报错（它不属于课程讲的三种错误，所以 doctor 原样放行）。找出这几个问题，靠的是本实验评分器所做的那种比较：把每个优化器更新所用的梯度，与一个你信得过的参考对照。对你自己的代码，参考可以是同一个训练步慢而直白的写法（不编译、不用 autocast、用 float64、一次只算一个样本），在模型的副本上跑一两步。
+
+# %% [markdown]
+# ## 练习
+#
+# 上面的六个修法就是本课的练习，每个都配有评分器。如果两节连堂课还有剩余时间，再做一个：拿一个你自己的训练脚本，用 `python -m gan_lessons doctor train.py` 运行它（第 07 课）；然后像这里的评分器那样，在一两步内，把它的各个优化器更新所用的梯度与同一训练步慢而直白的版本作比较（`gan_lessons.exercises.recorded_steps` 可以把这些梯度记录下来）。
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# | 实验 | 报错还是静默 | 错误 | 掩盖错误的错误修法 |
+# |---|---|---|---|
+# | 1 SRGAN | 报错 | G 的损失经过 `optimizerD.step()` 之前 D 的前向传播；D 的损失用了未分离的生成样本（白费计算） | 把两个 step 都放到最后；旧版 torch |
+# | 2 BigGAN | 静默 | 在所有 D 步之前只调用一次 `zero_grad()` | 把 `zero_grad()` 放进累积循环里 |
+# | 3 WGAN-GP | 静默 | 评判器里有 BatchNorm；在只有 1 个通道的维度上求范数 | |
+# | 4 AMP | 静默 | G 绕过 scaler 更新：梯度大了 1024 倍 | 每个优化器之后各调用一次 `update()` |
+# | 5 RNN | 报错 | 隐状态连同它的计算图一起被带到下一步 | `retain_graph=True`（换来另一个错误）；把状态重置 |
+# | 6 compile | 报错 + 静默 | 对经过 AOT 编译的 D 做二次反向传播；EMA 按参数名匹配，而编译改变了参数名 | 去掉 `create_graph=True` |

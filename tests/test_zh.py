@@ -1,0 +1,340 @@
+"""The Chinese edition (notebooks/zh/, the package's zh_CN catalog): held to the English lessons, using one term for
+each concept, complete in every message the package prints, and drawing Chinese figures with real glyphs."""
+import io
+import json
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import build_notebook  # noqa: E402
+import messages  # noqa: E402
+import parity  # noqa: E402
+
+ZH = ROOT / "notebooks" / "zh"
+EN_NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ZH_NOTEBOOKS = sorted(ZH.glob("[0-9][0-9]_*.ipynb"))
+GLOSSARY = ZH / "GLOSSARY.md"
+
+
+# The same lesson in both languages ------------------------------------------------------------------------------
+
+def test_every_english_lesson_has_a_chinese_lesson_source_and_student_copy():
+    names = {p.name for p in EN_NOTEBOOKS}
+    assert {p.name for p in ZH_NOTEBOOKS} == names
+    assert {p.stem for p in build_notebook.all_sources("zh")} == {p.stem for p in build_notebook.all_sources("en")}
+    assert {p.name for p in (ZH / "student").glob("*.ipynb")} == names
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_chinese_lesson_agrees_with_the_english_one(path):
+    """Same cells in the same order, same tags and headings, same parsed code (string literals and comments set
+    aside), same markers; for the sources and for the committed notebooks."""
+    source = build_notebook.source_of(path)
+    problems = parity.differences(parity.english_of(source), source) + parity.differences(parity.english_of(path), path)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_parity_check_catches_a_lesson_changed_in_one_language(tmp_path):
+    english = build_notebook.SOURCES / "01_leaf_tensors.py"
+    text = english.read_text(encoding="utf-8")
+    changed = tmp_path / "changed.py"
+    changed.write_text(text.replace("nn.Linear(4, 8)", "nn.Linear(4, 9)", 1), encoding="utf-8")
+    assert any("the code differs" in line for line in parity.differences(english, changed))
+    dropped = tmp_path / "dropped.py"
+    dropped.write_text(text.replace("# %% [markdown]\n", "", 1), encoding="utf-8")  # two cells become one
+    assert parity.differences(english, dropped)
+    marker = tmp_path / "marker.py"
+    marker.write_text(text.replace("# SOLUTION:", "# answer:", 1), encoding="utf-8")
+    assert any("markers" in line for line in parity.differences(english, marker))
+    translated = tmp_path / "translated.py"   # prose, comments and string literals may change: no difference
+    translated.write_text(text.replace('"z does not require grad', '"z 不需要梯度').replace("# a tiny", "# 一个"),
+                          encoding="utf-8")
+    assert parity.differences(english, translated) == []
+
+
+def _verdicts(path):
+    """Per code cell, how many ✓ and ✗ its stored outputs print (what a check or claim decided)."""
+    out = []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "code":
+            text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+            out.append((text.count("✓"), text.count("✗")))
+    return out
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_chinese_lesson_reaches_the_same_verdicts(path):
+    """The same code gives the same ✓ and ✗ in every cell: no prediction's answer or claim changed in translation."""
+    assert _verdicts(path) == _verdicts(parity.english_of(path))
+
+
+# One term for each concept ---------------------------------------------------------------------------------------
+
+def glossary() -> list:
+    """(term, [rival, ...]) for each row of the glossary's table."""
+    rows = []
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 4 and not set(cells[0]) <= set("-") and cells[0] != "English":
+            rows.append((cells[1], [r for r in re.split(r"[、，,]\s*", cells[2]) if r]))
+    return rows
+
+
+def prose(path) -> str:
+    """A Chinese lesson's own words: markdown and code, without seed quotations (blockquotes and 「」) where a seed's
+    author's wording is kept."""
+    path, text = Path(path), []
+    cells = ([c.source for c in build_notebook.cells(path)] if path.suffix == ".py" else
+             ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]])
+    for source in cells:
+        for line in source.splitlines():
+            if not line.lstrip().startswith(">"):
+                text.append(re.sub(r"「[^」]*」", "", line))
+    return "\n".join(text)
+
+
+def rivals_in(text: str) -> list:
+    return [(term, rival) for term, rivals in glossary() for rival in rivals if rival in text]
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_chinese_markdown_renders_its_bold_and_joins_its_lines(path):
+    """CommonMark does not close `**` after full-width punctuation when a character follows (`**目标。**本课` shows
+    its asterisks): bold phrases end before their punctuation. And a line break between two Chinese characters
+    shows as a space in the browser: a paragraph's Chinese lines are not broken."""
+    from markdown_it import MarkdownIt
+    md = MarkdownIt()
+    for k, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        source = "".join(cell["source"])
+        html = md.render(re.sub(r"`[^`\n]*`", "`x`", source))
+        assert "**" not in re.sub(r"<code>.*?</code>", "", html), f"cell {k}: unrendered ** in {source[:80]!r}"
+        broken = re.findall(r"[\u4e00-\u9fff，。：；）]\n[\u4e00-\u9fff（]", source)
+        assert not broken, f"cell {k}: a line break between Chinese characters ({broken[:3]})"
+
+
+def test_the_glossary_lists_terms_and_their_rivals():
+    rows = dict(glossary())
+    assert len(rows) >= 25 and rows["判别器"] == ["鉴别器", "辨别器"] and rows["原地操作"][0] == "就地操作"
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS + sorted((ROOT / "notebooks" / "zh" / "src").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_chinese_lessons_use_the_glossarys_terms(path):
+    assert not rivals_in(prose(path)), f"rival terms (glossary term, rival): {rivals_in(prose(path))}"
+
+
+def test_the_glossary_check_catches_a_rival_term_but_not_a_seed_quote(tmp_path):
+    nb = {"cells": [{"cell_type": "markdown", "source": ["我们用鉴别器打分。\n", "> 种子原文：就地操作会报错\n"]}]}
+    path = tmp_path / "x.ipynb"
+    path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    assert rivals_in(prose(path)) == [("判别器", "鉴别器")]
+
+
+# Every message in Chinese ---------------------------------------------------------------------------------------
+
+def test_every_package_message_has_a_chinese_translation_with_its_placeholders():
+    problems = messages.problems()
+    assert not problems, "\n".join(problems[:30]) + f"\n({len(problems)} in all; run python tools/messages.py)"
+
+
+def test_the_catalog_check_catches_a_lost_placeholder_and_a_missing_translation(tmp_path, monkeypatch):
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+    po = Catalog(locale="zh_CN")
+    template = messages.template()
+    ids = [m.id for m in template if m.id and "{" in m.id]
+    for message in template:
+        if message.id and message.id != ids[1]:
+            po.add(message.id, "丢了占位符" if message.id == ids[0] else "译文 " + " ".join(
+                "{" + f + "}" for f in messages.fields(message.id)))
+    path = tmp_path / "gan_lessons.po"
+    with open(path, "wb") as f:
+        write_po(f, po)
+    monkeypatch.setattr(messages, "PO", path)
+    found = messages.problems()
+    assert any(line.startswith("placeholders differ") and repr(ids[0]) in line for line in found)
+    assert any(line.startswith("no Chinese translation") and repr(ids[1]) in line for line in found)
+
+
+def test_language_is_chosen_by_setup_or_the_environment_and_english_is_the_default():
+    code = ("from gan_lessons.i18n import _, language, set_language\n"
+            "print(language(), _('right'))\n"
+            "set_language('zh_CN.UTF-8'); print(language(), _('right'))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "GAN_LESSONS_LANG"}
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert plain.stdout.splitlines() == ["en right", "zh 对"]
+    chinese = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**env, "GAN_LESSONS_LANG": "zh"})
+    assert chinese.stdout.splitlines()[0] == "zh 对"
+
+
+def test_an_unknown_language_says_what_to_write_instead():
+    import os
+    from gan_lessons import i18n
+    with pytest.raises(ValueError, match=r"^language 'fr' is not one the lessons speak: use 'en' \(English\) or 'zh'"):
+        i18n.set_language("fr")
+    env = {**os.environ, "GAN_LESSONS_LANG": "klingon"}
+    run = subprocess.run([sys.executable, "-c", "from gan_lessons.lesson import setup; setup()"], capture_output=True,
+                         text=True, env=env)
+    assert run.returncode != 0
+    assert run.stderr.strip().splitlines()[-1] == (
+        "ValueError: GAN_LESSONS_LANG='klingon': language 'klingon' is not one the lessons speak: use 'en' "
+        "(English) or 'zh' (简体中文)")
+
+
+# Chinese figures that render -------------------------------------------------------------------------------------
+
+def _missing_glyphs(fonts=None) -> list:
+    """The "Glyph ... missing from font" warnings of a figure with Chinese title and labels, drawn to PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with matplotlib.rc_context({"font.sans-serif": fonts} if fonts else {}), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, -1], label="判别器的损失")
+        ax.set_title("每个迭代周期的损失")
+        ax.set_xlabel("迭代周期")
+        ax.legend()
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close(fig)
+    return [str(x.message) for x in w if "missing from font" in str(x.message)]
+
+
+def test_chinese_figures_draw_every_glyph():
+    """With the Chinese setup a CJK font is found (make test installs fonts-noto-cjk) and no glyph is missing."""
+    import matplotlib.pyplot as plt
+    from gan_lessons import i18n, plots
+    saved, rc = i18n._chosen, dict(plt.rcParams)
+    try:
+        i18n.set_language("zh")
+        assert plots.use_language_font() == "", "no CJK font: sudo apt-get install fonts-noto-cjk"
+        assert _missing_glyphs() == []
+    finally:
+        i18n._chosen = saved
+        i18n.os.environ.pop(i18n.ENV, None)
+        plt.rcParams.update(rc)
+
+
+def test_the_glyph_check_sees_boxes_without_a_cjk_font():
+    assert any("missing from font" in m for m in _missing_glyphs(["DejaVu Sans"]))
+
+
+# No English left where the package speaks --------------------------------------------------------------------------
+
+def english_pieces() -> dict:
+    """{piece: message}: the English words of every catalog message between its placeholders, where a piece is long
+    enough (three words or more) to be the package's own sentence and not a name or a number."""
+    pieces = {}
+    for message in messages.template():
+        if not message.id:
+            continue
+        for piece in re.split(r"\{[^{}]*\}", message.id):
+            piece = piece.strip(" .,:;()\n`'\"*")
+            if len(re.findall(r"[A-Za-z]{2,}", piece)) >= 3 and len(piece) >= 15:
+                pieces[piece] = message.id
+    return pieces
+
+
+def printed(path) -> str:
+    """Every text output a notebook stores (streams, plain text, markdown, HTML)."""
+    text = []
+    for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:
+        for out in cell.get("outputs", []):
+            text.append("".join(out.get("text", "")))
+            for mime in ("text/plain", "text/markdown", "text/html"):
+                value = out.get("data", {}).get(mime, "")
+                text.append("".join(value) if isinstance(value, list) else value)
+    return "\n".join(text)
+
+
+def untranslated(text: str, pieces: dict) -> list:
+    return sorted({message for piece, message in pieces.items() if piece in text})
+
+
+def test_english_pieces_are_found_in_english_output_and_not_in_translations():
+    """The search below can fail: lesson 01's English outputs hold the package's English, the catalog's translations
+    hold none of it."""
+    pieces = english_pieces()
+    assert len(pieces) > 100
+    assert untranslated(printed(ROOT / "notebooks" / "01_leaf_tensors.ipynb"), pieces)
+    from babel.messages.pofile import read_po
+    with open(messages.PO, "rb") as f:
+        translations = "\n".join(m.string for m in read_po(f) if m.id)
+    assert untranslated(translations, pieces) == []
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_a_chinese_lesson_prints_no_english_message_of_the_package(path):
+    """Everything the package printed while the Chinese lesson ran (nbval checks the stored outputs are what the
+    cells print today) is Chinese: no catalog message appears in English."""
+    found = untranslated(printed(path), english_pieces())
+    assert not found, f"English package messages in {path.name}: {found[:5]}"
+
+
+SEED_000 = '''
+import torch
+from torch import nn
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+D = nn.Sequential(nn.Linear(4, 512), nn.ReLU(), nn.Linear(512, 1))
+opt_G = torch.optim.Adam(G.parameters())
+opt_D = torch.optim.Adam(D.parameters())
+criterion = nn.BCEWithLogitsLoss()
+x_real = torch.randn(16, 4)
+z = torch.randn(16, 8)
+x_fake = G(z)
+loss_D = criterion(D(x_real), torch.ones(16, 1)) + criterion(D(x_fake), torch.zeros(16, 1))
+loss_G = criterion(D(x_fake), torch.ones(16, 1))
+opt_D.zero_grad()
+loss_D.backward(retain_graph=True)
+opt_D.step()
+opt_G.zero_grad()
+loss_G.backward()
+opt_G.step()
+'''
+
+
+def test_the_doctors_diagnosis_of_seed_000s_error_is_chinese_with_the_chinese_setup():
+    """Seed 000's order (D's step, then G's loss through the D it changed), under `with doctor()` in Chinese: the
+    diagnosis names the same tensor as in English, in Chinese sentences, with no English message left."""
+    code = ("import sys\nfrom gan_lessons.i18n import set_language\nset_language(sys.argv[1])\n"
+            "from gan_lessons.doctor import doctor\n"
+            "try:\n    with doctor():\n" + "".join("        " + line + "\n" for line in SEED_000.strip().splitlines())
+            + "except RuntimeError as error:\n    print(error.diagnosis.text())\n")
+    runs = {lang: subprocess.run([sys.executable, "-c", code, lang], capture_output=True, text=True, timeout=300)
+            for lang in ("en", "zh")}
+    for lang, run in runs.items():
+        assert run.returncode == 0 and run.stdout.strip(), (lang, run.stderr[-2000:])
+    english, chinese = runs["en"].stdout, runs["zh"].stdout
+    assert "[512, 1]" in english and "[512, 1]" in chinese and "opt_D.step()" in chinese
+    assert CJK.search(chinese) and untranslated(chinese, english_pieces()) == []
+    assert untranslated(english, english_pieces())          # the same search finds the English diagnosis
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+# README.zh-CN -----------------------------------------------------------------------------------------------------
+
+def test_the_chinese_readme_links_both_ways_lists_every_lesson_and_gives_the_same_two_commands():
+    readme, zh = (ROOT / "README.md").read_text(encoding="utf-8"), (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert "(README.zh-CN.md)" in readme and "(README.md)" in zh
+    commands = [re.findall(r"^make \w+", block, re.M) for block in
+                (readme.split("## Quickstart", 1)[1].split("```bash", 1)[1].split("```", 1)[0],
+                 zh.split("## 快速开始", 1)[1].split("```bash", 1)[1].split("```", 1)[0])]
+    assert commands[0] == commands[1] == ["make lab", "make test"]
+    for path in ZH_NOTEBOOKS:
+        assert f"(notebooks/zh/{path.name})" in zh and f"/notebooks/zh/student/{path.name})" in zh, path.name
+    for target in re.findall(r"\]\(([^)#\s]+)", zh):
+        if not target.startswith(("http://", "https://")):
+            assert (ROOT / target).exists(), f"README.zh-CN links to a missing file: {target}"
+    assert "fonts-noto-cjk" in zh.split("## 中文字体", 1)[1].split("**Colab**", 1)[1]   # the font route on Colab

@@ -1,0 +1,136 @@
+"""The package's message catalog (gan_lessons/i18n.py says how messages are written): extract, translate, compile.
+
+    python tools/messages.py                  extract every `_()`/`N_()` message from gan_lessons/, update the
+                                              template (.pot) and the Chinese catalog (.po), compile the .mo
+    python tools/messages.py --add FILE.json  also take translations from {"English message": "中文", ...}
+    python tools/messages.py --check          list what is wrong and exit 1: a message with no translation, a
+                                              translation that loses or adds a placeholder, a stale .pot or .mo
+
+Babel does the extracting, reading, writing and compiling, as its documentation describes."""
+import argparse
+import io
+import json
+import string
+import sys
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_dir
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po, write_po
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "gan_lessons"
+LOCALE = PACKAGE / "locale"
+POT = LOCALE / "gan_lessons.pot"
+PO = LOCALE / "zh_CN" / "LC_MESSAGES" / "gan_lessons.po"
+MO = PO.with_suffix(".mo")
+KEYWORDS = {"_": None, "N_": None}
+HEADER = dict(project="gan-lessons", version="0.1.0", copyright_holder="gan-lessons", msgid_bugs_address="",
+              fuzzy=False)
+
+
+def template() -> Catalog:
+    """Every message the package marks, with where it is written (paths relative to the repository)."""
+    pot = Catalog(**HEADER)
+    for filename, lineno, message, comments, context in extract_from_dir(
+            PACKAGE, method_map=[("**.py", "python")], keywords=KEYWORDS, comment_tags=("TRANSLATORS:",)):
+        pot.add(message, locations=[(f"gan_lessons/{filename}", lineno)], auto_comments=comments, context=context)
+    return pot
+
+
+def _read(path: Path, **kw) -> Catalog:
+    with open(path, "rb") as f:
+        return read_po(f, **kw)
+
+
+def _po_bytes(catalog: Catalog, **kw) -> bytes:
+    out = io.BytesIO()
+    write_po(out, catalog, width=120, sort_output=False, omit_header=False, **kw)
+    return out.getvalue()
+
+
+def _mo_bytes(catalog: Catalog) -> bytes:
+    out = io.BytesIO()
+    write_mo(out, catalog)
+    return out.getvalue()
+
+
+def fields(message: str) -> list:
+    """The placeholders of a str.format template, in order: "{name} at {step:d}" -> ["name", "step:d"]."""
+    try:
+        return sorted(f"{name}:{spec}" if spec else name
+                      for _, name, spec, _ in string.Formatter().parse(message) if name is not None)
+    except ValueError as error:
+        return [f"<unparsable: {error}>"]
+
+
+def problems() -> list:
+    """What keeps the catalog from being complete and shipped: one line each (empty when all is well)."""
+    found = []
+    pot = template()
+    po = _read(PO, locale="zh_CN")
+    for message in pot:
+        if not message.id:
+            continue
+        where = ", ".join(f"{f}:{n}" for f, n in message.locations[:2])
+        translated = po.get(message.id, context=message.context)
+        if translated is None or not translated.string:
+            found.append(f"no Chinese translation ({where}): {message.id!r}")
+        elif translated.fuzzy:
+            found.append(f"translation marked fuzzy, check it ({where}): {message.id!r}")
+        elif fields(message.id) != fields(translated.string):
+            found.append(f"placeholders differ ({where}): {message.id!r} has {fields(message.id)}, "
+                         f"the translation {fields(translated.string)}")
+    stale = sorted(m.id for m in po if m.id and pot.get(m.id, context=m.context) is None)
+    found += [f"the .po translates a message the package no longer has: {s!r} (run python tools/messages.py)"
+              for s in stale]
+    if not MO.exists() or _mo_bytes(po) != MO.read_bytes():
+        found.append(f"{MO.relative_to(ROOT)} is not compiled from the .po: run python tools/messages.py")
+    if not POT.exists() or {m.id for m in _read(POT) if m.id} != {m.id for m in pot if m.id}:
+        found.append(f"{POT.relative_to(ROOT)} is stale: run python tools/messages.py")
+    return found
+
+
+def update(added: dict) -> Catalog:
+    """Write the template, bring the .po up to date with it (new messages empty, gone ones dropped, `added`
+    translations filled in), and compile the .mo."""
+    pot = template()
+    POT.parent.mkdir(parents=True, exist_ok=True)
+    POT.write_bytes(_po_bytes(pot))
+    po = _read(PO, locale="zh_CN") if PO.exists() else Catalog(locale="zh_CN", **HEADER)
+    po.update(pot, no_fuzzy_matching=True)
+    po.obsolete.clear()
+    for message in po:
+        if message.id and message.id in added:
+            message.string = added[message.id]
+            message.flags.discard("fuzzy")
+    PO.parent.mkdir(parents=True, exist_ok=True)
+    PO.write_bytes(_po_bytes(po))
+    MO.write_bytes(_mo_bytes(po))
+    return po
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--add", action="append", default=[], type=Path, help="a JSON file of translations")
+    parser.add_argument("--check", action="store_true", help="only report what is wrong")
+    args = parser.parse_args(argv)
+    if not args.check:
+        added = {}
+        for path in args.add:
+            added.update(json.loads(path.read_text(encoding="utf-8")))
+        po = update(added)
+        unknown = sorted(set(added) - {m.id for m in po})
+        for message in unknown:
+            print(f"not a message the package has (left out): {message!r}", file=sys.stderr)
+    found = problems()
+    for line in found:
+        print(line)
+    print(f"{len(found)} problem(s) in the Chinese catalog" if found else "the Chinese catalog is complete")
+    return 1 if found and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
