@@ -16,7 +16,7 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test lint setup dot chromium fonts train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
+.PHONY: lab test lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
 
 lab: setup dot fonts
 	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
@@ -66,17 +66,21 @@ train: setup
 	$(PY) -m gan_lessons train --out runs/mnist --eval-each 2000 $$([ -f runs/mnist/last.pt ] && echo --resume)
 	$(PY) -m gan_lessons export runs/mnist
 
-# The lessons from their text sources (notebooks/src/, what people edit): build and execute each notebook, then make
-# the student copies. One lesson: `make notebooks LESSONS=notebooks/src/05_gan_update_strategies.py`.
-LESSONS ?= $(wildcard notebooks/src/[0-9][0-9]_*.py)
+# The lessons from their text sources (notebooks/src/ and the Chinese notebooks/zh/src/, what people edit): build and
+# execute each notebook, then make the student copies. One lesson: `make notebooks LESSONS=notebooks/src/05_*.py`.
+LESSONS ?= $(wildcard notebooks/src/[0-9][0-9]_*.py notebooks/zh/src/[0-9][0-9]_*.py)
 notebooks: setup
 	$(PY) tools/build_notebook.py $(LESSONS)
 	$(PY) tools/student.py
 
-# Student copies free of answers, in notebooks/student/ (committed: Colab opens them; tests/test_student.py
+# Student copies free of answers, in notebooks/student/ and notebooks/zh/student/ (committed: Colab opens them; tests/test_student.py
 # fails while they differ from the lessons).
 student: setup
 	$(PY) tools/student.py
+
+# The package's Chinese message catalog (gan_lessons/i18n.py): extract the messages, update the .po, compile the .mo.
+messages: setup
+	$(PY) tools/messages.py
 
 bench: setup
 	$(PY) benchmarks/bench.py --fast --quality

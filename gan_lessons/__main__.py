@@ -11,6 +11,7 @@ import torch
 
 from gan_lessons import data, files, metrics, plots, strategies, training
 from gan_lessons.doctor import script
+from gan_lessons.i18n import N_, _
 from gan_lessons.wording import reword
 
 
@@ -18,9 +19,9 @@ def positive_int(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(_("{text} is not a whole number").format(text=repr(text))) from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+        raise argparse.ArgumentTypeError(_("must be positive, got {value}").format(value=value))
     return value
 
 
@@ -28,9 +29,9 @@ def seed_int(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(_("{text} is not a whole number").format(text=repr(text))) from None
     if not 0 <= value < 2**63 - 4:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 2**63 - 5, got {value}")
+        raise argparse.ArgumentTypeError(_("must be from 0 to 2**63 - 5, got {value}").format(value=value))
     return value
 
 
@@ -39,29 +40,35 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         command = self.prog.split()[-1] if self.prog != "python -m gan_lessons" else ""
-        self.exit(2, f"error: {message} (see: python -m gan_lessons {command} --help)\n".replace("  ", " "))
+        self.exit(2, (_("error: {message} (see: python -m gan_lessons {command} --help)").format(
+            message=message, command=command) + "\n").replace("  ", " "))
 
 
 MAX_SAMPLES = 1_000_000
 
 # The library's messages name each setting as a Python caller does (gan_lessons.wording); the command line says
-# these words instead.
+# these words instead. The one sentence among them (files.FREE_SPACE's) is translated where it is used: words().
 WORDS = {"epochs": "--epochs", "batch_size": "--batch-size", "lr_G": "--lr-g", "lr_D": "--lr-d", "beta1": "--beta1",
          "beta2": "--beta2", "n_critic": "--n-critic", "gp_weight": "--gp-weight", "seed": "--seed",
          "device": "--device", "out": "--out", "limit": "--limit", "fast=True": "--fast", "resume=True": "--resume",
-         "free some disk space and try again":
-             "free some disk space (or choose another --out) and run the command again"}
+         "free_space": N_("free some disk space (or choose another --out) and run the command again")}
+
+
+def words() -> dict:
+    """WORDS in the language in use (a flag translates to itself)."""
+    return {key: _(word) for key, word in WORDS.items()}
 
 
 def check_out(path: Path, flag="--out"):
     """Refuse an output path before any work: a missing folder, a folder, or a run's own file."""
     if not path.parent.is_dir():
-        raise training.ConfigError(f"{flag} {path}: the folder {path.parent} does not exist; create it or choose "
-                                   f"another {flag}")
+        raise training.ConfigError(_("{flag} {path}: the folder {folder} does not exist; create it or choose another "
+                                     "{flag}").format(flag=flag, path=path, folder=path.parent))
     if path.is_dir():
-        raise training.ConfigError(f"{flag} {path} is a folder; give a file name")
+        raise training.ConfigError(_("{flag} {path} is a folder; give a file name").format(flag=flag, path=path))
     if path.exists() and files.is_run_file(path):
-        raise training.ConfigError(f"{flag} {path} would replace a file of a training run; choose another {flag}")
+        raise training.ConfigError(_("{flag} {path} would replace a file of a training run; choose another {flag}")
+                                   .format(flag=flag, path=path))
 
 
 def write_text(path: Path, text: str):
@@ -73,68 +80,78 @@ def _terminate(signum, frame):
 
 
 def parser():
-    p = Parser(prog="python -m gan_lessons", description=__doc__)
+    """The command line's parser, its help in the language in use (made at each call, never at import)."""
+    p = Parser(prog="python -m gan_lessons", description=_(
+        "Command line: python -m gan_lessons {commands} (lesson 06), and python -m gan_lessons doctor SCRIPT "
+        "(lesson 07).").format(commands="{train, sample, evaluate, export, classifier}"))
     sub = p.add_subparsers(dest="command", required=True)
     d = training.TrainConfig()
-    t = sub.add_parser("train", help="train seed 000's GAN on MNIST")
+    t = sub.add_parser("train", help=_("train seed 000's GAN on MNIST"))
     t.add_argument("--epochs", type=positive_int, default=d.epochs)
     t.add_argument("--batch-size", type=positive_int, default=d.batch_size)
-    t.add_argument("--strategy", default=d.strategy, help=f"one of: {', '.join(strategies.ALL)}")
+    t.add_argument("--strategy", default=d.strategy, help=_("one of: {names}").format(names=", ".join(strategies.ALL)))
     t.add_argument("--lr-g", type=float, default=d.lr_G)
     t.add_argument("--lr-d", type=float, default=d.lr_D)
-    t.add_argument("--beta1", type=float, default=d.beta1, help="Adam's beta1, in [0, 1) (WGAN-GP's paper: 0)")
-    t.add_argument("--beta2", type=float, default=d.beta2, help="Adam's beta2, in [0, 1) (WGAN-GP's paper: 0.9)")
+    t.add_argument("--beta1", type=float, default=d.beta1, help=_("Adam's beta1, in [0, 1) (WGAN-GP's paper: 0)"))
+    t.add_argument("--beta2", type=float, default=d.beta2, help=_("Adam's beta2, in [0, 1) (WGAN-GP's paper: 0.9)"))
     t.add_argument("--n-critic", type=positive_int, default=d.n_critic,
-                   help="wgan_gp: critic steps per G step (its paper: 5, with --lr-g/--lr-d 1e-4, --beta1 0 --beta2 0.9)")
+                   help=_("wgan_gp: critic steps per G step (its paper: 5, with --lr-g/--lr-d 1e-4, --beta1 0 "
+                          "--beta2 0.9)"))
     t.add_argument("--gp-weight", type=float, default=d.gp_weight,
-                   help="wgan_gp: the gradient penalty's weight, 0 or above (its paper: 10)")
+                   help=_("wgan_gp: the gradient penalty's weight, 0 or above (its paper: 10)"))
     t.add_argument("--no-tanh", dest="tanh", action="store_false",
-                   help="train seed 000's G as written, with no final Tanh (one run of it trained badly: lesson 06)")
+                   help=_("train seed 000's G as written, with no final Tanh (one run of it trained badly: "
+                          "lesson 06)"))
     t.add_argument("--seed", type=seed_int, default=d.seed)
     t.add_argument("--device", default=d.device)
     t.add_argument("--out", default=d.out)
     t.add_argument("--data", default=d.data)
-    t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
-    t.add_argument("--fast", action="store_true", help="torch.compile G and D")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
-    t.add_argument("--restart", action="store_true", help="start over in an OUT that holds a run (replaces its files)")
-    t.add_argument("--eval-samples", type=int, default=10000, help="samples for the metrics at the end (0: skip)")
+    t.add_argument("--limit", type=positive_int, default=None, help=_("train on the first N images only"))
+    t.add_argument("--fast", action="store_true", help=_("torch.compile G and D"))
+    t.add_argument("--resume", action="store_true", help=_("continue from OUT/last.pt"))
+    t.add_argument("--restart", action="store_true",
+                   help=_("start over in an OUT that holds a run (replaces its files)"))
+    t.add_argument("--eval-samples", type=int, default=10000, help=_("samples for the metrics at the end (0: skip)"))
     t.add_argument("--eval-each", type=int, default=0, metavar="N",
-                   help="after every epoch, score N samples (MNIST-FID, coverage) into OUT/eval.jsonl; "
-                        "not counted in the epoch times")
+                   help=_("after every epoch, score N samples (MNIST-FID, coverage) into OUT/eval.jsonl; not counted "
+                          "in the epoch times"))
     t.add_argument("--no-progress", action="store_true")
-    s = sub.add_parser("sample", help="write N generated images from a checkpoint to .npz or .pt")
+    s = sub.add_parser("sample", help=_("write N generated images from a checkpoint to .npz or .pt"))
     s.add_argument("checkpoint")
     s.add_argument("-n", type=positive_int, default=64)
     s.add_argument("--out", default="samples.npz")
     s.add_argument("--seed", type=seed_int, default=0)
-    e = sub.add_parser("evaluate", help="MNIST-FID, classifier score and coverage of a checkpoint")
+    e = sub.add_parser("evaluate", help=_("MNIST-FID, classifier score and coverage of a checkpoint"))
     e.add_argument("checkpoint")
     e.add_argument("-n", type=positive_int, default=10000)
     e.add_argument("--data", default=d.data)
     e.add_argument("--seed", type=seed_int, default=0)
-    x = sub.add_parser("export", help="ship a run's generator: half-precision weights plus a JSON record with metrics")
-    x.add_argument("run", help="a folder written by `train` (last.pt, metrics.json)")
+    x = sub.add_parser("export",
+                       help=_("ship a run's generator: half-precision weights plus a JSON record with metrics"))
+    x.add_argument("run", help=_("a folder written by `train` (last.pt, metrics.json)"))
     x.add_argument("--out", default=str(metrics.ASSETS / "generator.pt"))
     x.add_argument("-n", type=positive_int, default=10000)
     x.add_argument("--data", default=d.data)
-    c = sub.add_parser("classifier", help="train the metric's classifier and write gan_lessons/assets/")
+    c = sub.add_parser("classifier", help=_("train the metric's classifier and write gan_lessons/assets/"))
     c.add_argument("--data", default=d.data)
     c.add_argument("--epochs", type=positive_int, default=4)
-    r = sub.add_parser("doctor", help="run a Python script under the autograd doctor (lesson 07)",
+    r = sub.add_parser("doctor", help=_("run a Python script under the autograd doctor (lesson 07)"),
                        usage="python -m gan_lessons doctor [-h] [--strict] (SCRIPT | -m MODULE) [ARGS ...]",
-                       description="Run SCRIPT (or MODULE) as `python SCRIPT ARGS` would, under the autograd doctor: "
-                                   "on one of the autograd errors of lessons 01-04 and 08 it prints its diagnosis, "
-                                   "then the usual traceback; it warns about the silent bugs it knows.",
-                       epilog=f"exit status: the script's own when it ends cleanly; {script.EXIT_ERROR} when an "
-                              f"error escapes it (diagnosed or not); {script.EXIT_BAD_INPUT} for no such script "
-                              f"or module; {script.EXIT_STRICT} with --strict when the doctor warned")
-    r.add_argument("script", nargs="?", metavar="SCRIPT", help="the script to run, as `python SCRIPT ARGS` runs it")
-    r.add_argument("-m", dest="module", metavar="MODULE", help="run a module instead, as `python -m MODULE ARGS`")
+                       description=_("Run SCRIPT (or MODULE) as `python SCRIPT ARGS` would, under the autograd "
+                                     "doctor: on one of the autograd errors of lessons 01-04 and 08 it prints its "
+                                     "diagnosis, then the usual traceback; it warns about the silent bugs it knows."),
+                       epilog=_("exit status: the script's own when it ends cleanly; {error} when an error escapes "
+                                "it (diagnosed or not); {bad_input} for no such script or module; {strict} with "
+                                "--strict when the doctor warned").format(
+                                    error=script.EXIT_ERROR, bad_input=script.EXIT_BAD_INPUT, strict=script.EXIT_STRICT))
+    r.add_argument("script", nargs="?", metavar="SCRIPT",
+                   help=_("the script to run, as `python SCRIPT ARGS` runs it"))
+    r.add_argument("-m", dest="module", metavar="MODULE", help=_("run a module instead, as `python -m MODULE ARGS`"))
     r.add_argument("--strict", action="store_true",
-                   help=f"exit {script.EXIT_STRICT} if the doctor warned and the script would have exited 0 "
-                        f"(a dry run in CI)")
-    r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments, passed as they are")
+                   help=_("exit {strict} if the doctor warned and the script would have exited 0 (a dry run in CI)")
+                   .format(strict=script.EXIT_STRICT))
+    r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help=_("the script's own arguments, passed as they are"))
     return p
 
 
@@ -164,12 +181,12 @@ def cmd_train(a):
     out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0}
     cfg.validate()                                   # every setting checked before any file is touched
     if a.resume and a.restart:
-        raise training.ConfigError("--resume continues a run and --restart starts it over: choose one")
+        raise training.ConfigError(_("--resume continues a run and --restart starts it over: choose one"))
     if out.exists() and not out.is_dir():
-        raise training.ConfigError(f"--out {out} is a file; give a folder for the run")
+        raise training.ConfigError(_("--out {out} is a file; give a folder for the run").format(out=out))
     if (out / "last.pt").exists() and not (a.resume or a.restart):
-        raise training.ConfigError(f"--out {out} holds a run (last.pt): continue it with --resume, start over with "
-                                   f"--restart (replaces its files), or choose another --out")
+        raise training.ConfigError(_("--out {out} holds a run (last.pt): continue it with --resume, start over with "
+                                     "--restart (replaces its files), or choose another --out").format(out=out))
     if a.restart:
         for old in [*out.glob("grid_*.png"), *(out / name for name in files.RUN_FILES)]:
             old.unlink(missing_ok=True)
@@ -178,7 +195,7 @@ def cmd_train(a):
         (out / "eval.jsonl").unlink(missing_ok=True)
     if not a.no_progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=cfg.epochs, unit="epoch", dynamic_ncols=True)
+        bar = tqdm(total=cfg.epochs, unit=_("epoch"), dynamic_ncols=True)
 
     def on_step(trainer, loss_D, loss_G):
         if bar is not None and trainer.batch % 50 == 0:    # .item() syncs: only every 50 steps
@@ -206,8 +223,9 @@ def cmd_train(a):
     try:
         finish_run(a, cfg, trainer, out, time.perf_counter() - started - clock["eval"])
     except KeyboardInterrupt:
-        raise training.Interrupted(f"interrupted after training, before metrics.json was written; {out}/last.pt "
-                                   f"holds the whole run: run the same command with --resume to finish") from None
+        raise training.Interrupted(_("interrupted after training, before metrics.json was written; {out}/last.pt "
+                                     "holds the whole run: run the same command with --resume to finish").format(
+                                         out=out)) from None
 
 
 def finish_run(a, cfg, trainer, out, train_seconds):
@@ -228,16 +246,17 @@ def finish_run(a, cfg, trainer, out, train_seconds):
         record["metrics"] = metrics.evaluate(training.generate(trainer.G, a.eval_samples, seed=a.seed), cfg.data)
         record["eval_seconds"] = round(time.perf_counter() - t0, 2)
     write_text(out / "metrics.json", json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}/last.pt, grids, progress.gif, losses.png, metrics.json")
+    print(_("wrote {out}/last.pt, grids, progress.gif, losses.png, metrics.json").format(out=out))
 
 
 def cmd_sample(a):
     out = Path(a.out)
     if out.suffix not in (".npz", ".pt"):
-        raise training.ConfigError(f"--out must end in .npz or .pt, got {out.name}")
+        raise training.ConfigError(_("--out must end in .npz or .pt, got {name}").format(name=out.name))
     check_out(out)
     if a.n > MAX_SAMPLES:
-        raise training.ConfigError(f"-n {a.n} is more than {MAX_SAMPLES:,} images (784 bytes each); sample in parts")
+        raise training.ConfigError(_("-n {n} is more than {most:,} images (784 bytes each); sample in parts").format(
+            n=a.n, most=MAX_SAMPLES))
     images = training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed)
     as_bytes = ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).squeeze(1)
     if out.suffix == ".pt":
@@ -248,13 +267,13 @@ def cmd_sample(a):
             with open(tmp, "wb") as f:              # a file object: given a path, numpy would append ".npz"
                 np.savez_compressed(f, images=as_bytes.numpy())
         files.atomic_write(out, save_npz)
-    print(f"wrote {a.n} images (uint8, 28x28) to {out}")
+    print(_("wrote {n} images (uint8, 28x28) to {out}").format(n=a.n, out=out))
 
 
 def cmd_evaluate(a):
     if a.n < 2:
-        raise training.ConfigError(f"-n {a.n}: MNIST-FID needs at least 2 samples (2000 or more for a stable "
-                                   f"figure)")
+        raise training.ConfigError(_("-n {n}: MNIST-FID needs at least 2 samples (2000 or more for a stable "
+                                     "figure)").format(n=a.n))
     result = metrics.evaluate(training.generate(training.load_generator(a.checkpoint), a.n, seed=a.seed), a.data)
     print(json.dumps({"checkpoint": a.checkpoint, **result, "real_train_baseline": metrics.baseline(a.data, a.n)},
                      indent=2))
@@ -263,14 +282,15 @@ def cmd_evaluate(a):
 def cmd_export(a):
     run, out = Path(a.run), Path(a.out)
     check_out(out)
-    check_out(out.with_suffix(".json"), flag="--out (its .json record)")
+    check_out(out.with_suffix(".json"), flag=_("--out (its .json record)"))
     if not (run / "last.pt").is_file():
-        raise training.ConfigError(f"{run} holds no run (no last.pt): give a folder written by train")
+        raise training.ConfigError(_("{run} holds no run (no last.pt): give a folder written by train").format(
+            run=run))
     try:
         trained = json.loads((run / "metrics.json").read_text()) if (run / "metrics.json").exists() else {}
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise training.ConfigError(f"{run / 'metrics.json'} is not valid JSON; restore it, or delete it to export "
-                                   f"without the run's record") from None
+        raise training.ConfigError(_("{path} is not valid JSON; restore it, or delete it to export without the "
+                                     "run's record").format(path=run / "metrics.json")) from None
     training.export_generator(run / "last.pt", out)
     G = training.load_generator(out)
     record = {"command": trained.get("command"), "device": trained.get("device"), "torch": trained.get("torch"),
@@ -279,21 +299,21 @@ def cmd_export(a):
               "eval_each_epoch": trained.get("eval_each_epoch"),
               "metrics": metrics.evaluate(training.generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
     write_text(out.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out} and {out.with_suffix('.json')}")
+    print(_("wrote {out} and {record}").format(out=out, record=out.with_suffix(".json")))
 
 
 def cmd_classifier(a):
-    _, record = metrics.train_classifier(a.data, epochs=a.epochs)
+    _net, record = metrics.train_classifier(a.data, epochs=a.epochs)
     print(json.dumps(record, indent=2))
 
 
 def cmd_doctor(a, script_args):
     if (a.script is None) == (a.module is None):
-        Parser(prog="python -m gan_lessons doctor").error("give a SCRIPT to run, or -m MODULE")
+        Parser(prog="python -m gan_lessons doctor").error(_("give a SCRIPT to run, or -m MODULE"))
     try:
         return script.run(a.module or a.script, script_args, module=a.module is not None, strict=a.strict)
     except script.NotRunnable as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_("error: {message}").format(message=error), file=sys.stderr)
         return script.EXIT_BAD_INPUT
 
 
@@ -308,19 +328,20 @@ def main(argv=None):
     try:
         data_root = Path(getattr(args, "data", None) or ".")
         if data_root.exists() and not data_root.is_dir():
-            raise training.ConfigError(f"--data {data_root} is a file; give the folder MNIST is (or will be) kept in")
+            raise training.ConfigError(_("--data {path} is a file; give the folder MNIST is (or will be) kept in")
+                                       .format(path=data_root))
         command[args.command](args)
     except training.Interrupted as stop:
-        print(f"stopped: {reword(stop, WORDS)}", file=sys.stderr)
+        print(_("stopped: {message}").format(message=reword(stop, words())), file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print(f"stopped: {args.command} interrupted; nothing was written", file=sys.stderr)
+        print(_("stopped: {command} interrupted; nothing was written").format(command=args.command), file=sys.stderr)
         return 130
     except training.NonFinite as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_("error: {message}").format(message=error), file=sys.stderr)
         return 1
     except (training.ConfigError, files.CheckpointError, data.MNISTUnavailable) as error:
-        print(f"error: {reword(error, WORDS)}", file=sys.stderr)
+        print(_("error: {message}").format(message=reword(error, words())), file=sys.stderr)
         return 2
     return 0
 

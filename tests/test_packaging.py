@@ -10,7 +10,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDA_TO_PYPI = {"pytorch": "torch", "python-graphviz": "graphviz"}
-NOT_PYTHON_PACKAGES = {"python", "graphviz", "pip"}
+NOT_PYTHON_PACKAGES = {"python", "graphviz", "pip", "font-ttf-noto-cjk"}
 
 
 def _name(requirement: str) -> str:

@@ -239,7 +239,7 @@ def english_pieces() -> dict:
             continue
         for piece in re.split(r"\{[^{}]*\}", message.id):
             piece = piece.strip(" .,:;()\n`'\"*")
-            if len(re.findall(r"[A-Za-z]{2,}", piece)) >= 3 and len(piece) >= 15:
+            if len(re.findall(r"\b[a-z]{2,}\b", piece)) >= 3 and len(piece) >= 15:   # prose words, not names
                 pieces[piece] = message.id
     return pieces
 

@@ -28,6 +28,7 @@ from gan_lessons.doctor.frames import _clean
 from gan_lessons.doctor.naming import Naming
 from gan_lessons.doctor.recording import Recording, _Nodes, _Recorder
 from gan_lessons.doctor.report import LESSONS, Diagnosis, DoctorWarning, Where
+from gan_lessons.i18n import _
 
 __all__ = ["doctor", "Diagnosis", "DoctorWarning", "Where", "LESSONS", "active", "load_ipython_extension",
            "unload_ipython_extension"]
@@ -84,11 +85,11 @@ class doctor(Recording, Naming, Checks, Diagnoses):
             diagnosis = self.diagnose(error)
         except Exception as failure:      # the original error surfaces anyway
             diagnosis = None
-            self.notes.append(f"the doctor could not diagnose this ({failure!r})")
+            self.notes.append(_("the doctor could not diagnose this ({failure})").format(failure=repr(failure)))
         if diagnosis is not None:
             self.diagnoses.append(diagnosis)
             error.diagnosis = diagnosis
             print(diagnosis.text(), file=sys.stderr)
         for note in self.notes[-1:]:
-            print(f"autograd doctor note: {note}", file=sys.stderr)
+            print(_("autograd doctor note: {note}").format(note=note), file=sys.stderr)
         return diagnosis

@@ -11,6 +11,7 @@ from gan_lessons import graphs
 from gan_lessons.doctor.frames import _shown, _user_frame
 from gan_lessons.doctor.naming import _candidates, _looks_like_gan
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
+from gan_lessons.i18n import N_, _
 
 # Ops that only reshape: a sigmoid behind them still feeds its values to the loss (`.view(-1)`, `.squeeze()`).
 
@@ -36,10 +37,12 @@ def _double_sigmoid_effect(target) -> str:
     """What an extra sigmoid does to this BCE term: its range depends on the target (lesson 05 checks both)."""
     squashed = {1.0: "[0.31, 0.69]", 0.0: "[0.69, 1.31]"}
     label = target.unique().tolist() if isinstance(target, torch.Tensor) and target.numel() else []
-    where = f"this loss (target {label[0]:g}) is squashed into {squashed[label[0]]}" if len(label) == 1 and \
-        label[0] in squashed else "this loss sees inputs in (0, 1) only, whatever D says"
-    return (f"{where}, and its gradient shrinks by a factor with no upper bound (hundreds of times for a logit 6 on "
-            "the wrong side of the target), silently")
+    if len(label) == 1 and label[0] in squashed:
+        return _("this loss (target {target:g}) is squashed into {range}, and its gradient shrinks by a factor with no "
+                 "upper bound (hundreds of times for a logit 6 on the wrong side of the target), silently").format(
+            target=label[0], range=squashed[label[0]])
+    return _("this loss sees inputs in (0, 1) only, whatever D says, and its gradient shrinks by a factor with no upper "
+             "bound (hundreds of times for a logit 6 on the wrong side of the target), silently")
 
 
 # Ops that add a number to a loss: a weight gradient reduced to a number and added to a loss is a penalty (a
@@ -65,20 +68,23 @@ class Checks:
         stale = [b for b in contributors if b["used_by"] - {id(opt)}]
         if len(lines) > 1 and stale:
             own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
-            self._suspicious(f"{name}.step() adds up gradients from two losses: what the backward at "
-                             f"{stale[0]['where']} left in .grad (already used by another optimizer's step) and "
-                             f"the backward at {own['where']}", {"where": _user_frame()},
-                             [("call zero_grad() on this optimizer right before its own loss's backward", "04")])
+            self._suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
+                               "in .grad (already used by another optimizer's step) and the backward at {own}").format(
+                                 name=name, stale=stale[0]["where"], own=own["where"]), {"where": _user_frame()},
+                             [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")])
         mine = [b for b in contributors if id(opt) in b["used_by"]]
         if mine and not closure:
             where = _user_frame()
-            self._suspicious(f"{name}.step() applies again gradients its own earlier step already applied: .grad "
-                             f"still holds what the backward at {mine[0]['where']} gave "
-                             f"{'it' if len(mine) == 1 else f'{len(mine)} earlier steps'}, because no zero_grad() "
-                             f"ran between the steps, so each step adds up every earlier pass's gradient",
-                             {"where": where, "passes in .grad": len(contributors)},
-                             [(f"call {name}.zero_grad() inside the loop, right before each backward (not once "
-                               f"before the loop)", "01")],
+            summary = (_("{name}.step() applies again gradients its own earlier step already applied: .grad still "
+                         "holds what the backward at {where} gave it, because no zero_grad() ran between the steps, "
+                         "so each step adds up every earlier pass's gradient") if len(mine) == 1 else
+                       _("{name}.step() applies again gradients its own earlier step already applied: .grad still "
+                         "holds what the backward at {where} gave {count} earlier steps, because no zero_grad() ran "
+                         "between the steps, so each step adds up every earlier pass's gradient")).format(
+                name=name, where=mine[0]["where"], count=len(mine))
+            self._suspicious(summary, {"where": where, "passes in .grad": len(contributors)},
+                             [(_("call {name}.zero_grad() inside the loop, right before each backward (not once "
+                                 "before the loop)").format(name=name), "01")],
                              key="own gradients again")
 
     def _check_foreign_gradients(self, name, params, contributors):
@@ -98,12 +104,13 @@ class Checks:
         deeper = {names[p].split(".")[0] for p, d in depth.items()
                   if p not in mine and p in names and d > my_depth and p in trained}
         if deeper:
-            self._suspicious(f"{name}.step() uses gradients from the backward at {b['where']}, whose loss ran "
-                             f"through these parameters on into {', '.join(sorted(deeper))}: either that net's "
-                             f"loss (as G's loss runs through D), which this step must not use, or this net's "
-                             f"own loss on an input that was not detached", {"where": _user_frame()},
-                             [("call zero_grad() on this optimizer right before its own loss's backward, and "
-                               "detach the fake batch in D's loss", "04")])
+            self._suspicious(_("{name}.step() uses gradients from the backward at {where}, whose loss ran through "
+                               "these parameters on into {nets}: either that net's loss (as G's loss runs through "
+                               "D), which this step must not use, or this net's own loss on an input that was not "
+                               "detached").format(name=name, where=b["where"], nets=", ".join(sorted(deeper))),
+                             {"where": _user_frame()},
+                             [(N_("call zero_grad() on this optimizer right before its own loss's backward, and "
+                                  "detach the fake batch in D's loss"), "04")])
 
     def _check_frozen_step(self, name, params):
         """Every parameter of this optimizer frozen (requires_grad=False) when it steps: no backward can have
@@ -111,23 +118,27 @@ class Checks:
         if not params or any(p.requires_grad for p in params):
             return
         line, caller = next((self.frozen_at[id(p)] for p in params if id(p) in self.frozen_at), (None, None))
-        frozen = f"{line}" + (f", called from {caller}" if caller is not None else "") if line else None
+        frozen = (_("{where}, called from {caller}").format(where=line, caller=caller) if caller is not None
+                  else f"{line}") if line else None
         moved = any(p.grad is not None for p in params)
         facts = {"where": _user_frame()}
         if frozen is not None:
             facts["frozen at"] = frozen
-        self._suspicious(f"{name}.step() runs while all {len(params)} of its parameters are frozen "
-                         f"(requires_grad=False): the backward before it "
-                         f"could not reach them, so this step trains nothing"
-                         + (" (it moves them only along what .grad held from before)" if moved else ""), facts,
-                         [("unfreeze them (requires_grad_(True)) before the forward of this optimizer's loss, and "
-                           "put each flag back right after the step that needed it frozen", "09")],
+        summary = (_("{name}.step() runs while all {count} of its parameters are frozen (requires_grad=False): the "
+                     "backward before it could not reach them, so this step trains nothing (it moves them only along "
+                     "what .grad held from before)") if moved else
+                   _("{name}.step() runs while all {count} of its parameters are frozen (requires_grad=False): the "
+                     "backward before it could not reach them, so this step trains nothing")).format(
+            name=name, count=len(params))
+        self._suspicious(summary, facts,
+                         [(N_("unfreeze them (requires_grad_(True)) before the forward of this optimizer's loss, and "
+                              "put each flag back right after the step that needed it frozen"), "09")],
                          key="frozen step")
 
     def _known_optimizers(self):
         known = {id(o): o for o in self.seen_optimizers}
         for ns in [self.named] + self._namespaces():
-            for _, o in _candidates(ns):
+            for _name, o in _candidates(ns):
                 if isinstance(o, torch.optim.Optimizer):
                     known.setdefault(id(o), o)
         return known.values()
@@ -153,9 +164,10 @@ class Checks:
                 self.pending_data[key] = (ref, op, where, serial, left - 1)
 
     def _warn_data_mutation(self, tensor, op, where):
-        self._suspicious(f"`.data.{op}` changes {self._name(tensor)} behind autograd's back: its version counter "
-                         f"does not move, so a graph that saved it gives a wrong gradient without any error",
-                         {"where": where}, [("update under torch.no_grad() instead, or clone()", "03")],
+        self._suspicious(_("`.data.{op}` changes {name} behind autograd's back: its version counter does not move, "
+                           "so a graph that saved it gives a wrong gradient without any error").format(
+                             op=op, name=self._name(tensor)),
+                         {"where": where}, [(N_("update under torch.no_grad() instead, or clone()"), "03")],
                          key=f".data.{op}")
 
     def _constant_source(self, leaves, inputs):
@@ -209,12 +221,12 @@ class Checks:
         for serial in serials & self.mixed.keys():
             where, params = self.mixed[serial][:2]
             if where is not None and params & filled:
-                self._suspicious(f"the penalty built from the gradient at {_shown(where.file)}:{where.line} "
-                                 f"(`{where.code}`) is a constant, because torch.autograd.grad was called without "
-                                 f"create_graph=True: that gradient has no graph back to the parameters, so the "
-                                 f"penalty adds to the loss but trains nothing",
+                self._suspicious(_("the penalty built from the gradient at {file}:{line} (`{code}`) is a constant, "
+                                   "because torch.autograd.grad was called without create_graph=True: that gradient "
+                                   "has no graph back to the parameters, so the penalty adds to the loss but trains "
+                                   "nothing").format(file=_shown(where.file), line=where.line, code=where.code),
                                  {"where": where, "backward": _user_frame()},
-                                 [("pass create_graph=True to that torch.autograd.grad call", "08")],
+                                 [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")],
                                  key="constant gradient")
 
     def _suspicious(self, summary, facts, fixes, key=None):
@@ -231,7 +243,9 @@ class Checks:
     def _nonleaf_grad(self, tensor, where):
         if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.diagnoses):
             return                        # one diagnosis per line is enough
-        d = Diagnosis("nonleaf_grad", f"`.grad` read on {self._name(tensor)}, which is not a leaf: it is None",
-                      {"where": where}, [("call .retain_grad() on it before backward(), or read a leaf's .grad", "01")])
+        d = Diagnosis("nonleaf_grad", _("`.grad` read on {name}, which is not a leaf: it is None").format(
+                          name=self._name(tensor)),
+                      {"where": where}, [(N_("call .retain_grad() on it before backward(), or read a leaf's .grad"),
+                                          "01")])
         self.diagnoses.append(d)
         print(d.text(), file=sys.stderr)

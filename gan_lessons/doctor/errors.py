@@ -15,6 +15,7 @@ from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _CARRIE
                                        _FREED_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES, _INPLACE_WRONG,
                                        _LEAF_FIXES, _LEAF_WRONG, _STEP_FIXES, _STEP_WRONG, _TWICE_FIXES,
                                        _TWICE_WRONG)
+from gan_lessons.i18n import N_, _
 
 
 class Diagnoses:
@@ -59,13 +60,16 @@ class Diagnoses:
         where, frame = self._failing(error)
         inputs = list(frame.f_locals["t_inputs"]) if frame is not None else []
         culprit = next((t for t in inputs if isinstance(t, torch.Tensor) and not t.requires_grad), None)
-        label = self._label(culprit) if culprit is not None else "an input"
+        label = self._label(culprit) if culprit is not None else _("an input")
         facts = {"input": f"{label} {list(culprit.shape)}" if culprit is not None else "?", "call": str(where)}
-        name = label.strip("`") if label.startswith("`") else "the input"
-        return Diagnosis("grad_input", f"torch.autograd.grad is asked for the gradient with respect to {label}, "
-                         f"which does not require grad: autograd recorded nothing for it", facts,
-                         [(f"{name}.requires_grad_(True) before the forward that uses it (in a gradient penalty: on "
-                           f"the interpolates x_hat, right after mixing x_real and the detached x_fake)", "08")])
+        fix = (_("{name}.requires_grad_(True) before the forward that uses it (in a gradient penalty: on the "
+                 "interpolates x_hat, right after mixing x_real and the detached x_fake)").format(name=label.strip("`"))
+               if label.startswith("`") else
+               _("the input.requires_grad_(True) before the forward that uses it (in a gradient penalty: on the "
+                 "interpolates x_hat, right after mixing x_real and the detached x_fake)"))
+        return Diagnosis("grad_input", _("torch.autograd.grad is asked for the gradient with respect to {label}, "
+                                         "which does not require grad: autograd recorded nothing for it").format(
+                                             label=label), facts, [(fix, "08")])
 
     def _constant_error(self, error):
         """backward() on a penalty that is a constant, made from autograd.grad without create_graph=True (the loud
@@ -75,30 +79,32 @@ class Diagnoses:
         if not sources or sources[0][0] is None:
             return None
         where = sources[0][0]
-        return Diagnosis("constant", f"this penalty is a constant: it is built from the gradient at {where}, and "
-                         f"torch.autograd.grad was called there without create_graph=True, so that gradient has no "
-                         f"graph back to the parameters", {"where": where, "backward": str(self._failing(error)[0])},
-                         [("pass create_graph=True to that torch.autograd.grad call", "08")])
+        return Diagnosis("constant", _("this penalty is a constant: it is built from the gradient at {where}, and "
+                                       "torch.autograd.grad was called there without create_graph=True, so that "
+                                       "gradient has no graph back to the parameters").format(where=where),
+                         {"where": where, "backward": str(self._failing(error)[0])},
+                         [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")])
 
     def _nonscalar_error(self, error):
         """A gradient of a non-scalar output without grad_outputs: out = D(x_hat) has one score per sample."""
         where, frame = self._failing(error)
         roots = self._roots_of(error)
         out = next((t for t in roots if t.numel() != 1), None)
-        label = self._label(out) if out is not None else "the output"
+        label = self._label(out) if out is not None else _("the output")
         shape = f" {list(out.shape)}" if out is not None else ""
-        facts = {"output": f"{label}{shape}, not a single number", "call": str(where)}
+        facts = {"output": _("{label}{shape}, not a single number").format(label=label, shape=shape),
+                 "call": str(where)}
         if frame is not None:
-            summary = (f"torch.autograd.grad of {label}{shape} without grad_outputs: it is not a single number, so "
-                       f"autograd cannot tell how to weigh its elements")
-            fixes = [("pass grad_outputs=torch.ones_like(out) to torch.autograd.grad (the gradient of out.sum(): "
-                      "each sample's own gradient, as a gradient penalty needs)", "08"),
-                     ("or differentiate a scalar: torch.autograd.grad(out.sum(), inputs)", "08")]
+            summary = _("torch.autograd.grad of {label}{shape} without grad_outputs: it is not a single number, so "
+                        "autograd cannot tell how to weigh its elements").format(label=label, shape=shape)
+            fixes = [(N_("pass grad_outputs=torch.ones_like(out) to torch.autograd.grad (the gradient of out.sum(): "
+                         "each sample's own gradient, as a gradient penalty needs)"), "08"),
+                     (N_("or differentiate a scalar: torch.autograd.grad(out.sum(), inputs)"), "08")]
         else:
-            summary = (f"backward() on {label}{shape}: it is not a single number, so autograd cannot tell how to "
-                       f"weigh its elements")
-            fixes = [("reduce it to the loss first: out.mean().backward() (or out.sum())", None),
-                     ("or give its gradient: out.backward(torch.ones_like(out))", None)]
+            summary = _("backward() on {label}{shape}: it is not a single number, so autograd cannot tell how to "
+                        "weigh its elements").format(label=label, shape=shape)
+            fixes = [(N_("reduce it to the loss first: out.mean().backward() (or out.sum())"), None),
+                     (N_("or give its gradient: out.backward(torch.ones_like(out))"), None)]
         return Diagnosis("nonscalar", summary, facts, fixes)
 
     def _roots_of(self, error):
@@ -119,39 +125,48 @@ class Diagnoses:
         roots = self._roots_of(error)
         found = list(self._saved(roots, stale=True))
         if not found:
-            return Diagnosis("version", "a saved tensor was modified in place, but the doctor could not find it",
+            return Diagnosis("version", _("a saved tensor was modified in place, but the doctor could not find it"),
                              {}, _STEP_FIXES + _INPLACE_FIXES)
         shape, versions = graphs.version_error(str(error))
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
                      next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
-        op, module, saved_at, _ = self.nodes.get(fn, (s.node, None, None, 0))
+        op, module, saved_at, _serial = self.nodes.get(fn, (s.node, None, None, 0))
         module = self._module_name(module)
-        transposed = " (a transposed view: Linear saves weight.t())" if s.param and s.param.endswith(".T") else ""
-        modifier, rec = self._modifier(s)
+        transposed = bool(s.param and s.param.endswith(".T"))
+        modifier, rec, stepped = self._modifier(s)
         param, chosen = self._param_of(s), s
         if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
         variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
-        label = s.param or (f"`{variable}`" if variable else "a tensor")
-        facts = {"tensor": f"{label} {list(s.shape or [])}{transposed}",
-                 "saved by": f"{s.node} ({op}{' in ' + module if module else ''}) at {saved_at}",
+        label = s.param or (f"`{variable}`" if variable else _("a tensor"))
+        tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
+            label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
+        saved_by = (_("{node} ({op} in {module}) at {where}") if module else _("{node} ({op}) at {where}")).format(
+            node=s.node, op=op, module=module, where=saved_at)
+        facts = {"tensor": tensor,
+                 "saved by": saved_by,
                  "modified by": modifier,
-                 "versions": f"now {s.version_now}, saved at {s.version_saved}"}
+                 "versions": _("now {now}, saved at {saved}").format(now=s.version_now, saved=s.version_saved)}
         if len(found) > 1:
             facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node, chosen.param or chosen.node}))
-        summary = f"{label if s.param or variable else 'a saved tensor'} changed in place after the forward saved it"
-        if ".step() at" in modifier:       # an optimizer step: reorder or detach, never clone
+        summary = (_("{label} changed in place after the forward saved it").format(label=label)
+                   if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
+        if stepped:                        # an optimizer step: reorder or detach, never clone
             gan = _looks_like_gan(s.param)
             fixes = _STEP_FIXES + (_GAN_FIXES if gan else [])
             wrong = _STEP_WRONG + (_GAN_WRONG if gan else _DETACH_WRONG)
             carried = self._carried(roots, self._step_of(s), fn)
             if carried:
                 name, made = carried
-                facts["carried"] = (f"`{name}`, made before that step{f' at {made}' if made else ''} and used after "
-                                    f"it: its graph still holds the weights as they were")
-                summary += f"; the loss reaches the old weights through `{name}`, computed before the step"
-                fixes = [(f"make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
-                          f"value (a running average, a state for the next pass), keep {name}.detach()", "05")] + fixes
+                facts["carried"] = (_("`{name}`, made before that step at {where} and used after it: its graph "
+                                      "still holds the weights as they were") if made else
+                                    _("`{name}`, made before that step and used after it: its graph still holds the "
+                                      "weights as they were")).format(name=name, where=made)
+                summary = _("{summary}; the loss reaches the old weights through `{name}`, computed before the "
+                            "step").format(summary=summary, name=name)
+                fixes = [(_("make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
+                            "value (a running average, a state for the next pass), keep {name}.detach()").format(
+                              name=name), "05")] + fixes
         else:
             fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
         return Diagnosis("version", summary, facts, fixes, wrong)
@@ -194,15 +209,17 @@ class Diagnoses:
         return next((p for p, n in self.param_names.items() if n == name), None)
 
     def _modifier(self, s):
-        """(what changed the saved tensor, the in-place record or None). A stale tensor can no longer be read, so a
-        name given by shape and version alone is a guess: when no step or op changed that tensor but an op the
-        doctor saw wrote one of that shape up to that version (an out= write into a buffer a forward saved, then
-        replaced), that op is the answer."""
+        """(what changed the saved tensor, the in-place record or None, whether an optimizer step did: the first
+        says so only in words, in the language in use). A stale tensor can no longer be read, so a name given by
+        shape and version alone is a guess: when no step or op changed that tensor but an op the doctor saw wrote one
+        of that shape up to that version (an out= write into a buffer a forward saved, then replaced), that op is the
+        answer."""
         param = self._param_of(s)
         if param is not None:
             for step in reversed(self.steps):
                 if any(p is param for p in step["params"]):
-                    return f"{self._optimizer_name(step['optimizer'])}.step() at {step['where']} (in place, under no_grad)", None
+                    return _("{optimizer}.step() at {where} (in place, under no_grad)").format(
+                        optimizer=self._optimizer_name(step["optimizer"]), where=step["where"]), None, True
             ptr = param.untyped_storage().data_ptr()
             recs = [rec for rec in reversed(self.inplace) if rec["ptr"] == ptr]
         else:
@@ -210,8 +227,9 @@ class Diagnoses:
         recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
         for rec in recs:
             module = self._module_name(rec["module"])
-            return f"{rec['op']}" + (f" in {module}" if module else "") + f" at {rec['where']}", rec
-        return "an in-place operation the doctor did not see", None
+            return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
+                op=rec["op"], module=module, where=rec["where"]), rec, False
+        return _("an in-place operation the doctor did not see"), None, False
 
     def _freed_error(self, error):
         roots = self._roots_of(error)
@@ -224,12 +242,12 @@ class Diagnoses:
         earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b["retain"] and b["nodes"] & mine]
         again = [b for b in list(self.backwards)[:-1] if same(b) and not b["retain"]]
         if not earlier and again:                  # the same loss, backward twice
-            return Diagnosis("freed", "the same loss was differentiated twice (backward() or autograd.grad), and "
-                             "the first call freed its graph",
+            return Diagnosis("freed", _("the same loss was differentiated twice (backward() or autograd.grad), and "
+                                        "the first call freed its graph"),
                              {"first backward": str(again[-1]["where"]),
                               "second backward": str(self.backwards[-1]["where"])}, _TWICE_FIXES, _TWICE_WRONG)
         if not earlier:
-            return Diagnosis("freed", "this graph was already used by a backward without retain_graph",
+            return Diagnosis("freed", _("this graph was already used by a backward without retain_graph"),
                              {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES,
                              _FREED_WRONG)
         b = earlier[-1]
@@ -237,11 +255,17 @@ class Diagnoses:
         modules = sorted({self._module_name(infos[n][1]).split(".")[0] for n in shared if infos[n][1] is not None})
         lines = sorted({str(infos[n][2]) for n in shared if infos[n][2]})
         held = self._variables_made_by(shared)
-        facts = {"freed by": f"the backward at {b['where']}",
-                 "shared part": f"{len(shared)} autograd nodes"
-                                + (f", the forward of {' and '.join(modules)}" if modules else "")
-                                + (f" from {'; '.join(lines[:3])}" if lines else "") + ", part of both losses"
-                                + (f"; it reaches the second loss through {', '.join(f'`{v}`' for v in held)}" if held else ""),
+        part = (_("{count} autograd nodes, the forward of {modules} from {lines}, part of both losses")
+                if modules and lines else
+                _("{count} autograd nodes, the forward of {modules}, part of both losses") if modules else
+                _("{count} autograd nodes from {lines}, part of both losses") if lines else
+                _("{count} autograd nodes, part of both losses")).format(
+            count=len(shared), modules=_(" and ").join(modules), lines="; ".join(lines[:3]))
+        if held:
+            part = _("{part}; it reaches the second loss through {variables}").format(
+                part=part, variables=", ".join(f"`{v}`" for v in held))
+        facts = {"freed by": _("the backward at {where}").format(where=b["where"]),
+                 "shared part": part,
                  "failing backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}
         failing = self.backwards[-1]["where"] if self.backwards else None
         if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
@@ -249,9 +273,10 @@ class Diagnoses:
             carrier = self._carrier(roots, b["nodes"])
             if carrier:
                 facts["carried by"] = carrier
-            return Diagnosis("freed", "a tensor carried from one loop pass to the next still holds the previous "
-                             "pass's graph, which that pass's backward freed", facts, _CARRIED_FIXES, _CARRIED_WRONG)
-        return Diagnosis("freed", "two losses share part of one graph, and the first backward freed it", facts,
+            return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "
+                                        "pass's graph, which that pass's backward freed"), facts, _CARRIED_FIXES,
+                             _CARRIED_WRONG)
+        return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
                          _FREED_FIXES, _FREED_WRONG)
 
     def _carrier(self, roots, shared):
@@ -267,13 +292,15 @@ class Diagnoses:
                    and (info[0], info[2].file if info[2] else None, info[2].line if info[2] else None) ==
                    (op, file, line)]
             if now:
-                return (f"the previous pass's output of {where}, the line that makes "
-                        f"{', '.join(f'`{k}`' for k in now[:3])} now: one of them kept it for this pass")
+                return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "
+                         "it for this pass").format(where=where, names=", ".join(f"`{k}`" for k in now[:3]))
         return None
 
     def _leaf_error(self):
         if self.last_leaf_inplace is None:
-            return Diagnosis("leaf_inplace", "an in-place op on a leaf that requires grad", {}, _LEAF_FIXES, _LEAF_WRONG)
+            return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, _LEAF_FIXES,
+                             _LEAF_WRONG)
         tensor, op, where = self.last_leaf_inplace
-        return Diagnosis("leaf_inplace", f"{op} on {self._name(tensor)}, a leaf that requires grad, while "
-                         f"autograd is recording", {"where": where}, _LEAF_FIXES, _LEAF_WRONG)
+        return Diagnosis("leaf_inplace", _("{op} on {name}, a leaf that requires grad, while autograd is "
+                                           "recording").format(op=op, name=self._name(tensor)), {"where": where},
+                         _LEAF_FIXES, _LEAF_WRONG)

@@ -8,6 +8,7 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import _is_user
+from gan_lessons.i18n import _
 
 _PLAIN = (type, types.ModuleType, types.FunctionType, types.MethodType, int, float, str, bytes, list, tuple, dict,
           set)
@@ -177,5 +178,6 @@ class Naming:
         info = self.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
         if info:
             module = self._module_name(info[1])
-            return f"the output of {info[0]}" + (f" in {module}" if module else "") + f" at {info[2]}"
-        return f"a tensor of shape {tuple(tensor.shape)}"
+            return (_("the output of {op} in {module} at {where}") if module else
+                    _("the output of {op} at {where}")).format(op=info[0], module=module, where=info[2])
+        return _("a tensor of shape {shape}").format(shape=tuple(tensor.shape))

@@ -10,6 +10,7 @@ from torch.overrides import TorchFunctionMode
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
 from gan_lessons.doctor.frames import _called_from_user, _user_frame, _warn_at_user_line
+from gan_lessons.i18n import N_, _
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 
@@ -91,7 +92,8 @@ class _Recorder(TorchFunctionMode):
         try:
             self.doc._before(func, name, args, kwargs)
         except Exception as error:  # bookkeeping must never break the student's code
-            self.doc.notes.append(f"doctor bookkeeping failed before {name}: {error!r}")
+            self.doc.notes.append(_("doctor bookkeeping failed before {name}: {error}").format(
+                name=name, error=repr(error)))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = func(*args, **kwargs)
@@ -100,7 +102,8 @@ class _Recorder(TorchFunctionMode):
         try:
             self.doc._after(name, args, kwargs, out)
         except Exception as error:
-            self.doc.notes.append(f"doctor bookkeeping failed after {name}: {error!r}")
+            self.doc.notes.append(_("doctor bookkeeping failed after {name}: {error}").format(
+                name=name, error=repr(error)))
         return out
 
 
@@ -138,9 +141,10 @@ class Recording:
             leaves = self._record_backward(_tensors(args[0]), create if retain is None else retain, inputs)
             self.pending_grad = None if create else self._constant_source(leaves, inputs)
         if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
-            self._suspicious("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own sigmoid",
+            self._suspicious(_("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own "
+                               "sigmoid"),
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
-                             [("pass the raw logits; drop the extra sigmoid", "05")])
+                             [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
 
     def _serials(self, roots):
         return {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
@@ -217,9 +221,11 @@ class Recording:
         closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
         missing = [] if closure else [self.param_names.get(p, "?") for p in params if p.grad is None and p.requires_grad]
         if missing:
-            self._suspicious(f"{name}.step() runs while {len(missing)} of its {len(params)} parameters have no "
-                             f".grad: they will not change", {"where": _user_frame(), "parameters": missing[:6]},
-                             [("check that the loss reaches them: a detach() or backward(inputs=...) cuts them off", "04")])
+            self._suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
+                               "will not change").format(name=name, missing=len(missing), total=len(params)),
+                             {"where": _user_frame(), "parameters": missing[:6]},
+                             [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts them "
+                                  "off"), "04")])
         self._check_frozen_step(name, params)
         contributors = self._contributors(params)
         self._check_leftover_gradients(opt, name, contributors, closure)

@@ -4,6 +4,8 @@ silent bugs, and the fixes themselves, right and wrong. Each wrong fix is one a 
 reached for; tests/test_doctor_wrong_fixes.py runs each one and shows it fail as its line says."""
 from dataclasses import dataclass, field
 
+from gan_lessons.i18n import N_, _
+
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
            "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb",
@@ -22,7 +24,7 @@ class Where:
     code: str
 
     def __str__(self):
-        return f"line {self.line} (`{self.code}`)"
+        return _("line {line} (`{code}`)").format(line=self.line, code=self.code)
 
 
 @dataclass
@@ -35,52 +37,74 @@ class Diagnosis:
     wrong: list = field(default_factory=list)   # (a tempting wrong fix and why it fails, lesson number or None)
 
     def text(self) -> str:
-        lines = [f"autograd doctor: {self.summary}"]
-        lines += [f"  - {k}: {v}" for k, v in self.facts.items()]
-        lines += [f"  {word}: {fix}" + (f"  (lesson {n}, notebooks/{LESSONS[n]})" if n else "")
+        """What the student reads, in the language in use: the facts' keys and the fixes of the tables below are
+        kept in English (code and tests read them) and translated here."""
+        lines = [_("autograd doctor: {summary}").format(summary=self.summary)]
+        lines += [_(_FACT_LINES[k]).format(value=v) if k in _FACT_LINES else f"  - {k}: {v}"
+                  for k, v in self.facts.items()]
+        lines += [_(_FIX_LINES[word, bool(n)]).format(fix=_(fix), number=n, notebook=LESSONS.get(n))
                   for word, told in (("fix", self.fixes), ("not", self.wrong)) for fix, n in told]
         return "\n".join(lines)
 
 
-_STEP_FIXES = [("reorder: run every backward that needs this forward before the optimizer step that changes its "
-                "weights, or run a fresh forward after the step", "05"),
-               ("if the later loss must not train through this net, cut it off: detach its input, or "
-                "backward(inputs=...) for the parameters it should train", "04")]
-_GAN_FIXES = [("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
-               "or from a fresh D forward after it", "05")]
-_INPLACE_FIXES = [("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
-                   "inplace=False)", "03")]
-_CARRIED_FIXES = [("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
-                   "stops at this pass", "02")]
-_FREED_FIXES = [("detach the shared tensor in the loss that must not reach it", "04"),
-                ("recompute: run a fresh forward for the second loss", "05"),
-                ("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
-                 "backward (about the size of the parameters for seed 000's GAN at batch 64)", "02")]
-_TWICE_FIXES = [("call backward() once per loss: the first call already filled every .grad; a second one would "
-                 "add the same gradient again", "01"),
-                ("if a second pass over the same graph is really meant (a gradient taken twice), pass "
-                 "retain_graph=True to every backward but the last", "02")]
-_LEAF_FIXES = [("wrap the update in `with torch.no_grad():`, as optimizers do", "01"),
-               ("or operate out of place: x = x + 1 makes a new, non-leaf tensor", "01")]
+# One line of a diagnosis per fact, by the fact's key (the key stays English in `facts`).
+_FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by: {value}"),
+               "modified by": N_("  - modified by: {value}"), "versions": N_("  - versions: {value}"),
+               "also stale": N_("  - also stale: {value}"), "carried": N_("  - carried: {value}"),
+               "carried by": N_("  - carried by: {value}"), "freed by": N_("  - freed by: {value}"),
+               "shared part": N_("  - shared part: {value}"), "failing backward": N_("  - failing backward: {value}"),
+               "first backward": N_("  - first backward: {value}"),
+               "second backward": N_("  - second backward: {value}"), "backward": N_("  - backward: {value}"),
+               "where": N_("  - where: {value}"), "input": N_("  - input: {value}"), "call": N_("  - call: {value}"),
+               "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),
+               "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),
+               "passes in .grad": N_("  - passes in .grad: {value}")}
+# A fix line and a wrong-fix line, with the lesson that teaches it or without.
+_FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{notebook})"),
+              ("fix", False): N_("  fix: {fix}"),
+              ("not", True): N_("  not: {fix}  (lesson {number}, notebooks/{notebook})"),
+              ("not", False): N_("  not: {fix}")}
+
+
+_STEP_FIXES = [(N_("reorder: run every backward that needs this forward before the optimizer step that changes its "
+                   "weights, or run a fresh forward after the step"), "05"),
+               (N_("if the later loss must not train through this net, cut it off: detach its input, or "
+                   "backward(inputs=...) for the parameters it should train"), "04")]
+_GAN_FIXES = [(N_("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
+                  "or from a fresh D forward after it"), "05")]
+_INPLACE_FIXES = [(N_("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
+                      "inplace=False)"), "03")]
+_CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
+                      "stops at this pass"), "02")]
+_FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),
+                (N_("recompute: run a fresh forward for the second loss"), "05"),
+                (N_("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
+                    "backward (about the size of the parameters for seed 000's GAN at batch 64)"), "02")]
+_TWICE_FIXES = [(N_("call backward() once per loss: the first call already filled every .grad; a second one would "
+                    "add the same gradient again"), "01"),
+                (N_("if a second pass over the same graph is really meant (a gradient taken twice), pass "
+                    "retain_graph=True to every backward but the last"), "02")]
+_LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
+               (N_("or operate out of place: x = x + 1 makes a new, non-leaf tensor"), "01")]
 
 # The tempting wrong fixes, chosen by cause as the fixes above are.
-_STEP_WRONG = [("retain_graph=True: it keeps the graph, but the step changed the weights the graph saved anyway, so "
-                "the same error comes back", "02"),
-               ("an older torch (before 1.5): its optimizers updated p.data, which moves no version counter, so it "
-                "raised nothing and computed this gradient from the changed weights: silently wrong", "05")]
-_GAN_WRONG = [("fake.detach() in G's loss (D(fake.detach())): G's loss then no longer reaches G, so G's gradients "
-               "stay None and G stops learning", "04")]
-_DETACH_WRONG = [("detach() on the input of the later loss, if that loss must train the net before it: that net's "
-                  "gradients then stay None and it stops learning", "04")]
-_INPLACE_WRONG = [(".data for the in-place op (x.data.add_(...)): the error goes because autograd no longer sees the "
-                   "change, and the backward uses the changed values: a wrong gradient, silently", "03")]
-_LEAF_WRONG = [(".data (w.data.add_(...)): the error goes because autograd no longer sees the change; a graph that "
-                "saved w before it then gives a wrong gradient, silently, where torch.no_grad() would raise", "01")]
-_FREED_WRONG = [("retain_graph=True when an optimizer step between the two backwards changes a weight this graph "
-                 "saved: that trades this error for the in-place one; it is right only when both backwards need "
-                 "the graph as it was, and it keeps every saved tensor of the graph alive until the last backward",
+_STEP_WRONG = [(N_("retain_graph=True: it keeps the graph, but the step changed the weights the graph saved anyway, so "
+                   "the same error comes back"), "02"),
+               (N_("an older torch (before 1.5): its optimizers updated p.data, which moves no version counter, so it "
+                   "raised nothing and computed this gradient from the changed weights: silently wrong"), "05")]
+_GAN_WRONG = [(N_("fake.detach() in G's loss (D(fake.detach())): G's loss then no longer reaches G, so G's gradients "
+                  "stay None and G stops learning"), "04")]
+_DETACH_WRONG = [(N_("detach() on the input of the later loss, if that loss must train the net before it: that net's "
+                     "gradients then stay None and it stops learning"), "04")]
+_INPLACE_WRONG = [(N_(".data for the in-place op (x.data.add_(...)): the error goes because autograd no longer sees "
+                      "the change, and the backward uses the changed values: a wrong gradient, silently"), "03")]
+_LEAF_WRONG = [(N_(".data (w.data.add_(...)): the error goes because autograd no longer sees the change; a graph that "
+                   "saved w before it then gives a wrong gradient, silently, where torch.no_grad() would raise"), "01")]
+_FREED_WRONG = [(N_("retain_graph=True when an optimizer step between the two backwards changes a weight this graph "
+                    "saved: that trades this error for the in-place one; it is right only when both backwards need "
+                    "the graph as it was, and it keeps every saved tensor of the graph alive until the last backward"),
                  "02")]
-_CARRIED_WRONG = [("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
-                   "longer graph each time, and the first optimizer step turns this into the in-place error", "02")]
-_TWICE_WRONG = [("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
-                 "doubles", "01")]
+_CARRIED_WRONG = [(N_("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
+                      "longer graph each time, and the first optimizer step turns this into the in-place error"), "02")]
+_TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
+                    "doubles"), "01")]

@@ -18,6 +18,7 @@ import sys
 import zipfile
 
 from gan_lessons.doctor.frames import _DOCTOR_DIR, _RUNPY
+from gan_lessons.i18n import _
 
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_STRICT, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -44,11 +45,14 @@ class _ScriptGlobals:
 def _check_script(path: str):
     if os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, "__main__.py")):
-            raise NotRunnable(f"{path} is a folder with no __main__.py: give the path of the script inside it")
+            raise NotRunnable(_("{path} is a folder with no __main__.py: give the path of the script inside "
+                                "it").format(path=path))
     elif not os.path.isfile(path):
         dotted = not path.endswith(".py") and all(part.isidentifier() for part in path.split("."))
-        hint = f"; to run the module {path}, add -m before it" if dotted else ""
-        raise NotRunnable(f"no file {path}: give the path of a Python script (or -m MODULE for a module){hint}")
+        raise NotRunnable((_("no file {path}: give the path of a Python script (or -m MODULE for a module); to run "
+                             "the module {path}, add -m before it") if dotted else
+                           _("no file {path}: give the path of a Python script (or -m MODULE for a module)")).format(
+            path=path))
 
 
 def _check_module(name: str):
@@ -59,16 +63,16 @@ def _check_module(name: str):
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        raise NotRunnable(f"no module named {name}: check its name, or run the command from the folder that holds "
-                          f"it (or give a script's path without -m)")
+        raise NotRunnable(_("no module named {name}: check its name, or run the command from the folder that holds "
+                            "it (or give a script's path without -m)").format(name=name))
     if spec.submodule_search_locations is not None:
         try:
             main = importlib.util.find_spec(f"{name}.__main__")
         except (ImportError, ValueError):
             main = None
         if main is None:
-            raise NotRunnable(f"{name} is a package with no __main__ module: give one of its modules "
-                              f"(-m {name}.MODULE)")
+            raise NotRunnable(_("{name} is a package with no __main__ module: give one of its modules "
+                                "(-m {name}.MODULE)").format(name=name))
 
 
 def _from_the_script(tb):
@@ -135,6 +139,7 @@ def _warned(doc) -> bool:
     """Did the doctor warn (a DoctorWarning, or a `.grad` read on a non-leaf)? Says so on stderr under strict."""
     warned = [d for d in doc.diagnoses if d.kind in ("suspicious", "nonleaf_grad")]
     if warned:
-        print(f"autograd doctor: --strict: {len(warned)} warning{'s' * (len(warned) > 1)} above; exit "
-              f"{EXIT_STRICT}", file=sys.stderr)
+        print((_("autograd doctor: --strict: {count} warnings above; exit {status}") if len(warned) > 1 else
+               _("autograd doctor: --strict: {count} warning above; exit {status}")).format(
+            count=len(warned), status=EXIT_STRICT), file=sys.stderr)
     return bool(warned)

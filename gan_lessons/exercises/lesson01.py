@@ -6,6 +6,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import stub_left, AUTOGRAD_HINTS, data_reads, raised, unanswered, verdict
+from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
 
@@ -32,48 +33,49 @@ def _none_grad_problem(params, had_grad, before, reads):
     cleared = [n for n, p, had, old in zip(NAMES, params, had_grad, before)
                if had and p.grad is None and torch.equal(p.detach(), old)]
     if cleared:
-        return [f"{cleared[0]} did not change, and its .grad is gone: it was cleared before the update used it; "
-                f"update first, then set .grad to None"]
-    problems = ["u's .grad is None (the loss never reaches u, as no loss reaches G in a D step on a detached "
-                "fake), and your step used it anyway: skip a parameter whose .grad is None, as optim.SGD does"]
+        return [_(CLEARED).format(name=cleared[0])]
+    problems = [_("u's .grad is None (the loss never reaches u, as no loss reaches G in a D step on a detached "
+                  "fake), and your step used it anyway: skip a parameter whose .grad is None, as optim.SGD does")]
     unchanged = [n for n, p, had, old in zip(NAMES, params, had_grad, before) if had and torch.equal(p.detach(), old)]
     if unchanged:
-        problems.append(f"{unchanged[0]} did not change either: `p = p - lr * p.grad` makes a new tensor and leaves "
-                        f"the parameter as it was; update it in place (p -= ...)")
+        problems.append(_("{name} did not change either: `p = p - lr * p.grad` makes a new tensor and leaves "
+                          "the parameter as it was; update it in place (p -= ...)").format(name=unchanged[0]))
     if reads.count:
-        problems.append(_DATA_READ)
+        problems.append(_(_DATA_READ))
     return problems
 
 
-_DATA_READ = ("your step reads `.data` of a parameter: it runs, but `.data` hides the change from autograd's version "
-              "counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03). Update "
-              "under `with torch.no_grad():` instead")
+_DATA_READ = N_("your step reads `.data` of a parameter: it runs, but `.data` hides the change from autograd's "
+                "version counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03). "
+                "Update under `with torch.no_grad():` instead")
+CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it; update first, "
+             "then set .grad to None")
 
 
 def _param_problems(step, params, ref_params, before, had_grad):
     problems = []
     for n, p, ref, old, had in zip(NAMES, params, ref_params, before, had_grad):
         if not p.is_leaf:
-            problems.append(f"{n} is no longer a leaf (grad_fn {type(p.grad_fn).__name__}): the update was "
-                            f"recorded; run it under torch.no_grad()")
+            problems.append(_("{name} is no longer a leaf (grad_fn {grad_fn}): the update was recorded; run it "
+                              "under torch.no_grad()").format(name=n, grad_fn=type(p.grad_fn).__name__))
         elif not p.requires_grad:
-            problems.append(f"{n} no longer requires grad: leave requires_grad alone and update under "
-                            f"torch.no_grad() instead")
+            problems.append(_("{name} no longer requires grad: leave requires_grad alone and update under "
+                              "torch.no_grad() instead").format(name=n))
         elif had and p.grad is None and torch.equal(p.detach(), old):
-            problems.append(f"{n} did not change, and its .grad is gone: it was cleared before the update used it; "
-                            f"update first, then set .grad to None")
+            problems.append(_(CLEARED).format(name=n))
         elif had and torch.equal(p.detach(), old):
-            problems.append(f"{n} did not change at step {step}: `p = p - lr * p.grad` makes a new tensor and "
-                            f"leaves the parameter as it was; update it in place (p -= ...)")
+            problems.append(_("{name} did not change at step {step}: `p = p - lr * p.grad` makes a new tensor and "
+                              "leaves the parameter as it was; update it in place (p -= ...)").format(name=n,
+                                                                                                     step=step))
         elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
-            why = ("u's .grad is None: leave such a parameter as it is" if n == "u" else
-                   "its .grad still held step 1's gradient, and backward() adds to it: clear .grad after the "
-                   "update" if step == 2 else "the update is p - lr * p.grad")
-            problems.append(f"{n} after step {step} is {p.detach().tolist()}, expected {ref.detach().tolist()}: "
-                            f"{why}")
+            why = (_("u's .grad is None: leave such a parameter as it is") if n == "u" else
+                   _("its .grad still held step 1's gradient, and backward() adds to it: clear .grad after the "
+                     "update") if step == 2 else _("the update is p - lr * p.grad"))
+            problems.append(_("{name} after step {step} is {value}, expected {expected}: {why}").format(
+                name=n, step=step, value=p.detach().tolist(), expected=ref.detach().tolist(), why=why))
         elif p.grad is not None and p.grad.abs().sum() > 0:
-            problems.append(f"{n}.grad still holds the gradient after your step: set it to None (what "
-                            f"opt.zero_grad() does), or the next backward adds to it")
+            problems.append(_("{name}.grad still holds the gradient after your step: set it to None (what "
+                              "opt.zero_grad() does), or the next backward adds to it").format(name=n))
     return problems
 
 
@@ -82,7 +84,7 @@ def check_sgd_step(sgd_step, lr=0.1) -> bool:
     requires grad, leave alone a parameter whose .grad is None (as optim.SGD does), and clear .grad (None or
     zeros) so the next backward starts fresh. Reading `.data` is named as the wrong route (lesson 03)."""
     name = "sgd_step"
-    if unanswered(name, sgd_step, "your sgd_step"):
+    if unanswered(name, sgd_step, _("your sgd_step")):
         return False
     params, loss = _sgd_problem()
     ref_params, ref_loss = _sgd_problem()
@@ -107,14 +109,14 @@ def check_sgd_step(sgd_step, lr=0.1) -> bool:
                 problems.append(raised("sgd_step", error, AUTOGRAD_HINTS))
             break
         if reads.count:
-            problems.append(_DATA_READ)
+            problems.append(_(_DATA_READ))
             break
         problems += _param_problems(step, params, ref_params, before, had_grad)
         if problems:
             break
-    return verdict(name, problems, "two steps give SGD's values, u (whose .grad is None) is left alone, the "
-                                    "parameters are still leaves that require grad, and .grad is cleared after "
-                                    "each update")
+    return verdict(name, problems, _("two steps give SGD's values, u (whose .grad is None) is left alone, the "
+                                      "parameters are still leaves that require grad, and .grad is cleared after "
+                                      "each update"))
 
 
 # --- lesson 01: DCGAN's weight initialisation, without the leaf error ----------------------------------------
@@ -143,20 +145,21 @@ def _weight_hint(kind, w, mean, before):
     """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits."""
     norm = kind.startswith("BatchNorm")
     if torch.equal(w, before):
-        return (f"it is untouched: does your function reach {kind} modules? model.apply calls it on every module, "
-                f"and DCGAN's init covers Linear, Conv2d, ConvTranspose2d and BatchNorm")
+        return _("it is untouched: does your function reach {kind} modules? model.apply calls it on every module, "
+                 "and DCGAN's init covers Linear, Conv2d, ConvTranspose2d and BatchNorm").format(kind=kind)
     if _drawn_from(w, mean, math.sqrt(STD)):
-        return (f"its std is √0.02 ≈ {math.sqrt(STD):.3f}: in N({mean:g}, 0.02) the 0.02 is the standard "
-                f"deviation, and normal_'s second argument is the std itself, not the variance")
+        return _("its std is √0.02 ≈ {std:.3f}: in N({mean:g}, 0.02) the 0.02 is the standard deviation, and "
+                 "normal_'s second argument is the std itself, not the variance").format(std=math.sqrt(STD),
+                                                                                         mean=mean)
     if _drawn_from(w, mean, STD ** 2):
-        return (f"its std is 0.02² = {STD ** 2:g}: normal_'s second argument is the standard deviation, 0.02, "
-                f"not its square")
+        return _("its std is 0.02² = {variance:g}: normal_'s second argument is the standard deviation, 0.02, "
+                 "not its square").format(variance=STD ** 2)
     if norm and _drawn_from(w, 0.0):
-        return ("BatchNorm's weight is the scale that multiplies the normalised activations: DCGAN draws it "
-                "around 1, from N(1, 0.02); around 0 it silences the layer")
+        return _("BatchNorm's weight is the scale that multiplies the normalised activations: DCGAN draws it "
+                 "around 1, from N(1, 0.02); around 0 it silences the layer")
     if not norm and _drawn_from(w, 1.0):
-        return "only BatchNorm's weight is drawn around 1; a Linear or convolution weight is drawn around 0"
-    return f"it should be drawn from N({mean:g}, 0.02): mean {mean:g}, standard deviation 0.02"
+        return _("only BatchNorm's weight is drawn around 1; a Linear or convolution weight is drawn around 0")
+    return _("it should be drawn from N({mean:g}, 0.02): mean {mean:g}, standard deviation 0.02").format(mean=mean)
 
 
 def _init_problems(model, values):
@@ -169,10 +172,11 @@ def _init_problems(model, values):
             mean = 1.0 if kind.startswith("BatchNorm") else 0.0
             w = m.weight.detach()
             if not _drawn_from(w, mean):
-                problems.append(f"{kind} {n}: weight has mean {w.mean().item():.3f} and std {w.std().item():.3f}; "
-                                f"{_weight_hint(kind, w, mean, values[f'{n}.weight'])}")
+                problems.append(_("{kind} {module}: weight has mean {mean:.3f} and std {std:.3f}; {hint}").format(
+                    kind=kind, module=n, mean=w.mean().item(), std=w.std().item(),
+                    hint=_weight_hint(kind, w, mean, values[f'{n}.weight'])))
             if m.bias is not None and m.bias.detach().abs().max() > 0:
-                problems.append(f"{kind} {n}: bias is not zero; fill it with zeros")
+                problems.append(_("{kind} {module}: bias is not zero; fill it with zeros").format(kind=kind, module=n))
     return problems
 
 
@@ -180,7 +184,7 @@ def check_init(init_weights) -> bool:
     """Lesson 01. model.apply(init_weights) must set DCGAN's initial values in place (not through `.data`), and
     leave every parameter the same leaf that requires grad, so the optimizer built afterwards still trains it."""
     name = "init_weights"
-    if unanswered(name, init_weights, "your init_weights"):
+    if unanswered(name, init_weights, _("your init_weights")):
         return False
     model = _init_model()
     before = {n: p for n, p in model.named_parameters()}
@@ -192,30 +196,32 @@ def check_init(init_weights) -> bool:
         if stub_left(name, error):
             return False
         return verdict(name, [raised("init_weights", error, AUTOGRAD_HINTS + [
-            ("'NoneType' object has no attribute", "a layer built with bias=False (model[4], a ConvTranspose2d, "
-             "as DCGAN's are) has m.bias None: touch the bias only `if m.bias is not None`")])], "")
+            ("'NoneType' object has no attribute", N_("a layer built with bias=False (model[4], a ConvTranspose2d, "
+                                                      "as DCGAN's are) has m.bias None: touch the bias only `if "
+                                                      "m.bias is not None`"))])], "")
     problems = []
     for n, p in model.named_parameters():
         if p is not before[n]:
-            problems.append(f"parameter {n} was replaced by a new tensor; an optimizer made before init would "
-                            f"still hold the old one: change the values in place")
+            problems.append(_("parameter {name} was replaced by a new tensor; an optimizer made before init would "
+                              "still hold the old one: change the values in place").format(name=n))
         elif not (p.is_leaf and p.requires_grad):
-            problems.append(f"parameter {n} is no longer a leaf that requires grad: change it under torch.no_grad()")
+            problems.append(_("parameter {name} is no longer a leaf that requires grad: change it under "
+                              "torch.no_grad()").format(name=n))
     if not problems and all(torch.equal(p.detach(), values[n]) for n, p in model.named_parameters()):
-        problems.append("init_weights changed nothing: model.apply(init_weights) calls it once per module m; set "
-                        "m.weight and m.bias of the Linear, convolution and BatchNorm modules")
+        problems.append(_("init_weights changed nothing: model.apply(init_weights) calls it once per module m; set "
+                          "m.weight and m.bias of the Linear, convolution and BatchNorm modules"))
     if problems:
         return verdict(name, problems[:4], "")
     problems = _init_problems(model, values)
     if reads.count:
-        problems.append("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
-                        "works before training, but `.data` changes a parameter behind autograd's version counter, "
-                        "the route lesson 03 shows giving silently wrong gradients; change it under "
-                        "`with torch.no_grad():` or with torch.nn.init's functions")
+        problems.append(_("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
+                          "works before training, but `.data` changes a parameter behind autograd's version counter, "
+                          "the route lesson 03 shows giving silently wrong gradients; change it under "
+                          "`with torch.no_grad():` or with torch.nn.init's functions"))
     if not problems:
         model(torch.randn(4, 64)).mean().backward()
         missing = [n for n, p in model.named_parameters() if p.grad is None]
         if missing:
-            problems.append(f"after init, backward no longer reaches {missing[0]}")
-    return verdict(name, problems[:6], "DCGAN's values set in place; every parameter is still the same leaf, "
-                                        "requires grad and gets a gradient")
+            problems.append(_("after init, backward no longer reaches {name}").format(name=missing[0]))
+    return verdict(name, problems[:6], _("DCGAN's values set in place; every parameter is still the same leaf, "
+                                          "requires grad and gets a gradient"))

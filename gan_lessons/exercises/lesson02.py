@@ -9,6 +9,7 @@ from torch.overrides import TorchFunctionMode
 from gan_lessons.exercises.feedback import stub_left
 from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, raised, recorded_steps, same_steps,
                                             unanswered, verdict)
+from gan_lessons.i18n import N_, _
 
 CALLS = 3
 
@@ -72,7 +73,7 @@ def _run_seed004(step, calls=CALLS):
     with recorded_steps({"optimizer1": optimizer1, "optimizer2": optimizer2}, names) as records:
         with _watched(model1) as (into_model1, retained):
             try:
-                for _ in range(calls):
+                for _call in range(calls):
                     step(model1, model2, optimizer1, optimizer2, data, label)
             except Exception as error:  # reported by the checker
                 run["error"] = error
@@ -82,11 +83,11 @@ def _run_seed004(step, calls=CALLS):
 
 SEED004_HINTS = [
     ("backward through the graph a second time",
-     "l2.backward() went on into model1 and freed its part of the graph, which l1.backward() still needs: give "
-     "model2 a.detach(), so that l2's backward stops at model2 and frees nothing of model1's (section 4)"),
+     N_("l2.backward() went on into model1 and freed its part of the graph, which l1.backward() still needs: give "
+        "model2 a.detach(), so that l2's backward stops at model2 and frees nothing of model1's (section 4)")),
     ("does not require grad and does not have a grad_fn",
-     "that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through. "
-     "l1 trains model1 through a itself; detach only where a enters model2"),
+     N_("that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through. "
+        "l1 trains model1 through a itself; detach only where a enters model2")),
 ] + AUTOGRAD_HINTS
 
 
@@ -101,7 +102,7 @@ def check_seed004_step(fixed_step, calls=CALLS) -> bool:
     model2), and wastes nothing: l2's backward computes no gradient for model1 that optimizer1.zero_grad() would
     throw away, and no backward keeps a graph (retain_graph=True) that no later backward needs."""
     name = "fixed_step"
-    if unanswered(name, fixed_step, "your fixed_step"):
+    if unanswered(name, fixed_step, _("your fixed_step")):
         return False
     reference = _run_seed004(reference_seed004_step, calls)
     run = _run_seed004(fixed_step, calls)
@@ -110,29 +111,33 @@ def check_seed004_step(fixed_step, calls=CALLS) -> bool:
             return False
         return verdict(name, [raised("fixed_step", run["error"], SEED004_HINTS)], "")
     mine, leaks = run["records"], run["into_model1"] > reference["into_model1"]
-    problems = compare_steps(mine, reference["records"], "l1 alone must train model1, and l2 alone model2, each "
-                                                          "after its own zero_grad()")
+    problems = compare_steps(mine, reference["records"], _("l1 alone must train model1, and l2 alone model2, each "
+                                                            "after its own zero_grad()"))
     if problems and all(len(mine.get(k, [])) == len(v) for k, v in reference["records"].items()):
         if leaks and not same_steps(mine["optimizer1"][:1], reference["records"]["optimizer1"][:1]):
-            problems = ["model1 stepped on l1's gradient plus l2's: l2's backward went on into model1 and nothing "
-                        "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step. "
-                        "Give model2 a.detach(), so that l2 stops at model2"]
+            problems = [_("model1 stepped on l1's gradient plus l2's: l2's backward went on into model1 and nothing "
+                          "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step. "
+                          "Give model2 a.detach(), so that l2 stops at model2")]
         elif _first_calls_agree(mine, reference["records"]):
             stale = [k for k, steps in reference["records"].items() if not same_steps(mine[k], steps)]
-            problems = [f"the first call is right, the later ones are not: at {stale[0]}.step() the .grad still "
-                        f"held the previous call's gradient, and backward() adds to it (lesson 01); call "
-                        f"{stale[0]}.zero_grad() before the backward of its loss, in every call"]
+            problems = [_("the first call is right, the later ones are not: at {optimizer}.step() the .grad still "
+                          "held the previous call's gradient, and backward() adds to it (lesson 01); call "
+                          "{optimizer}.zero_grad() before the backward of its loss, in every call").format(
+                optimizer=stale[0])]
     if not problems and leaks:
-        problems.append("the gradients are right, but l2's backward went on into model1 and computed a gradient "
-                        "there that optimizer1.zero_grad() throws away" +
-                        (", and retain_graph=True kept model1's saved tensors alive for l1" if run["retained"] else
-                         " (a second forward of model1 for model2?)") +
-                        ": give model2 a.detach(), so that l2 stops at model2 and nothing is computed twice "
-                        "(section 4)")
+        problems.append(_("the gradients are right, but l2's backward went on into model1 and computed a gradient "
+                          "there that optimizer1.zero_grad() throws away, and retain_graph=True kept model1's saved "
+                          "tensors alive for l1: give model2 a.detach(), so that l2 stops at model2 and nothing is "
+                          "computed twice (section 4)") if run["retained"] else
+                        _("the gradients are right, but l2's backward went on into model1 and computed a gradient "
+                          "there that optimizer1.zero_grad() throws away (a second forward of model1 for model2?): "
+                          "give model2 a.detach(), so that l2 stops at model2 and nothing is computed twice "
+                          "(section 4)"))
     elif not problems and run["retained"]:
-        problems.append(f"the gradients are right, but {run['retained']} backward() call(s) in {calls} calls of "
-                        f"your step used retain_graph=True, which keeps every saved tensor of that graph alive (section 3) though "
-                        f"no later backward goes through it: with model2 given a.detach(), no graph is used twice; "
-                        f"drop retain_graph")
-    return verdict(name, problems, f"it runs, all 4 parameters get their own loss's gradient at every optimizer "
-                                   f"step ({calls} calls), l2 stops at model2, and no graph is kept")
+        problems.append(_("the gradients are right, but {retained} backward() call(s) in {calls} calls of your step "
+                          "used retain_graph=True, which keeps every saved tensor of that graph alive (section 3) "
+                          "though no later backward goes through it: with model2 given a.detach(), no graph is used "
+                          "twice; drop retain_graph").format(retained=run['retained'], calls=calls))
+    return verdict(name, problems, _("it runs, all 4 parameters get their own loss's gradient at every optimizer "
+                                     "step ({calls} calls), l2 stops at model2, and no graph is kept").format(
+        calls=calls))

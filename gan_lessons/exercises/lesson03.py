@@ -4,6 +4,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import stub_left, raised, unanswered, verdict
+from gan_lessons.i18n import N_, _
 
 
 def _exp_then_add_():
@@ -49,10 +50,10 @@ def _seed001_toy():
     return make_loss, [t, G.weight]
 
 
-GRAPHS = [("y = a.exp(), then y.add_(1)", _exp_then_add_),
-          ("y = a * a, then a.add_(1) under no_grad", _square_then_step),
-          ("tanh(Linear(16, 32)(x)), nothing changed", _linear_tanh),
-          ("seed 001's toy, optimD.step() between the two backwards", _seed001_toy)]
+GRAPHS = [(N_("y = a.exp(), then y.add_(1)"), _exp_then_add_),
+          (N_("y = a * a, then a.add_(1) under no_grad"), _square_then_step),
+          (N_("tanh(Linear(16, 32)(x)), nothing changed"), _linear_tanh),
+          (N_("seed 001's toy, optimD.step() between the two backwards"), _seed001_toy)]
 
 
 def reference_stale_saved(make_loss):
@@ -123,35 +124,36 @@ def _hint(got, right, grads, graph):
     """Why the student's report `got` differs from the right one, named as precisely as the evidence allows."""
     if not got and right:
         if _same(grads, _run(_forward_only, graph)[1]):
-            return ("no backward ran, so unpack never did: unpack is called when backward reads the saved "
-                    "tensors, so call loss.backward() on the loss make_loss() returns")
+            return _("no backward ran, so unpack never did: unpack is called when backward reads the saved "
+                     "tensors, so call loss.backward() on the loss make_loss() returns")
         if _same(grads, _run(_packs_a_copy, graph)[1]) and not _same(grads, _run(reference_stale_saved, graph)[1]):
-            return ("you packed a copy: a clone is never changed in place, so it never looks stale (and backward "
-                    "silently reads the forward's values from it). Pack the tensor itself, with its version")
-        return ("you reported nothing, yet backward read a saved tensor whose version had moved: in pack, keep "
-                "t._version as it is when the tensor is saved, and in unpack compare it with t._version now")
-    if any(saved == now for _, saved, now in got):
-        return ("you reported saved tensors whose version did not change: report only those whose version moved "
-                "between pack and unpack")
+            return _("you packed a copy: a clone is never changed in place, so it never looks stale (and backward "
+                     "silently reads the forward's values from it). Pack the tensor itself, with its version")
+        return _("you reported nothing, yet backward read a saved tensor whose version had moved: in pack, keep "
+                 "t._version as it is when the tensor is saved, and in unpack compare it with t._version now")
+    if any(saved == now for _shape, saved, now in got):
+        return _("you reported saved tensors whose version did not change: report only those whose version moved "
+                 "between pack and unpack")
     if sorted((shape, now, saved) for shape, saved, now in got) == right:
-        return "each entry is (shape, version when saved, version at backward): yours has the two the other way round"
-    if any(now < saved for _, saved, now in got):
-        return ("a version went down: you compared the version of a copy (a new tensor starts at 0) with the "
-                "original's. Pack the tensor itself, with its version")
+        return _("each entry is (shape, version when saved, version at backward): yours has the two the other way "
+                 "round")
+    if any(now < saved for _shape, saved, now in got):
+        return _("a version went down: you compared the version of a copy (a new tensor starts at 0) with the "
+                 "original's. Pack the tensor itself, with its version")
     if len(got) < len(right) and all(e in right for e in got):
-        return ("one entry per saved tensor: `a * a` saves a twice (as self and as other), and backward unpacks "
-                "each one")
-    return "report one (tuple(t.shape), version saved in pack, t._version in unpack) per stale saved tensor"
+        return _("one entry per saved tensor: `a * a` saves a twice (as self and as other), and backward unpacks "
+                 "each one")
+    return _("report one (tuple(t.shape), version saved in pack, t._version in unpack) per stale saved tensor")
 
 
 PROBE_HINTS = [
     ("modified by an inplace operation",
-     "that is autograd's own version check: your hooks were not on when make_loss() ran. Call make_loss() inside "
-     "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` (under your hooks, the check is yours)"),
+     N_("that is autograd's own version check: your hooks were not on when make_loss() ran. Call make_loss() inside "
+        "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` (under your hooks, the check is yours)")),
     ("unpack_hook expected to be a Tensor",
-     "unpack must return the tensor itself (the first item of what pack returned), not the packed pair"),
-    ("NoneType", "pack must return what unpack needs, the tensor and its version; yours returned None"),
-    ("cannot unpack non-iterable", "pack must return what unpack needs, the tensor and its version"),
+     N_("unpack must return the tensor itself (the first item of what pack returned), not the packed pair")),
+    ("NoneType", N_("pack must return what unpack needs, the tensor and its version; yours returned None")),
+    ("cannot unpack non-iterable", N_("pack must return what unpack needs, the tensor and its version")),
 ]
 
 
@@ -160,7 +162,7 @@ def check_stale_saved(stale_saved) -> bool:
     backward through the loss it returns, and returns one (shape, version when saved, version at backward) per
     saved tensor whose version moved in between. Backward must compute what it computes without the probe."""
     name = "stale_saved"
-    if unanswered(name, stale_saved, "your stale_saved"):
+    if unanswered(name, stale_saved, _("your stale_saved")):
         return False
     failed = []
     for description, graph in GRAPHS:
@@ -169,21 +171,26 @@ def check_stale_saved(stale_saved) -> bool:
         if isinstance(got, Exception):
             if stub_left(name, got):
                 return False
-            return verdict(name, [f"on {description}: " + raised("stale_saved", got, PROBE_HINTS)], "")
+            return verdict(name, [_("on {graph}: {problem}").format(
+                graph=_(description), problem=raised("stale_saved", got, PROBE_HINTS))], "")
         entries = _entries(got) if isinstance(got, (list, tuple, set)) else None
         if entries is None:
-            return verdict(name, [f"on {description}: it returned {got!r}; return a list with one (shape, version "
-                                  f"when saved, version at backward) per stale saved tensor, [] when none"], "")
+            return verdict(name, [_("on {graph}: it returned {value}; return a list with one (shape, version when "
+                                    "saved, version at backward) per stale saved tensor, [] when none").format(
+                graph=_(description), value=repr(got))], "")
         right = sorted(right)
         if entries != right:
-            failed.append((description, f"you reported {entries}, the stale saved tensors are {right}. Hint: "
-                                        f"{_hint(entries, right, grads, graph)}"))
+            failed.append((description, _("you reported {entries}, the stale saved tensors are {right}. Hint: "
+                                          "{hint}").format(entries=entries, right=right,
+                                                           hint=_hint(entries, right, grads, graph))))
         elif not _same(grads, right_grads):
-            failed.append((description, "the report is right, but backward's gradient is not what it is without "
-                                        "your probe: unpack must return the very tensor pack received"))
+            failed.append((description, _("the report is right, but backward's gradient is not what it is without "
+                                          "your probe: unpack must return the very tensor pack received")))
     if not failed:
-        return verdict(name, [], "right on all four graphs, stale or not, and backward computes what it would "
-                                 "without your probe")
+        return verdict(name, [], _("right on all four graphs, stale or not, and backward computes what it would "
+                                   "without your probe"))
     (description, problem), more = failed[0], len(failed) - 1
-    return verdict(name, [f"on {description}: {problem}" + (f" (and {more} more of the {len(GRAPHS)} graphs)"
-                                                            if more else "")], "")
+    if more:
+        return verdict(name, [_("on {graph}: {problem} (and {more} more of the {graphs} graphs)").format(
+            graph=_(description), problem=problem, more=more, graphs=len(GRAPHS))], "")
+    return verdict(name, [_("on {graph}: {problem}").format(graph=_(description), problem=problem)], "")

@@ -7,6 +7,7 @@ from torch import optim
 from gan_lessons.exercises.feedback import stub_left
 from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, raised, recorded_steps,
                                             right_answer, unanswered, verdict)
+from gan_lessons.i18n import N_, _
 
 
 # --- lesson 04: a D step that keeps its hands off G ----------------------------------------------------------
@@ -53,18 +54,19 @@ def _d_step_written(scale=1.0, swap_labels=False, detach_output=False, zero_grad
 
 
 D_STEP_MISTAKES = [
-    (_d_step_written(detach_output=True), "the fake term no longer reaches D: `D(x_fake).detach()` detaches D's "
-     "*output*, so only the real images train D. Detach D's input instead: `D(x_fake.detach())`"),
-    (_d_step_written(swap_labels=True), "the labels are swapped: D must score x_real as 1 and the fakes as 0"),
-    (_d_step_written(zero_grad=None), "D's .grad still held an earlier gradient, and backward adds to it: call "
-     "opt_D.zero_grad() before loss_D.backward()"),
-    (_d_step_written(zero_grad="after"), "opt_D.zero_grad() after loss_D.backward() throws the new gradient away "
-     "before the step: zero, then backward, then step"),
+    (_d_step_written(detach_output=True), N_("the fake term no longer reaches D: `D(x_fake).detach()` detaches D's "
+                                             "*output*, so only the real images train D. Detach D's input instead: "
+                                             "`D(x_fake.detach())`")),
+    (_d_step_written(swap_labels=True), N_("the labels are swapped: D must score x_real as 1 and the fakes as 0")),
+    (_d_step_written(zero_grad=None), N_("D's .grad still held an earlier gradient, and backward adds to it: call "
+                                         "opt_D.zero_grad() before loss_D.backward()")),
+    (_d_step_written(zero_grad="after"), N_("opt_D.zero_grad() after loss_D.backward() throws the new gradient away "
+                                            "before the step: zero, then backward, then step")),
 ]
 D_STEP_HINTS = AUTOGRAD_HINTS + [
-    ("must be the same as input size", "D returns one logit per image, shape [B]: labels of shape [B]"),
+    ("must be the same as input size", N_("D returns one logit per image, shape [B]: labels of shape [B]")),
     ("does not require grad and does not have a grad_fn",
-     "loss_D has no graph: only the fake batch may be made under torch.no_grad(), D's forward needs its graph"),
+     N_("loss_D has no graph: only the fake batch may be made under torch.no_grad(), D's forward needs its graph")),
 ]
 
 
@@ -89,7 +91,7 @@ def check_d_step(d_step) -> bool:
     fakes 0, with D's .grad holding an earlier gradient. Every D parameter must get the right gradient at
     opt_D.step(), and loss_D's backward must not go into G."""
     name = "d_step"
-    if unanswered(name, d_step, "your d_step"):
+    if unanswered(name, d_step, _("your d_step")):
         return False
     try:
         mine, G, through_G = _run_d_step(d_step)
@@ -98,21 +100,22 @@ def check_d_step(d_step) -> bool:
     problems = []
     reached = [n for n, p in G.named_parameters() if p.grad is not None]
     if reached:
-        problems.append(f"loss_D reached G: {len(reached)} of G's 14 parameters have a .grad (G.{reached[0]}, ...). "
-                        f"Hint: give D the fake batch detached, x_fake.detach()")
+        problems.append(_("loss_D reached G: {count} of G's 14 parameters have a .grad (G.{first}, ...). Hint: "
+                          "give D the fake batch detached, x_fake.detach()").format(count=len(reached),
+                                                                                   first=reached[0]))
     elif through_G:
-        problems.append("loss_D's backward still ran through G (its gradients were computed, then cleared): "
-                        "detach the fake batch, x_fake.detach(), so that backward stops at it")
+        problems.append(_("loss_D's backward still ran through G (its gradients were computed, then cleared): "
+                          "detach the fake batch, x_fake.detach(), so that backward stops at it"))
     if not all(p.requires_grad for p in G.parameters()):
-        problems.append("G's parameters no longer require grad after your step: leave G as you found it")
+        problems.append(_("G's parameters no longer require grad after your step: leave G as you found it"))
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
     reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0],
                              atol=1e-5)
-    problems += [mistake] if mistake else compare_steps(
-        mine, reference, "labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() before "
-        "loss_D.backward()", atol=1e-5)
-    return verdict(name, problems, "D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
-                                    "backward never enters G")
+    problems += [_(mistake)] if mistake else compare_steps(
+        mine, reference, _("labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() before "
+                           "loss_D.backward()"), atol=1e-5)
+    return verdict(name, problems, _("D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
+                                      "backward never enters G"))
 
 
 # --- lesson 04: sampling for a figure, with nothing left behind ---------------------------------------------
@@ -121,7 +124,7 @@ def _sampling_problem():
     torch.manual_seed(4)
     G = Generator(tanh=True)
     opt = optim.SGD(G.parameters(), lr=0.1)
-    for _ in range(2):                           # a few training steps, so the running statistics mean something
+    for _step in range(2):                        # a few training steps, so the running statistics mean something
         opt.zero_grad()
         G(torch.randn(16, G.z_dim)).mean().backward()
         opt.step()
@@ -133,7 +136,7 @@ def check_sample(sample) -> bool:
     uses its running statistics), with no graph built, G's running statistics and parameters untouched, and G left
     in the mode it was in."""
     name = "sample"
-    if unanswered(name, sample, "your sample"):
+    if unanswered(name, sample, _("your sample")):
         return False
     G, z = _sampling_problem()
     G.eval()
@@ -147,32 +150,35 @@ def check_sample(sample) -> bool:
             images = sample(G, z)
     except Exception as error:
         return False if stub_left(name, error) else verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
-            ("expected to be boolean", "G.train(mode) takes True (training) or False (evaluation)")])], "")
+            ("expected to be boolean", N_("G.train(mode) takes True (training) or False (evaluation)"))])], "")
     problems = []
     if not isinstance(images, torch.Tensor):
-        return verdict(name, [f"sample returned {type(images).__name__}, not the tensor of images: return it"], "")
+        return verdict(name, [_("sample returned {kind}, not the tensor of images: return it").format(
+            kind=type(images).__name__)], "")
     moved = [k for k, v in G.state_dict().items() if not torch.equal(v, state[k])]
     if any("running" in k or "num_batches" in k for k in moved):
-        problems.append(f"G's BatchNorm running statistics changed ({moved[0]}, ...): a training-mode forward "
-                        f"updates them, graph or no graph; run G in eval() mode")
+        problems.append(_("G's BatchNorm running statistics changed ({first}, ...): a training-mode forward "
+                          "updates them, graph or no graph; run G in eval() mode").format(first=moved[0]))
     elif moved:
-        problems.append(f"G's parameters changed ({moved[0]}, ...): sampling must not step or modify G")
+        problems.append(_("G's parameters changed ({first}, ...): sampling must not step or modify G").format(
+            first=moved[0]))
     if saved:
-        problems.append(f"G's forward saved {len(saved)} tensors for a backward that never runs: build no graph "
-                        f"(torch.no_grad() around the forward); a detach() afterwards comes too late")
+        problems.append(_("G's forward saved {count} tensors for a backward that never runs: build no graph "
+                          "(torch.no_grad() around the forward); a detach() afterwards comes too late").format(
+            count=len(saved)))
     if images.requires_grad:
-        problems.append("the images still require grad and carry a graph back into G")
+        problems.append(_("the images still require grad and carry a graph back into G"))
     if not G.training:
-        problems.append("G is left in eval mode, and the next training step would use the running statistics: "
-                        "put back the mode G had when sample was called")
+        problems.append(_("G is left in eval mode, and the next training step would use the running statistics: "
+                          "put back the mode G had when sample was called"))
     if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
-        problems.append("the images differ from G's evaluation-mode output: BatchNorm must use the running "
-                        "statistics (G.eval() before the forward)")
+        problems.append(_("the images differ from G's evaluation-mode output: BatchNorm must use the running "
+                          "statistics (G.eval() before the forward)"))
     if not problems:
         G.eval()                                 # called on a G already in eval mode, it must stay there
         sample(G, z)
         if G.training:
-            problems.append("G was in eval mode before sample and is in training mode after: remember G.training "
-                            "and put back that mode, rather than always calling G.train()")
-    return verdict(name, problems, "eval-mode images, no graph, G's statistics and parameters untouched, G left "
-                                    "in the mode it was in")
+            problems.append(_("G was in eval mode before sample and is in training mode after: remember "
+                              "G.training and put back that mode, rather than always calling G.train()"))
+    return verdict(name, problems, _("eval-mode images, no graph, G's statistics and parameters untouched, G left "
+                                      "in the mode it was in"))

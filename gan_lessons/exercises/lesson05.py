@@ -6,6 +6,7 @@ import torch
 from gan_lessons.costs import fresh_gan, measure
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, known_mistake, matching, raised, recorded_steps, \
     right_answer, unanswered, verdict
+from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
 
 
@@ -66,28 +67,29 @@ def _written(zero_D=True, zero_G=True, fake_graph=False, order="D, G", summed=Fa
     return step
 
 
-TRAINS_G = ("D's step trains G: D's fake batch has a graph back to G, so loss_D.backward() added D's loss into G's "
-            ".grad before G stepped; make it under torch.no_grad() (or detach it)")
-STALE_D = ("G's gradient was taken through D before opt_D.step(): in this order G answers the updated D, so build "
-           "loss_G from a D forward after D's step")
+# Hints and messages are marked with N_() here and translated with _() where they are shown.
+TRAINS_G = N_("D's step trains G: D's fake batch has a graph back to G, so loss_D.backward() added D's loss into G's "
+              ".grad before G stepped; make it under torch.no_grad() (or detach it)")
+STALE_D = N_("G's gradient was taken through D before opt_D.step(): in this order G answers the updated D, so build "
+             "loss_G from a D forward after D's step")
 MISTAKES = [
-    (_written(zero_D=False), "D's gradient at opt_D.step() still holds the earlier .grad (backward adds into "
-                             ".grad): call opt_D.zero_grad() before D's backward"),
-    (_written(zero_G=False), "G's gradient at opt_G.step() still holds the earlier .grad (backward adds into "
-                             ".grad): call opt_G.zero_grad() before G's backward"),
+    (_written(zero_D=False), N_("D's gradient at opt_D.step() still holds the earlier .grad (backward adds into "
+                                ".grad): call opt_D.zero_grad() before D's backward")),
+    (_written(zero_G=False), N_("G's gradient at opt_G.step() still holds the earlier .grad (backward adds into "
+                                ".grad): call opt_G.zero_grad() before G's backward")),
     (_written(fake_graph=True), TRAINS_G),
     (_written(order="G before D's step"), STALE_D),
     (_written(order="G, D"), STALE_D),
 ]
 HINTS = AUTOGRAD_HINTS + [
     ("does not require grad and does not have a grad_fn",
-     "loss_G has no graph back to G: G's loss needs a fresh G forward with a graph, not the fake batch made under "
-     "no_grad (or detached) for D"),
+     N_("loss_G has no graph back to G: G's loss needs a fresh G forward with a graph, not the fake batch made under "
+        "no_grad (or detached) for D")),
 ]
-STALE_FORWARD = ("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place: G's loss "
-                 "needs a D forward of its own, after D's step")
-STUB = ("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your step's "
-        "body and run the cell again.")
+STALE_FORWARD = N_("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place: G's loss "
+                   "needs a D forward of its own, after D's step")
+STUB = N_("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your step's "
+          "body and run the cell again.")
 
 
 def _problem(seed=0):
@@ -114,32 +116,40 @@ def _record(step):
     return _run(step)[0]
 
 
-def _gradient_problems(mine, right):
-    """One line per optimizer whose step count or gradients differ from the right answer's."""
+def _gradient_problems(mine, right, missing_only=False):
+    """One line per optimizer whose step count or gradients differ from the right answer's (missing_only: only the
+    lines about parameters with no .grad at their optimizer's step)."""
     problems = []
-    for opt, what in (("opt_D", "D's loss is the mean of bce(D(x_real), 1) and bce(D(x_fake), 0), x_fake from the "
-                                "first noise draw"),
-                      ("opt_G", "G's loss is bce(D(G(z)), 1) on a fresh z (the second noise draw), through D after "
-                                "its step")):
+    for opt, what in (("opt_D", N_("D's loss is the mean of bce(D(x_real), 1) and bce(D(x_fake), 0), x_fake from "
+                                   "the first noise draw")),
+                      ("opt_G", N_("G's loss is bce(D(G(z)), 1) on a fresh z (the second noise draw), through D "
+                                   "after its step"))):
         got, ref = mine[opt], right[opt]
         if len(got) != 1:
-            problems.append(f"{opt}.step() ran {len(got)} times in one call; it should run once")
+            if not missing_only:
+                problems.append(_("{optimizer}.step() ran {count} times in one call; it should run once").format(
+                    optimizer=opt, count=len(got)))
             continue
         missing = [n for n, g in got[0].items() if g is None]
         if missing:
-            problems.append(f"{len(missing)} of {len(got[0])} parameters have no .grad at {opt}.step() ({missing[0]}"
-                            f"): its loss's backward never reached them" + (
-                                "; G's loss needs a fresh G forward with a graph" if opt == "opt_G" else ""))
+            problems.append((_("{missing} of {count} parameters have no .grad at {optimizer}.step() ({first}): its "
+                               "loss's backward never reached them; G's loss needs a fresh G forward with a graph")
+                             if opt == "opt_G" else
+                             _("{missing} of {count} parameters have no .grad at {optimizer}.step() ({first}): its "
+                               "loss's backward never reached them")).format(
+                missing=len(missing), count=len(got[0]), optimizer=opt, first=missing[0]))
             continue
         differ = [n for n, g in got[0].items() if not torch.allclose(g, ref[0][n], rtol=1e-5, atol=1e-7)]
-        if differ:
-            problems.append(f"the gradient at {opt}.step() differs from the right one in {len(differ)} of "
-                            f"{len(got[0])} parameters (first {differ[0]}): {what}")
+        if differ and not missing_only:
+            problems.append(_("the gradient at {optimizer}.step() differs from the right one in {differ} of {count} "
+                              "parameters (first {first}): {what}").format(
+                optimizer=opt, differ=len(differ), count=len(got[0]), first=differ[0], what=_(what)))
     return problems
 
 
 def _times(n):
-    return {0: "never", 1: "once", 2: "twice"}.get(n, f"{n:g} times")
+    """How often, as a phrase that reads after a verb: "never", "once", "twice", "3 times"."""
+    return {0: _("never"), 1: _("once"), 2: _("twice")}.get(n) or _("{count:g} times").format(count=n)
 
 
 def check_strategy(step) -> bool:
@@ -147,41 +157,42 @@ def check_strategy(step) -> bool:
     without a graph; then G on a fresh fake batch, through the updated D) in which D's gradient is computed once a
     step. Runs it on seed 000's G and D, whose .grad holds an earlier gradient, compares the gradients each optimizer
     steps on with the right ones, counts passes with costs.measure, and prints one line per thing still wrong."""
-    name = getattr(step, "__name__", "your step")
-    if unanswered(name, step, "your strategy function"):
+    name = getattr(step, "__name__", _("your step"))
+    if unanswered(name, step, _("your strategy function")):
         return False
     mine, D, error = _run(step)
     if isinstance(error, NotImplementedError):
-        print(STUB.format(name=name))
+        print(_(STUB).format(name=name))
         return False
     if error is not None:
-        hint = STALE_FORWARD if "modified by an inplace operation" in str(error) and mine["opt_D"] else None
-        problem = raised(name, error, HINTS)
-        return verdict(name, [problem if hint is None else f"{problem.split('. Hint')[0]}. Hint: {hint}."], "")
+        stale = "modified by an inplace operation" in str(error) and mine["opt_D"]
+        return verdict(name, [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
+                                     if stale else HINTS)], "")
     cost = measure(step, *fresh_gan(batch=16), steps=1, warmup=0, memory=False)
     if cost.error:
-        return verdict(name, [f"run again on a fresh G and D, the step raised RuntimeError: {cost.error}"], "")
+        return verdict(name, [_("run again on a fresh G and D, the step raised RuntimeError: {error}").format(
+            error=cost.error)], "")
     right = right_answer(mine, [reference_strategy, _written(summed=True)], _record)
     hint = None if matching(mine, right) else known_mistake(mine, MISTAKES, _record)
     if hint:
-        problems = [hint]
+        problems = [_(hint)]
     else:
         problems = _gradient_problems(mine, right)
         if cost.G_forward == 1:      # then G's gradient differs: say why, unless it is missing altogether
-            problems = [p for p in problems if "no .grad" in p] or [
-                "G runs once per step: G's loss reuses D's fake batch (as d_first_frozen_D and g_first_inputs do); "
-                "this exercise asks for d_first_fresh_fake's order, with a fresh G forward for G's loss"]
+            problems = _gradient_problems(mine, right, missing_only=True) or [
+                _("G runs once per step: G's loss reuses D's fake batch (as d_first_frozen_D and g_first_inputs "
+                  "do); this exercise asks for d_first_fresh_fake's order, with a fresh G forward for G's loss")]
         elif cost.G_forward != 2:
-            problems.append(f"G runs {_times(cost.G_forward)} per step; this order runs it twice: a fake batch for "
-                            f"D without a graph, and a fresh one for G's loss")
+            problems.append(_("G runs {times} per step; this order runs it twice: a fake batch for D without a "
+                              "graph, and a fresh one for G's loss").format(times=_times(cost.G_forward)))
     if cost.D_grad_passes > 1:
-        problems.append(f"D's gradient is computed {_times(cost.D_grad_passes)} per step, once for nothing, as in "
-                        f"g_first: G's backward still fills D's .grad; freeze D during G's step, or give "
-                        f"loss_G.backward inputs=list(G.parameters())")
+        problems.append(_("D's gradient is computed {times} per step, once for nothing, as in g_first: G's backward "
+                          "still fills D's .grad; freeze D during G's step, or give loss_G.backward "
+                          "inputs=list(G.parameters())").format(times=_times(cost.D_grad_passes)))
     if cost.G_grad_passes > 1 and hint != TRAINS_G:                 # that hint already says D's loss reaches G
-        problems.append(f"G's gradient is computed {_times(cost.G_grad_passes)} per step: D's loss still reaches G; "
-                        f"make D's fake batch under torch.no_grad() (or detach it)")
+        problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G; make D's fake batch "
+                          "under torch.no_grad() (or detach it)").format(times=_times(cost.G_grad_passes)))
     if not all(p.requires_grad for p in D.parameters()):
-        problems.append("D is still frozen after the step: call D.requires_grad_(True) before returning")
-    return verdict(name, problems, "D and G step on the right gradients, D's gradient is computed once per step "
-                                   "(not twice), and G runs twice, as d_first_fresh_fake does")
+        problems.append(_("D is still frozen after the step: call D.requires_grad_(True) before returning"))
+    return verdict(name, problems, _("D and G step on the right gradients, D's gradient is computed once per step "
+                                     "(not twice), and G runs twice, as d_first_fresh_fake does"))

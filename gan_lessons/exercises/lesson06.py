@@ -5,6 +5,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import stub_left, ELLIPSIS_HINT, raised, unanswered, verdict
+from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 
 
@@ -47,8 +48,8 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     the resumed run must end with the weights, bit for bit, of a run of 2 * steps steps that never stopped."""
     import tempfile
     from pathlib import Path
-    name = "checkpoint"
-    for what, answer in (("your save_state", save_state), ("your load_state", load_state)):
+    name = _("checkpoint")
+    for what, answer in ((_("your save_state"), save_state), (_("your load_state"), load_state)):
         if unanswered(name, answer, what):
             return False
     G, D, opt_G, opt_D = _resume_run(0)
@@ -64,9 +65,9 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     except Exception as error:
         return not stub_left(name, error, "save_state") and verdict(name, [raised("save_state", error, [])], "")
     if ... in (saved.values() if isinstance(saved, dict) else [saved]):
-        return verdict(name, [ELLIPSIS_HINT + " (save_state returned a `...`)"], "")
+        return verdict(name, [_("{hint} (save_state returned a `...`)").format(hint=_(ELLIPSIS_HINT))], "")
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
-        return verdict(name, ["save_state drew random numbers: saving must leave the run exactly as it was"], "")
+        return verdict(name, [_("save_state drew random numbers: saving must leave the run exactly as it was")], "")
     try:
         frozen = copy.deepcopy(saved)
     except Exception:               # not plain data: torch.save or torch.load below says so
@@ -74,49 +75,52 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     _resume_steps(G, D, opt_G, opt_D, steps, 2 * steps)            # the run goes on after the save
     moved = [path for (path, now), (_, then) in zip(_tensors(saved), _tensors(frozen)) if not torch.equal(now, then)]
     if moved:
-        return verdict(name, [f"your checkpoint changed after save_state returned, while the run went on ({moved[0]}, "
-                               f"{len(moved)} tensor(s) in all): state_dict() hands out the live tensors, not copies, "
-                               f"and the next steps change them in place (the weights, and Adam's moments). Return "
-                               f"copies: copy.deepcopy(...), or .clone() each tensor"], "")
+        return verdict(name, [_("your checkpoint changed after save_state returned, while the run went on ({first}, "
+                                "{count} tensor(s) in all): state_dict() hands out the live tensors, not copies, and "
+                                "the next steps change them in place (the weights, and Adam's moments). Return "
+                                "copies: copy.deepcopy(...), or .clone() each tensor").format(first=moved[0],
+                                                                                             count=len(moved))], "")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "last.pt"
         try:
             torch.save(saved, path)
             state = torch.load(path, weights_only=True)
         except Exception as error:
-            return verdict(name, [f"torch.save, then torch.load(weights_only=True), refuses what save_state returned "
-                                   f"({headline(str(error))}): keep to state_dict()s, tensors, numbers and dicts of "
-                                   f"them, as the trainer does"], "")
+            return verdict(name, [_("torch.save, then torch.load(weights_only=True), refuses what save_state "
+                                    "returned ({error}): keep to state_dict()s, tensors, numbers and dicts of them, "
+                                    "as the trainer does").format(error=headline(str(error)))], "")
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
     try:
         resumed_at = load_state(state, G, D, opt_G, opt_D)
     except Exception as error:
         return not stub_left(name, error, "load_state") and verdict(name, [raised("load_state", error, [(
-            "Missing key", "load each state_dict into the object it came from")])], "")
+            "Missing key", N_("load each state_dict into the object it came from"))])], "")
     problems = []
     if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
-        problems.append("after load_state, G's or D's weights are not the saved ones: save and load both "
-                        "models' state_dict()")
+        problems.append(_("after load_state, G's or D's weights are not the saved ones: save and load both "
+                          "models' state_dict()"))
     for opt_name, opt in (("opt_G", opt_G), ("opt_D", opt_D)):
         if not _same(opt.state_dict()["state"], truth[opt_name]["state"]):
-            problems.append(f"after load_state, {opt_name} has lost Adam's moments (exp_avg, exp_avg_sq) and its "
-                            f"step count, the optimizer's state: without them Adam's next steps differ; save and "
-                            f"load {opt_name}.state_dict()")
+            problems.append(_("after load_state, {optimizer} has lost Adam's moments (exp_avg, exp_avg_sq) and its "
+                              "step count, the optimizer's state: without them Adam's next steps differ; save and "
+                              "load {optimizer}.state_dict()").format(optimizer=opt_name))
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
-        problems.append("after load_state, torch's random state is not the saved one, so the resumed run draws a "
-                        "different z: save torch.get_rng_state() and put it back with torch.set_rng_state()")
+        problems.append(_("after load_state, torch's random state is not the saved one, so the resumed run draws a "
+                          "different z: save torch.get_rng_state() and put it back with torch.set_rng_state()"))
     try:
         start = int(resumed_at)
     except (TypeError, ValueError, RuntimeError):
         start = None
     if start != steps:
-        problems.append(f"load_state returned {resumed_at!r}, but the run stopped after {steps} steps: save the step "
-                        f"count in the checkpoint and return it from load_state. Without it the resumed run starts "
-                        f"again at step 0, replays the first batches and trains {steps} steps too many")
+        problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: save the step "
+                          "count in the checkpoint and return it from load_state. Without it the resumed run starts "
+                          "again at step 0, replays the first batches and trains {steps} steps too many").format(
+            value=repr(resumed_at), steps=steps))
     if not problems:
         _resume_steps(G, D, opt_G, opt_D, start, 2 * steps)
         resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]
         if not all(torch.equal(a, b) for a, b in zip(straight, resumed)):
-            problems.append("the resumed run ends with other weights than the run that never stopped")
-    return verdict(name, problems, f"a run stopped after {steps} steps, saved, loaded into fresh objects and "
-                                    f"continued ends with the same weights, bit for bit, as one that never stopped")
+            problems.append(_("the resumed run ends with other weights than the run that never stopped"))
+    return verdict(name, problems, _("a run stopped after {steps} steps, saved, loaded into fresh objects and "
+                                      "continued ends with the same weights, bit for bit, as one that never "
+                                      "stopped").format(steps=steps))

@@ -11,13 +11,20 @@ from torch import optim
 from gan_lessons.exercises.feedback import stub_left
 from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, matching, raised,
                                             recorded_steps, same_steps, unanswered, verdict)
+from gan_lessons.i18n import N_, _, language, speaking
 from gan_lessons.lesson import headline, not_solved
 
 
 # --- lesson 07: bring your own bug to the doctor -------------------------------------------------------------
-DOCTOR_KINDS = {"leaf_inplace": "an in-place op on a leaf that requires grad (lesson 01)",
-                "freed": "a backward through a freed graph (lesson 02)",
-                "version": "a saved tensor changed in place (lesson 03)"}
+DOCTOR_KINDS = {"leaf_inplace": N_("an in-place op on a leaf that requires grad (lesson 01)"),
+                "freed": N_("a backward through a freed graph (lesson 02)"),
+                "version": N_("a saved tensor changed in place (lesson 03)")}      # translated with _() where shown
+
+
+def _kinds() -> str:
+    """The three kinds the doctor diagnoses, described, in one line."""
+    # TRANSLATORS: the separator between the items of a list written on one line
+    return _("; ").join(_(kind) for kind in DOCTOR_KINDS.values())
 
 
 def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
@@ -25,16 +32,17 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
     doctor; the answer is right when it raises an error the doctor diagnoses (and, if `expected` is given, of
     that kind: "leaf_inplace", "freed" or "version"). The doctor's own report is printed unless quiet=True."""
     from gan_lessons.doctor import doctor
-    name = "your bug"
-    if unanswered(name, buggy_loop, "your buggy loop"):
+    name = _("your bug")
+    if unanswered(name, buggy_loop, _("your buggy loop")):
         return False
     if expected is ...:
-        not_solved(name, f"the diagnosis kind you expect ({', '.join(repr(k) for k in DOCTOR_KINDS)})",
-                   where="expected = ...")
+        not_solved(name, _("the diagnosis kind you expect ({kinds})").format(
+            kinds=', '.join(repr(k) for k in DOCTOR_KINDS)), where="expected = ...")
         return False
     if expected is not None and expected not in DOCTOR_KINDS:
-        return verdict(name, [f"expected = {expected!r} is not a diagnosis kind the doctor gives for an error; "
-                               f"pick one of {', '.join(repr(k) for k in DOCTOR_KINDS)}"], "")
+        return verdict(name, [_("expected = {expected} is not a diagnosis kind the doctor gives for an error; pick "
+                                "one of {kinds}").format(expected=repr(expected),
+                                                         kinds=', '.join(repr(k) for k in DOCTOR_KINDS))], "")
     watch = doctor()
     stderr = io.StringIO()
     try:
@@ -42,23 +50,27 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
             with watch:
                 buggy_loop()
     except Exception as error:
-        if stub_left(name, error, "your loop"):
+        if stub_left(name, error, _("your loop")):
             return False
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
-            return verdict(name, [raised("your loop", error, []) + " The doctor diagnoses only the lessons' "
-                                   "autograd errors: " + "; ".join(DOCTOR_KINDS.values())], "")
+            return verdict(name, [_("{problem} The doctor diagnoses only the lessons' autograd errors: {kinds}").format(
+                problem=raised(_("your loop"), error, []), kinds=_kinds())], "")
         if expected is not None and diagnosis.kind != expected:
-            what = DOCTOR_KINDS.get(diagnosis.kind, diagnosis.summary)      # a kind beyond the three: its summary
-            return verdict(name, [f"the doctor diagnosed {diagnosis.kind!r} ({what}), not "
-                                   f"{expected!r} as you expected: read its report, and either change the bug "
-                                   f"or your expectation"], "")
-        return verdict(name, [], f"{type(error).__name__}, diagnosed by the doctor as {diagnosis.kind!r}: "
-                                  f"{diagnosis.summary}")
+            # a kind beyond the three: its summary
+            what = _(DOCTOR_KINDS[diagnosis.kind]) if diagnosis.kind in DOCTOR_KINDS else diagnosis.summary
+            return verdict(name, [_("the doctor diagnosed {kind} ({what}), not {expected} as you expected: read its "
+                                    "report, and either change the bug or your expectation").format(
+                kind=repr(diagnosis.kind), what=what, expected=repr(expected))], "")
+        return verdict(name, [], _("{error}, diagnosed by the doctor as {kind}: {summary}").format(
+            error=type(error).__name__, kind=repr(diagnosis.kind), summary=diagnosis.summary))
     warned = [d.summary for d in watch.diagnoses]
-    extra = f" (the doctor only warned: {headline(warned[0])}; that bug is silent)" if warned else ""
-    return verdict(name, [f"your loop ran without an error, so there is nothing to diagnose{extra}. Hint: put in one "
-                           f"of {'; '.join(DOCTOR_KINDS.values())}"], "")
+    if warned:
+        return verdict(name, [_("your loop ran without an error, so there is nothing to diagnose (the doctor only "
+                                "warned: {warning}; that bug is silent). Hint: put in one of {kinds}").format(
+            warning=headline(warned[0]), kinds=_kinds())], "")
+    return verdict(name, [_("your loop ran without an error, so there is nothing to diagnose. Hint: put in one of "
+                            "{kinds}").format(kinds=_kinds())], "")
 
 
 # --- lesson 07: seed 000's step, fixed with the doctor's help ------------------------------------------------
@@ -91,30 +103,43 @@ def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z, d_scale=1.
 
 
 SEED000_MISTAKES = [(wrong, hint) for wrong, hint in (
-                        ({"zero_d": False}, "d's gradients at the second call are those of both calls added up: "
-                                            "call d_optimizer.zero_grad() before d_loss.backward()"),
-                        ({"zero_g": False}, "g's gradients at the second call are those of both calls added up: "
-                                            "call g_optimizer.zero_grad() before g_loss.backward()"),
-                        ({"g_first": True}, "G steps first, through D from before its step: seed 000's plan is D "
-                                            "first, then G's loss through the D that has just stepped"))]
-# What the doctor's report (its kind and words) means in this step, which the checker adds as a hint.
+                        ({"zero_d": False}, N_("d's gradients at the second call are those of both calls added up: "
+                                               "call d_optimizer.zero_grad() before d_loss.backward()")),
+                        ({"zero_g": False}, N_("g's gradients at the second call are those of both calls added up: "
+                                               "call g_optimizer.zero_grad() before g_loss.backward()")),
+                        ({"g_first": True}, N_("G steps first, through D from before its step: seed 000's plan is D "
+                                               "first, then G's loss through the D that has just stepped")))]
+# What the doctor's report (its kind and words) means in this step, which the checker adds as a hint. The words are
+# matched against the doctor's English report.
 SEED000_DIAGNOSES = [
-    ("freed", "first backward freed it", "D's loss went back through `gz` into g (its fake term is not detached), "
-     "and its backward freed g's graph, which G's loss still needs: give D's fake term `gz.detach()`"),
-    ("version", "d_optimizer.step()", "G's loss goes back through a forward of d from before d_optimizer.step(), "
-     "which changed the weights that forward saved: after D's step, compute G's loss from a fresh `d(gz)`"),
-    ("suspicious", "sigmoid is fed into", "binary_cross_entropy_with_logits applies the sigmoid itself: a sigmoid "
-     "before it applies it twice; pass d's raw logits"),
-    ("suspicious", "on into g", "D's fake term is not detached, so D's backward ran on through `gz` into g: give "
-     "D's fake term `gz.detach()`"),
-    ("suspicious", "g_optimizer.step() adds up gradients from two losses", "g's .grad still held what D's backward "
-     "left there: call g_optimizer.zero_grad() right before g_loss.backward()"),
+    ("freed", "first backward freed it", N_("D's loss went back through `gz` into g (its fake term is not "
+                                            "detached), and its backward freed g's graph, which G's loss still "
+                                            "needs: give D's fake term `gz.detach()`")),
+    ("version", "d_optimizer.step()", N_("G's loss goes back through a forward of d from before d_optimizer.step(), "
+                                         "which changed the weights that forward saved: after D's step, compute "
+                                         "G's loss from a fresh `d(gz)`")),
+    ("suspicious", "sigmoid is fed into", N_("binary_cross_entropy_with_logits applies the sigmoid itself: a sigmoid "
+                                             "before it applies it twice; pass d's raw logits")),
+    ("suspicious", "on into g", N_("D's fake term is not detached, so D's backward ran on through `gz` into g: give "
+                                   "D's fake term `gz.detach()`")),
+    ("suspicious", "g_optimizer.step() adds up gradients from two losses", N_("g's .grad still held what D's "
+                                                                              "backward left there: call "
+                                                                              "g_optimizer.zero_grad() right before "
+                                                                              "g_loss.backward()")),
 ]
 
 
-def _named(kind, text) -> str:
-    """The hint for what the doctor said (its kind, and words in its text), or ""."""
-    return next((f". Hint: {hint}" for k, words, hint in SEED000_DIAGNOSES if k == kind and words in text), "")
+def _named(kind, text):
+    """The hint for what the doctor said (its kind, and words in its text), translated, or None."""
+    return next((_(hint) for k, words, hint in SEED000_DIAGNOSES if k == kind and words in text), None)
+
+
+def _doctor_says(template, hinted, summary, kind, text, **values) -> str:
+    """`template` filled with the doctor's summary (its first clause), or `hinted` with the hint that fits as well."""
+    hint = _named(kind, text)
+    if hint is None:
+        return template.format(summary=headline(summary), **values)
+    return hinted.format(summary=headline(summary), hint=hint, **values)
 
 
 def _run_seed000(step, calls, watch=None):
@@ -160,23 +185,44 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
 
     from gan_lessons.doctor import doctor
     name = "fixed_step"
-    if unanswered(name, fixed_step, "your fixed_step"):
+    if unanswered(name, fixed_step, _("your fixed_step")):
         return False
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            found = _run_seed000(fixed_step, 1, watch=doctor)
-    except Exception as error:
+
+    def under_doctor():
+        """(what the doctor found, None) or (None, the error fixed_step raised), from one run."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return _run_seed000(fixed_step, 1, watch=doctor), None
+        except Exception as error:
+            return None, error
+
+    found, error = under_doctor()
+    # the hints match the doctor's English words: in another language, the same run again, in English
+    if language() == "en":
+        found_en, error_en = found, error
+    else:
+        with speaking("en"):
+            found_en, error_en = under_doctor()
+    if error is not None:
         if stub_left(name, error, "fixed_step"):
             return False
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
             return verdict(name, [raised("fixed_step", error, AUTOGRAD_HINTS)], "")
-        said = " ".join([diagnosis.summary, diagnosis.facts.get("modified by", "")])
-        return verdict(name, [f"fixed_step raised {type(error).__name__}, and the doctor says: "
-                               f"{headline(diagnosis.summary)}{_named(diagnosis.kind, said)}"], "")
-    warned = dict.fromkeys(f"the doctor still warns: {headline(d.summary)}{_named(d.kind, d.summary)}" for d in found
-                           if d.kind == "suspicious")
+        english = getattr(error_en, "diagnosis", None) or diagnosis
+        said = " ".join([english.summary, english.facts.get("modified by", "")])
+        return verdict(name, [_doctor_says(_("fixed_step raised {error}, and the doctor says: {summary}"),
+                                           _("fixed_step raised {error}, and the doctor says: {summary}. Hint: "
+                                             "{hint}"),
+                                           diagnosis.summary, diagnosis.kind, said, error=type(error).__name__)], "")
+    english = [d.summary for d in (found_en or []) if d.kind == "suspicious"]
+    suspicious = [d for d in found if d.kind == "suspicious"]
+    if len(english) != len(suspicious):
+        english = [d.summary for d in suspicious]
+    warned = dict.fromkeys(_doctor_says(_("the doctor still warns: {summary}"),
+                                        _("the doctor still warns: {summary}. Hint: {hint}"),
+                                        d.summary, d.kind, said) for d, said in zip(suspicious, english))
     mine = _run_seed000(fixed_step, calls)
     run = functools.partial(_run_seed000, calls=calls)
     records = {scale: run(functools.partial(reference_seed000_step, d_scale=scale)) for scale in (1.0, 0.5)}
@@ -184,15 +230,17 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     scale = next((s for s, r in records.items() if matching(mine, r, atol=1e-5)), None) or next(
         (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1], atol=1e-5)), 1.0)
     reference = records[scale]
-    differ = compare_steps(mine, reference, "pass D raw logits, detach the fake in D's fake term, and give G's loss "
-                           "D's output on the fake batch after D's step", atol=1e-5, limit=1 if warned else 3)
+    differ = compare_steps(mine, reference, _("pass D raw logits, detach the fake in D's fake term, and give G's "
+                                              "loss D's output on the fake batch after D's step"),
+                           atol=1e-5, limit=1 if warned else 3)
     mistakes = [(functools.partial(reference_seed000_step, d_scale=scale, **wrong), hint)
                 for wrong, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run, atol=1e-5) if differ and not warned else None
-    problems = list(warned) + ([mistake] if mistake else differ)
+    problems = list(warned) + ([_(mistake)] if mistake else differ)
     forwards = _g_forwards(fixed_step)
     if not problems and forwards != 1:
-        problems.append(f"g ran {forwards} forwards in one call; the step asks for one: make the fake batch once, "
-                        f"`gz = g(z)`, and use `gz.detach()` in D's fake term and `gz` in G's loss")
-    return verdict(name, problems, "the doctor finds nothing, and every parameter of g and d gets the right "
-                                    "gradient at each step")
+        problems.append(_("g ran {forwards} forwards in one call; the step asks for one: make the fake batch once, "
+                          "`gz = g(z)`, and use `gz.detach()` in D's fake term and `gz` in G's loss").format(
+            forwards=forwards))
+    return verdict(name, problems, _("the doctor finds nothing, and every parameter of g and d gets the right "
+                                      "gradient at each step"))

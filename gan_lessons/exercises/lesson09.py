@@ -4,6 +4,7 @@ import torch.nn.functional as F
 from torch import optim
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, compare_steps, raised, recorded_steps, unanswered, verdict
+from gan_lessons.i18n import N_, _
 
 
 class _Interrupt(Exception):
@@ -63,16 +64,35 @@ def _run_frozen(g_step, interrupt=False):
     return run
 
 
+# When the checker looks at D's flags: after the step, or after an error (the student's, or one raised inside D's
+# forward), where only a `finally:` block puts them back.
+AFTER_STEP = N_("after the step")
+AFTER_ERROR = N_("after that error")
+AFTER_INNER_ERROR = N_("after an error inside the step")
+FLAG_PROBLEMS = {   # (whether D's first changed flag now requires grad, whether an error was raised) -> the line
+    (True, False): N_("{when}, D.{name} requires grad, but it was frozen before ({changed} of D's {flags} flags "
+                      "changed): remember each flag before freezing and put each one back, not "
+                      "D.requires_grad_(True) for all"),
+    (False, False): N_("{when}, D.{name} does not require grad, but it was trainable before ({changed} of D's "
+                       "{flags} flags changed): remember each flag before freezing and put each one back, not "
+                       "D.requires_grad_(True) for all"),
+    (True, True): N_("{when}, D.{name} requires grad, but it was frozen before ({changed} of D's {flags} flags "
+                     "changed): remember each flag before freezing and put each one back in a `finally:` block, so "
+                     "that it runs even when the step raises"),
+    (False, True): N_("{when}, D.{name} does not require grad, but it was trainable before ({changed} of D's {flags} "
+                      "flags changed): remember each flag before freezing and put each one back in a `finally:` "
+                      "block, so that it runs even when the step raises"),
+}
+
+
 def _flag_problems(run, when):
+    """The first of D's flags that is not back as it was, `when` (AFTER_STEP, AFTER_ERROR or AFTER_INNER_ERROR)."""
     changed = [n for n, flag in run["flags"].items() if run["after"][n] != flag]
     if not changed:
         return []
     n = changed[0]
-    was = "frozen" if not run["flags"][n] else "trainable"
-    return [f"{when}, D.{n} {'requires' if run['after'][n] else 'does not require'} grad, but it was {was} before "
-            f"({len(changed)} of D's {len(run['flags'])} flags changed): remember each flag before freezing and put "
-            f"each one back" + (" in a `finally:` block, so that it runs even when the step raises"
-                                if "error" in when else ", not D.requires_grad_(True) for all")]
+    template = FLAG_PROBLEMS[bool(run["after"][n]), when != AFTER_STEP]
+    return [_(template).format(when=_(when), name=n, changed=len(changed), flags=len(run["flags"]))]
 
 
 def check_frozen_g_step(g_step) -> bool:
@@ -80,44 +100,45 @@ def check_frozen_g_step(g_step) -> bool:
     backward. D's .grad and weights must be left as they were, G must step on the right gradient, and each of D's
     requires_grad flags must be back as it was afterwards, also when the step raises (the error passes through)."""
     name = "g_step"
-    if unanswered(name, g_step, "your g_step"):
+    if unanswered(name, g_step, _("your g_step")):
         return False
     reference = _run_frozen(reference_frozen_g_step)["records"]
     run = _run_frozen(g_step)
     if isinstance(run["error"], NotImplementedError):              # nbgrader's stub, still in place
-        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` in your "
-              f"g_step with your code and run the cell again.")
+        print(_("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` in your "
+                "g_step with your code and run the cell again.").format(name=name))
         return False
     if run["error"] is not None:
         return verdict(name, [raised("g_step", run["error"], AUTOGRAD_HINTS + [
             ("does not require grad and does not have a grad_fn",
-             "nothing in loss_G requires grad: D is frozen, so the graph must come from G; give D G(z) itself, "
-             "not G(z).detach()")])] + _flag_problems(run, "after that error"), "")
-    problems = compare_steps(run["records"], reference, "G's loss is bce(D(G(z)), 1), through D, after "
-                              "opt_G.zero_grad()", atol=1e-6, limit=3)
+             N_("nothing in loss_G requires grad: D is frozen, so the graph must come from G; give D G(z) itself, "
+                "not G(z).detach()"))])] + _flag_problems(run, AFTER_ERROR), "")
+    problems = compare_steps(run["records"], reference, _("G's loss is bce(D(G(z)), 1), through D, after "
+                                                          "opt_G.zero_grad()"), atol=1e-6, limit=3)
     D = run["D"]
     touched = [n for n, p in D.named_parameters() if not (
         (p.grad is None and run["grads"][n] is None)
         or (p.grad is not None and run["grads"][n] is not None and torch.equal(p.grad, run["grads"][n])))]
     if touched:
-        problems.append(f"D's .grad changed (D.{touched[0]}, {len(touched)} of {len(run['grads'])}): loss_G's "
-                        f"backward went into D's parameters; freeze D before its forward")
+        problems.append(_("D's .grad changed (D.{first}, {count} of {total}): loss_G's backward went into D's "
+                          "parameters; freeze D before its forward").format(first=touched[0], count=len(touched),
+                                                                           total=len(run['grads'])))
     elif run["at forward"] is not None and any(run["at forward"].values()):
         thawed = next(n for n, flag in run["at forward"].items() if flag)
-        problems.append(f"D was not frozen when its forward ran (D.{thawed} required grad): D's .grad is "
-                        f"untouched, but the forward saved activations for a D gradient nobody computes; call "
-                        f"D.requires_grad_(False) before D(...)")
+        problems.append(_("D was not frozen when its forward ran (D.{name} required grad): D's .grad is untouched, "
+                          "but the forward saved activations for a D gradient nobody computes; call "
+                          "D.requires_grad_(False) before D(...)").format(name=thawed))
     if any(not torch.equal(p.detach(), run["weights"][n]) for n, p in D.named_parameters()):
-        problems.append("D's weights changed: G's step must not step or modify D")
-    problems += _flag_problems(run, "after the step")
+        problems.append(_("D's weights changed: G's step must not step or modify D"))
+    problems += _flag_problems(run, AFTER_STEP)
     if not problems:
         interrupted = _run_frozen(g_step, interrupt=True)
         if interrupted["at forward"] is None:
-            problems.append("g_step never calls D")
+            problems.append(_("g_step never calls D"))
         elif not isinstance(interrupted["error"], _Interrupt):
-            problems.append("an error raised inside D's forward did not come out of g_step: let it through "
-                            "(try/finally, not try/except), so the caller sees that the step failed")
-        problems += _flag_problems(interrupted, "after an error inside the step")
-    return verdict(name, problems, "G steps on the right gradient, D's .grad and weights are untouched, D was "
-                                    "frozen for its forward, and every flag of D is back as it was, also after an "
-                                    "error")
+            problems.append(_("an error raised inside D's forward did not come out of g_step: let it through "
+                              "(try/finally, not try/except), so the caller sees that the step failed"))
+        problems += _flag_problems(interrupted, AFTER_INNER_ERROR)
+    return verdict(name, problems, _("G steps on the right gradient, D's .grad and weights are untouched, D was "
+                                      "frozen for its forward, and every flag of D is back as it was, also after an "
+                                      "error"))

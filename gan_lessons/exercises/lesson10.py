@@ -7,18 +7,19 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, recorded_steps, unanswered, verdict
+from gan_lessons.i18n import N_, _
 
 MAX_NORM = 0.1        # D's gradient norm on the checker's batch is about 0.27: the clip is active
 
 _AMP_HINTS = [
     ("unscale_() has already been called on this optimizer since the last update()",
-     "scaler.step(opt) unscales by itself; call scaler.unscale_(opt) yourself only where you need the true "
-     "gradients (before clipping), at most once per optimizer per iteration"),
+     N_("scaler.step(opt) unscales by itself; call scaler.unscale_(opt) yourself only where you need the true "
+        "gradients (before clipping), at most once per optimizer per iteration")),
     ("No inf checks were recorded for this optimizer",
-     "scaler.step(opt) found no gradients to unscale: that optimizer's loss must go through "
-     "scaler.scale(loss).backward() first"),
+     N_("scaler.step(opt) found no gradients to unscale: that optimizer's loss must go through "
+        "scaler.scale(loss).backward() first")),
     ("No inf checks were recorded prior to update",
-     "scaler.update() comes after scaler.step(opt_D) and scaler.step(opt_G), once"),
+     N_("scaler.update() comes after scaler.step(opt_D) and scaler.step(opt_G), once")),
 ] + AUTOGRAD_HINTS
 
 
@@ -118,23 +119,24 @@ def _call_problems(run):
     """What the calls on the scaler say: unused, no autocast, update() not once, an optimizer stepped around it."""
     calls, problems = run["calls"], []
     if "scale" not in calls:
-        return ["the scaler passed in never scaled a loss: use it (one GradScaler for both optimizers, not a new "
-                "one) for scaler.scale(loss_D).backward() and scaler.scale(loss_G).backward()"]
+        return [_("the scaler passed in never scaled a loss: use it (one GradScaler for both optimizers, not a new "
+                  "one) for scaler.scale(loss_D).backward() and scaler.scale(loss_G).backward()")]
     for key in ("G", "D"):
         if torch.float32 in run["dtypes"][key]:
-            problems.append(f"{key}'s first layer computed in float32: run the forwards (G(z), every D(...)) and the "
-                            f"losses under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
+            problems.append(_("{net}'s first layer computed in float32: run the forwards (G(z), every D(...)) and "
+                              "the losses under torch.autocast(\"cpu\", dtype=torch.bfloat16)").format(net=key))
             break
     updates = calls.count("update")
     if updates != 1:
-        problems.append(f"scaler.update() ran {updates} times in one call of amp_step: call it once per "
-                        f"iteration, after both scaler.step(opt_D) and scaler.step(opt_G), so that it adjusts the "
-                        f"scale for the iteration as a whole")
+        problems.append(_("scaler.update() ran {updates} times in one call of amp_step: call it once per "
+                          "iteration, after both scaler.step(opt_D) and scaler.step(opt_G), so that it adjusts the "
+                          "scale for the iteration as a whole").format(updates=updates))
     for opt in ("opt_D", "opt_G"):
         if f"step({opt})" not in calls and run["records"][opt]:
-            problems.append(f"{opt}.step() ran, but not through scaler.step({opt}) on the scaler passed in (one "
-                            f"GradScaler for both optimizers): only scaler.step skips the step when the gradients "
-                            f"hold an inf or NaN (and it unscales them when you have not)")
+            problems.append(_("{optimizer}.step() ran, but not through scaler.step({optimizer}) on the scaler passed "
+                              "in (one GradScaler for both optimizers): only scaler.step skips the step when the "
+                              "gradients hold an inf or NaN (and it unscales them when you have not)").format(
+                optimizer=opt))
     return problems
 
 
@@ -144,11 +146,13 @@ def _gradient_problems(run, reference):
     for opt, net in (("opt_D", "D"), ("opt_G", "G")):
         mine, right = run["records"][opt], reference["records"][opt]
         if len(mine) != 1:
-            problems.append(f"{opt} stepped {len(mine)} times in one call of amp_step; it should step once")
+            problems.append(_("{optimizer} stepped {count} times in one call of amp_step; it should step "
+                              "once").format(optimizer=opt, count=len(mine)))
             continue
         if any(g is None for g in mine[0].values()):
             missing = next(n for n, g in mine[0].items() if g is None)
-            problems.append(f"{missing}.grad is None at {opt}.step(): did {net}'s loss reach it, and its backward run?")
+            problems.append(_("{parameter}.grad is None at {optimizer}.step(): did {net}'s loss reach it, and its "
+                              "backward run?").format(parameter=missing, optimizer=opt, net=net))
             continue
         g, r = _flat(mine[0]), _flat(right[0])
         if (g - r).norm() <= 1e-2 * r.norm():
@@ -156,24 +160,28 @@ def _gradient_problems(run, reference):
         ratio = (g.norm() / r.norm()).item()
         tiny = abs(math.log2(max(ratio, 1e-30)) + math.log2(scale)) < 2          # about 1/scale of the right one
         if net == "D" and g.norm() > MAX_NORM * 1.001:
-            problems.append(f"D's gradient norm at opt_D.step() is {g.norm():.3f}, above max_norm = {MAX_NORM}: clip "
-                            f"it with torch.nn.utils.clip_grad_norm_(D.parameters(), max_norm), after "
-                            f"scaler.unscale_(opt_D) and before scaler.step(opt_D)")
+            problems.append(_("D's gradient norm at opt_D.step() is {norm:.3f}, above max_norm = {max_norm}: clip "
+                              "it with torch.nn.utils.clip_grad_norm_(D.parameters(), max_norm), after "
+                              "scaler.unscale_(opt_D) and before scaler.step(opt_D)").format(norm=g.norm(),
+                                                                                          max_norm=MAX_NORM))
         elif net == "D" and tiny and run["calls"].index("scale") < run["calls"].index("step(opt_D)"):
-            problems.append(f"D's gradient at opt_D.step() is about 1/{scale:g} of the right one: the clip saw the "
-                            f"scaled gradients ({scale:g} times too large) and cut them to max_norm before "
-                            f"scaler.step divided them by the scale; call scaler.unscale_(opt_D) before clipping")
+            problems.append(_("D's gradient at opt_D.step() is about 1/{scale:g} of the right one: the clip saw the "
+                              "scaled gradients ({scale:g} times too large) and cut them to max_norm before "
+                              "scaler.step divided them by the scale; call scaler.unscale_(opt_D) before "
+                              "clipping").format(scale=scale))
         elif tiny:
             loss = "loss_D" if net == "D" else "loss_G"
-            problems.append(f"{net}'s gradient at {opt}.step() is about 1/{scale:g} of the right one: {loss} was not "
-                            f"scaled, and scaler.step({opt}) divided its gradient by the scale all the same; use "
-                            f"scaler.scale({loss}).backward()")
+            problems.append(_("{net}'s gradient at {optimizer}.step() is about 1/{scale:g} of the right one: {loss} "
+                              "was not scaled, and scaler.step({optimizer}) divided its gradient by the scale all the "
+                              "same; use scaler.scale({loss}).backward()").format(net=net, optimizer=opt, scale=scale,
+                                                                                  loss=loss))
         else:
-            what = ("D's loss is (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2, after opt_D.zero_grad(), "
-                    "clipped to max_norm" if net == "D" else
-                    "G's loss is bce(D(x_fake), 1) through D after D's step, after opt_G.zero_grad()")
-            problems.append(f"{net}'s gradient at {opt}.step() differs from the right one (relative difference "
-                            f"{((g - r).norm() / r.norm()).item():.3f}): {what}")
+            what = (_("D's loss is (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2, after opt_D.zero_grad(), "
+                      "clipped to max_norm") if net == "D" else
+                    _("G's loss is bce(D(x_fake), 1) through D after D's step, after opt_G.zero_grad()"))
+            problems.append(_("{net}'s gradient at {optimizer}.step() differs from the right one (relative "
+                              "difference {difference:.3f}): {what}").format(
+                net=net, optimizer=opt, difference=((g - r).norm() / r.norm()).item(), what=what))
         if problems:
             break                # G's step follows D's: a wrong D step says enough
     return problems
@@ -186,17 +194,21 @@ def _overflow_problems(amp_step):
         run = _run_amp(amp_step, poison=net)
         opt = f"opt_{net}"
         if run["error"] is not None:
-            problems.append(f"with an inf in {net}'s gradient: " + raised("amp_step", run["error"], _AMP_HINTS))
+            problems.append(_("with an inf in {net}'s gradient: {problem}").format(
+                net=net, problem=raised("amp_step", run["error"], _AMP_HINTS)))
         elif run["moved"][net]:
-            problems.append(f"an inf in {net}'s gradient, and {opt} stepped all the same: step it with "
-                            f"scaler.step({opt}), which skips the step when the gradients it unscales hold an inf")
+            problems.append(_("an inf in {net}'s gradient, and {optimizer} stepped all the same: step it with "
+                              "scaler.step({optimizer}), which skips the step when the gradients it unscales hold an "
+                              "inf").format(net=net, optimizer=opt))
         elif not run["moved"][other]:
-            problems.append(f"an inf in {net}'s gradient, and opt_{other} skipped its step too: {other}'s gradient "
-                            f"was finite, and each scaler.step(opt) decides for its own optimizer")
+            problems.append(_("an inf in {net}'s gradient, and opt_{other} skipped its step too: {other}'s gradient "
+                              "was finite, and each scaler.step(opt) decides for its own optimizer").format(
+                net=net, other=other))
         elif run["scale"] != run["scale before"] / 2:
-            problems.append(f"an inf in {net}'s gradient, and the scale went from {run['scale before']:g} to "
-                            f"{run['scale']:g} in that call, not to half: call scaler.update() last, after both "
-                            f"optimizers' steps, so that it sees the inf of either")
+            problems.append(_("an inf in {net}'s gradient, and the scale went from {before:g} to {after:g} in that "
+                              "call, not to half: call scaler.update() last, after both optimizers' steps, so that "
+                              "it sees the inf of either").format(net=net, before=run['scale before'],
+                                                                  after=run['scale']))
         if problems:
             break
     return problems
@@ -208,16 +220,16 @@ def check_amp_step(amp_step) -> bool:
     scaler, D's gradient norm clipped to max_norm on the true (unscaled) gradients, both optimizers stepped through
     the scaler, and scaler.update() once at the end. Also run with an inf in D's, then in G's gradient."""
     name = "amp_step"
-    if unanswered(name, amp_step, "your amp_step"):
+    if unanswered(name, amp_step, _("your amp_step")):
         return False
     if not hasattr(torch.amp, "GradScaler"):
-        print(f"? {name}: torch {torch.__version__} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference "
-              f"torch 2.13 has it): skipped, not checked.")
+        print(_("? {name}: torch {version} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference torch 2.13 "
+                "has it): skipped, not checked.").format(name=name, version=torch.__version__))
         return False
     run = _run_amp(amp_step)
     if isinstance(run["error"], NotImplementedError):              # nbgrader's stub, still in place
-        print(f"? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` in your "
-              f"amp_step with your code and run the cell again.")
+        print(_("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` in your "
+                "amp_step with your code and run the cell again.").format(name=name))
         return False
     if run["error"] is not None:
         return verdict(name, [raised("amp_step", run["error"], _AMP_HINTS)], "")
@@ -226,6 +238,6 @@ def check_amp_step(amp_step) -> bool:
         problems = _gradient_problems(run, _run_amp(reference_amp_step))
     if not problems:
         problems = _overflow_problems(amp_step)
-    return verdict(name, problems, "autocast forwards, both losses scaled by one GradScaler, D clipped on its true "
-                                   "gradient, G and D step on the right gradients, an inf skips only its own "
-                                   "optimizer's step, and one update() halves the scale")
+    return verdict(name, problems, _("autocast forwards, both losses scaled by one GradScaler, D clipped on its true "
+                                     "gradient, G and D step on the right gradients, an inf skips only its own "
+                                     "optimizer's step, and one update() halves the scale"))

@@ -13,6 +13,10 @@ from contextlib import contextmanager
 import torch
 
 from gan_lessons.exercises.feedback import stub_left, unanswered, verdict
+from gan_lessons.i18n import N_, _
+
+# The engine's own errors (SECOND_TIME, LEAF_IN_PLACE, version_error) are PyTorch's words, compared with torch's
+# messages: they stay in English. The feedback around them is translated.
 
 SECOND_TIME = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
                "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
@@ -171,9 +175,10 @@ class Value:
 def engine_or_reference(engine, *solved):
     """The student's engine when every step it needs is solved, else the reference engine; says which."""
     if engine is not ... and solved and all(solved):
-        print("running on your engine")
+        print(_("running on your engine"))
         return engine
-    print("running on the reference engine (gan_lessons.exercises.lesson11.Value): finish the steps above for yours")
+    print(_("running on the reference engine (gan_lessons.exercises.lesson11.Value): finish the steps above for "
+            "yours"))
     return Value
 
 
@@ -371,7 +376,7 @@ def _shown(program):
 
 
 def _said(outcome):
-    return "no error" if outcome[0] is None else outcome[1].split(" Hint:")[0]
+    return _("no error") if outcome[0] is None else outcome[1].split(" Hint:")[0]
 
 
 def _first(differences, test):
@@ -393,8 +398,8 @@ def _stub(name, error, step):
     where = STEP_OF.get(function, step)
     if where == step:
         return stub_left(name, error, f"`{function}`")
-    print(f"? {name}: not solved yet: `{function}` (step {where}) still raises NotImplementedError. Solve step "
-          f"{where} first, then run this cell again.")
+    print(_("? {name}: not solved yet: `{function}` (step {step}) still raises NotImplementedError. Solve step "
+            "{step} first, then run this cell again.").format(name=name, function=function, step=where))
     return True
 
 
@@ -444,17 +449,20 @@ def _torch_one_op(case):
 
 
 def _describe(case):
-    op, sa, sb, ra, rb, same, no_grad, _ = case
+    op, sa, sb, ra, rb, same, no_grad, _seed = case
 
     def shape(s):
-        return list(s) if s else "[] (a 0-dim value)"
+        return list(s) if s else _("[] (a 0-dim value)")
     if op == "exp":
-        text = f"`y = a.exp()` with a of shape {shape(sa)}, requires_grad={ra}"
+        text = _("`y = a.exp()` with a of shape {shape}, requires_grad={requires_grad}").format(
+            shape=shape(sa), requires_grad=ra)
     elif same:
-        text = "`y = a * a`, a requiring grad"
+        text = _("`y = a * a`, a requiring grad")
     else:
-        text = f"`y = a * b` with a {shape(sa)} requires_grad={ra}, b {shape(sb)} requires_grad={rb}"
-    return text + (", under no_grad" if no_grad else "")
+        text = _("`y = a * b` with a {shape_a} requires_grad={requires_grad_a}, b {shape_b} "
+                 "requires_grad={requires_grad_b}").format(shape_a=shape(sa), requires_grad_a=ra, shape_b=shape(sb),
+                                                           requires_grad_b=rb)
+    return _("{expression}, under no_grad").format(expression=text) if no_grad else text
 
 
 def _saving_problem(case, engine, want):
@@ -468,9 +476,10 @@ def _saving_problem(case, engine, want):
         out = a * b if op == "mul" else a.exp()
     what = _describe(case)
     if not isinstance(out, engine) or not torch.allclose(out.data, want["data"]):
-        return f"{op} computed the wrong value on {what}"
+        return _("{op} computed the wrong value on {what}").format(op=op, what=what)
     if out.requires_grad != want["requires_grad"]:
-        return f"on {what}, the output's requires_grad is {out.requires_grad}; torch's is {want['requires_grad']}"
+        return _("on {what}, the output's requires_grad is {mine}; torch's is {torch}").format(
+            what=what, mine=out.requires_grad, torch=want['requires_grad'])
     roles = sorted(_roles((out._saved or {}).values(), a, b, out))
     if roles != want["roles"]:
         return _name_saving_mistake(op, what, roles, want["roles"], ra, rb)
@@ -478,64 +487,79 @@ def _saving_problem(case, engine, want):
         return None
     parents = [a, b] if op == "mul" else [a]
     if len(out.parents) != len(parents) or any(p is not q for p, q in zip(out.parents, parents)):
-        return f"on {what}, the output's parents are not the operands, in order ({'a, b' if op == 'mul' else 'a'})"
+        return _("on {what}, the output's parents are not the operands, in order ({operands})").format(
+            what=what, operands='a, b' if op == 'mul' else 'a')
     saved = {n: (e[0] if isinstance(e, tuple) else e).data for n, e in out._saved.items()}
     try:
         grads = out._backward(want["grad"].clone(), saved)
     except NotImplementedError:
         raise
     except Exception as error:  # reported
-        return (f"{op}'s backward raised {type(error).__name__}: {error} on {what}: it must read what it needs from "
-                f"`saved` (the names it saved), and only what it saved")
+        return _("{op}'s backward raised {kind}: {error} on {what}: it must read what it needs from `saved` (the "
+                 "names it saved), and only what it saved").format(op=op, kind=type(error).__name__, error=error,
+                                                                   what=what)
     grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
     if len(grads) != len(parents):
-        return f"{op}'s backward returned {len(grads)} gradient(s) on {what}: one per parent, in order"
+        return _("{op}'s backward returned {count} gradient(s) on {what}: one per parent, in order").format(
+            op=op, count=len(grads), what=what)
     if same:                              # a * a: a's gradient is what both slots return, added
         if any(g is None for g in grads):
-            return f"mul's backward returned None for one operand on {what}, where both are a, which requires grad"
+            return _("mul's backward returned None for one operand on {what}, where both are a, which requires "
+                     "grad").format(what=what)
         grads, parents = [torch.as_tensor(grads[0]) + torch.as_tensor(grads[1])], [a]
     for name, mine, right, p in zip("ab", grads, want["grads"], parents):
         if right is None:
             continue
         if mine is None:
-            return f"{op}'s backward returned None for {name} on {what}, which requires grad"
+            return _("{op}'s backward returned None for {name} on {what}, which requires grad").format(
+                op=op, name=name, what=what)
         mine = torch.as_tensor(mine)
         if mine.shape != right.shape:
-            return (f"{op}'s gradient for {name} has shape {list(mine.shape)} on {what}, but {name} has shape "
-                    f"{list(p.data.shape)}: sum a broadcast gradient back to the operand's shape "
-                    f"(`.sum_to_size(...)`, as __add__ does)")
+            return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape {operand_shape}: "
+                     "sum a broadcast gradient back to the operand's shape (`.sum_to_size(...)`, as __add__ "
+                     "does)").format(op=op, name=name, shape=list(mine.shape), what=what,
+                                     operand_shape=list(p.data.shape))
         if not torch.allclose(mine.float(), right, rtol=1e-4, atol=1e-6):
-            formula = "grad * exp(a), which is grad * the output" if op == "exp" else \
-                f"grad * {'b' if name == 'a' else 'a'}" + (" (twice: a is both operands)" if same else "")
-            return f"{op}'s gradient for {name} differs from torch's on {what}: it is {formula}"
+            other = 'b' if name == 'a' else 'a'
+            formula = _("grad * exp(a), which is grad * the output") if op == "exp" else \
+                _("grad * {other} (twice: a is both operands)").format(other=other) if same else f"grad * {other}"
+            return _("{op}'s gradient for {name} differs from torch's on {what}: it is {formula}").format(
+                op=op, name=name, what=what, formula=formula)
     return None
 
 
 def _name_saving_mistake(op, what, roles, right, ra, rb):
     if any(r in ("a copy", "a tensor, not a Value") for r in roles):
-        return (f"{op} saved a copy or a bare tensor on {what}: save the Value itself (`out.save(name, value)`); a "
-                f"copy has a version counter of its own, so an in-place change of the original would go unnoticed")
+        return _("{op} saved a copy or a bare tensor on {what}: save the Value itself (`out.save(name, value)`); a "
+                 "copy has a version counter of its own, so an in-place change of the original would go "
+                 "unnoticed").format(op=op, what=what)
     if op == "exp":
         if "a" in roles and "out" not in roles:
-            return (f"exp saved its input instead of its output on {what}: exp's derivative is exp(a), its own "
-                    f"result, so keep the output (`out`) and not a")
+            return _("exp saved its input instead of its output on {what}: exp's derivative is exp(a), its own "
+                     "result, so keep the output (`out`) and not a").format(what=what)
         if not right:
-            return f"exp saved {roles} on {what}, where nothing needs a gradient: save nothing there"
+            return _("exp saved {roles} on {what}, where nothing needs a gradient: save nothing there").format(
+                roles=roles, what=what)
         if "a" in roles:
-            return f"exp saved its input as well as its output on {what}: the output is all its backward needs"
-        return f"exp saved nothing on {what}: its backward needs the output; keep it with `out.save(...)`"
+            return _("exp saved its input as well as its output on {what}: the output is all its backward "
+                     "needs").format(what=what)
+        return _("exp saved nothing on {what}: its backward needs the output; keep it with `out.save(...)`").format(
+            what=what)
     if not right:
-        return f"mul saved {roles} on {what}, where no gradient is needed (no graph): save nothing there"
+        return _("mul saved {roles} on {what}, where no gradient is needed (no graph): save nothing there").format(
+            roles=roles, what=what)
     if not roles:
-        return (f"mul saved nothing on {what}: its backward needs the other operand; keep it with `out.save(...)` "
-                f"and read it from `saved`")
-    if ra != rb and len(set(roles)) == 1 and roles[0] == ("a" if ra else "b"):
-        return (f"mul saved its own operand instead of the other on {what}: "
-                f"{'a' if ra else 'b'}'s gradient is grad * {'b' if ra else 'a'}, so keep {'b' if ra else 'a'}")
+        return _("mul saved nothing on {what}: its backward needs the other operand; keep it with `out.save(...)` "
+                 "and read it from `saved`").format(what=what)
+    learner, other = ("a", "b") if ra else ("b", "a")
+    if ra != rb and len(set(roles)) == 1 and roles[0] == learner:
+        return _("mul saved its own operand instead of the other on {what}: {learner}'s gradient is grad * "
+                 "{other}, so keep {other}").format(what=what, learner=learner, other=other)
     if ra != rb and set(roles) == {"a", "b"}:
-        return (f"mul saved both operands on {what}: only {'a' if ra else 'b'} needs a gradient, and its gradient "
-                f"needs only {'b' if ra else 'a'}; save an operand only when the other one requires grad")
-    return f"mul saved {roles} on {what}; torch saves {right}"
+        return _("mul saved both operands on {what}: only {learner} needs a gradient, and its gradient needs only "
+                 "{other}; save an operand only when the other one requires grad").format(what=what, learner=learner,
+                                                                                       other=other)
+    return _("mul saved {roles} on {what}; torch saves {right}").format(roles=roles, what=what, right=right)
 
 
 @contextmanager
@@ -548,8 +572,9 @@ def check_saving(engine) -> bool:
     requires_grad combination, `a * a`, under no_grad), against torch: the output, what it saved (by identity, against
     MulBackward0's `_saved_self`/`_saved_other` and ExpBackward0's `_saved_result`), and the gradients its backward
     returns from what it saved."""
-    name = "saving"
-    if unanswered(name, engine, "your Value class"):
+    # TRANSLATORS: the name of lesson 11's step 1, as its feedback lines show it ("✓ saving: ...")
+    name = _("saving")
+    if unanswered(name, engine, N_("your Value class")):
         return False
     problems = []
     for case in _one_op_cases():
@@ -559,13 +584,15 @@ def check_saving(engine) -> bool:
             _stub(name, error, 1)
             return False
         except Exception as error:  # reported
-            problem = f"{case[0]} raised {type(error).__name__}: {error} on {_describe(case)}"
+            problem = _("{op} raised {kind}: {error} on {what}").format(op=case[0], kind=type(error).__name__,
+                                                                         error=error, what=_describe(case))
         if problem and problem not in problems:
             problems.append(problem)
     if len(problems) > 3:
-        problems = problems[:3] + [f"... and {len(problems) - 3} more expression(s) like these"]
-    return verdict(name, problems, f"on {len(_one_op_cases())} one-operation expressions, `*` and `.exp()` save what "
-                                    f"torch's MulBackward0 and ExpBackward0 save, and give torch's gradients")
+        problems = problems[:3] + [_("... and {count} more expression(s) like these").format(count=len(problems) - 3)]
+    return verdict(name, problems, _("on {count} one-operation expressions, `*` and `.exp()` save what torch's "
+                                     "MulBackward0 and ExpBackward0 save, and give torch's gradients").format(
+        count=len(_one_op_cases())))
 
 
 # --- steps 2 to 4: programs -------------------------------------------------------------------------------------------
@@ -578,58 +605,71 @@ def _run_all(name, engine, step):
 
 
 def _generic(d):
-    return (f"on {_shown(d['program'])} torch gives {_said(d['torch'])}"
-            + ("" if d["grads agree"] else " and other gradients") + f"; your engine gives {_said(d['engine'])}")
+    if d["grads agree"]:
+        return _("on {program} torch gives {theirs}; your engine gives {yours}").format(
+            program=_shown(d['program']), theirs=_said(d['torch']), yours=_said(d['engine']))
+    return _("on {program} torch gives {theirs} and other gradients; your engine gives {yours}").format(
+        program=_shown(d['program']), theirs=_said(d['torch']), yours=_said(d['engine']))
 
 
 def _freeing_problems(differences):
     problems = []
     other = _first(differences, lambda d: d["engine"][0] == "other")
     if other:
-        problems.append(f"your engine raised {_said(other['engine'])} on {_shown(other['program'])}"
-                        + (": the saved values are gone there; raise torch's RuntimeError (\"Trying to backward "
-                           "through the graph a second time ...\") instead" if other["torch"][0] == "second time"
-                           else ""))
+        if other["torch"][0] == "second time":
+            problems.append(_("your engine raised {yours} on {program}: the saved values are gone there; raise "
+                              "torch's RuntimeError (\"Trying to backward through the graph a second time ...\") "
+                              "instead").format(yours=_said(other['engine']), program=_shown(other['program'])))
+        else:
+            problems.append(_("your engine raised {yours} on {program}").format(yours=_said(other['engine']),
+                                                                                program=_shown(other['program'])))
     ran = _first(differences, lambda d: d["torch"][0] == "second time" and d["engine"][0] is None)
     if ran:
-        problems.append(f"saved values were not freed: a second backward ran on {_shown(ran['program'])}, where torch "
-                        f"raises \"Trying to backward through the graph a second time\". After a node's backward, "
-                        f"free what it saved (unless retain_graph=True), and refuse a node whose saved values are gone")
+        problems.append(_("saved values were not freed: a second backward ran on {program}, where torch raises "
+                          "\"Trying to backward through the graph a second time\". After a node's backward, free "
+                          "what it saved (unless retain_graph=True), and refuse a node whose saved values are "
+                          "gone").format(program=_shown(ran['program'])))
     retained = _first(differences, lambda d: d["kind"].endswith("retained") and d["engine"][0] == "second time")
     if retained:
-        problems.append(f"retain_graph=True did not keep the saved values: the second backward raised on "
-                        f"{_shown(retained['program'])}; free them only when retain_graph is False")
+        problems.append(_("retain_graph=True did not keep the saved values: the second backward raised on "
+                          "{program}; free them only when retain_graph is False").format(
+            program=_shown(retained['program'])))
     empty = _first(differences, lambda d: d["torch"][0] is None and d["engine"][0] == "second time"
                    and not d["kind"].endswith("retained"))
     if empty:
-        problems.append(f"a second backward through nodes that saved nothing raised on {_shown(empty['program'])}: "
-                        f"torch runs it (an addition or a sum keeps no values, so it has nothing to miss); mark as "
-                        f"freed only a node that had saved something")
+        problems.append(_("a second backward through nodes that saved nothing raised on {program}: torch runs it "
+                          "(an addition or a sum keeps no values, so it has nothing to miss); mark as freed only a "
+                          "node that had saved something").format(program=_shown(empty['program'])))
     wording = _first(differences, lambda d: d["torch"][0] == "second time" and d["engine"][0] not in
                      ("second time", None, "other"))
     if wording:
-        problems.append(f"on {_shown(wording['program'])} your engine raised {_said(wording['engine'])}; torch says "
-                        f"\"Trying to backward through the graph a second time ...\"")
+        problems.append(_("on {program} your engine raised {yours}; torch says \"Trying to backward through the "
+                          "graph a second time ...\"").format(program=_shown(wording['program']),
+                                                              yours=_said(wording['engine'])))
     grads = [d for d in differences if d["torch"][0] is None and d["engine"][0] is None and not d["grads agree"]]
     twice = [d for d in grads if "twice" in d["kind"] or "losses" in d["kind"]]
     once = [d for d in grads if d not in twice]
     if once:
         shared = [d for d in once if _uses_twice(d["program"])]
         if len(shared) == len(once):
-            problems.append(f"a value used more than once got the gradient of only some of its uses, on "
-                            f"{_shown(once[0]['program'])}: add up the gradients that reach a value from every use, "
-                            f"and run its backward only once all of them have arrived (topological order)")
+            problems.append(_("a value used more than once got the gradient of only some of its uses, on "
+                              "{program}: add up the gradients that reach a value from every use, and run its "
+                              "backward only once all of them have arrived (topological order)").format(
+                program=_shown(once[0]['program'])))
         else:
-            problems.append(f"gradients differ from torch's on {len(once)} expression(s), e.g. "
-                            f"{_shown(once[0]['program'])}")
+            problems.append(_("gradients differ from torch's on {count} expression(s), e.g. {program}").format(
+                count=len(once), program=_shown(once[0]['program'])))
     if twice and not once:
         d = twice[0]
         halves = all(torch.allclose(d["engine"][2][n], g / 2, rtol=1e-4, atol=1e-5) for n, g in d["torch"][2].items())
-        problems.append(f"after two backward calls on {_shown(d['program'])} the leaves' gradients differ from "
-                        f"torch's: " + ("each backward replaced .grad instead of adding to it (torch accumulates "
-                                        "into a leaf's .grad)" if halves else
-                                        "gradients of intermediate values carried over from the first call (keep "
-                                        "them per backward call: torch keeps .grad only on leaves)"))
+        if halves:
+            problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: each "
+                              "backward replaced .grad instead of adding to it (torch accumulates into a leaf's "
+                              ".grad)").format(program=_shown(d['program'])))
+        else:
+            problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: "
+                              "gradients of intermediate values carried over from the first call (keep them per "
+                              "backward call: torch keeps .grad only on leaves)").format(program=_shown(d['program'])))
     return problems
 
 
@@ -644,17 +684,19 @@ def check_freeing(engine) -> bool:
     random expressions (`+`, `*`, `.exp()`, `@`), and "Trying to backward through the graph a second time" raised
     exactly where torch raises it (backward twice, two losses sharing nodes) and not otherwise (retain_graph=True,
     nodes that saved nothing)."""
-    name = "freeing"
-    if unanswered(name, engine, "your Value class"):
+    # TRANSLATORS: the name of lesson 11's step 2, as its feedback lines show it ("✓ freeing: ...")
+    name = _("freeing")
+    if unanswered(name, engine, N_("your Value class")):
         return False
     differences = _run_all(name, engine, 2)
     if differences is None:
         return False
     problems = _freeing_problems(differences) or [_generic(d) for d in differences[:3]]
     counts = _counts(2)
-    return verdict(name, problems, f"on {len(programs(2))} programs your backward gives torch's gradients "
-                                    f"({counts['gradient']} random expressions and every program that runs), and "
-                                    f"refuses a second backward exactly where torch does ({counts['second time']})")
+    return verdict(name, problems, _("on {count} programs your backward gives torch's gradients ({random} random "
+                                     "expressions and every program that runs), and refuses a second backward "
+                                     "exactly where torch does ({second_time})").format(
+        count=len(programs(2)), random=counts['gradient'], second_time=counts['second time']))
 
 
 def _counts(step):
@@ -675,37 +717,47 @@ def _version_problems(engine, differences):
     if silent:
         bumps = _probe_bump(engine)
         if bumps != 2:
-            problems.append(f"the version counter did not count in-place changes: after add_ and mul_ a value is "
-                            f"at version {bumps}, in torch at 2. `_inplace` must bump `_version` by one each time")
+            problems.append(_("the version counter did not count in-place changes: after add_ and mul_ a value is "
+                              "at version {version}, in torch at 2. `_inplace` must bump `_version` by one each "
+                              "time").format(version=bumps))
         else:
-            problems.append(f"an in-place change of a saved value went unnoticed on {_shown(silent[0]['program'])}: "
-                            f"torch raises {_said(silent[0]['torch'])}. Record the version in `save` and compare it "
-                            f"in `unpack`")
+            problems.append(_("an in-place change of a saved value went unnoticed on {program}: torch raises "
+                              "{theirs}. Record the version in `save` and compare it in `unpack`").format(
+                program=_shown(silent[0]['program']), theirs=_said(silent[0]['torch'])))
     early = _first(differences, lambda d: d["torch"][0] is None and d["engine"][0] == "version"
                    and "before" in d["kind"])
     if early:
-        problems.append(f"version not recorded at save time: on {_shown(early['program'])} the value was changed "
-                        f"before the forward (as nn.Linear's init changes its weight) and saved at version 1, yet "
-                        f"your engine called it stale. Compare with the version the value had when it was saved "
-                        f"(kept beside it: the second item of its `_saved` entry), not with 0 or another")
+        problems.append(_("version not recorded at save time: on {program} the value was changed before the "
+                          "forward (as nn.Linear's init changes its weight) and saved at version 1, yet your engine "
+                          "called it stale. Compare with the version the value had when it was saved (kept beside it: "
+                          "the second item of its `_saved` entry), not with 0 or another").format(
+            program=_shown(early['program'])))
     unsaved = _first(differences, lambda d: d["torch"][0] is None and d["engine"][0] == "version"
                      and "before" not in d["kind"])
     if unsaved:
-        problems.append(f"raised the version error where no backward needs the changed value, on "
-                        f"{_shown(unsaved['program'])}: check only what a node saved, when its backward unpacks it")
+        problems.append(_("raised the version error where no backward needs the changed value, on {program}: check "
+                          "only what a node saved, when its backward unpacks it").format(
+            program=_shown(unsaved['program'])))
     parts = _first(differences, lambda d: d["torch"][0] == d["engine"][0] == "version" and not d["parts agree"])
     if parts:
         mine = _version_parts(parts["engine"][1])
-        problems.append(f"the version error does not carry what torch's does on {_shown(parts['program'])}: torch "
-                        f"names {_version_parts(parts['torch'][1])} (the saved value's type and shape, the version "
-                        f"now, the version expected), yours "
-                        + (f"{mine}" if mine else f"says \"{parts['engine'][1][:150]}\"") +
-                        ". Say it as torch does: \"... modified by an inplace operation: [torch.FloatTensor [3, 3]], "
-                        "is at version 1; expected version 0 instead.\"")
+        if mine:
+            problems.append(_("the version error does not carry what torch's does on {program}: torch names {theirs} "
+                              "(the saved value's type and shape, the version now, the version expected), yours "
+                              "{yours}. Say it as torch does: \"... modified by an inplace operation: "
+                              "[torch.FloatTensor [3, 3]], is at version 1; expected version 0 instead.\"").format(
+                program=_shown(parts['program']), theirs=_version_parts(parts['torch'][1]), yours=mine))
+        else:
+            problems.append(_("the version error does not carry what torch's does on {program}: torch names {theirs} "
+                              "(the saved value's type and shape, the version now, the version expected), yours says "
+                              "\"{message}\". Say it as torch does: \"... modified by an inplace operation: "
+                              "[torch.FloatTensor [3, 3]], is at version 1; expected version 0 instead.\"").format(
+                program=_shown(parts['program']), theirs=_version_parts(parts['torch'][1]),
+                message=parts['engine'][1][:150]))
     wording = _first(differences, lambda d: d["torch"][0] == "version" and d["engine"][0] not in ("version", None))
     if wording:
-        problems.append(f"on {_shown(wording['program'])} your engine raised {_said(wording['engine'])}; torch "
-                        f"raises its version error there")
+        problems.append(_("on {program} your engine raised {yours}; torch raises its version error there").format(
+            program=_shown(wording['program']), yours=_said(wording['engine'])))
     return problems
 
 
@@ -713,8 +765,9 @@ def check_versions(engine) -> bool:
     """Lesson 11, step 3. Version counters: every program of step 2 again, and programs that change a value in place
     (under no_grad where it requires grad) before the forward, after it, after the backward, or back to its old
     values. The version error must come exactly where torch raises its own, naming the same shape and versions."""
-    name = "versions"
-    if unanswered(name, engine, "your Value class"):
+    # TRANSLATORS: the name of lesson 11's step 3, as its feedback lines show it ("✓ versions: ...")
+    name = _("versions")
+    if unanswered(name, engine, N_("your Value class")):
         return False
     differences = _run_all(name, engine, 3)
     if differences is None:
@@ -723,17 +776,18 @@ def check_versions(engine) -> bool:
     problems += _freeing_problems([d for d in differences if CATEGORIES[d["kind"]][0] == 2])
     problems = problems or [_generic(d) for d in differences[:3]]
     counts = _counts(3)
-    return verdict(name, problems, f"on {len(programs(3))} programs your engine raises the version error exactly "
-                                    f"where torch does ({counts['version']}), with torch's shape and versions, and "
-                                    f"otherwise gives torch's gradients")
+    return verdict(name, problems, _("on {count} programs your engine raises the version error exactly where torch "
+                                     "does ({version}), with torch's shape and versions, and otherwise gives torch's "
+                                     "gradients").format(count=len(programs(3)), version=counts['version']))
 
 
 def check_leaf_rule(engine) -> bool:
     """Lesson 11, step 4. `_inplace` refuses a leaf that requires grad, outside no_grad, with torch's message; allows
     everything else (under no_grad, constants) and still counts versions. Every program of steps 2 and 3 again, and
     programs that change a leaf in place in grad mode: before the forward, after it, after the backward."""
-    name = "leaf rule"
-    if unanswered(name, engine, "your Value class"):
+    # TRANSLATORS: the name of lesson 11's step 4, as its feedback lines show it ("✓ leaf rule: ...")
+    name = _("leaf rule")
+    if unanswered(name, engine, N_("your Value class")):
         return False
     differences = _run_all(name, engine, 4)
     if differences is None:
@@ -742,26 +796,30 @@ def check_leaf_rule(engine) -> bool:
     accepted = _first(differences, lambda d: d["torch"][0] == "leaf" and d["engine"][0] not in ("leaf", "other"))
     wording = _first(differences, lambda d: d["torch"][0] == "leaf" and d["engine"][0] == "other")
     if wording:
-        problems.append(f"on {_shown(wording['program'])} your engine raised {_said(wording['engine'])}; torch "
-                        f"refuses that change with \"{LEAF_IN_PLACE}\" (`lesson11.LEAF_IN_PLACE`)")
+        problems.append(_("on {program} your engine raised {yours}; torch refuses that change with \"{message}\" "
+                          "(`{constant}`)").format(program=_shown(wording['program']), yours=_said(wording['engine']),
+                                                   message=LEAF_IN_PLACE, constant="lesson11.LEAF_IN_PLACE"))
     if accepted:
-        problems.append(f"in-place change of a leaf accepted: on {_shown(accepted['program'])} torch raises \""
-                        f"{LEAF_IN_PLACE}\" and your engine gave {_said(accepted['engine'])}. A leaf that requires grad "
-                        f"may change in place only under no_grad")
+        problems.append(_("in-place change of a leaf accepted: on {program} torch raises \"{message}\" and your "
+                          "engine gave {yours}. A leaf that requires grad may change in place only under "
+                          "no_grad").format(program=_shown(accepted['program']), message=LEAF_IN_PLACE,
+                                            yours=_said(accepted['engine'])))
     refused = [d for d in differences if d["torch"][0] != "leaf" and d["engine"][0] == "leaf"]
     under_no_grad = _first(refused, lambda d: "with no_grad" in d["program"])
     if under_no_grad:
-        problems.append(f"refused an in-place change under no_grad, on {_shown(under_no_grad['program'])}: that is "
-                        f"how an optimizer updates a parameter; check the no_grad switch (`grad_enabled`)")
+        problems.append(_("refused an in-place change under no_grad, on {program}: that is how an optimizer updates "
+                          "a parameter; check the no_grad switch (`grad_enabled`)").format(
+            program=_shown(under_no_grad['program'])))
     constant = _first(refused, lambda d: d not in [under_no_grad])
     if constant and not under_no_grad:
-        problems.append(f"refused an in-place change of a value that requires no grad, on "
-                        f"{_shown(constant['program'])}: only a leaf that requires grad is protected")
+        problems.append(_("refused an in-place change of a value that requires no grad, on {program}: only a leaf "
+                          "that requires grad is protected").format(program=_shown(constant['program'])))
     rest = [d for d in differences if d["torch"][0] != "leaf" and d["engine"][0] != "leaf"]
     problems += _version_problems(engine, [d for d in rest if CATEGORIES[d["kind"]][0] <= 3])
     problems += _freeing_problems([d for d in rest if CATEGORIES[d["kind"]][0] == 2])
     problems = problems or [_generic(d) for d in differences[:3]]
     counts = _counts(4)
-    return verdict(name, problems, f"on {len(programs(4))} programs your engine refuses an in-place change of a leaf "
-                                    f"exactly where torch does ({counts['leaf']}), and raises its other two errors "
-                                    f"exactly where torch does ({counts['second time']} and {counts['version']})")
+    return verdict(name, problems, _("on {count} programs your engine refuses an in-place change of a leaf exactly "
+                                     "where torch does ({leaf}), and raises its other two errors exactly where torch "
+                                     "does ({second_time} and {version})").format(
+        count=len(programs(4)), leaf=counts['leaf'], second_time=counts['second time'], version=counts['version']))

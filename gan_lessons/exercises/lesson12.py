@@ -16,16 +16,18 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, recorded_steps, stub_left, unanswered, verdict
+from gan_lessons.i18n import N_, _
 
 LAB_HINTS = AUTOGRAD_HINTS + [
     ("does not currently support double backward",
-     "a penalty's create_graph=True gradient cannot go back through a module compiled with an AOT backend "
-     "(aot_eager, inductor): compute the penalty through the uncompiled module, `D._orig_mod`, which holds the "
-     "same parameters"),
+     N_("a penalty's create_graph=True gradient cannot go back through a module compiled with an AOT backend "
+        "(aot_eager, inductor): compute the penalty through the uncompiled module, `D._orig_mod`, which holds the "
+        "same parameters")),
     ("does not require grad and does not have a grad_fn",
-     "nothing in that loss requires grad: is the network that should learn from it frozen, or its input detached?"),
+     N_("nothing in that loss requires grad: is the network that should learn from it frozen, or its input "
+        "detached?")),
     ("unscale_() has already been called on this optimizer",
-     "scaler.step(opt) unscales by itself; call scaler.unscale_(opt) at most once per optimizer per iteration"),
+     N_("scaler.step(opt) unscales by itself; call scaler.unscale_(opt) at most once per optimizer per iteration")),
 ]
 
 
@@ -43,26 +45,36 @@ def _close(a, b, rel, scale=None):
     return a.shape == b.shape and (a - b).abs().max().item() <= rel * scale + 1e-12
 
 
-def _what(mine, ref, k, atol):
-    """Words for how the gradient at step k (1-based) differs from the reference's."""
+def _what(mine, ref, k, atol, name):
+    """How the gradient `name` (an optimizer) stepped on at step k (1-based) differs from the reference's: the
+    whole line."""
     g, r = _flat(mine[k - 1]), _flat(ref[k - 1])
     if g.shape != r.shape:
-        return "a different set of gradients (a .grad is None where it should hold one, or the other way round)"
+        return _("step {step}: {optimizer} stepped on gradients a different set of gradients (a .grad is None where it "
+                 "should hold one, or the other way round)").format(step=k, optimizer=name)
     if k > 1:
         for first in range(1, k):
             earlier = sum(_flat(ref[j - 1]) for j in range(first, k + 1))
             if _close(g, earlier, atol * 10, r.abs().max().item()):
-                steps = f"step {first}'s" if first == k - 1 else f"steps {first} to {k - 1}'s"
-                return f"its .grad still held {steps} gradient, added to this step's: no zero_grad() between them"
+                if first == k - 1:
+                    return _("step {step}: {optimizer} stepped on gradients its .grad still held step {first}'s "
+                             "gradient, added to this step's: no zero_grad() between them").format(
+                        step=k, optimizer=name, first=first)
+                return _("step {step}: {optimizer} stepped on gradients its .grad still held steps {first} to "
+                         "{last}'s gradient, added to this step's: no zero_grad() between them").format(
+                    step=k, optimizer=name, first=first, last=k - 1)
     if r.norm() == 0:
-        return "the reference's is zero"
+        return _("step {step}: {optimizer} stepped on gradients the reference's is zero").format(step=k,
+                                                                                                  optimizer=name)
     ratio = (g.norm() / r.norm()).item()
     cos = (g @ r / (g.norm() * r.norm() + 1e-30)).item() if g.norm() > 0 else 0.0
     if g.norm() == 0:
-        return "all zero"
+        return _("step {step}: {optimizer} stepped on gradients all zero").format(step=k, optimizer=name)
     if cos > 0.999:
-        return f"{_times(ratio)} the reference's, in the same direction"
-    return f"{_times(ratio)} the reference's norm, in another direction (cosine {cos:.2f})"
+        return _("step {step}: {optimizer} stepped on gradients {times} the reference's, in the same "
+                 "direction").format(step=k, optimizer=name, times=_times(ratio))
+    return _("step {step}: {optimizer} stepped on gradients {times} the reference's norm, in another direction "
+             "(cosine {cosine:.2f})").format(step=k, optimizer=name, times=_times(ratio), cosine=cos)
 
 
 def _times(ratio):
@@ -80,20 +92,22 @@ def _compare(mine, ref, atol):
             continue
         got = mine.get(opt_name, [])
         if len(got) != len(ref_steps):
-            return (f"{opt_name}.step() ran {len(got)} time(s) where the reference steps it {len(ref_steps)} "
-                    f"time(s)")
+            return _("{optimizer}.step() ran {runs} time(s) where the reference steps it {expected} time(s)").format(
+                optimizer=opt_name, runs=len(got), expected=len(ref_steps))
     order = ref.get("order") or sorted(((k, name) for name, steps in ref.items() for k in range(len(steps))))
     for k, name in order:
         g_step, r_step = mine[name][k], ref[name][k]
         missing = [p for p, r in r_step.items() if r is not None and g_step.get(p) is None]
         if missing:
-            return (f"step {k + 1}: {name} stepped with {missing[0]}.grad None ({len(missing)} parameter(s) without "
-                    f"a gradient): the loss that trains it never reached it")
+            return _("step {step}: {optimizer} stepped with {parameter}.grad None ({count} parameter(s) without a "
+                     "gradient): the loss that trains it never reached it").format(
+                step=k + 1, optimizer=name, parameter=missing[0], count=len(missing))
         if g_step.keys() != r_step.keys():
-            return f"step {k + 1}: {name} steps on other parameters than the reference's optimizer"
+            return _("step {step}: {optimizer} steps on other parameters than the reference's optimizer").format(
+                step=k + 1, optimizer=name)
         scale = max((r.abs().max().item() for r in r_step.values() if r is not None), default=0.0)
         if not all(r is None or _close(g_step[p], r, atol, scale) for p, r in r_step.items()):
-            return f"step {k + 1}: {name} stepped on gradients {_what(mine[name], ref[name], k + 1, atol)}"
+            return _what(mine[name], ref[name], k + 1, atol, name)
     return None
 
 
@@ -238,12 +252,13 @@ def _srgan_g_through_old_d(netG, netD, optimizerG, optimizerD, generator_criteri
 
 _lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, reference_srgan_step, calls=2, atol=2e-6,
          mistakes=[
-    (_srgan_both_steps_last, "both steps after both backwards, as the thread suggests, makes the error go away, but "
-     "optimizerD then steps on d_loss's gradient plus g_loss's (g_loss went back through netD too), and G learns "
-     "from D as it was before its step; step D first, then compute fake_out again through the stepped netD"),
-    (_srgan_g_through_old_d, "this is what torch before 1.5 computed without an error: G's gradient through netD's "
-     "forward from before optimizerD.step(), with the new weights put into it; compute fake_out again after "
-     "optimizerD.step()"),
+    (_srgan_both_steps_last, N_("both steps after both backwards, as the thread suggests, makes the error go away, "
+                                "but optimizerD then steps on d_loss's gradient plus g_loss's (g_loss went back "
+                                "through netD too), and G learns from D as it was before its step; step D first, then "
+                                "compute fake_out again through the stepped netD")),
+    (_srgan_g_through_old_d, N_("this is what torch before 1.5 computed without an error: G's gradient through "
+                                "netD's forward from before optimizerD.step(), with the new weights put into it; "
+                                "compute fake_out again after optimizerD.step()")),
 ]))
 
 
@@ -348,10 +363,11 @@ def _biggan_zero_in_accumulation(G, D, GD, z_, config, x):
 
 
 _lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
-         mistakes=[(_biggan_zero_in_accumulation, "zero_grad() inside the accumulation loop throws away every "
-                    "accumulated half-batch but the last: each D step must start from zero and then add up all "
-                    "num_D_accumulations backwards, so call D.optim.zero_grad() once per D step, before the "
-                    "accumulation loop")]))
+         mistakes=[(_biggan_zero_in_accumulation, N_("zero_grad() inside the accumulation loop throws away every "
+                                                     "accumulated half-batch but the last: each D step must start "
+                                                     "from zero and then add up all num_D_accumulations backwards, so "
+                                                     "call D.optim.zero_grad() once per D step, before the "
+                                                     "accumulation loop"))]))
 
 
 # 3 · WGAN-GP with a BatchNorm critic (Zeleni9/pytorch-wgan#40, Lornatang/WassersteinGAN_GP-PyTorch#2) -------------
@@ -486,8 +502,9 @@ def _amp_extra(mine, ref):
     got, want = mine["scales"] + [mine["scaler"].get_scale()], ref["scales"] + [ref["scaler"].get_scale()]
     if got != want:
         k = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
-        return [f"the scale after call {k} is {got[k]:g} where the reference's is {want[k]:g} (it grows 2x per "
-                f"update() here): scaler.update() must run once per iteration, after both scaler.step() calls"]
+        return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g} (it grows 2x per "
+                  "update() here): scaler.update() must run once per iteration, after both scaler.step() "
+                  "calls").format(call=k, scale=got[k], reference=want[k])]
     return []
 
 
@@ -609,27 +626,31 @@ def _compiled_extra(mine, ref):
     want = ref["shadows"] + [ref["ema"].shadow]
     for k, (a, b) in enumerate(zip(got, want), 1):
         if a.keys() != b.keys():
-            return [f"the EMA's names changed ({sorted(a)[0]!r}): keep the EMA keyed by the uncompiled G's names"]
+            return [_("the EMA's names changed ({name}): keep the EMA keyed by the uncompiled G's names").format(
+                name=repr(sorted(a)[0]))]
         wrong = [n for n in b if not torch.allclose(a[n], b[n], atol=1e-6)]
         if wrong:
             start = _compiled_problem()[3]["ema"].shadow
             still = all(torch.equal(a[n], start[n]) for n in wrong)
-            return [f"after call {k}, the EMA weights {wrong[0]} differ from the reference's"
-                    + (": they are still the initial ones, so ema.update() matched none of G's parameters (a "
-                       "compiled G names them `_orig_mod.0.weight`, ...; the EMA knows them as `0.weight`): "
-                       "update it from `G._orig_mod`" if still else "")]
+            if still:
+                return [_("after call {call}, the EMA weights {name} differ from the reference's: they are still the "
+                          "initial ones, so ema.update() matched none of G's parameters (a compiled G names them "
+                          "`_orig_mod.0.weight`, ...; the EMA knows them as `0.weight`): update it from "
+                          "`G._orig_mod`").format(call=k, name=wrong[0])]
+            return [_("after call {call}, the EMA weights {name} differ from the reference's").format(call=k,
+                                                                                                     name=wrong[0])]
     return []
 
 
 _lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _compiled_problem,
          reference_compiled_step, calls=2, extra=_compiled_extra, mistakes=[
-             (_compiled_no_create_graph, "without create_graph=True the error goes away, and the R1 penalty is a "
-              "constant: it adds to loss_D and trains nothing (the doctor warns about it); compute it through "
-              "D._orig_mod, with create_graph=True")]))
+             (_compiled_no_create_graph, N_("without create_graph=True the error goes away, and the R1 penalty is a "
+                                            "constant: it adds to loss_D and trains nothing (the doctor warns about "
+                                            "it); compute it through D._orig_mod, with create_graph=True"))]))
 _lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
-    (_rnn_reset, "the state is reset to None at every step, which makes the error go away and changes what the "
-     "RNN computes: carry h_state on to the next step, cut from the old graph with h_state.detach() (or the "
-     "tutorial's h_state.data)")]))
+    (_rnn_reset, N_("the state is reset to None at every step, which makes the error go away and changes what the "
+                    "RNN computes: carry h_state on to the next step, cut from the old graph with h_state.detach() "
+                    "(or the tutorial's h_state.data)"))]))
 _lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters, calls=3, atol=2e-2,
          extra=_amp_extra))
 
@@ -642,7 +663,7 @@ def lab_problem(name, make_critic=None):
 
 
 def _check(lab, answer, label, success, extra_problems=None):
-    if unanswered(label, answer, f"your {label}"):
+    if unanswered(label, answer, _("your {function}").format(function=label)):
         return False
     mine, state, error = lab.run(answer)
     if error is not None:
@@ -655,7 +676,7 @@ def _check(lab, answer, label, success, extra_problems=None):
     problems = []
     if wrong:
         hint = next((h for step, h in lab.mistakes if _matches(mine, lab.run(step)[0], lab.atol)), None)
-        problems.append(wrong + (f". {hint}" if hint else ""))
+        problems.append(_("{problem}. {hint}").format(problem=wrong, hint=_(hint)) if hint else wrong)
     elif lab.extra:
         problems += lab.extra(state, ref_state)
     problems += extra_problems or []
@@ -664,22 +685,22 @@ def _check(lab, answer, label, success, extra_problems=None):
 
 def check_srgan_step(srgan_step) -> bool:
     """Lab 1. srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target), twice."""
-    return _check(LABS["srgan"], srgan_step, "srgan_step", "runs to the end, and optimizerD and optimizerG step on "
-                  "the reference's gradients at both steps")
+    return _check(LABS["srgan"], srgan_step, "srgan_step", _("runs to the end, and optimizerD and optimizerG step on "
+                                                            "the reference's gradients at both steps"))
 
 
 def check_biggan_train(train) -> bool:
     """Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 2 accumulations each, then a G step)."""
-    return _check(LABS["biggan"], train, "train", "every D step and G step is on the reference's gradients: each D "
-                  "step starts from zero and adds up its accumulations")
+    return _check(LABS["biggan"], train, "train", _("every D step and G step is on the reference's gradients: each D "
+                                                   "step starts from zero and adds up its accumulations"))
 
 
 def check_wgan_gp(make_critic, train_critic) -> bool:
     """Lab 3. make_critic(channels) -> a critic whose penalty is per sample; train_critic(D, G, d_optimizer, images,
     z, eta), three critic iterations, with the penalty's norm per sample."""
-    label = "make_critic and train_critic"
-    if unanswered("make_critic", make_critic, "your make_critic") or \
-            unanswered("train_critic", train_critic, "your train_critic"):
+    label = _("make_critic and train_critic")
+    if unanswered("make_critic", make_critic, N_("your make_critic")) or \
+            unanswered("train_critic", train_critic, N_("your train_critic")):
         return False
     try:
         _wgan_problem(make_critic)
@@ -692,17 +713,18 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
     ref_lab = Lab("wgan_gp", "WGAN-GP", lambda: _wgan_problem(reference_make_critic), reference_train_critic, calls=3)
     D = _wgan_problem(make_critic)[3]["D"]
     if _mixes_samples(D):
-        return verdict(label, ["your critic's output for one image depends on the other images of the batch "
-                               "(the gradient of D(x)[0] with respect to x[1] is not zero): with BatchNorm the "
-                               "penalty is no longer per sample; normalise each sample on its own, as Zeleni9's "
-                               "critic does with nn.InstanceNorm2d(C, affine=True)"], "")
+        return verdict(label, [_("your critic's output for one image depends on the other images of the batch "
+                                 "(the gradient of D(x)[0] with respect to x[1] is not zero): with BatchNorm the "
+                                 "penalty is no longer per sample; normalise each sample on its own, as Zeleni9's "
+                                 "critic does with nn.InstanceNorm2d(C, affine=True)")], "")
     names = {n: tuple(p.shape) for n, p in D.named_parameters()}
     ref_names = {n: tuple(p.shape) for n, p in _wgan_problem(reference_make_critic)[3]["D"].named_parameters()}
     if names != ref_names:
-        return verdict(label, [f"your critic's parameters ({len(names)}) are not the reference's ({len(ref_names)}, "
-                               f"named as in Discriminator): keep its layers and swap each BatchNorm2d(C) for "
-                               f"InstanceNorm2d(C, affine=True)"], "")
-    mine, _, error = lab.run(train_critic)
+        return verdict(label, [_("your critic's parameters ({count}) are not the reference's ({reference_count}, "
+                                 "named as in Discriminator): keep its layers and swap each BatchNorm2d(C) for "
+                                 "InstanceNorm2d(C, affine=True)").format(count=len(names),
+                                                                          reference_count=len(ref_names))], "")
+    mine, _state, error = lab.run(train_critic)
     if error is not None:
         if stub_left("train_critic", error, "train_critic"):
             return False
@@ -712,11 +734,12 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
     if wrong:
         elementwise = lambda *a: _wgan_elementwise(*a)  # noqa: E731
         if _matches(mine, lab.run(elementwise)[0], 1e-4):
-            wrong += (". The penalty takes gradients.norm(2, dim=1) of a [batch, 1, H, W] gradient: dim 1 has one "
-                      "channel, so that is |g| element by element, not each sample's norm; flatten first: "
-                      "gradients.view(gradients.size(0), -1).norm(2, dim=1)")
-    return verdict(label, [wrong] if wrong else [], "the critic normalises each sample on its own, and "
-                   "d_optimizer steps on the reference's gradients at all three critic iterations")
+            wrong = _("{problem}. The penalty takes gradients.norm(2, dim=1) of a [batch, 1, H, W] gradient: dim 1 "
+                      "has one channel, so that is |g| element by element, not each sample's norm; flatten first: "
+                      "gradients.view(gradients.size(0), -1).norm(2, dim=1)").format(problem=wrong)
+    return verdict(label, [wrong] if wrong else [], _("the critic normalises each sample on its own, and d_optimizer "
+                                                      "steps on the reference's gradients at all three critic "
+                                                      "iterations"))
 
 
 def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
@@ -735,18 +758,21 @@ def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
 def check_amp_lab(optimize_parameters) -> bool:
     """Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), three iterations, with
     one GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf)."""
-    return _check(LABS["amp"], optimize_parameters, "optimize_parameters", "both optimizers step through the one "
-                  "scaler on the reference's (unscaled) gradients, and the scale grows once per iteration")
+    return _check(LABS["amp"], optimize_parameters, "optimize_parameters", _("both optimizers step through the one "
+                                                                            "scaler on the reference's (unscaled) "
+                                                                            "gradients, and the scale grows once per "
+                                                                            "iteration"))
 
 
 def check_rnn_train(train) -> bool:
     """Lab 5. train(rnn, optimizer, loss_func, steps) with steps=3."""
-    return _check(LABS["rnn"], train, "train", "all three steps run, on the reference's gradients: the state is "
-                  "carried on, cut from the previous step's graph")
+    return _check(LABS["rnn"], train, "train", _("all three steps run, on the reference's gradients: the state is "
+                                                "carried on, cut from the previous step's graph"))
 
 
 def check_compiled_step(train_step) -> bool:
     """Lab 6. train_step(G, D, opt_G, opt_D, ema, x_real, z) on compiled G and D (backend aot_eager), twice."""
-    return _check(LABS["compiled"], train_step, "train_step", "runs on the compiled models, opt_D and opt_G step "
-                  "on the reference's gradients (the R1 penalty included), and the EMA follows G")
+    return _check(LABS["compiled"], train_step, "train_step", _("runs on the compiled models, opt_D and opt_G step "
+                                                               "on the reference's gradients (the R1 penalty "
+                                                               "included), and the EMA follows G"))
 

@@ -65,7 +65,7 @@ warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("诊断是 d.net.7.weight.T 上的版本错误", diagnosis.kind == "version"
       and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"))
 claim("医生还警告了双重 sigmoid，以及 D 用一路传进 g 的梯度做更新",
-      any("sigmoid is fed into" in w for w in warned) and any("d_optimizer.step() uses gradients" in w for w in warned))
+      any("送进了 binary_cross_entropy_with_logits" in w for w in warned) and any("d_optimizer.step() 用的是" in w for w in warned))
 
 # %% [markdown]
 # 医生守在它所监视的代码块里的每一次 torch 调用、每一个模块和每一次优化器更新上。监视会不会改变被监视的东西？下面用同一个随机种子把一个干净的训练步（用 Adam 训练一个小分类器）跑两次：一次直接跑，一次在医生的监视下跑。先预测，再比较这一步的损失和更新之后的每个权重。
@@ -260,7 +260,7 @@ with doctor(G=G, D=D, opt=opt) as doc:
     opt.step()
 print("警告：", [headline(d.summary) for d in doc.diagnoses])
 claim("一条警告：更新时 G 的 2 个参数没有 .grad",
-      len(doc.diagnoses) == 1 and "2 of its 4 parameters have no .grad" in doc.diagnoses[0].summary
+      len(doc.diagnoses) == 1 and "4 个参数里有 2 个没有 .grad" in doc.diagnoses[0].summary
       and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"])
 
 # %% [markdown]
@@ -333,7 +333,7 @@ claim("即使是在同一个单元格里新建的，评判器的权重仍然用�
 # %% [markdown]
 # ### 对整个脚本使用医生
 #
-# 你要调试的 GAN 代码，大多是脚本，而不是笔记本单元格。`python -m gan_lessons doctor train.py ARGS` 会像`python train.py ARGS` 那样运行它（用它自己的 `sys.argv`、`sys.path[0]` 和 `__name__ == "__main__"`；`-m MODULE` 则运行一个模块），只是放在医生的监视下。遇到这些错误之一时，它先打印诊断，再打印平常的回溯信息，并以状态 1 退出；干净的脚本，输出和退出状态都是它自己的；而加上 `--strict` 时，如果医生只发出了警告，就以状态 3退出。下面把第 1 节的循环写成一个文件。在正确的修法（`fix:`）下面，列出了人们常会想到、却行不通的修法（`not:`），每一条都附有原因。
+# 你要调试的 GAN 代码，大多是脚本，而不是笔记本单元格。`python -m gan_lessons doctor train.py ARGS` 会像`python train.py ARGS` 那样运行它（用它自己的 `sys.argv`、`sys.path[0]` 和 `__name__ == "__main__"`；`-m MODULE` 则运行一个模块），只是放在医生的监视下。遇到这些错误之一时，它先打印诊断，再打印平常的回溯信息，并以状态 1 退出；干净的脚本，输出和退出状态都是它自己的；而加上 `--strict` 时，如果医生只发出了警告，就以状态 3退出。下面把第 1 节的循环写成一个文件。在正确的修法（`修法：`）下面，列出了人们常会想到、却行不通的修法（`行不通：`），每一条都附有原因。
 
 # %%
 import subprocess
@@ -364,11 +364,11 @@ with tempfile.TemporaryDirectory() as folder:
     done = subprocess.run([sys.executable, "-m", "gan_lessons", "doctor", "train.py"], cwd=folder,
                           capture_output=True, text=True)
 said = done.stderr
-diagnosis = said[said.index("\nautograd doctor: ") + 1:said.index("Traceback")]   # 不含它上面的那条警告
+diagnosis = said[said.index("\n自动微分医生：") + 1:said.index("Traceback")]   # 不含它上面的那条警告
 print(diagnosis)
 claim("作为脚本运行时，医生指出了过时的权重和修改它的那次更新，以状态 1 退出，并告诉你不要去用 "
       "retain_graph=True", done.returncode == 1 and "d.net.7.weight.T" in diagnosis
-      and "modified by: d_optimizer.step() at line 15" in diagnosis and "not: retain_graph=True" in diagnosis,
+      and "修改者：d_optimizer.step()，位于第 15 行" in diagnosis and "行不通：retain_graph=True" in diagnosis,
       shown=f"退出状态 {done.returncode}")
 
 # %% [markdown]

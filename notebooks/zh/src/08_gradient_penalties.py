@@ -413,7 +413,7 @@ with expect_error(RuntimeError, "does not currently support double backward"):
 # 梯度能拿回来；错误要等到惩罚做反向传播时才出现。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用`fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块`D_compiled._orig_mod`，二者持有相同的参数。
 
 # %%
-with expect_error(ConfigError, "cannot train wgan_gp"):
+with expect_error(ConfigError, "不能训练 wgan_gp"):
     TrainConfig(strategy="wgan_gp", fast=True).validate()
 
 x_fake_small, x_real_small = torch.randn(3, 4), torch.randn(3, 4)
