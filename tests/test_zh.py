@@ -131,6 +131,13 @@ def test_chinese_lessons_use_the_glossarys_terms(path):
     assert not rivals_in(prose(path)), f"rival terms (glossary term, rival): {rivals_in(prose(path))}"
 
 
+def test_the_package_messages_use_the_glossarys_terms():
+    from babel.messages.pofile import read_po
+    with open(messages.PO, "rb") as f:
+        translations = "\n".join(m.string for m in read_po(f) if m.id)
+    assert not rivals_in(translations), f"rival terms (glossary term, rival): {rivals_in(translations)}"
+
+
 def test_the_glossary_check_catches_a_rival_term_but_not_a_seed_quote(tmp_path):
     nb = {"cells": [{"cell_type": "markdown", "source": ["我们用鉴别器打分。\n", "> 种子原文：就地操作会报错\n"]}]}
     path = tmp_path / "x.ipynb"
