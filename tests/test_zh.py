@@ -252,15 +252,9 @@ def english_pieces() -> dict:
 
 
 def printed(path) -> str:
-    """Every text output a notebook stores (streams, plain text, markdown, HTML)."""
-    text = []
-    for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:
-        for out in cell.get("outputs", []):
-            text.append("".join(out.get("text", "")))
-            for mime in ("text/plain", "text/markdown", "text/html"):
-                value = out.get("data", {}).get(mime, "")
-                text.append("".join(value) if isinstance(value, list) else value)
-    return "\n".join(text)
+    """Every text output a notebook stores (tests/test_notebooks.py reads them the same way)."""
+    from test_notebooks import _stored_text
+    return "\n".join(_stored_text(Path(path)))
 
 
 def untranslated(text: str, pieces: dict) -> list:
