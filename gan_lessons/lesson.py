@@ -120,14 +120,17 @@ def expect_warning(kind=UserWarning, match: str = ""):
 
 
 class ClaimFailed(AssertionError):
-    """A lesson's claim does not hold on this torch: the lesson, not the student, is wrong."""
+    """A lesson's claim does not hold (on this torch, for what it measured, or timed on this machine): the lesson,
+    not the student, is wrong."""
 
 
-def claim(statement: str, holds, shown=None) -> None:
+def claim(statement: str, holds, shown=None, on: str = None) -> None:
     """State a claim a lesson rests on, print it with ✓, and fail the cell if it is false.
 
     `holds` is the evidence, computed in the cell: a bool (or a one-element tensor). `shown` is what decided
-    it (numbers, names), printed beside the claim so a student sees the evidence and not only the verdict."""
+    it (numbers, names), printed beside the claim so a student sees the evidence and not only the verdict. `on` says
+    what the evidence is about when it is not torch's behaviour (a shipped run, this package's doctor), so a failure
+    names that and not the torch version. A claim about a timing is timing.claim_timing's."""
     if isinstance(holds, torch.Tensor) and holds.numel() == 1:
         holds = bool(holds.item())
     if not isinstance(holds, bool):
@@ -136,6 +139,9 @@ def claim(statement: str, holds, shown=None) -> None:
                                                                               kind=type(holds).__name__))
     detail = "" if shown is None else f"  ({shown})"
     if not holds:
+        if on is not None:
+            raise ClaimFailed(_("✗ {statement}: does not hold for {on}{detail}").format(
+                statement=statement, on=on, detail=detail))
         raise ClaimFailed(_("✗ {statement}: does not hold on torch {version}{detail}").format(
             statement=statement, version=torch.__version__, detail=detail))
     print(f"✓ {statement}{detail}")

@@ -395,28 +395,35 @@ claim("d_first_frozen_D does one D forward's worth less than d_first_reuse_fake 
 # freezing does. Now the time. The table timed each strategy in a block of its own (3 steps in quick mode), one block
 # after the other: whatever slows the machine during one block (another program, the clock, the first block's
 # warm-up) lands on that one strategy. `costs.interleaved_ms` times single steps in turn instead, reversing the order
-# every other round, and we compare each round's steps as pairs:
+# every other round, and we compare each round's steps as pairs. The median of those ratios decides only when its 99%
+# interval lies on one side of 1; while it does not, more rounds are timed (up to 50), and on a machine too busy to
+# decide, the cell says so instead of guessing:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# (timings vary from run to run; the claim below holds with a wide margin)
+# (timings vary from run to run: on a busy machine the verdict below can be "cannot decide", and the lesson goes on)
 import statistics
+from gan_lessons import timing
 
-timed = costs.interleaved_ms(["one_forward", "d_first_frozen_D", "d_first_reuse_fake"], rounds=15, device=device)
-paired = {n: statistics.median(a / b for a, b in zip(t, timed["d_first_reuse_fake"])) for n, t in timed.items()}
+names = ["one_forward", "d_first_frozen_D", "d_first_reuse_fake"]
+timed = timing.until_decided(lambda rounds: costs.interleaved_ms(names, rounds=rounds, device=device),
+                             "one_forward", "d_first_reuse_fake")
 for name, t in timed.items():
+    ratio = timing.paired(timed, name, "d_first_reuse_fake").median
     print(f"{name:<20} median {statistics.median(t):6.1f} ms | paired ratio to d_first_reuse_fake "
-          f"{paired[name]:.2f} (FLOPs {gflop[name] / gflop['d_first_reuse_fake']:.2f}) | one step ranged "
+          f"{ratio:.2f} (FLOPs {gflop[name] / gflop['d_first_reuse_fake']:.2f}) | one step ranged "
           f"{min(t):.1f} to {max(t):.1f} ms")
-claim("timed in alternation, one_forward takes less time per step than d_first_reuse_fake (median paired ratio "
-      "below 1; its FLOPs say about 0.82)", paired["one_forward"] < 1, shown=f"{paired['one_forward']:.2f}")
+verdict = timing.claim_timing("timed in alternation, one_forward takes less time per step than d_first_reuse_fake",
+                              timing.paired(timed, "one_forward", "d_first_reuse_fake"))
 
 # %% [markdown]
-# Timed fairly, the time follows the arithmetic: `one_forward` is faster than `d_first_reuse_fake`, by about the
-# share of FLOPs it saves. Look at the range of one strategy's single steps: on a shared machine it can be wider
-# than the gap between strategies, and then a short block per strategy ranks them by luck. The slow `one_forward`
-# of the earlier run came from the way it was timed, not from the strategy, which does the least work of all. Count
-# work when you want a verdict; time only in alternation, and compare ratios of pairs.
+# If the cell printed ✓, the timing agrees with the count: `one_forward`, which does the least work, takes the least
+# time. If it printed ?, this machine was too noisy to rank the two, and the count above still says which does less
+# work; had the timing decided against the count, the cell would have stopped with ✗. Look at the range of one
+# strategy's single steps: on a shared machine it can be wider than the gap between strategies, and then a short
+# block per strategy ranks them by luck. The slow `one_forward` of the earlier run came from the way it was timed, not
+# from the strategy, which does the least work of all. Count work when you want a verdict; time only in alternation,
+# compare ratios of pairs, and let a timing say "cannot decide".
 #
 # Memory, the two measures side by side:
 

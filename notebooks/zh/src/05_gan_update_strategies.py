@@ -351,24 +351,27 @@ claim("d_first_frozen_D 比 d_first_reuse_fake 少一次 D 前向传播的运算
       and abs(gflop["d_first_frozen_D"] - gflop["one_forward"] - d_forward) < 1e-3)
 
 # %% [markdown]
-# 可见，这些可能的原因没有一个增加了工作量：`one_forward` 省掉了一次 D 的前向传播，它的 `inputs=` 也像冻结 D 一样省掉了白算的 D 梯度。再来看时间。上面的表格把每种策略放在各自的一段里计时（快速模式下 3 步），一段接着一段：只要某一段期间有什么拖慢了机器（别的程序、时钟频率、第一段的热身），代价就全落在那一种策略上。`costs.interleaved_ms` 则轮流对单步计时，每隔一轮把顺序反过来，我们再把每一轮中的各步两两配对比较：
+# 可见，这些可能的原因没有一个增加了工作量：`one_forward` 省掉了一次 D 的前向传播，它的 `inputs=` 也像冻结 D 一样省掉了白算的 D 梯度。再来看时间。上面的表格把每种策略放在各自的一段里计时（快速模式下 3 步），一段接着一段：只要某一段期间有什么拖慢了机器（别的程序、时钟频率、第一段的热身），代价就全落在那一种策略上。`costs.interleaved_ms` 则轮流对单步计时，每隔一轮把顺序反过来，我们再把每一轮中的各步两两配对比较。只有当这些比值的中位数的 99% 区间整个落在 1 的一侧时，才算得出结论；否则就再多计几轮（最多 50 轮）。机器忙到无法下结论时，这个单元格会直说，而不是去猜：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# （每次运行的计时都不一样；下面的论断留有很大的余量）
+# （每次运行的计时都不一样：机器繁忙时，下面的结论可能是“无法判定”，课程照常往下进行）
 import statistics
+from gan_lessons import timing
 
-timed = costs.interleaved_ms(["one_forward", "d_first_frozen_D", "d_first_reuse_fake"], rounds=15, device=device)
-paired = {n: statistics.median(a / b for a, b in zip(t, timed["d_first_reuse_fake"])) for n, t in timed.items()}
+names = ["one_forward", "d_first_frozen_D", "d_first_reuse_fake"]
+timed = timing.until_decided(lambda rounds: costs.interleaved_ms(names, rounds=rounds, device=device),
+                             "one_forward", "d_first_reuse_fake")
 for name, t in timed.items():
+    ratio = timing.paired(timed, name, "d_first_reuse_fake").median
     print(f"{name:<20} 中位数 {statistics.median(t):6.1f} ms | 与 d_first_reuse_fake 的配对比值 "
-          f"{paired[name]:.2f}（FLOPs 之比 {gflop[name] / gflop['d_first_reuse_fake']:.2f}）| 单步从 "
+          f"{ratio:.2f}（FLOPs 之比 {gflop[name] / gflop['d_first_reuse_fake']:.2f}）| 单步从 "
           f"{min(t):.1f} 到 {max(t):.1f} ms")
-claim("交替计时时，one_forward 每步的用时少于 d_first_reuse_fake（配对比值的中位数小于 1；"
-      "按 FLOPs 应约为 0.82）", paired["one_forward"] < 1, shown=f"{paired['one_forward']:.2f}")
+verdict = timing.claim_timing("交替计时时，one_forward 每步的用时少于 d_first_reuse_fake",
+                              timing.paired(timed, "one_forward", "d_first_reuse_fake"))
 
 # %% [markdown]
-# 公平计时后，时间与运算量一致：`one_forward` 比 `d_first_reuse_fake` 快，快出的比例大致就是它省下的 FLOPs 所占的份额。看看同一种策略单步时间的范围：在共享的机器上，它可能比策略之间的差距还大，这时每种策略只跑一小段来计时，排名就全凭运气。之前那次运行中 `one_forward` 慢，原因在于计时的方式，而不在于策略本身：它做的工作是所有策略中最少的。想要结论，就数工作量；要计时，就只交替计时，并比较配对的比值。
+# 如果单元格打印的是 ✓，计时就与运算量的统计一致：工作量最少的 `one_forward` 用时也最少。如果打印的是 ?，说明这台机器的噪声太大，排不出这两种策略的先后，而上面的运算量统计照样说明了谁做的工作更少；倘若计时给出了与运算量相反的结论，单元格会以 ✗ 停下。看看同一种策略单步时间的范围：在共享的机器上，它可能比策略之间的差距还大，这时每种策略只跑一小段来计时，排名就全凭运气。之前那次运行中 `one_forward` 慢，原因在于计时的方式，而不在于策略本身：它做的工作是所有策略中最少的。想要结论，就数工作量；要计时，就只交替计时，比较配对的比值，并允许计时给出“无法判定”。
 #
 # 再看内存，两种度量并排：
 
