@@ -56,7 +56,8 @@ check("images.dtype", prediction, images.dtype,
 print("training images:", tuple(images.shape), images.dtype, f"{images.numel() * images.element_size() / 1e6:.1f} MB")
 print("one batch in G's range:", tuple(data.to_unit_range(images[:64]).shape),
       "min", data.to_unit_range(images[:64]).min().item(), "max", data.to_unit_range(images[:64]).max().item())
-claim("the 60,000 training images take under 50 MB as uint8", images.dtype == torch.uint8 and len(images) == 60000 and images.numel() * images.element_size() < 50e6)
+claim("the 60,000 training images take under 50 MB as uint8", images.dtype == torch.uint8 and len(images) == 60000 and images.numel() * images.element_size() < 50e6,
+      on='the MNIST files on this machine')
 
 # %% [markdown]
 # ## 2 · The training loop calls the strategy; nothing is hidden
@@ -177,15 +178,17 @@ print(f"{'':<24}{'MNIST-FID':>10}{'score':>8}  coverage")
 for name, m in (("this run", ours), ("the same G, untrained", untrained), ("real train images", real)):
     print(f"{name:<24}{m['mnist_fid']:>10.2f}{m['classifier_score']:>8.2f}  {m['coverage']}")
 claim("G learned every digit: each of the ten is at least 0.5% of its samples", min(ours["coverage"]) >= 0.005,
-      shown=f"rarest digit {min(range(10), key=lambda d: ours['coverage'][d])}: {min(ours['coverage']):.1%}")
+      shown=f"rarest digit {min(range(10), key=lambda d: ours['coverage'][d])}: {min(ours['coverage']):.1%}",
+      on='this run')
 claim("the classifier is confident about its samples (score above 4 of 10)", ours["classifier_score"] > 4,
-      shown=f"score {ours['classifier_score']:.2f}")
+      shown=f"score {ours['classifier_score']:.2f}", on='this run')
 claim("its MNIST-FID is far below (under a third of) the same G's before training", 3 * ours["mnist_fid"]
-      < untrained["mnist_fid"], shown=f"MNIST-FID {ours['mnist_fid']:.1f} vs {untrained['mnist_fid']:.1f} untrained")
+      < untrained["mnist_fid"], shown=f"MNIST-FID {ours['mnist_fid']:.1f} vs {untrained['mnist_fid']:.1f} untrained",
+      on='this run')
 
 # %%
-claim("this run's FID is above the real-data baseline", ours["mnist_fid"] > real["mnist_fid"])
-claim("the coverage shares sum to 1", abs(sum(ours["coverage"]) - 1) < 1e-3)
+claim("this run's FID is above the real-data baseline", ours["mnist_fid"] > real["mnist_fid"], on='this run')
+claim("the coverage shares sum to 1", abs(sum(ours["coverage"]) - 1) < 1e-3, on='this run')
 
 # %% [markdown]
 # ## 5 · A longer run, trained beforehand by the command line
@@ -240,7 +243,7 @@ x_real = data.to_unit_range(images[:2000])
 print("real pixels: min", x_real.min().item(), "max", x_real.max().item(),
       "| share exactly -1:", round((x_real == -1).float().mean().item(), 3))
 claim("real pixels lie in [-1, 1], and most of them are exactly -1", x_real.min() >= -1 and x_real.max() <= 1
-      and (x_real == -1).float().mean() > 0.5)
+      and (x_real == -1).float().mean() > 0.5, on='the MNIST files on this machine')
 
 # %% [markdown]
 # No real digit has a pixel outside [-1, 1]. Nothing stops the seed's G from making one, but for 20 epochs D
@@ -276,7 +279,8 @@ for name, x in raw.items():
 records = {name: json.loads((metrics.ASSETS / f"{stem}.json").read_text()) for name, stem in shipped.items()}
 a, b = (r["config"] for r in records.values())
 differ = sorted(k for k in a if a.get(k) != b.get(k))
-claim("the two shipped runs differ only in the tanh flag and the output folder", differ == ["out", "tanh"], differ)
+claim("the two shipped runs differ only in the tanh flag and the output folder", differ == ["out", "tanh"], differ,
+      on='the two runs shipped with the lessons')
 plots.fid_figure({name: r["eval_each_epoch"] for name, r in records.items()},
                  title="MNIST-FID after each epoch (2,000 samples)")
 plt.show()
@@ -295,13 +299,16 @@ plt.show()
 # %%
 tanh_m, seed_m = live["with Tanh"], live["seed's G (--no-tanh)"]
 claim("the run with Tanh has the lower MNIST-FID", tanh_m["mnist_fid"] < seed_m["mnist_fid"],
-      shown=f"{tanh_m['mnist_fid']:.1f} vs {seed_m['mnist_fid']:.1f}")
-claim("the run with Tanh has the higher classifier score", tanh_m["classifier_score"] > seed_m["classifier_score"])
-claim("the run with Tanh covers every digit with at least 2% of its samples", min(tanh_m["coverage"]) >= 0.02)
+      shown=f"{tanh_m['mnist_fid']:.1f} vs {seed_m['mnist_fid']:.1f}", on='the two runs shipped with the lessons')
+claim("the run with Tanh has the higher classifier score", tanh_m["classifier_score"] > seed_m["classifier_score"],
+      on='the two runs shipped with the lessons')
+claim("the run with Tanh covers every digit with at least 2% of its samples", min(tanh_m["coverage"]) >= 0.02,
+      on='the two runs shipped with the lessons')
 top_two = sorted(range(10), key=lambda d: -seed_m["coverage"][d])[:2]
 share = sum(seed_m["coverage"][d] for d in top_two)
 claim("the seed's G, in its one run, collapsed onto 0s and 8s: together they are over 90% of its samples",
-      sorted(top_two) == [0, 8] and share > 0.9, shown=f"0: {seed_m['coverage'][0]:.1%}, 8: {seed_m['coverage'][8]:.1%}")
+      sorted(top_two) == [0, 8] and share > 0.9, shown=f"0: {seed_m['coverage'][0]:.1%}, 8: {seed_m['coverage'][8]:.1%}",
+      on='the two runs shipped with the lessons')
 
 # %% [markdown]
 # The seed's G runs without an error, and that is the trap: nothing in PyTorch complains, and the losses
@@ -336,7 +343,8 @@ plt.show()
 for s, (_, m) in runs.items():
     print(f"{s:<20} MNIST-FID {m['mnist_fid']:.2f}  score {m['classifier_score']:.2f}  "
           f"rarest digit {min(m['coverage']):.1%}")
-    claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005)
+    claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005,
+          on='these runs')
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary

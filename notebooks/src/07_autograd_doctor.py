@@ -75,9 +75,10 @@ print(diagnosis.kind, "|", diagnosis.facts["tensor"])
 print("warnings raised in the block:", [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"])
 warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("the diagnosis is a version error on d.net.7.weight.T", diagnosis.kind == "version"
-      and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"))
+      and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"), on="this package's doctor")
 claim("the doctor also warned about the double sigmoid and about D stepping on gradients that ran on into g",
-      any("sigmoid is fed into" in w for w in warned) and any("d_optimizer.step() uses gradients" in w for w in warned))
+      any("sigmoid is fed into" in w for w in warned) and any("d_optimizer.step() uses gradients" in w for w in warned),
+      on="this package's doctor")
 
 # %% [markdown]
 # The doctor sits on every torch call, every module and every optimizer step of the block it watches. Does
@@ -104,7 +105,7 @@ changed = not all(torch.equal(a, b) for a, b in zip(plain, watched))
 check("the doctor changes a clean step", prediction, changed,
       why=f"the doctor only records: the loss and all {len(plain) - 1} weight tensors after the step are the same "
           "with and without it, bit for bit.")
-claim("the doctor had nothing to say about the clean step", doc.diagnoses == [])
+claim("the doctor had nothing to say about the clean step", doc.diagnoses == [], on="this package's doctor")
 
 
 
@@ -283,7 +284,7 @@ with doctor(G=G, D=D, opt=opt) as doc:
 print("warnings:", [headline(d.summary) for d in doc.diagnoses])
 claim("one warning: the step runs while G's 2 parameters have no .grad",
       len(doc.diagnoses) == 1 and "2 of its 4 parameters have no .grad" in doc.diagnoses[0].summary
-      and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"])
+      and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"], on="this package's doctor")
 
 # %% [markdown]
 # **(d) Weight clipping through `.data`, in the wrong place.** The original WGAN clips D's weights; written with
@@ -300,7 +301,8 @@ with doctor(D=D) as doc:
         p.data.clamp_(-0.01, 0.01)              # too early: the forward above saved these weights
     out.mean().backward()
 print("warnings:", [headline(d.summary) for d in doc.diagnoses])
-claim("one warning, naming the .data change", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary)
+claim("one warning, naming the .data change", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary,
+      on="this package's doctor")
 
 # %% [markdown]
 # ## 4 · The doctor in every cell: `%load_ext gan_lessons`
@@ -360,7 +362,8 @@ from gan_lessons.doctor import active
 found = active().diagnoses[-1]
 claim("made in the same cell, the critic's weight is still named by its variable, with the step that changed it",
       found.facts["tensor"].startswith("netD.net.2.weight.T [32, 1]") and found.facts["modified by"].startswith("optD.step()"),
-      shown=f'{found.facts["tensor"].split(" (")[0]}; {found.facts["modified by"].split(" (")[0]}')
+      shown=f'{found.facts["tensor"].split(" (")[0]}; {found.facts["modified by"].split(" (")[0]}',
+      on="this package's doctor")
 
 # %%
 # %unload_ext gan_lessons
@@ -409,7 +412,7 @@ print(diagnosis)
 claim("as a script, the doctor names the stale weight and the step that changed it, exits 1, and says not to "
       "reach for retain_graph=True", done.returncode == 1 and "d.net.7.weight.T" in diagnosis
       and "modified by: d_optimizer.step() at line 15" in diagnosis and "not: retain_graph=True" in diagnosis,
-      shown=f"exit status {done.returncode}")
+      shown=f"exit status {done.returncode}", on="this package's doctor")
 
 # %% [markdown]
 # ## Cheat sheet

@@ -514,9 +514,9 @@ doctor_said("compiled")
 named = [name for name, lines in said.items() if any(kind != "suspicious" for kind, _ in lines)]
 warned = [name for name, lines in said.items() if lines and all(kind == "suspicious" for kind, _ in lines)]
 claim("the doctor diagnoses the two errors it knows (SRGAN's version error, the RNN's freed graph)",
-      named == ["srgan", "rnn"], shown=", ".join(named))
+      named == ["srgan", "rnn"], shown=", ".join(named), on="this package's doctor")
 claim("it warns about BigGAN's gradients applied again, and says nothing about the other three",
-      warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")))
+      warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")), on="this package's doctor")
 
 # %% [markdown]
 # So the doctor would have found three of the six: the two errors of lessons 02 and 03, named down to the tensor

@@ -63,9 +63,10 @@ print(diagnosis.kind, "|", diagnosis.facts["tensor"])
 print("代码块里发出的警告：", [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"])
 warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("诊断是 d.net.7.weight.T 上的版本错误", diagnosis.kind == "version"
-      and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"))
+      and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"), on='本课程的自动微分医生')
 claim("医生还警告了双重 sigmoid，以及 D 用一路传进 g 的梯度做更新",
-      any("送进了 binary_cross_entropy_with_logits" in w for w in warned) and any("d_optimizer.step() 用的是" in w for w in warned))
+      any("送进了 binary_cross_entropy_with_logits" in w for w in warned) and any("d_optimizer.step() 用的是" in w for w in warned),
+      on='本课程的自动微分医生')
 
 # %% [markdown]
 # 医生守在它所监视的代码块里的每一次 torch 调用、每一个模块和每一次优化器更新上。监视会不会改变被监视的东西？下面用同一个随机种子把一个干净的训练步（用 Adam 训练一个小分类器）跑两次：一次直接跑，一次在医生的监视下跑。先预测，再比较这一步的损失和更新之后的每个权重。
@@ -89,7 +90,7 @@ with doctor() as doc:
 changed = not all(torch.equal(a, b) for a, b in zip(plain, watched))
 check("医生改变了干净的训练步", prediction, changed,
       why=f"医生只做记录：有它没它，损失和更新之后全部 {len(plain) - 1} 个权重张量都逐位相同。")
-claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses == [])
+claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses == [], on='本课程的自动微分医生')
 
 
 
@@ -261,7 +262,7 @@ with doctor(G=G, D=D, opt=opt) as doc:
 print("警告：", [headline(d.summary) for d in doc.diagnoses])
 claim("一条警告：更新时 G 的 2 个参数没有 .grad",
       len(doc.diagnoses) == 1 and "4 个参数里有 2 个没有 .grad" in doc.diagnoses[0].summary
-      and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"])
+      and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"], on='本课程的自动微分医生')
 
 # %% [markdown]
 # **(d) 用 `.data` 做权重裁剪，却放错了位置**。原始的 WGAN 会裁剪 D 的权重；如果用 `.data` 把它写在 D 的前向传播和反向传播之间，什么错也不报。`.data` 修改权重时不会让它的版本计数器增加，于是反向传播把旧的激活值和新的权重混在一起用（第 03 课说明了这样的梯度是错的）。医生会发出警告：
@@ -275,7 +276,7 @@ with doctor(D=D) as doc:
         p.data.clamp_(-0.01, 0.01)              # 太早了：上面的前向传播保存了这些权重
     out.mean().backward()
 print("警告：", [headline(d.summary) for d in doc.diagnoses])
-claim("一条警告，指出了 .data 修改", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary)
+claim("一条警告，指出了 .data 修改", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary, on='本课程的自动微分医生')
 
 # %% [markdown]
 # ## 4 · 每个单元格里都有医生：`%load_ext gan_lessons`
@@ -325,7 +326,7 @@ from gan_lessons.doctor import active
 found = active().diagnoses[-1]
 claim("即使是在同一个单元格里新建的，评判器的权重仍然用它的变量名指出，连同修改它的那次更新",
       found.facts["tensor"].startswith("netD.net.2.weight.T [32, 1]") and found.facts["modified by"].startswith("optD.step()"),
-      shown=f'{found.facts["tensor"].split(" (")[0]}; {found.facts["modified by"].split(" (")[0]}')
+      shown=f'{found.facts["tensor"].split(" (")[0]}; {found.facts["modified by"].split(" (")[0]}', on='本课程的自动微分医生')
 
 # %%
 # %unload_ext gan_lessons
@@ -369,7 +370,7 @@ print(diagnosis)
 claim("作为脚本运行时，医生指出了过时的权重和修改它的那次更新，以状态 1 退出，并告诉你不要去用 "
       "retain_graph=True", done.returncode == 1 and "d.net.7.weight.T" in diagnosis
       and "修改者：d_optimizer.step()，位于第 15 行" in diagnosis and "行不通：retain_graph=True" in diagnosis,
-      shown=f"退出状态 {done.returncode}")
+      shown=f"退出状态 {done.returncode}", on='本课程的自动微分医生')
 
 # %% [markdown]
 # ## 速查表

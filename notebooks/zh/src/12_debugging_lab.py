@@ -462,9 +462,9 @@ doctor_said("compiled")
 named = [name for name, lines in said.items() if any(kind != "suspicious" for kind, _ in lines)]
 warned = [name for name, lines in said.items() if lines and all(kind == "suspicious" for kind, _ in lines)]
 claim("doctor 诊断出了它认识的两个错误（SRGAN 的版本错误，RNN 已被释放的计算图）",
-      named == ["srgan", "rnn"], shown=", ".join(named))
+      named == ["srgan", "rnn"], shown=", ".join(named), on='本课程的自动微分医生')
 claim("它对 BigGAN 重复施加的梯度发出警告，对另外三个则什么也没说",
-      warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")))
+      warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")), on='本课程的自动微分医生')
 
 # %% [markdown]
 # 可见 doctor 能找出六个问题中的三个：第 02 课和第 03 课讲的两种错误（它会具体指出是哪个张量，以及修改或释放它的是哪一行），还有 BigGAN 漏掉的 `zero_grad()`。另外三个超出了它监视的范围：不是逐样本计算的惩罚项，被一个优化器绕过的 scaler，以及 `torch.compile` 自己的报错（它不属于课程讲的三种错误，所以 doctor 原样放行）。找出这几个问题，靠的是本实验评分器所做的那种比较：把每个优化器更新所用的梯度，与一个你信得过的参考对照。对你自己的代码，参考可以是同一个训练步慢而直白的写法（不编译、不用 autocast、用 float64、一次只算一个样本），在模型的副本上跑一两步。
