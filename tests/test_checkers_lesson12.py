@@ -269,6 +269,137 @@ def amp_inputs(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     scaler.update()
 
 
+def _amp_g_loss(net_g, net_d, lq, gt):
+    for p in net_d.parameters():
+        p.requires_grad = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+        l_g_total = F.l1_loss(output, gt) + 0.1 * F.softplus(-net_d(output)).mean()
+    for p in net_d.parameters():
+        p.requires_grad = True
+    return output, l_g_total
+
+
+def _amp_d_loss(net_d, output, gt):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return F.softplus(-net_d(gt)).mean() + F.softplus(net_d(output.detach())).mean()
+
+
+def amp_unscale_and_clip(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """Right, written another way: unscale_ first to clip G's gradient, then step through the scaler."""
+    output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+    optimizer_g.zero_grad(set_to_none=False)
+    scaler.scale(l_g_total).backward()
+    scaler.unscale_(optimizer_g)
+    torch.nn.utils.clip_grad_norm_(net_g.parameters(), max_norm=1e6)
+    scaler.step(optimizer_g)
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_unscale_then_step(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """G's gradient unscaled by the scaler, then G stepped by hand: right until a gradient is inf."""
+    output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    scaler.unscale_(optimizer_g)
+    optimizer_g.step()
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_divide_by_hand(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    for p in net_g.parameters():
+        p.grad /= scaler.get_scale()
+    optimizer_g.step()
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_no_scaler_for_g(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+    optimizer_g.zero_grad()
+    l_g_total.backward()
+    optimizer_g.step()
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_second_scaler():
+    """D gets a GradScaler of its own, kept across calls: its steps are right, and the shared scale never learns of
+    D's inf."""
+    scaler_d = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=1)
+
+    def step(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+        output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+        optimizer_g.zero_grad()
+        scaler.scale(l_g_total).backward()
+        scaler.step(optimizer_g)
+        scaler.update()
+        optimizer_d.zero_grad()
+        scaler_d.scale(_amp_d_loss(net_d, output, gt)).backward()
+        scaler_d.step(optimizer_d)
+        scaler_d.update()
+    return step
+
+
+def amp_update_between(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """update() moved between the two steps: the same scales while no gradient is inf."""
+    output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    scaler.step(optimizer_g)
+    scaler.update()
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+
+
+def test_amp_right_answers_written_differently_pass(capsys):
+    for right in (lab.reference_optimize_parameters, amp_inputs, amp_unscale_and_clip):
+        ok, out = out_of(capsys, exercises.check_amp_lab(right))
+        assert ok and out.startswith("✓") and "skips the call where one of its gradients is inf" in out, out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (amp_unscale_then_step, ["call 3: optimizer_g stepped although one of its gradients was inf",
+                             "optimizer_g's weights now hold"]),
+    (amp_divide_by_hand, ["call 3: optimizer_g stepped although one of its gradients was inf"]),
+    (amp_no_scaler_for_g, ["call 3: optimizer_g stepped although one of its gradients was inf"]),
+    (amp_second_scaler(), ["the scale after call 2 is 4096 where the reference's is 1024",
+                           "call 2's inf in optimizer_d's gradients halves it"]),
+    (amp_update_between, ["the scale after call 2 is 4096 where the reference's is 1024"]),
+])
+def test_amp_wrong_fixes_are_named_by_what_their_step_does(capsys, wrong, words):
+    ok, out = out_of(capsys, exercises.check_amp_lab(wrong))
+    assert not ok and out.startswith("✗"), out
+    for w in words:
+        assert w in out, out
+    for code in ("scaler.step(", "unscale_(", "GradScaler("):       # what the step did, not the code of a fix
+        assert code not in out, out
+
+
+def test_the_amp_lab_puts_an_inf_into_one_optimizers_gradients_at_calls_2_and_3():
+    args, opts, names, state = lab.LABS["amp"].problem()
+    for k in range(3):
+        torch.manual_seed(100 + k)
+        lab.reference_optimize_parameters(*args(k))
+    assert state["stepped"] == [(1, "optimizer_g"), (1, "optimizer_d"), (2, "optimizer_g"), (3, "optimizer_d")]
+    assert state["scales"] + [state["scaler"].get_scale()] == [1024.0, 2048.0, 1024.0, 512.0]
+    assert all(torch.isfinite(p).all() for net in state["nets"].values() for p in net.parameters())
+
+
 def test_amp(capsys):
     ok, out = out_of(capsys, exercises.check_amp_lab(amp_broken))
     assert not ok and "step 1: optimizer_g stepped on gradients 2^10 = 1024x the reference's" in out, out
@@ -276,7 +407,8 @@ def test_amp(capsys):
         ok, out = out_of(capsys, exercises.check_amp_lab(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_amp_lab(amp_two_updates))
-    assert not ok and "scaler.update() must run once per iteration" in out, out
+    assert not ok and "the scale after call 1 is 4096 where the reference's is 2048: in that call it went from 1024 " \
+        "to 4096" in out, out
     ok, out = out_of(capsys, exercises.check_amp_lab(stub))
     assert not ok and "not solved yet" in out
 

@@ -118,11 +118,13 @@ def _matches(mine, ref, atol):
 # --- the labs ------------------------------------------------------------------------------------------------------
 class Lab:
     """One lab: problem(seed) -> (args for each call, {optimizer name: optimizer}, {parameter: name}, state); the
-    reference step; the calls made; known wrong fixes [(step, hint)]; extra(state_mine, state_ref) -> problems."""
+    reference step; the calls made; known wrong fixes [(step, hint)]; extra(state_mine, state_ref) -> problems, and
+    first(...) likewise, judged before the gradients are compared."""
 
-    def __init__(self, name, title, problem, reference, calls, mistakes=(), extra=None, atol=1e-4):
+    def __init__(self, name, title, problem, reference, calls, mistakes=(), extra=None, atol=1e-4, first=None):
         self.name, self.title, self.problem, self.reference = name, title, problem, reference
         self.calls, self.mistakes, self.extra, self.atol = calls, list(mistakes), extra, atol
+        self.first = first          # first(state_mine, state_ref) -> problems, judged before the gradients
 
     def run(self, step):
         args, opts, names, state = self.problem()
@@ -459,20 +461,40 @@ def _amp_nets():
     return net_g, net_d
 
 
+AMP_INF = {2: "optimizer_d", 3: "optimizer_g"}   # call -> the optimizer one of whose scaled gradients is inf then
+
+
 def _amp_problem():
+    """Three calls; at call 2 one of D's scaled gradients is inf, at call 3 one of G's, as an overflow would make
+    them (a hook on each network's first weight), so a grader sees which step the scaler skips and how it scales."""
     torch.manual_seed(4)
     net_g, net_d = _amp_nets()
     optimizer_g, optimizer_d = optim.Adam(net_g.parameters(), lr=1e-4), optim.Adam(net_d.parameters(), lr=1e-4)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=1)
     g = torch.Generator().manual_seed(44)
     data = [(torch.rand(2, 3, 8, 8, generator=g), torch.rand(2, 3, 8, 8, generator=g)) for _ in range(3)]
-    scales = []
+    scales, stepped, now = [], [], {"call": 0}
+    opts = {"optimizer_g": optimizer_g, "optimizer_d": optimizer_d}
+
+    def overflow(name):
+        def hook(grad):
+            if AMP_INF.get(now["call"]) != name:
+                return grad
+            grad = grad.clone()
+            grad.view(-1)[0] = float("inf")
+            return grad
+        return hook
+    net_g[0].weight.register_hook(overflow("optimizer_g"))
+    net_d[0].weight.register_hook(overflow("optimizer_d"))
+    for name, opt in opts.items():
+        opt.register_step_pre_hook(lambda o, a, kw, name=name: stepped.append((now["call"], name)))
 
     def args(k):
+        now["call"] = k + 1
         scales.append(scaler.get_scale())
         return net_g, net_d, optimizer_g, optimizer_d, scaler, *data[k]
-    return args, {"optimizer_g": optimizer_g, "optimizer_d": optimizer_d}, _names(net_g=net_g, net_d=net_d), \
-        {"scaler": scaler, "scales": scales}
+    return args, opts, _names(net_g=net_g, net_d=net_d), \
+        {"scaler": scaler, "scales": scales, "stepped": stepped, "nets": {"optimizer_g": net_g, "optimizer_d": net_d}}
 
 
 def reference_optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -498,13 +520,38 @@ def reference_optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler
     scaler.update()
 
 
+def _amp_steps(mine, ref):
+    """Which optimizer stepped at which call, against the reference's scaler (which skips a step on an inf): the
+    steps each optimizer took before the first call where they differ, and what differs there."""
+    got, want = set(mine["stepped"]), set(ref["stepped"])
+    for call, name in sorted(got ^ want)[:1]:
+        before = {n: sum(1 for c, m in ref["stepped"] if m == n and c < call) for n in mine["nets"]}
+        return before, _amp_step_problem(mine, got, call, name)
+    return {}, []
+
+
+def _amp_step_problem(mine, got, call, name):
+    if (call, name) not in got:
+        return [_("call {call}: {optimizer} did not step, where the reference's does: its gradients were finite "
+                  "(only the optimizer whose gradients hold an inf is skipped)").format(call=call, optimizer=name)]
+    bad = sum(int((~torch.isfinite(p)).sum()) for p in mine["nets"][name].parameters())
+    return [_("call {call}: {optimizer} stepped although one of its gradients was inf, a step the reference's scaler "
+              "skips; {optimizer}'s weights now hold {count} inf or nan value(s)").format(call=call, optimizer=name,
+                                                                                        count=bad)]
+
+
 def _amp_extra(mine, ref):
     got, want = mine["scales"] + [mine["scaler"].get_scale()], ref["scales"] + [ref["scaler"].get_scale()]
     if got != want:
         k = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
-        return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g} (it grows 2x per "
-                  "update() here): scaler.update() must run once per iteration, after both scaler.step() "
-                  "calls").format(call=k, scale=got[k], reference=want[k])]
+        if k in AMP_INF:
+            return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g}: call {call}'s "
+                      "inf in {optimizer}'s gradients halves it, so the scaler that saw that inf must be the one "
+                      "whose scale the next call uses").format(call=k, scale=got[k], reference=want[k],
+                                                               optimizer=AMP_INF[k])]
+        return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g}: in that call it "
+                  "went from {start:g} to {scale:g}, where the reference's doubles once per call without an inf").format(
+            call=k, scale=got[k], reference=want[k], start=got[k - 1])]
     return []
 
 
@@ -652,7 +699,7 @@ _lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference
                     "RNN computes: carry h_state on to the next step, cut from the old graph with h_state.detach() "
                     "(or the tutorial's h_state.data)"))]))
 _lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters, calls=3, atol=2e-2,
-         extra=_amp_extra))
+         extra=_amp_extra, first=_amp_steps))
 
 
 def lab_problem(name, make_critic=None):
@@ -660,6 +707,12 @@ def lab_problem(name, make_critic=None):
     if name == "wgan_gp":
         return _wgan_problem(make_critic or Discriminator)[0](0)
     return LABS[name].problem()[0](0)
+
+
+def _prefix(records, counts):
+    """Each optimizer's first counts[name] recorded steps, and the order they ran in."""
+    return {**{name: records[name][:n] for name, n in counts.items()},
+            "order": [(k, name) for k, name in records["order"] if k < counts.get(name, 0)]}
 
 
 def _check(lab, answer, label, success, extra_problems=None):
@@ -672,8 +725,11 @@ def _check(lab, answer, label, success, extra_problems=None):
         return verdict(label, [raised(label, error, LAB_HINTS)], "")
     ref, ref_state, ref_error = lab.run(lab.reference)
     assert ref_error is None, ref_error
+    before, problems = lab.first(state, ref_state) if lab.first else ({}, [])
+    if problems:                # what went wrong first in time: a gradient before that call, or that call's steps
+        earlier = _compare(_prefix(mine, before), _prefix(ref, before), lab.atol)
+        return verdict(label, [earlier] if earlier else problems, success)
     wrong = _compare(mine, ref, lab.atol)
-    problems = []
     if wrong:
         hint = next((h for step, h in lab.mistakes if _matches(mine, lab.run(step)[0], lab.atol)), None)
         problems.append(_("{problem}. {hint}").format(problem=wrong, hint=_(hint)) if hint else wrong)
@@ -757,11 +813,12 @@ def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 def check_amp_lab(optimize_parameters) -> bool:
     """Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), three iterations, with
-    one GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf)."""
-    return _check(LABS["amp"], optimize_parameters, "optimize_parameters", _("both optimizers step through the one "
-                                                                            "scaler on the reference's (unscaled) "
-                                                                            "gradients, and the scale grows once per "
-                                                                            "iteration"))
+    one GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf); an inf
+    in one of D's scaled gradients at call 2 and in one of G's at call 3."""
+    return _check(LABS["amp"], optimize_parameters, "optimize_parameters", _(
+        "both optimizers step through the one scaler on the reference's (unscaled) gradients, each skips the call "
+        "where one of its gradients is inf, and the scale follows the reference's (2x per clean call, halved after "
+        "an inf)"))
 
 
 def check_rnn_train(train) -> bool:

@@ -265,7 +265,8 @@ solved = exercises.check_wgan_gp(my_critic, my_answer)
 # remove a second `scaler.update()` (PR #9). nerfacc's example scales the loss with the scaler and then calls
 # `optimizer.step()` itself: "the gradients are now 1024x larger than they should be" (issue #307). Below, an
 # SR-GAN step in that style, under bfloat16 autocast on the CPU: G's step with D frozen, then D's. The grader's
-# scaler starts at 2^10 and grows 2x at each `update()` without an inf, and the step runs three times.
+# scaler starts at 2^10 and grows 2x at each `update()` without an inf, and the step runs three times; at the
+# second call it makes one of D's scaled gradients inf, and at the third one of G's, as an overflow would.
 
 # %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):

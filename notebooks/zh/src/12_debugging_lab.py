@@ -229,7 +229,7 @@ solved = exercises.check_wgan_gp(my_critic, my_answer)
 #
 # **为什么重要**。混合精度给每个梯度都乘上一个缩放因子；绕过 scaler 直接更新的优化器，用的就是缩放过的梯度。
 #
-# **报告**。neosr（一个超分辨率 GAN 训练框架）让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）。下面是按这种写法实现的一个 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次。
+# **报告**。neosr（一个超分辨率 GAN 训练框架）让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）。下面是按这种写法实现的一个 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。
 
 # %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
