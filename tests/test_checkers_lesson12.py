@@ -64,6 +64,72 @@ def srgan_detached_g(netG, netD, optimizerG, optimizerD, generator_criterion, da
     optimizerG.step()
 
 
+def srgan_inputs(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """Right, a third way: D's loss on the undetached fake, kept out of netG by backward(inputs=...)."""
+    fake_img = netG(data)
+    optimizerD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img).mean()).backward(inputs=list(netD.parameters()))
+    optimizerD.step()
+    optimizerG.zero_grad()
+    generator_criterion(netD(fake_img).mean(), fake_img, target).backward(inputs=list(netG.parameters()))
+    optimizerG.step()
+
+
+def srgan_constant_label(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """Wrong: the adversarial term fed a constant instead of D's score, so nothing of it reaches netG."""
+    fake_img = netG(data)
+    netD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
+    optimizerD.step()
+    netG.zero_grad()
+    generator_criterion(torch.tensor(0.5), fake_img, target).backward()
+    optimizerG.step()
+
+
+def srgan_g_first_frozen(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """Wrong: G's step first (through a frozen D), D's after it."""
+    fake_img = netG(data)
+    netD.requires_grad_(False)
+    optimizerG.zero_grad()
+    generator_criterion(netD(fake_img).mean(), fake_img, target).backward()
+    optimizerG.step()
+    netD.requires_grad_(True)
+    optimizerD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
+    optimizerD.step()
+
+
+def srgan_wasted_backward(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """Right gradients, but D's loss still goes back into netG (retain_graph), thrown away by netG.zero_grad()."""
+    fake_img = netG(data)
+    netD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img).mean()).backward(retain_graph=True)
+    optimizerD.step()
+    netG.zero_grad()
+    generator_criterion(netD(fake_img).mean(), fake_img, target).backward()
+    optimizerG.step()
+
+
+def test_srgan_right_answers_written_three_ways_pass(capsys):
+    for right in (lab.reference_srgan_step, srgan_frozen, srgan_inputs):
+        ok, out = out_of(capsys, exercises.check_srgan_step(right))
+        assert ok and out.startswith("✓"), out
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (srgan_constant_label, ["step 1: optimizerG", "of its norm apart", "image loss's gradient alone"]),
+    (srgan_detached_g, ["step 1: optimizerG", "image loss's gradient alone"]),
+    (srgan_g_first_frozen, ["step 1: optimizerG", "before optimizerD.step()", "G's step ran before D's"]),
+    (srgan_wasted_backward, ["call 1: 2 backward passes reached netG where the reference's make 1"]),
+])
+def test_srgan_wrong_fixes_are_named(capsys, wrong, words):
+    ok, out = out_of(capsys, exercises.check_srgan_step(wrong))
+    assert not ok and out.startswith("✗"), out
+    for w in words:
+        assert w in out, out
+    assert "1x the reference's" not in out and ".detach()" not in out, out
+
+
 def test_srgan(capsys):
     ok, out = out_of(capsys, exercises.check_srgan_step(srgan_broken))
     assert not ok and "modified by an inplace operation" in out and "Hint" in out

@@ -70,6 +70,10 @@ def _what(mine, ref, k, atol, name):
     cos = (g @ r / (g.norm() * r.norm() + 1e-30)).item() if g.norm() > 0 else 0.0
     if g.norm() == 0:
         return _("step {step}: {optimizer} stepped on gradients all zero").format(step=k, optimizer=name)
+    if cos > 0.999 and _times(ratio) == "1x":
+        return _("step {step}: {optimizer} stepped on gradients the size of the reference's and in its direction, yet "
+                 "{apart:.2g} of its norm apart: a small part of the reference's gradient is missing or changed, "
+                 "hidden under a larger one").format(step=k, optimizer=name, apart=((g - r).norm() / r.norm()).item())
     if cos > 0.999:
         return _("step {step}: {optimizer} stepped on gradients {times} the reference's, in the same "
                  "direction").format(step=k, optimizer=name, times=_times(ratio))
@@ -194,13 +198,29 @@ class GeneratorLoss(nn.Module):
 
 
 def _srgan_problem():
+    """Two calls; state["into_G"][k] counts the backward passes that reached netG's first weight in call k + 1."""
     torch.manual_seed(1)
     netG, netD = SRGenerator(), SRDiscriminator()
     optimizerG, optimizerD = optim.Adam(netG.parameters(), lr=1e-3), optim.Adam(netD.parameters(), lr=1e-3)
     data = [(torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8)) for _ in range(2)]
     crit = GeneratorLoss()
-    return (lambda k: (netG, netD, optimizerG, optimizerD, crit, *data[k]),
-            {"optimizerG": optimizerG, "optimizerD": optimizerD}, _names(netG=netG, netD=netD), {})
+    into_G = []
+    netG.body[0].weight.register_post_accumulate_grad_hook(lambda p: into_G.__setitem__(-1, into_G[-1] + 1))
+
+    def args(k):
+        into_G.append(0)
+        return netG, netD, optimizerG, optimizerD, crit, *data[k]
+    return args, {"optimizerG": optimizerG, "optimizerD": optimizerD}, _names(netG=netG, netD=netD), \
+        {"into_G": into_G}
+
+
+def _srgan_extra(mine, ref):
+    for call, (got, want) in enumerate(zip(mine["into_G"], ref["into_G"]), 1):
+        if got > want:
+            return [_("call {call}: {passes} backward passes reached netG where the reference's make {expected}: D's "
+                      "loss was also sent back into netG, work that netG.zero_grad() then throws away").format(
+                call=call, passes=got, expected=want)]
+    return []
 
 
 def reference_srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
@@ -252,8 +272,35 @@ def _srgan_g_through_old_d(netG, netD, optimizerG, optimizerD, generator_criteri
         optimizerG.step()
 
 
+def _srgan_no_adversarial(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """G trained on the image loss alone: the adversarial term, 1/1000 of the loss, left out."""
+    fake_img = netG(data)
+    netD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
+    optimizerD.step()
+    netG.zero_grad()
+    F.mse_loss(fake_img, target).backward()
+    optimizerG.step()
+
+
+def _srgan_g_first(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """G's step first, through D as it was; then D's step."""
+    fake_img = netG(data)
+    netG.zero_grad()
+    generator_criterion(netD(fake_img).mean(), fake_img, target).backward()
+    optimizerG.step()
+    netD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
+    optimizerD.step()
+
+
 _lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, reference_srgan_step, calls=2, atol=2e-6,
-         mistakes=[
+         extra=_srgan_extra, mistakes=[
+    (_srgan_no_adversarial, N_("what reached netG is the image loss's gradient alone: no part of it came through "
+                               "netD, so G no longer learns from D's score of its images (the adversarial term is "
+                               "1/1000 of the loss and hides under the image loss)")),
+    (_srgan_g_first, N_("netG's gradient came through netD as it was before optimizerD.step(): G's step ran before "
+                        "D's, where the report's order, kept in the reference, is D's step first")),
     (_srgan_both_steps_last, N_("both steps after both backwards, as the thread suggests, makes the error go away, "
                                 "but optimizerD then steps on d_loss's gradient plus g_loss's (g_loss went back "
                                 "through netD too), and G learns from D as it was before its step; step D first, then "
