@@ -258,18 +258,62 @@ def train_critic_one_loss(D, G, d_optimizer, images, z, eta, lambda_term=10):
     d_optimizer.step()
 
 
-def test_wgan_gp(capsys):
-    ok, out = out_of(capsys, exercises.check_wgan_gp(broken_make_critic, broken_train_critic))
-    assert not ok and "depends on the other images" in out and "InstanceNorm2d" in out, out
-    ok, out = out_of(capsys, exercises.check_wgan_gp(lab.reference_make_critic, broken_train_critic))
-    assert not ok and "step 1: d_optimizer stepped on gradients" in out and "flatten first" in out, out
-    for make, train in ((lab.reference_make_critic, lab.reference_train_critic), (PerSampleCritic,
-                                                                                  train_critic_one_loss)):
+def group_norm_critic(channels):
+    """Right, another layer: GroupNorm with a single group (a layer norm over each sample's channels and pixels)."""
+    return nn.Sequential(nn.Conv2d(channels, 4, 4, 2, 1), nn.GroupNorm(1, 4), nn.LeakyReLU(0.2),
+                         nn.Conv2d(4, 8, 4, 2, 1), nn.GroupNorm(1, 8), nn.LeakyReLU(0.2), nn.Conv2d(8, 1, 2))
+
+
+def layer_norm_critic(channels):
+    """Right: the layer norm the WGAN-GP paper recommends, written with nn.LayerNorm."""
+    return nn.Sequential(nn.Conv2d(channels, 4, 4, 2, 1), nn.LayerNorm([4, 4, 4]), nn.LeakyReLU(0.2),
+                         nn.Conv2d(4, 1, 4))
+
+
+def train_critic_no_create_graph(D, G, d_optimizer, images, z, eta, lambda_term=10):
+    """Wrong: the penalty's gradient taken without a graph of its own."""
+    d_optimizer.zero_grad()
+    fake = G(z).detach()
+    (D(fake).mean() - D(images).mean()).backward()
+    x_hat = (eta * images + (1 - eta) * fake).requires_grad_(True)
+    g, = torch.autograd.grad(D(x_hat).sum(), x_hat)
+    (lambda_term * ((g.flatten(1).norm(dim=1) - 1) ** 2).mean()).backward()
+    d_optimizer.step()
+
+
+def batch_norm_eval_critic(channels):
+    """Wrong: the BatchNorm critic, put in eval mode once (training mode comes back with the first D.train())."""
+    return lab.Discriminator(channels).eval()
+
+
+FIX_CODE = ("InstanceNorm2d(", "GroupNorm(", "LayerNorm(", ".view(gradients", "flatten first", "create_graph=True")
+
+
+def test_wgan_gp_right_answers_written_differently_pass(capsys):
+    for make, train in ((lab.reference_make_critic, lab.reference_train_critic), (PerSampleCritic, train_critic_one_loss),
+                        (group_norm_critic, lab.reference_train_critic), (layer_norm_critic, train_critic_one_loss)):
         ok, out = out_of(capsys, exercises.check_wgan_gp(make, train))
-        assert ok and out.startswith("✓"), out
-    layer_norm = lambda c: nn.Sequential(nn.Conv2d(c, 4, 4, 2, 1), nn.LayerNorm([4, 4, 4]), nn.Conv2d(4, 1, 4))  # noqa
-    ok, out = out_of(capsys, exercises.check_wgan_gp(layer_norm, lab.reference_train_critic))
-    assert not ok and "not the reference's" in out, out
+        assert ok and out.startswith("✓"), (make, train, out)
+
+
+@pytest.mark.parametrize("make, train, words", [
+    (broken_make_critic, broken_train_critic, ["depends on the other images", "no longer a penalty per sample"]),
+    (batch_norm_eval_critic, lab.reference_train_critic, ["depends on the other images"]),
+    (lab.reference_make_critic, broken_train_critic, ["step 1: d_optimizer stepped on gradients",
+                                                      "over dim 1 of a [batch, 1, H, W] gradient"]),
+    (group_norm_critic, broken_train_critic, ["step 1: d_optimizer", "element by element"]),
+    (lab.reference_make_critic, train_critic_no_create_graph, ["without a graph of its own", "a constant"]),
+])
+def test_wgan_gp_wrong_answers_are_named_without_the_fix(capsys, make, train, words):
+    ok, out = out_of(capsys, exercises.check_wgan_gp(make, train))
+    assert not ok and out.startswith("✗"), out
+    for w in words:
+        assert w in out, out
+    for code in FIX_CODE:
+        assert code not in out, out
+
+
+def test_wgan_gp(capsys):
     ok, out = out_of(capsys, exercises.check_wgan_gp(stub, stub))
     assert not ok and "not solved yet" in out
     ok, out = out_of(capsys, exercises.check_wgan_gp(lab.reference_make_critic, stub))

@@ -216,8 +216,9 @@ broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 
 # %% [markdown]
 # **Fix both.** `make_critic(channels)` returns a critic whose output for one image does not depend on the other
-# images of the batch, with the same parameters as `Discriminator` (so that the grader can compare them). The grader
-# checks that first, by the gradient of the critic's output for image 0 with respect to image 1.
+# images of the batch; which layers do that is yours to choose. The grader checks that first, by the gradient of the
+# critic's output for image 0 with respect to the other images, then runs the reference's critic iteration on your
+# own critic and compares your `train_critic`'s gradients with it.
 
 # %%
 def make_critic(channels):

@@ -186,7 +186,7 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 
 # %% [markdown]
-# **两个都修好**。`make_critic(channels)` 返回一个评判器：它对一张图像的输出不依赖批量中的其他图像，参数与`Discriminator` 相同（这样评分器才能把两者对照）。评分器首先检查这一点，方法是求评判器对图像 0 的输出关于图像 1的梯度。
+# **两个都修好**。`make_critic(channels)` 返回一个评判器：它对一张图像的输出不依赖批量中的其他图像；用哪些层做到这一点，由你决定。评分器首先检查这一点，方法是求评判器对图像 0 的输出关于其他图像的梯度；然后在你自己的评判器上运行参考解法的评判器迭代，拿它的梯度与你的 `train_critic` 的梯度对照。
 
 # %%
 def make_critic(channels):
