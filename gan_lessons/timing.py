@@ -75,7 +75,7 @@ def paired(timed: dict, name: str, reference: str, confidence: float = 0.99) -> 
 def until_decided(measure, name: str, reference: str, below: float = 1.0, rounds: int = 10,
                   max_rounds: int = 50, confidence: float = 0.99) -> dict:
     """Call `measure(rounds)` (which returns {strategy: [ms per round]}) and pool what it returns until the paired
-    ratio of `name` to `reference` decides against `below`, or `max_rounds` rounds are pooled."""
+    ratio of `name` to `reference` decides, for or against `below`, or `max_rounds` rounds are pooled."""
     timed = {}
     while True:
         for key, values in measure(rounds).items():
@@ -86,7 +86,7 @@ def until_decided(measure, name: str, reference: str, below: float = 1.0, rounds
 
 
 def _load() -> str:
-    """The machine's load average per core over the last minute, where the system gives it."""
+    """The machine's one-minute load average and its number of cores, where the system gives them."""
     try:
         return _(", load average {load:.1f} on {cores} cores").format(load=os.getloadavg()[0], cores=os.cpu_count())
     except (AttributeError, OSError):
