@@ -65,7 +65,31 @@ def test_a_timing_cell_output_is_not_compared_by_nbval():
             assert not times or first == "# NBVAL_IGNORE_OUTPUT", (path, i)
 
 
-@pytest.mark.parametrize("path", sorted(TIMING_NOTEBOOKS))
+def _code_shape(source):
+    sys.path.insert(0, str(ROOT / "tools"))
+    from parity import code_shape
+    return code_shape(source)
+
+
+def test_every_copy_of_a_timing_cell_runs_the_same_code():
+    """The answered lesson and its student copy hold the same timing cells, and the Chinese ones the same code once
+    strings and comments are set aside: running one copy per language under load runs them all."""
+    for path, cells in TIMING_NOTEBOOKS.items():
+        name = Path(path).name
+        reference = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+        nb = nbformat.read(ROOT / path, as_version=4)
+        assert cells == TIMING_NOTEBOOKS[f"notebooks/{name}"], path
+        for i in cells:
+            if "# SOLUTION" in reference.cells[i].source:       # a prediction: the student copy leaves its answer out
+                continue
+            assert _code_shape(nb.cells[i].source) == _code_shape(reference.cells[i].source), (path, i)
+
+
+# One copy per language: the English lesson and the Chinese student copy (the test above covers the other two).
+UNDER_LOAD = sorted(p for p in TIMING_NOTEBOOKS if p.startswith(("notebooks/0", "notebooks/1", "notebooks/zh/student/")))
+
+
+@pytest.mark.parametrize("path", UNDER_LOAD)
 def test_timing_cells_pass_while_another_process_keeps_every_core_busy(path):
     """Each notebook with a timing cell, run up to its last one: the cells before the first timing cell on a quiet
     machine (they only prepare), from there on while a third process loads every core. No cell fails, and a timing
