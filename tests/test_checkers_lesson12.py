@@ -395,6 +395,14 @@ def _amp_d_loss(net_d, output, gt):
         return F.softplus(-net_d(gt)).mean() + F.softplus(net_d(output.detach())).mean()
 
 
+def _amp_d_step(net_d, optimizer_d, scaler, output, gt):
+    """D's half of a right step: through the one scaler, then the call's one update()."""
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
 def amp_unscale_and_clip(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     """Right, written another way: unscale_ first to clip G's gradient, then step through the scaler."""
     output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
@@ -403,10 +411,7 @@ def amp_unscale_and_clip(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt)
     scaler.unscale_(optimizer_g)
     torch.nn.utils.clip_grad_norm_(net_g.parameters(), max_norm=1e6)
     scaler.step(optimizer_g)
-    optimizer_d.zero_grad()
-    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
-    scaler.step(optimizer_d)
-    scaler.update()
+    _amp_d_step(net_d, optimizer_d, scaler, output, gt)
 
 
 def amp_unscale_then_step(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -416,10 +421,7 @@ def amp_unscale_then_step(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt
     scaler.scale(l_g_total).backward()
     scaler.unscale_(optimizer_g)
     optimizer_g.step()
-    optimizer_d.zero_grad()
-    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
-    scaler.step(optimizer_d)
-    scaler.update()
+    _amp_d_step(net_d, optimizer_d, scaler, output, gt)
 
 
 def amp_divide_by_hand(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -429,10 +431,7 @@ def amp_divide_by_hand(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     for p in net_g.parameters():
         p.grad /= scaler.get_scale()
     optimizer_g.step()
-    optimizer_d.zero_grad()
-    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
-    scaler.step(optimizer_d)
-    scaler.update()
+    _amp_d_step(net_d, optimizer_d, scaler, output, gt)
 
 
 def amp_no_scaler_for_g(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -440,10 +439,7 @@ def amp_no_scaler_for_g(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     optimizer_g.zero_grad()
     l_g_total.backward()
     optimizer_g.step()
-    optimizer_d.zero_grad()
-    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
-    scaler.step(optimizer_d)
-    scaler.update()
+    _amp_d_step(net_d, optimizer_d, scaler, output, gt)
 
 
 def amp_second_scaler():
