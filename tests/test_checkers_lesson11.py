@@ -42,9 +42,9 @@ def test_the_programs_cover_each_error_and_each_harmless_case():
 
 def test_the_programs_are_the_same_on_every_run():
     assert lesson11.programs(4) == [(k, p) for k, p in lesson11.programs(4)]
-    lesson11._PROGRAMS.clear()
+    lesson11.cases._PROGRAMS.clear()
     first = lesson11.programs(4)
-    lesson11._PROGRAMS.clear()
+    lesson11.cases._PROGRAMS.clear()
     assert lesson11.programs(4) == first
 
 

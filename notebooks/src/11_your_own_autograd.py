@@ -440,7 +440,7 @@ agree = []
 for what, program in programs.items():
     (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
     print(f"{what:<24} torch: {m_t.split('. Hint')[0] if k_t else 'no error'}\n{'':<24} ours:  {m_e or 'no error'}")
-    agree.append(k_t == k_e and lesson11._version_parts(m_t) == lesson11._version_parts(m_e)
+    agree.append(k_t == k_e and lesson11.version_parts(m_t) == lesson11.version_parts(m_e)
                  and (k_t is not None or torch.equal(g_t["a"], g_e["a"])))
 claim("the same outcome from both, the same shapes and versions in the messages", all(agree))
 
@@ -585,7 +585,7 @@ for name, leaf, no_grad in backends():
             messages[name] = str(error)
             raise
 claim("the same saved value, [2, 2], at the same versions, 2 and 1, as lesson 03's seed 001 on nn.Linear",
-      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [2, 2]", "2", "1"))
 
 # %%
@@ -605,7 +605,7 @@ for name, leaf, no_grad in backends():
             messages[name] = str(error)
             raise
 claim("D's last weight, [512, 1], at version 2 where 1 was saved, from both: seed 000's own error",
-      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [512, 1]", "2", "1"))
 
 # %% [markdown]

@@ -391,7 +391,7 @@ agree = []
 for what, program in programs.items():
     (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
     print(f"{what:<24} torch：{m_t.split('. Hint')[0] if k_t else 'no error'}\n{'':<24} 我们： {m_e or 'no error'}")
-    agree.append(k_t == k_e and lesson11._version_parts(m_t) == lesson11._version_parts(m_e)
+    agree.append(k_t == k_e and lesson11.version_parts(m_t) == lesson11.version_parts(m_e)
                  and (k_t is not None or torch.equal(g_t["a"], g_e["a"])))
 claim("两边结果相同，报错信息里的形状和版本也相同", all(agree))
 
@@ -523,7 +523,7 @@ for name, leaf, no_grad in backends():
             messages[name] = str(error)
             raise
 claim("同一个保存的值 [2, 2]，同样的版本 2 和 1，与第 03 课在 nn.Linear 上运行种子 001 的结果一致",
-      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [2, 2]", "2", "1"))
 
 # %%
@@ -543,7 +543,7 @@ for name, leaf, no_grad in backends():
             messages[name] = str(error)
             raise
 claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存时是 1：正是种子 000 自己的报错",
-      lesson11._version_parts(messages["torch"]) == lesson11._version_parts(messages["ours"])
+      lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [512, 1]", "2", "1"))
 
 # %% [markdown]

@@ -1,0 +1,232 @@
+"""Programs for lesson 11's checkers: a few lines of Python over `leaf(shape, requires_grad=...)`, `no_grad()` and
+the operations both engines share, run on torch or on an engine (run), drawn at random per category (programs), and
+compared (compare); and what every step's checker shares to say what it found."""
+import random
+import re
+
+import torch
+
+from gan_lessons.exercises.feedback import stub_left
+from gan_lessons.i18n import _
+from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value
+
+
+def run(program, backend):
+    """Run a program's text on `torch` or on an engine class. Returns (kind, message, gradients): kind is None, or
+    "second time", "version", "leaf" for the three errors, or "other"; gradients maps each leaf that requires grad
+    to its .grad (zeros for None). An engine's NotImplementedError (nbgrader's stub) passes through."""
+    generator = torch.Generator().manual_seed(11)
+    leaves = {}
+
+    def leaf(shape, requires_grad=False):
+        data = torch.randn(shape, generator=generator) * 0.5
+        made = data.requires_grad_(requires_grad) if backend is torch else backend(data, requires_grad=requires_grad)
+        leaves[len(leaves)] = made
+        return made
+    namespace = {"leaf": leaf, "no_grad": torch.no_grad if backend is torch else backend.no_grad}
+    kind, message = None, ""
+    try:
+        exec(program, namespace)                  # the checker's own programs
+    except NotImplementedError:
+        raise
+    except Exception as error:  # reported, compared with torch's
+        message = f"{type(error).__name__}: {error}"
+        kind = ("second time" if "backward through the graph a second time" in message else
+                "version" if "modified by an inplace operation" in message else
+                "leaf" if LEAF_IN_PLACE in message else "other")
+    grads = {}
+    for name, value in namespace.items():
+        if any(value is v for v in leaves.values()) and value.requires_grad:
+            grad = value.grad
+            grads[name] = torch.zeros(value.data.shape) if grad is None else torch.as_tensor(grad).detach().float()
+    return kind, message, grads
+
+
+VERSION_PARTS = re.compile(r"\[(torch\.\w+ \[[\d, ]*\])\].*?is at version (\d+); expected version (\d+)")
+
+
+def version_parts(message):
+    m = VERSION_PARTS.search(message)
+    return m.groups() if m else None
+
+
+def _random_forward(rng, ops=("+", "*", "exp", "@")):
+    """The lines of a random expression and its loss, and each name's (shape, requires grad)."""
+    lines, info = [], {}
+    for name in "abcd"[:rng.randint(2, 4)]:
+        shape, requires = rng.choice([(3, 3), (3, 3), (3,)]), name == "a" or rng.random() < 0.5
+        lines.append(f"{name} = leaf({list(shape)}, requires_grad={requires})")
+        info[name] = (shape, requires)
+    last, exps = "a", 0
+    for k in range(1, rng.randint(2, 5) + 1):
+        op, other = rng.choice(ops), rng.choice(list(info))
+        if op == "exp" and exps < 2:
+            exps += 1
+            lines.append(f"y{k} = {last}.exp()")
+            info[f"y{k}"] = info[last]
+        elif op == "@" and info[last][0] == info[other][0] == (3, 3):
+            lines.append(f"y{k} = {last} @ {other}")
+            info[f"y{k}"] = ((3, 3), info[last][1] or info[other][1])
+        else:
+            op = op if op in "+*" else "*"
+            first, second = (last, other) if rng.random() < 0.5 else (other, last)
+            lines.append(f"y{k} = {first} {op} {second}")
+            info[f"y{k}"] = (max(info[first][0], info[second][0], key=len), info[first][1] or info[second][1])
+        last = f"y{k}"
+    lines.append(f"loss = {last}.sum()")
+    return lines, info, last
+
+
+def _saved_names(lines):
+    """The names whose values some node of the reference engine saved, after running the lines."""
+    namespace = {}
+    run_lines = "\n".join(lines)
+    generator = torch.Generator().manual_seed(11)
+    namespace["leaf"] = lambda shape, requires_grad=False: Value(torch.randn(shape, generator=generator) * 0.5,
+                                                                  requires_grad)
+    namespace["no_grad"] = Value.no_grad
+    exec(run_lines, namespace)
+    values = {n: v for n, v in namespace.items() if isinstance(v, Value)}
+    saved = {id(s) for v in values.values() for s, _ in (v._saved or {}).values()}
+    return [n for n, v in values.items() if id(v) in saved and n != "loss"]
+
+
+def _change(name, info, how="add_(0.5)"):
+    """The lines that change a value in place: under no_grad when it requires grad (grad mode would be an error or,
+    on torch, a rewritten history)."""
+    if info[name][1]:
+        return ["with no_grad():", f"    {name}.{how}"]
+    return [f"{name}.{how}"]
+
+
+def _build(kind, rng):
+    """One program of a category, or None when this draw does not fit it (the caller draws again)."""
+    if kind == "twice, nothing saved":
+        lines, info, last = _random_forward(rng, ops=("+",))
+    else:
+        lines, info, last = _random_forward(rng)
+    saved = _saved_names(lines)
+    leaves_rg = [n for n in "abcd" if n in info and info[n][1]]
+    constants = [n for n in "abcd" if n in info and not info[n][1]]
+    unsaved = [n for n in info if n not in saved]
+    if kind == "gradient":
+        return lines + ["loss.backward()"]
+    if kind in ("twice", "twice, nothing saved"):
+        return lines + ["loss.backward()", "loss.backward()"] if kind != "twice" or saved else None
+    if kind == "twice, retained":
+        return lines + ["loss.backward(retain_graph=True)", "loss.backward()"]
+    if kind in ("two losses", "two losses, retained"):
+        if last == "y1":
+            return None
+        retain = "retain_graph=True" if kind.endswith("retained") else ""
+        return lines + ["loss1 = y1.sum()", f"loss1.backward({retain})", "loss.backward()"]
+    if kind == "stale":
+        return lines + _change(rng.choice(saved), info) + ["loss.backward()"] if saved else None
+    if kind == "changed back":
+        if not saved:
+            return None
+        name = rng.choice(saved)
+        return lines + _change(name, info) + _change(name, info, "add_(-0.5)") + ["loss.backward()"]
+    if kind == "unsaved change":
+        return lines + _change(rng.choice(unsaved), info, "mul_(2.0)") + ["loss.backward()"] if unsaved else None
+    if kind == "changed after backward":
+        return lines + ["loss.backward()"] + _change(rng.choice(saved), info) if saved else None
+    if kind == "retained, then changed":
+        return (lines + ["loss.backward(retain_graph=True)"] + _change(rng.choice(saved), info)
+                + ["loss.backward()"]) if saved else None
+    if kind in ("changed before the forward", "changed before and after"):
+        first_saved = [n for n in saved if n in "abcd"]
+        if not first_saved:
+            return None
+        name = rng.choice(first_saved)
+        at = lines.index(next(x for x in lines if x.startswith(f"{name} = leaf"))) + 1
+        before = lines[:at] + _change(name, info, "mul_(0.5)") + lines[at:]   # an init, as nn.Linear's
+        after = _change(name, info) if kind.endswith("after") else []
+        return before + after + ["loss.backward()"]
+    if kind == "leaf in place":
+        return lines + [f"{rng.choice(leaves_rg)}.add_(0.5)", "loss.backward()"]
+    if kind == "leaf in place, before the forward":
+        return lines[:1] + ["a.mul_(0.5)"] + lines[1:] + ["loss.backward()"]
+    if kind == "leaf in place after backward":
+        return lines + ["loss.backward()", f"{rng.choice(leaves_rg)}.add_(0.5)"]
+    if kind == "constant in place":
+        return lines + [f"{rng.choice(constants)}.mul_(2.0)", "loss.backward()"] if constants else None
+    raise ValueError(kind)
+
+
+CATEGORIES = {   # category: (step, how many programs)
+    "gradient": (2, 24), "twice": (2, 4), "twice, retained": (2, 4), "twice, nothing saved": (2, 3),
+    "two losses": (2, 5), "two losses, retained": (2, 3),
+    "stale": (3, 6), "changed back": (3, 2), "unsaved change": (3, 5), "changed after backward": (3, 3),
+    "retained, then changed": (3, 3), "changed before the forward": (3, 4), "changed before and after": (3, 3),
+    "leaf in place": (4, 4), "leaf in place, before the forward": (4, 2), "leaf in place after backward": (4, 2),
+    "constant in place": (4, 3),
+}
+_PROGRAMS = {}
+
+
+def programs(step):
+    """The checker's programs up to a step: a list of (category, program text), the same on every run."""
+    if step not in _PROGRAMS:
+        out = []
+        for kind, (first_step, count) in CATEGORIES.items():
+            if first_step > step:
+                continue
+            rng = random.Random(f"lesson 11, {kind}")
+            made = []
+            while len(made) < count:
+                lines = _build(kind, rng)
+                if lines is not None:
+                    made.append((kind, "\n".join(lines)))
+            out += made
+        _PROGRAMS[step] = out
+    return _PROGRAMS[step]
+
+
+def compare(engine, step):
+    """Run every program up to `step` on torch and on the engine: one record per program where they differ."""
+    differences = []
+    for kind, program in programs(step):
+        want, got = run(program, torch), run(program, engine)
+        grads_agree = want[0] is not None or all(
+            name in got[2] and got[2][name].shape == g.shape and torch.allclose(got[2][name], g, rtol=1e-4, atol=1e-5)
+            for name, g in want[2].items())
+        parts_agree = want[0] != "version" or got[0] != "version" or \
+            version_parts(want[1]) == version_parts(got[1])
+        if want[0] != got[0] or not grads_agree or not parts_agree:
+            differences.append({"kind": kind, "program": program, "torch": want, "engine": got,
+                                "grads agree": grads_agree, "parts agree": parts_agree})
+    return differences
+
+
+def _shown(program):
+    return "`" + "; ".join(program.replace("with no_grad():\n    ", "with no_grad(): ").splitlines()) + "`"
+
+
+def _said(outcome):
+    return _("no error") if outcome[0] is None else outcome[1].split(" Hint:")[0]
+
+
+def _first(differences, test):
+    return next((d for d in differences if test(d)), None)
+
+
+# --- the nbgrader stub of a step, or of an earlier one ------------------------------------------------------------
+STEP_OF = {"__mul__": 1, "exp": 1, "backward": 2, "unpack": 3}
+
+
+def _stub(name, error, step):
+    """Whether the error is a stub's NotImplementedError; if so, says which step is still to write."""
+    if not isinstance(error, NotImplementedError):
+        return False
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    function = tb.tb_frame.f_code.co_name
+    where = STEP_OF.get(function, step)
+    if where == step:
+        return stub_left(name, error, f"`{function}`")
+    print(_("? {name}: not solved yet: `{function}` (step {step}) still raises NotImplementedError. Solve step "
+            "{step} first, then run this cell again.").format(name=name, function=function, step=where))
+    return True
+

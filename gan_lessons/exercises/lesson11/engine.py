@@ -1,0 +1,175 @@
+"""Lesson 11's reference engine: the lesson's answers, and what a lesson cell runs on while the student's own
+engine is not finished (engine_or_reference); and PyTorch's words for the three errors the engine raises."""
+from contextlib import contextmanager
+
+import torch
+
+from gan_lessons.i18n import _
+
+
+# The engine's own errors (SECOND_TIME, LEAF_IN_PLACE, version_error) are PyTorch's words, compared with torch's
+# messages: they stay in English. The feedback around them is translated.
+
+SECOND_TIME = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+               "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+               "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+               "if you need to access saved tensors after calling backward.")
+LEAF_IN_PLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+def version_error(value, version):
+    """PyTorch's wording of the version error, for a saved value now at another version than `version`."""
+    return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{value.data.type()} {list(value.data.shape)}], is at version {value._version}; "
+            f"expected version {version} instead.")
+
+
+class Value:
+    """A tensor of the reference engine. `data` is a plain torch tensor (it never requires grad): the autograd is ours."""
+    grad_enabled = True                   # the engine's no_grad switch
+
+    def __init__(self, data, requires_grad=False, parents=()):
+        self.data = torch.as_tensor(data, dtype=torch.float32).clone()
+        self.requires_grad = requires_grad
+        self.parents = parents            # the Values this one was computed from; none for a leaf
+        self._backward = None             # (grad, saved tensors by name) -> one gradient per parent, or None
+        self._saved = {}                  # what _backward needs: name -> (Value, its version when saved)
+        self._version = 0                 # bumped by every in-place change
+        self.grad = None                  # a leaf's gradient, added up by backward
+
+    def __repr__(self):
+        return f"Value({self.data.tolist()}, requires_grad={self.requires_grad})"
+
+    @property
+    def is_leaf(self):
+        return not self.parents
+
+    @classmethod
+    @contextmanager
+    def no_grad(cls):
+        """Within the block, operations build no graph (and in-place changes of leaves are allowed)."""
+        before, cls.grad_enabled = cls.grad_enabled, False
+        try:
+            yield
+        finally:
+            cls.grad_enabled = before
+
+    def _value(self, x):
+        return x if isinstance(x, Value) else type(self)(x)
+
+    def _result(self, data, parents):
+        """An operation's output: it requires grad when an input does (and grad is on), and only then has parents."""
+        requires_grad = self.grad_enabled and any(p.requires_grad for p in parents)
+        return type(self)(data, requires_grad, parents if requires_grad else ())
+
+    # --- operations: each saves what its backward needs, and only that -------------------------------------------
+    def __add__(self, other):             # saves nothing: the gradient of a sum needs no values
+        other = self._value(other)
+        out = self._result(self.data + other.data, (self, other))
+        out._backward = lambda grad, saved: (grad.sum_to_size(self.data.shape), grad.sum_to_size(other.data.shape))
+        return out
+
+    def sum(self):
+        out = self._result(self.data.sum(), (self,))
+        out._backward = lambda grad, saved: (grad * torch.ones_like(self.data),)
+        return out
+
+    def __mul__(self, other):             # step 1
+        other = self._value(other)
+        out = self._result(self.data * other.data, (self, other))
+        if self.requires_grad:
+            out.save("other", other)      # self's gradient is grad * other: keep the other operand
+        if other.requires_grad:
+            out.save("self", self)
+
+        def backward(grad, saved):
+            return ((grad * saved["other"]).sum_to_size(self.data.shape) if "other" in saved else None,
+                    (grad * saved["self"]).sum_to_size(other.data.shape) if "self" in saved else None)
+        out._backward = backward
+        return out
+
+    def exp(self):                        # step 1
+        out = self._result(self.data.exp(), (self,))
+        out.save("result", out)           # exp's derivative is exp itself: keep the output, not the input
+        out._backward = lambda grad, saved: (grad * saved["result"],)
+        return out
+
+    def __matmul__(self, other):          # given in the lesson after step 1: saved like mul
+        out = self._result(self.data @ other.data, (self, other))
+        if self.requires_grad:
+            out.save("mat2", other)
+        if other.requires_grad:
+            out.save("self", self)
+
+        def backward(grad, saved):
+            return (grad @ saved["mat2"].T if "mat2" in saved else None,
+                    saved["self"].T @ grad if "self" in saved else None)
+        out._backward = backward
+        return out
+
+    # --- backward, freeing what it used (step 2) ------------------------------------------------------------------
+    def backward(self, retain_graph=False):
+        order, seen = [], set()
+
+        def visit(v):                     # depth first: each value after every value it was computed from
+            if v not in seen:
+                seen.add(v)
+                for p in v.parents:
+                    visit(p)
+                order.append(v)
+        visit(self)
+        grads = {self: torch.ones_like(self.data)}
+        for v in reversed(order):         # from the output back: a node runs once all its gradient has arrived
+            grad = grads.pop(v, None)
+            if grad is None:              # a value that needs no gradient
+                continue
+            if v.is_leaf:
+                v.grad = grad if v.grad is None else v.grad + grad
+                continue
+            if v._saved is None:
+                raise RuntimeError(SECOND_TIME)
+            for p, g in zip(v.parents, v._backward(grad, v.unpack())):
+                if p.requires_grad:
+                    grads[p] = grads[p] + g if p in grads else g
+            if v._saved and not retain_graph:
+                v._saved = None           # freed; a node that saved nothing has nothing to miss next time
+
+    # --- versions: save is given in the lesson, unpack is step 3 --------------------------------------------------
+    def save(self, name, value):
+        """Keep `value` for this node's backward, with the version it has now (nothing on a Value without a graph)."""
+        if self.requires_grad:
+            self._saved[name] = (value, value._version)
+
+    def unpack(self):
+        """The saved tensors by name, each checked: it must still be at the version it was saved at."""
+        tensors = {}
+        for name, (value, version) in self._saved.items():
+            if value._version != version:
+                raise RuntimeError(version_error(value, version))
+            tensors[name] = value.data
+        return tensors
+
+    # --- in-place changes: counted (given in the lesson), and a leaf that requires grad refused (step 4) --------
+    def _inplace(self, op, other):
+        if self.is_leaf and self.requires_grad and self.grad_enabled:
+            raise RuntimeError(LEAF_IN_PLACE)
+        op(self.data, self._value(other).data)
+        self._version += 1
+        return self
+
+    def add_(self, other):
+        return self._inplace(torch.Tensor.add_, other)
+
+    def mul_(self, other):
+        return self._inplace(torch.Tensor.mul_, other)
+
+
+def engine_or_reference(engine, *solved):
+    """The student's engine when every step it needs is solved, else the reference engine; says which."""
+    if engine is not ... and solved and all(solved):
+        print(_("running on your engine"))
+        return engine
+    print(_("running on the reference engine (gan_lessons.exercises.lesson11.Value): finish the steps above for "
+            "yours"))
+    return Value
+

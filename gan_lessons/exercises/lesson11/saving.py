@@ -1,0 +1,200 @@
+"""Lesson 11, step 1: what each operation saves, checked on one-operation expressions against torch's nodes."""
+from contextlib import contextmanager
+
+import torch
+
+from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson11.cases import _stub
+
+
+def _one_op_cases():
+    """(op, shape of a, shape of b, a requires grad, b requires grad, b is a, under no_grad): 40 one-op expressions."""
+    cases = []
+    for seed in range(2):
+        for shapes in [((3, 3), (3, 3)), ((3, 3), (3,)), ((3,), (3, 3)), ((2, 3), ())]:
+            for rg in [(True, False), (False, True), (True, True)]:
+                cases.append(("mul", *shapes, *rg, False, False, seed))
+        cases += [("mul", (3,), (3,), True, True, True, False, seed), ("mul", (3,), (3,), False, False, False, False,
+                  seed), ("mul", (3, 3), (3,), True, True, False, True, seed)]
+        cases += [("exp", s, None, True, False, False, False, seed) for s in [(3, 3), (3,), ()]]
+        cases += [("exp", (3,), None, False, False, False, False, seed), ("exp", (3,), None, True, False, False, True,
+                  seed)]
+    return cases
+
+
+def _roles(entries, a, b, out):
+    roles = []
+    for entry in entries:
+        value = entry[0] if isinstance(entry, tuple) else entry
+        roles.append("a" if value is a else "b" if value is b else "out" if value is out else
+                     "a tensor, not a Value" if isinstance(value, torch.Tensor) else "a copy")
+    return roles
+
+
+def _torch_one_op(case):
+    op, sa, sb, ra, rb, same, no_grad, seed = case
+    generator = torch.Generator().manual_seed(seed)
+    a = (torch.randn(sa, generator=generator) * 0.5).requires_grad_(ra)
+    b = a if same else (None if op == "exp" else (torch.randn(sb, generator=generator) * 0.5).requires_grad_(rb))
+    with torch.set_grad_enabled(not no_grad):
+        out = a * b if op == "mul" else a.exp()
+    roles = []
+    if out.grad_fn is not None:
+        names = ["_saved_self", "_saved_other"] if op == "mul" else ["_saved_result"]
+        for name, role in zip(names, ["a", "b"] if op == "mul" else ["out"]):
+            if getattr(out.grad_fn, name) is not None:
+                roles.append("a" if same else role)
+    grad = torch.randn(out.shape, generator=generator)
+    inputs = [t for t in ([a] if same or op == "exp" else [a, b]) if t.requires_grad]
+    grads = dict(zip([id(t) for t in inputs], torch.autograd.grad(out, inputs, grad))) if out.requires_grad else {}
+    return {"data": out.detach(), "requires_grad": out.requires_grad, "roles": sorted(roles), "grad": grad,
+            "grads": [None if id(t) not in grads else grads[id(t)] for t in ([a, b] if op == "mul" else [a])]}
+
+
+def _describe(case):
+    op, sa, sb, ra, rb, same, no_grad, _seed = case
+
+    def shape(s):
+        return list(s) if s else _("[] (a 0-dim value)")
+    if op == "exp":
+        text = _("`y = a.exp()` with a of shape {shape}, requires_grad={requires_grad}").format(
+            shape=shape(sa), requires_grad=ra)
+    elif same:
+        text = _("`y = a * a`, a requiring grad")
+    else:
+        text = _("`y = a * b` with a {shape_a} requires_grad={requires_grad_a}, b {shape_b} "
+                 "requires_grad={requires_grad_b}").format(shape_a=shape(sa), requires_grad_a=ra, shape_b=shape(sb),
+                                                           requires_grad_b=rb)
+    return _("{expression}, under no_grad").format(expression=text) if no_grad else text
+
+
+def _saving_problem(case, engine, want):
+    op, sa, sb, ra, rb, same, no_grad, seed = case
+    generator = torch.Generator().manual_seed(seed)
+    a = engine(torch.randn(sa, generator=generator) * 0.5, requires_grad=ra)
+    b = a if same else (None if op == "exp" else engine(torch.randn(sb, generator=generator) * 0.5,
+                                                        requires_grad=rb))
+    context = engine.no_grad() if no_grad else _nothing()
+    with context:
+        out = a * b if op == "mul" else a.exp()
+    what = _describe(case)
+    if not isinstance(out, engine) or not torch.allclose(out.data, want["data"]):
+        return _("{op} computed the wrong value on {what}").format(op=op, what=what)
+    if out.requires_grad != want["requires_grad"]:
+        return _("on {what}, the output's requires_grad is {mine}; torch's is {torch}").format(
+            what=what, mine=out.requires_grad, torch=want['requires_grad'])
+    roles = sorted(_roles((out._saved or {}).values(), a, b, out))
+    if roles != want["roles"]:
+        return _name_saving_mistake(op, what, roles, want["roles"], ra, rb)
+    if not out.requires_grad:
+        return None
+    parents = [a, b] if op == "mul" else [a]
+    if len(out.parents) != len(parents) or any(p is not q for p, q in zip(out.parents, parents)):
+        return _("on {what}, the output's parents are not the operands, in order ({operands})").format(
+            what=what, operands='a, b' if op == 'mul' else 'a')
+    saved = {n: (e[0] if isinstance(e, tuple) else e).data for n, e in out._saved.items()}
+    try:
+        grads = out._backward(want["grad"].clone(), saved)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # reported
+        return _("{op}'s backward raised {kind}: {error} on {what}: it must read what it needs from `saved` (the "
+                 "names it saved), and only what it saved").format(op=op, kind=type(error).__name__, error=error,
+                                                                   what=what)
+    grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
+    if len(grads) != len(parents):
+        return _("{op}'s backward returned {count} gradient(s) on {what}: one per parent, in order").format(
+            op=op, count=len(grads), what=what)
+    if same:                              # a * a: a's gradient is what both slots return, added
+        if any(g is None for g in grads):
+            return _("mul's backward returned None for one operand on {what}, where both are a, which requires "
+                     "grad").format(what=what)
+        grads, parents = [torch.as_tensor(grads[0]) + torch.as_tensor(grads[1])], [a]
+    for name, mine, right, p in zip("ab", grads, want["grads"], parents):
+        if right is None:
+            continue
+        if mine is None:
+            return _("{op}'s backward returned None for {name} on {what}, which requires grad").format(
+                op=op, name=name, what=what)
+        mine = torch.as_tensor(mine)
+        if mine.shape != right.shape:
+            return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape {operand_shape}: "
+                     "sum a broadcast gradient back to the operand's shape (`.sum_to_size(...)`, as __add__ "
+                     "does)").format(op=op, name=name, shape=list(mine.shape), what=what,
+                                     operand_shape=list(p.data.shape))
+        if not torch.allclose(mine.float(), right, rtol=1e-4, atol=1e-6):
+            other = 'b' if name == 'a' else 'a'
+            formula = _("grad * exp(a), which is grad * the output") if op == "exp" else \
+                _("grad * {other} (twice: a is both operands)").format(other=other) if same else f"grad * {other}"
+            return _("{op}'s gradient for {name} differs from torch's on {what}: it is {formula}").format(
+                op=op, name=name, what=what, formula=formula)
+    return None
+
+
+def _name_saving_mistake(op, what, roles, right, ra, rb):
+    if any(r in ("a copy", "a tensor, not a Value") for r in roles):
+        return _("{op} saved a copy or a bare tensor on {what}: save the Value itself (`out.save(name, value)`); a "
+                 "copy has a version counter of its own, so an in-place change of the original would go "
+                 "unnoticed").format(op=op, what=what)
+    if op == "exp":
+        if "a" in roles and "out" not in roles:
+            return _("exp saved its input instead of its output on {what}: exp's derivative is exp(a), its own "
+                     "result, so keep the output (`out`) and not a").format(what=what)
+        if not right:
+            return _("exp saved {roles} on {what}, where nothing needs a gradient: save nothing there").format(
+                roles=roles, what=what)
+        if "a" in roles:
+            return _("exp saved its input as well as its output on {what}: the output is all its backward "
+                     "needs").format(what=what)
+        return _("exp saved nothing on {what}: its backward needs the output; keep it with `out.save(...)`").format(
+            what=what)
+    if not right:
+        return _("mul saved {roles} on {what}, where no gradient is needed (no graph): save nothing there").format(
+            roles=roles, what=what)
+    if not roles:
+        return _("mul saved nothing on {what}: its backward needs the other operand; keep it with `out.save(...)` "
+                 "and read it from `saved`").format(what=what)
+    learner, other = ("a", "b") if ra else ("b", "a")
+    if ra != rb and len(set(roles)) == 1 and roles[0] == learner:
+        return _("mul saved its own operand instead of the other on {what}: {learner}'s gradient is grad * "
+                 "{other}, so keep {other}").format(what=what, learner=learner, other=other)
+    if ra != rb and set(roles) == {"a", "b"}:
+        return _("mul saved both operands on {what}: only {learner} needs a gradient, and its gradient needs only "
+                 "{other}; save an operand only when the other one requires grad").format(what=what, learner=learner,
+                                                                                       other=other)
+    return _("mul saved {roles} on {what}; torch saves {right}").format(roles=roles, what=what, right=right)
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def check_saving(engine) -> bool:
+    """Lesson 11, step 1. The engine's `*` and `.exp()` on 40 one-operation expressions (shapes that broadcast, every
+    requires_grad combination, `a * a`, under no_grad), against torch: the output, what it saved (by identity, against
+    MulBackward0's `_saved_self`/`_saved_other` and ExpBackward0's `_saved_result`), and the gradients its backward
+    returns from what it saved."""
+    # TRANSLATORS: the name of lesson 11's step 1, as its feedback lines show it ("✓ saving: ...")
+    name = _("saving")
+    if unanswered(name, engine, N_("your Value class")):
+        return False
+    problems = []
+    for case in _one_op_cases():
+        try:
+            problem = _saving_problem(case, engine, _torch_one_op(case))
+        except NotImplementedError as error:
+            _stub(name, error, 1)
+            return False
+        except Exception as error:  # reported
+            problem = _("{op} raised {kind}: {error} on {what}").format(op=case[0], kind=type(error).__name__,
+                                                                         error=error, what=_describe(case))
+        if problem and problem not in problems:
+            problems.append(problem)
+    if len(problems) > 3:
+        problems = problems[:3] + [_("... and {count} more expression(s) like these").format(count=len(problems) - 3)]
+    return verdict(name, problems, _("on {count} one-operation expressions, `*` and `.exp()` save what torch's "
+                                     "MulBackward0 and ExpBackward0 save, and give torch's gradients").format(
+        count=len(_one_op_cases())))
+
