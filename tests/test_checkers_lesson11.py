@@ -1,6 +1,7 @@
-"""Lesson 11's checkers (check_saving, check_freeing, check_versions, check_leaf_rule), each on the reference engine,
-on right answers written differently, on wrong answers a student writes (each answered with a hint that names the
-mistake), and on nbgrader's stub. An answer is the reference engine with one step's methods replaced."""
+"""Lesson 11's checkers (check_saving, check_freeing, check_versions, check_leaf_rule, check_numerical_grad,
+check_training), each on the reference answer, on right answers written differently, on wrong answers a student
+writes (each answered with a line that names the mistake), and on nbgrader's stub. An engine answer is the reference
+engine with one step's methods replaced."""
 import collections
 import types
 
@@ -13,6 +14,7 @@ from gan_lessons.exercises.lesson11 import LEAF_IN_PLACE, SECOND_TIME, Value
 
 CHECKS = {1: exercises.check_saving, 2: exercises.check_freeing, 3: exercises.check_versions,
           4: exercises.check_leaf_rule}
+SOURCES = {"en": "notebooks/src/11_your_own_autograd.py", "zh": "notebooks/zh/src/11_your_own_autograd.py"}
 
 
 def run(capsys, step, engine):
@@ -31,11 +33,11 @@ def test_the_reference_engine_agrees_with_torch_on_every_program():
 
 
 def test_the_programs_cover_each_error_and_each_harmless_case():
-    outcomes = collections.Counter(lesson11.run(p, torch)[0] for _, p in lesson11.programs(4))
+    outcomes = collections.Counter(lesson11.run(p, torch).kind for _, p in lesson11.programs(4))
     assert outcomes["other"] == 0
     assert outcomes["second time"] >= 5 and outcomes["version"] >= 10 and outcomes["leaf"] >= 5
     assert outcomes[None] >= 40                             # gradients compared: 24 plain expressions and more
-    kinds = collections.Counter(k for k, p in lesson11.programs(4) if lesson11.run(p, torch)[0] is None)
+    kinds = collections.Counter(k for k, p in lesson11.programs(4) if lesson11.run(p, torch).kind is None)
     assert kinds["gradient"] >= 20 and kinds["unsaved change"] and kinds["changed after backward"] \
         and kinds["changed before the forward"] and kinds["twice, retained"] and kinds["twice, nothing saved"]
 
@@ -68,7 +70,8 @@ def stub(name):
     return types.FunctionType(method.__code__.replace(co_name=name), globals(), name)
 
 
-@pytest.mark.parametrize("step, name", [(1, "__mul__"), (1, "exp"), (2, "backward"), (3, "unpack"), (4, "_inplace")])
+@pytest.mark.parametrize("step, name", [(1, "save"), (1, "__mul__"), (1, "exp"), (1, "__matmul__"), (2, "backward"),
+                                        (3, "unpack"), (3, "_inplace"), (4, "_inplace")])
 def test_the_stub_of_the_step_is_not_solved_yet(capsys, step, name):
     ok, out = run(capsys, step, engine(**{name: stub(name)}))
     assert ok is False and out.startswith("?") and "not solved yet" in out and "NotImplementedError" in out
@@ -482,4 +485,389 @@ def test_engine_or_reference(capsys):
     assert exercises.engine_or_reference(mine, True, False) is Value
     assert exercises.engine_or_reference(..., True) is Value
     out = capsys.readouterr().out
-    assert "running on your engine" in out and "reference engine" in out
+    assert "running on your engine" in out and "running on a finished engine, not yours" in out
+    assert "lesson11" not in out and "Value" not in out      # the fallback does not point at the answers
+
+
+# --- step 1, again: save keeps the version; `@` --------------------------------------------------------------------
+def save_value_only(self, name, value):             # no version beside the value
+    if self.requires_grad:
+        self._saved[name] = value
+
+
+def save_version_zero(self, name, value):           # the version every value starts at, not the one it has
+    if self.requires_grad:
+        self._saved[name] = (value, 0)
+
+
+def save_list_entry(self, name, value):             # written another way: the same pair, built differently
+    if not self.requires_grad:
+        return
+    entry = tuple([value, int(value._version)])
+    self._saved.update({name: entry})
+
+
+def matmul_own_operand(self, other):                # keeps the operand whose gradient it computes
+    out = self._result(self.data @ other.data, (self, other))
+    if self.requires_grad:
+        out.save("self", self)
+    if other.requires_grad:
+        out.save("mat2", other)
+    out._backward = lambda grad, saved: (grad @ other.data.T, self.data.T @ grad)
+    return out
+
+
+def matmul_untransposed(self, other):               # b's gradient with the product the wrong way round
+    out = self._result(self.data @ other.data, (self, other))
+    if self.requires_grad:
+        out.save("mat2", other)
+    if other.requires_grad:
+        out.save("self", self)
+    out._backward = lambda grad, saved: (grad @ saved["mat2"].T if "mat2" in saved else None,
+                                         grad.T @ saved["self"] if "self" in saved else None)
+    return out
+
+
+def matmul_other_names(self, other):                # its own names, torch.matmul, the transposes by .mT
+    out = self._result(torch.matmul(self.data, other.data), (self, other))
+    if other.requires_grad:
+        out.save("left", self)
+    if self.requires_grad:
+        out.save("right", other)
+    out._backward = lambda grad, saved: (torch.matmul(grad, saved["right"].mT) if "right" in saved else None,
+                                         torch.matmul(saved["left"].mT, grad) if "left" in saved else None)
+    return out
+
+
+@pytest.mark.parametrize("methods", [{"save": save_list_entry}, {"__matmul__": matmul_other_names},
+                                     {"save": save_list_entry, "__matmul__": matmul_other_names,
+                                      "__mul__": mul_named_otherwise}],
+                         ids=["save as a list", "matmul with own names", "all three"])
+def test_saving_more_right_answers(capsys, methods):
+    ok, out = run(capsys, 1, engine(**methods))
+    assert ok is True and out.startswith("✓"), out
+
+
+@pytest.mark.parametrize("methods, words", [
+    ({"save": save_value_only}, "save kept a value alone, with no version"),
+    ({"save": save_version_zero}, "save kept version 0 for a value at version 2"),
+    ({"__matmul__": matmul_own_operand}, "matmul saved its own operand instead of the other"),
+    ({"__matmul__": matmul_untransposed}, "matmul's gradient for b has shape [4, 3]"),
+], ids=["value only", "version 0", "matmul own operand", "matmul untransposed"])
+def test_saving_more_wrong_answers_are_named(capsys, methods, words):
+    ok, out = run(capsys, 1, engine(**methods))
+    assert ok is False and out.startswith("✗") and words in out, out
+
+
+# --- step 2, again: which call raised; no topological order --------------------------------------------------------------
+def backward_recursive(self, retain_graph=False, grad=None):
+    """The classic slip: recursion from the output, each parent visited once per use, no topological order."""
+    grad = torch.ones_like(self.data) if grad is None else grad
+    if self.is_leaf:
+        self.grad = grad if self.grad is None else self.grad + grad
+        return
+    if self._saved is None:
+        raise RuntimeError(SECOND_TIME)
+    grads = self._backward(grad, self.unpack())
+    if self._saved and not retain_graph:
+        self._saved = None
+    for p, g in zip(self.parents, grads):
+        if p.requires_grad:
+            p.backward(retain_graph, g)
+
+
+def test_the_call_that_raised_is_recorded():
+    program = "a = leaf([3], requires_grad=True)\nloss = (a * a).sum()\nloss.backward()\nloss.backward()"
+    assert lesson11.run(program, torch).call == 2 and lesson11.run(program, Value).call == 2
+    assert lesson11.run(program.replace("loss.backward()\nloss.backward()", "loss.backward()"), torch).call == 0
+
+
+def test_freeing_a_third_right_answer(capsys):
+    ok, out = run(capsys, 2, Value)
+    assert ok is True
+
+
+def test_freeing_without_topological_order_is_named(capsys):
+    ok, out = run(capsys, 2, engine(backward=backward_recursive))
+    assert ok is False and "within the first and only backward call" in out and "topological" in out, out
+    assert "retain_graph=True did not keep" not in out      # not blamed on retain_graph
+
+
+# --- step 3, again: the bump is the student's too ----------------------------------------------------------------------
+def inplace_no_count(self, op, other):              # the placeholder, left as it was
+    op(self.data, self._value(other).data)
+    return self
+
+
+def inplace_counts_by_assignment(self, op, other):  # written another way
+    self.data = op(self.data.clone(), torch.as_tensor(getattr(other, "data", other), dtype=torch.float32))
+    self._version = self._version + 1
+    return self
+
+
+def test_versions_with_a_count_written_differently(capsys):
+    ok, out = run(capsys, 3, engine(_inplace=inplace_counts_by_assignment))
+    assert ok is True, out
+
+
+def test_a_missing_bump_is_named_in_inplace(capsys):
+    ok, out = run(capsys, 3, engine(_inplace=inplace_no_count))
+    assert ok is False and "the version counter did not count in-place changes" in out and "`_inplace`" in out, out
+
+
+# --- step 4, again: a value an operation made is no leaf --------------------------------------------------------------
+def inplace_forgets_is_leaf(self, op, other):
+    if self.requires_grad and self.grad_enabled:
+        raise RuntimeError(LEAF_IN_PLACE)
+    return inplace_accepts_leaves(self, op, other)
+
+
+def inplace_by_parents(self, op, other):            # a third right answer: no parents means a leaf
+    if type(self).grad_enabled and self.requires_grad and len(self.parents) == 0:
+        raise RuntimeError(LEAF_IN_PLACE)
+    return inplace_counts_by_assignment(self, op, other)
+
+
+def test_the_programs_change_values_an_operation_made():
+    kinds = collections.Counter(k for k, _ in lesson11.programs(4))
+    assert kinds["non-leaf in place"] >= 3 and kinds["non-leaf in place after backward"] >= 2
+
+
+def test_leaf_rule_third_right_answer(capsys):
+    ok, out = run(capsys, 4, engine(_inplace=inplace_by_parents))
+    assert ok is True, out
+
+
+def test_leaf_rule_refusing_values_an_operation_made_is_named(capsys):
+    ok, out = run(capsys, 4, engine(_inplace=inplace_forgets_is_leaf))
+    assert ok is False and "refused an in-place change of a value an operation made (not a leaf)" in out, out
+
+
+# --- step 5: finite differences -------------------------------------------------------------------------------------------
+def ng_in_place(f, x, eps=1e-3):
+    grad = torch.zeros_like(x)
+    flat, out = x.view(-1), grad.view(-1)
+    for i in range(flat.numel()):
+        old = flat[i].item()
+        flat[i] = old + eps
+        up = f(x)
+        flat[i] = old - eps
+        down = f(x)
+        flat[i] = old
+        out[i] = (up - down) / (2 * eps)
+    return grad
+
+
+def ng_eye(f, x, eps=1e-3):
+    steps = torch.eye(x.numel(), dtype=x.dtype) * eps
+    return torch.tensor([(f(x + e.reshape(x.shape)) - f(x - e.reshape(x.shape))) / (2 * eps) for e in steps],
+                        dtype=x.dtype).reshape(x.shape)
+
+
+def ng_indices(f, x, eps=1e-3):
+    import itertools
+    g = torch.empty_like(x)
+    for idx in itertools.product(*[range(n) for n in x.shape]):
+        up, down = x.clone(), x.clone()
+        up[idx] += eps
+        down[idx] -= eps
+        g[idx] = (f(up) - f(down)) / (2 * eps)
+    return g
+
+
+def ng_one_sided(f, x, eps=1e-3):
+    g, base = torch.zeros(x.numel(), dtype=x.dtype), f(x)
+    for i in range(x.numel()):
+        y = x.clone().reshape(-1)
+        y[i] += eps
+        g[i] = (f(y.reshape(x.shape)) - base) / eps
+    return g.reshape(x.shape)
+
+
+def ng_by_eps(f, x, eps=1e-3):
+    return ng_in_place(f, x, eps) * 2
+
+
+def ng_at_once(f, x, eps=1e-3):
+    return torch.full_like(x, (f(x + eps) - f(x - eps)) / (2 * eps))
+
+
+def ng_not_restored(f, x, eps=1e-3):
+    grad, flat = torch.zeros_like(x), x.view(-1)
+    for i in range(flat.numel()):
+        old = flat[i].item()
+        flat[i] = old + eps
+        up = f(x)
+        flat[i] = old - eps
+        grad.view(-1)[i] = (up - f(x)) / (2 * eps)
+    return grad
+
+
+def ng_flat(f, x, eps=1e-3):
+    return ng_in_place(f, x, eps).reshape(-1)
+
+
+def ng_stub(f, x, eps=1e-3):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("answer", [ng_in_place, ng_eye, ng_indices], ids=["in place", "eye", "indices"])
+def test_numerical_grad_right_answers(capsys, answer):
+    assert exercises.check_numerical_grad(answer) is True, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, words", [
+    (ng_one_sided, "one-sided difference (f(x + eps) - f(x)) / eps"),
+    (ng_by_eps, "twice the gradient"),
+    (ng_at_once, "every entry of your answer is the same number"),
+    (ng_not_restored, "did not put them back"),
+    (ng_flat, "should have x's shape, [3, 4]"),
+    (ng_stub, "not solved yet"),
+    (..., "not solved yet"),
+], ids=["one-sided", "by eps", "at once", "not restored", "flat", "stub", "ellipsis"])
+def test_numerical_grad_wrong_answers_are_named(capsys, answer, words):
+    ok = exercises.check_numerical_grad(answer)
+    out = capsys.readouterr().out
+    assert ok is False and words in out, out
+    assert "(f(x + eps) - f(x - eps)) / (2" not in out       # the fix is not printed
+
+
+# --- the last build: training on the engine -----------------------------------------------------------------------------
+def fit(params, x, y, steps, lr):
+    W1, b1, W2, b2 = params
+    losses = []
+    for _step in range(steps):
+        pred = (x @ W1 + b1).tanh() @ W2 + b2
+        loss = ((pred - y) * (pred - y)).sum() * (1 / 64)
+        loss.backward()
+        with Value.no_grad():
+            for p in params:
+                p.add_(p.grad * -lr)
+                p.grad = None
+        losses.append(loss.data.item())
+    return losses
+
+
+def fit_reset_first(params, x, y, steps, lr):
+    losses = []
+    for _step in range(steps):
+        for p in params:
+            p.grad = None
+        err = (x @ params[0] + params[1]).tanh() @ params[2] + params[3] + y * -1
+        loss = (err * err).sum() * (1.0 / len(x.data))
+        loss.backward()
+        with Value.no_grad():
+            for p in params:
+                p.add_(-lr * p.grad)
+        losses.append(float(loss.data))
+    return losses
+
+
+def fit_other_form(params, x, y, steps, lr):
+    """A loop over (step, loss) kept as Values; the update as mul_ then add_ back."""
+    kept = []
+    for _step in range(steps):
+        h = (x @ params[0] + params[1]).tanh()
+        loss = (((h @ params[2] + params[3]) - y) * ((h @ params[2] + params[3]) - y)).sum() * (1 / 64)
+        loss.backward()
+        with Value.no_grad():
+            for p in params:
+                update = p.grad * lr
+                p.add_(-update)
+                p.grad = None
+        kept.append(loss)
+    return kept
+
+
+def _fit_with(update, reset=True, forward_once=False):
+    def fit(params, x, y, steps, lr):
+        losses, loss = [], None
+        for _step in range(steps):
+            if loss is None or not forward_once:
+                pred = (x @ params[0] + params[1]).tanh() @ params[2] + params[3]
+                loss = ((pred - y) * (pred - y)).sum() * (1 / 64)
+            loss.backward()
+            params = update(params, lr) or params
+            if reset:
+                for p in params:
+                    p.grad = None
+            losses.append(loss.data.item())
+        return losses
+    return fit
+
+
+def _descend(params, lr):
+    with Value.no_grad():
+        for p in params:
+            p.add_(p.grad * -lr)
+
+
+def _grad_mode(params, lr):
+    for p in params:
+        p.add_(p.grad * -lr)
+
+
+def _ascend(params, lr):
+    with Value.no_grad():
+        for p in params:
+            p.add_(p.grad * lr)
+
+
+def _rebind(params, lr):
+    with Value.no_grad():
+        return [p + p.grad * -lr for p in params]
+
+
+def _fixed_lr(params, lr):
+    _descend(params, 0.1)
+
+
+class TanhKeepsInput(Value):
+    def tanh(self):
+        out = self._result(self.data.tanh(), (self,))
+        out.save("self", self)
+        out._backward = lambda grad, saved: (grad * (1 - saved["self"].tanh() ** 2),)
+        return out
+
+
+@pytest.mark.parametrize("answer", [fit, fit_reset_first, fit_other_form], ids=["reference", "reset first", "kept"])
+def test_training_right_answers(capsys, answer):
+    assert exercises.check_training(Value, answer) is True, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("eng, answer, words", [
+    (Value, _fit_with(_descend, reset=False), "no step resets the gradients"),
+    (Value, _fit_with(_grad_mode), "raised the leaf error"),
+    (Value, _fit_with(_ascend), "along the gradient, not against it"),
+    (Value, _fit_with(_rebind), "a name bound to a new Value"),
+    (Value, _fit_with(_descend, forward_once=True), "Trying to backward through the graph a second time"),
+    (Value, _fit_with(_fixed_lr), "with steps=8, lr=0.3 your loss at step 1"),
+    (TanhKeepsInput, fit, "tanh saved its input instead of its output"),
+    (Value, ..., "not solved yet"),
+], ids=["no reset", "grad mode", "ascent", "rebind", "forward once", "fixed lr", "tanh input", "ellipsis"])
+def test_training_wrong_answers_are_named(capsys, eng, answer, words):
+    ok = exercises.check_training(eng, answer)
+    out = capsys.readouterr().out
+    assert ok is False and words in out, out
+
+
+def test_a_tanh_stub_is_not_solved_yet(capsys):
+    ok = exercises.check_training(engine(tanh=stub("tanh")), fit)
+    out = capsys.readouterr().out
+    assert ok is False and "not solved yet" in out and "`tanh`" in out, out
+
+
+# --- the drawing ------------------------------------------------------------------------------------------------------------
+def test_the_drawing_marks_what_each_node_saved():
+    a, b = Value(torch.ones(3), requires_grad=True), Value(torch.full((3,), 2.0))
+    loss = ((a * b).exp() * b).sum()
+    loss.backward(retain_graph=True)
+    with Value.no_grad():
+        b.add_(1)
+    states = collections.Counter(s.state for s in lesson11.draw_engine({"loss": loss}, a=a, b=b).saved)
+    assert states == {"stale": 2, "alive": 1}
+    loss2 = (a * b).exp().sum()
+    loss2.backward()
+    drawn = lesson11.draw_engine({"loss": loss2}, a=a, b=b)
+    assert [s.state for s in drawn.saved] == ["freed", "freed"] and "exp" in drawn.text and "mul" in drawn.text

@@ -20,8 +20,8 @@ from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check
 from gan_lessons.exercises.lesson08 import check_gradient_penalty, check_lazy_r1
 from gan_lessons.exercises.lesson09 import check_frozen_g_step, reference_frozen_g_step
 from gan_lessons.exercises.lesson10 import check_amp_step, reference_amp_step
-from gan_lessons.exercises.lesson11 import (check_freeing, check_leaf_rule, check_saving, check_versions,
-                                            engine_or_reference)
+from gan_lessons.exercises.lesson11 import (check_freeing, check_leaf_rule, check_numerical_grad, check_saving,
+                                            check_training, check_versions, engine_or_reference)
 from gan_lessons.exercises.lesson12 import (check_amp_lab, check_biggan_train, check_compiled_step, check_rnn_train,
                                             check_srgan_step, check_wgan_gp, lab_problem)
 
@@ -37,7 +37,8 @@ __all__ = [
     "check_gradient_penalty", "check_lazy_r1",                       # lesson 08
     "check_frozen_g_step", "reference_frozen_g_step",                # lesson 09
     "check_amp_step", "reference_amp_step",                          # lesson 10
-    "check_saving", "check_freeing", "check_versions", "check_leaf_rule", "engine_or_reference",  # lesson 11
+    "check_saving", "check_freeing", "check_versions", "check_leaf_rule", "check_numerical_grad", "check_training",
+    "engine_or_reference",                                           # lesson 11
     "check_srgan_step", "check_biggan_train", "check_wgan_gp", "check_amp_lab", "check_rnn_train",
     "check_compiled_step", "lab_problem",                            # lesson 12
 ]

@@ -1,15 +1,22 @@
-"""Lesson 11's exercises: a tiny reverse-mode engine of the student's own, built in four steps, each checked against
-torch on the same programs (check_saving, check_freeing, check_versions, check_leaf_rule).
+"""Lesson 11's exercises: a tiny reverse-mode engine of the student's own, built step by step, each step checked
+against torch on the same programs: what each operation saves (check_saving), backward and freeing (check_freeing),
+version counters (check_versions), the leaf rule (check_leaf_rule), a finite-difference gradient
+(check_numerical_grad), and a model trained on the engine (check_training).
 
-`Value` below is the reference engine, micrograd style: the lesson's answers, and what a lesson cell runs on when
-the student's engine is not finished yet (engine_or_reference). A program is a few lines of Python over `leaf(shape,
-requires_grad=...)`, `no_grad()` and the operations both engines share (`+`, `*`, `@`, `.exp()`, `.sum()`, `.add_`,
-`.mul_`, `.backward(retain_graph=...)`); run() executes one on torch or on an engine, and the checkers compare what
-happens: the error raised (kind, and for the version error the shape and versions), else every leaf's gradient."""
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, SECOND_TIME, Value, engine_or_reference, version_error
+One module per part: `engine` holds the reference engine (what a lesson cell runs on while the student's is not
+finished, engine_or_reference) and PyTorch's words for the three errors; `cases` the programs, run on torch or on an
+engine and compared; `saving`, `backward`, `versions`, `numerics`, `training` one checker each; `drawing` draws an
+engine's graph with what each node saved, alive, freed or stale."""
+from gan_lessons.exercises.lesson11.backward import check_freeing
 from gan_lessons.exercises.lesson11.cases import compare, programs, run, version_parts
+from gan_lessons.exercises.lesson11.drawing import draw_engine
+from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, SECOND_TIME, Value, engine_or_reference, version_error
+from gan_lessons.exercises.lesson11.numerics import check_numerical_grad
 from gan_lessons.exercises.lesson11.saving import check_saving
-from gan_lessons.exercises.lesson11.steps import check_freeing, check_leaf_rule, check_versions
+from gan_lessons.exercises.lesson11.training import check_training, torch_fit, training_problem
+from gan_lessons.exercises.lesson11.versions import check_leaf_rule, check_versions
 
-__all__ = ["LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "version_error", "compare", "programs", "run", "version_parts",
-           "check_saving", "check_freeing", "check_versions", "check_leaf_rule"]
+__all__ = ["LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "version_error", "compare", "programs",
+           "run", "version_parts", "draw_engine", "training_problem", "torch_fit",
+           "check_saving", "check_freeing", "check_versions", "check_leaf_rule", "check_numerical_grad",
+           "check_training"]

@@ -3,6 +3,7 @@ the operations both engines share, run on torch or on an engine (run), drawn at 
 compared (compare); and what every step's checker shares to say what it found."""
 import random
 import re
+from dataclasses import dataclass
 
 import torch
 
@@ -11,10 +12,31 @@ from gan_lessons.i18n import _
 from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value
 
 
+@dataclass
+class Outcome:
+    """What a program did on one backend: `kind` is None (no error), "second time", "version" or "leaf" for the three
+    errors, or "other"; `message` the error's text; `grads` each leaf that requires grad -> its .grad (zeros for
+    None); `call` the backward call under way when the error came (1 for the first; 0 before any)."""
+    kind: str
+    message: str
+    grads: dict
+    call: int = 0
+
+
+def _numbered(program):
+    """The program with `_call = k` before its k-th backward call, so that an error says which call raised it."""
+    lines, k = [], 0
+    for line in program.splitlines():
+        if ".backward(" in line and not line.startswith(" "):
+            k += 1
+            lines.append(f"_call = {k}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def run(program, backend):
-    """Run a program's text on `torch` or on an engine class. Returns (kind, message, gradients): kind is None, or
-    "second time", "version", "leaf" for the three errors, or "other"; gradients maps each leaf that requires grad
-    to its .grad (zeros for None). An engine's NotImplementedError (nbgrader's stub) passes through."""
+    """Run a program's text on `torch` or on an engine class: its Outcome. An engine's NotImplementedError
+    (nbgrader's stub) passes through."""
     generator = torch.Generator().manual_seed(11)
     leaves = {}
 
@@ -23,10 +45,10 @@ def run(program, backend):
         made = data.requires_grad_(requires_grad) if backend is torch else backend(data, requires_grad=requires_grad)
         leaves[len(leaves)] = made
         return made
-    namespace = {"leaf": leaf, "no_grad": torch.no_grad if backend is torch else backend.no_grad}
+    namespace = {"leaf": leaf, "no_grad": torch.no_grad if backend is torch else backend.no_grad, "_call": 0}
     kind, message = None, ""
     try:
-        exec(program, namespace)                  # the checker's own programs
+        exec(_numbered(program), namespace)       # the checker's own programs
     except NotImplementedError:
         raise
     except Exception as error:  # reported, compared with torch's
@@ -39,7 +61,7 @@ def run(program, backend):
         if any(value is v for v in leaves.values()) and value.requires_grad:
             grad = value.grad
             grads[name] = torch.zeros(value.data.shape) if grad is None else torch.as_tensor(grad).detach().float()
-    return kind, message, grads
+    return Outcome(kind, message, grads, namespace["_call"] if kind else 0)
 
 
 VERSION_PARTS = re.compile(r"\[(torch\.\w+ \[[\d, ]*\])\].*?is at version (\d+); expected version (\d+)")
@@ -149,6 +171,12 @@ def _build(kind, rng):
         return lines[:1] + ["a.mul_(0.5)"] + lines[1:] + ["loss.backward()"]
     if kind == "leaf in place after backward":
         return lines + ["loss.backward()", f"{rng.choice(leaves_rg)}.add_(0.5)"]
+    if kind in ("non-leaf in place", "non-leaf in place after backward"):
+        made = [n for n in info if n.startswith("y") and info[n][1]]
+        if not made:
+            return None
+        change = [f"{rng.choice(made)}.{rng.choice(['add_(0.5)', 'mul_(2.0)'])}"]
+        return lines + (change + ["loss.backward()"] if kind == "non-leaf in place" else ["loss.backward()"] + change)
     if kind == "constant in place":
         return lines + [f"{rng.choice(constants)}.mul_(2.0)", "loss.backward()"] if constants else None
     raise ValueError(kind)
@@ -160,7 +188,7 @@ CATEGORIES = {   # category: (step, how many programs)
     "stale": (3, 6), "changed back": (3, 2), "unsaved change": (3, 5), "changed after backward": (3, 3),
     "retained, then changed": (3, 3), "changed before the forward": (3, 4), "changed before and after": (3, 3),
     "leaf in place": (4, 4), "leaf in place, before the forward": (4, 2), "leaf in place after backward": (4, 2),
-    "constant in place": (4, 3),
+    "constant in place": (4, 3), "non-leaf in place": (4, 4), "non-leaf in place after backward": (4, 2),
 }
 _PROGRAMS = {}
 
@@ -188,12 +216,12 @@ def compare(engine, step):
     differences = []
     for kind, program in programs(step):
         want, got = run(program, torch), run(program, engine)
-        grads_agree = want[0] is not None or all(
-            name in got[2] and got[2][name].shape == g.shape and torch.allclose(got[2][name], g, rtol=1e-4, atol=1e-5)
-            for name, g in want[2].items())
-        parts_agree = want[0] != "version" or got[0] != "version" or \
-            version_parts(want[1]) == version_parts(got[1])
-        if want[0] != got[0] or not grads_agree or not parts_agree:
+        grads_agree = want.kind is not None or all(
+            name in got.grads and got.grads[name].shape == g.shape and torch.allclose(got.grads[name], g, rtol=1e-4, atol=1e-5)
+            for name, g in want.grads.items())
+        parts_agree = want.kind != "version" or got.kind != "version" or \
+            version_parts(want.message) == version_parts(got.message)
+        if want.kind != got.kind or not grads_agree or not parts_agree:
             differences.append({"kind": kind, "program": program, "torch": want, "engine": got,
                                 "grads agree": grads_agree, "parts agree": parts_agree})
     return differences
@@ -204,7 +232,10 @@ def _shown(program):
 
 
 def _said(outcome):
-    return _("no error") if outcome[0] is None else outcome[1].split(" Hint:")[0]
+    if outcome.kind is None:
+        return _("no error")
+    said = outcome.message.split(" Hint:")[0]
+    return _("{error} (from backward call {call})").format(error=said, call=outcome.call) if outcome.call else said
 
 
 def _first(differences, test):
@@ -212,7 +243,8 @@ def _first(differences, test):
 
 
 # --- the nbgrader stub of a step, or of an earlier one ------------------------------------------------------------
-STEP_OF = {"__mul__": 1, "exp": 1, "backward": 2, "unpack": 3}
+STEP_OF = {"save": 1, "__mul__": 1, "exp": 1, "__matmul__": 1, "backward": 2, "unpack": 3, "_inplace": 3,
+           "tanh": 6}
 
 
 def _stub(name, error, step):
@@ -224,9 +256,35 @@ def _stub(name, error, step):
         tb = tb.tb_next
     function = tb.tb_frame.f_code.co_name
     where = STEP_OF.get(function, step)
+    if function == "_inplace" and step == 4:  # written in step 3, written again in step 4
+        where = step
     if where == step:
         return stub_left(name, error, f"`{function}`")
     print(_("? {name}: not solved yet: `{function}` (step {step}) still raises NotImplementedError. Solve step "
             "{step} first, then run this cell again.").format(name=name, function=function, step=where))
     return True
 
+
+
+def run_all(name, engine, step):
+    """compare(engine, step), or None when a stub is still there (said)."""
+    try:
+        return compare(engine, step)
+    except NotImplementedError as error:
+        _stub(name, error, step)
+        return None
+
+
+def generic(d):
+    """One line for a difference no hint names: what torch gives, what the engine gives."""
+    if d["grads agree"]:
+        return _("on {program} torch gives {theirs}; your engine gives {yours}").format(
+            program=_shown(d['program']), theirs=_said(d['torch']), yours=_said(d['engine']))
+    return _("on {program} torch gives {theirs} and other gradients; your engine gives {yours}").format(
+        program=_shown(d['program']), theirs=_said(d['torch']), yours=_said(d['engine']))
+
+
+def counts(step):
+    """How many programs up to `step` give each of torch's errors, and how many random expressions there are."""
+    kinds = [run(p, torch).kind for _, p in programs(step)]
+    return {"gradient": CATEGORIES["gradient"][1], **{k: kinds.count(k) for k in ("second time", "version", "leaf")}}

@@ -5,22 +5,39 @@ import torch
 
 from gan_lessons.exercises.feedback import unanswered, verdict
 from gan_lessons.i18n import N_, _
+from gan_lessons.lesson import headline
 from gan_lessons.exercises.lesson11.cases import _stub
 
 
-def _one_op_cases():
-    """(op, shape of a, shape of b, a requires grad, b requires grad, b is a, under no_grad): 40 one-op expressions."""
+UNARY = ("exp", "tanh")                   # operations whose backward reads their own output
+BINARY = {"mul": ("_saved_self", "_saved_other"), "matmul": ("_saved_self", "_saved_mat2")}   # torch's names for a, b
+
+
+def _one_op_cases(ops=("mul", "exp", "matmul")):
+    """(op, shape of a, shape of b, a requires grad, b requires grad, b is a, under no_grad, seed): one-operation
+    expressions, every requires_grad combination, broadcasting, `a * a`, under no_grad."""
     cases = []
     for seed in range(2):
-        for shapes in [((3, 3), (3, 3)), ((3, 3), (3,)), ((3,), (3, 3)), ((2, 3), ())]:
-            for rg in [(True, False), (False, True), (True, True)]:
-                cases.append(("mul", *shapes, *rg, False, False, seed))
-        cases += [("mul", (3,), (3,), True, True, True, False, seed), ("mul", (3,), (3,), False, False, False, False,
-                  seed), ("mul", (3, 3), (3,), True, True, False, True, seed)]
-        cases += [("exp", s, None, True, False, False, False, seed) for s in [(3, 3), (3,), ()]]
-        cases += [("exp", (3,), None, False, False, False, False, seed), ("exp", (3,), None, True, False, False, True,
-                  seed)]
+        if "mul" in ops:
+            for shapes in [((3, 3), (3, 3)), ((3, 3), (3,)), ((3,), (3, 3)), ((2, 3), ())]:
+                for rg in [(True, False), (False, True), (True, True)]:
+                    cases.append(("mul", *shapes, *rg, False, False, seed))
+            cases += [("mul", (3,), (3,), True, True, True, False, seed), ("mul", (3,), (3,), False, False, False,
+                      False, seed), ("mul", (3, 3), (3,), True, True, False, True, seed)]
+        if "matmul" in ops:
+            cases += [("matmul", (2, 3), (3, 4), *rg, False, False, seed) for rg in
+                      [(True, False), (False, True), (True, True), (False, False)]]
+            cases += [("matmul", (3, 3), (3, 3), True, True, True, False, seed),
+                      ("matmul", (2, 3), (3, 4), True, True, False, True, seed)]
+        for op in [op for op in UNARY if op in ops]:
+            cases += [(op, s, None, True, False, False, False, seed) for s in [(3, 3), (3,), ()]]
+            cases += [(op, (3,), None, False, False, False, False, seed), (op, (3,), None, True, False, False, True,
+                      seed)]
     return cases
+
+
+def _apply(op, a, b):
+    return a * b if op == "mul" else a @ b if op == "matmul" else getattr(a, op)()
 
 
 def _roles(entries, a, b, out):
@@ -36,20 +53,20 @@ def _torch_one_op(case):
     op, sa, sb, ra, rb, same, no_grad, seed = case
     generator = torch.Generator().manual_seed(seed)
     a = (torch.randn(sa, generator=generator) * 0.5).requires_grad_(ra)
-    b = a if same else (None if op == "exp" else (torch.randn(sb, generator=generator) * 0.5).requires_grad_(rb))
+    b = a if same else (None if op in UNARY else (torch.randn(sb, generator=generator) * 0.5).requires_grad_(rb))
     with torch.set_grad_enabled(not no_grad):
-        out = a * b if op == "mul" else a.exp()
+        out = _apply(op, a, b)
     roles = []
     if out.grad_fn is not None:
-        names = ["_saved_self", "_saved_other"] if op == "mul" else ["_saved_result"]
-        for name, role in zip(names, ["a", "b"] if op == "mul" else ["out"]):
+        names = BINARY.get(op, ["_saved_result"])
+        for name, role in zip(names, ["a", "b"] if op in BINARY else ["out"]):
             if getattr(out.grad_fn, name) is not None:
                 roles.append("a" if same else role)
     grad = torch.randn(out.shape, generator=generator)
-    inputs = [t for t in ([a] if same or op == "exp" else [a, b]) if t.requires_grad]
+    inputs = [t for t in ([a] if same or op in UNARY else [a, b]) if t.requires_grad]
     grads = dict(zip([id(t) for t in inputs], torch.autograd.grad(out, inputs, grad))) if out.requires_grad else {}
     return {"data": out.detach(), "requires_grad": out.requires_grad, "roles": sorted(roles), "grad": grad,
-            "grads": [None if id(t) not in grads else grads[id(t)] for t in ([a, b] if op == "mul" else [a])]}
+            "grads": [None if id(t) not in grads else grads[id(t)] for t in ([a, b] if op in BINARY else [a])]}
 
 
 def _describe(case):
@@ -57,15 +74,16 @@ def _describe(case):
 
     def shape(s):
         return list(s) if s else _("[] (a 0-dim value)")
-    if op == "exp":
-        text = _("`y = a.exp()` with a of shape {shape}, requires_grad={requires_grad}").format(
-            shape=shape(sa), requires_grad=ra)
+    sign = "*" if op == "mul" else "@"
+    if op in UNARY:
+        text = _("`y = a.{op}()` with a of shape {shape}, requires_grad={requires_grad}").format(
+            op=op, shape=shape(sa), requires_grad=ra)
     elif same:
-        text = _("`y = a * a`, a requiring grad")
+        text = _("`y = a {sign} a`, a requiring grad").format(sign=sign)
     else:
-        text = _("`y = a * b` with a {shape_a} requires_grad={requires_grad_a}, b {shape_b} "
-                 "requires_grad={requires_grad_b}").format(shape_a=shape(sa), requires_grad_a=ra, shape_b=shape(sb),
-                                                           requires_grad_b=rb)
+        text = _("`y = a {sign} b` with a {shape_a} requires_grad={requires_grad_a}, b {shape_b} "
+                 "requires_grad={requires_grad_b}").format(sign=sign, shape_a=shape(sa), requires_grad_a=ra,
+                                                           shape_b=shape(sb), requires_grad_b=rb)
     return _("{expression}, under no_grad").format(expression=text) if no_grad else text
 
 
@@ -73,11 +91,14 @@ def _saving_problem(case, engine, want):
     op, sa, sb, ra, rb, same, no_grad, seed = case
     generator = torch.Generator().manual_seed(seed)
     a = engine(torch.randn(sa, generator=generator) * 0.5, requires_grad=ra)
-    b = a if same else (None if op == "exp" else engine(torch.randn(sb, generator=generator) * 0.5,
+    b = a if same else (None if op in UNARY else engine(torch.randn(sb, generator=generator) * 0.5,
                                                         requires_grad=rb))
+    a._version = 2                        # as if changed in place before: save must keep the version it finds
+    if b is not None and b is not a:
+        b._version = 1
     context = engine.no_grad() if no_grad else _nothing()
     with context:
-        out = a * b if op == "mul" else a.exp()
+        out = _apply(op, a, b)
     what = _describe(case)
     if not isinstance(out, engine) or not torch.allclose(out.data, want["data"]):
         return _("{op} computed the wrong value on {what}").format(op=op, what=what)
@@ -87,12 +108,17 @@ def _saving_problem(case, engine, want):
     roles = sorted(_roles((out._saved or {}).values(), a, b, out))
     if roles != want["roles"]:
         return _name_saving_mistake(op, what, roles, want["roles"], ra, rb)
+    unversioned = _unversioned((out._saved or {}).values())
+    if unversioned:
+        return _("save kept {kept} on {what}: beside each value, keep the version it has when it is saved (here "
+                 "{version}), as the `_saved` entry `(value, version)`; step 3 compares it with the version at "
+                 "backward").format(kept=unversioned[0], what=what, version=unversioned[1])
     if not out.requires_grad:
         return None
-    parents = [a, b] if op == "mul" else [a]
+    parents = [a, b] if op in BINARY else [a]
     if len(out.parents) != len(parents) or any(p is not q for p, q in zip(out.parents, parents)):
         return _("on {what}, the output's parents are not the operands, in order ({operands})").format(
-            what=what, operands='a, b' if op == 'mul' else 'a')
+            what=what, operands='a, b' if op in BINARY else 'a')
     saved = {n: (e[0] if isinstance(e, tuple) else e).data for n, e in out._saved.items()}
     try:
         grads = out._backward(want["grad"].clone(), saved)
@@ -118,18 +144,43 @@ def _saving_problem(case, engine, want):
             return _("{op}'s backward returned None for {name} on {what}, which requires grad").format(
                 op=op, name=name, what=what)
         mine = torch.as_tensor(mine)
+        if mine.shape != right.shape and op == "matmul":
+            return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape {operand_shape}: "
+                     "the gradient of a matrix has the matrix's shape").format(
+                op=op, name=name, shape=list(mine.shape), what=what, operand_shape=list(p.data.shape))
         if mine.shape != right.shape:
             return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape {operand_shape}: "
                      "sum a broadcast gradient back to the operand's shape (`.sum_to_size(...)`, as __add__ "
                      "does)").format(op=op, name=name, shape=list(mine.shape), what=what,
                                      operand_shape=list(p.data.shape))
         if not torch.allclose(mine.float(), right, rtol=1e-4, atol=1e-6):
-            other = 'b' if name == 'a' else 'a'
-            formula = _("grad * exp(a), which is grad * the output") if op == "exp" else \
-                _("grad * {other} (twice: a is both operands)").format(other=other) if same else f"grad * {other}"
             return _("{op}'s gradient for {name} differs from torch's on {what}: it is {formula}").format(
-                op=op, name=name, what=what, formula=formula)
+                op=op, name=name, what=what, formula=_formula(op, name, same))
     return None
+
+
+def _unversioned(entries):
+    """The first saved entry that does not carry its value's version: (what it kept, the version), or None."""
+    for entry in entries:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and hasattr(entry[0], "_version")):
+            return (_("a value alone, with no version") if hasattr(entry, "_version") else repr(entry)[:40],
+                    getattr(entry, "_version", "?"))
+        value, version = entry
+        if version != value._version:
+            return _("version {kept} for a value at version {version}").format(kept=version,
+                                                                                version=value._version), value._version
+    return None
+
+
+def _formula(op, name, same):
+    other = "b" if name == "a" else "a"
+    if op == "exp":
+        return _("grad * exp(a), which is grad * the output")
+    if op == "tanh":
+        return _("grad * (1 - tanh(a)**2), which is grad * (1 - the output**2)")
+    if op == "matmul":
+        return "grad @ b.T" if name == "a" else "a.T @ grad"
+    return _("grad * {other} (twice: a is both operands)").format(other=other) if same else f"grad * {other}"
 
 
 def _name_saving_mistake(op, what, roles, right, ra, rb):
@@ -137,33 +188,33 @@ def _name_saving_mistake(op, what, roles, right, ra, rb):
         return _("{op} saved a copy or a bare tensor on {what}: save the Value itself (`out.save(name, value)`); a "
                  "copy has a version counter of its own, so an in-place change of the original would go "
                  "unnoticed").format(op=op, what=what)
-    if op == "exp":
+    if op in UNARY:
         if "a" in roles and "out" not in roles:
-            return _("exp saved its input instead of its output on {what}: exp's derivative is exp(a), its own "
-                     "result, so keep the output (`out`) and not a").format(what=what)
+            return _("{op} saved its input instead of its output on {what}: {op}'s derivative can be computed from "
+                     "its own result, so keep the output (`out`) and not a").format(op=op, what=what)
         if not right:
-            return _("exp saved {roles} on {what}, where nothing needs a gradient: save nothing there").format(
-                roles=roles, what=what)
+            return _("{op} saved {roles} on {what}, where nothing needs a gradient: save nothing there").format(
+                op=op, roles=roles, what=what)
         if "a" in roles:
-            return _("exp saved its input as well as its output on {what}: the output is all its backward "
-                     "needs").format(what=what)
-        return _("exp saved nothing on {what}: its backward needs the output; keep it with `out.save(...)`").format(
-            what=what)
+            return _("{op} saved its input as well as its output on {what}: the output is all its backward "
+                     "needs").format(op=op, what=what)
+        return _("{op} saved nothing on {what}: its backward needs the output; keep it with `out.save(...)`").format(
+            op=op, what=what)
     if not right:
-        return _("mul saved {roles} on {what}, where no gradient is needed (no graph): save nothing there").format(
-            roles=roles, what=what)
+        return _("{op} saved {roles} on {what}, where no gradient is needed (no graph): save nothing there").format(
+            op=op, roles=roles, what=what)
     if not roles:
-        return _("mul saved nothing on {what}: its backward needs the other operand; keep it with `out.save(...)` "
-                 "and read it from `saved`").format(what=what)
+        return _("{op} saved nothing on {what}: its backward needs the other operand; keep it with "
+                 "`out.save(...)` and read it from `saved`").format(op=op, what=what)
     learner, other = ("a", "b") if ra else ("b", "a")
     if ra != rb and len(set(roles)) == 1 and roles[0] == learner:
-        return _("mul saved its own operand instead of the other on {what}: {learner}'s gradient is grad * "
-                 "{other}, so keep {other}").format(what=what, learner=learner, other=other)
+        return _("{op} saved its own operand instead of the other on {what}: {learner}'s gradient is computed from "
+                 "{other}, so keep {other}").format(op=op, what=what, learner=learner, other=other)
     if ra != rb and set(roles) == {"a", "b"}:
-        return _("mul saved both operands on {what}: only {learner} needs a gradient, and its gradient needs only "
-                 "{other}; save an operand only when the other one requires grad").format(what=what, learner=learner,
-                                                                                       other=other)
-    return _("mul saved {roles} on {what}; torch saves {right}").format(roles=roles, what=what, right=right)
+        return _("{op} saved both operands on {what}: only {learner} needs a gradient, and its gradient needs only "
+                 "{other}; save an operand only when the other one requires grad").format(op=op, what=what,
+                                                                                       learner=learner, other=other)
+    return _("{op} saved {roles} on {what}; torch saves {right}").format(op=op, roles=roles, what=what, right=right)
 
 
 @contextmanager
@@ -171,30 +222,40 @@ def _nothing():
     yield
 
 
-def check_saving(engine) -> bool:
-    """Lesson 11, step 1. The engine's `*` and `.exp()` on 40 one-operation expressions (shapes that broadcast, every
-    requires_grad combination, `a * a`, under no_grad), against torch: the output, what it saved (by identity, against
-    MulBackward0's `_saved_self`/`_saved_other` and ExpBackward0's `_saved_result`), and the gradients its backward
-    returns from what it saved."""
-    # TRANSLATORS: the name of lesson 11's step 1, as its feedback lines show it ("✓ saving: ...")
-    name = _("saving")
-    if unanswered(name, engine, N_("your Value class")):
-        return False
+def one_op_problems(name, engine, ops, step):
+    """What differs from torch on the one-operation expressions of `ops`: a list of problems, or None when a stub
+    is still there (said)."""
     problems = []
-    for case in _one_op_cases():
+    for case in _one_op_cases(ops):
         try:
             problem = _saving_problem(case, engine, _torch_one_op(case))
         except NotImplementedError as error:
-            _stub(name, error, 1)
-            return False
+            _stub(name, error, step)
+            return None
         except Exception as error:  # reported
             problem = _("{op} raised {kind}: {error} on {what}").format(op=case[0], kind=type(error).__name__,
-                                                                         error=error, what=_describe(case))
+                                                                         error=headline(str(error)), what=_describe(case))
         if problem and problem not in problems:
             problems.append(problem)
     if len(problems) > 3:
         problems = problems[:3] + [_("... and {count} more expression(s) like these").format(count=len(problems) - 3)]
-    return verdict(name, problems, _("on {count} one-operation expressions, `*` and `.exp()` save what torch's "
-                                     "MulBackward0 and ExpBackward0 save, and give torch's gradients").format(
-        count=len(_one_op_cases())))
+    return problems
+
+
+def check_saving(engine) -> bool:
+    """Lesson 11, step 1. `save` and the engine's `*`, `.exp()` and `@` on 50 one-operation expressions (shapes that
+    broadcast, every requires_grad combination, `a * a`, under no_grad), against torch: the output, what it saved (by
+    identity, against MulBackward0's `_saved_self`/`_saved_other`, ExpBackward0's `_saved_result` and MmBackward0's
+    `_saved_self`/`_saved_mat2`), the version kept beside each saved value, and the gradients its backward returns
+    from what it saved."""
+    # TRANSLATORS: the name of lesson 11's step 1, as its feedback lines show it ("✓ saving: ...")
+    name = _("saving")
+    if unanswered(name, engine, N_("your Value class")):
+        return False
+    problems = one_op_problems(name, engine, ("mul", "exp", "matmul"), 1)
+    if problems is None:
+        return False
+    return verdict(name, problems, _("on {count} one-operation expressions, `*`, `.exp()` and `@` save what torch's "
+                                     "MulBackward0, ExpBackward0 and MmBackward0 save, each with its version, and "
+                                     "give torch's gradients").format(count=len(_one_op_cases())))
 

@@ -1,0 +1,118 @@
+"""Lesson 11, step 2: backward, and freeing what it used; checked on programs run on torch and on the student's
+engine."""
+import re
+
+import torch
+
+from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson11.cases import _first, _said, _shown, counts, generic, programs, run, run_all
+
+
+TWO_USES = "a = leaf([3], requires_grad=True)\ny = a.exp()\nloss = (y + y).sum()\nloss.backward()"
+
+
+def _reached_twice(engine):
+    """A one-backward program where a value that saved something is used twice: a backward that runs a node once
+    per use (no topological order) frees on the first run and raises on the second. The line that says so, or None."""
+    if engine is None:
+        return None
+    got = run(TWO_USES, engine)
+    if got.kind == "second time" and got.call == 1:
+        return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
+                 "only backward call of {program}: it ran y's node once per use of y, and the first run freed what "
+                 "exp saved. Run each node once, after the gradient from every use of it has arrived (a topological "
+                 "order)").format(program=_shown(TWO_USES))
+    return None
+
+
+def freeing_problems(differences, engine=None):
+    problems = []
+    twice = _reached_twice(engine)
+    if twice:
+        problems.append(twice)
+        differences = [d for d in differences if not (d["engine"].kind == "second time" and d["torch"].kind is None)]
+    other = _first(differences, lambda d: d["engine"].kind == "other")
+    if other:
+        if other["torch"].kind == "second time":
+            problems.append(_("your engine raised {yours} on {program}: the saved values are gone there; raise "
+                              "torch's RuntimeError (\"Trying to backward through the graph a second time ...\") "
+                              "instead").format(yours=_said(other['engine']), program=_shown(other['program'])))
+        else:
+            problems.append(_("your engine raised {yours} on {program}").format(yours=_said(other['engine']),
+                                                                                program=_shown(other['program'])))
+    ran = _first(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind is None)
+    if ran:
+        problems.append(_("saved values were not freed: a second backward ran on {program}, where torch raises "
+                          "\"Trying to backward through the graph a second time\". After a node's backward, free "
+                          "what it saved (unless retain_graph=True), and refuse a node whose saved values are "
+                          "gone").format(program=_shown(ran['program'])))
+    retained = _first(differences, lambda d: d["kind"].endswith("retained") and d["engine"].kind == "second time"
+                      and d["engine"].call == 2)
+    if retained:
+        problems.append(_("retain_graph=True did not keep the saved values: the second backward raised on "
+                          "{program}; free them only when retain_graph is False").format(
+            program=_shown(retained['program'])))
+    empty = _first(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "second time"
+                   and not d["kind"].endswith("retained"))
+    if empty:
+        problems.append(_("a second backward through nodes that saved nothing raised on {program}: torch runs it "
+                          "(an addition or a sum keeps no values, so it has nothing to miss); mark as freed only a "
+                          "node that had saved something").format(program=_shown(empty['program'])))
+    wording = _first(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind not in
+                     ("second time", None, "other"))
+    if wording:
+        problems.append(_("on {program} your engine raised {yours}; torch says \"Trying to backward through the "
+                          "graph a second time ...\"").format(program=_shown(wording['program']),
+                                                              yours=_said(wording['engine'])))
+    grads = [d for d in differences if d["torch"].kind is None and d["engine"].kind is None and not d["grads agree"]]
+    twice = [d for d in grads if "twice" in d["kind"] or "losses" in d["kind"]]
+    once = [d for d in grads if d not in twice]
+    if once:
+        shared = [d for d in once if _uses_twice(d["program"])]
+        if len(shared) == len(once):
+            problems.append(_("a value used more than once got the gradient of only some of its uses, on "
+                              "{program}: add up the gradients that reach a value from every use, and run its "
+                              "backward only once all of them have arrived (topological order)").format(
+                program=_shown(once[0]['program'])))
+        else:
+            problems.append(_("gradients differ from torch's on {count} expression(s), e.g. {program}").format(
+                count=len(once), program=_shown(once[0]['program'])))
+    if twice and not once:
+        d = twice[0]
+        halves = all(torch.allclose(d["engine"].grads[n], g / 2, rtol=1e-4, atol=1e-5) for n, g in d["torch"].grads.items())
+        if halves:
+            problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: each "
+                              "backward replaced .grad instead of adding to it (torch accumulates into a leaf's "
+                              ".grad)").format(program=_shown(d['program'])))
+        else:
+            problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: "
+                              "gradients of intermediate values carried over from the first call (keep them per "
+                              "backward call: torch keeps .grad only on leaves)").format(program=_shown(d['program'])))
+    return problems
+
+
+def _uses_twice(program):
+    words = re.findall(r"\b(?:[a-d]|y\d+)\b", "\n".join(x.split("=", 1)[1] for x in program.splitlines()
+                                                         if "=" in x and "leaf(" not in x))
+    return len(words) != len(set(words))
+
+
+def check_freeing(engine) -> bool:
+    """Lesson 11, step 2. engine.backward(retain_graph=False) against torch on the same programs: gradients on 24
+    random expressions (`+`, `*`, `.exp()`, `@`), and "Trying to backward through the graph a second time" raised
+    exactly where torch raises it (backward twice, two losses sharing nodes) and not otherwise (retain_graph=True,
+    nodes that saved nothing)."""
+    # TRANSLATORS: the name of lesson 11's step 2, as its feedback lines show it ("✓ freeing: ...")
+    name = _("freeing")
+    if unanswered(name, engine, N_("your Value class")):
+        return False
+    differences = run_all(name, engine, 2)
+    if differences is None:
+        return False
+    problems = freeing_problems(differences, engine) or [generic(d) for d in differences[:3]]
+    found = counts(2)
+    return verdict(name, problems, _("on {count} programs your backward gives torch's gradients ({random} random "
+                                     "expressions and every program that runs), and refuses a second backward "
+                                     "exactly where torch does ({second_time})").format(
+        count=len(programs(2)), random=found['gradient'], second_time=found['second time']))
