@@ -1,4 +1,4 @@
-"""Lesson 01's checkers (issue 24): check_sgd_step and check_init on right answers written differently (each
+"""Lesson 01's checkers: check_sgd_step and check_init on right answers written differently (each
 accepted), on the wrong answers students write (each answered with a hint that names the mistake), and on the
 student copy's stub and `...` (not solved yet)."""
 import math

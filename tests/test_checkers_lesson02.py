@@ -1,4 +1,4 @@
-"""Lesson 02's checker (issue 24): check_seed004_step on right answers written differently (each accepted), on the
+"""Lesson 02's checker: check_seed004_step on right answers written differently (each accepted), on the
 wrong answers students write (each answered with a hint that names the mistake), and on the student copy's stub
 and `...` (not solved yet)."""
 import torch

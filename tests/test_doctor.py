@@ -324,7 +324,7 @@ def test_canonical_wgan_clipping_is_quiet():
 
 def test_gradients_left_over_from_G_loss_are_warned_at_D_step():
     """g_first without opt_D.zero_grad(): loss_G's backward fills D's .grad, opt_G steps on it, then loss_D's
-    backward adds to it and opt_D steps on the sum (issue 14, item 5)."""
+    backward adds to it and opt_D steps on the sum."""
     torch.manual_seed(0)
     G, D = nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
     opt_G, opt_D = optim.SGD(G.parameters(), lr=0.1), optim.SGD(D.parameters(), lr=0.1)
@@ -346,7 +346,7 @@ def test_gradients_left_over_from_G_loss_are_warned_at_D_step():
 
 def test_the_doctor_keeps_no_graph_alive():
     """A logging forward that is never backpropagated, and a graph kept by retain_graph=True, are freed as soon as
-    the student drops them, as without the doctor (issue 14, point 10: the doctor once held 20,000 nodes)."""
+    the student drops them, as without the doctor (the doctor once held 20,000 nodes)."""
     import gc
     import weakref
     D = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 1))

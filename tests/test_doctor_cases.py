@@ -1,11 +1,11 @@
-"""The doctor on real-world-style broken scripts (issue 14): each file in tests/doctor_cases/ is a small
+"""The doctor on real-world-style broken scripts: each file in tests/doctor_cases/ is a small
 reproduction, written for this suite, of a bug a user reported in public (the source is cited in its docstring).
 Each runs as ONE notebook cell after `%load_ext gan_lessons`, models and optimizers built in that cell, and also
 under `with doctor():`. A diagnosis counts when it names the culprit tensor (a name from the file's
 `# EXPECT:` line; alternatives separated by " or ") and a line marked `# CULPRIT` (the step or in-place op that
-changed it, or the backward that freed it). Every case must count, in each form (issue 27; it was 90% before).
+changed it, or the backward that freed it). Every case must count, in each form (it was 90% before).
 
-Each also runs as a script, `python -m gan_lessons doctor CASE` (issue 27): it must exit 1 with the diagnosis
+Each also runs as a script, `python -m gan_lessons doctor CASE`: it must exit 1 with the diagnosis
 before the original traceback, and name the culprit wherever the context manager does.
 
 A case marked `# SILENT` raises nothing and trains the wrong thing (one optimizer adding up its own steps'

@@ -1,4 +1,4 @@
-"""Correct training code on which the doctor must say nothing (issue 14, point 9): every pattern here once drew a
+"""Correct training code on which the doctor must say nothing: every pattern here once drew a
 DoctorWarning. Each runs under the doctor with warnings turned into errors, so a false positive fails the test."""
 import warnings
 
@@ -274,7 +274,7 @@ def test_a_compiled_step():
     assert done.returncode == 0 and done.stdout.strip().endswith("quiet"), done.stderr[-2000:]
 
 
-# Issue 27: the checks for one optimizer adding up its own steps, a penalty from weight gradients, a step over a
+# The checks for one optimizer adding up its own steps, a penalty from weight gradients, a step over a
 # frozen module, an out= write and a carried tensor must stay quiet on the correct code that looks like each bug.
 
 def test_first_order_maml_with_weight_gradients_as_constants():

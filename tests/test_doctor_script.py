@@ -1,4 +1,4 @@
-"""`python -m gan_lessons doctor SCRIPT` (issue 27): a whole script under the doctor, as `python -m pdb` runs one.
+"""`python -m gan_lessons doctor SCRIPT`: a whole script under the doctor, as `python -m pdb` runs one.
 
 Each run is the real command in a subprocess, compared where it matters with plain `python SCRIPT`: the quiet
 corpus (tests/test_doctor_quiet.py, each test as its own script) exits 0 with no doctor output even under

@@ -1,4 +1,4 @@
-"""The tempting wrong fixes the doctor names (issue 27, point 2), each run on a tiny case to show it fail the way its
+"""The tempting wrong fixes the doctor names, each run on a tiny case to show it fail the way its
 line says. Every test first checks that the doctor's diagnosis of the bug says that line (`  not: ...`), chosen by
 cause as the right fixes are, then runs the wrong fix:
 

@@ -1,4 +1,4 @@
-"""Fast mode (TrainConfig.fast, --fast): compiled G and D; on a GPU also replayed as CUDA graphs (issue 28). On the
+"""Fast mode (TrainConfig.fast, --fast): compiled G and D; on a GPU also replayed as CUDA graphs. On the
 CPU it must train exactly what eager trains; the CUDA-graph path is checked for what it asks of torch."""
 import types
 

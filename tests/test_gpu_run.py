@@ -1,4 +1,4 @@
-"""tools/gpu.py, the GPU run's preparation (issue 28): what can be checked without a GPU or a network. The whole
+"""tools/gpu.py, the GPU run's preparation: what can be checked without a GPU or a network. The whole
 path, carry folder to the three parts, runs in `make gpu-smoke`, which `make test` calls after pytest."""
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""The GPU run, prepared here and run there (issue 28).
+"""The GPU run, prepared here and run there.
 
 A lent GPU machine has Python 3.12, torch, torchvision, matplotlib, tqdm, numpy and pytest, and reaches no package
 index. Everything else the run needs travels in one git-ignored folder, the carry folder:

@@ -56,7 +56,7 @@ def _top_level(code) -> bool:
     """Is this a module's or a notebook cell's own code, not a function's? Python and today's IPython name it
     `<module>`; IPython 7.x (Colab's 7.34) names a cell `<cell line: N>`. Its names are globals: taken for a running
     function's locals, they would be searched before the failing function's own and hide its `x_fake` behind an
-    earlier cell's (issue 27)."""
+    earlier cell's."""
     return code.co_name == "<module>" or _CELL.fullmatch(code.co_name) is not None
 
 
