@@ -871,3 +871,16 @@ def test_the_drawing_marks_what_each_node_saved():
     loss2.backward()
     drawn = lesson11.draw_engine({"loss": loss2}, a=a, b=b)
     assert [s.state for s in drawn.saved] == ["freed", "freed"] and "exp" in drawn.text and "mul" in drawn.text
+
+
+# --- the student copy gives the container, not the answers ----------------------------------------------------------------
+@pytest.mark.parametrize("copy", ["notebooks/student/11_your_own_autograd.ipynb",
+                                  "notebooks/zh/student/11_your_own_autograd.ipynb"])
+def test_the_student_copy_records_no_version_and_bumps_nothing(copy):
+    """No cell of the student copy keeps a version beside a saved value, counts an in-place change, or calls `save`:
+    the student writes all three. The only operations given (`+`, `sum` and what is written with them) save nothing."""
+    import nbformat
+    code = "\n".join(c.source for c in nbformat.read(copy, as_version=4).cells if c.cell_type == "code")
+    assert "value._version" not in code and "_version +=" not in code and "_version = self._version" not in code
+    assert ".save(" not in code
+    assert code.count("raise NotImplementedError()") >= 9    # save, *, exp, @, backward, _inplace twice, unpack, ...

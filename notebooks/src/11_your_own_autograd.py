@@ -1,18 +1,21 @@
 # %% [markdown]
 # # Lesson 11 · Your own autograd
 #
-# **Goal.** Build, in about 60 lines of your own, a reverse-mode engine that does the three things lessons 02 and 03
+# **Goal.** Build a reverse-mode engine of your own, about 100 lines, that does the three things lessons 02 and 03
 # took apart in PyTorch: it saves what each backward needs (and only that), frees it after backward, and checks
-# version counters; and, like lesson 01's rule, it refuses an in-place change of a leaf that requires grad. Four build
-# steps, each checked against torch on the same programs: gradients on random expressions, and each of PyTorch's
-# three errors raised exactly where torch raises it, and nowhere else. At the end, seeds 001's and 000's failing
-# steps run through your engine and raise the same two errors as torch. This lesson needs only lessons 01 to 03: it
-# can be taken right after lesson 03.
+# version counters; and, like lesson 01's rule, it refuses an in-place change of a leaf that requires grad. You write
+# every part that matters: what each operation keeps and with which version, the backward pass, the version count and
+# its check, the leaf rule. Each build step is checked against torch on the same programs: gradients on random
+# expressions, and each of PyTorch's three errors raised exactly where torch raises it, and nowhere else. Then you
+# check your gradients the way every engine is checked, with finite differences you write; you draw your own graph
+# with what each node kept; seeds 001's and 000's failing steps raise torch's two errors on your engine; and your
+# engine trains a small network, step for step with torch. This lesson needs only lessons 01 to 03: it can be taken
+# right after lesson 03. It is planned as a double slot.
 #
 # **Material.** The engine is shaped like Andrej Karpathy's micrograd (a `Value` that knows its parents and a
 # `_backward`), which has no saved values to free and no version counter; PyTorch's own nodes (`grad_fn._saved_self`,
-# `_saved_other`, `_saved_result`) and messages are what it is checked against. Seed 001 (an untitled post on leaf
-# nodes, `retain_graph` and `detach` in GAN training) and seed 000 (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”,
+# `_saved_other`, `_saved_result`, `_saved_mat2`) and messages are what it is checked against. Seed 001 (an untitled
+# post on leaf nodes, `retain_graph` and `detach` in GAN training) and seed 000 (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”,
 # php中文网, 2025-10-02) give the failing steps; the seeds are cited in [the instructor notes](README.md#the-seeds).
 
 # %%
@@ -21,8 +24,10 @@
 # %%
 import re
 from contextlib import contextmanager
+import matplotlib.pyplot as plt
 from gan_lessons import exercises
 from gan_lessons.exercises import lesson11
+from gan_lessons.exercises.lesson11 import draw_engine, torch_fit, training_problem
 from gan_lessons.lesson import headline
 
 
@@ -72,10 +77,11 @@ claim("torch kept b, exp's output and c, and not a", len(kept) == 3 and
 # **The engine.** A `Value` holds a plain torch tensor `data` that never requires grad: all the autograd is ours.
 # An operation makes an output `Value` that knows its `parents` and carries a `_backward(grad, saved)` that turns the
 # output's gradient into one gradient per parent, reading the values it needs from `saved` (a dict by name, as torch
-# names them). `out.save(name, value)` keeps a value for that backward, with the version it has now (section 3 reads
-# it). `__add__` and `sum` are written for you: they save nothing, since the gradient of a sum needs no values.
-# `unpack` is a placeholder that section 3 replaces, and `_inplace` (behind `add_` and `mul_`) one that section 4
-# extends; `method` attaches a function you write to the class, so the engine grows step by step.
+# names them). What a node keeps lives in its `_saved` dict: name -> `(value, the version value had when saved)`, and
+# `None` once backward has freed it. The class below is the container and its plumbing: `__add__` and `sum` (they
+# save nothing, since the gradient of a sum needs no values), `-` and the reversed operators (written with `+` and
+# `*`), and two placeholders you replace, `unpack` (section 3) and `_inplace`, behind `add_` and `mul_` (sections 3
+# and 4). `method` attaches a function you write to the class, so the engine grows step by step.
 
 # %%
 class Value:
@@ -87,8 +93,8 @@ class Value:
         self.requires_grad = requires_grad
         self.parents = parents            # the Values this one was computed from; none for a leaf
         self._backward = None             # (grad, saved tensors by name) -> one gradient per parent, or None
-        self._saved = {}                  # what _backward needs: name -> (Value, its version when saved)
-        self._version = 0                 # bumped by every in-place change (section 3)
+        self._saved = {}                  # what _backward needs: name -> (Value, its version when saved); None once freed
+        self._version = 0                 # how many in-place changes this value has had (section 3 counts them)
         self.grad = None                  # a leaf's gradient, added up by backward (section 2)
 
     def __repr__(self):
@@ -128,17 +134,24 @@ class Value:
         out._backward = lambda grad, saved: (grad * torch.ones_like(self.data),)
         return out
 
-    def save(self, name, value):
-        """Keep `value` for this node's backward, with the version it has now."""
-        if self.requires_grad:            # no graph, nothing to keep
-            self._saved[name] = (value, value._version)
+    # plumbing, written with + and *: they save what those save
+    def __radd__(self, other):
+        return self + other
+
+    def __rmul__(self, other):
+        return self * other
+
+    def __neg__(self):
+        return self * -1.0
+
+    def __sub__(self, other):
+        return self + (-self._value(other))
 
     def unpack(self):                     # placeholder (section 3): the saved tensors by name, nothing checked
         return {name: value.data for name, (value, _) in self._saved.items()}
 
-    def _inplace(self, op, other):        # placeholder (section 4): changes the data and counts the change
+    def _inplace(self, op, other):        # placeholder (sections 3 and 4): changes the data, counts nothing
         op(self.data, self._value(other).data)
-        self._version += 1
         return self
 
     def add_(self, other):
@@ -155,16 +168,29 @@ def method(function):
 
 
 # %% [markdown]
-# ### Build it, step 1: `*` and `exp`
+# ### Build it, step 1: `save`, `*`, `exp` and `@`
 #
-# Write `a * b` (shapes broadcast: `(3, 3) * (3,)`) and `a.exp()`. Each makes its output with
-# `self._result(data, parents)`, keeps what its backward needs with `out.save(name, value)`, using torch's names
-# (`self`, `other`, `result`), and sets `out._backward(grad, saved)`, which returns one gradient per parent, in the
-# order of `parents`, `None` for a parent that needs none. Keep only what a gradient that is needed reads. The
-# checker runs both on 40 one-operation expressions (every `requires_grad` combination, `a * a`, broadcasting, under
-# `no_grad`) beside torch, and compares what each saved, by identity, and the gradients its backward returns.
+# First `out.save(name, value)`, which every operation calls to keep a value for its node's backward: it stores the
+# value in `_saved` under `name`, beside the version the value has at that moment (section 3 compares it with the
+# version at backward time), and keeps nothing on a node that requires no grad (there is no graph to run backward
+# through). Then `a * b` (shapes broadcast: `(3, 3) * (3,)`), `a.exp()` and `a @ b` for matrices. Each makes its
+# output with `self._result(data, parents)`, keeps what its backward needs with `out.save(...)`, using torch's names
+# (`self`, `other`, `result`, `mat2`), and sets `out._backward(grad, saved)`, which returns one gradient per parent,
+# in the order of `parents`, `None` for a parent that needs none. Keep only what a gradient that is needed reads. The
+# checker runs them on 52 one-operation expressions (every `requires_grad` combination, `a * a`, `a @ a`,
+# broadcasting, under `no_grad`, values already changed in place) beside torch, and compares what each saved, by
+# identity, the version kept beside it, and the gradients its backward returns.
 
 # %%
+@method
+def save(self, name, value):
+    """Keep `value` for this node's backward, with the version it has now."""
+    ### BEGIN SOLUTION
+    if self.requires_grad:                # no graph, nothing to keep
+        self._saved[name] = (value, value._version)
+    ### END SOLUTION
+
+
 @method
 def __mul__(self, other):
     """self * other, element by element."""
@@ -193,6 +219,24 @@ def exp(self):
 
     def backward(grad, saved):
         return (grad * saved["result"],)
+    out._backward = backward
+    return out
+    ### END SOLUTION
+
+
+@method
+def __matmul__(self, other):
+    """self @ other, for matrices."""
+    ### BEGIN SOLUTION
+    out = self._result(self.data @ other.data, (self, other))
+    if self.requires_grad:
+        out.save("mat2", other)           # self's gradient is grad @ other.T
+    if other.requires_grad:
+        out.save("self", self)            # other's is self.T @ grad
+
+    def backward(grad, saved):
+        return (grad @ saved["mat2"].T if "mat2" in saved else None,
+                saved["self"].T @ grad if "self" in saved else None)
     out._backward = backward
     return out
     ### END SOLUTION
@@ -259,27 +303,6 @@ check("l2.backward() raises after l1.backward()", prediction, raised,
           "only what l1's nodes saved. Only a second backward through a node that saved something raises.")
 
 # %% [markdown]
-# One more operation before the backward, written for you: `@` for matrices saves like `*` (`self`'s gradient is
-# `grad @ mat2.T`, so it keeps `mat2`; `mat2`'s is `self.T @ grad`). Section 5's linear layers use it.
-
-# %%
-@method
-def __matmul__(self, other):
-    """self @ other, for matrices."""
-    out = self._result(self.data @ other.data, (self, other))
-    if self.requires_grad:
-        out.save("mat2", other)
-    if other.requires_grad:
-        out.save("self", self)
-
-    def backward(grad, saved):
-        return (grad @ saved["mat2"].T if "mat2" in saved else None,
-                saved["self"].T @ grad if "self" in saved else None)
-    out._backward = backward
-    return out
-
-
-# %% [markdown]
 # ### Build it, step 2: `backward`
 #
 # Write `loss.backward(retain_graph=False)`: start from a gradient of ones, run each node's `_backward` once all the
@@ -338,10 +361,10 @@ programs = {"x * 2, backward twice": "x = leaf([3], requires_grad=True)\nloss = 
                                    "loss.backward(retain_graph=True)\nloss.backward()"}
 agree = []
 for what, program in programs.items():
-    (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
-    said = lambda kind, message, grads: headline(message) if kind else f"no error, x.grad = {rounded(grads['x'])}"
-    print(f"{what:<23} torch: {said(k_t, m_t, g_t)}\n{'':<23} ours:  {said(k_e, m_e, g_e)}")
-    agree.append(k_t == k_e and (k_t is not None or torch.equal(g_t["x"], g_e["x"])))
+    theirs, ours = lesson11.run(program, torch), lesson11.run(program, engine)
+    said = lambda o: headline(o.message) if o.kind else f"no error, x.grad = {rounded(o.grads['x'])}"
+    print(f"{what:<23} torch: {said(theirs)}\n{'':<23} ours:  {said(ours)}")
+    agree.append(theirs.kind == ours.kind and (theirs.kind is not None or torch.equal(theirs.grads["x"], ours.grads["x"])))
 claim("the same outcome from both: an error on x * 2 backward twice, 2 + 2 on x + 1, and 4 with retain_graph",
       all(agree))
 
@@ -349,10 +372,10 @@ claim("the same outcome from both: an error on x * 2 backward twice, 2 + 2 on x 
 # ## 3 · Version counters
 #
 # **Why it matters.** A saved value is a reference, not a copy, so an in-place change after the forward changes what
-# backward reads. Your engine already counts in-place changes (`_inplace` bumps `_version`) and keeps, beside each
-# saved value, the version it had (`save`), but the placeholder `unpack` reads none of it. A counter nobody compares
-# is lesson 03's `.data`: lesson 03's `y = a.exp()` then `y.mul_(2)` on your engine as it stands gives a wrong
-# gradient, silently, where torch raises its version error:
+# backward reads. Your `save` keeps, beside each saved value, the version it had; but nothing counts in-place changes
+# yet (the placeholder `_inplace` changes the data and nothing else), and the placeholder `unpack` compares nothing. A
+# counter nobody keeps or compares is lesson 03's `.data`: lesson 03's `y = a.exp()` then `y.mul_(2)` on an engine
+# without the check gives a wrong gradient, silently, where torch raises its version error:
 
 # %%
 class Unchecked(engine):
@@ -396,17 +419,29 @@ check("b changed in place and changed back: does backward raise", prediction, ve
           f"compares versions only ({versions}).")
 
 # %% [markdown]
-# ### Build it, step 3: `unpack` checks versions
+# ### Build it, step 3: `_inplace` counts, `unpack` checks
 #
-# Write `unpack()` again: it returns the saved tensors by name (each entry of `self._saved` is `(value, its version
-# when saved)`), and when a value's version moved since it was saved it raises torch's error with what torch's
-# message carries, the value's type and shape and both versions:
+# Two methods. `_inplace(op, other)` changes `self.data` with `op(self.data, self._value(other).data)`, as the
+# placeholder does, and counts the change: every in-place change moves the value's version up by one. `unpack()`
+# returns the saved tensors by name (each entry of `self._saved` is `(value, its version when saved)`), and when a
+# value's version moved since it was saved it raises torch's error with what torch's message carries, the value's
+# type and shape and both versions:
 # `one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
 # [3, 3]], is at version 1; expected version 0 instead.` (`value.data.type()` is `torch.FloatTensor`). The checker
 # runs 69 programs: section 2's again, and changes of saved and unsaved values before the forward, after it, after
 # the backward, between two backwards, and back to the old values.
 
 # %%
+@method
+def _inplace(self, op, other):
+    """Change self.data in place with op and other, and count the change."""
+    ### BEGIN SOLUTION
+    op(self.data, self._value(other).data)
+    self._version += 1
+    return self
+    ### END SOLUTION
+
+
 @method
 def unpack(self):
     """The saved tensors by name; torch's version error if one changed in place since it was saved."""
@@ -438,10 +473,11 @@ programs = {"y = a.exp(); y.mul_(2)": "a = leaf([3], requires_grad=True)\ny = a.
                                      "y.sum().backward()"}
 agree = []
 for what, program in programs.items():
-    (k_t, m_t, g_t), (k_e, m_e, g_e) = lesson11.run(program, torch), lesson11.run(program, engine)
-    print(f"{what:<24} torch: {m_t.split('. Hint')[0] if k_t else 'no error'}\n{'':<24} ours:  {m_e or 'no error'}")
-    agree.append(k_t == k_e and lesson11.version_parts(m_t) == lesson11.version_parts(m_e)
-                 and (k_t is not None or torch.equal(g_t["a"], g_e["a"])))
+    theirs, ours = lesson11.run(program, torch), lesson11.run(program, engine)
+    print(f"{what:<24} torch: {theirs.message.split('. Hint')[0] if theirs.kind else 'no error'}\n"
+          f"{'':<24} ours:  {ours.message or 'no error'}")
+    agree.append(theirs.kind == ours.kind and lesson11.version_parts(theirs.message) == lesson11.version_parts(ours.message)
+                 and (theirs.kind is not None or torch.equal(theirs.grads["a"], ours.grads["a"])))
 claim("the same outcome from both, the same shapes and versions in the messages", all(agree))
 
 # %% [markdown]
@@ -472,11 +508,12 @@ check("torch refuses a.add_(1) after backward", prediction, refused,
 # %% [markdown]
 # ### Build it, step 4: `_inplace` refuses a leaf that requires grad
 #
-# Write `_inplace` anew. Like the placeholder, it changes `self.data` with `op(self.data, self._value(other).data)`
-# and counts the change in `_version`; first, it refuses an in-place change of a leaf that requires grad while grad
-# mode is on (`Value.grad_enabled`), with torch's words: `RuntimeError(lesson11.LEAF_IN_PLACE)`. Everything else goes
-# on: under `Value.no_grad()`, and values that require no grad. The checker runs 80 programs: sections 2
-# and 3's again, and in-place changes of leaves before the forward, after it, and after the backward.
+# Write `_inplace` once more. It still changes the data and counts the change, as in step 3; first, it refuses an
+# in-place change of a leaf that requires grad while grad mode is on (`Value.grad_enabled`), with torch's words:
+# `RuntimeError(lesson11.LEAF_IN_PLACE)`. Everything else goes on: under `Value.no_grad()`, values that require no
+# grad, and values an operation made. The checker runs 86 programs: sections 2 and 3's again, in-place changes of
+# leaves before the forward, after it and after the backward, and in-place changes, in grad mode, of values an
+# operation made.
 
 # %%
 @method
@@ -504,7 +541,133 @@ claim("under no_grad the update goes through and counts as one change", p._versi
       f"version {p._version}, data {rounded(p.data)}")
 
 # %% [markdown]
-# ## 5 · Seeds 001 and 000, through your engine
+# ## 5 · Checking a gradient without autograd
+#
+# **Why it matters.** So far your gradients were compared with torch's. An engine with nothing to compare with (torch
+# itself, while it was being written) is checked against the definition of a derivative, which needs no graph: move
+# one entry of the input a little, `eps`, up and down, and divide how much the output moved by how far the input
+# moved. `torch.autograd.gradcheck` does this for the operations torch ships. The answer carries an error that shrinks
+# as `eps` shrinks, until rounding takes over.
+#
+# **Predict, then check.** That difference for `exp` at 1, in float64, against the exact derivative `e`.
+
+# %% tags=["predict"] reveals=["eps squared", "divided by -> 100"]
+prediction = 100  # SOLUTION: (exp(1 + eps) - exp(1 - eps)) / (2 eps) against e, in float64: going from eps = 1e-2 to 1e-3 divides its error by about how much? (10 or 100)
+x = torch.tensor(1.0, dtype=torch.float64)
+central = {eps: ((x + eps).exp() - (x - eps).exp()) / (2 * eps) for eps in (1e-2, 1e-3)}
+one_sided = {eps: ((x + eps).exp() - x.exp()) / eps for eps in (1e-2, 1e-3)}
+error = {eps: (central[eps] - x.exp()).abs().item() for eps in central}
+error_one_sided = {eps: (one_sided[eps] - x.exp()).abs().item() for eps in one_sided}
+check("the central difference's error, going from eps 1e-2 to 1e-3, is divided by", prediction,
+      int(round(error[1e-2] / error[1e-3], -1)),
+      why=f"the step up and the step down cancel the error term in eps and leave one in eps squared: "
+          f"{error[1e-2]:.1e}, then {error[1e-3]:.1e}. A one-sided difference keeps the term in eps: "
+          f"{error_one_sided[1e-2]:.1e}, then {error_one_sided[1e-3]:.1e}.")
+
+# %%
+ratio_one_sided = error_one_sided[1e-2] / error_one_sided[1e-3]
+claim("a one-sided difference (f(x + eps) - f(x)) / eps gets only about 10 times better", 8 < ratio_one_sided < 12,
+      f"{ratio_one_sided:.1f}")
+
+# %% [markdown]
+# ### Build it, step 5: a finite-difference gradient
+#
+# Write `numerical_grad(f, x, eps=1e-3)`: `f` takes a tensor shaped like `x` and returns a number, and the answer is
+# a tensor shaped like `x` whose every entry is the central difference of `f` for that entry of `x` alone, the others
+# left where they are. Whatever your function does to `x` on the way, the caller's `x` comes back as it was. The
+# checker runs it on three functions of tensors of shapes [3], [3, 4] and [] in float64, against their exact
+# gradients.
+
+# %%
+def numerical_grad(f, x, eps=1e-3):
+    """The gradient of f at x by central differences: a tensor shaped like x."""
+    ### BEGIN SOLUTION
+    grad = torch.zeros_like(x)
+    flat, out = x.view(-1), grad.view(-1)   # views: writing flat[i] moves x's entry i
+    for i in range(flat.numel()):
+        old = flat[i].item()
+        flat[i] = old + eps
+        up = f(x)
+        flat[i] = old - eps
+        down = f(x)
+        flat[i] = old                       # put it back
+        out[i] = (up - down) / (2 * eps)
+    return grad
+    ### END SOLUTION
+
+
+solved_numerical = exercises.check_numerical_grad(numerical_grad)
+
+# %% [markdown]
+# Now your engine's backward against your finite differences: the gradient of a small network's loss with respect to
+# its first weight matrix (32 entries), for three values of `eps`. The engine computes in float32, where a number
+# carries about 7 digits, so rounding, divided by `eps`, grows as `eps` shrinks, while the error of the difference
+# itself shrinks.
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
+gradient = lesson11.numerical_grad_or_finished(numerical_grad, solved_numerical)
+problem = training_problem()
+x, y = engine(problem.x), engine(problem.y)
+
+
+def loss_of(W1_data, requires_grad=False):
+    """A network with exp as its nonlinearity, its loss and its W1, with W1 given."""
+    W1 = engine(W1_data, requires_grad=requires_grad)
+    b1, W2, b2 = [engine(p) for p in problem.params[1:]]
+    pred = (x @ W1 + b1).exp() @ W2 + b2
+    return ((pred - y) * (pred - y)).sum() * (1 / 64), W1
+
+
+loss, W1 = loss_of(problem.params[0], requires_grad=True)
+loss.backward()
+differences = {}
+for eps in (1e-1, 1e-2, 1e-4):
+    numerical = gradient(lambda data: loss_of(data)[0].data.item(), problem.params[0].clone(), eps)
+    differences[eps] = ((numerical - W1.grad).abs().max() / W1.grad.abs().max()).item()
+    print(f"eps {eps:g}: the largest difference is {differences[eps]:.0e} of the largest gradient entry")
+claim("with eps 1e-2, backward and finite differences agree within 1e-3 of the largest entry",
+      differences[1e-2] < 1e-3)
+claim("in float32, eps 1e-2 agrees better than a larger eps (the difference's own error) and than a smaller one "
+      "(rounding, divided by eps)", differences[1e-2] < min(differences[1e-1], differences[1e-4]))
+
+# %% [markdown]
+# ## 6 · Your graph, drawn
+#
+# **Why it matters.** Lesson 02 drew torch's graph with each saved tensor alive, freed or stale. `draw_engine` draws
+# your engine's graph the same way, reading only what your `Value`s hold: `parents`, what `_saved` keeps and at which
+# version, and `None` where backward freed it.
+#
+# **Predict, then check.** `loss = ((a * b).exp() * b).sum()` with only `a` requiring grad, then
+# `loss.backward(retain_graph=True)`, then `b.add_(1)` under `no_grad`.
+
+# %% tags=["predict"] reveals=["b is kept twice", "marked stale after b\\.add_\\(1\\) -> 2"]
+prediction = 2  # SOLUTION: after that b.add_(1), how many saved values will the drawing mark stale?
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
+a, b = engine(torch.ones(3), requires_grad=True), engine(torch.full((3,), 2.0))
+loss = ((a * b).exp() * b).sum()
+loss.backward(retain_graph=True)
+with engine.no_grad():
+    b.add_(1)
+drawn = draw_engine({"loss": loss}, a=a, b=b)
+check("saved values marked stale after b.add_(1)", prediction, sum(s.state == "stale" for s in drawn.saved),
+      why="b is kept twice: by the first mul, for a's gradient, and by the second, for the gradient of exp's output, "
+          "which requires grad. One change makes both stale; exp's output, untouched, stays alive.")
+drawn
+
+# %% [markdown]
+# The same expression again, after a backward without `retain_graph`:
+
+# %%
+loss = ((a * b).exp() * b).sum()
+loss.backward()
+drawn = draw_engine({"loss": loss}, a=a, b=b)
+claim("after a backward without retain_graph, each of the three nodes that saved something shows freed",
+      [s.state for s in drawn.saved] == ["freed"] * 3)
+drawn
+
+# %% [markdown]
+# ## 7 · Seeds 001 and 000, through your engine
 #
 # **Why it matters.** Lessons 02 and 03 ran the seeds' failing steps on torch. The same steps, written once and run on
 # torch and on your engine, show whether the mechanism you built is the one behind those errors. They are scaled to
@@ -613,36 +776,125 @@ claim("D's last weight, [512, 1], at version 2 where 1 was saved, from both: see
 # error. With it, the values are kept, but the step changes D's weights in place and the kept `[512, 1]` weight is one
 # version behind: the second. The mechanism you built in sections 2 and 3, and nothing more, is what both errors are.
 
+# %% [markdown]
+# ## 8 · Your engine trains a network
+#
+# **Why it matters.** micrograd ends by training a small network on its engine, and so does this lesson. A training
+# loop is where the three rules meet: every step runs a new forward and one backward, which frees what it used, and
+# the update is an in-place change of leaves that require grad, under `no_grad`, after the backward that needed their
+# old values. The network: two inputs, 16 tanh units, one output, fit to a smooth function of the inputs by plain
+# gradient descent on the mean squared error.
+#
+# ### Build it, step 6: `tanh`, and the training loop
+#
+# `a.tanh()` first: its derivative is `1 - tanh(a)²`; keep what that reads, and only that (torch's `TanhBackward0` is
+# what it is checked against). Then `fit(params, x, y, steps, lr)`: `params` is `[W1, b1, W2, b2]`, Values that
+# require grad (W1 is [2, 16], b1 [16], W2 [16, 1], b2 [1]); `x` is [64, 2] and `y` [64, 1]. Each step computes
+# `pred = tanh(x @ W1 + b1) @ W2 + b2` and the loss, the mean of `(pred - y)²` over the 64 samples (your engine has no
+# division: multiply by `1 / 64`), runs backward, and moves each parameter by `-lr` times its gradient. It returns
+# the loss of every step, as numbers. The checker runs your loop twice (40 steps at lr 0.1, 8 at lr 0.3) from the
+# same start as the same loop on torch, and compares the losses step by step.
+
+# %%
+@method
+def tanh(self):
+    """tanh(self), element by element."""
+    ### BEGIN SOLUTION
+    out = self._result(self.data.tanh(), (self,))
+    out.save("result", out)               # 1 - tanh**2 reads only the output
+
+    def backward(grad, saved):
+        return (grad * (1 - saved["result"] ** 2),)
+    out._backward = backward
+    return out
+    ### END SOLUTION
+
+
+def fit(params, x, y, steps, lr):
+    """Gradient descent on the mean squared error of a tanh network: the loss of every step."""
+    ### BEGIN SOLUTION
+    W1, b1, W2, b2 = params
+    losses = []
+    for _step in range(steps):
+        pred = (x @ W1 + b1).tanh() @ W2 + b2
+        loss = ((pred - y) * (pred - y)).sum() * (1 / len(y.data))
+        loss.backward()
+        with Value.no_grad():
+            for p in params:
+                p.add_(p.grad * -lr)      # an optimizer's step: in place, under no_grad
+                p.grad = None             # zero_grad
+        losses.append(loss.data.item())
+    return losses
+    ### END SOLUTION
+
+
+solved_training = exercises.check_training(Value, fit)
+
+# %% [markdown]
+# 300 steps at lr 0.1, on your engine and on torch, from the same start:
+
+# %%
+engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule,
+                                       solved_training)
+train = lesson11.fit_or_finished(fit, solved_training)
+problem = training_problem()
+ours = train([engine(p, requires_grad=True) for p in problem.params], engine(problem.x), engine(problem.y), 300, 0.1)
+theirs = torch_fit(problem, 300, 0.1)
+plt.figure(figsize=(6, 2.6))
+plt.semilogy(theirs, label="torch", lw=5, alpha=0.35)
+plt.semilogy(ours, label="your engine", lw=1)
+plt.xlabel("step")
+plt.ylabel("mean squared error")
+plt.legend()
+plt.show()
+print(f"loss {ours[0]:.3f} at the start, {ours[-1]:.4f} after 300 steps")
+apart = [k for k, (mine, torchs) in enumerate(zip(ours, theirs)) if abs(mine - torchs) > 1e-4 * abs(torchs) + 1e-6]
+claim("the loss fell more than 10 times in 300 steps, and is torch's at every step (within 1e-4)",
+      ours[-1] < ours[0] / 10 and not apart, f"first step apart: {apart[0]}" if apart else None)
+
+# %% [markdown]
+# The same loop on torch is `torch_fit`, the reference the checker used: `loss.backward()`, then under `no_grad` a step
+# of each parameter and its `.grad` set to `None`, which is what `optimizer.step()` and `optimizer.zero_grad()` do for
+# plain SGD. Nothing in it is GAN-specific; what lessons 02 to 05 add is two such loops sharing one graph.
+
 # %% [markdown] tags=["read-after-exercises"]
 # | what your engine does | what torch does | the error when it is missed |
 # |---|---|---|
-# | `*` keeps the other operand, `exp` its output, `+` and `sum` nothing | the same (`_saved_other`, `_saved_result`) | none: a wrong or missing gradient, or memory kept for nothing |
+# | `*` keeps the other operand, `@` the other matrix, `exp` and `tanh` their output, `+` and `sum` nothing | the same (`_saved_other`, `_saved_mat2`, `_saved_result`) | none: a wrong or missing gradient, or memory kept for nothing |
 # | frees what a node saved after its backward, unless `retain_graph=True` | the same | "Trying to backward through the graph a second time" |
 # | keeps each saved value's version, compares it in backward | the same, through the tensor's version counter | "... modified by an inplace operation: [...], is at version N; expected version M instead" |
 # | refuses an in-place change of a leaf that requires grad outside `no_grad` | the same | "a leaf Variable that requires grad is being used in an in-place operation." |
-# | an in-place change of a non-leaf in grad mode: not recorded | records it as a node (the tensor's history moves onto it) | this engine's limit: change such values under `no_grad` |
+# | an in-place change, in grad mode, of a value an operation made: allowed, not recorded | allowed, recorded as a node (the tensor's history moves onto it) | this engine's limit: its backward does not see such a change |
+# | checked against central differences | `torch.autograd.gradcheck` | a wrong formula in a backward, found without torch |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
-# - A node keeps exactly what its derivative reads for the inputs that need a gradient: `a * b` keeps `b` for `a`'s
-#   gradient and `a` for `b`'s, `exp` its own output, a sum nothing.
+# - In the operations you wrote, as in torch's for them, a node keeps exactly what its derivative reads for the
+#   inputs that need a gradient: `a * b` keeps `b` for `a`'s gradient and `a` for `b`'s, `@` likewise, `exp` and
+#   `tanh` their own output, a sum nothing. (Not every torch operation is this frugal: lesson 09 shows a frozen
+#   convolution keeping its input.)
 # - Backward runs each node once all its gradient has arrived, adds up the gradients of a value used twice, and frees
 #   what each node kept unless `retain_graph=True`; a node that kept nothing has nothing to miss, which is why
-#   `(x + 1).sum()` can run backward twice.
+#   `(x + 1).sum()` can run backward twice. Run a node once per use instead, and the second use finds it freed.
 # - Each saved value is kept with its version; backward compares versions, not values, so a change that is undone
 #   still raises, and a change before the value was saved does not.
-# - A leaf that requires grad changes in place only under `no_grad`, before or after any backward.
-# - Seeds 001 and 000 fail on your engine as on torch: a freed node without `retain_graph`, a stale saved weight with it.
+# - A leaf that requires grad changes in place only under `no_grad`, before or after any backward; a value an
+#   operation made is no leaf.
+# - Central differences check a backward without any other engine; in float32, an `eps` too small loses to rounding.
+# - Seeds 001 and 000 fail on your engine as on torch: a freed node without `retain_graph`, a stale saved weight with
+#   it. And a training loop that runs forward, backward, then the update under `no_grad`, trains a network on your
+#   engine exactly as on torch.
 
 # %% [markdown]
 # ## Exercises
 #
-# The four build steps above are this lesson's exercises; each has its checker in its section. To go further (not
+# The six build steps above are this lesson's exercises; each has its checker in its section. To go further (not
 # checked):
 #
-# - add `tanh` (its derivative is `1 - tanh²`: what should it keep?) and run lesson 03's `Tanh` then
-#   `ReLU(inplace=True)` case with a `relu_` of your own;
+# - add `relu` and an in-place `relu_` of your own, and run lesson 03's `Tanh` then `ReLU(inplace=True)` case on your
+#   engine: which saved value goes stale?
 # - make a view share its base's version counter (store the counter in a one-element list both hold), as `W.T` shares
 #   `W`'s in torch, and check that a step on `W` makes a saved `W.T` stale;
-# - give `backward` an `inputs=` argument, as `torch.autograd.backward` has, that fills `.grad` only for those leaves.
+# - give `backward` an `inputs=` argument, as `torch.autograd.backward` has, that fills `.grad` only for those leaves,
+#   and check with your `numerical_grad` that the gradients it does fill are unchanged.

@@ -11,12 +11,13 @@ from gan_lessons.exercises.lesson11.backward import check_freeing
 from gan_lessons.exercises.lesson11.cases import compare, programs, run, version_parts
 from gan_lessons.exercises.lesson11.drawing import draw_engine
 from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, SECOND_TIME, Value, engine_or_reference, version_error
-from gan_lessons.exercises.lesson11.numerics import check_numerical_grad
+from gan_lessons.exercises.lesson11.numerics import check_numerical_grad, numerical_grad_or_finished
 from gan_lessons.exercises.lesson11.saving import check_saving
-from gan_lessons.exercises.lesson11.training import check_training, torch_fit, training_problem
+from gan_lessons.exercises.lesson11.training import check_training, fit_or_finished, torch_fit, training_problem
 from gan_lessons.exercises.lesson11.versions import check_leaf_rule, check_versions
 
 __all__ = ["LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "version_error", "compare", "programs",
-           "run", "version_parts", "draw_engine", "training_problem", "torch_fit",
+           "run", "version_parts", "draw_engine", "training_problem", "torch_fit", "numerical_grad_or_finished",
+           "fit_or_finished",
            "check_saving", "check_freeing", "check_versions", "check_leaf_rule", "check_numerical_grad",
            "check_training"]

@@ -191,3 +191,12 @@ def engine_or_reference(engine, *solved):
     print(_("running on a finished engine, not yours: finish the steps above to run on yours"))
     return Value
 
+
+
+def mine_or_finished(mine, solved, finished, what):
+    """The student's `what` (a function) when its step is solved, else a finished one; says which."""
+    if mine is not ... and solved:
+        print(_("using your {what}").format(what=what))
+        return mine
+    print(_("using a finished {what}, not yours: finish its step above to use yours").format(what=what))
+    return finished
