@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gan_lessons import exercises
-from gan_lessons.exercises import lesson12 as lab
+from gan_lessons.exercises.lesson12 import amp, biggan, compiled, grading, rnn, srgan, wgan_gp
 
 
 def out_of(capsys, ok):
@@ -111,7 +111,7 @@ def srgan_wasted_backward(netG, netD, optimizerG, optimizerD, generator_criterio
 
 
 def test_srgan_right_answers_written_three_ways_pass(capsys):
-    for right in (lab.reference_srgan_step, srgan_frozen, srgan_inputs):
+    for right in (srgan.reference_srgan_step, srgan_frozen, srgan_inputs):
         ok, out = out_of(capsys, exercises.check_srgan_step(right))
         assert ok and out.startswith("✓"), out
 
@@ -133,12 +133,12 @@ def test_srgan_wrong_fixes_are_named(capsys, wrong, words):
 def test_srgan(capsys):
     ok, out = out_of(capsys, exercises.check_srgan_step(srgan_broken))
     assert not ok and "modified by an inplace operation" in out and "Hint" in out
-    for right in (lab.reference_srgan_step, srgan_frozen):
+    for right in (srgan.reference_srgan_step, srgan_frozen):
         ok, out = out_of(capsys, exercises.check_srgan_step(right))
         assert ok and out.startswith("✓"), out
-    ok, out = out_of(capsys, exercises.check_srgan_step(lab._srgan_both_steps_last))
+    ok, out = out_of(capsys, exercises.check_srgan_step(srgan._srgan_both_steps_last))
     assert not ok and "step 1: optimizerD stepped on gradients" in out and "g_loss's" in out, out
-    ok, out = out_of(capsys, exercises.check_srgan_step(lab._srgan_g_through_old_d))
+    ok, out = out_of(capsys, exercises.check_srgan_step(srgan._srgan_g_through_old_d))
     assert not ok and "step 1: optimizerG stepped on gradients" in out and "before 1.5" in out, out
     ok, out = out_of(capsys, exercises.check_srgan_step(srgan_detached_g))
     assert not ok and "step 1: optimizerG stepped on gradients" in out, out
@@ -153,24 +153,24 @@ def biggan_broken(G, D, GD, z_, config, x):
     x = torch.split(x, config['batch_size'])
     counter = 0
     if config['toggle_grads']:
-        lab.toggle_grad(D, True)
-        lab.toggle_grad(G, False)
+        biggan.toggle_grad(D, True)
+        biggan.toggle_grad(G, False)
     for step_index in range(config['num_D_steps']):  # noqa: B007
         for accumulation_index in range(config['num_D_accumulations']):  # noqa: B007
             z_.normal_()
             D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
-            D_loss_real, D_loss_fake = lab.discriminator_loss(D_fake, D_real)
+            D_loss_real, D_loss_fake = biggan.discriminator_loss(D_fake, D_real)
             D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
             D_loss.backward()
             counter += 1
         D.optim.step()
     if config['toggle_grads']:
-        lab.toggle_grad(D, False)
-        lab.toggle_grad(G, True)
+        biggan.toggle_grad(D, False)
+        biggan.toggle_grad(G, True)
     G.optim.zero_grad()
     for accumulation_index in range(config['num_G_accumulations']):  # noqa: B007
         z_.normal_()
-        G_loss = lab.generator_loss(GD(z_, train_G=True)) / float(config['num_G_accumulations'])
+        G_loss = biggan.generator_loss(GD(z_, train_G=True)) / float(config['num_G_accumulations'])
         G_loss.backward()
     G.optim.step()
 
@@ -178,31 +178,31 @@ def biggan_broken(G, D, GD, z_, config, x):
 def biggan_set_to_none(G, D, GD, z_, config, x):
     """zero_grad(set_to_none=True) right after each D step instead of before it."""
     batches = iter(torch.split(x, config['batch_size']))
-    lab.toggle_grad(D, True)
-    lab.toggle_grad(G, False)
+    biggan.toggle_grad(D, True)
+    biggan.toggle_grad(G, False)
     D.optim.zero_grad(set_to_none=True)
     for _ in range(config['num_D_steps']):
         for _ in range(config['num_D_accumulations']):
             z_.normal_()
             D_fake, D_real = GD(z_[:config['batch_size']], next(batches), train_G=False)
-            sum(lab.discriminator_loss(D_fake, D_real)).div(config['num_D_accumulations']).backward()
+            sum(biggan.discriminator_loss(D_fake, D_real)).div(config['num_D_accumulations']).backward()
         D.optim.step()
         D.optim.zero_grad(set_to_none=True)
-    lab.toggle_grad(D, False)
-    lab.toggle_grad(G, True)
+    biggan.toggle_grad(D, False)
+    biggan.toggle_grad(G, True)
     G.optim.zero_grad()
     z_.normal_()
-    lab.generator_loss(GD(z_, train_G=True)).backward()
+    biggan.generator_loss(GD(z_, train_G=True)).backward()
     G.optim.step()
 
 
 def test_biggan(capsys):
     ok, out = out_of(capsys, exercises.check_biggan_train(biggan_broken))
     assert not ok and "step 2: D.optim stepped on gradients its .grad still held step 1's gradient" in out, out
-    for right in (lab.reference_biggan_train, biggan_set_to_none):
+    for right in (biggan.reference_biggan_train, biggan_set_to_none):
         ok, out = out_of(capsys, exercises.check_biggan_train(right))
         assert ok and out.startswith("✓"), out
-    ok, out = out_of(capsys, exercises.check_biggan_train(lab._biggan_zero_in_accumulation))
+    ok, out = out_of(capsys, exercises.check_biggan_train(biggan._biggan_zero_in_accumulation))
     assert not ok and "step 1: D.optim" in out and "accumulation loop" in out, out
     ok, out = out_of(capsys, exercises.check_biggan_train(stub))
     assert not ok and "not solved yet" in out
@@ -210,7 +210,7 @@ def test_biggan(capsys):
 
 # --- 3 · WGAN-GP with a BatchNorm critic -------------------------------------------------------------------------
 def broken_make_critic(channels):
-    return lab.Discriminator(channels)
+    return wgan_gp.Discriminator(channels)
 
 
 def broken_train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
@@ -283,26 +283,26 @@ def train_critic_no_create_graph(D, G, d_optimizer, images, z, eta, lambda_term=
 
 def batch_norm_eval_critic(channels):
     """Wrong: the BatchNorm critic, put in eval mode once (training mode comes back with the first D.train())."""
-    return lab.Discriminator(channels).eval()
+    return wgan_gp.Discriminator(channels).eval()
 
 
 FIX_CODE = ("InstanceNorm2d(", "GroupNorm(", "LayerNorm(", ".view(gradients", "flatten first", "create_graph=True")
 
 
 def test_wgan_gp_right_answers_written_differently_pass(capsys):
-    for make, train in ((lab.reference_make_critic, lab.reference_train_critic), (PerSampleCritic, train_critic_one_loss),
-                        (group_norm_critic, lab.reference_train_critic), (layer_norm_critic, train_critic_one_loss)):
+    for make, train in ((wgan_gp.reference_make_critic, wgan_gp.reference_train_critic), (PerSampleCritic, train_critic_one_loss),
+                        (group_norm_critic, wgan_gp.reference_train_critic), (layer_norm_critic, train_critic_one_loss)):
         ok, out = out_of(capsys, exercises.check_wgan_gp(make, train))
         assert ok and out.startswith("✓"), (make, train, out)
 
 
 @pytest.mark.parametrize("make, train, words", [
     (broken_make_critic, broken_train_critic, ["depends on the other images", "no longer a penalty per sample"]),
-    (batch_norm_eval_critic, lab.reference_train_critic, ["depends on the other images"]),
-    (lab.reference_make_critic, broken_train_critic, ["step 1: d_optimizer stepped on gradients",
+    (batch_norm_eval_critic, wgan_gp.reference_train_critic, ["depends on the other images"]),
+    (wgan_gp.reference_make_critic, broken_train_critic, ["step 1: d_optimizer stepped on gradients",
                                                       "over dim 1 of a [batch, 1, H, W] gradient"]),
     (group_norm_critic, broken_train_critic, ["step 1: d_optimizer", "element by element"]),
-    (lab.reference_make_critic, train_critic_no_create_graph, ["without a graph of its own", "a constant"]),
+    (wgan_gp.reference_make_critic, train_critic_no_create_graph, ["without a graph of its own", "a constant"]),
 ])
 def test_wgan_gp_wrong_answers_are_named_without_the_fix(capsys, make, train, words):
     ok, out = out_of(capsys, exercises.check_wgan_gp(make, train))
@@ -316,7 +316,7 @@ def test_wgan_gp_wrong_answers_are_named_without_the_fix(capsys, make, train, wo
 def test_wgan_gp(capsys):
     ok, out = out_of(capsys, exercises.check_wgan_gp(stub, stub))
     assert not ok and "not solved yet" in out
-    ok, out = out_of(capsys, exercises.check_wgan_gp(lab.reference_make_critic, stub))
+    ok, out = out_of(capsys, exercises.check_wgan_gp(wgan_gp.reference_make_critic, stub))
     assert not ok and "not solved yet" in out
 
 
@@ -473,7 +473,7 @@ def amp_update_between(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
 
 
 def test_amp_right_answers_written_differently_pass(capsys):
-    for right in (lab.reference_optimize_parameters, amp_inputs, amp_unscale_and_clip):
+    for right in (amp.reference_optimize_parameters, amp_inputs, amp_unscale_and_clip):
         ok, out = out_of(capsys, exercises.check_amp_lab(right))
         assert ok and out.startswith("✓") and "skips the call where one of its gradients is inf" in out, out
 
@@ -497,10 +497,10 @@ def test_amp_wrong_fixes_are_named_by_what_their_step_does(capsys, wrong, words)
 
 
 def test_the_amp_lab_puts_an_inf_into_one_optimizers_gradients_at_calls_2_and_3():
-    args, opts, names, state = lab.LABS["amp"].problem()
+    args, opts, names, state = grading.LABS["amp"].problem()
     for k in range(3):
         torch.manual_seed(100 + k)
-        lab.reference_optimize_parameters(*args(k))
+        amp.reference_optimize_parameters(*args(k))
     assert state["stepped"] == [(1, "optimizer_g"), (1, "optimizer_d"), (2, "optimizer_g"), (3, "optimizer_d")]
     assert state["scales"] + [state["scaler"].get_scale()] == [1024.0, 2048.0, 1024.0, 512.0]
     assert all(torch.isfinite(p).all() for net in state["nets"].values() for p in net.parameters())
@@ -509,7 +509,7 @@ def test_the_amp_lab_puts_an_inf_into_one_optimizers_gradients_at_calls_2_and_3(
 def test_amp(capsys):
     ok, out = out_of(capsys, exercises.check_amp_lab(amp_broken))
     assert not ok and "step 1: optimizer_g stepped on gradients 2^10 = 1024x the reference's" in out, out
-    for right in (lab.reference_optimize_parameters, amp_inputs):
+    for right in (amp.reference_optimize_parameters, amp_inputs):
         ok, out = out_of(capsys, exercises.check_amp_lab(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_amp_lab(amp_two_updates))
@@ -559,12 +559,12 @@ def rnn_data(rnn, optimizer, loss_func, steps):
 def test_rnn(capsys):
     ok, out = out_of(capsys, exercises.check_rnn_train(rnn_broken))
     assert not ok and "backward through the graph a second time" in out, out
-    for right in (lab.reference_rnn_train, rnn_data):
+    for right in (rnn.reference_rnn_train, rnn_data):
         ok, out = out_of(capsys, exercises.check_rnn_train(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_rnn_train(rnn_retain_graph))
     assert not ok and "modified by an inplace operation" in out, out
-    ok, out = out_of(capsys, exercises.check_rnn_train(lab._rnn_reset))
+    ok, out = out_of(capsys, exercises.check_rnn_train(rnn._rnn_reset))
     assert not ok and "step 2: optimizer stepped on gradients" in out and "reset to None" in out, out
     ok, out = out_of(capsys, exercises.check_rnn_train(stub))
     assert not ok and "not solved yet" in out
@@ -590,7 +590,7 @@ def compiled_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 
 def compiled_ema_left(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     """The penalty fixed, the EMA still fed the compiled G."""
-    lab.reference_compiled_step(G, D, opt_G, opt_D, lab.EMA(nn.Linear(1, 1)), x_real, z, r1_gamma)
+    compiled.reference_compiled_step(G, D, opt_G, opt_D, compiled.EMA(nn.Linear(1, 1)), x_real, z, r1_gamma)
     ema.update(G)
 
 
@@ -614,10 +614,10 @@ def compiled_separate(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 def test_compiled(capsys):
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled_broken))
     assert not ok and "does not currently support double backward" in out and "D._orig_mod" in out, out
-    for right in (lab.reference_compiled_step, compiled_separate):
+    for right in (compiled.reference_compiled_step, compiled_separate):
         ok, out = out_of(capsys, exercises.check_compiled_step(right))
         assert ok and out.startswith("✓"), out
-    ok, out = out_of(capsys, exercises.check_compiled_step(lab._compiled_no_create_graph))
+    ok, out = out_of(capsys, exercises.check_compiled_step(compiled._compiled_no_create_graph))
     assert not ok and "step 1: opt_D stepped on gradients" in out and "trains nothing" in out, out
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled_ema_left))
     assert not ok and "still the initial ones" in out and "G._orig_mod" in out, out

@@ -1,0 +1,124 @@
+"""Lab 2 · BigGAN (ajbrock/BigGAN-PyTorch#25): gradients accumulated over D steps."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
+
+
+class G_D(nn.Module):
+    def __init__(self, G, D):
+        super().__init__()
+        self.G, self.D = G, D
+
+    def forward(self, z, x=None, train_G=False):
+        with torch.set_grad_enabled(train_G):
+            G_z = self.G(z)
+        if x is None:
+            return self.D(G_z)
+        D_out = self.D(torch.cat([G_z, x], 0))
+        return torch.split(D_out, [G_z.shape[0], x.shape[0]])
+
+
+def toggle_grad(model, on_or_off):
+    for param in model.parameters():
+        param.requires_grad = on_or_off
+
+
+def discriminator_loss(dis_fake, dis_real):
+    return torch.mean(F.relu(1. - dis_real)), torch.mean(F.relu(1. + dis_fake))
+
+
+def generator_loss(dis_fake):
+    return -torch.mean(dis_fake)
+
+
+BIGGAN_CONFIG = {'batch_size': 4, 'num_D_steps': 2, 'num_D_accumulations': 2, 'num_G_accumulations': 1,
+                 'toggle_grads': True}
+
+
+def _biggan_problem():
+    torch.manual_seed(2)
+    G = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 12))
+    D = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 1))
+    G.optim = optim.Adam(G.parameters(), lr=1e-4, betas=(0.0, 0.999), eps=1e-8)
+    D.optim = optim.Adam(D.parameters(), lr=2e-4, betas=(0.0, 0.999), eps=1e-8)
+    GD, config = G_D(G, D), dict(BIGGAN_CONFIG)
+    z_ = torch.randn(config['batch_size'], 8)
+    n = config['num_D_steps'] * config['num_D_accumulations'] * config['batch_size']
+    xs = [torch.randn(n, 12) for _ in range(2)]
+    return (lambda k: (G, D, GD, z_, config, xs[k]), {"G.optim": G.optim, "D.optim": D.optim}, _names(G=G, D=D), {})
+
+
+def reference_biggan_train(G, D, GD, z_, config, x):
+    """BigGAN's train(), fixed as in b70f16c: D.optim.zero_grad() at the start of each D step."""
+    G.optim.zero_grad()
+    x = torch.split(x, config['batch_size'])
+    counter = 0
+    if config['toggle_grads']:
+        toggle_grad(D, True)
+        toggle_grad(G, False)
+    for step_index in range(config['num_D_steps']):  # noqa: B007
+        D.optim.zero_grad()
+        for accumulation_index in range(config['num_D_accumulations']):  # noqa: B007
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
+            D_loss_real, D_loss_fake = discriminator_loss(D_fake, D_real)
+            D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
+            D_loss.backward()
+            counter += 1
+        D.optim.step()
+    if config['toggle_grads']:
+        toggle_grad(D, False)
+        toggle_grad(G, True)
+    G.optim.zero_grad()
+    for accumulation_index in range(config['num_G_accumulations']):  # noqa: B007
+        z_.normal_()
+        D_fake = GD(z_, train_G=True)
+        G_loss = generator_loss(D_fake) / float(config['num_G_accumulations'])
+        G_loss.backward()
+    G.optim.step()
+
+
+def _biggan_zero_in_accumulation(G, D, GD, z_, config, x):
+    G.optim.zero_grad()
+    x = torch.split(x, config['batch_size'])
+    counter = 0
+    toggle_grad(D, True)
+    toggle_grad(G, False)
+    for step_index in range(config['num_D_steps']):  # noqa: B007
+        for accumulation_index in range(config['num_D_accumulations']):  # noqa: B007
+            D.optim.zero_grad()
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
+            D_loss_real, D_loss_fake = discriminator_loss(D_fake, D_real)
+            D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
+            D_loss.backward()
+            counter += 1
+        D.optim.step()
+    toggle_grad(D, False)
+    toggle_grad(G, True)
+    G.optim.zero_grad()
+    z_.normal_()
+    G_loss = generator_loss(GD(z_, train_G=True))
+    G_loss.backward()
+    G.optim.step()
+
+
+_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
+         mistakes=[(_biggan_zero_in_accumulation, N_("zero_grad() inside the accumulation loop throws away every "
+                                                     "accumulated half-batch but the last: each D step must start "
+                                                     "from zero and then add up all num_D_accumulations backwards, so "
+                                                     "call D.optim.zero_grad() once per D step, before the "
+                                                     "accumulation loop"))]))
+
+
+
+def check_biggan_train(train) -> bool:
+    """Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 2 accumulations each, then a G step)."""
+    return _check(LABS["biggan"], train, "train", _("every D step and G step is on the reference's gradients: each D "
+                                                   "step starts from zero and adds up its accumulations"))
+
+

@@ -1,0 +1,66 @@
+"""Lab 5 · A hidden state carried across batches (MorvanZhou/PyTorch-Tutorial#57)."""
+import math
+
+import torch
+from torch import nn, optim
+
+from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
+
+
+class RNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(input_size=1, hidden_size=8, num_layers=1, batch_first=True)
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x, h_state):
+        r_out, h_state = self.rnn(x, h_state)
+        return self.out(r_out), h_state
+
+
+def _rnn_problem():
+    torch.manual_seed(5)
+    rnn = RNN()
+    optimizer = optim.Adam(rnn.parameters(), lr=0.02)
+    return (lambda k: (rnn, optimizer, nn.MSELoss(), 3), {"optimizer": optimizer}, _names(rnn=rnn), {})
+
+
+def reference_rnn_train(rnn, optimizer, loss_func, steps):
+    """The tutorial's loop: the hidden state carried on, cut from the previous step's graph."""
+    h_state = None
+    for step in range(steps):
+        start, end = step * math.pi, (step + 1) * math.pi
+        t = torch.linspace(start, end, 10)
+        x, y = torch.sin(t).view(1, 10, 1), torch.cos(t).view(1, 10, 1)
+        prediction, h_state = rnn(x, h_state)
+        h_state = h_state.detach()
+        loss = loss_func(prediction, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def _rnn_reset(rnn, optimizer, loss_func, steps):
+    for step in range(steps):
+        t = torch.linspace(step * math.pi, (step + 1) * math.pi, 10)
+        prediction, _ = rnn(torch.sin(t).view(1, 10, 1), None)
+        loss = loss_func(prediction, torch.cos(t).view(1, 10, 1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+
+_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
+    (_rnn_reset, N_("the state is reset to None at every step, which makes the error go away and changes what the "
+                    "RNN computes: carry h_state on to the next step, cut from the old graph with h_state.detach() "
+                    "(or the tutorial's h_state.data)"))]))
+
+
+def check_rnn_train(train) -> bool:
+    """Lab 5. train(rnn, optimizer, loss_func, steps) with steps=3."""
+    return _check(LABS["rnn"], train, "train", _("all three steps run, on the reference's gradients: the state is "
+                                                "carried on, cut from the previous step's graph"))
+
+

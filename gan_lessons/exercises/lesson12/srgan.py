@@ -1,0 +1,161 @@
+"""Lab 1 · SRGAN (leftthomas/SRGAN#89): D's step before G's backward."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn, optim
+
+from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
+
+
+class SRGenerator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.PReLU(), nn.Conv2d(8, 3, 3, padding=1))
+
+    def forward(self, x):
+        return (torch.tanh(self.body(x)) + 1) / 2
+
+
+class SRDiscriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.LeakyReLU(0.2),
+                                 nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 16, kernel_size=1), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(16, 1, kernel_size=1))
+
+    def forward(self, x):
+        return torch.sigmoid(self.net(x).view(x.size(0)))
+
+
+class GeneratorLoss(nn.Module):
+    """SRGAN's generator_criterion without its VGG and TV terms: image MSE + 0.001 * adversarial."""
+
+    def forward(self, out_labels, out_images, target_images):
+        adversarial_loss = torch.mean(1 - out_labels)
+        image_loss = F.mse_loss(out_images, target_images)
+        return image_loss + 0.001 * adversarial_loss
+
+
+def _srgan_problem():
+    """Two calls; state["into_G"][k] counts the backward passes that reached netG's first weight in call k + 1."""
+    torch.manual_seed(1)
+    netG, netD = SRGenerator(), SRDiscriminator()
+    optimizerG, optimizerD = optim.Adam(netG.parameters(), lr=1e-3), optim.Adam(netD.parameters(), lr=1e-3)
+    data = [(torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8)) for _ in range(2)]
+    crit = GeneratorLoss()
+    into_G = []
+    netG.body[0].weight.register_post_accumulate_grad_hook(lambda p: into_G.__setitem__(-1, into_G[-1] + 1))
+
+    def args(k):
+        into_G.append(0)
+        return netG, netD, optimizerG, optimizerD, crit, *data[k]
+    return args, {"optimizerG": optimizerG, "optimizerD": optimizerD}, _names(netG=netG, netD=netD), \
+        {"into_G": into_G}
+
+
+def _srgan_extra(mine, ref):
+    for call, (got, want) in enumerate(zip(mine["into_G"], ref["into_G"]), 1):
+        if got > want:
+            return [_("call {call}: {passes} backward passes reached netG where the reference's make {expected}: D's "
+                      "loss was also sent back into netG, work that netG.zero_grad() then throws away").format(
+                call=call, passes=got, expected=want)]
+    return []
+
+
+def reference_srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """SRGAN's step, fixed: D on the detached fake; G's loss from a fresh D(fake_img), after D's step."""
+    real_img, z = target, data
+    fake_img = netG(z)
+    netD.zero_grad()
+    real_out = netD(real_img).mean()
+    fake_out = netD(fake_img.detach()).mean()
+    d_loss = 1 - real_out + fake_out
+    d_loss.backward()
+    optimizerD.step()
+    netG.zero_grad()
+    fake_out = netD(fake_img).mean()
+    g_loss = generator_criterion(fake_out, fake_img, real_img)
+    g_loss.backward()
+    optimizerG.step()
+
+
+def _srgan_both_steps_last(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    real_img, z = target, data
+    fake_img = netG(z)
+    netD.zero_grad()
+    real_out = netD(real_img).mean()
+    fake_out = netD(fake_img).mean()
+    d_loss = 1 - real_out + fake_out
+    d_loss.backward(retain_graph=True)
+    netG.zero_grad()
+    g_loss = generator_criterion(fake_out, fake_img, real_img)
+    g_loss.backward()
+    optimizerD.step()
+    optimizerG.step()
+
+
+def _srgan_g_through_old_d(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """What torch before 1.5 computed: G's loss through D's forward from before optimizerD.step()."""
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):       # no version check, as then
+        real_img, z = target, data
+        fake_img = netG(z)
+        netD.zero_grad()
+        real_out = netD(real_img).mean()
+        fake_out = netD(fake_img).mean()
+        d_loss = 1 - real_out + fake_out
+        d_loss.backward(retain_graph=True)
+        optimizerD.step()
+        netG.zero_grad()
+        g_loss = generator_criterion(fake_out, fake_img, real_img)
+        g_loss.backward()
+        optimizerG.step()
+
+
+def _srgan_no_adversarial(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """G trained on the image loss alone: the adversarial term, 1/1000 of the loss, left out."""
+    fake_img = netG(data)
+    netD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
+    optimizerD.step()
+    netG.zero_grad()
+    F.mse_loss(fake_img, target).backward()
+    optimizerG.step()
+
+
+def _srgan_g_first(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
+    """G's step first, through D as it was; then D's step."""
+    fake_img = netG(data)
+    netG.zero_grad()
+    generator_criterion(netD(fake_img).mean(), fake_img, target).backward()
+    optimizerG.step()
+    netD.zero_grad()
+    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
+    optimizerD.step()
+
+
+_lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, reference_srgan_step, calls=2, atol=2e-6,
+         extra=_srgan_extra, mistakes=[
+    (_srgan_no_adversarial, N_("what reached netG is the image loss's gradient alone: no part of it came through "
+                               "netD, so G no longer learns from D's score of its images (the adversarial term is "
+                               "1/1000 of the loss and hides under the image loss)")),
+    (_srgan_g_first, N_("netG's gradient came through netD as it was before optimizerD.step(): G's step ran before "
+                        "D's, where the report's order, kept in the reference, is D's step first")),
+    (_srgan_both_steps_last, N_("both steps after both backwards, as the thread suggests, makes the error go away, "
+                                "but optimizerD then steps on d_loss's gradient plus g_loss's (g_loss went back "
+                                "through netD too), and G learns from D as it was before its step; step D first, then "
+                                "compute fake_out again through the stepped netD")),
+    (_srgan_g_through_old_d, N_("this is what torch before 1.5 computed without an error: G's gradient through "
+                                "netD's forward from before optimizerD.step(), with the new weights put into it; "
+                                "compute fake_out again after optimizerD.step()")),
+]))
+
+
+
+def check_srgan_step(srgan_step) -> bool:
+    """Lab 1. srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target), twice."""
+    return _check(LABS["srgan"], srgan_step, "srgan_step", _("runs to the end, and optimizerD and optimizerG step on "
+                                                            "the reference's gradients at both steps"))
+
+
