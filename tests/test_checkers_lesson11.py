@@ -884,3 +884,95 @@ def test_the_student_copy_records_no_version_and_bumps_nothing(copy):
     assert "value._version" not in code and "_version +=" not in code and "_version = self._version" not in code
     assert ".save(" not in code
     assert code.count("raise NotImplementedError()") >= 9    # save, *, exp, @, backward, _inplace twice, unpack, ...
+
+
+# --- slips a student met trying the lesson -----------------------------------------------------------------------------
+def backward_aliasing_grads(self, retain_graph=False):
+    """A leaf keeps the gradient tensor it is handed, and the next backward adds to it in place."""
+    grads = {self: torch.ones_like(self.data)}
+    for v in reversed(_topological(self)):
+        grad = grads.pop(v, None)
+        if grad is None:
+            continue
+        if v.is_leaf:
+            if v.grad is None:
+                v.grad = grad
+            else:
+                v.grad += grad
+            continue
+        if v._saved is None:
+            raise RuntimeError(SECOND_TIME)
+        for p, g in zip(v.parents, v._backward(grad, v.unpack())):
+            if p.requires_grad:
+                grads[p] = grads[p] + g if p in grads else g
+        if v._saved and not retain_graph:
+            v._saved = None
+
+
+def backward_empty_is_freed(self, retain_graph=False):
+    """Takes a node that saved nothing ({}) for a freed one (None)."""
+    grads = {self: torch.ones_like(self.data)}
+    for v in reversed(_topological(self)):
+        grad = grads.pop(v, None)
+        if grad is None:
+            continue
+        if v.is_leaf:
+            v.grad = grad if v.grad is None else v.grad + grad
+            continue
+        if not v._saved:
+            raise RuntimeError(SECOND_TIME)
+        for p, g in zip(v.parents, v._backward(grad, v.unpack())):
+            if p.requires_grad:
+                grads[p] = grads[p] + g if p in grads else g
+        if not retain_graph:
+            v._saved = None
+
+
+def matmul_no_transpose(self, other):
+    out = self._result(self.data @ other.data, (self, other))
+    if self.requires_grad:
+        out.save("mat2", other)
+    if other.requires_grad:
+        out.save("self", self)
+    out._backward = lambda grad, saved: (grad @ saved["mat2"] if "mat2" in saved else None,
+                                         saved["self"] @ grad if "self" in saved else None)
+    return out
+
+
+def ng_put_back_by_arithmetic(f, x, eps=1e-3):
+    """Right: x comes back within a rounding of where it was."""
+    grad, flat = torch.zeros_like(x), x.view(-1)
+    for i in range(flat.numel()):
+        flat[i] += eps
+        up = f(x)
+        flat[i] -= 2 * eps
+        down = f(x)
+        flat[i] += eps
+        grad.view(-1)[i] = (up - down) / (2 * eps)
+    return grad
+
+
+def test_a_gradient_shared_by_two_leaves_is_named(capsys):
+    ok, out = run(capsys, 2, engine(backward=backward_aliasing_grads))
+    assert ok is False and "a.grad and b.grad are one tensor" in out, out
+
+
+def test_a_node_that_saved_nothing_is_not_a_freed_one(capsys):
+    ok, out = run(capsys, 2, engine(backward=backward_empty_is_freed))
+    assert ok is False and "a node whose `_saved` is empty was taken for a freed one" in out, out
+    assert "topological" not in out
+
+
+def test_a_matmul_gradient_of_the_wrong_shape_is_named(capsys):
+    ok, out = run(capsys, 1, engine(__matmul__=matmul_no_transpose))
+    assert ok is False and "the shapes in one of its products do not fit" in out, out
+
+
+def test_x_put_back_by_arithmetic_is_back(capsys):
+    assert exercises.check_numerical_grad(ng_put_back_by_arithmetic) is True, capsys.readouterr().out
+
+
+def test_whole_powers_are_products():
+    a = Value(torch.tensor([1.0, 2.0]), requires_grad=True)
+    (a ** 3).sum().backward()
+    assert torch.allclose(a.grad, 3 * a.data ** 2)

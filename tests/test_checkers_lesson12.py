@@ -613,14 +613,17 @@ def compiled_separate(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 
 def test_compiled(capsys):
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled_broken))
-    assert not ok and "does not currently support double backward" in out and "D._orig_mod" in out, out
+    assert not ok and "does not currently support double backward" in out and "the module it was made from" in out
+    assert "D._orig_mod" not in out, out                                  # the cause, not the fix's code
     for right in (compiled.reference_compiled_step, compiled_separate):
         ok, out = out_of(capsys, exercises.check_compiled_step(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled._compiled_no_create_graph))
     assert not ok and "step 1: opt_D stepped on gradients" in out and "trains nothing" in out, out
+    assert "_orig_mod" not in out, out
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled_ema_left))
-    assert not ok and "still the initial ones" in out and "G._orig_mod" in out, out
+    assert not ok and "still the initial ones" in out and "`_orig_mod.0.weight`" in out, out
+    assert "G._orig_mod" not in out, out
     ok, out = out_of(capsys, exercises.check_compiled_step(stub))
     assert not ok and "not solved yet" in out
 
@@ -630,3 +633,58 @@ def test_compiled(capsys):
 def test_unanswered(capsys, check):
     ok, out = out_of(capsys, getattr(exercises, check)(...))
     assert not ok and "not solved yet" in out
+
+
+# --- the lab as diagnosis: nothing before a grader names the bug, no message prints the fix ---------------------------------
+LABS_IN_ORDER = [("srgan", srgan), ("biggan", biggan), ("wgan_gp", wgan_gp), ("amp", amp), ("rnn", rnn),
+                 ("compiled", compiled)]
+
+
+@pytest.mark.parametrize("copy", ["notebooks/student/12_debugging_lab.ipynb",
+                                  "notebooks/zh/student/12_debugging_lab.ipynb"])
+def test_no_markdown_before_a_grader_names_the_bug_or_its_fix(copy):
+    """In the student copy, the markdown of each lab up to its grader's cell, and the lesson's opening (its materials
+    table), say none of that lab's TELLS."""
+    import nbformat
+    from pathlib import Path
+    cells = nbformat.read(Path(__file__).resolve().parents[1] / copy, as_version=4).cells
+    graders = [i for i, c in enumerate(cells) if c.cell_type == "code" and "my_answer" in c.source
+               and "exercises.check_" in c.source]
+    assert len(graders) == len(LABS_IN_ORDER), graders
+    start = 0
+    opening = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## 1 ·"))
+    for (name, module), end in zip(LABS_IN_ORDER, graders):
+        spans = [(0, opening), (start, end)]
+        text = "\n".join(cells[i].source.lower() for a, b in spans for i in range(a, b) if cells[i].cell_type == "markdown")
+        said = [w for w in module.TELLS if w.lower() in text]
+        assert not said, f"{copy}: before lab {name}'s grader the markdown says {said}"
+        start = end + 1
+
+
+def _wrong_answers():
+    """Every broken or wrong step this file runs, by lab, as (checker, arguments)."""
+    return {
+        "srgan": [(exercises.check_srgan_step, (f,)) for f in
+                  (srgan_broken, srgan_detached_g, srgan_constant_label, srgan_g_first_frozen, srgan_wasted_backward,
+                   srgan._srgan_both_steps_last, srgan._srgan_g_through_old_d, srgan._srgan_no_adversarial,
+                   srgan._srgan_g_first)],
+        "biggan": [(exercises.check_biggan_train, (f,)) for f in (biggan_broken, biggan._biggan_zero_in_accumulation)],
+        "wgan_gp": [(exercises.check_wgan_gp, pair) for pair in
+                    ((broken_make_critic, broken_train_critic), (wgan_gp.reference_make_critic, broken_train_critic),
+                     (wgan_gp.reference_make_critic, train_critic_no_create_graph))],
+        "amp": [(exercises.check_amp_lab, (f,)) for f in
+                (amp_broken, amp_two_updates, amp_unscale_then_step, amp_divide_by_hand, amp_no_scaler_for_g,
+                 amp_update_between)],
+        "rnn": [(exercises.check_rnn_train, (f,)) for f in (rnn_broken, rnn_retain_graph)],
+        "compiled": [(exercises.check_compiled_step, (f,)) for f in
+                     (compiled_broken, compiled_ema_left, compiled._compiled_no_create_graph)],
+    }
+
+
+@pytest.mark.parametrize("name, module", LABS_IN_ORDER, ids=[n for n, _ in LABS_IN_ORDER])
+def test_no_grader_message_prints_the_fix(capsys, name, module):
+    for check, args in _wrong_answers()[name]:
+        ok, out = out_of(capsys, check(*args))
+        assert not ok, (name, args)
+        printed = [code for code in module.FIX_CODE if code in out]
+        assert not printed, f"{name}: the grader printed the fix's code {printed}: {out}"

@@ -25,17 +25,19 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def cli_with_signal(at, sig, *args):
     """The real command line, with `sig` sent to itself when `at` happens: "final checkpoint" (while the last
-    epoch's last.pt is being written) or "final evaluation" (the metrics after training)."""
+    epoch's last.pt is being written) or "final evaluation" (the metrics after training). The signal goes to the main
+    thread itself (signal.raise_signal), as a terminal's Ctrl-C reaches a process whose other threads are busy in
+    torch: os.kill to the whole process may land on any of torch's threads first."""
     script = textwrap.dedent(f"""
         import os, signal, sys
         from gan_lessons import __main__ as cli, metrics, training
         save, evaluate = training.save_checkpoint, metrics.evaluate
         def save_and_signal(path, state):
             if state["epoch"] == {{epochs}} and state["batch"] == 0:
-                os.kill(os.getpid(), {int(sig)})
+                signal.raise_signal({int(sig)})
             save(path, state)
         def evaluate_and_signal(*a, **k):
-            os.kill(os.getpid(), {int(sig)})
+            signal.raise_signal({int(sig)})
             return evaluate(*a, **k)
         if {at!r} == "final checkpoint":
             training.save_checkpoint = save_and_signal

@@ -79,8 +79,8 @@ claim("torch kept b, exp's output and c, and not a", len(kept) == 3 and
 # output's gradient into one gradient per parent, reading the values it needs from `saved` (a dict by name, as torch
 # names them). What a node keeps lives in its `_saved` dict: name -> `(value, the version value had when saved)`, and
 # `None` once backward has freed it. The class below is the container and its plumbing: `__add__` and `sum` (they
-# save nothing, since the gradient of a sum needs no values), `-` and the reversed operators (written with `+` and
-# `*`), and two placeholders you replace, `unpack` (section 3) and `_inplace`, behind `add_` and `mul_` (sections 3
+# save nothing, since the gradient of a sum needs no values), `-`, whole powers `**` and the reversed operators
+# (written with `+` and `*`), and two placeholders you replace, `unpack` (section 3) and `_inplace`, behind `add_` and `mul_` (sections 3
 # and 4). `method` attaches a function you write to the class, so the engine grows step by step.
 
 # %%
@@ -146,6 +146,14 @@ class Value:
 
     def __sub__(self, other):
         return self + (-self._value(other))
+
+    def __pow__(self, n):                 # a whole power, as products: x ** 2 is x * x
+        if not (isinstance(n, int) and n >= 1):
+            return NotImplemented
+        out = self
+        for _k in range(n - 1):
+            out = out * self
+        return out
 
     def unpack(self):                     # placeholder (section 3): the saved tensors by name, nothing checked
         return {name: value.data for name, (value, _) in self._saved.items()}
@@ -791,7 +799,7 @@ claim("D's last weight, [512, 1], at version 2 where 1 was saved, from both: see
 # what it is checked against). Then `fit(params, x, y, steps, lr)`: `params` is `[W1, b1, W2, b2]`, Values that
 # require grad (W1 is [2, 16], b1 [16], W2 [16, 1], b2 [1]); `x` is [64, 2] and `y` [64, 1]. Each step computes
 # `pred = tanh(x @ W1 + b1) @ W2 + b2` and the loss, the mean of `(pred - y)²` over the 64 samples (your engine has no
-# division: multiply by `1 / 64`), runs backward, and moves each parameter by `-lr` times its gradient. It returns
+# division: multiply by `1 / 64`; `**` takes whole powers), runs backward, and moves each parameter by `-lr` times its gradient. It returns
 # the loss of every step, as numbers. The checker runs your loop twice (40 steps at lr 0.1, 8 at lr 0.3) from the
 # same start as the same loop on torch, and compares the losses step by step.
 

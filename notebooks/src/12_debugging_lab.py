@@ -10,14 +10,14 @@
 # **Material.** Each step keeps the names and the shape of the code in its report, scaled down to tiny networks so
 # that it runs in well under a second on a CPU. The reports, all public:
 #
-# | lab | what | reports |
+# | lab | the code | reports |
 # |---|---|---|
-# | 1 | SRGAN's D and G step | [leftthomas/SRGAN#89](https://github.com/leftthomas/SRGAN/issues/89) |
-# | 2 | BigGAN's D steps with gradient accumulation | [ajbrock/BigGAN-PyTorch#25](https://github.com/ajbrock/BigGAN-PyTorch/issues/25) |
-# | 3 | a WGAN-GP critic with BatchNorm | [Zeleni9/pytorch-wgan#40](https://github.com/Zeleni9/pytorch-wgan/issues/40), [Lornatang/WassersteinGAN_GP-PyTorch#2](https://github.com/Lornatang/WassersteinGAN_GP-PyTorch/issues/2), [kongyanye/cwgan-gp#6](https://github.com/kongyanye/cwgan-gp/issues/6) |
-# | 4 | mixed precision, one `GradScaler`, two optimizers | [nerfstudio-project/nerfacc#307](https://github.com/nerfstudio-project/nerfacc/issues/307), [neosr-project/neosr#9](https://github.com/neosr-project/neosr/pull/9), [neosr-project/neosr#50](https://github.com/neosr-project/neosr/pull/50) |
-# | 5 | an RNN's hidden state carried across batches | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
-# | 6 | an R1 penalty through a compiled D, an EMA of a compiled G | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469), [pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348), [wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
+# | 1 | SRGAN's training step | [leftthomas/SRGAN#89](https://github.com/leftthomas/SRGAN/issues/89) |
+# | 2 | BigGAN's `train()` | [ajbrock/BigGAN-PyTorch#25](https://github.com/ajbrock/BigGAN-PyTorch/issues/25) |
+# | 3 | a WGAN-GP critic and its critic iteration | [Zeleni9/pytorch-wgan#40](https://github.com/Zeleni9/pytorch-wgan/issues/40), [Lornatang/WassersteinGAN_GP-PyTorch#2](https://github.com/Lornatang/WassersteinGAN_GP-PyTorch/issues/2), [kongyanye/cwgan-gp#6](https://github.com/kongyanye/cwgan-gp/issues/6) |
+# | 4 | a mixed-precision SR-GAN step | [nerfstudio-project/nerfacc#307](https://github.com/nerfstudio-project/nerfacc/issues/307), [neosr-project/neosr#9](https://github.com/neosr-project/neosr/pull/9), [neosr-project/neosr#50](https://github.com/neosr-project/neosr/pull/50) |
+# | 5 | an RNN regression tutorial | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
+# | 6 | a compiled GAN with an R1 penalty and an EMA | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469), [pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348), [pytorch/pytorch#92893](https://github.com/pytorch/pytorch/pull/92893), [wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
 #
 # **How a fix is graded: by what it does, not by its text.** The grader runs your fixed step, for two or three
 # steps, on its own small models, optimizers and batches, and records, each time any optimizer calls `step()`, the
@@ -26,8 +26,10 @@
 # gradient was (so many times the right one; the right one plus what an earlier step left in `.grad`; ...), and
 # names the wrong fixes it knows. Any code that steps on the right gradients passes, however it is written.
 #
-# **How to work.** Each section shows the broken step and what the grader says about it. Copy the broken body
-# into the exercise's function below it and fix it there. This lab is planned as a **double slot** (about 100
+# **How to work.** Each section runs the broken step as it was and shows what a user meets: its error, or what the
+# grader measures when nothing raises. Find the fault, copy the broken body into the exercise's function below it
+# and fix it there. The report behind each step, its thread, the cause and the fix come after the step's grader (in
+# the student copy, at the end): read them once yours passes. This lab is planned as a **double slot** (about 100
 # minutes): ten minutes to start, about fourteen per lab, and a closing round with the doctor.
 
 # %%
@@ -39,16 +41,14 @@ from gan_lessons import exercises
 from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, generator_loss, toggle_grad
 
 # %% [markdown]
-# ## 1 · SRGAN: D's step, then G's loss through D's old forward
+# ## 1 · SRGAN: an error at G's backward
 #
 # **Why it matters.** The most common GAN error in public reports, with the fix posted most often beside it.
 #
-# **The report.** SRGAN's training loop computes D's output on the fake batch once, `fake_out`, uses it in
-# `d_loss`, calls `d_loss.backward(retain_graph=True)` and `optimizerD.step()`, and then builds G's loss from the
-# same `fake_out`. On torch 1.5 and later that raises the version error on D's last weight. In the thread, one
-# answer moves both `step()` calls after both backwards. Our `netD` ends in a sigmoid and `generator_criterion`
-# keeps SRGAN's image loss and its adversarial term (`0.001 * mean(1 - out_labels)`); the VGG and TV terms are left
-# out. The step runs twice, on two batches.
+# **The code.** SRGAN's training step, with the names and shape of its code: D's loss on a real and a generated
+# batch and D's step, then G's loss and G's step. Our `netD` ends in a sigmoid and `generator_criterion` keeps
+# SRGAN's image loss and its adversarial term (`0.001 * mean(1 - out_labels)`); the VGG and TV terms are left out.
+# The step runs twice, on two batches. Run it, and read what the grader says.
 
 # %%
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
@@ -69,9 +69,8 @@ def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, d
 broken_ok = exercises.check_srgan_step(srgan_step_broken)
 
 # %% [markdown]
-# **Fix it.** There are two mistakes: the one that raises, and one that only wastes work (a backward that goes
-# into G and is thrown away by `netG.zero_grad()`). The grader also knows the fix from the thread (both steps
-# last) and what torch before 1.5 computed without complaining: both step on wrong gradients.
+# **Fix it.** There are two mistakes: the one that raises, and one that raises nothing and costs work. The grader
+# also knows two ways of making the error go away that step on wrong gradients.
 
 # %%
 def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
@@ -96,15 +95,25 @@ def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, ta
 my_answer = srgan_step  # SOLUTION: point this at your srgan_step
 solved = exercises.check_srgan_step(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **The report, and what was wrong (lab 1).** In leftthomas/SRGAN#89, SRGAN's loop computes D's output on the fake
+# batch once, `fake_out`, uses it in `d_loss`, calls `d_loss.backward(retain_graph=True)` and `optimizerD.step()`,
+# and then builds G's loss from the same `fake_out`. On torch 1.5 and later that raises the version error on D's last
+# weight: G's backward goes through D's forward from before the step, whose saved weight the step changed in place.
+# In the thread, one answer moves both `step()` calls after both backwards; it runs, and D then steps on d_loss's
+# gradient plus g_loss's, which went back through netD too. The second mistake: D's loss on the undetached fake sends a backward into G that `netG.zero_grad()`
+# throws away. The fix: D's loss on `fake_img.detach()`, and G's loss through a new forward of the D that has
+# stepped.
+
 # %% [markdown]
-# ## 2 · BigGAN: `zero_grad()` once, before every D step
+# ## 2 · BigGAN: nothing raises
 #
-# **Why it matters.** A silent bug in a widely copied code base: nothing raises, and D steps on too much.
+# **Why it matters.** A silent bug in a widely copied code base.
 #
-# **The report.** In BigGAN-PyTorch's `train_fns.py`, `D.optim.zero_grad()` is called once at the top of
-# `train()`, before the loop over `config['num_D_steps']`; inside it, each D step adds up
-# `config['num_D_accumulations']` backwards and then steps. The author: "Good catch--this was a typo!" Nothing
-# raises. Here `num_D_steps` is 2 and `num_D_accumulations` is 2, and `train` runs twice.
+# **The code.** BigGAN-PyTorch's `train()` from `train_fns.py`: `config['num_D_steps']` D steps, each adding up
+# `config['num_D_accumulations']` backwards before it steps, then G's step. Here `num_D_steps` is 2 and
+# `num_D_accumulations` is 2, and `train` runs twice. Nothing raises; the grader compares the gradients each D step
+# and G step is taken on with the reference's.
 
 # %%
 def train_broken(G, D, GD, z_, config, x):
@@ -138,8 +147,7 @@ def train_broken(G, D, GD, z_, config, x):
 broken_ok = exercises.check_biggan_train(train_broken)
 
 # %% [markdown]
-# **Fix it.** Mind the accumulation: a `zero_grad()` in the wrong loop is a second way to get it wrong, which the
-# grader knows too.
+# **Fix it.** The grader also knows a second wrong version, which changes what each D step adds up.
 
 # %%
 def train(G, D, GD, z_, config, x):
@@ -176,18 +184,22 @@ def train(G, D, GD, z_, config, x):
 my_answer = train  # SOLUTION: point this at your train
 solved = exercises.check_biggan_train(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **The report, and what was wrong (lab 2).** In ajbrock/BigGAN-PyTorch#25, `D.optim.zero_grad()` is called once
+# at the top of `train()`, before the loop over the D steps, so every D step after the first steps on its own
+# gradient plus all the ones before. The author: "Good catch--this was a typo!", fixed it, and noted that the main
+# training script is not affected, since it trains with `num_D_steps=1` by default. The fix: reset D's gradients at
+# the start of each D step, before its accumulation loop (inside that loop, it throws away every half-batch but the
+# last).
+
 # %% [markdown]
-# ## 3 · WGAN-GP: a critic with BatchNorm, and a norm over the wrong dimension
+# ## 3 · WGAN-GP: a penalty that runs
 #
-# **Why it matters.** Two silent mistakes in one penalty: the loss looks like WGAN-GP's and is not.
+# **Why it matters.** A penalty can look like WGAN-GP's, run, and train something else.
 #
-# **The reports.** WGAN-GP penalises the norm of the critic's gradient *for each input on its own*; the paper says
-# "no critic batch normalization" and recommends layer normalisation instead, and several public WGAN-GP
-# critics keep BatchNorm anyway (the issues on Lornatang's and kongyanye's code ask why). Zeleni9's critic uses
-# `nn.InstanceNorm2d(C, affine=True)` for that reason, and its issue #40 found the other mistake: the penalty takes
-# `gradients.norm(2, dim=1)` of a `[batch, 1, 32, 32]` gradient. Both are silent. The critic below is Zeleni9's at
-# 8x8 pixels, with BatchNorm where its code has InstanceNorm; `train_critic` is one iteration of its critic loop
-# (the random `z` and `eta` come in as arguments), run three times.
+# **The code.** WGAN-GP penalises the norm of the critic's gradient for each input on its own. The critic below is
+# Zeleni9's (pytorch-wgan), scaled down to 8x8 pixels; `train_critic` is one iteration of its critic loop (the
+# random `z` and `eta` come in as arguments), run three times.
 
 # %%
 def make_critic_broken(channels):
@@ -215,10 +227,9 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 
 # %% [markdown]
-# **Fix both.** `make_critic(channels)` returns a critic whose output for one image does not depend on the other
-# images of the batch; which layers do that is yours to choose. The grader checks that first, by the gradient of the
-# critic's output for image 0 with respect to the other images, then runs the reference's critic iteration on your
-# own critic and compares your `train_critic`'s gradients with it.
+# **Fix it.** `make_critic(channels)` returns the critic, `train_critic` one critic iteration. The grader judges the
+# critic by what it computes, image by image, and then runs the reference's critic iteration on your own critic and
+# compares your `train_critic`'s gradients with it.
 
 # %%
 def make_critic(channels):
@@ -256,18 +267,26 @@ my_critic = make_critic  # SOLUTION: point this at your make_critic
 my_answer = train_critic  # SOLUTION: point this at your train_critic
 solved = exercises.check_wgan_gp(my_critic, my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **The reports, and what was wrong (lab 3).** The paper says "no critic batch normalization" and recommends layer
+# normalisation instead, and several public WGAN-GP critics keep BatchNorm anyway (the issues on Lornatang's and
+# kongyanye's code ask why): BatchNorm makes each image's output depend on the rest of its batch, so the gradient
+# for one sample mixes in the others. Zeleni9's own critic uses `nn.InstanceNorm2d(C, affine=True)` for that reason
+# (the critic above had BatchNorm in its place), and its issue #40 found the other mistake: the penalty takes
+# `gradients.norm(2, dim=1)` of a `[batch, 1, 32, 32]` gradient, a norm over one channel, that is `|g|` element by
+# element. Both are silent. The fix: any per-sample normalisation (InstanceNorm, `GroupNorm(1, C)`, layer norm), and
+# the norm of each sample's flattened gradient.
+
 # %% [markdown]
-# ## 4 · Mixed precision: one `GradScaler`, two optimizers
+# ## 4 · Mixed precision: an SR-GAN step under autocast
 #
-# **Why it matters.** Mixed precision adds a scale to every gradient; one optimizer stepped around the scaler
-# steps on the scaled one.
+# **Why it matters.** Mixed precision multiplies the loss by a scale before backward and takes it back out before
+# each step; a step that gets this wrong still runs.
 #
-# **The reports.** neosr (a super-resolution GAN trainer) uses one `GradScaler` for G and D (its PR #50) and had to
-# remove a second `scaler.update()` (PR #9). nerfacc's example scales the loss with the scaler and then calls
-# `optimizer.step()` itself: "the gradients are now 1024x larger than they should be" (issue #307). Below, an
-# SR-GAN step in that style, under bfloat16 autocast on the CPU: G's step with D frozen, then D's. The grader's
-# scaler starts at 2^10 and grows 2x at each `update()` without an inf, and the step runs three times; at the
-# second call it makes one of D's scaled gradients inf, and at the third one of G's, as an overflow would.
+# **The code.** An SR-GAN step in the style of neosr (a super-resolution GAN trainer), under bfloat16 autocast on
+# the CPU: G's step with D frozen, then D's, with one `GradScaler`. The grader's scaler starts at 2^10 and grows 2x
+# at each `update()` without an inf, and the step runs three times; at the second call it makes one of D's scaled
+# gradients inf, and at the third one of G's, as an overflow would.
 
 # %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -294,9 +313,9 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 
 # %% [markdown]
-# **Fix it.** With Adam the 1024x barely shows (Adam divides by the gradient's running size), which is how such a
-# step survives; with SGD, or on the step where G's scaled gradient holds an inf, it does not. The grader also
-# checks the scale after each call: an `update()` after each optimizer's step (neosr's bug) doubles it twice.
+# **Fix it.** With Adam a wrong scale barely shows in the losses (Adam divides by the gradient's running size),
+# which is how such a step survives. The grader compares the gradients each optimizer steps on, whether each skips
+# the call where one of its gradients is inf, and the scale after each call.
 
 # %%
 def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -326,16 +345,24 @@ def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
 my_answer = optimize_parameters  # SOLUTION: point this at your optimize_parameters
 solved = exercises.check_amp_lab(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **The reports, and what was wrong (lab 4).** neosr uses one `GradScaler` for G and D (its PR #50) and had to
+# remove a second `scaler.update()` (PR #9). nerfacc's example scales the loss with the scaler and then calls
+# `optimizer.step()` itself: "the gradients are now 1024x larger than they should be" (issue #307); there the
+# maintainer answered that it was deliberate, in effect `(loss * 1024).backward()` to keep tiny gradients from
+# vanishing under Adam, with no mixed precision. In the step above, G steps around the scaler: on gradients 1024x
+# too large, and on the call where one is inf. The fix: `scaler.step(optimizer_g)` as for D, and one `update()` per
+# iteration, after both steps.
+
 # %% [markdown]
-# ## 5 · An RNN's hidden state carried from batch to batch
+# ## 5 · An RNN regression: the second step fails
 #
-# **Why it matters.** Any state kept from one batch to the next (an RNN's, a running estimate) carries its graph
-# along unless it is cut.
+# **Why it matters.** Training code often keeps something from one batch to the next: an RNN's state, a running
+# estimate.
 #
-# **The report.** MorvanZhou's RNN regression tutorial predicts cos from sin, one stretch of the curve per step,
-# and carries the RNN's hidden state `h_state` on to the next step. A reader removed the line that cuts it from
-# the previous step's graph, and the second step's `loss.backward()` failed. The first fix people reach for,
-# `loss.backward(retain_graph=True)`, trades that error for another one, which the grader shows too.
+# **The code.** MorvanZhou's RNN regression tutorial predicts cos from sin, one stretch of the curve per step, and
+# carries the RNN's hidden state `h_state` on to the next step. The second cell below is the first fix people reach
+# for.
 
 # %%
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
@@ -390,18 +417,22 @@ def train_rnn(rnn, optimizer, loss_func, steps):
 my_answer = train_rnn  # SOLUTION: point this at your train_rnn
 solved = exercises.check_rnn_train(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **The report, and what was wrong (lab 5).** In MorvanZhou/PyTorch-Tutorial#57 a reader removed the tutorial's
+# `h_state = h_state.data`, the line that cuts the state from the previous step's graph, and the second step's
+# `loss.backward()` failed: it went back through the first step's graph, already freed. The reporter found that
+# `loss.backward(retain_graph=True)` made the error go away, on the torch of 2018 (the tutorial was written for
+# 0.4); on today's torch it raises the version error instead, since the optimizer changed the weights the old graph
+# saved. The fix: carry the state on cut from its graph, `h_state.detach()` (the tutorial's `.data` does the same
+# here, without the version check).
+
 # %% [markdown]
-# ## 6 · `torch.compile`: an R1 penalty through a compiled D, an EMA of a compiled G
+# ## 6 · A compiled GAN: an error in D's step, and an EMA to check
 #
-# **Why it matters.** Compiling a GAN changes two things a training step may rely on: what can be
-# differentiated twice, and the parameters' names.
+# **Why it matters.** `torch.compile` speeds a GAN up without changing its code, nearly.
 #
-# **The reports.** A gradient penalty needs the gradient of D's output *with a graph* (`create_graph=True`), and a
-# module compiled with an AOT backend (`aot_eager`, `inductor`) cannot be differentiated twice: torch raised
-# nothing and gave wrong second derivatives (pytorch#91469) until PR #92348 made it an error. `backend="eager"`
-# compiles nothing AOT and works. Separately, `torch.compile(G)` names G's parameters `_orig_mod.0.weight`, ...,
-# so an EMA keyed by the names of the uncompiled G matches none of them and never moves, silently (senpai#2899).
-# Below, G and D come in compiled with `aot_eager`; `ema` was made from the uncompiled G. The step runs twice.
+# **The code.** D's step with an R1 penalty, G's step, and an EMA of G's weights (`ema.update(G)`), with G and D
+# compiled with `aot_eager`; `ema` was made before G was compiled. The step runs twice.
 
 # %%
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
@@ -423,9 +454,7 @@ def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 broken_ok = exercises.check_compiled_step(train_step_broken)
 
 # %% [markdown]
-# **Fix both.** The compiled module keeps the original as `D._orig_mod`, with the same parameters. The wrong fix
-# the grader knows: dropping `create_graph=True` (with `retain_graph=True`, so that `loss_D` can still go back
-# through `real_pred`) makes the error go away.
+# **Fix it.** Two things are wrong, one loud and one silent. The wrong fix the grader knows makes the error go away.
 
 # %%
 def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
@@ -450,12 +479,24 @@ def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 my_answer = train_step  # SOLUTION: point this at your train_step
 solved = exercises.check_compiled_step(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **The reports, and what was wrong (lab 6).** A gradient penalty needs the gradient of D's output *with a graph*
+# (`create_graph=True`), and a module compiled with an AOT backend (`aot_eager`, `inductor`) cannot be
+# differentiated twice: torch raised nothing and gave wrong second derivatives (pytorch#91469) until a pull request
+# made it an error (#92348, reverted and relanded as #92893). `backend="eager"` compiles nothing AOT and works.
+# Separately, `torch.compile(G)` names G's parameters `_orig_mod.0.weight`, ..., so an EMA keyed by the names of the
+# uncompiled G matches none of them and never moves, silently (senpai#2899). The fix: the penalty through
+# `D._orig_mod` (the module the compiled one was made from, with the same parameters), and the EMA updated from
+# `G._orig_mod`.
+
 # %% [markdown]
 # ## 7 · The same six under the doctor
 #
 # **Why it matters.** You fixed them without the doctor. Here is what `%load_ext gan_lessons` says about each broken
-# version, run once on the lab's own models (`exercises.lab_problem(name)` gives a fresh set). Count how many of
-# the six it would have found for you.
+# version, run once on the lab's own models (`exercises.lab_problem(name)` gives a fresh set).
+#
+# **Predict, then check.** The doctor watches for lessons 01 to 03's three errors and for a few silent patterns
+# (lesson 07). Of the six broken steps, how many will it name or warn about?
 
 # %%
 # %load_ext gan_lessons
@@ -465,49 +506,35 @@ import warnings
 from gan_lessons.doctor import DoctorWarning, active
 from gan_lessons.lesson import headline
 warnings.simplefilter("always", DoctorWarning)
+warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
 said = {}
 
-def doctor_said(lab_name):
-    """What the doctor watching this cell has said so far: each diagnosis's kind and first line."""
-    said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses]
+def doctor_said(lab_name, seen):
+    """What the doctor watching this cell said since it had said `seen` things: each diagnosis's kind and first line."""
+    said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses[seen:]]
     for kind, line in said[lab_name]:
         print(f"{lab_name}: {kind}: {line}")
     if not said[lab_name]:
         print(f"{lab_name}: the doctor says nothing")
 
-# %%
-netG, netD, optimizerG, optimizerD, generator_criterion, data, target = exercises.lab_problem("srgan")
-with expect_error(RuntimeError, "modified by an inplace operation"):
-    srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target)
-doctor_said("srgan")
-
-# %%
-G, D, GD, z_, config, x = exercises.lab_problem("biggan")
-train_broken(G, D, GD, z_, config, x)
-doctor_said("biggan")
-
-# %%
-D, G, d_optimizer, images, z, eta = exercises.lab_problem("wgan_gp")
-train_critic_broken(D, G, d_optimizer, images, z, eta)
-doctor_said("wgan_gp")
-
-# %%
-net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt = exercises.lab_problem("amp")
-optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt)
-doctor_said("amp")
-
-# %%
-rnn, optimizer, loss_func, steps = exercises.lab_problem("rnn")
-with expect_error(RuntimeError, "backward through the graph a second time"):
-    train_rnn_broken(rnn, optimizer, loss_func, steps)
-doctor_said("rnn")
-
-# %%
-warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
-G, D, opt_G, opt_D, ema, x_real, z = exercises.lab_problem("compiled")   # the doctor's hooks are global ones
-with expect_error(RuntimeError, "does not currently support double backward"):
-    train_step_broken(G, D, opt_G, opt_D, ema, x_real, z)
-doctor_said("compiled")
+# %% tags=["predict"] reveals=["found three of the six", "names or warns about -> 3"]
+prediction = 3  # SOLUTION: of the six broken steps, each run once with the doctor watching, how many will it name or warn about?
+broken = {"srgan": (srgan_step_broken, "modified by an inplace operation"), "biggan": (train_broken, None),
+          "wgan_gp": (train_critic_broken, None), "amp": (optimize_parameters_broken, None),
+          "rnn": (train_rnn_broken, "backward through the graph a second time"),
+          "compiled": (train_step_broken, "does not currently support double backward")}
+for lab_name, (step, error) in broken.items():
+    seen = len(active().diagnoses)
+    args = exercises.lab_problem(lab_name)     # made with the doctor watching: its hooks are global ones
+    if error:
+        with expect_error(RuntimeError, error):
+            step(*args)
+    else:
+        step(*args)
+    doctor_said(lab_name, seen)
+check("broken steps the doctor names or warns about", prediction, sum(bool(lines) for lines in said.values()),
+      why="the two errors of lessons 02 and 03 (SRGAN's, the RNN's) and BigGAN's gradients applied again; the other "
+          "three are outside what it watches.")
 
 # %%
 # %unload_ext gan_lessons
@@ -521,7 +548,7 @@ claim("it warns about BigGAN's gradients applied again, and says nothing about t
       warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")), on="this package's doctor")
 
 # %% [markdown]
-# So the doctor would have found three of the six: the two errors of lessons 02 and 03, named down to the tensor
+# So the doctor found three of the six: the two errors of lessons 02 and 03, named down to the tensor
 # and the line that changed or freed it, and BigGAN's missing `zero_grad()`. The other three are outside what it
 # watches: a penalty that is not per sample, a scaler bypassed by one optimizer, and `torch.compile`'s own error
 # (not one of the lessons' three, so it passes through untouched). For those, what found them was the comparison

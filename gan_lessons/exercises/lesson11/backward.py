@@ -6,17 +6,25 @@ import torch
 
 from gan_lessons.exercises.feedback import unanswered, verdict
 from gan_lessons.i18n import N_, _
+from gan_lessons.lesson import rounded
 from gan_lessons.exercises.lesson11.cases import _first, _said, _shown, counts, generic, programs, run, run_all
 
 
 TWO_USES = "a = leaf([3], requires_grad=True)\ny = a.exp()\nloss = (y + y).sum()\nloss.backward()"
+NOTHING_SAVED = "a = leaf([3], requires_grad=True)\nloss = (a + 1.0).sum()\nloss.backward()"
+SHARED = "a = leaf([3], requires_grad=True)\nb = leaf([3], requires_grad=True)\nloss = (a + b).sum()\nloss.backward()"
 
 
-def _reached_twice(engine):
-    """A one-backward program where a value that saved something is used twice: a backward that runs a node once
-    per use (no topological order) frees on the first run and raises on the second. The line that says so, or None."""
+def _one_backward_problem(engine):
+    """Probes run with one backward call each, where torch raises nothing: a node that saved nothing taken for a
+    freed one, a node run once per use (no topological order). The line that says which, or None."""
     if engine is None:
         return None
+    if run(NOTHING_SAVED, engine).kind == "second time":
+        return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
+                 "only backward call of {program}, whose nodes saved nothing: a node whose `_saved` is empty was "
+                 "taken for a freed one. Only a node whose saved values were freed (`_saved` is None) has lost "
+                 "anything").format(program=_shown(NOTHING_SAVED))
     got = run(TWO_USES, engine)
     if got.kind == "second time" and got.call == 1:
         return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
@@ -26,9 +34,30 @@ def _reached_twice(engine):
     return None
 
 
+def _shared_gradient(engine):
+    """`(a + b).sum()` with two leaves, backward twice: a + b sends one tensor to both operands, so a leaf's .grad
+    that keeps that tensor and is then added to in place changes the other leaf's too. The line that says so."""
+    if engine is None:
+        return None
+    program = SHARED + "\nloss.backward()"
+    want, got = run(program, torch), run(program, engine)
+    if got.kind is None and not torch.allclose(got.grads["a"], want.grads["a"]):
+        a, b = got.grads["a"], got.grads["b"]
+        replaced = torch.allclose(a, want.grads["a"] / 2)          # the second backward replaced .grad: said below
+        if a.data_ptr() == b.data_ptr() and not replaced:
+            return _("after two backward calls on {program}, a.grad is {mine} where torch's is {theirs}, and a.grad "
+                     "and b.grad are one tensor: the gradient a sum sends to both operands is one tensor, a leaf kept "
+                     "it as its .grad, and adding the next backward's gradient to it in place changed both leaves. "
+                     "Give each leaf a gradient of its own").format(program=_shown(program), mine=rounded(a),
+                                                                    theirs=rounded(want.grads["a"]))
+    return None
+
+
 def freeing_problems(differences, engine=None):
-    problems = []
-    twice = _reached_twice(engine)
+    problems = [p for p in (_shared_gradient(engine),) if p]
+    if problems:                # said: the gradients it makes differ, and no other reading of them is needed
+        differences = [d for d in differences if not (d["torch"].kind is None and d["engine"].kind is None)]
+    twice = _one_backward_problem(engine)
     if twice:
         problems.append(twice)
         differences = [d for d in differences if not (d["engine"].kind == "second time" and d["torch"].kind is None)]

@@ -87,6 +87,14 @@ class Value:
     def __sub__(self, other):
         return self + (-self._value(other))
 
+    def __pow__(self, n):                 # a whole power, as products: x ** 2 is x * x
+        if not (isinstance(n, int) and n >= 1):
+            return NotImplemented
+        out = self
+        for _k in range(n - 1):
+            out = out * self
+        return out
+
     def __mul__(self, other):             # step 1
         other = self._value(other)
         out = self._result(self.data * other.data, (self, other))

@@ -125,6 +125,11 @@ def _saving_problem(case, engine, want):
     except NotImplementedError:
         raise
     except Exception as error:  # reported
+        message = str(error)
+        if any(w in message for w in ("cannot be multiplied", "size of tensor", "must match the size", "shape")):
+            return _("{op}'s backward raised {kind}: {error} on {what}: the shapes in one of its products do not fit "
+                     "(grad has shape {shape}); a gradient has the shape of the operand it is for").format(
+                op=op, kind=type(error).__name__, error=headline(message), what=what, shape=list(want["grad"].shape))
         return _("{op}'s backward raised {kind}: {error} on {what}: it must read what it needs from `saved` (the "
                  "names it saved), and only what it saved").format(op=op, kind=type(error).__name__, error=error,
                                                                    what=what)

@@ -123,3 +123,9 @@ def check_amp_lab(optimize_parameters) -> bool:
         "an inf)"))
 
 
+
+
+# What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
+# language, matched without case), and what no grader message may print (the fix's code).
+TELLS = ("around the scaler", "1024x", "1024 倍", "scaler.step(optimizer_g)", "update() per", "second `scaler.update()`", "绕过")
+FIX_CODE = ("scaler.step(optimizer_g)", "scaler.step(optimizer_d)", "scaler.unscale_(optimizer")

@@ -108,11 +108,10 @@ def _biggan_zero_in_accumulation(G, D, GD, z_, config, x):
 
 
 _lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
-         mistakes=[(_biggan_zero_in_accumulation, N_("zero_grad() inside the accumulation loop throws away every "
-                                                     "accumulated half-batch but the last: each D step must start "
-                                                     "from zero and then add up all num_D_accumulations backwards, so "
-                                                     "call D.optim.zero_grad() once per D step, before the "
-                                                     "accumulation loop"))]))
+         mistakes=[(_biggan_zero_in_accumulation, N_("each D step now steps on its last accumulated half-batch only: "
+                                                     "the gradient is reset inside the accumulation loop, which throws "
+                                                     "away every half-batch but the last, where a D step must start from "
+                                                     "zero and then add up all num_D_accumulations backwards"))]))
 
 
 
@@ -122,3 +121,9 @@ def check_biggan_train(train) -> bool:
                                                    "step starts from zero and adds up its accumulations"))
 
 
+
+
+# What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
+# language, matched without case), and what no grader message may print (the fix's code).
+TELLS = ("zero_grad", "typo", "once, before", "清零", "笔误")
+FIX_CODE = ("D.optim.zero_grad()",)

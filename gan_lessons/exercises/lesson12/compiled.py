@@ -89,9 +89,9 @@ def _compiled_extra(mine, ref):
             still = all(torch.equal(a[n], start[n]) for n in wrong)
             if still:
                 return [_("after call {call}, the EMA weights {name} differ from the reference's: they are still the "
-                          "initial ones, so ema.update() matched none of G's parameters (a compiled G names them "
-                          "`_orig_mod.0.weight`, ...; the EMA knows them as `0.weight`): update it from "
-                          "`G._orig_mod`").format(call=k, name=wrong[0])]
+                          "initial ones, so ema.update() matched none of the parameters it was given (a compiled G "
+                          "names them `_orig_mod.0.weight`, ...; the EMA knows them as `0.weight`)").format(
+                    call=k, name=wrong[0])]
             return [_("after call {call}, the EMA weights {name} differ from the reference's").format(call=k,
                                                                                                      name=wrong[0])]
     return []
@@ -101,7 +101,8 @@ _lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _
          reference_compiled_step, calls=2, extra=_compiled_extra, mistakes=[
              (_compiled_no_create_graph, N_("without create_graph=True the error goes away, and the R1 penalty is a "
                                             "constant: it adds to loss_D and trains nothing (the doctor warns about "
-                                            "it); compute it through D._orig_mod, with create_graph=True"))]))
+                                            "it). The penalty needs a gradient with a graph of its own, through a "
+                                            "module that can be differentiated twice"))]))
 
 
 def check_compiled_step(train_step) -> bool:
@@ -110,3 +111,9 @@ def check_compiled_step(train_step) -> bool:
                                                                "on the reference's gradients (the R1 penalty "
                                                                "included), and the EMA follows G"))
 
+
+
+# What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
+# language, matched without case), and what no grader message may print (the fix's code).
+TELLS = ("_orig_mod", "uncompiled", "create_graph", "names g's parameters", "未编译", "参数命名")
+FIX_CODE = ("D._orig_mod", "G._orig_mod")

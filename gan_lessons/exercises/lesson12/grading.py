@@ -11,8 +11,8 @@ from gan_lessons.i18n import N_, _
 LAB_HINTS = AUTOGRAD_HINTS + [
     ("does not currently support double backward",
      N_("a penalty's create_graph=True gradient cannot go back through a module compiled with an AOT backend "
-        "(aot_eager, inductor): compute the penalty through the uncompiled module, `D._orig_mod`, which holds the "
-        "same parameters")),
+        "(aot_eager, inductor); the compiled module still holds the module it was made from, with the same "
+        "parameters")),
     ("does not require grad and does not have a grad_fn",
      N_("nothing in that loss requires grad: is the network that should learn from it frozen, or its input "
         "detached?")),

@@ -54,8 +54,8 @@ def _rnn_reset(rnn, optimizer, loss_func, steps):
 
 _lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
     (_rnn_reset, N_("the state is reset to None at every step, which makes the error go away and changes what the "
-                    "RNN computes: carry h_state on to the next step, cut from the old graph with h_state.detach() "
-                    "(or the tutorial's h_state.data)"))]))
+                    "RNN computes: the state must still go on to the next step, without the graph of the step that "
+                    "made it"))]))
 
 
 def check_rnn_train(train) -> bool:
@@ -64,3 +64,9 @@ def check_rnn_train(train) -> bool:
                                                 "carried on, cut from the previous step's graph"))
 
 
+
+
+# What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
+# language, matched without case), and what no grader message may print (the fix's code).
+TELLS = ("detach", "h_state.data", "cut it", "cuts it", "retain_graph", "切断", "分离")
+FIX_CODE = ("h_state.detach()", "h_state = h_state.data", "h_state.data")

@@ -159,3 +159,9 @@ def check_srgan_step(srgan_step) -> bool:
                                                             "the reference's gradients at both steps"))
 
 
+
+
+# What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
+# language, matched without case), and what no grader message may print (the fix's code).
+TELLS = ("detach", "old forward", "before the step", "stale", "retain_graph=true", "分离", "过期", "更新之前的")
+FIX_CODE = ("fake_img.detach()", "netD(fake_img.detach())")

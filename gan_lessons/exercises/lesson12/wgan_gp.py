@@ -151,3 +151,9 @@ def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
     d_optimizer.step()
 
 
+
+
+# What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
+# language, matched without case), and what no grader message may print (the fix's code).
+TELLS = ("batchnorm", "batch norm", "instancenorm", "groupnorm", "layernorm", "layer norm", "dim=1", "dim 1", "批量规范化", "层规范化", "批归一化")
+FIX_CODE = ("InstanceNorm2d(", "GroupNorm(", "LayerNorm(", ".view(gradients", "flatten(1)", ".reshape(gradients")

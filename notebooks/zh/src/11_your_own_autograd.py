@@ -57,7 +57,7 @@ claim("torch 保存了 b、exp 的输出和 c，没有保存 a", len(kept) == 3 
       all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
 
 # %% [markdown]
-# **引擎**。`Value` 持有一个普通的 torch 张量 `data`，它从不需要梯度：自动微分全部由我们自己完成。一个运算产生一个输出 `Value`，它知道自己的 `parents`，并带有一个 `_backward(grad, saved)`：把输出的梯度变成每个父节点各一个梯度，需要的值从 `saved` 里读（一个按名字索引的字典，名字和 torch 的一样）。节点保存的东西放在它的 `_saved` 字典里：名字 -> `(value, 保存时 value 的版本)`；反向传播释放之后，`_saved` 变为 `None`。下面的类只是容器和一些管道代码：`__add__` 和 `sum`（它们什么也不保存，因为求和的梯度不需要任何值），减号和反向运算符（用 `+` 和 `*` 写成），以及两个等你替换的占位实现：`unpack`（第 3 节）和 `add_`、`mul_` 背后的 `_inplace`（第 3 节和第 4 节）。`method` 把你写的函数挂到类上，这样引擎就能一步步搭起来。
+# **引擎**。`Value` 持有一个普通的 torch 张量 `data`，它从不需要梯度：自动微分全部由我们自己完成。一个运算产生一个输出 `Value`，它知道自己的 `parents`，并带有一个 `_backward(grad, saved)`：把输出的梯度变成每个父节点各一个梯度，需要的值从 `saved` 里读（一个按名字索引的字典，名字和 torch 的一样）。节点保存的东西放在它的 `_saved` 字典里：名字 -> `(value, 保存时 value 的版本)`；反向传播释放之后，`_saved` 变为 `None`。下面的类只是容器和一些管道代码：`__add__` 和 `sum`（它们什么也不保存，因为求和的梯度不需要任何值），减号、正整数次幂 `**` 和反向运算符（用 `+` 和 `*` 写成），以及两个等你替换的占位实现：`unpack`（第 3 节）和 `add_`、`mul_` 背后的 `_inplace`（第 3 节和第 4 节）。`method` 把你写的函数挂到类上，这样引擎就能一步步搭起来。
 
 # %%
 class Value:
@@ -122,6 +122,14 @@ class Value:
 
     def __sub__(self, other):
         return self + (-self._value(other))
+
+    def __pow__(self, n):                 # 正整数次幂，写成连乘：x ** 2 就是 x * x
+        if not (isinstance(n, int) and n >= 1):
+            return NotImplemented
+        out = self
+        for _k in range(n - 1):
+            out = out * self
+        return out
 
     def unpack(self):                     # 占位实现（第 3 节）：按名字返回保存的张量，不做任何检查
         return {name: value.data for name, (value, _) in self._saved.items()}
@@ -695,7 +703,7 @@ claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存�
 #
 # ### 动手实现，第 6 步：`tanh` 和训练循环
 #
-# 先写 `a.tanh()`：它的导数是 `1 - tanh(a)²`；只保存这个导数要读的值（对照的是 torch 的 `TanhBackward0`）。然后写 `fit(params, x, y, steps, lr)`：`params` 是 `[W1, b1, W2, b2]`，都是需要梯度的 Value（W1 形状为 [2, 16]，b1 为 [16]，W2 为 [16, 1]，b2 为 [1]）；`x` 的形状为 [64, 2]，`y` 为 [64, 1]。每一步计算 `pred = tanh(x @ W1 + b1) @ W2 + b2` 和损失，即 `(pred - y)²` 在 64 个样本上的平均值（你的引擎没有除法：乘以 `1 / 64`），做反向传播，再把每个参数挪动 `-lr` 乘以它的梯度。函数返回每一步的损失，每个都是数。检查程序从与 torch 上同一个循环相同的起点出发，把你的循环运行两次（lr 0.1 下 40 步，lr 0.3 下 8 步），逐步比较损失。
+# 先写 `a.tanh()`：它的导数是 `1 - tanh(a)²`；只保存这个导数要读的值（对照的是 torch 的 `TanhBackward0`）。然后写 `fit(params, x, y, steps, lr)`：`params` 是 `[W1, b1, W2, b2]`，都是需要梯度的 Value（W1 形状为 [2, 16]，b1 为 [16]，W2 为 [16, 1]，b2 为 [1]）；`x` 的形状为 [64, 2]，`y` 为 [64, 1]。每一步计算 `pred = tanh(x @ W1 + b1) @ W2 + b2` 和损失，即 `(pred - y)²` 在 64 个样本上的平均值（你的引擎没有除法：乘以 `1 / 64`；`**` 只支持正整数次幂），做反向传播，再把每个参数挪动 `-lr` 乘以它的梯度。函数返回每一步的损失，每个都是数。检查程序从与 torch 上同一个循环相同的起点出发，把你的循环运行两次（lr 0.1 下 40 步，lr 0.3 下 8 步），逐步比较损失。
 
 # %%
 @method

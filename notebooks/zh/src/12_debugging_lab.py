@@ -5,18 +5,18 @@
 #
 # **材料**。每个训练步都保留了报告中代码的变量名和结构，只是把网络缩得很小，让它在 CPU 上远不到一秒就能跑完。这些报告都是公开的：
 #
-# | 实验 | 内容 | 报告 |
+# | 实验 | 代码 | 报告 |
 # |---|---|---|
-# | 1 | SRGAN 的 D 步和 G 步 | [leftthomas/SRGAN#89](https://github.com/leftthomas/SRGAN/issues/89) |
-# | 2 | BigGAN 带梯度累积的 D 步 | [ajbrock/BigGAN-PyTorch#25](https://github.com/ajbrock/BigGAN-PyTorch/issues/25) |
-# | 3 | 带 BatchNorm 的 WGAN-GP 评判器 | [Zeleni9/pytorch-wgan#40](https://github.com/Zeleni9/pytorch-wgan/issues/40)、[Lornatang/WassersteinGAN_GP-PyTorch#2](https://github.com/Lornatang/WassersteinGAN_GP-PyTorch/issues/2)、[kongyanye/cwgan-gp#6](https://github.com/kongyanye/cwgan-gp/issues/6) |
-# | 4 | 混合精度：一个 `GradScaler`，两个优化器 | [nerfstudio-project/nerfacc#307](https://github.com/nerfstudio-project/nerfacc/issues/307)、[neosr-project/neosr#9](https://github.com/neosr-project/neosr/pull/9)、[neosr-project/neosr#50](https://github.com/neosr-project/neosr/pull/50) |
-# | 5 | 跨批量传递的 RNN 隐状态 | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
-# | 6 | 经过编译的 D 上的 R1 惩罚，编译后的 G 的 EMA | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469)、[pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348)、[wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
+# | 1 | SRGAN 的训练步 | [leftthomas/SRGAN#89](https://github.com/leftthomas/SRGAN/issues/89) |
+# | 2 | BigGAN 的 `train()` | [ajbrock/BigGAN-PyTorch#25](https://github.com/ajbrock/BigGAN-PyTorch/issues/25) |
+# | 3 | 一个 WGAN-GP 评判器及其评判器迭代 | [Zeleni9/pytorch-wgan#40](https://github.com/Zeleni9/pytorch-wgan/issues/40)、[Lornatang/WassersteinGAN_GP-PyTorch#2](https://github.com/Lornatang/WassersteinGAN_GP-PyTorch/issues/2)、[kongyanye/cwgan-gp#6](https://github.com/kongyanye/cwgan-gp/issues/6) |
+# | 4 | 一个混合精度的 SR-GAN 训练步 | [nerfstudio-project/nerfacc#307](https://github.com/nerfstudio-project/nerfacc/issues/307)、[neosr-project/neosr#9](https://github.com/neosr-project/neosr/pull/9)、[neosr-project/neosr#50](https://github.com/neosr-project/neosr/pull/50) |
+# | 5 | 一个 RNN 回归教程 | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
+# | 6 | 一个带 R1 惩罚和 EMA 的编译后的 GAN | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469)、[pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348)、[pytorch/pytorch#92893](https://github.com/pytorch/pytorch/pull/92893)、[wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
 #
 # **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步运行两到三步；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（是正确梯度的多少倍；是正确梯度加上之前某一步留在 `.grad` 里的东西；……），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过。
 #
-# **怎么做**。每一节先给出出错的训练步，以及评分器对它的评语。把出错的函数体复制到下方练习的函数里，在那里修改。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
+# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
 
 # %%
 #SETUP
@@ -27,11 +27,11 @@ from gan_lessons import exercises
 from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, generator_loss, toggle_grad
 
 # %% [markdown]
-# ## 1 · SRGAN：D 先更新，G 的损失却经过 D 更新前的前向传播
+# ## 1 · SRGAN：G 的反向传播报错
 #
 # **为什么重要**。这是公开报告里最常见的 GAN 错误，旁边还常常贴着流传最广的那个修法。
 #
-# **报告**。SRGAN 的训练循环只在生成的批量上计算一次 D 的输出 `fake_out`，用它算出 `d_loss`，调用`d_loss.backward(retain_graph=True)` 和 `optimizerD.step()`，然后又用同一个 `fake_out` 构造 G 的损失。在 torch 1.5 及以后的版本上，这会在 D 的最后一个权重上引发版本错误。讨论串里有一个回答把两个 `step()`调用都挪到了两次反向传播之后。我们的 `netD` 以 sigmoid 结尾，`generator_criterion` 保留了 SRGAN的图像损失和对抗项（`0.001 * mean(1 - out_labels)`），去掉了 VGG 项和 TV 项。这个训练步在两个批量上运行两次。
+# **代码**。SRGAN 的训练步，保留了它原来的变量名和结构：先在真实批量和生成批量上算 D 的损失并更新 D，再算 G 的损失并更新 G。我们的 `netD` 以 sigmoid 结尾，`generator_criterion` 保留了 SRGAN 的图像损失和对抗项（`0.001 * mean(1 - out_labels)`），去掉了 VGG 项和 TV 项。这个训练步在两个批量上运行两次。运行它，看看评分器怎么说。
 
 # %%
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
@@ -52,7 +52,7 @@ def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, d
 broken_ok = exercises.check_srgan_step(srgan_step_broken)
 
 # %% [markdown]
-# **修好它**。这里有两个错误：一个会报错，另一个只是白费功夫（一次反向传播进入了 G，又被 `netG.zero_grad()`丢掉）。评分器也认识讨论串里的修法（把两个 step 都放到最后），以及 torch 1.5 之前不声不响算出来的结果：两者都用错误的梯度更新参数。
+# **修好它**。这里有两个错误：一个会报错，另一个不报错，却白费功夫。评分器还认识两种让报错消失、却用错误的梯度更新参数的做法。
 
 # %%
 def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
@@ -77,12 +77,15 @@ def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, ta
 my_answer = srgan_step  # SOLUTION: 把它指向你的 srgan_step
 solved = exercises.check_srgan_step(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **报告，以及错在哪里（实验 1）**。在 leftthomas/SRGAN#89 里，SRGAN 的训练循环只在生成的批量上计算一次 D 的输出 `fake_out`，用它算出 `d_loss`，调用 `d_loss.backward(retain_graph=True)` 和 `optimizerD.step()`，然后又用同一个 `fake_out` 构造 G 的损失。在 torch 1.5 及以后的版本上，这会在 D 的最后一个权重上引发版本错误：G 的反向传播经过的是 D 更新之前的那次前向传播，而它保存的权重已经被这次更新原地改过了。讨论串里有一个回答把两个 `step()` 调用都挪到了两次反向传播之后；这样能运行，可 D 更新时用的是 d_loss 的梯度加上 g_loss 的梯度（g_loss 的反向传播也经过了 netD）。第二个错误：D 的损失用的是没有分离的生成图像，于是有一次反向传播进入了 G，又被 `netG.zero_grad()` 丢掉。修法：D 的损失用 `fake_img.detach()`，G 的损失则经过更新后的 D 重新做一次前向传播。
+
 # %% [markdown]
-# ## 2 · BigGAN：在所有 D 步之前只调用一次 `zero_grad()`
+# ## 2 · BigGAN：什么也不报错
 #
-# **为什么重要**。这是一个被广泛复制的代码库里的静默错误：什么也不报错，D 却按过多的梯度更新。
+# **为什么重要**。这是一个被广泛复制的代码库里的静默错误。
 #
-# **报告**。在 BigGAN-PyTorch 的 `train_fns.py` 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历 `config['num_D_steps']` 的循环之前；在这个循环里，每个 D 步先累加 `config['num_D_accumulations']`次反向传播，然后更新。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）什么也不会报错。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。
+# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错；评分器会把每个 D 步和 G 步所用的梯度与参考解法的对照。
 
 # %%
 def train_broken(G, D, GD, z_, config, x):
@@ -116,7 +119,7 @@ def train_broken(G, D, GD, z_, config, x):
 broken_ok = exercises.check_biggan_train(train_broken)
 
 # %% [markdown]
-# **修好它**。注意梯度累积：把 `zero_grad()` 放进错误的循环里，是第二种出错的方式，评分器同样认识它。
+# **修好它**。评分器还认识第二种错误的写法，它会改变每个 D 步累加的内容。
 
 # %%
 def train(G, D, GD, z_, config, x):
@@ -153,12 +156,15 @@ def train(G, D, GD, z_, config, x):
 my_answer = train  # SOLUTION: 把它指向你的 train
 solved = exercises.check_biggan_train(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **报告，以及错在哪里（实验 2）**。在 ajbrock/BigGAN-PyTorch#25 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历各个 D 步的循环之前，所以第一个之后的每个 D 步，用的都是它自己的梯度加上之前所有 D 步的梯度。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）他修好了它，并指出主训练脚本不受影响，因为它默认用 `num_D_steps=1` 训练。修法：在每个 D 步开始时、它的累积循环之前清零 D 的梯度（放进累积循环里，就会把除最后一个半批量之外的梯度全都扔掉）。
+
 # %% [markdown]
-# ## 3 · WGAN-GP：带 BatchNorm 的评判器，以及在错误维度上求的范数
+# ## 3 · WGAN-GP：一个能运行的惩罚项
 #
-# **为什么重要**。同一个惩罚项里有两个静默错误：损失看起来像 WGAN-GP 的，其实不是。
+# **为什么重要**。一个惩罚项可以看起来像 WGAN-GP 的、也能运行，训练的却是别的东西。
 #
-# **报告**。WGAN-GP 惩罚的是评判器对*每个输入单独*求出的梯度的范数；论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化。可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和kongyanye 代码下的 issue 问的就是为什么）。Zeleni9 的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`，而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`。这两个错误都是静默的。下面的评判器就是 Zeleni9 的，缩小到 8x8 像素，只是把它代码里用 InstanceNorm 的地方换成了BatchNorm；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。
+# **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8x8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。
 
 # %%
 def make_critic_broken(channels):
@@ -186,7 +192,7 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 
 # %% [markdown]
-# **两个都修好**。`make_critic(channels)` 返回一个评判器：它对一张图像的输出不依赖批量中的其他图像；用哪些层做到这一点，由你决定。评分器首先检查这一点，方法是求评判器对图像 0 的输出关于其他图像的梯度；然后在你自己的评判器上运行参考解法的评判器迭代，拿它的梯度与你的 `train_critic` 的梯度对照。
+# **修好它**。`make_critic(channels)` 返回评判器，`train_critic` 做一次评判器迭代。评分器先逐张图像地看评判器算出了什么，再在你自己的评判器上运行参考解法的评判器迭代，拿它的梯度与你的 `train_critic` 的梯度对照。
 
 # %%
 def make_critic(channels):
@@ -224,12 +230,15 @@ my_critic = make_critic  # SOLUTION: 把它指向你的 make_critic
 my_answer = train_critic  # SOLUTION: 把它指向你的 train_critic
 solved = exercises.check_wgan_gp(my_critic, my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **报告，以及错在哪里（实验 3）**。论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化；可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和 kongyanye 代码下的 issue 问的就是为什么）：BatchNorm 让每张图像的输出依赖于同一批量里的其他图像，于是一个样本的梯度里混进了其他样本。Zeleni9 自己的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`（上面的评判器在那个位置用的是 BatchNorm），而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`，也就是在只有一个通道的维度上求范数，得到的是逐元素的 `|g|`。这两个错误都是静默的。修法：任何按样本单独做的规范化（InstanceNorm、`GroupNorm(1, C)`、层规范化），以及对每个样本展平后的梯度求范数。
+
 # %% [markdown]
-# ## 4 · 混合精度：一个 `GradScaler`，两个优化器
+# ## 4 · 混合精度：一个在 autocast 下运行的 SR-GAN 训练步
 #
-# **为什么重要**。混合精度给每个梯度都乘上一个缩放因子；绕过 scaler 直接更新的优化器，用的就是缩放过的梯度。
+# **为什么重要**。混合精度在反向传播之前把损失乘上一个缩放因子，在每次更新之前再把它除掉；把这件事做错的训练步照样能运行。
 #
-# **报告**。neosr（一个超分辨率 GAN 训练框架）让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）。下面是按这种写法实现的一个 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。
+# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。
 
 # %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -256,7 +265,7 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 
 # %% [markdown]
-# **修好它**。用 Adam 时，1024 倍几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正是因此存活下来的；换成 SGD，或者遇到 G 的缩放梯度里含有 inf 的那一步，问题就藏不住了。评分器还会在每次调用之后检查缩放因子：每个优化器 step 之后各调用一次 `update()`（neosr 的错误）会让它翻倍两次。
+# **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正是因此存活下来的。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
 
 # %%
 def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -286,12 +295,15 @@ def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
 my_answer = optimize_parameters  # SOLUTION: 把它指向你的 optimize_parameters
 solved = exercises.check_amp_lab(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，为的是在 Adam 下让极小的梯度不至于消失，并没有用混合精度。在上面的训练步里，G 绕过 scaler 直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
+
 # %% [markdown]
-# ## 5 · 从一个批量带到下一个批量的 RNN 隐状态
+# ## 5 · 一个 RNN 回归：第二步失败
 #
-# **为什么重要**。任何从一个批量保留到下一个批量的状态（RNN 的隐状态、滑动估计值），除非被切断，都会把它的计算图一起带过去。
+# **为什么重要**。训练代码常常要把某样东西从一个批量保留到下一个批量：RNN 的隐状态、滑动估计值。
 #
-# **报告**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state`带到下一步。一位读者删掉了把它从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了。人们最先想到的修法 `loss.backward(retain_graph=True)` 只是把这个错误换成了另一个，评分器也会把它展示出来。
+# **代码**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state` 带到下一步。下面第二个单元格是人们最先想到的修法。
 
 # %%
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
@@ -346,12 +358,15 @@ def train_rnn(rnn, optimizer, loss_func, steps):
 my_answer = train_rnn  # SOLUTION: 把它指向你的 train_rnn
 solved = exercises.check_rnn_train(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，那是 2018 年的 torch（教程是为 0.4 写的）；在今天的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
+
 # %% [markdown]
-# ## 6 · `torch.compile`：经过编译的 D 上的 R1 惩罚，编译后的 G 的 EMA
+# ## 6 · 编译后的 GAN：D 步报错，还有一个要检查的 EMA
 #
-# **为什么重要**。编译一个 GAN 会改变训练步可能依赖的两件事：哪些东西能求两次导，以及参数的名字。
+# **为什么重要**。`torch.compile` 能在几乎不改代码的情况下让 GAN 跑得更快。
 #
-# **报告**。梯度惩罚需要 D 的输出*带着计算图*的梯度（`create_graph=True`），而用 AOT 后端（`aot_eager`、`inductor`）编译的模块不能求两次导：torch 以前什么也不报，却给出错误的二阶导数（pytorch#91469），直到 PR #92348把它改成了报错。`backend="eager"` 不做任何 AOT 编译，可以正常工作。另外，`torch.compile(G)` 会把 G 的参数命名为`_orig_mod.0.weight` 等，于是按未编译 G 的参数名建立的 EMA 一个参数也对不上，从来不动，而且悄无声息（senpai#2899）。下面传入的 G 和 D 都用 `aot_eager` 编译过；`ema` 是从未编译的 G 构建的。这个训练步运行两次。
+# **代码**。带 R1 惩罚的 D 步、G 步，以及 G 的权重的 EMA（`ema.update(G)`）；G 和 D 都用 `aot_eager` 编译过，`ema` 是在编译 G 之前建立的。这个训练步运行两次。
 
 # %%
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
@@ -373,7 +388,7 @@ def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 broken_ok = exercises.check_compiled_step(train_step_broken)
 
 # %% [markdown]
-# **两个都修好**。编译后的模块把原来的模块保存在 `D._orig_mod` 里，参数是同一份。评分器认识的错误修法是：去掉 `create_graph=True`（同时加上 `retain_graph=True`，让 `loss_D` 仍能反向传播经过 `real_pred`），报错就消失了。
+# **修好它**。这里错了两处，一处会报错，一处悄无声息。评分器认识的那个错误修法会让报错消失。
 
 # %%
 def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
@@ -398,10 +413,15 @@ def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
 my_answer = train_step  # SOLUTION: 把它指向你的 train_step
 solved = exercises.check_compiled_step(my_answer)
 
+# %% [markdown] tags=["read-after-exercises"]
+# **报告，以及错在哪里（实验 6）**。梯度惩罚需要 D 的输出*带着计算图*的梯度（`create_graph=True`），而用 AOT 后端（`aot_eager`、`inductor`）编译的模块不能求两次导：torch 以前什么也不报，却给出错误的二阶导数（pytorch#91469），直到一个拉取请求把它改成了报错（#92348，被撤回后又以 #92893 重新合入）。`backend="eager"` 不做任何 AOT 编译，可以正常工作。另外，`torch.compile(G)` 会把 G 的参数命名为 `_orig_mod.0.weight` 等，于是按未编译 G 的参数名建立的 EMA 一个参数也对不上，从来不动，而且悄无声息（senpai#2899）。修法：经过 `D._orig_mod`（编译后的模块由它而来，参数是同一份）计算惩罚项，并从 `G._orig_mod` 更新 EMA。
+
 # %% [markdown]
 # ## 7 · 让 doctor 看看这六个问题
 #
-# **为什么重要**。前面你是在没有 doctor 的情况下修好它们的。下面看看 `%load_ext gan_lessons` 对每个出错版本怎么说：每个版本都在实验自己的模型上运行一次（`exercises.lab_problem(name)` 每次给出一套新的）。数一数六个问题里，它能替你找出几个。
+# **为什么重要**。前面你是在没有 doctor 的情况下修好它们的。下面看看 `%load_ext gan_lessons` 对每个出错版本怎么说：每个版本都在实验自己的模型上运行一次（`exercises.lab_problem(name)` 每次给出一套新的）。
+#
+# **先预测，再验证**。doctor 盯的是第 01 到 03 课的三个错误，外加几种静默的模式（第 07 课）。六个出错的训练步里，它会点名或者警告几个？
 
 # %%
 # %load_ext gan_lessons
@@ -411,49 +431,34 @@ import warnings
 from gan_lessons.doctor import DoctorWarning, active
 from gan_lessons.lesson import headline
 warnings.simplefilter("always", DoctorWarning)
+warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
 said = {}
 
-def doctor_said(lab_name):
-    """监视本单元格的 doctor 到目前为止说了什么：每条诊断的类别和第一行。"""
-    said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses]
+def doctor_said(lab_name, seen):
+    """监视本单元格的 doctor 在已说过 `seen` 条之后又说了什么：每条诊断的类别和第一行。"""
+    said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses[seen:]]
     for kind, line in said[lab_name]:
         print(f"{lab_name}：{kind}：{line}")
     if not said[lab_name]:
         print(f"{lab_name}：doctor 什么也没说")
 
-# %%
-netG, netD, optimizerG, optimizerD, generator_criterion, data, target = exercises.lab_problem("srgan")
-with expect_error(RuntimeError, "modified by an inplace operation"):
-    srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target)
-doctor_said("srgan")
-
-# %%
-G, D, GD, z_, config, x = exercises.lab_problem("biggan")
-train_broken(G, D, GD, z_, config, x)
-doctor_said("biggan")
-
-# %%
-D, G, d_optimizer, images, z, eta = exercises.lab_problem("wgan_gp")
-train_critic_broken(D, G, d_optimizer, images, z, eta)
-doctor_said("wgan_gp")
-
-# %%
-net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt = exercises.lab_problem("amp")
-optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt)
-doctor_said("amp")
-
-# %%
-rnn, optimizer, loss_func, steps = exercises.lab_problem("rnn")
-with expect_error(RuntimeError, "backward through the graph a second time"):
-    train_rnn_broken(rnn, optimizer, loss_func, steps)
-doctor_said("rnn")
-
-# %%
-warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
-G, D, opt_G, opt_D, ema, x_real, z = exercises.lab_problem("compiled")   # doctor 的钩子是全局钩子
-with expect_error(RuntimeError, "does not currently support double backward"):
-    train_step_broken(G, D, opt_G, opt_D, ema, x_real, z)
-doctor_said("compiled")
+# %% tags=["predict"] reveals=["找出了其中三个", "点名或警告的出错训练步 -> 3"]
+prediction = 3  # SOLUTION: 六个出错的训练步各在 doctor 的监视下运行一次，它会点名或者警告几个？
+broken = {"srgan": (srgan_step_broken, "modified by an inplace operation"), "biggan": (train_broken, None),
+          "wgan_gp": (train_critic_broken, None), "amp": (optimize_parameters_broken, None),
+          "rnn": (train_rnn_broken, "backward through the graph a second time"),
+          "compiled": (train_step_broken, "does not currently support double backward")}
+for lab_name, (step, error) in broken.items():
+    seen = len(active().diagnoses)
+    args = exercises.lab_problem(lab_name)     # 在 doctor 监视下建立：它的钩子是全局钩子
+    if error:
+        with expect_error(RuntimeError, error):
+            step(*args)
+    else:
+        step(*args)
+    doctor_said(lab_name, seen)
+check("doctor 点名或警告的出错训练步", prediction, sum(bool(lines) for lines in said.values()),
+      why="第 02、03 课的两个错误（SRGAN 的和 RNN 的），以及 BigGAN 被重复使用的梯度；另外三个不在它监视的范围之内。")
 
 # %%
 # %unload_ext gan_lessons
@@ -467,7 +472,7 @@ claim("它对 BigGAN 重复施加的梯度发出警告，对另外三个则什�
       warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")), on='本课程的自动微分医生')
 
 # %% [markdown]
-# 可见 doctor 能找出六个问题中的三个：第 02 课和第 03 课讲的两种错误（它会具体指出是哪个张量，以及修改或释放它的是哪一行），还有 BigGAN 漏掉的 `zero_grad()`。另外三个超出了它监视的范围：不是逐样本计算的惩罚项，被一个优化器绕过的 scaler，以及 `torch.compile` 自己的报错（它不属于课程讲的三种错误，所以 doctor 原样放行）。找出这几个问题，靠的是本实验评分器所做的那种比较：把每个优化器更新所用的梯度，与一个你信得过的参考对照。对你自己的代码，参考可以是同一个训练步慢而直白的写法（不编译、不用 autocast、用 float64、一次只算一个样本），在模型的副本上跑一两步。
+# 可见 doctor 找出了其中三个：第 02 课和第 03 课讲的两种错误（它会具体指出是哪个张量，以及修改或释放它的是哪一行），还有 BigGAN 漏掉的 `zero_grad()`。另外三个超出了它监视的范围：不是逐样本计算的惩罚项，被一个优化器绕过的 scaler，以及 `torch.compile` 自己的报错（它不属于课程讲的三种错误，所以 doctor 原样放行）。找出这几个问题，靠的是本实验评分器所做的那种比较：把每个优化器更新所用的梯度，与一个你信得过的参考对照。对你自己的代码，参考可以是同一个训练步慢而直白的写法（不编译、不用 autocast、用 float64、一次只算一个样本），在模型的副本上跑一两步。
 
 # %% [markdown]
 # ## 练习
