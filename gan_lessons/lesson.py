@@ -155,12 +155,56 @@ def check(question: str, prediction, actual, why: str = "") -> None:
     if prediction is ...:
         not_solved(question, _("your prediction"))
         return
-    right = prediction == actual
+    right = same_answer(prediction, actual)
     verdict = _("right") if right else _("not quite: you predicted {prediction}").format(prediction=repr(prediction))
     print(_("{mark} {question} -> {actual} ({verdict})").format(mark="✓" if right else "✗", question=question,
                                                                 actual=repr(actual), verdict=verdict))
     if why:
         print(_("  why: {why}").format(why=why))
+
+
+def _canonical(value):
+    """A prediction or an answer as the thing it names, whatever way it is written: a shape as a tuple of ints (list,
+    tuple or torch.Size alike), a dtype or a name without torch's decoration or case ("float32" for torch.float32,
+    "tanh" for "TanhBackward0", "sgd" for "SGD"), a number or a truth value given as text as the number or the value,
+    a single word without a plural s ("move" for "moves")."""
+    if isinstance(value, torch.dtype):
+        value = str(value)
+    if isinstance(value, (list, tuple, torch.Size)) and all(isinstance(v, (int, float, bool)) for v in value):
+        return tuple(value)
+    if isinstance(value, type):
+        value = value.__name__
+    if not isinstance(value, str):
+        return value
+    text = value.strip().strip("'\"`").strip()
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        number = float(text)
+        return int(number) if number.is_integer() else number
+    except ValueError:
+        pass
+    shape = re.fullmatch(r"(?:torch\.size\()?[\[(]\s*(\d+(?:\s*,\s*\d+)*)?\s*,?\s*[\])]\)?", lowered)
+    if shape:
+        return tuple(int(n) for n in re.findall(r"\d+", shape.group(1) or ""))
+    lowered = re.sub(r"^torch\.(?:optim\.)?", "", lowered)
+    lowered = re.sub(r"backward\d*$", "", lowered)
+    if re.fullmatch(r"[a-z_]+s", lowered) and not lowered.endswith("ss"):
+        lowered = lowered[:-1]
+    return lowered
+
+
+def same_answer(prediction, actual) -> bool:
+    """Whether a prediction names the answer: equal, or equal once both are written the same way (_canonical)."""
+    if isinstance(prediction, bool) != isinstance(actual, bool) and not isinstance(prediction, str):
+        return False                    # 1 is not True, as a prediction
+    if prediction == actual:
+        return True
+    try:
+        return _canonical(prediction) == _canonical(actual)
+    except (TypeError, ValueError):
+        return False
 
 
 def not_solved(name: str, what: str, where: str = "") -> None:

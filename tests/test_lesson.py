@@ -152,3 +152,22 @@ def test_rounded_prints_stable_python_floats():
     t = torch.tensor([[0.92119997, 1.0], [2.5, -0.00004]])
     assert rounded(t) == [[0.9212, 1.0], [2.5, -0.0]]
     assert str(rounded(torch.tensor([1.8424999]))) == "[1.8425]"
+
+
+@pytest.mark.parametrize("prediction, actual", [
+    ("moves", "move"), ([512, 1], (512, 1)), ("(512, 1)", (512, 1)), ("[512, 1]", torch.Size([512, 1])),
+    ("Tanh", "TanhBackward0"), ("float32", torch.float32), ("torch.float32", torch.float32), ("sgd", "SGD"),
+    ("3", 3), (3.0, 3), ("true", True), (" 'both' ", "both"), ("uint8", torch.uint8), ("d", "D"),
+])
+def test_check_accepts_a_right_answer_written_another_way(capsys, prediction, actual):
+    check("q", prediction, actual)
+    assert "(right)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("prediction, actual", [
+    (1, True), (0, False), ("yes", True), ("move", "stay"), ([512, 2], (512, 1)), ("Exp", "TanhBackward0"),
+    ("float16", torch.float32), ("2", 3), ("a", ["a"]),
+])
+def test_check_still_rejects_a_wrong_answer(capsys, prediction, actual):
+    check("q", prediction, actual)
+    assert "not quite" in capsys.readouterr().out
