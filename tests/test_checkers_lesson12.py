@@ -196,10 +196,35 @@ def biggan_set_to_none(G, D, GD, z_, config, x):
     G.optim.step()
 
 
+def biggan_zero_each_step_by_params(G, D, GD, z_, config, x):
+    """A third right answer: the gradients reset by hand, parameter by parameter, at the start of each D step."""
+    chunks = torch.split(x, config['batch_size'])
+    biggan.toggle_grad(D, True)
+    biggan.toggle_grad(G, False)
+    k = 0
+    for _step in range(config['num_D_steps']):
+        for p in D.parameters():
+            p.grad = None
+        for _acc in range(config['num_D_accumulations']):
+            z_.normal_()
+            D_fake, D_real = GD(z_[:config['batch_size']], chunks[k], train_G=False)
+            loss_real, loss_fake = biggan.discriminator_loss(D_fake, D_real)
+            ((loss_real + loss_fake) / config['num_D_accumulations']).backward()
+            k += 1
+        D.optim.step()
+    biggan.toggle_grad(D, False)
+    biggan.toggle_grad(G, True)
+    G.optim.zero_grad()
+    for _acc in range(config['num_G_accumulations']):
+        z_.normal_()
+        (biggan.generator_loss(GD(z_, train_G=True)) / config['num_G_accumulations']).backward()
+    G.optim.step()
+
+
 def test_biggan(capsys):
     ok, out = out_of(capsys, exercises.check_biggan_train(biggan_broken))
     assert not ok and "step 2: D.optim stepped on gradients its .grad still held step 1's gradient" in out, out
-    for right in (biggan.reference_biggan_train, biggan_set_to_none):
+    for right in (biggan.reference_biggan_train, biggan_set_to_none, biggan_zero_each_step_by_params):
         ok, out = out_of(capsys, exercises.check_biggan_train(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_biggan_train(biggan._biggan_zero_in_accumulation))
@@ -556,10 +581,23 @@ def rnn_data(rnn, optimizer, loss_func, steps):
         optimizer.step()
 
 
+def rnn_detach_before_use(rnn, optimizer, loss_func, steps):
+    """A third right answer: the state cut where it goes in, not where it comes out."""
+    h_state = None
+    for step in range(steps):
+        t = torch.linspace(step * math.pi, (step + 1) * math.pi, 10)
+        h_in = None if h_state is None else h_state.detach()
+        prediction, h_state = rnn(torch.sin(t).view(1, 10, 1), h_in)
+        loss = loss_func(prediction, torch.cos(t).view(1, 10, 1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 def test_rnn(capsys):
     ok, out = out_of(capsys, exercises.check_rnn_train(rnn_broken))
     assert not ok and "backward through the graph a second time" in out, out
-    for right in (rnn.reference_rnn_train, rnn_data):
+    for right in (rnn.reference_rnn_train, rnn_data, rnn_detach_before_use):
         ok, out = out_of(capsys, exercises.check_rnn_train(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_rnn_train(rnn_retain_graph))
@@ -611,11 +649,27 @@ def compiled_separate(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
             ema.shadow[name.removeprefix("_orig_mod.")].lerp_(p, 1 - ema.decay)
 
 
+def compiled_eager_penalty_with_ema_map(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    """A third right answer: the penalty through D._orig_mod in the same loss, and the EMA updated from G._orig_mod."""
+    x_fake = G(z)
+    x = x_real.detach().requires_grad_(True)
+    pred = D._orig_mod(x)
+    g, = torch.autograd.grad(pred.sum(), x, create_graph=True)
+    loss_D = F.softplus(-pred).mean() + F.softplus(D(x_fake.detach())).mean() + r1_gamma / 2 * g.pow(2).sum(1).mean()
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    opt_G.zero_grad()
+    F.softplus(-D(x_fake)).mean().backward()
+    opt_G.step()
+    ema.update(G._orig_mod)
+
+
 def test_compiled(capsys):
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled_broken))
     assert not ok and "does not currently support double backward" in out and "the module it was made from" in out
     assert "D._orig_mod" not in out, out                                  # the cause, not the fix's code
-    for right in (compiled.reference_compiled_step, compiled_separate):
+    for right in (compiled.reference_compiled_step, compiled_separate, compiled_eager_penalty_with_ema_map):
         ok, out = out_of(capsys, exercises.check_compiled_step(right))
         assert ok and out.startswith("✓"), out
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled._compiled_no_create_graph))
