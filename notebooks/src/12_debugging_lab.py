@@ -28,7 +28,8 @@
 #
 # **How to work.** Each section runs the broken step as it was and shows what a user meets: its error, or what the
 # grader measures when nothing raises. Find the fault, copy the broken body into the exercise's function below it
-# and fix it there. The report behind each step, its thread, the cause and the fix come after the step's grader (in
+# and fix it there. Each lab's first cell also asks where the fault shows: answer it before you run the cell.
+# The report behind each step, its thread, the cause and the fix come after the step's grader (in
 # the student copy, at the end): read them once yours passes. This lab is planned as a **double slot** (about 100
 # minutes): ten minutes to start, about fourteen per lab, and a closing round with the doctor.
 
@@ -38,7 +39,8 @@
 # %%
 import math
 from gan_lessons import exercises
-from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, generator_loss, toggle_grad
+from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
+                                           gradient_ratio, mixes_samples, step_that_clears_the_error, toggle_grad)
 
 # %% [markdown]
 # ## 1 · SRGAN: an error at G's backward
@@ -50,7 +52,7 @@ from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, ge
 # SRGAN's image loss and its adversarial term (`0.001 * mean(1 - out_labels)`); the VGG and TV terms are left out.
 # The step runs twice, on two batches. Run it, and read what the grader says.
 
-# %%
+# %% tags=["predict"] reveals=["optimizerD\\.step\\(\\) changes D's weights", "clears the error -> 'optimizerD'"]
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
     real_img = target
     z = data
@@ -66,7 +68,11 @@ def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, d
     g_loss.backward()
     optimizerG.step()
 
+prediction = "optimizerD"  # SOLUTION: make one optimizer's step() do nothing and the error goes away: which one, "optimizerD" or "optimizerG"?
 broken_ok = exercises.check_srgan_step(srgan_step_broken)
+check("the optimizer whose step, skipped, clears the error", prediction,
+      step_that_clears_the_error("srgan", srgan_step_broken),
+      why="optimizerD.step() changes D's weights in place, and a backward after it still needs them as they were.")
 
 # %% [markdown]
 # **Fix it.** There are two mistakes: the one that raises, and one that raises nothing and costs work. The grader
@@ -115,7 +121,7 @@ solved = exercises.check_srgan_step(my_answer)
 # `num_D_accumulations` is 2, and `train` runs twice. Nothing raises; the grader compares the gradients each D step
 # and G step is taken on with the reference's.
 
-# %%
+# %% tags=["predict"] reveals=["first D step on a wrong gradient -> 2", "something between the two D steps"]
 def train_broken(G, D, GD, z_, config, x):
     G.optim.zero_grad()
     D.optim.zero_grad()
@@ -144,7 +150,11 @@ def train_broken(G, D, GD, z_, config, x):
         G_loss.backward()
     G.optim.step()
 
+prediction = 2  # SOLUTION: the grader runs train twice, two D steps each: which of those four D steps is the first on a wrong gradient? (1 to 4)
 broken_ok = exercises.check_biggan_train(train_broken)
+check("the first D step on a wrong gradient", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
+      why="the first D step is on the reference's gradient and the second is not: look for something between the two "
+          "D steps. (After a wrong step the weights differ, and so does every later gradient.)")
 
 # %% [markdown]
 # **Fix it.** The grader also knows a second wrong version, which changes what each D step adds up.
@@ -201,7 +211,7 @@ solved = exercises.check_biggan_train(my_answer)
 # Zeleni9's (pytorch-wgan), scaled down to 8x8 pixels; `train_critic` is one iteration of its critic loop (the
 # random `z` and `eta` come in as arguments), run three times.
 
-# %%
+# %% tags=["predict"] reveals=["image 0 changes when image 1 changes -> True", "reaches [0-9.e-]+: the critic"]
 def make_critic_broken(channels):
     return Discriminator(channels)
 
@@ -224,7 +234,12 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
     grad_penalty.backward()
     d_optimizer.step()
 
+prediction = True  # SOLUTION: in training mode, does this critic's output for image 0 of a batch change when image 1 changes? (True/False)
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
+mixed = mixes_samples(make_critic_broken(1))
+check("the critic's output for image 0 changes when image 1 changes", prediction, mixed > 0,
+      why=f"the gradient of its output for image 0 with respect to images 1 to 3 reaches {mixed:.2g}: the critic "
+          f"does not look at one image at a time.")
 
 # %% [markdown]
 # **Fix it.** `make_critic(channels)` returns the critic, `train_critic` one critic iteration. The grader judges the
@@ -288,7 +303,7 @@ solved = exercises.check_wgan_gp(my_critic, my_answer)
 # at each `update()` without an inf, and the step runs three times; at the second call it makes one of D's scaled
 # gradients inf, and at the third one of G's, as an overflow would.
 
-# %%
+# %% tags=["predict"] reveals=["far from the reference's at the first call -> 'optimizer_g'", "times the reference's, optimizer_d"]
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     for p in net_d.parameters():
         p.requires_grad = False
@@ -310,7 +325,13 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
     scaler.step(optimizer_d)
     scaler.update()
 
+prediction = "optimizer_g"  # SOLUTION: at the first call, does one optimizer step on gradients far from the reference's? Which: "optimizer_g", "optimizer_d" or "neither"?
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
+ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
+check("the optimizer far from the reference's at the first call", prediction,
+      next((name for name, r in ratios.items() if not 0.99 < r < 1.01), "neither"),
+      why=f"optimizer_g's gradient is {ratios['optimizer_g']:.0f} times the reference's, optimizer_d's "
+          f"{ratios['optimizer_d']:.2f} times.")
 
 # %% [markdown]
 # **Fix it.** With Adam a wrong scale barely shows in the losses (Adam divides by the gradient's running size),
@@ -364,7 +385,7 @@ solved = exercises.check_amp_lab(my_answer)
 # carries the RNN's hidden state `h_state` on to the next step. The second cell below is the first fix people reach
 # for.
 
-# %%
+# %% tags=["predict"] reveals=["loss\\.backward\\(\\) fails -> 2", "comes from the step before"]
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
     h_state = None
     for step in range(steps):
@@ -377,7 +398,19 @@ def train_rnn_broken(rnn, optimizer, loss_func, steps):
         loss.backward()
         optimizer.step()
 
+prediction = 2  # SOLUTION: the loop's steps run one after the other: at which step does loss.backward() fail? (1, 2 or 3)
 broken_ok = exercises.check_rnn_train(train_rnn_broken)
+fails_at = 0
+for steps in (1, 2, 3):
+    rnn_n, optimizer_n, loss_func_n, _ = exercises.lab_problem("rnn")
+    try:
+        train_rnn_broken(rnn_n, optimizer_n, loss_func_n, steps)
+    except RuntimeError:
+        fails_at = steps
+        break
+check("the step whose loss.backward() fails", prediction, fails_at,
+      why="the first step's backward runs and the second's does not: something the second loss depends on comes from "
+          "the step before.")
 
 # %%
 def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
@@ -434,7 +467,7 @@ solved = exercises.check_rnn_train(my_answer)
 # **The code.** D's step with an R1 penalty, G's step, and an EMA of G's weights (`ema.update(G)`), with G and D
 # compiled with `aot_eager`; `ema` was made before G was compiled. The step runs twice.
 
-# %%
+# %% tags=["predict"] reveals=["the line that raises -> 'backward'", "made without complaint"]
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     x_fake = G(z)
     x_real = x_real.detach().requires_grad_(True)
@@ -451,7 +484,21 @@ def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     opt_G.step()
     ema.update(G)
 
+prediction = "backward"  # SOLUTION: which raises, the autograd.grad(..., create_graph=True) line or loss_D.backward()? ("grad" or "backward")
 broken_ok = exercises.check_compiled_step(train_step_broken)
+G, D, opt_G, opt_D, ema, x_real, z = exercises.lab_problem("compiled")
+x = x_real.detach().requires_grad_(True)
+raised_at = "grad"
+try:
+    g, = torch.autograd.grad(D(x).sum(), x, create_graph=True)
+    raised_at = "backward"
+    g.pow(2).sum().backward()
+    raised_at = "neither"
+except RuntimeError:
+    pass
+check("the line that raises", prediction, raised_at,
+      why="the gradient with a graph of its own is made without complaint; differentiating through it again is what "
+          "fails.")
 
 # %% [markdown]
 # **Fix it.** Two things are wrong, one loud and one silent. The wrong fix the grader knows makes the error go away.

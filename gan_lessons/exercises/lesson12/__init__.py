@@ -9,14 +9,21 @@ labs also compare state that no optimizer steps on (an EMA copy's weights, a Gra
     exercises.check_lab("srgan", my_answer)            # or check_srgan_step(my_answer), ...
 
 `lab_problem(name)` gives a lab's fresh arguments, to run a broken version by hand (or under the doctor)."""
-from gan_lessons.exercises.lesson12.grading import LABS, Lab
+from gan_lessons.exercises.lesson12.grading import (LABS, Lab, gradient_ratio, step_that_clears_the_error,
+                                                    first_wrong_step)
 from gan_lessons.exercises.lesson12.srgan import check_srgan_step
 from gan_lessons.exercises.lesson12.biggan import (G_D, check_biggan_train, discriminator_loss, generator_loss,
                                                    toggle_grad)
-from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, Generator, _wgan_problem, check_wgan_gp
+from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, Generator, _mixes_samples, _wgan_problem, check_wgan_gp
 from gan_lessons.exercises.lesson12.amp import check_amp_lab
 from gan_lessons.exercises.lesson12.rnn import check_rnn_train
 from gan_lessons.exercises.lesson12.compiled import check_compiled_step
+
+
+def mixes_samples(D):
+    """How much D's output for image 0 of a batch changes with the other images (the largest gradient entry of it
+    with respect to them); 0 for a critic that treats each sample on its own."""
+    return _mixes_samples(D)
 
 
 def lab_problem(name, make_critic=None):
@@ -26,6 +33,7 @@ def lab_problem(name, make_critic=None):
     return LABS[name].problem()[0](0)
 
 
-__all__ = ["LABS", "Lab", "lab_problem", "check_srgan_step", "check_biggan_train", "check_wgan_gp", "check_amp_lab",
+__all__ = ["LABS", "Lab", "lab_problem", "step_that_clears_the_error", "first_wrong_step", "gradient_ratio",
+           "mixes_samples", "check_srgan_step", "check_biggan_train", "check_wgan_gp", "check_amp_lab",
            "check_rnn_train", "check_compiled_step", "Discriminator", "Generator", "G_D", "discriminator_loss",
            "generator_loss", "toggle_grad"]

@@ -120,8 +120,10 @@ class Lab:
         self.calls, self.mistakes, self.extra, self.atol = calls, list(mistakes), extra, atol
         self.first = first          # first(state_mine, state_ref) -> problems, judged before the gradients
 
-    def run(self, step):
+    def run(self, step, skip=()):
         args, opts, names, state = self.problem()
+        for name in skip:                   # an optimizer whose step() does nothing: what happens without it
+            opts[name].step = lambda *a, **k: None
         error, order = None, []
         handles = [opt.register_step_pre_hook(lambda o, a, kw, name=name: order.append(
             (sum(n == name for _, n in order), name))) for name, opt in opts.items()]
@@ -140,6 +142,31 @@ class Lab:
 
 
 LABS = {}
+
+
+# --- what a lesson cell measures to check a prediction about a broken step ------------------------------------------
+def step_that_clears_the_error(name, step):
+    """The optimizer whose step(), made to do nothing, lets `step` run to the end without its error (the step that
+    changes what a later backward still needs), or None."""
+    lab = LABS[name]
+    if lab.run(step)[2] is None:
+        return None
+    return next((opt for opt in lab.problem()[1] if lab.run(step, skip=(opt,))[2] is None), None)
+
+
+def first_wrong_step(name, step, optimizer):
+    """The first of `optimizer`'s steps (1-based), in the grader's run of `step`, not on the reference's gradients; 0
+    when every one is. (After it, the weights differ from the reference's, and so does every later gradient.)"""
+    lab = LABS[name]
+    mine, ref = lab.run(step)[0][optimizer], lab.run(lab.reference)[0][optimizer]
+    return next((k for k, (a, b) in enumerate(zip(mine, ref), 1) if not _close(_flat(a), _flat(b), lab.atol)), 0)
+
+
+def gradient_ratio(name, step, optimizer, k=1):
+    """The norm of the gradient `optimizer` stepped on at its k-th step in the grader's run, over the reference's."""
+    lab = LABS[name]
+    mine, ref = lab.run(step)[0][optimizer][k - 1], lab.run(lab.reference)[0][optimizer][k - 1]
+    return (_flat(mine).norm() / _flat(ref).norm()).item()
 
 
 def _lab(lab):

@@ -16,7 +16,7 @@
 #
 # **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步运行两到三步；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（是正确梯度的多少倍；是正确梯度加上之前某一步留在 `.grad` 里的东西；……），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过。
 #
-# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
+# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验的第一个代码单元格还会问你毛病出在哪里：先回答，再运行这个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
 
 # %%
 #SETUP
@@ -24,7 +24,8 @@
 # %%
 import math
 from gan_lessons import exercises
-from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, generator_loss, toggle_grad
+from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
+                                           gradient_ratio, mixes_samples, step_that_clears_the_error, toggle_grad)
 
 # %% [markdown]
 # ## 1 · SRGAN：G 的反向传播报错
@@ -33,7 +34,7 @@ from gan_lessons.exercises.lesson12 import Discriminator, discriminator_loss, ge
 #
 # **代码**。SRGAN 的训练步，保留了它原来的变量名和结构：先在真实批量和生成批量上算 D 的损失并更新 D，再算 G 的损失并更新 G。我们的 `netD` 以 sigmoid 结尾，`generator_criterion` 保留了 SRGAN 的图像损失和对抗项（`0.001 * mean(1 - out_labels)`），去掉了 VGG 项和 TV 项。这个训练步在两个批量上运行两次。运行它，看看评分器怎么说。
 
-# %%
+# %% tags=["predict"] reveals=["optimizerD\\.step\\(\\) 原地修改了 D 的权重", "就不再报错的优化器 -> 'optimizerD'"]
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
     real_img = target
     z = data
@@ -49,7 +50,11 @@ def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, d
     g_loss.backward()
     optimizerG.step()
 
+prediction = "optimizerD"  # SOLUTION: 让某个优化器的 step() 什么也不做，报错就消失了：是 "optimizerD" 还是 "optimizerG"？
 broken_ok = exercises.check_srgan_step(srgan_step_broken)
+check("跳过它的 step 就不再报错的优化器", prediction,
+      step_that_clears_the_error("srgan", srgan_step_broken),
+      why="optimizerD.step() 原地修改了 D 的权重，而它之后的一次反向传播还需要这些权重原来的样子。")
 
 # %% [markdown]
 # **修好它**。这里有两个错误：一个会报错，另一个不报错，却白费功夫。评分器还认识两种让报错消失、却用错误的梯度更新参数的做法。
@@ -87,7 +92,7 @@ solved = exercises.check_srgan_step(my_answer)
 #
 # **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错；评分器会把每个 D 步和 G 步所用的梯度与参考解法的对照。
 
-# %%
+# %% tags=["predict"] reveals=["第一个用错梯度的 D 步 -> 2", "两个 D 步之间的某样东西"]
 def train_broken(G, D, GD, z_, config, x):
     G.optim.zero_grad()
     D.optim.zero_grad()
@@ -116,7 +121,11 @@ def train_broken(G, D, GD, z_, config, x):
         G_loss.backward()
     G.optim.step()
 
+prediction = 2  # SOLUTION: 评分器把 train 运行两次，每次两个 D 步：这四个 D 步里，第一个用错梯度的是第几个？（1 到 4）
 broken_ok = exercises.check_biggan_train(train_broken)
+check("第一个用错梯度的 D 步", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
+      why="第一个 D 步用的是参考解法的梯度，第二个却不是：去找两个 D 步之间的某样东西。"
+          "（一步更新错了之后，权重就与参考解法不同了，后面的梯度也都随之不同。）")
 
 # %% [markdown]
 # **修好它**。评分器还认识第二种错误的写法，它会改变每个 D 步累加的内容。
@@ -166,7 +175,7 @@ solved = exercises.check_biggan_train(my_answer)
 #
 # **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8x8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。
 
-# %%
+# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否改变 -> True", "达到 [0-9.e-]+：这个评判器"]
 def make_critic_broken(channels):
     return Discriminator(channels)
 
@@ -189,7 +198,11 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
     grad_penalty.backward()
     d_optimizer.step()
 
+prediction = True  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会不会改变？（True/False）
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
+mixed = mixes_samples(make_critic_broken(1))
+check("评判器：图像 1 变化时图像 0 的输出是否改变", prediction, mixed > 0,
+      why=f"它对图像 0 的输出关于图像 1 到 3 的梯度达到 {mixed:.2g}：这个评判器并不是一次只看一张图像。")
 
 # %% [markdown]
 # **修好它**。`make_critic(channels)` 返回评判器，`train_critic` 做一次评判器迭代。评分器先逐张图像地看评判器算出了什么，再在你自己的评判器上运行参考解法的评判器迭代，拿它的梯度与你的 `train_critic` 的梯度对照。
@@ -240,7 +253,7 @@ solved = exercises.check_wgan_gp(my_critic, my_answer)
 #
 # **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。
 
-# %%
+# %% tags=["predict"] reveals=["第一次调用时离参考解法很远的优化器 -> 'optimizer_g'", "倍，optimizer_d 的"]
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     for p in net_d.parameters():
         p.requires_grad = False
@@ -262,7 +275,13 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
     scaler.step(optimizer_d)
     scaler.update()
 
+prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是 "neither"（都没有）？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
+ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
+check("第一次调用时离参考解法很远的优化器", prediction,
+      next((name for name, r in ratios.items() if not 0.99 < r < 1.01), "neither"),
+      why=f"optimizer_g 的梯度是参考解法的 {ratios['optimizer_g']:.0f} 倍，optimizer_d 的是 "
+          f"{ratios['optimizer_d']:.2f} 倍。")
 
 # %% [markdown]
 # **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正是因此存活下来的。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
@@ -305,7 +324,7 @@ solved = exercises.check_amp_lab(my_answer)
 #
 # **代码**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state` 带到下一步。下面第二个单元格是人们最先想到的修法。
 
-# %%
+# %% tags=["predict"] reveals=["loss\\.backward\\(\\) 失败的那一步 -> 2", "来自前一步"]
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
     h_state = None
     for step in range(steps):
@@ -318,7 +337,18 @@ def train_rnn_broken(rnn, optimizer, loss_func, steps):
         loss.backward()
         optimizer.step()
 
+prediction = 2  # SOLUTION: 循环中的各步依次运行：loss.backward() 在第几步失败？（1、2 或 3）
 broken_ok = exercises.check_rnn_train(train_rnn_broken)
+fails_at = 0
+for steps in (1, 2, 3):
+    rnn_n, optimizer_n, loss_func_n, _ = exercises.lab_problem("rnn")
+    try:
+        train_rnn_broken(rnn_n, optimizer_n, loss_func_n, steps)
+    except RuntimeError:
+        fails_at = steps
+        break
+check("loss.backward() 失败的那一步", prediction, fails_at,
+      why="第一步的反向传播能运行，第二步的不能：第二步的损失所依赖的某样东西来自前一步。")
 
 # %%
 def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
@@ -368,7 +398,7 @@ solved = exercises.check_rnn_train(my_answer)
 #
 # **代码**。带 R1 惩罚的 D 步、G 步，以及 G 的权重的 EMA（`ema.update(G)`）；G 和 D 都用 `aot_eager` 编译过，`ema` 是在编译 G 之前建立的。这个训练步运行两次。
 
-# %%
+# %% tags=["predict"] reveals=["报错的那一行 -> 'backward'", "顺顺当当地求出来"]
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     x_fake = G(z)
     x_real = x_real.detach().requires_grad_(True)
@@ -385,7 +415,20 @@ def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     opt_G.step()
     ema.update(G)
 
+prediction = "backward"  # SOLUTION: 报错的是 autograd.grad(..., create_graph=True) 那一行，还是 loss_D.backward()？（"grad" 或 "backward"）
 broken_ok = exercises.check_compiled_step(train_step_broken)
+G, D, opt_G, opt_D, ema, x_real, z = exercises.lab_problem("compiled")
+x = x_real.detach().requires_grad_(True)
+raised_at = "grad"
+try:
+    g, = torch.autograd.grad(D(x).sum(), x, create_graph=True)
+    raised_at = "backward"
+    g.pow(2).sum().backward()
+    raised_at = "neither"
+except RuntimeError:
+    pass
+check("报错的那一行", prediction, raised_at,
+      why="自带计算图的梯度能顺顺当当地求出来；再对它求一次导，才会失败。")
 
 # %% [markdown]
 # **修好它**。这里错了两处，一处会报错，一处悄无声息。评分器认识的那个错误修法会让报错消失。
