@@ -251,6 +251,39 @@ def test_init_names_each_mistake(capsys):
     assert ok is False and "changed nothing" in out
 
 
+def init_skips_batchnorm(m):                         # Linear and convolutions only: BatchNorm left at PyTorch's ones
+    if isinstance(m, DCGAN):
+        init_reference(m)
+
+
+def init_batchnorm_ones(m):                           # BatchNorm's weight filled with 1, not drawn around it
+    init_reference(m)
+    if isinstance(m, NORMS):
+        with torch.no_grad():
+            m.weight.fill_(1.0)
+
+
+def sgd_zeroed_before(params, lr):                    # .grad zeroed in place before the update reads it
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.grad.zero_()
+                p -= lr * p.grad
+
+
+def test_init_names_an_untouched_or_constant_batchnorm(capsys):
+    ok, out = run(capsys, exercises.check_init, init_skips_batchnorm)
+    assert ok is False and "BatchNorm2d 5" in out and "untouched" in out, out
+    ok, out = run(capsys, exercises.check_init, init_batchnorm_ones)
+    assert ok is False and "BatchNorm2d 5" in out and "every entry is 1" in out and "untouched" not in out, out
+
+
+def test_sgd_step_names_a_gradient_zeroed_before_the_update(capsys):
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_zeroed_before)
+    assert ok is False and "its .grad is all zeros: it was zeroed before the update used it" in out, out
+    assert "makes a new tensor" not in out
+
+
 def test_init_not_solved_yet(capsys):
     for blank in (stub, ...):
         ok, out = run(capsys, exercises.check_init, blank)

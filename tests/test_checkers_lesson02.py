@@ -169,6 +169,23 @@ def test_names_each_mistake(capsys):
     assert ok is False and "a `...` is still in your function" in out
 
 
+def zero_grad_after_backward(model1, model2, optimizer1, optimizer2, data, label):   # cleared between backward and step
+    a = model1(data)
+    l1 = F.cross_entropy(a, label)
+    l2 = F.cross_entropy(model2(a.detach()), label)
+    l1.backward()
+    optimizer1.zero_grad()
+    optimizer1.step()
+    optimizer2.zero_grad()
+    l2.backward()
+    optimizer2.step()
+
+
+def test_a_gradient_cleared_between_backward_and_step_is_named(capsys):
+    ok, out = run(capsys, zero_grad_after_backward)
+    assert ok is False and "optimizer1.step() its parameters' .grad held nothing" in out, out
+
+
 def test_not_solved_yet(capsys):
     for blank in (stub, ...):
         ok, out = run(capsys, blank)

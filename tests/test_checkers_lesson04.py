@@ -122,18 +122,26 @@ def d_step_labels_column(G, D, opt_D, z, x_real):       # seed 000's labels of s
     opt_D.step()
 
 
+def d_step_output_detached_averaged(G, D, opt_D, z, x_real):   # the same slip in an averaged loss, as lesson 05 writes it
+    loss_D = 0.5 * (bce(D(x_real), torch.ones(len(x_real))) + bce(D(G(z)).detach(), torch.zeros(len(z))))
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
 def d_step_freezes_G(G, D, opt_D, z, x_real):           # G frozen for the step, never thawed
     G.requires_grad_(False)
     d_step_no_grad(G, D, opt_D, z, x_real)
 
 
 @pytest.mark.parametrize("d_step, named", [
-    (d_step_undetached, ["loss_D reached G", "14 of G's 14 parameters have a .grad", "x_fake.detach()"]),
-    (d_step_clears_G_afterwards, ["still ran through G", "x_fake.detach()"]),
-    (d_step_output_detached, ["the fake term no longer reaches D", "D(x_fake.detach())"]),
+    (d_step_undetached, ["loss_D reached G", "14 of G's 14 parameters have a .grad", "still joined to G's graph"]),
+    (d_step_clears_G_afterwards, ["still ran through G", "still joined to G's graph"]),
+    (d_step_output_detached, ["the fake term no longer reaches D", "D's *output* on the fakes was detached"]),
+    (d_step_output_detached_averaged, ["the fake term no longer reaches D", "D's *output* on the fakes was detached"]),
     (d_step_swapped_labels, ["the labels are swapped"]),
-    (d_step_no_zero_grad, ["still held an earlier gradient", "opt_D.zero_grad() before loss_D.backward()"]),
-    (d_step_zero_grad_late, ["after loss_D.backward() throws the new gradient away"]),
+    (d_step_no_zero_grad, ["still held an earlier gradient", "nothing cleared it before loss_D.backward()"]),
+    (d_step_zero_grad_late, ["cleared after loss_D.backward(), which throws the new gradient away"]),
     (d_step_all_no_grad, ["loss_D has no graph", "only the fake batch may be made under torch.no_grad()"]),
     (d_step_labels_column, ["labels of shape [B]"]),
     (d_step_freezes_G, ["no longer require grad"]),
@@ -143,6 +151,8 @@ def test_each_wrong_d_step_is_named(capsys, d_step, named):
     assert ok is False and out.startswith("✗"), out
     for words in named:
         assert words in out, (words, out)
+    for fix in ("x_fake.detach()", "D(x_fake.detach())", "opt_D.zero_grad() before"):
+        assert fix not in out, (fix, out)                       # the mistake named, not the fix's code printed
 
 
 def test_an_undetached_step_is_not_also_blamed_for_labels(capsys):

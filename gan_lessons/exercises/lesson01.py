@@ -63,6 +63,9 @@ def _param_problems(step, params, ref_params, before, had_grad):
                               "torch.no_grad() instead").format(name=n))
         elif had and p.grad is None and torch.equal(p.detach(), old):
             problems.append(_(CLEARED).format(name=n))
+        elif had and p.grad is not None and not p.grad.any() and torch.equal(p.detach(), old):
+            problems.append(_("{name} did not change, and its .grad is all zeros: it was zeroed before the update "
+                              "used it; update first, then clear .grad").format(name=n))
         elif had and torch.equal(p.detach(), old):
             problems.append(_("{name} did not change at step {step}: `p = p - lr * p.grad` makes a new tensor and "
                               "leaves the parameter as it was; update it in place (p -= ...)").format(name=n,
@@ -141,12 +144,16 @@ def _drawn_from(w, mean, std=STD):
     return mean_ok and std - spread <= w.std().item() <= std + spread
 
 
-def _weight_hint(kind, w, mean, before):
-    """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits."""
+def _weight_hint(kind, w, mean, before, changed=True):
+    """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits. `changed`:
+    whether anything wrote to it (its version counter moved)."""
     norm = kind.startswith("BatchNorm")
-    if torch.equal(w, before):
+    if torch.equal(w, before) and not changed:
         return _("it is untouched: does your function reach {kind} modules? model.apply calls it on every module, "
                  "and DCGAN's init covers Linear, Conv2d, ConvTranspose2d and BatchNorm").format(kind=kind)
+    if w.numel() > 1 and not (w - w.flatten()[0]).any():
+        return _("every entry is {value:g}: it was filled with one number, where DCGAN draws each entry from "
+                 "N({mean:g}, 0.02)").format(value=w.flatten()[0].item(), mean=mean)
     if _drawn_from(w, mean, math.sqrt(STD)):
         return _("its std is √0.02 ≈ {std:.3f}: in N({mean:g}, 0.02) the 0.02 is the standard deviation, and "
                  "normal_'s second argument is the std itself, not the variance").format(std=math.sqrt(STD),
@@ -162,19 +169,23 @@ def _weight_hint(kind, w, mean, before):
     return _("it should be drawn from N({mean:g}, 0.02): mean {mean:g}, standard deviation 0.02").format(mean=mean)
 
 
-def _init_problems(model, values):
+def _init_problems(model, values, versions=None):
     """What is wrong with model's values after init: DCGAN's N(0, 0.02) weights for Linear and convolutions,
-    N(1, 0.02) for BatchNorm's weight, zeros for every bias."""
+    N(1, 0.02) for BatchNorm's weight, zeros for every bias. `versions`: each parameter's version before init. A
+    weight of one repeated number fails however few entries it has (a BatchNorm2d(8) left at PyTorch's ones would
+    pass a test of 8 draws alone)."""
     problems = []
     for n, m in model.named_modules():
         if isinstance(m, INIT_KINDS):
             kind = type(m).__name__
             mean = 1.0 if kind.startswith("BatchNorm") else 0.0
             w = m.weight.detach()
-            if not _drawn_from(w, mean):
+            constant = w.numel() > 1 and not (w - w.flatten()[0]).any()
+            changed = versions is None or m.weight._version != versions[f"{n}.weight"]
+            if constant or not _drawn_from(w, mean):
                 problems.append(_("{kind} {module}: weight has mean {mean:.3f} and std {std:.3f}; {hint}").format(
                     kind=kind, module=n, mean=w.mean().item(), std=w.std().item(),
-                    hint=_weight_hint(kind, w, mean, values[f'{n}.weight'])))
+                    hint=_weight_hint(kind, w, mean, values[f'{n}.weight'], changed)))
             if m.bias is not None and m.bias.detach().abs().max() > 0:
                 problems.append(_("{kind} {module}: bias is not zero; fill it with zeros").format(kind=kind, module=n))
     return problems
@@ -189,6 +200,7 @@ def check_init(init_weights) -> bool:
     model = _init_model()
     before = {n: p for n, p in model.named_parameters()}
     values = {n: p.detach().clone() for n, p in model.named_parameters()}
+    versions = {n: p._version for n, p in model.named_parameters()}
     try:
         with data_reads() as reads:
             model.apply(init_weights)
@@ -212,7 +224,7 @@ def check_init(init_weights) -> bool:
                           "m.weight and m.bias of the Linear, convolution and BatchNorm modules"))
     if problems:
         return verdict(name, problems[:4], "")
-    problems = _init_problems(model, values)
+    problems = _init_problems(model, values, versions)
     if reads.count:
         problems.append(_("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
                           "works before training, but `.data` changes a parameter behind autograd's version counter, "

@@ -113,7 +113,13 @@ def check_seed004_step(fixed_step, calls=CALLS) -> bool:
     mine, leaks = run["records"], run["into_model1"] > reference["into_model1"]
     problems = compare_steps(mine, reference["records"], _("l1 alone must train model1, and l2 alone model2, each "
                                                             "after its own zero_grad()"))
-    if problems and all(len(mine.get(k, [])) == len(v) for k, v in reference["records"].items()):
+    cleared = [k for k, steps in mine.items() if k in reference["records"] and steps and all(
+        g is None or not g.any() for step in steps for g in step.values())]
+    if problems and cleared:
+        problems = [_("at every {optimizer}.step() its parameters' .grad held nothing (None or zeros): they were "
+                      "cleared after the backward of its loss and before the step, which then steps on "
+                      "nothing").format(optimizer=cleared[0])]
+    elif problems and all(len(mine.get(k, [])) == len(v) for k, v in reference["records"].items()):
         if leaks and not same_steps(mine["optimizer1"][:1], reference["records"]["optimizer1"][:1]):
             problems = [_("model1 stepped on l1's gradient plus l2's: l2's backward went on into model1 and nothing "
                           "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step. "

@@ -53,16 +53,18 @@ def _d_step_written(scale=1.0, swap_labels=False, detach_output=False, zero_grad
     return step
 
 
-D_STEP_MISTAKES = [
-    (_d_step_written(detach_output=True), N_("the fake term no longer reaches D: `D(x_fake).detach()` detaches D's "
-                                             "*output*, so only the real images train D. Detach D's input instead: "
-                                             "`D(x_fake.detach())`")),
-    (_d_step_written(swap_labels=True), N_("the labels are swapped: D must score x_real as 1 and the fakes as 0")),
-    (_d_step_written(zero_grad=None), N_("D's .grad still held an earlier gradient, and backward adds to it: call "
-                                         "opt_D.zero_grad() before loss_D.backward()")),
-    (_d_step_written(zero_grad="after"), N_("opt_D.zero_grad() after loss_D.backward() throws the new gradient away "
-                                            "before the step: zero, then backward, then step")),
+D_STEP_MISTAKE_HINTS = [
+    (dict(detach_output=True), N_("the fake term no longer reaches D: D's *output* on the fakes was detached, so only "
+                                  "the real images train D. What must be cut from G's graph is what goes into D")),
+    (dict(swap_labels=True), N_("the labels are swapped: D must score x_real as 1 and the fakes as 0")),
+    (dict(zero_grad=None), N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it "
+                              "before loss_D.backward()")),
+    (dict(zero_grad="after"), N_("D's gradients were cleared after loss_D.backward(), which throws the new gradient "
+                                 "away before the step")),
 ]
+# each known mistake, in a loss summed over its two terms and in one averaged (both right otherwise)
+D_STEP_MISTAKES = [(_d_step_written(scale=scale, **how), hint) for how, hint in D_STEP_MISTAKE_HINTS
+                   for scale in (1.0, 0.5)]
 D_STEP_HINTS = AUTOGRAD_HINTS + [
     ("must be the same as input size", N_("D returns one logit per image, shape [B]: labels of shape [B]")),
     ("does not require grad and does not have a grad_fn",
@@ -100,12 +102,11 @@ def check_d_step(d_step) -> bool:
     problems = []
     reached = [n for n, p in G.named_parameters() if p.grad is not None]
     if reached:
-        problems.append(_("loss_D reached G: {count} of G's 14 parameters have a .grad (G.{first}, ...). Hint: "
-                          "give D the fake batch detached, x_fake.detach()").format(count=len(reached),
-                                                                                   first=reached[0]))
+        problems.append(_("loss_D reached G: {count} of G's 14 parameters have a .grad (G.{first}, ...): the fake "
+                          "batch D sees is still joined to G's graph").format(count=len(reached), first=reached[0]))
     elif through_G:
-        problems.append(_("loss_D's backward still ran through G (its gradients were computed, then cleared): "
-                          "detach the fake batch, x_fake.detach(), so that backward stops at it"))
+        problems.append(_("loss_D's backward still ran through G (its gradients were computed, then cleared): the "
+                          "fake batch D sees is still joined to G's graph, so that backward does not stop at it"))
     if not all(p.requires_grad for p in G.parameters()):
         problems.append(_("G's parameters no longer require grad after your step: leave G as you found it"))
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
