@@ -26,7 +26,8 @@ bce = strategies.bce       # bce(logits, 1): G's non-saturating loss; bce(logits
 # %% [markdown]
 # ## 1 · Mixed precision: autocast, and one GradScaler for two optimizers
 #
-# **Why it matters.** `torch.autocast` runs chosen operations in a 16-bit type and leaves the rest in float32; a
+# **Why it matters.** `torch.autocast` runs the operations on one of its lists in a 16-bit type, those on another
+# in float32, and leaves every other one in the type it is given; a
 # `GradScaler` multiplies the loss so that small float16 gradients do not round to zero, and skips an optimizer step
 # whose gradients came out inf or NaN. A GAN has two losses and two optimizers, which is exactly the case PyTorch's
 # AMP examples treat separately. Autocast on a CPU defaults to bfloat16, and this torch runs all of it on a CPU, so
@@ -149,8 +150,9 @@ else:
 
 # %%
 if HAS_AMP_SCALER:
-    claim("a clean iteration: both optimizers step, and the scale stays at 65536 (it grows only after 2000 clean "
-          "iterations)", clean["G moved"] and clean["D moved"] and clean["scale"] == (65536.0, 65536.0))
+    claim("a clean iteration: both optimizers step, and the scale stays at 65536 (by default it grows only after "
+          "growth_interval = 2000 clean iterations in a row)", clean["G moved"] and clean["D moved"]
+          and clean["scale"] == (65536.0, 65536.0) and torch.amp.GradScaler("cpu").get_growth_interval() == 2000)
     claim("an inf in G's gradient: opt_G skips its step, G is unchanged, and Adam's step count does not advance",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
     claim("opt_D still steps in that iteration, with the inf in G's .grad at that moment: each optimizer checks only "
@@ -319,8 +321,8 @@ claim("after register_hook, torch.autograd.grad(loss_G, x_fake) returns the hook
 # **Counting saved bytes.** The saved-tensor hooks of lesson 03, used to count, with a check you can do by hand: `tanh(Linear(16, 32)(x))` for a
 # batch `x` of shape [8, 16]. The layer's `addmm` keeps `x` (8 × 16 floats, for the weight's gradient) and the
 # transposed weight (16 × 32, for `x`'s gradient); `tanh` keeps its output (8 × 32), because its derivative is 1 −
-# tanh². Four bytes each: 512 + 2048 + 1024 = 3584. Autograd saves only what the gradients it will compute need, so
-# freezing the layer, or an `x` that does not require grad, removes one of them:
+# tanh². Four bytes each: 512 + 2048 + 1024 = 3584. Here autograd saves only what the gradients it will compute need (not
+# every operation is so frugal: lesson 09 shows a frozen convolution keeping its input), so freezing the layer, or an `x` that does not require grad, removes one of them:
 
 # %%
 torch.manual_seed(0)
@@ -450,9 +452,9 @@ else:
 # So on this torch the error depends on history: `one_forward` on its own passes, and the same strategy after one
 # other step fails. Two fixes, then. Turn donation off before compiling, as the trainer does; the cost is the memory
 # donation would have saved in the backward. Or do not retain graphs: every order of lesson 05 except `one_forward`
-# (and seed 003's, which fails anyway) uses each graph once, and runs compiled with donation on. No setting makes a
-# gradient penalty run through a compiled D: it needs a double backward, which compiled graphs do not support, so
-# `gan_lessons.training` refuses `fast=True` with `wgan_gp` (lesson 08 shows the error).
+# (and seed 003's, which fails anyway) uses each graph once, and runs compiled with donation on. A gradient penalty
+# cannot run through a D compiled with an AOT backend (the default, inductor, or aot_eager): it needs a double
+# backward, which their compiled graphs do not support, so `gan_lessons.training` refuses `fast=True` with `wgan_gp` (lesson 08 shows the error).
 #
 # **Graph breaks.** Dynamo traces Python into a graph until it meets something it cannot put in one; each place
 # where it has to stop is a *graph break*. `.item()` turns a tensor into a Python number, the kind of line a training

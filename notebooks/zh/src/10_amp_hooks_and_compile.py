@@ -20,7 +20,7 @@ bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 
 # %% [markdown]
 # ## 1 · 混合精度：autocast，以及两个优化器共用一个GradScaler
 #
-# **为什么重要**。`torch.autocast`让选定的运算以16位类型运行，其余的仍用float32；`GradScaler`把损失乘上一个倍数，让很小的float16梯度不至于舍入成零，并且在梯度出现inf或NaN时跳过那次优化器更新。GAN有两个损失和两个优化器，这正是PyTorch的AMP示例单独讨论的情形。CPU上的autocast默认使用bfloat16，而当前的torch能在CPU上运行这一切，所以CI也会检查这部分。首先看看在种子 000 的G和D的一次前向传播中，哪些运算改变了类型：
+# **为什么重要**。`torch.autocast`让它一张清单上的运算以16位类型运行，另一张清单上的以float32运行，其余的运算则沿用输入的类型；`GradScaler`把损失乘上一个倍数，让很小的float16梯度不至于舍入成零，并且在梯度出现inf或NaN时跳过那次优化器更新。GAN有两个损失和两个优化器，这正是PyTorch的AMP示例单独讨论的情形。CPU上的autocast默认使用bfloat16，而当前的torch能在CPU上运行这一切，所以CI也会检查这部分。首先看看在种子 000 的G和D的一次前向传播中，哪些运算改变了类型：
 
 # %%
 torch.manual_seed(0)
@@ -126,8 +126,9 @@ else:
 
 # %%
 if HAS_AMP_SCALER:
-    claim("正常迭代：两个优化器都更新，缩放因子保持65536（要经过2000次正常迭代它才会增大）",
-          clean["G moved"] and clean["D moved"] and clean["scale"] == (65536.0, 65536.0))
+    claim("正常迭代：两个优化器都更新，缩放因子保持65536（默认要连续经过growth_interval = 2000次正常迭代它才会增大）",
+          clean["G moved"] and clean["D moved"]
+          and clean["scale"] == (65536.0, 65536.0) and torch.amp.GradScaler("cpu").get_growth_interval() == 2000)
     claim("G的梯度里有inf：opt_G跳过这次更新，G不变，Adam的步数也不增加",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
     claim("这次迭代里opt_D仍然照常更新，尽管那时G的.grad里有inf：每个优化器只检查自己的梯度",
@@ -274,7 +275,7 @@ claim("register_hook之后，torch.autograd.grad(loss_G, x_fake)返回的是经�
       torch.equal(hooked, plain * 0.5))
 
 # %% [markdown]
-# **统计保存的字节数**。用第 03 课的保存张量钩子来计数，结果可以手算核对：对形状为[8, 16]的批量`x`计算`tanh(Linear(16, 32)(x))`。这一层的`addmm`保存`x`（8 × 16个浮点数，用于求权重的梯度）和转置后的权重（16 × 32，用于求`x`的梯度）；`tanh`保存它的输出（8 × 32），因为它的导数是1 − tanh²。每个浮点数4字节：512 + 2048 + 1024 = 3584。autograd只保存它将要计算的那些梯度所需的东西，所以冻结这一层，或者让`x`不需要梯度，都会去掉其中一项：
+# **统计保存的字节数**。用第 03 课的保存张量钩子来计数，结果可以手算核对：对形状为[8, 16]的批量`x`计算`tanh(Linear(16, 32)(x))`。这一层的`addmm`保存`x`（8 × 16个浮点数，用于求权重的梯度）和转置后的权重（16 × 32，用于求`x`的梯度）；`tanh`保存它的输出（8 × 32），因为它的导数是1 − tanh²。每个浮点数4字节：512 + 2048 + 1024 = 3584。在这里，autograd只保存它将要计算的那些梯度所需的东西（并非每个运算都这样节省：第 09 课可以看到，冻结的卷积层仍会保存它的输入），所以冻结这一层，或者让`x`不需要梯度，都会去掉其中一项：
 
 # %%
 torch.manual_seed(0)
@@ -384,7 +385,7 @@ else:
     print(NO_DONATION)
 
 # %% [markdown]
-# 可见在当前的torch上，这个错误取决于之前运行过什么：单独运行`one_forward`没问题，同一个策略跟在另一个训练步后面就会失败。因此有两种修复方法。一是像训练器那样，在编译之前关闭捐赠，代价是反向传播中本可以靠捐赠省下的内存。二是不保留计算图：第 05 课除`one_forward`以外的每种顺序（以及种子 003 的顺序，它反正也会失败）每个计算图都只用一次，可以在开启捐赠的情况下编译运行。没有任何设置能让梯度惩罚穿过编译过的D：它需要二阶反向传播（double backward），而编译过的图不支持，所以`gan_lessons.training`拒绝在`wgan_gp`下使用`fast=True`（第 08 课展示了这个错误）。
+# 可见在当前的torch上，这个错误取决于之前运行过什么：单独运行`one_forward`没问题，同一个策略跟在另一个训练步后面就会失败。因此有两种修复方法。一是像训练器那样，在编译之前关闭捐赠，代价是反向传播中本可以靠捐赠省下的内存。二是不保留计算图：第 05 课除`one_forward`以外的每种顺序（以及种子 003 的顺序，它反正也会失败）每个计算图都只用一次，可以在开启捐赠的情况下编译运行。梯度惩罚不能穿过用AOT后端（默认的inductor，或aot_eager）编译过的D：它需要二阶反向传播（double backward），而这些后端编译出的图不支持，所以`gan_lessons.training`拒绝在`wgan_gp`下使用`fast=True`（第 08 课展示了这个错误）。
 #
 # **图中断**。Dynamo把Python代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()`把张量变成Python数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain`不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个`.item()`的`logged_step`，它会报告几次图中断？把`...`换掉，然后运行这个单元格。
 
