@@ -120,7 +120,7 @@ def test_srgan_right_answers_written_three_ways_pass(capsys):
     (srgan_constant_label, ["step 1: optimizerG", "of its norm apart", "image loss's gradient alone"]),
     (srgan_detached_g, ["step 1: optimizerG", "image loss's gradient alone"]),
     (srgan_g_first_frozen, ["step 1: optimizerG", "before optimizerD.step()", "G's step ran before D's"]),
-    (srgan_wasted_backward, ["call 1: 2 backward passes reached netG where the reference's make 1"]),
+    (srgan_wasted_backward, ["call 1: 2 backward passes reached netG where the reference makes 1"]),
 ])
 def test_srgan_wrong_fixes_are_named(capsys, wrong, words):
     ok, out = out_of(capsys, exercises.check_srgan_step(wrong))
@@ -223,7 +223,7 @@ def biggan_zero_each_step_by_params(G, D, GD, z_, config, x):
 
 def test_biggan(capsys):
     ok, out = out_of(capsys, exercises.check_biggan_train(biggan_broken))
-    assert not ok and "step 2: D.optim stepped on gradients its .grad still held step 1's gradient" in out, out
+    assert not ok and "step 2: D.optim stepped on this step's gradient plus step 1's, which its .grad still held" in out, out
     for right in (biggan.reference_biggan_train, biggan_set_to_none, biggan_zero_each_step_by_params):
         ok, out = out_of(capsys, exercises.check_biggan_train(right))
         assert ok and out.startswith("✓"), out
@@ -665,9 +665,28 @@ def compiled_eager_penalty_with_ema_map(G, D, opt_G, opt_D, ema, x_real, z, r1_g
     ema.update(G._orig_mod)
 
 
+def compiled_no_create_graph_alone(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
+    """The likeliest first try: create_graph=True dropped, nothing else changed."""
+    x_fake = G(z)
+    x_real = x_real.detach().requires_grad_(True)
+    real_pred = D(x_real)
+    grad_real, = torch.autograd.grad(real_pred.sum(), x_real)
+    r1 = grad_real.pow(2).sum(1).mean()
+    loss_D = F.softplus(-real_pred).mean() + F.softplus(D(x_fake.detach())).mean() + r1_gamma / 2 * r1
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def test_compiled_names_the_graph_autograd_grad_freed(capsys):
+    ok, out = out_of(capsys, exercises.check_compiled_step(compiled_no_create_graph_alone))
+    assert not ok and "autograd.grad went back through D's output on the real batch and freed" in out, out
+    assert "detach the shared tensor" not in out, out
+
+
 def test_compiled(capsys):
     ok, out = out_of(capsys, exercises.check_compiled_step(compiled_broken))
-    assert not ok and "does not currently support double backward" in out and "the module it was made from" in out
+    assert not ok and "does not currently support double backward" in out and "AOT backend" in out
     assert "D._orig_mod" not in out, out                                  # the cause, not the fix's code
     for right in (compiled.reference_compiled_step, compiled_separate, compiled_eager_penalty_with_ema_map):
         ok, out = out_of(capsys, exercises.check_compiled_step(right))

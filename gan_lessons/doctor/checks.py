@@ -83,8 +83,9 @@ class Checks:
                          "between the steps, so each step adds up every earlier pass's gradient")).format(
                 name=name, where=mine[0]["where"], count=len(mine))
             self._suspicious(summary, {"where": where, "passes in .grad": len(contributors)},
-                             [(_("call {name}.zero_grad() inside the loop, right before each backward (not once "
-                                 "before the loop)").format(name=name), "01")],
+                             [(_("call {name}.zero_grad() once per step, before the first backward that step adds "
+                                 "up (not once before the loop; with gradient accumulation, not before every backward "
+                                 "either)").format(name=name), "01")],
                              key="own gradients again")
 
     def _check_foreign_gradients(self, name, params, contributors):

@@ -97,8 +97,13 @@ def _compiled_extra(mine, ref):
     return []
 
 
+COMPILED_HINTS = [
+    ("backward through the graph a second time",
+     N_("autograd.grad went back through D's output on the real batch and freed that part of the graph, as a backward "
+        "does unless told to keep it; loss_D's backward then needs the same part again")),
+]
 _lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _compiled_problem,
-         reference_compiled_step, calls=2, extra=_compiled_extra, mistakes=[
+         reference_compiled_step, calls=2, extra=_compiled_extra, hints=COMPILED_HINTS, mistakes=[
              (_compiled_no_create_graph, N_("without create_graph=True the error goes away, and the R1 penalty is a "
                                             "constant: it adds to loss_D and trains nothing (the doctor warns about "
                                             "it). The penalty needs a gradient with a graph of its own, through a "

@@ -11,8 +11,7 @@ from gan_lessons.i18n import N_, _
 LAB_HINTS = AUTOGRAD_HINTS + [
     ("does not currently support double backward",
      N_("a penalty's create_graph=True gradient cannot go back through a module compiled with an AOT backend "
-        "(aot_eager, inductor); the compiled module still holds the module it was made from, with the same "
-        "parameters")),
+        "(aot_eager, inductor)")),
     ("does not require grad and does not have a grad_fn",
      N_("nothing in that loss requires grad: is the network that should learn from it frozen, or its input "
         "detached?")),
@@ -40,22 +39,22 @@ def _what(mine, ref, k, atol, name):
     whole line."""
     g, r = _flat(mine[k - 1]), _flat(ref[k - 1])
     if g.shape != r.shape:
-        return _("step {step}: {optimizer} stepped on gradients a different set of gradients (a .grad is None where it "
-                 "should hold one, or the other way round)").format(step=k, optimizer=name)
+        return _("step {step}: {optimizer} stepped on a different set of gradients (a .grad is None where it should "
+                 "hold one, or the other way round)").format(step=k, optimizer=name)
     if k > 1:
         for first in range(1, k):
             earlier = sum(_flat(ref[j - 1]) for j in range(first, k + 1))
             if _close(g, earlier, atol * 10, r.abs().max().item()):
                 if first == k - 1:
-                    return _("step {step}: {optimizer} stepped on gradients its .grad still held step {first}'s "
-                             "gradient, added to this step's: no zero_grad() between them").format(
+                    return _("step {step}: {optimizer} stepped on this step's gradient plus step {first}'s, which its "
+                             ".grad still held: no zero_grad() between them").format(
                         step=k, optimizer=name, first=first)
-                return _("step {step}: {optimizer} stepped on gradients its .grad still held steps {first} to "
-                         "{last}'s gradient, added to this step's: no zero_grad() between them").format(
+                return _("step {step}: {optimizer} stepped on this step's gradient plus those of steps {first} to "
+                         "{last}, which its .grad still held: no zero_grad() between them").format(
                     step=k, optimizer=name, first=first, last=k - 1)
     if r.norm() == 0:
-        return _("step {step}: {optimizer} stepped on gradients the reference's is zero").format(step=k,
-                                                                                                  optimizer=name)
+        return _("step {step}: {optimizer} stepped on a gradient where the reference's is zero").format(
+            step=k, optimizer=name)
     ratio = (g.norm() / r.norm()).item()
     cos = (g @ r / (g.norm() * r.norm() + 1e-30)).item() if g.norm() > 0 else 0.0
     if g.norm() == 0:
@@ -115,8 +114,10 @@ class Lab:
     reference step; the calls made; known wrong fixes [(step, hint)]; extra(state_mine, state_ref) -> problems, and
     first(...) likewise, judged before the gradients are compared."""
 
-    def __init__(self, name, title, problem, reference, calls, mistakes=(), extra=None, atol=1e-4, first=None):
+    def __init__(self, name, title, problem, reference, calls, mistakes=(), extra=None, atol=1e-4, first=None,
+                 hints=None):
         self.name, self.title, self.problem, self.reference = name, title, problem, reference
+        self.hints = (hints or []) + LAB_HINTS   # (pattern, hint) for an error the step raises: this lab's first
         self.calls, self.mistakes, self.extra, self.atol = calls, list(mistakes), extra, atol
         self.first = first          # first(state_mine, state_ref) -> problems, judged before the gradients
 
@@ -197,7 +198,7 @@ def _check(lab, answer, label, success, extra_problems=None):
     if error is not None:
         if stub_left(label, error, label):
             return False
-        return verdict(label, [raised(label, error, LAB_HINTS)], "")
+        return verdict(label, [raised(label, error, lab.hints)], "")
     ref, ref_state, ref_error = lab.run(lab.reference)
     assert ref_error is None, ref_error
     before, problems = lab.first(state, ref_state) if lab.first else ({}, [])
@@ -207,7 +208,10 @@ def _check(lab, answer, label, success, extra_problems=None):
     wrong = _compare(mine, ref, lab.atol)
     if wrong:
         hint = next((h for step, h in lab.mistakes if _matches(mine, lab.run(step)[0], lab.atol)), None)
-        problems.append(_("{problem}. {hint}").format(problem=wrong, hint=_(hint)) if hint else wrong)
+        if hint:
+            hint = _(hint)
+            hint = hint[:1].upper() + hint[1:]
+        problems.append(_("{problem}. {hint}").format(problem=wrong, hint=hint) if hint else wrong)
     elif lab.extra:
         problems += lab.extra(state, ref_state)
     problems += extra_problems or []

@@ -60,7 +60,7 @@ _lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference
 
 def check_rnn_train(train) -> bool:
     """Lab 5. train(rnn, optimizer, loss_func, steps) with steps=3."""
-    return _check(LABS["rnn"], train, "train", _("all three steps run, on the reference's gradients: the state is "
+    return _check(LABS["rnn"], train, "train_rnn", _("all three steps run, on the reference's gradients: the state is "
                                                 "carried on, cut from the previous step's graph"))
 
 

@@ -58,7 +58,7 @@ def _srgan_problem():
 def _srgan_extra(mine, ref):
     for call, (got, want) in enumerate(zip(mine["into_G"], ref["into_G"]), 1):
         if got > want:
-            return [_("call {call}: {passes} backward passes reached netG where the reference's make {expected}: D's "
+            return [_("call {call}: {passes} backward passes reached netG where the reference makes {expected}: D's "
                       "loss was also sent back into netG, work that netG.zero_grad() then throws away").format(
                 call=call, passes=got, expected=want)]
     return []
@@ -142,13 +142,11 @@ _lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, referen
                                "1/1000 of the loss and hides under the image loss)")),
     (_srgan_g_first, N_("netG's gradient came through netD as it was before optimizerD.step(): G's step ran before "
                         "D's, where the report's order, kept in the reference, is D's step first")),
-    (_srgan_both_steps_last, N_("both steps after both backwards, as the thread suggests, makes the error go away, "
-                                "but optimizerD then steps on d_loss's gradient plus g_loss's (g_loss went back "
-                                "through netD too), and G learns from D as it was before its step; step D first, then "
-                                "compute fake_out again through the stepped netD")),
+    (_srgan_both_steps_last, N_("both steps after both backwards makes the error go away, but optimizerD then "
+                                "steps on d_loss's gradient plus g_loss's (g_loss went back through netD too), and G "
+                                "learns from D as it was before its step")),
     (_srgan_g_through_old_d, N_("this is what torch before 1.5 computed without an error: G's gradient through "
-                                "netD's forward from before optimizerD.step(), with the new weights put into it; "
-                                "compute fake_out again after optimizerD.step()")),
+                                "netD's forward from before optimizerD.step(), with the new weights put into it")),
 ]))
 
 

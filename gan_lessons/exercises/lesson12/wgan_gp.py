@@ -133,7 +133,7 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
         if _matches(mine, lab.run(elementwise)[0], 1e-4):
             wrong = _("{problem}. The penalty's norm is taken over dim 1 of a [batch, 1, H, W] gradient: dim 1 has one "
                       "channel, so that is |g| element by element, not one norm per sample").format(problem=wrong)
-    return verdict(label, [wrong] if wrong else [], _("the critic normalises each sample on its own, and d_optimizer "
+    return verdict(label, [wrong] if wrong else [], _("the critic treats each sample on its own, and d_optimizer "
                                                       "steps on the reference's gradients at all three critic "
                                                       "iterations"))
 

@@ -14,7 +14,7 @@
 # | 5 | 一个 RNN 回归教程 | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
 # | 6 | 一个带 R1 惩罚和 EMA 的编译后的 GAN | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469)、[pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348)、[pytorch/pytorch#92893](https://github.com/pytorch/pytorch/pull/92893)、[wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
 #
-# **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步运行两到三步；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（是正确梯度的多少倍；是正确梯度加上之前某一步留在 `.grad` 里的东西；……），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过。
+# **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步运行两到三步；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（是正确梯度的多少倍；是正确梯度加上之前某一步留在 `.grad` 里的东西；……），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过，除非实验另有要求（实验 1 还会数有几次反向传播进入了 G，实验 4 还会检查缩放因子）。
 #
 # **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验的第一个代码单元格还会问你毛病出在哪里：先回答，再运行这个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
 
@@ -61,7 +61,7 @@ check("跳过它的 step 就不再报错的优化器", prediction,
 
 # %%
 def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
-    """SRGAN 的一步：D 在真实批量和生成批量上前向，D 更新；然后 G 的损失经过刚刚更新过的 D。"""
+    """SRGAN 的一步：先是 D 的一步，再是 G 的一步。"""
     ### BEGIN SOLUTION
     real_img = target
     z = data
@@ -175,7 +175,7 @@ solved = exercises.check_biggan_train(my_answer)
 #
 # **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8x8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。
 
-# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否改变 -> True", "达到 [0-9.e-]+：这个评判器"]
+# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否改变 -> True", "并不是一次只看一张图像"]
 def make_critic_broken(channels):
     return Discriminator(channels)
 
@@ -202,14 +202,14 @@ prediction = True  # SOLUTION: 在训练模式下，图像 1 变化时，这个�
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
 check("评判器：图像 1 变化时图像 0 的输出是否改变", prediction, mixed > 0,
-      why=f"它对图像 0 的输出关于图像 1 到 3 的梯度达到 {mixed:.2g}：这个评判器并不是一次只看一张图像。")
+      why="它对图像 0 的输出关于同一批量中其他图像的梯度不为零：这个评判器并不是一次只看一张图像。")
 
 # %% [markdown]
 # **修好它**。`make_critic(channels)` 返回评判器，`train_critic` 做一次评判器迭代。评分器先逐张图像地看评判器算出了什么，再在你自己的评判器上运行参考解法的评判器迭代，拿它的梯度与你的 `train_critic` 的梯度对照。
 
 # %%
 def make_critic(channels):
-    """Zeleni9 的评判器，对每个样本单独做规范化。"""
+    """Zeleni9 的评判器。"""
     ### BEGIN SOLUTION
     D = Discriminator(channels)
     for i, layer in enumerate(D.main_module):
@@ -318,7 +318,7 @@ solved = exercises.check_amp_lab(my_answer)
 # **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，为的是在 Adam 下让极小的梯度不至于消失，并没有用混合精度。在上面的训练步里，G 绕过 scaler 直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
 
 # %% [markdown]
-# ## 5 · 一个 RNN 回归：第二步失败
+# ## 5 · 一个 RNN 回归：反向传播报错
 #
 # **为什么重要**。训练代码常常要把某样东西从一个批量保留到下一个批量：RNN 的隐状态、滑动估计值。
 #
