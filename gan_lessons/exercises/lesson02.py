@@ -83,11 +83,11 @@ def _run_seed004(step, calls=CALLS):
 
 SEED004_HINTS = [
     ("backward through the graph a second time",
-     N_("l2.backward() went on into model1 and freed its part of the graph, which l1.backward() still needs: give "
-        "model2 a.detach(), so that l2's backward stops at model2 and frees nothing of model1's (section 4)")),
+     N_("l2.backward() went on into model1 and freed its part of the graph, which l1.backward() still needs: what "
+        "model2 is given is still joined to model1's graph (section 4)")),
     ("does not require grad and does not have a grad_fn",
-     N_("that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through. "
-        "l1 trains model1 through a itself; detach only where a enters model2")),
+     N_("that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through; "
+        "l1 trains model1 through a itself")),
 ] + AUTOGRAD_HINTS
 
 
@@ -122,8 +122,8 @@ def check_seed004_step(fixed_step, calls=CALLS) -> bool:
     elif problems and all(len(mine.get(k, [])) == len(v) for k, v in reference["records"].items()):
         if leaks and not same_steps(mine["optimizer1"][:1], reference["records"]["optimizer1"][:1]):
             problems = [_("model1 stepped on l1's gradient plus l2's: l2's backward went on into model1 and nothing "
-                          "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step. "
-                          "Give model2 a.detach(), so that l2 stops at model2")]
+                          "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step: "
+                          "what model2 is given is still joined to model1's graph")]
         elif _first_calls_agree(mine, reference["records"]):
             stale = [k for k, steps in reference["records"].items() if not same_steps(mine[k], steps)]
             problems = [_("the first call is right, the later ones are not: at {optimizer}.step() the .grad still "
@@ -133,17 +133,17 @@ def check_seed004_step(fixed_step, calls=CALLS) -> bool:
     if not problems and leaks:
         problems.append(_("the gradients are right, but l2's backward went on into model1 and computed a gradient "
                           "there that optimizer1.zero_grad() throws away, and retain_graph=True kept model1's saved "
-                          "tensors alive for l1: give model2 a.detach(), so that l2 stops at model2 and nothing is "
-                          "computed twice (section 4)") if run["retained"] else
+                          "tensors alive for l1: what model2 is given is still joined to model1's graph, so l2 does "
+                          "not stop at model2 (section 4)") if run["retained"] else
                         _("the gradients are right, but l2's backward went on into model1 and computed a gradient "
                           "there that optimizer1.zero_grad() throws away (a second forward of model1 for model2?): "
-                          "give model2 a.detach(), so that l2 stops at model2 and nothing is computed twice "
+                          "what model2 is given is still joined to model1's graph, so l2 does not stop at model2 "
                           "(section 4)"))
     elif not problems and run["retained"]:
         problems.append(_("the gradients are right, but {retained} backward() call(s) in {calls} calls of your step "
                           "used retain_graph=True, which keeps every saved tensor of that graph alive (section 3) "
-                          "though no later backward goes through it: with model2 given a.detach(), no graph is used "
-                          "twice; drop retain_graph").format(retained=run['retained'], calls=calls))
+                          "though no later backward goes through it: no graph here is used twice").format(
+            retained=run['retained'], calls=calls))
     return verdict(name, problems, _("it runs, all 4 parameters get their own loss's gradient at every optimizer "
                                      "step ({calls} calls), l2 stops at model2, and no graph is kept").format(
         calls=calls))
