@@ -371,8 +371,9 @@ solved = exercises.check_amp_lab(my_answer)
 # **The reports, and what was wrong (lab 4).** neosr uses one `GradScaler` for G and D (its PR #50) and had to
 # remove a second `scaler.update()` (PR #9). nerfacc's example scales the loss with the scaler and then calls
 # `optimizer.step()` itself: "the gradients are now 1024x larger than they should be" (issue #307); there the
-# maintainer answered that it was deliberate, in effect `(loss * 1024).backward()` to keep tiny gradients from
-# vanishing under Adam, with no mixed precision. In the step above, G steps around the scaler: on gradients 1024x
+# maintainer answered that it was deliberate, in effect `(loss * 1024).backward()`, which trained better with
+# tiny-cuda-nn, with no mixed precision (an earlier issue there, #100, gives the reason: gradients near 1e-17, whose
+# squares Adam would flush to zero). In the step above, G steps around the scaler: on gradients 1024x
 # too large, and on the call where one is inf. The fix: `scaler.step(optimizer_g)` as for D, and one `update()` per
 # iteration, after both steps.
 

@@ -315,7 +315,7 @@ my_answer = optimize_parameters  # SOLUTION: 把它指向你的 optimize_paramet
 solved = exercises.check_amp_lab(my_answer)
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，为的是在 Adam 下让极小的梯度不至于消失，并没有用混合精度。在上面的训练步里，G 绕过 scaler 直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
+# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会被冲成零）。在上面的训练步里，G 绕过 scaler 直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
 
 # %% [markdown]
 # ## 5 · 一个 RNN 回归：反向传播报错
