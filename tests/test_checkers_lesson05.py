@@ -222,7 +222,7 @@ WRONG = [
     (forgot_D_zero_grad, ["still holds the earlier .grad", "call opt_D.zero_grad()"]),
     (forgot_G_zero_grad, ["still holds the earlier .grad", "call opt_G.zero_grad()"]),
     (reuses_fake_made_without_graph, ["does not require grad", "fresh G forward with a graph"]),
-    (inputs_never_reach_G, ["no .grad at opt_G.step()", "fresh G forward with a graph"]),
+    (inputs_never_reach_G, ["opt_G stepped with", "without a gradient", "never reached it"]),
     (strategies.d_first_frozen_D, ["G runs once per step", "fresh G forward for G's loss"]),
     (leaves_D_frozen, ["D is still frozen after the step", "D.requires_grad_(True)"]),
 ]

@@ -9,7 +9,8 @@ an exercise left as `...` prints "not solved yet", so "Run All" goes on.
 One module per lesson (lesson01 ... lesson10) holds that lesson's checkers and the reference answers they compare
 with; feedback holds what they share: the wording of the feedback lines, the autograd hints, and recorded_steps,
 which records the gradients each optimizer steps on. Every checker is importable from here."""
-from gan_lessons.exercises.feedback import ELLIPSIS_HINT, recorded_steps
+from gan_lessons.exercises.feedback import ELLIPSIS_HINT
+from gan_lessons.exercises.steps import recorded_steps
 from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
 from gan_lessons.exercises.lesson02 import check_seed004_step, reference_seed004_step
 from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_saved

@@ -1,6 +1,6 @@
-"""What every checker shares: the feedback lines (✓, ✗, and "not solved yet" through lesson.not_solved), the
-hints for the lessons' autograd errors, and the gradients each optimizer steps on, recorded and compared with the
-right ones."""
+"""What every checker shares: the feedback lines (✓, ✗, and "not solved yet" through lesson.not_solved) and the
+hints for the lessons' autograd errors. The gradients each optimizer steps on are recorded and compared in
+steps.py, the one grading engine."""
 from contextlib import contextmanager
 
 import torch
@@ -35,13 +35,18 @@ def unanswered(name, answer, what=YOUR_FUNCTION) -> bool:
     return False
 
 
+def stub_line(name, function=YOUR_FUNCTION) -> str:
+    """The one "not solved yet" line for a build exercise whose nbgrader stub (`raise NotImplementedError()`, the
+    student copy's blank) is still there."""
+    return _("? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
+             "`raise NotImplementedError()`) and run the cell again.").format(name=name, function=localized(function))
+
+
 def stub_left(name, error, function=YOUR_FUNCTION) -> bool:
-    """Whether the error is nbgrader's stub (`raise NotImplementedError()`, the student copy's blank for a build
-    exercise); if so, says "not solved yet", as for a `...`."""
+    """Whether the error is nbgrader's stub; if so, says "not solved yet" (stub_line), as for a `...`."""
     if not isinstance(error, NotImplementedError):
         return False
-    print(_("? {name}: not solved yet. Write the body of {function} where it says `# YOUR CODE HERE` (in place of "
-            "`raise NotImplementedError()`) and run the cell again.").format(name=name, function=localized(function)))
+    print(stub_line(name, function))
     return True
 
 
@@ -79,72 +84,6 @@ AUTOGRAD_HINTS = [
 ]
 
 
-def compare_steps(mine, reference, hint, atol=1e-6, limit=6):
-    """Problems, one per parameter (then one summary line), where the student's gradients at each optimizer
-    step differ from the reference: a missing step, a .grad that is None, or different values. `hint` is shown as
-    given: the caller translates it."""
-    problems = []
-    for opt_name, ref_steps in reference.items():
-        got = mine.get(opt_name, [])
-        if len(got) != len(ref_steps):
-            problems.append(_("{optimizer}.step() ran {runs} time(s) in {calls} call(s) of your function; it "
-                              "should run once per call").format(optimizer=opt_name, runs=len(got),
-                                                                 calls=len(ref_steps)))
-            continue
-        for k, (g_step, r_step) in enumerate(zip(got, ref_steps), 1):
-            for pname, ref in r_step.items():
-                g = g_step.get(pname)
-                if ref is None and g is None:
-                    continue
-                if g is None:
-                    problems.append(_("{parameter}: .grad is None at {optimizer}.step() (call {call}); it should "
-                                      "hold a gradient: does the loss that trains it reach it, and did its backward "
-                                      "run?").format(parameter=pname, optimizer=opt_name, call=k))
-                elif ref is None:
-                    problems.append(_("{parameter}: has a .grad at {optimizer}.step() (call {call}); it should be "
-                                      "None").format(parameter=pname, optimizer=opt_name, call=k))
-                elif g.shape != ref.shape or not torch.allclose(g, ref, atol=atol, rtol=1e-5):
-                    gap = (g - ref).abs().max().item() if g.shape == ref.shape else float("nan")
-                    problems.append(_("{parameter}: gradient at {optimizer}.step() (call {call}) differs from the "
-                                      "right one by up to {gap:.4g}: {hint}").format(
-                        parameter=pname, optimizer=opt_name, call=k, gap=gap, hint=hint))
-            if problems:
-                break            # the first wrong step says enough; later steps follow from it
-    if len(problems) > limit:
-        problems = problems[:limit] + [_("... and {count} more parameter(s) like these").format(
-            count=len(problems) - limit)]
-    return problems
-
-
-def same_steps(got, ref_steps, atol=1e-6) -> bool:
-    """Whether two records of one optimizer's steps hold the same gradients (None where the other is None)."""
-    return len(got) == len(ref_steps) and all(
-        step.keys() == ref.keys() and all((a is None) == (b is None) and (a is None or (
-            a.shape == b.shape and torch.allclose(a, b, atol=atol, rtol=1e-5))) for a, b in
-            ((step[n], ref[n]) for n in ref)) for step, ref in zip(got, ref_steps))
-
-
-def matching(mine, records, atol=1e-6):
-    """Whether the student's records hold the same gradients at every step of every optimizer as `records`."""
-    return mine.keys() == records.keys() and all(same_steps(mine[k], records[k], atol) for k in records)
-
-
-def right_answer(mine, answers, run, atol=1e-6):
-    """The records of the right answer the student's match (answers: right steps written differently, such as a
-    D loss summed or averaged over its two terms), else those of the first; run(step) records a step."""
-    records = [run(answer) for answer in answers]
-    return next((r for r in records if matching(mine, r, atol)), records[0])
-
-
-def known_mistake(mine, mistakes, run, atol=1e-6):
-    """The hint of the first known wrong answer whose gradients at every optimizer step are the student's, or
-    None. `mistakes` is a list of (wrong_step, hint); run(step) records a step's gradients as for the reference."""
-    for wrong, hint in mistakes:
-        if matching(mine, run(wrong), atol):
-            return hint
-    return None
-
-
 class _DataReads(TorchFunctionMode):
     """Counts reads of `.data` on tensors that require grad."""
 
@@ -166,25 +105,3 @@ def data_reads():
     `count` is final on exit."""
     with _DataReads() as mode:
         yield mode
-
-
-@contextmanager
-def recorded_steps(optimizers, names):
-    """Within the block, record every parameter's .grad (a clone, or None) each time one of `optimizers` steps;
-    the hooks come off on exit, also when the block raises. Yields records: records[optimizer name] is a list
-    with one {names[parameter]: grad} per step() call.
-
-        with recorded_steps({"G": opt_G, "D": opt_D}, names) as records:
-            step(G, D, opt_G, opt_D, x_real, noise)"""
-    records = {name: [] for name in optimizers}
-    handles = []
-    for opt_name, opt in optimizers.items():
-        def hook(optimizer, args, kwargs, opt_name=opt_name):
-            records[opt_name].append({names[p]: (None if p.grad is None else p.grad.detach().clone())
-                                      for group in optimizer.param_groups for p in group["params"]})
-        handles.append(opt.register_step_pre_hook(hook))
-    try:
-        yield records
-    finally:
-        for h in handles:
-            h.remove()

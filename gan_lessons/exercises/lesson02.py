@@ -6,9 +6,8 @@ import torch.nn.functional as F
 from torch import nn, optim
 from torch.overrides import TorchFunctionMode
 
-from gan_lessons.exercises.feedback import stub_left
-from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, raised, recorded_steps, same_steps,
-                                            unanswered, verdict)
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import compare_steps, recorded_steps, same_steps
 from gan_lessons.i18n import N_, _
 
 CALLS = 3

@@ -4,9 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.feedback import stub_left
-from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, raised, recorded_steps,
-                                            right_answer, unanswered, verdict)
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import compare_steps, known_mistake, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
 
 
@@ -109,12 +108,11 @@ def check_d_step(d_step) -> bool:
                           "fake batch D sees is still joined to G's graph, so that backward does not stop at it"))
     if not all(p.requires_grad for p in G.parameters()):
         problems.append(_("G's parameters no longer require grad after your step: leave G as you found it"))
-    mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0], atol=1e-5)
-    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0],
-                             atol=1e-5)
+    mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
+    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0])
     problems += [_(mistake)] if mistake else compare_steps(
         mine, reference, _("labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() before "
-                           "loss_D.backward()"), atol=1e-5)
+                           "loss_D.backward()"))
     return verdict(name, problems, _("D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
                                       "backward never enters G"))
 

@@ -4,8 +4,8 @@ with reference_strategy's and with known wrong steps', and costs.measure counts 
 import torch
 
 from gan_lessons.costs import fresh_gan, measure
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, known_mistake, matching, raised, recorded_steps, \
-    right_answer, unanswered, verdict
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
 
@@ -88,8 +88,6 @@ HINTS = AUTOGRAD_HINTS + [
 ]
 STALE_FORWARD = N_("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place: G's loss "
                    "needs a D forward of its own, after D's step")
-STUB = N_("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with your step's "
-          "body and run the cell again.")
 
 
 def _problem(seed=0):
@@ -117,33 +115,17 @@ def _record(step):
 
 
 def _gradient_problems(mine, right, missing_only=False):
-    """One line per optimizer whose step count or gradients differ from the right answer's (missing_only: only the
-    lines about parameters with no .grad at their optimizer's step)."""
+    """One line per optimizer whose step count or gradients differ from the right answer's (missing_only: only for
+    an optimizer that stepped with a parameter's .grad None)."""
     problems = []
     for opt, what in (("opt_D", N_("D's loss is the mean of bce(D(x_real), 1) and bce(D(x_fake), 0), x_fake from "
                                    "the first noise draw")),
                       ("opt_G", N_("G's loss is bce(D(G(z)), 1) on a fresh z (the second noise draw), through D "
                                    "after its step"))):
-        got, ref = mine[opt], right[opt]
-        if len(got) != 1:
-            if not missing_only:
-                problems.append(_("{optimizer}.step() ran {count} times in one call; it should run once").format(
-                    optimizer=opt, count=len(got)))
+        got = mine[opt]
+        if missing_only and not (len(got) == 1 and any(g is None for g in got[0].values())):
             continue
-        missing = [n for n, g in got[0].items() if g is None]
-        if missing:
-            problems.append((_("{missing} of {count} parameters have no .grad at {optimizer}.step() ({first}): its "
-                               "loss's backward never reached them; G's loss needs a fresh G forward with a graph")
-                             if opt == "opt_G" else
-                             _("{missing} of {count} parameters have no .grad at {optimizer}.step() ({first}): its "
-                               "loss's backward never reached them")).format(
-                missing=len(missing), count=len(got[0]), optimizer=opt, first=missing[0]))
-            continue
-        differ = [n for n, g in got[0].items() if not torch.allclose(g, ref[0][n], rtol=1e-5, atol=1e-7)]
-        if differ and not missing_only:
-            problems.append(_("the gradient at {optimizer}.step() differs from the right one in {differ} of {count} "
-                              "parameters (first {first}): {what}").format(
-                optimizer=opt, differ=len(differ), count=len(got[0]), first=differ[0], what=_(what)))
+        problems += compare_steps({opt: got}, {opt: right[opt]}, _(what))
     return problems
 
 
@@ -161,8 +143,7 @@ def check_strategy(step) -> bool:
     if unanswered(name, step, _("your strategy function")):
         return False
     mine, D, error = _run(step)
-    if isinstance(error, NotImplementedError):
-        print(_(STUB).format(name=name))
+    if stub_left(name, error, N_("your step")):
         return False
     if error is not None:
         stale = "modified by an inplace operation" in str(error) and mine["opt_D"]

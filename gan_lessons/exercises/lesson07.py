@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.feedback import stub_left
-from gan_lessons.exercises.feedback import (AUTOGRAD_HINTS, compare_steps, known_mistake, matching, raised,
-                                            recorded_steps, same_steps, unanswered, verdict)
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, same_steps
 from gan_lessons.i18n import N_, _, language, speaking
 from gan_lessons.lesson import headline, not_solved
 
@@ -227,15 +226,14 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     run = functools.partial(_run_seed000, calls=calls)
     records = {scale: run(functools.partial(reference_seed000_step, d_scale=scale)) for scale in (1.0, 0.5)}
     # D's loss summed or averaged: the scale whose steps all match, else the one whose first D step does
-    scale = next((s for s, r in records.items() if matching(mine, r, atol=1e-5)), None) or next(
-        (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1], atol=1e-5)), 1.0)
+    scale = next((s for s, r in records.items() if matching(mine, r)), None) or next(
+        (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1])), 1.0)
     reference = records[scale]
     differ = compare_steps(mine, reference, _("pass D raw logits, detach the fake in D's fake term, and give G's "
-                                              "loss D's output on the fake batch after D's step"),
-                           atol=1e-5, limit=1 if warned else 3)
+                                              "loss D's output on the fake batch after D's step"))
     mistakes = [(functools.partial(reference_seed000_step, d_scale=scale, **wrong), hint)
                 for wrong, hint in SEED000_MISTAKES]
-    mistake = known_mistake(mine, mistakes, run, atol=1e-5) if differ and not warned else None
+    mistake = known_mistake(mine, mistakes, run) if differ and not warned else None
     problems = list(warned) + ([_(mistake)] if mistake else differ)
     forwards = _g_forwards(fixed_step)
     if not problems and forwards != 1:

@@ -8,13 +8,11 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from gan_lessons.exercises.feedback import raised, unanswered, verdict
+from gan_lessons.exercises.feedback import raised, stub_line, unanswered, verdict
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
 # Messages and hints are marked with N_() here and translated where they are shown (raised() translates the hints).
-STUB = N_("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` with the body of "
-          "{what} and run the cell again.")
 _SCALAR = ("grad can be implicitly created only for scalar outputs",
            N_("D gives one score per image: pass grad_outputs=torch.ones_like(scores) to torch.autograd.grad (or take "
               "the gradient of scores.sum())"))
@@ -154,7 +152,7 @@ def _call(name, function, what, hints, *args, label=None):
     try:
         return function(*args), None
     except NotImplementedError:
-        return None, _(STUB).format(name=name, what=what)
+        return None, stub_line(name, what)
     except Exception as error:                              # the student's code: report what it raised
         return None, raised(what if label is None else label, error, hints)
 

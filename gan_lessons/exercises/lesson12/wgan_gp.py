@@ -5,8 +5,8 @@ from torch import nn, optim
 
 from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
-from gan_lessons.exercises.lesson12.grading import (LAB_HINTS, Lab, _compare, _matches,
-                                                    _names)
+from gan_lessons.exercises.steps import first_difference, matching
+from gan_lessons.exercises.lesson12.grading import LAB_HINTS, Lab, _names
 
 
 class Discriminator(nn.Module):
@@ -127,10 +127,10 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
             return False
         return verdict(label, [raised("train_critic", error, WGAN_HINTS + LAB_HINTS)], "")
     ref = lab.run(reference_train_critic)[0]          # the reference's critic iteration, on your own critic
-    wrong = _compare(mine, ref, 1e-4)
+    wrong = first_difference(mine, ref, 1e-4)
     if wrong:
         elementwise = lambda *a: _wgan_elementwise(*a)  # noqa: E731
-        if _matches(mine, lab.run(elementwise)[0], 1e-4):
+        if matching(mine, lab.run(elementwise)[0], 1e-4):
             wrong = _("{problem}. The penalty's norm is taken over dim 1 of a [batch, 1, H, W] gradient: dim 1 has one "
                       "channel, so that is |g| element by element, not one norm per sample").format(problem=wrong)
     return verdict(label, [wrong] if wrong else [], _("the critic treats each sample on its own, and d_optimizer "

@@ -1,0 +1,185 @@
+"""The one grading engine every step checker uses (lessons 01 to 10 and every lab of lesson 12).
+
+A checker runs the student's step and a right step on the same fresh models, and records, each time an optimizer
+steps, the gradient it steps on (`recorded_steps`). `first_difference` compares the two records in the order the
+steps ran and says, in words, the first step that differs: which optimizer, which step, which parameters, and how
+(None where it should hold a gradient, so many times the right one, the right one plus an earlier step's, another
+direction). `matching`, `right_answer` and `known_mistake` tell right answers written differently apart from
+known wrong ones.
+
+    with recorded_steps({"opt_G": opt_G, "opt_D": opt_D}, names) as mine:
+        step(G, D, opt_G, opt_D, x_real, z)
+    line = first_difference(mine, reference)       # None when every step matches"""
+import math
+from contextlib import contextmanager
+
+import torch
+
+from gan_lessons.i18n import _
+
+RTOL = 1e-5      # two gradients are the same within this part of the right step's largest entry (float32 sums in
+                 # another order differ by about 1e-7 of it; a gradient zero in exact arithmetic, by as little)
+
+
+class Steps(dict):
+    """{optimizer name: [{parameter name: grad or None} per step() call]}, and `order`: (k, optimizer name) for
+    each step() call, the k-th (from 0) of that optimizer, in the order they ran (empty: not recorded)."""
+
+    def __init__(self, steps=(), order=()):
+        super().__init__(steps)
+        self.order = list(order)
+
+
+@contextmanager
+def recorded_steps(optimizers, names):
+    """Within the block, record every parameter's .grad (a clone, or None) each time one of `optimizers` steps,
+    and the order the steps ran in; the hooks come off on exit, also when the block raises. Yields records:
+    records[optimizer name] is a list with one {names[parameter]: grad} per step() call, and
+    records.order a list of (k, optimizer name), the k-th step (from 0) of that optimizer, in the order they ran."""
+    records = Steps({name: [] for name in optimizers})
+    handles = []
+    for opt_name, opt in optimizers.items():
+        def hook(optimizer, args, kwargs, opt_name=opt_name):
+            records.order.append((len(records[opt_name]), opt_name))
+            records[opt_name].append({names[p]: (None if p.grad is None else p.grad.detach().clone())
+                                      for group in optimizer.param_groups for p in group["params"]})
+        handles.append(opt.register_step_pre_hook(hook))
+    try:
+        yield records
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def flat(step):
+    """One step's gradients (those not None) as one vector."""
+    grads = [g.flatten() for g in step.values() if g is not None]
+    return torch.cat(grads) if grads else torch.zeros(0)
+
+
+def close(a, b, rtol=RTOL, scale=None):
+    """Equal within `rtol` of `scale` (by default b's largest entry)."""
+    scale = b.abs().max().item() if scale is None and b.numel() else (scale or 0.0)
+    return a.shape == b.shape and (a - b).abs().max().item() <= rtol * scale + 1e-12
+
+
+def times(ratio):
+    """A ratio in words: "2.5x", or "2^10 = 1024x" for a far-off power of two (a loss scale)."""
+    if ratio >= 100 or ratio <= 0.01:
+        p = math.log2(ratio)
+        if abs(p - round(p)) < 0.01:
+            return f"2^{round(p)} = {ratio:.6g}x"
+    return f"{ratio:.3g}x"
+
+
+def _which(g_step, r_step, rtol, scale):
+    """The parameters whose gradients differ, when only some do: " (only in a, b; the other n are right)"."""
+    wrong = [p for p, r in r_step.items() if r is not None and not close(g_step[p], r, rtol, scale)]
+    right = sum(r is not None for r in r_step.values()) - len(wrong)
+    if not wrong or not right:
+        return ""
+    shown = ", ".join(wrong[:3]) + (_(" and {count} more").format(count=len(wrong) - 3) if len(wrong) > 3 else "")
+    return _(" (only in {parameters}; the other {count} are right)").format(parameters=shown, count=right)
+
+
+def _how(mine, ref, k, rtol, name):
+    """How the gradient optimizer `name` stepped on at its step k (1-based) differs from the reference's: the
+    whole line."""
+    g, r = flat(mine[k - 1]), flat(ref[k - 1])
+    if g.shape != r.shape:
+        return _("step {step}: {optimizer} stepped on a different set of gradients (a .grad is None where it should "
+                 "hold one, or the other way round)").format(step=k, optimizer=name)
+    for first in range(1, k):
+        earlier = sum(flat(ref[j - 1]) for j in range(first, k + 1))
+        if close(g, earlier, rtol * 10, r.abs().max().item()):
+            if first == k - 1:
+                return _("step {step}: {optimizer} stepped on this step's gradient plus step {first}'s, which its "
+                         ".grad still held").format(step=k, optimizer=name, first=first)
+            return _("step {step}: {optimizer} stepped on this step's gradient plus those of steps {first} to "
+                     "{last}, which its .grad still held").format(step=k, optimizer=name, first=first, last=k - 1)
+    only = _which(mine[k - 1], ref[k - 1], rtol, r.abs().max().item())
+    if r.norm() == 0:
+        return _("step {step}: {optimizer} stepped on a gradient where the reference's is zero").format(
+            step=k, optimizer=name) + only
+    if g.norm() == 0:
+        return _("step {step}: {optimizer} stepped on gradients all zero").format(step=k, optimizer=name) + only
+    ratio = (g.norm() / r.norm()).item()
+    cos = (g @ r / (g.norm() * r.norm())).item()
+    if cos > 0.999 and times(ratio) == "1x":
+        return _("step {step}: {optimizer} stepped on gradients the size of the reference's and in its direction, yet "
+                 "{apart:.2g} of its norm apart: a small part of the reference's gradient is missing or changed, "
+                 "hidden under a larger one").format(step=k, optimizer=name,
+                                                     apart=((g - r).norm() / r.norm()).item()) + only
+    if cos > 0.999:
+        return _("step {step}: {optimizer} stepped on gradients {times} the reference's, in the same "
+                 "direction").format(step=k, optimizer=name, times=times(ratio)) + only
+    return _("step {step}: {optimizer} stepped on gradients {times} the reference's norm, in another direction "
+             "(cosine {cosine:.2f})").format(step=k, optimizer=name, times=times(ratio), cosine=cos) + only
+
+
+def first_difference(mine, ref, rtol=RTOL):
+    """The first optimizer step (in the order the reference's steps ran) where the student's gradients differ from
+    the reference's, in words, or None when every step matches."""
+    for opt_name in ref:
+        got, expected = len(mine.get(opt_name, [])), len(ref[opt_name])
+        if got != expected:
+            return _("{optimizer}.step() ran {runs} time(s) where the reference steps it {expected} time(s)").format(
+                optimizer=opt_name, runs=got, expected=expected)
+    order = getattr(ref, "order", None) or sorted((k, name) for name in ref for k in range(len(ref[name])))
+    for k, name in order:
+        g_step, r_step = mine[name][k], ref[name][k]
+        missing = [p for p, r in r_step.items() if r is not None and g_step.get(p) is None]
+        if missing:
+            return _("step {step}: {optimizer} stepped with {parameter}.grad None ({count} parameter(s) without a "
+                     "gradient): the loss that trains it never reached it").format(
+                step=k + 1, optimizer=name, parameter=missing[0], count=len(missing))
+        extra = [p for p, r in r_step.items() if r is None and g_step.get(p) is not None]
+        if g_step.keys() != r_step.keys():
+            return _("step {step}: {optimizer} steps on other parameters than the reference's optimizer").format(
+                step=k + 1, optimizer=name)
+        if extra:
+            return _("step {step}: {optimizer} stepped with a gradient in {parameter}.grad ({count} parameter(s)), "
+                     "where the reference's is None: a loss reached parameters it should not").format(
+                step=k + 1, optimizer=name, parameter=extra[0], count=len(extra))
+        scale = max((r.abs().max().item() for r in r_step.values() if r is not None and r.numel()), default=0.0)
+        if not all(r is None or close(g_step[p], r, rtol, scale) for p, r in r_step.items()):
+            return _how(mine[name], ref[name], k + 1, rtol, name)
+    return None
+
+
+def compare_steps(mine, reference, hint=None, rtol=RTOL):
+    """first_difference as a list of problems (empty when the steps match), with `hint` (translated by the caller)
+    after it."""
+    line = first_difference(mine, reference, rtol)
+    if line is None:
+        return []
+    return [_("{problem}: {hint}").format(problem=line, hint=hint) if hint else line]
+
+
+def matching(mine, records, rtol=RTOL):
+    """Whether the student's records hold the same gradients at every step of every optimizer as `records`."""
+    return mine.keys() == records.keys() and first_difference(mine, records, rtol) is None
+
+
+def same_steps(got, ref_steps, rtol=RTOL) -> bool:
+    """Whether two records of one optimizer's steps hold the same gradients (None where the other is None)."""
+    return matching({"opt": got}, {"opt": ref_steps}, rtol)
+
+
+def right_answer(mine, answers, run, rtol=RTOL):
+    """The records of the right answer the student's match (answers: right steps written differently, such as a
+    D loss summed or averaged over its two terms), else those of the first; run(step) records a step."""
+    records = [run(answer) for answer in answers]
+    return next((r for r in records if matching(mine, r, rtol)), records[0])
+
+
+def known_mistake(mine, mistakes, run, rtol=RTOL):
+    """The hint of the first known wrong answer whose gradients at every optimizer step are the student's, or
+    None. `mistakes` is a list of (wrong_step, hint); run(step) records a step's gradients as for the reference."""
+    return next((hint for wrong, hint in mistakes if matching(mine, run(wrong), rtol)), None)
+
+
+def prefix(records, counts):
+    """Each optimizer's first counts[name] recorded steps, and the order they ran in."""
+    return Steps({name: records[name][:n] for name, n in counts.items()},
+                 [(k, name) for k, name in getattr(records, "order", ()) if k < counts.get(name, 0)])
