@@ -761,3 +761,41 @@ def test_no_grader_message_prints_the_fix(capsys, name, module):
         assert not ok, (name, args)
         printed = [code for code in module.FIX_CODE if code in out]
         assert not printed, f"{name}: the grader printed the fix's code {printed}: {out}"
+
+
+# --- the training log a silent lab opens with -----------------------------------------------------------------------
+def test_the_training_log_holds_each_loss_a_backward_starts_from_unscaled_and_the_scale(capsys):
+    """The AMP step as written: the same losses as the fix (Adam hides the scale), and the scale after call 3 differs
+    (G stepped around the scaler, so the inf in G's gradient at call 3 halved nothing). Each loss is unscaled: the
+    value loss.item() prints, not 1024 times it."""
+    from gan_lessons.exercises.lesson12 import reference_log, training_log
+    mine = training_log("amp", amp_broken)
+    ref = reference_log("amp")
+    assert [len(c) for c in mine.losses] == [2, 2, 2] and all(0 < v < 5 for c in mine.losses for v in c), mine
+    assert mine.losses[0] == pytest.approx(ref.losses[0])
+    assert ref.scales == [2048.0, 1024.0, 512.0] and mine.scales[2] != ref.scales[2], (mine.scales, ref.scales)
+
+
+def test_the_training_log_signs_a_loss_backed_from_with_a_gradient_and_records_an_error(capsys):
+    """WGAN-GP's d_loss_real.backward(mone) backs from -D(real): the log shows that value; a step that raises is
+    logged up to the call that raised."""
+    from gan_lessons.exercises.lesson12 import show_log, training_log
+    from gan_lessons.exercises.lesson12.wgan_gp import reference_make_critic
+
+    def only_real(D, G, d_optimizer, images, z, eta, lambda_term=10):
+        D.zero_grad()
+        D(images).mean().backward(torch.tensor(-1.0))
+        with torch.no_grad():
+            expected.append(-D(images).mean().item())
+        d_optimizer.step()
+        if len(expected) == 2:
+            raise RuntimeError("stop")
+    expected = []
+    log = training_log("wgan_gp", only_real, reference_make_critic)
+    assert [c[0] for c in log.losses] == pytest.approx(expected, rel=1e-5)
+    assert log.error == "RuntimeError at call 2" and len(log.losses) == 2
+    expected.clear()
+    show_log("wgan_gp", only_real, reference_make_critic)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["call", "backward", "as", "written", "reference", "fix"]
+    assert "the step as written raised RuntimeError at call 2" in out

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, recorded_steps, unanswered, verdict
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import flat, recorded_steps
 from gan_lessons.i18n import N_, _
 
 MAX_NORM = 0.1        # D's gradient norm on the checker's batch is about 0.27: the clip is active
@@ -111,10 +112,6 @@ def _run_amp(amp_step, poison=None):
     return run
 
 
-def _flat(step):
-    return torch.cat([g.flatten() for g in step.values() if g is not None])
-
-
 def _call_problems(run):
     """What the calls on the scaler say: unused, no autocast, update() not once, an optimizer stepped around it."""
     calls, problems = run["calls"], []
@@ -154,7 +151,7 @@ def _gradient_problems(run, reference):
             problems.append(_("{parameter}.grad is None at {optimizer}.step(): did {net}'s loss reach it, and its "
                               "backward run?").format(parameter=missing, optimizer=opt, net=net))
             continue
-        g, r = _flat(mine[0]), _flat(right[0])
+        g, r = flat(mine[0]), flat(right[0])
         if (g - r).norm() <= 1e-2 * r.norm():
             continue
         ratio = (g.norm() / r.norm()).item()
@@ -227,9 +224,7 @@ def check_amp_step(amp_step) -> bool:
                 "has it): skipped, not checked.").format(name=name, version=torch.__version__))
         return False
     run = _run_amp(amp_step)
-    if isinstance(run["error"], NotImplementedError):              # nbgrader's stub, still in place
-        print(_("? {name}: not solved yet. Replace `# YOUR CODE HERE` and `raise NotImplementedError()` in your "
-                "amp_step with your code and run the cell again.").format(name=name))
+    if stub_left(name, run["error"], "amp_step"):
         return False
     if run["error"] is not None:
         return verdict(name, [raised("amp_step", run["error"], _AMP_HINTS)], "")

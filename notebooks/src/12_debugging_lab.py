@@ -41,7 +41,8 @@
 import math
 from gan_lessons import exercises
 from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
-                                           gradient_ratio, mixes_samples, step_that_clears_the_error, toggle_grad)
+                                           gradient_ratio, mixes_samples, show_log, step_that_clears_the_error,
+                                           toggle_grad)
 
 # %% [markdown]
 # ## 1 · SRGAN: an error at G's backward
@@ -119,10 +120,12 @@ solved = exercises.check_srgan_step(my_answer)
 #
 # **The code.** BigGAN-PyTorch's `train()` from `train_fns.py`: `config['num_D_steps']` D steps, each adding up
 # `config['num_D_accumulations']` backwards before it steps, then G's step. Here `num_D_steps` is 2 and
-# `num_D_accumulations` is 2, and `train` runs twice. Nothing raises; the grader compares the gradients each D step
-# and G step is taken on with the reference's.
+# `num_D_accumulations` is 2, and `train` runs twice. Nothing raises. The cell below runs `train` as written, as
+# the grader does, and prints its training log: the value of each loss a backward starts from, call by call, next to
+# the reference fix's on the same models and batches. Read it before you go on: how would you know from a log
+# like this that something is wrong?
 
-# %% tags=["predict"] reveals=["first D step on a wrong gradient -> 2", "something between the two D steps"]
+# %%
 def train_broken(G, D, GD, z_, config, x):
     G.optim.zero_grad()
     D.optim.zero_grad()
@@ -151,6 +154,9 @@ def train_broken(G, D, GD, z_, config, x):
         G_loss.backward()
     G.optim.step()
 
+log = show_log("biggan", train_broken)
+
+# %% tags=["predict"] reveals=["first D step on a wrong gradient -> 2", "something between the two D steps"]
 prediction = 2  # SOLUTION: the grader runs train twice, two D steps each: which of those four D steps is the first on a wrong gradient? (1 to 4)
 broken_ok = exercises.check_biggan_train(train_broken)
 check("the first D step on a wrong gradient", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
@@ -210,9 +216,10 @@ solved = exercises.check_biggan_train(my_answer)
 #
 # **The code.** WGAN-GP penalises the norm of the critic's gradient for each input on its own. The critic below is
 # Zeleni9's (pytorch-wgan), scaled down to 8x8 pixels; `train_critic` is one iteration of its critic loop (the
-# random `z` and `eta` come in as arguments), run three times.
+# random `z` and `eta` come in as arguments), run three times. The cell below prints its training log next to the
+# reference fix's: each loss a backward starts from (`-D(real)`, `D(fake)`, the penalty), iteration by iteration.
 
-# %% tags=["predict"] reveals=["image 0 changes when image 1 changes -> True", "does not look at one image at a time"]
+# %%
 def make_critic_broken(channels):
     return Discriminator(channels)
 
@@ -235,6 +242,9 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
     grad_penalty.backward()
     d_optimizer.step()
 
+log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
+
+# %% tags=["predict"] reveals=["image 0 changes when image 1 changes -> True", "does not look at one image at a time"]
 prediction = True  # SOLUTION: in training mode, does this critic's output for image 0 of a batch change when image 1 changes? (True/False)
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
@@ -302,9 +312,11 @@ solved = exercises.check_wgan_gp(my_critic, my_answer)
 # **The code.** An SR-GAN step in the style of neosr (a super-resolution GAN trainer), under bfloat16 autocast on
 # the CPU: G's step with D frozen, then D's, with one `GradScaler`. The grader's scaler starts at 2^10 and grows 2x
 # at each `update()` without an inf, and the step runs three times; at the second call it makes one of D's scaled
-# gradients inf, and at the third one of G's, as an overflow would.
+# gradients inf, and at the third one of G's, as an overflow would. The cell below prints the training log: each
+# loss a backward starts from, unscaled (what `loss.item()` prints), and the scale after each call, as written /
+# with the reference fix.
 
-# %% tags=["predict"] reveals=["far from the reference's at the first call -> 'optimizer_g'", "times the reference's, optimizer_d"]
+# %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     for p in net_d.parameters():
         p.requires_grad = False
@@ -326,6 +338,9 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
     scaler.step(optimizer_d)
     scaler.update()
 
+log = show_log("amp", optimize_parameters_broken)
+
+# %% tags=["predict"] reveals=["far from the reference's at the first call -> 'optimizer_g'", "times the reference's, optimizer_d"]
 prediction = "optimizer_g"  # SOLUTION: at the first call, does one optimizer step on gradients far from the reference's? Which: "optimizer_g", "optimizer_d" or "neither"?
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}

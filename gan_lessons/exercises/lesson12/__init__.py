@@ -1,7 +1,7 @@
 """Lesson 12's debugging lab: six training steps from public bug reports, scaled down, each graded by behaviour.
 
 Each lab runs the student's fixed step (or few-step loop) on the lab's own small models, optimizers and batches, and
-records, at every optimizer's every step(), the gradient it steps on (feedback.recorded_steps). The same run with
+records, at every optimizer's every step(), the gradient it steps on (steps.recorded_steps). The same run with
 the reference fix gives the right gradients; the feedback names the optimizer, the step and what its gradient was
 (so many times the right one, the right one plus an earlier step's, ...), and the known wrong fixes by name. Some
 labs also compare state that no optimizer steps on (an EMA copy's weights, a GradScaler's scale).
@@ -18,6 +18,7 @@ from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, Generator, _mi
 from gan_lessons.exercises.lesson12.amp import check_amp_lab
 from gan_lessons.exercises.lesson12.rnn import check_rnn_train
 from gan_lessons.exercises.lesson12.compiled import check_compiled_step
+from gan_lessons.exercises.lesson12.symptoms import Log, reference_log, show_log, training_log
 
 
 def mixes_samples(D):
@@ -36,4 +37,4 @@ def lab_problem(name, make_critic=None):
 __all__ = ["LABS", "Lab", "lab_problem", "step_that_clears_the_error", "first_wrong_step", "gradient_ratio",
            "mixes_samples", "check_srgan_step", "check_biggan_train", "check_wgan_gp", "check_amp_lab",
            "check_rnn_train", "check_compiled_step", "Discriminator", "Generator", "G_D", "discriminator_loss",
-           "generator_loss", "toggle_grad"]
+           "generator_loss", "toggle_grad", "Log", "training_log", "reference_log", "show_log"]

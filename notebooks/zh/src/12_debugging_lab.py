@@ -25,7 +25,8 @@
 import math
 from gan_lessons import exercises
 from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
-                                           gradient_ratio, mixes_samples, step_that_clears_the_error, toggle_grad)
+                                           gradient_ratio, mixes_samples, show_log, step_that_clears_the_error,
+                                           toggle_grad)
 
 # %% [markdown]
 # ## 1 · SRGAN：G 的反向传播报错
@@ -90,9 +91,9 @@ solved = exercises.check_srgan_step(my_answer)
 #
 # **为什么重要**。这是一个被广泛复制的代码库里的静默错误。
 #
-# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错；评分器会把每个 D 步和 G 步所用的梯度与参考解法的对照。
+# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中每个反向传播起点处损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
 
-# %% tags=["predict"] reveals=["第一个用错梯度的 D 步 -> 2", "两个 D 步之间的某样东西"]
+# %%
 def train_broken(G, D, GD, z_, config, x):
     G.optim.zero_grad()
     D.optim.zero_grad()
@@ -121,6 +122,9 @@ def train_broken(G, D, GD, z_, config, x):
         G_loss.backward()
     G.optim.step()
 
+log = show_log("biggan", train_broken)
+
+# %% tags=["predict"] reveals=["第一个用错梯度的 D 步 -> 2", "两个 D 步之间的某样东西"]
 prediction = 2  # SOLUTION: 评分器把 train 运行两次，每次两个 D 步：这四个 D 步里，第一个用错梯度的是第几个？（1 到 4）
 broken_ok = exercises.check_biggan_train(train_broken)
 check("第一个用错梯度的 D 步", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
@@ -173,9 +177,9 @@ solved = exercises.check_biggan_train(my_answer)
 #
 # **为什么重要**。一个惩罚项可以看起来像 WGAN-GP 的、也能运行，训练的却是别的东西。
 #
-# **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8x8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。
+# **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8x8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。下面的单元格打印它的训练日志，旁边是参考解法的：每次迭代中每个反向传播起点处的损失（`-D(real)`、`D(fake)` 和惩罚项）。
 
-# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否改变 -> True", "并不是一次只看一张图像"]
+# %%
 def make_critic_broken(channels):
     return Discriminator(channels)
 
@@ -198,6 +202,9 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
     grad_penalty.backward()
     d_optimizer.step()
 
+log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
+
+# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否改变 -> True", "并不是一次只看一张图像"]
 prediction = True  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会不会改变？（True/False）
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
@@ -251,9 +258,9 @@ solved = exercises.check_wgan_gp(my_critic, my_answer)
 #
 # **为什么重要**。混合精度在反向传播之前把损失乘上一个缩放因子，在每次更新之前再把它除掉；把这件事做错的训练步照样能运行。
 #
-# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。
+# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的 scaler 从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。下面的单元格打印训练日志：每个反向传播起点处未经缩放的损失（也就是 `loss.item()` 打印出来的值），以及每次调用之后的缩放因子，格式为“原样 / 参考解法”。
 
-# %% tags=["predict"] reveals=["第一次调用时离参考解法很远的优化器 -> 'optimizer_g'", "倍，optimizer_d 的"]
+# %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     for p in net_d.parameters():
         p.requires_grad = False
@@ -275,6 +282,9 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
     scaler.step(optimizer_d)
     scaler.update()
 
+log = show_log("amp", optimize_parameters_broken)
+
+# %% tags=["predict"] reveals=["第一次调用时离参考解法很远的优化器 -> 'optimizer_g'", "倍，optimizer_d 的"]
 prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是 "neither"（都没有）？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
