@@ -310,6 +310,7 @@ def cmd_classifier(a):
 def cmd_doctor(a, script_args):
     if (a.script is None) == (a.module is None):
         Parser(prog="python -m gan_lessons doctor").error(_("give a SCRIPT to run, or -m MODULE"))
+    sys.excepthook = script.end_quietly(sys.excepthook)
     try:
         return script.run(a.module or a.script, script_args, module=a.module is not None, strict=a.strict)
     except script.NotRunnable as error:

@@ -132,7 +132,8 @@ print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "name": __name__, "fil
 
 def test_sys_argv_and_sys_path_are_the_script_s(tmp_path, cli):
     """Run from another folder: sys.path[0] is the script's folder (its helper module imports), sys.argv[1:] is
-    passed verbatim (`--` and `-h` and `--strict` included), sys.argv[0] names the script (absolute, as __file__)."""
+    passed verbatim (`--` and `-h` and `--strict` included), sys.argv[0] is the script's path as typed and __file__
+    its absolute path, as python gives them."""
     script = write(tmp_path, "project/train.py", WHERE_AM_I)
     write(tmp_path, "project/helper.py", "VALUE = 'found next to the script'\n")
     args = ["--", "-h", "--strict", "-m", "x y"]
@@ -140,8 +141,8 @@ def test_sys_argv_and_sys_path_are_the_script_s(tmp_path, cli):
     done = cli("doctor", str(Path("project/train.py")), *args, cwd=tmp_path)
     watched = json.loads(done.stdout)
     assert done.returncode == 0, done.stderr
-    assert watched["argv"][1:] == plain["argv"][1:] == args
-    assert Path(watched["argv"][0]).resolve() == (tmp_path / plain["argv"][0]).resolve() == script.resolve()
+    assert watched["argv"] == plain["argv"] == [str(Path("project/train.py")), *args]     # argv[0] as typed
+    assert Path(watched["file"]) == script.resolve()
     assert (watched["path0"], watched["name"], watched["file"], watched["helper"]) == \
         (plain["path0"], "__main__", plain["file"], "found next to the script")
 
@@ -230,6 +231,72 @@ def test_a_warning_prints_once_and_strict_turns_it_into_exit_3(tmp_path, cli):
     assert runs["strict"].returncode == 3
     assert runs["strict"].stderr.rstrip().splitlines()[-1] == "autograd doctor: --strict: 1 warning above; exit 3"
     assert runs["strict, exit 5"].returncode == 5          # the script's own failure wins
+
+
+TORCH_WARNS = """
+import torch
+import torch.nn.functional as F
+x = torch.randn(3, 4, requires_grad=True)
+for i in range(3):
+    y = F.softmax(x)                 # no dim: torch warns, from Python code, at the caller's line
+    z = F.softmax(x * 2)             # the same warning from another line
+    (y.sum() + z.sum()).backward()
+    w = torch.tensor(x)              # a tensor copied by torch.tensor: torch warns from C++
+print("done")
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["-W", "error::UserWarning"], ["-W", "ignore"]])
+def test_torch_s_own_warnings_print_as_under_python(tmp_path, cli, flags):
+    """Once per line (Python's once-per-location registry, not reset per call), at the student's line, and the
+    filters of -W obeyed: the same stderr, stdout and exit status as python's."""
+    script = write(tmp_path, "warns.py", TORCH_WARNS)
+    plain = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300)
+    watched = subprocess.run([sys.executable, *flags, "-m", "gan_lessons", "doctor", str(script)],
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (watched.returncode, watched.stdout) == (plain.returncode, plain.stdout)
+    if not flags:
+        assert plain.stderr.count("UserWarning") == 3, plain.stderr          # two softmax lines, one copy line
+    if "error::UserWarning" in flags:       # the error's traceback: the doctor's frames are taken out of it
+        assert plain.stderr.splitlines()[-1] == watched.stderr.splitlines()[-1], watched.stderr
+    else:
+        assert watched.stderr == plain.stderr
+
+
+def test_warnings_inside_a_doctor_block_keep_python_s_registry_and_filters():
+    """In-process: a torch warning in a loop under `with doctor():` is shown once for its line; on exit the
+    doctor leaves warnings.filters and warnings.showwarning as it found them."""
+    filters, shown = list(warnings.filters), warnings.showwarning
+    x = torch.randn(2, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        with doctor():
+            for _ in range(3):
+                F.softmax(x)                                  # noqa: the warning under test
+    assert [str(w.message)[:30] for w in caught] == ["Implicit dimension choice for "]
+    assert caught[0].filename == __file__
+    assert warnings.filters == filters and warnings.showwarning is shown
+
+
+CTRL_C = """
+import atexit, signal, sys, torch
+atexit.register(lambda: print("atexit ran", flush=True))
+print(sys.argv[0])
+x = torch.ones(2, requires_grad=True)
+(x * 2).sum().backward()
+signal.raise_signal(signal.SIGINT)
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="python ends by the signal itself on POSIX")
+def test_ctrl_c_ends_the_command_as_it_ends_python(tmp_path, cli):
+    """The script's traceback once, its atexit handlers run, and the process ends by SIGINT (a parent sees -2),
+    as under python; nothing of the doctor's own."""
+    write(tmp_path, "interrupted.py", CTRL_C)
+    plain = python("interrupted.py", cwd=tmp_path)
+    watched = cli("doctor", "interrupted.py", cwd=tmp_path)
+    assert plain.returncode == -2
+    assert (watched.returncode, watched.stdout, watched.stderr) == (plain.returncode, plain.stdout, plain.stderr)
 
 
 # (arguments after `doctor`, with TMP for a folder; words the one line must hold)

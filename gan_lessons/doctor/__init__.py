@@ -24,7 +24,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from gan_lessons.doctor.checks import Checks
 from gan_lessons.doctor.errors import Diagnoses
 from gan_lessons.doctor.extension import active, load_ipython_extension, unload_ipython_extension
-from gan_lessons.doctor.frames import _clean
+from gan_lessons.doctor.frames import _WarningsAsPython, _clean
 from gan_lessons.doctor.naming import Naming
 from gan_lessons.doctor.recording import Recording, _Nodes, _Recorder
 from gan_lessons.doctor.report import LESSONS, Diagnosis, DoctorWarning, Where
@@ -66,12 +66,14 @@ class doctor(Recording, Naming, Checks, Diagnoses):
                         nn_module.register_module_forward_hook(self._post_forward),
                         register_optimizer_step_pre_hook(self._pre_step),
                         register_optimizer_step_post_hook(self._post_step)]
+        self.warnings = _WarningsAsPython().__enter__()
         self.mode = _Recorder(self)
         self.mode.__enter__()
         return self
 
     def __exit__(self, kind, error, tb):
         self.mode.__exit__(None, None, None)
+        self.warnings.__exit__(None, None, None)
         for h in self.handles:
             h.remove()
         if error is not None:

@@ -55,16 +55,43 @@ def _frames(tb):
         tb = tb.tb_next
 
 
-def _warn_at_user_line(w):
-    frame = sys._getframe(2)
-    while frame is not None and not _is_user(frame):
-        frame = frame.f_back
-    if frame is None or not w.filename.startswith(_DOCTOR_DIR + os.sep):
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-        return
-    registry = frame.f_globals.setdefault("__warningregistry__", {})
-    warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
-                           module=frame.f_globals.get("__name__"), registry=registry)
+_RECORDING_FILE = os.path.join(_DOCTOR_DIR, "recording.py")
+
+
+class _WarningsAsPython:
+    """While the doctor watches: torch's and Python's own warnings shown as `python` shows them. A warning raised
+    inside a torch call the doctor's recorder made is placed, by the stack, on the recorder's line; it is moved to
+    the student's line that made the call, and goes through Python's filters there, with that module's
+    once-per-location registry. Every other warning is left alone. Nothing resets the filters per call."""
+
+    def __enter__(self):
+        self.entry = ("always", None, Warning, re.compile(re.escape(__name__.rsplit(".", 1)[0] + ".recording") + "$"),
+                      0)
+        warnings.filters.insert(0, self.entry)       # reaches showwarning below, where it is moved and filtered
+        self.shown = warnings.showwarning
+        warnings.showwarning = self.show
+        return self
+
+    def __exit__(self, *exc):
+        if warnings.showwarning == self.show:
+            warnings.showwarning = self.shown
+        if self.entry in warnings.filters:
+            warnings.filters.remove(self.entry)
+        return False
+
+    def show(self, message, category, filename, lineno, file=None, line=None):
+        frame = sys._getframe(1)
+        if filename == _RECORDING_FILE:
+            while frame is not None and frame.f_code.co_filename != _RECORDING_FILE:
+                frame = frame.f_back
+            while frame is not None and not _is_user(frame):
+                frame = frame.f_back
+        if filename != _RECORDING_FILE or frame is None:
+            return self.shown(message, category, filename, lineno, file, line)
+        warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                               module=frame.f_globals.get("__name__"),
+                               registry=frame.f_globals.setdefault("__warningregistry__", {}),
+                               module_globals=frame.f_globals)
 
 
 def _plumbing(path) -> bool:

@@ -1,7 +1,6 @@
 """What the doctor records while the block runs: every torch call (through a TorchFunctionMode), every module's
 forward (global hooks) and every optimizer step (global step hooks)."""
 import itertools
-import warnings
 import weakref
 
 import torch
@@ -9,7 +8,7 @@ from torch.overrides import TorchFunctionMode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
-from gan_lessons.doctor.frames import _called_from_user, _user_frame, _warn_at_user_line
+from gan_lessons.doctor.frames import _called_from_user, _user_frame
 from gan_lessons.i18n import N_, _
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
@@ -94,11 +93,7 @@ class _Recorder(TorchFunctionMode):
         except Exception as error:  # bookkeeping must never break the student's code
             self.doc.notes.append(_("doctor bookkeeping failed before {name}: {error}").format(
                 name=name, error=repr(error)))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            out = func(*args, **kwargs)
-        for w in caught:                # torch's own warnings, pointed at the student's line, not at this file
-            _warn_at_user_line(w)
+        out = func(*args, **kwargs)     # a warning from here is shown at the student's line (_WarningsAsPython)
         try:
             self.doc._after(name, args, kwargs, out)
         except Exception as error:

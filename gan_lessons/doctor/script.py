@@ -10,7 +10,8 @@ script's globals and in the locals of its running and failing functions. What th
   traceback, exit 1, as Python does);
 - the doctor warned (once per pattern and line, on stderr): nothing more, unless `strict`, which turns a run that
   would exit 0 into exit 3, so a project can put a one-step dry run under the doctor in its CI;
-- no such script, or no such module: one line saying what to do, exit 2 (NotRunnable)."""
+- no such script, or no such module: one line saying what to do, exit 2 (NotRunnable);
+- Ctrl-C: its traceback, then the command ends as python ends on it (by the signal, on POSIX)."""
 import importlib.util
 import os
 import runpy
@@ -20,11 +21,27 @@ import zipfile
 from gan_lessons.doctor.frames import _DOCTOR_DIR, _RUNPY
 from gan_lessons.i18n import _
 
-EXIT_ERROR, EXIT_BAD_INPUT, EXIT_STRICT, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_ERROR, EXIT_BAD_INPUT, EXIT_STRICT = 1, 2, 3
 
 
 class NotRunnable(Exception):
     """The script or module cannot be run at all; the message says what to do."""
+
+
+SHOWN = "_traceback_shown_by_the_doctor"     # set on the script's KeyboardInterrupt once its traceback is shown
+
+
+def end_quietly(hook=None):
+    """sys.excepthook that shows nothing for the script's KeyboardInterrupt whose traceback the command already
+    showed, and hands anything else to `hook` (Python's own). The command raises that interrupt on, out of itself,
+    so that Python ends it as it ends a script interrupted under `python` (by the signal itself on POSIX: a parent
+    sees -2, not an exit status; Python checks for KeyboardInterrupt itself, not a subclass)."""
+    hook = hook or sys.excepthook
+
+    def excepthook(kind, value, tb):
+        if not getattr(value, SHOWN, False):
+            hook(kind, value, tb)
+    return excepthook
 
 
 class _ScriptGlobals:
@@ -40,6 +57,22 @@ class _ScriptGlobals:
         if main is not None and main is not self.ours:
             self.found = vars(main)
         return [self.found] if self.found is not None else []
+
+
+class _TypedArgv(list):
+    """sys.argv for a script: runpy.run_path writes the path it is given (absolute, so that __file__ and the
+    traceback name the file as python names them) into argv[0] once, as it starts; python keeps argv[0] as typed.
+    That one write is let pass; every later one is the script's own."""
+
+    def __init__(self, values):
+        super().__init__(values)
+        self.started = False
+
+    def __setitem__(self, index, value):
+        if index == 0 and not self.started:
+            self.started = True
+            return
+        super().__setitem__(index, value)
 
 
 def _check_script(path: str):
@@ -94,7 +127,8 @@ def run(target: str, args=(), module=False, strict=False) -> int:
     try:
         if not module:
             _check_script(target)
-        sys.argv = [path or target, *args]             # run_module puts the module's file into sys.argv[0]
+        sys.argv = [target, *args] if module else _TypedArgv([target, *args])   # run_module puts the module's
+                                                                                 # file into argv[0], as python -m
         if not getattr(sys.flags, "safe_path", False):  # python -P adds no folder; neither does the doctor then
             if module:
                 sys.path[0] = os.getcwd()
@@ -130,7 +164,10 @@ def _watched(target, module, strict) -> int:
             doc.__exit__(None, None, None)
         error.__traceback__ = _from_the_script(error.__traceback__)   # Python's hook prints the error's own
         sys.excepthook(type(error), error, error.__traceback__)
-        return EXIT_INTERRUPTED if isinstance(error, KeyboardInterrupt) else EXIT_ERROR
+        if isinstance(error, KeyboardInterrupt):
+            setattr(error, SHOWN, True)
+            raise error
+        return EXIT_ERROR
     doc.__exit__(None, None, None)
     return EXIT_STRICT if strict and _warned(doc) else 0
 
