@@ -189,8 +189,34 @@ def test_D_stepping_on_G_loss_gradients_is_warned():
             loss_G = F.softplus(-D(G(torch.randn(4, 2)))).mean()
             loss_G.backward()
             opt_D.step()  # d-on-g
-    hits = [w for w in caught if issubclass(w.category, DoctorWarning) and "on into G" in str(w.message)]
+            opt_G.step()
+    hits = [w for w in caught if issubclass(w.category, DoctorWarning) and "trains both nets" in str(w.message)]
     assert hits and hits[0].lineno == line_of("d-on-g")
+    assert "opt_D.step() and opt_G.step() both step on the gradients of the backward at" in str(hits[0].message)
+
+
+def test_D_s_backward_into_G_cleared_before_G_s_step_is_information_not_a_warning(capsys):
+    """The usual WGAN-GP loop: D's loss on a fake batch that is not detached, G's .grad cleared before G's own
+    backward. Wasted work, not a wrong gradient: one information line, no DoctorWarning, and --strict would pass."""
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 1)
+    opt_G, opt_D = optim.SGD(G.parameters(), lr=0.1), optim.SGD(D.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D) as doc:
+            for _ in range(2):
+                x_fake = G(torch.randn(4, 2))
+                opt_D.zero_grad()
+                (D(x_fake).mean() - D(torch.randn(4, 2)).mean()).backward()
+                opt_D.step()  # wasted
+                opt_G.zero_grad()
+                (-D(G(torch.randn(4, 2))).mean()).backward()
+                opt_G.step()
+    assert not [w for w in caught if issubclass(w.category, DoctorWarning)]
+    assert [d.kind for d in doc.diagnoses] == ["information"]
+    err = capsys.readouterr().err
+    assert err.count("autograd doctor (information, not a warning): the backward at line") == 1, err
+    assert "went on from opt_D's parameters into G, whose gradients were cleared before opt_G.step()" in err
 
 
 def test_doctor_changes_no_result_and_a_clean_step_raises_no_warning():

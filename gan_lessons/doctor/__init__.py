@@ -58,6 +58,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         # gradients from autograd.grad without create_graph, and what is computed from them: constants (checks.py)
         self.constants, self.mixed, self.pending_grad = {}, {}, None
         self.frozen_at = {}   # id(parameter): the line that set its requires_grad to False (checks.py)
+        self.foreign = []     # D steps whose backward ran on into another net: judged at that net's step (checks.py)
 
     def __enter__(self):
         if self.namespaces is None:

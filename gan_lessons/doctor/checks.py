@@ -104,14 +104,34 @@ class Checks:
         trained = {p for o in self._known_optimizers() for g in o.param_groups for p in g["params"]}
         deeper = {names[p].split(".")[0] for p, d in depth.items()
                   if p not in mine and p in names and d > my_depth and p in trained}
-        if deeper:
-            self._suspicious(_("{name}.step() uses gradients from the backward at {where}, whose loss ran through "
-                               "these parameters on into {nets}: either that net's loss (as G's loss runs through "
-                               "D), which this step must not use, or this net's own loss on an input that was not "
-                               "detached").format(name=name, where=b["where"], nets=", ".join(sorted(deeper))),
-                             {"where": _user_frame()},
-                             [(N_("call zero_grad() on this optimizer right before its own loss's backward, and "
-                                  "detach the fake batch in D's loss"), "04")])
+        if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
+            reached = {p for p in depth if p in names and names[p].split(".")[0] in deeper}
+            self.foreign.append({"backward": b, "step": name, "where": _user_frame(), "nets": sorted(deeper),
+                                 "params": reached})
+            del self.foreign[:-20]
+
+    def _judge_foreign_gradients(self, name, params, contributors):
+        """At a step of the net a D step's backward ran on into (G): if that backward's gradient is still in G's
+        .grad, one loss trains both nets (D stepped on G's loss, or G steps on D's): a warning. If G's .grad was
+        cleared in between, the backward into G was only wasted work: an information line, not a warning."""
+        mine = set(params)
+        for f in [f for f in self.foreign if f["params"] & mine]:
+            self.foreign.remove(f)
+            if any(b is f["backward"] for b in contributors):
+                self._suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
+                                   "{backward}: one loss trains both nets, so one of them steps on the other's loss "
+                                   "(as G's loss runs through D, or D's loss on a fake batch that was not "
+                                   "detached)").format(first=f["step"], name=name, backward=f["backward"]["where"]),
+                                 {"where": f["where"], "also stepped at": _user_frame()},
+                                 [(N_("call zero_grad() on each optimizer right before its own loss's backward, and "
+                                      "detach the fake batch in D's loss"), "04")], key="one loss, two nets")
+            else:
+                self._inform(_("the backward at {backward} went on from {first}'s parameters into {nets}, whose "
+                               "gradients were cleared before {name}.step(): harmless, but that part of the backward "
+                               "was wasted work").format(backward=f["backward"]["where"], first=f["step"],
+                                                         nets=", ".join(f["nets"]), name=name),
+                             {"where": f["where"]}, [(N_("detach the fake batch in D's loss to skip it"), "04")],
+                             key="wasted backward")
 
     def _check_frozen_step(self, name, params):
         """Every parameter of this optimizer frozen (requires_grad=False) when it steps: no backward can have
@@ -240,6 +260,19 @@ class Checks:
         self.diagnoses.append(d)
         warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
                                where.line if where else 0)
+
+    def _inform(self, summary, facts, fixes, key=None):
+        """Not a warning (the training is right): one line of information on stderr, once per kind and line."""
+        where = facts.get("where")
+        seen = (key or summary, where.file if where else None, where.line if where else None)
+        if seen in self.warned:
+            return
+        self.warned.add(seen)
+        d = Diagnosis("information", summary, facts, fixes)
+        self.diagnoses.append(d)
+        details = d.text().split("\n")[1:]               # the facts and fixes under the summary line
+        print("\n".join([_("autograd doctor (information, not a warning): {summary}").format(summary=summary)]
+                        + details), file=sys.stderr)
 
     def _nonleaf_grad(self, tensor, where):
         if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.diagnoses):

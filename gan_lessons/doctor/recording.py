@@ -224,6 +224,7 @@ class Recording:
         self._check_frozen_step(name, params)
         contributors = self._contributors(params)
         self._check_leftover_gradients(opt, name, contributors, closure)
+        self._judge_foreign_gradients(name, params, contributors)
         self._check_foreign_gradients(name, params, contributors)
 
     def _post_step(self, opt, args, kwargs):

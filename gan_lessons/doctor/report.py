@@ -58,7 +58,8 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "where": N_("  - where: {value}"), "input": N_("  - input: {value}"), "call": N_("  - call: {value}"),
                "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),
                "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),
-               "passes in .grad": N_("  - passes in .grad: {value}")}
+               "passes in .grad": N_("  - passes in .grad: {value}"),
+               "also stepped at": N_("  - also stepped at: {value}")}
 # A fix line and a wrong-fix line, with the lesson that teaches it or without.
 _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{notebook})"),
               ("fix", False): N_("  fix: {fix}"),

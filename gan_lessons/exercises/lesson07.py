@@ -119,7 +119,11 @@ SEED000_DIAGNOSES = [
                                          "G's loss from a fresh `d(gz)`")),
     ("suspicious", "sigmoid is fed into", N_("binary_cross_entropy_with_logits applies the sigmoid itself: a sigmoid "
                                              "before it applies it twice; pass d's raw logits")),
-    ("suspicious", "on into g", N_("D's fake term is not detached, so D's backward ran on through `gz` into g: give "
+    ("information", "went on from d_optimizer's parameters into g", N_("D's fake term is not detached, so D's "
+                                                                       "backward ran on through `gz` into g, for "
+                                                                       "gradients g_optimizer.zero_grad() throws "
+                                                                       "away: give D's fake term `gz.detach()`")),
+    ("suspicious", "trains both nets", N_("D's fake term is not detached, so D's backward ran on through `gz` into g: give "
                                    "D's fake term `gz.detach()`")),
     ("suspicious", "g_optimizer.step() adds up gradients from two losses", N_("g's .grad still held what D's "
                                                                               "backward left there: call "
@@ -190,7 +194,7 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     def under_doctor():
         """(what the doctor found, None) or (None, the error fixed_step raised), from one run."""
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), redirect_stderr(io.StringIO()):     # read from its records
                 warnings.simplefilter("ignore")
                 return _run_seed000(fixed_step, 1, watch=doctor), None
         except Exception as error:
@@ -215,13 +219,16 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
                                            _("fixed_step raised {error}, and the doctor says: {summary}. Hint: "
                                              "{hint}"),
                                            diagnosis.summary, diagnosis.kind, said, error=type(error).__name__)], "")
-    english = [d.summary for d in (found_en or []) if d.kind == "suspicious"]
-    suspicious = [d for d in found if d.kind == "suspicious"]
+    said_kinds = {"suspicious": (_("the doctor still warns: {summary}"),
+                                 _("the doctor still warns: {summary}. Hint: {hint}")),
+                  "information": (_("the doctor still notes wasted work: {summary}"),
+                                  _("the doctor still notes wasted work: {summary}. Hint: {hint}"))}
+    english = [d.summary for d in (found_en or []) if d.kind in said_kinds]
+    suspicious = [d for d in found if d.kind in said_kinds]
     if len(english) != len(suspicious):
         english = [d.summary for d in suspicious]
-    warned = dict.fromkeys(_doctor_says(_("the doctor still warns: {summary}"),
-                                        _("the doctor still warns: {summary}. Hint: {hint}"),
-                                        d.summary, d.kind, said) for d, said in zip(suspicious, english))
+    warned = dict.fromkeys(_doctor_says(*said_kinds[d.kind], d.summary, d.kind, said)
+                           for d, said in zip(suspicious, english))
     mine = _run_seed000(fixed_step, calls)
     run = functools.partial(_run_seed000, calls=calls)
     records = {scale: run(functools.partial(reference_seed000_step, d_scale=scale)) for scale in (1.0, 0.5)}

@@ -65,9 +65,11 @@ with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\]"):
 # %% [markdown]
 # Read it from the top. The tensor is `d.net.7.weight.T`: the saved transpose of D's `Linear(512, 1)` weight. The
 # forward line that saved it is inside `loss_nonsaturating`. The step that changed it is `d_optimizer.step()`. The
-# numbers are the same versions PyTorch printed. Along the way the doctor also warned about two silent problems:
-# the double sigmoid (lesson 05), and `d_optimizer.step()` running on gradients from a backward that went on
-# into g, because D's loss here does not detach the fake. The diagnosis is data, too:
+# numbers are the same versions PyTorch printed. Along the way the doctor also warned about a silent problem, the
+# double sigmoid (lesson 05). D's loss here does not detach the fake either, so its backward runs on into g; but
+# `g_optimizer.zero_grad()` clears what it left in g's `.grad` before G's own backward, so no step uses a wrong
+# gradient, and the doctor does not warn about that: a warning means the training is wrong. (Had g stepped on it,
+# the doctor would have warned that one loss trains both nets.) The diagnosis is data, too:
 
 # %%
 diagnosis = doc.diagnoses[-1]
@@ -76,8 +78,8 @@ print("warnings raised in the block:", [headline(d.summary) for d in doc.diagnos
 warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("the diagnosis is a version error on d.net.7.weight.T", diagnosis.kind == "version"
       and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"), on="this package's doctor")
-claim("the doctor also warned about the double sigmoid and about D stepping on gradients that ran on into g",
-      any("sigmoid is fed into" in w for w in warned) and any("d_optimizer.step() uses gradients" in w for w in warned),
+claim("the doctor also warned about the double sigmoid, and not about D's backward into g, which no step used",
+      any("sigmoid is fed into" in w for w in warned) and not any("trains both nets" in w for w in warned),
       on="this package's doctor")
 
 # %% [markdown]
@@ -437,15 +439,16 @@ claim("as a script, the doctor names the stale weight and the step that changed 
 #   op that changed it; for a freed graph, the earlier backward and the shared forward.
 # - It never changes a result or swallows an exception; its diagnosis rides on the original error.
 # - Its warnings catch what raises nothing: double sigmoid, `.data` mutation, parameters without gradients at a
-#   step, and D stepping on gradients from a loss that ran through D into G.
+#   step, and one loss's gradient stepped on by both D's and G's optimizers (G's loss through D, or D's loss on a
+#   fake batch not detached, left in G's `.grad`). Work that is wasted but harmless gets one line of information.
 
 # %% [markdown]
 # ## Exercises
 #
 # ### Build it: seed 000's step, until the doctor has nothing to say
 #
-# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D
-# stepping on gradients that went on into `g`. Write seed 000's training step as one function that keeps its plan
+# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D's
+# loss on a fake batch that is not detached, whose backward runs on into `g` through the graph G's loss needs. Write seed 000's training step as one function that keeps its plan
 # (D's step first, then G's; one forward of `g`) and has none of them: labels, both losses, each optimizer's
 # `zero_grad`, `backward` and `step`, in the right order. The checker runs your step once under the doctor, which
 # must neither raise nor warn, then twice on seed 000's models, comparing every gradient of `g` and `d` at each

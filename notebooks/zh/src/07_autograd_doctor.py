@@ -55,7 +55,7 @@ with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\]"):
         g_loss.backward()
 
 # %% [markdown]
-# 从上往下读。出问题的张量是 `d.net.7.weight.T`：D 的 `Linear(512, 1)` 权重被保存下来的转置。保存它的那一行前向代码在 `loss_nonsaturating` 里，修改它的是 `d_optimizer.step()`，版本号和 PyTorch 打印的一样。此外，医生还对两个不报错的问题发出了警告：一是双重 sigmoid（第 05 课）；二是 `d_optimizer.step()` 用到的梯度来自一次一路传进g 的反向传播，因为这里 D 的损失没有分离假样本。诊断本身也是数据：
+# 从上往下读。出问题的张量是 `d.net.7.weight.T`：D 的 `Linear(512, 1)` 权重被保存下来的转置。保存它的那一行前向代码在 `loss_nonsaturating` 里，修改它的是 `d_optimizer.step()`，版本号和 PyTorch 打印的一样。此外，医生还对一个不报错的问题发出了警告：双重 sigmoid（第 05 课）。这里 D 的损失也没有分离假样本，所以它的反向传播会一路传进 g；不过在 G 自己的反向传播之前，`g_optimizer.zero_grad()` 已经把它留在 g 的 `.grad` 里的东西清掉了，没有哪一步用到错误的梯度，所以医生不为此发出警告：警告意味着训练是错的。（要是 g 真的用这些梯度做了更新，医生就会警告“一个损失同时训练了两个网络”。）诊断本身也是数据：
 
 # %%
 diagnosis = doc.diagnoses[-1]
@@ -64,8 +64,8 @@ print("代码块里发出的警告：", [headline(d.summary) for d in doc.diagno
 warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("诊断是 d.net.7.weight.T 上的版本错误", diagnosis.kind == "version"
       and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"), on='本课程的自动微分医生')
-claim("医生还警告了双重 sigmoid，以及 D 用一路传进 g 的梯度做更新",
-      any("送进了 binary_cross_entropy_with_logits" in w for w in warned) and any("d_optimizer.step() 用的是" in w for w in warned),
+claim("医生还警告了双重 sigmoid，而没有为 D 一路传进 g 的反向传播发出警告，因为没有哪一步用到它",
+      any("送进了 binary_cross_entropy_with_logits" in w for w in warned) and not any("同时训练了两个网络" in w for w in warned),
       on='本课程的自动微分医生')
 
 # %% [markdown]
@@ -393,15 +393,16 @@ claim("作为脚本运行时，医生指出了过时的权重和修改它的那�
 # - 医生能指出出问题的张量（`d.net.7.weight.T`）、保存它的那一行前向代码，以及修改它的 `step()` 或原地操作；对于
 #   已被释放的计算图，它能指出更早的那次反向传播和共享的前向传播。
 # - 它从不改变任何结果，也从不吞掉异常；它的诊断附在原来的错误上。
-# - 它的警告能抓住不报错的问题：双重 sigmoid、修改 `.data`、更新时有参数没有梯度，以及 D 用一个穿过 D 传进 G 的
-#   损失的梯度做更新。
+# - 它的警告能抓住不报错的问题：双重 sigmoid、修改 `.data`、更新时有参数没有梯度，以及同一个损失的梯度被 D 和 G 的
+#   优化器都用来更新（G 的损失穿过 D，或者 D 的损失用了没有分离的假样本，又留在了 G 的 `.grad` 里）。浪费了计算但
+#   无害的做法，只会得到一行提示信息。
 
 # %% [markdown]
 # ## 练习
 #
 # ### 动手实现：修好种子 000 的训练步，直到医生无话可说
 #
-# 第 1 节的循环有三个 bug：它抛出的版本错误、医生警告过的双重 sigmoid，以及 D 用一路传进 `g` 的梯度做更新。把种子000 的训练步写成一个函数，保持它原来的方案（先更新 D，再更新 G；`g` 只做一次前向传播），并且不含这三个 bug：标签、两个损失、每个优化器的 `zero_grad`、`backward` 和 `step`，顺序都要对。检查程序先在医生的监视下运行一次你的训练步，医生既不能报错也不能警告；然后在种子 000 的模型上运行两次，在每次优化器更新时把 `g` 和 `d` 的每个梯度与正确的梯度比较。只要还剩一个 bug，它就会打印医生对这个 bug 的报告或警告，以及它在这里意味着什么：先读一读，就像你在自己的代码上会做的那样。
+# 第 1 节的循环有三个 bug：它抛出的版本错误、医生警告过的双重 sigmoid，以及 D 的损失用了没有分离的假样本，它的反向传播会穿过 G 的损失还需要的那张计算图，一路传进 `g`。把种子000 的训练步写成一个函数，保持它原来的方案（先更新 D，再更新 G；`g` 只做一次前向传播），并且不含这三个 bug：标签、两个损失、每个优化器的 `zero_grad`、`backward` 和 `step`，顺序都要对。检查程序先在医生的监视下运行一次你的训练步，医生既不能报错也不能警告；然后在种子 000 的模型上运行两次，在每次优化器更新时把 `g` 和 `d` 的每个梯度与正确的梯度比较。只要还剩一个 bug，它就会打印医生对这个 bug 的报告或警告，以及它在这里意味着什么：先读一读，就像你在自己的代码上会做的那样。
 
 # %%
 from gan_lessons import exercises
