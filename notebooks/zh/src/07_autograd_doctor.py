@@ -365,7 +365,8 @@ with tempfile.TemporaryDirectory() as folder:
     done = subprocess.run([sys.executable, "-m", "gan_lessons", "doctor", "train.py"], cwd=folder,
                           capture_output=True, text=True)
 said = done.stderr
-diagnosis = said[said.index("\n自动微分医生：") + 1:said.index("Traceback")]   # 不含它上面的那条警告
+end = said.index("Traceback")
+diagnosis = said[said.rfind("自动微分医生：", 0, end):end]     # 回溯信息之前的最后一份报告
 print(diagnosis)
 claim("作为脚本运行时，医生指出了过时的权重和修改它的那次更新，以状态 1 退出，并告诉你不要去用 "
       "retain_graph=True", done.returncode == 1 and "d.net.7.weight.T" in diagnosis
