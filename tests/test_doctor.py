@@ -595,3 +595,50 @@ def test_the_constant_tracking_is_idle_without_autograd_grad():
         assert len(doc.constants) == 3      # the weight gradient, the input gradient and its norm
         del grad, norm, logged
         assert len(doc.constants) == 0      # forgotten as soon as they are freed
+
+
+# --- torch.compile: the doctor steps aside while it traces, and still names what changed -------------------------
+def test_a_version_error_through_a_compiled_module_names_the_parameter_the_step_and_the_compiled_call(capsys):
+    """A compiled module's backward is one node whose saved tensors autograd does not show. The doctor finds the
+    one parameter with the error's shape and version, the step that changed it, and the line that called the
+    compiled module; torch's warning about global hooks (the doctor's own) is not shown."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt_D = optim.SGD(D.parameters(), lr=0.1)
+    compiled_D = torch.compile(D, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as raised:
+            with doctor(D=D, opt_D=opt_D):
+                out = compiled_D(torch.randn(16, 4))  # compiled-call
+                loss_D, loss_G = out.pow(2).mean(), -out.mean()
+                opt_D.zero_grad()
+                loss_D.backward(retain_graph=True)
+                opt_D.step()  # compiled-step
+                loss_G.backward()
+    torch._dynamo.reset()
+    d = raised.value.diagnosis
+    assert d.facts["tensor"] == "D.2.weight [1, 8]", d.text()
+    assert d.facts["modified by"].startswith(f"opt_D.step() at line {line_of('compiled-step')}"), d.text()
+    assert d.facts["saved by"].startswith("CompiledFunctionBackward (compiled forward in compiled_D) at line "
+                                          f"{line_of('compiled-call')}"), d.text()
+    assert not [w for w in caught if "global hooks" in str(w.message)]
+
+
+def test_an_error_raised_while_torch_compile_traces_is_diagnosed_without_an_error_of_the_doctor_s_own():
+    """Dynamo traces with fake tensors: the doctor records nothing then, and the leaf error eager code would show
+    comes out (wrapped by dynamo) with the leaf rule's diagnosis and no note of a failure of its own."""
+    torch._dynamo.reset()
+    model = nn.Linear(3, 1)
+
+    @torch.compile(backend="aot_eager")
+    def step(x):
+        model.weight.add_(1)
+        return model(x).sum()
+    with pytest.raises(Exception, match="leaf Variable that requires grad") as raised:
+        with doctor(model=model) as doc:
+            step(torch.randn(2, 3)).backward()
+    torch._dynamo.reset()
+    assert raised.value.diagnosis.kind == "leaf_inplace"
+    assert not doc.notes, doc.notes

@@ -11,9 +11,10 @@ original exception is re-raised unchanged, with `.diagnosis` attached (printed t
 result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead.
 
 The package, one module per part: recording.py (what is watched), naming.py (names, resolved when needed),
-checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed), report.py (what a diagnosis
-says, right and wrong fixes), frames.py (the student's frames), extension.py (`%load_ext gan_lessons`), script.py
-(`python -m gan_lessons doctor SCRIPT`: a whole script under the doctor)."""
+checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed; the version error in versions.py),
+report.py (what a diagnosis says, right and wrong fixes), frames.py (the student's frames and warnings),
+extension.py (`%load_ext gan_lessons`), script.py (`python -m gan_lessons doctor SCRIPT`: a whole script under the
+doctor)."""
 import sys
 import weakref
 from collections import deque

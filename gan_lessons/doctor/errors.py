@@ -2,24 +2,22 @@
 or op changed it), a backward through a freed graph (which backward freed it, what the losses share), and an in-place
 op on a leaf; raised by backward() or inside torch.autograd.grad alike. Also a gradient penalty's two own errors: an
 input of autograd.grad that does not require grad, and a gradient of a non-scalar output without grad_outputs."""
-import dataclasses
 import linecache
 
 import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
-from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.recording import _tensors
-from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _CARRIED_WRONG, _DETACH_WRONG, _FREED_FIXES,
-                                       _FREED_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES, _INPLACE_WRONG,
-                                       _LEAF_FIXES, _LEAF_WRONG, _STEP_FIXES, _STEP_WRONG, _TWICE_FIXES,
+from gan_lessons.doctor.versions import VersionErrors
+from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _CARRIED_WRONG, _FREED_FIXES,
+                                       _FREED_WRONG, _LEAF_FIXES, _LEAF_WRONG, _TWICE_FIXES,
                                        _TWICE_WRONG)
 from gan_lessons.i18n import N_, _
 
 
-class Diagnoses:
-    """The doctor's diagnoses (mixed into `doctor`)."""
+class Diagnoses(VersionErrors):
+    """The doctor's diagnoses (mixed into `doctor`); the version error's in versions.py."""
 
     def diagnose(self, error) -> Diagnosis | None:
         message = str(error)
@@ -120,116 +118,6 @@ class Diagnoses:
                 roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
         last = [r() for r in self.backwards[-1]["roots"]] if self.backwards else []
         return roots or [t for t in last if t is not None]
-
-    def _version_error(self, error):
-        roots = self._roots_of(error)
-        found = list(self._saved(roots, stale=True))
-        if not found:
-            return Diagnosis("version", _("a saved tensor was modified in place, but the doctor could not find it"),
-                             {}, _STEP_FIXES + _INPLACE_FIXES)
-        shape, versions = graphs.version_error(str(error))
-        s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
-                     next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
-        op, module, saved_at, _serial = self.nodes.get(fn, (s.node, None, None, 0))
-        module = self._module_name(module)
-        transposed = bool(s.param and s.param.endswith(".T"))
-        modifier, rec, stepped = self._modifier(s)
-        param, chosen = self._param_of(s), s
-        if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
-            s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
-        variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
-        label = s.param or (f"`{variable}`" if variable else _("a tensor"))
-        tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
-            label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
-        saved_by = (_("{node} ({op} in {module}) at {where}") if module else _("{node} ({op}) at {where}")).format(
-            node=s.node, op=op, module=module, where=saved_at)
-        facts = {"tensor": tensor,
-                 "saved by": saved_by,
-                 "modified by": modifier,
-                 "versions": _("now {now}, saved at {saved}").format(now=s.version_now, saved=s.version_saved)}
-        if len(found) > 1:
-            facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node, chosen.param or chosen.node}))
-        summary = (_("{label} changed in place after the forward saved it").format(label=label)
-                   if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
-        if stepped:                        # an optimizer step: reorder or detach, never clone
-            gan = _looks_like_gan(s.param)
-            fixes = _STEP_FIXES + (_GAN_FIXES if gan else [])
-            wrong = _STEP_WRONG + (_GAN_WRONG if gan else _DETACH_WRONG)
-            carried = self._carried(roots, self._step_of(s), fn)
-            if carried:
-                name, made = carried
-                facts["carried"] = (_("`{name}`, made before that step at {where} and used after it: its graph "
-                                      "still holds the weights as they were") if made else
-                                    _("`{name}`, made before that step and used after it: its graph still holds the "
-                                      "weights as they were")).format(name=name, where=made)
-                summary = _("{summary}; the loss reaches the old weights through `{name}`, computed before the "
-                            "step").format(summary=summary, name=name)
-                fixes = [(_("make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
-                            "value (a running average, a state for the next pass), keep {name}.detach()").format(
-                              name=name), "05")] + fixes
-        else:
-            fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
-        return Diagnosis("version", summary, facts, fixes, wrong)
-
-    def _step_of(self, s):
-        """The latest optimizer step over the parameter a saved tensor is (None for a non-parameter)."""
-        name = (s.param or "").removesuffix(".T")
-        param = next((p for p, n in self.param_names.items() if n == name), None)
-        return next((step for step in reversed(self.steps) if any(p is param for p in step["params"])), None) \
-            if param is not None else None
-
-    def _carried(self, roots, step, stale):
-        """(name, where it was made) of a tensor made before `step` that a loss made after it still reaches: an
-        RL state or a generated batch kept across the step, a running average kept in a module buffer without
-        detach. None when the loss itself was made before the step (then the order of the updates is the bug)."""
-        if step is None:
-            return None
-        latest = max((info[3] for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
-        if latest <= step["serial"]:
-            return None
-        # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
-        # the way to the node that saved the stale tensor
-        edge = {info[3] for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine[3] > step["serial"]
-                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info[3] <= step["serial"]
-                and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
-        names = self._variables_made_by(edge) if edge else []
-        if not names:
-            return None
-        info = self.nodes.get(self.names()[3][names[0]].grad_fn)
-        return names[0], (info[2] if info and info[3] in edge else None)
-
-    def _saved(self, roots, stale=False):
-        for fn in graphs.walk(roots):
-            for s in graphs.saved_tensors(fn, self.param_names):
-                if not stale or s.state == "stale":
-                    yield s, fn
-
-    def _param_of(self, s):
-        name = (s.param or "").removesuffix(".T")
-        return next((p for p, n in self.param_names.items() if n == name), None)
-
-    def _modifier(self, s):
-        """(what changed the saved tensor, the in-place record or None, whether an optimizer step did: the first
-        says so only in words, in the language in use). A stale tensor can no longer be read, so a name given by
-        shape and version alone is a guess: when no step or op changed that tensor but an op the doctor saw wrote one
-        of that shape up to that version (an out= write into a buffer a forward saved, then replaced), that op is the
-        answer."""
-        param = self._param_of(s)
-        if param is not None:
-            for step in reversed(self.steps):
-                if any(p is param for p in step["params"]):
-                    return _("{optimizer}.step() at {where} (in place, under no_grad)").format(
-                        optimizer=self._optimizer_name(step["optimizer"]), where=step["where"]), None, True
-            ptr = param.untyped_storage().data_ptr()
-            recs = [rec for rec in reversed(self.inplace) if rec["ptr"] == ptr]
-        else:
-            recs = []
-        recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
-        for rec in recs:
-            module = self._module_name(rec["module"])
-            return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
-                op=rec["op"], module=module, where=rec["where"]), rec, False
-        return _("an in-place operation the doctor did not see"), None, False
 
     def _freed_error(self, error):
         roots = self._roots_of(error)

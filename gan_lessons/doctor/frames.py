@@ -68,6 +68,11 @@ class _WarningsAsPython:
         self.entry = ("always", None, Warning, re.compile(re.escape(__name__.rsplit(".", 1)[0] + ".recording") + "$"),
                       0)
         warnings.filters.insert(0, self.entry)       # reaches showwarning below, where it is moved and filtered
+        # torch warns that its compiled modules fire global module hooks twice: those hooks are the doctor's own,
+        # which counts the extra call; under python there are none, and no warning
+        self.hooks = ("ignore", re.compile(re.escape("Using `torch.compile(module)` when there are global hooks")),
+                      UserWarning, None, 0)
+        warnings.filters.insert(0, self.hooks)
         self.shown = warnings.showwarning
         warnings.showwarning = self.show
         return self
@@ -75,8 +80,9 @@ class _WarningsAsPython:
     def __exit__(self, *exc):
         if warnings.showwarning == self.show:
             warnings.showwarning = self.shown
-        if self.entry in warnings.filters:
-            warnings.filters.remove(self.entry)
+        for entry in (self.entry, self.hooks):
+            if entry in warnings.filters:
+                warnings.filters.remove(entry)
         return False
 
     def show(self, message, category, filename, lineno, file=None, line=None):

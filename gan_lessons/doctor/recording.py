@@ -206,7 +206,13 @@ class Recording:
             return
         if self.stack:
             self.stack.pop()
-            self.sites.pop()
+            where = self.sites.pop()
+            if type(module).__name__ == "OptimizedModule":   # torch.compile's wrapper: its graph runs as one node
+                for t in out if isinstance(out, (tuple, list)) else [out]:
+                    fn = _grad_fn(t)
+                    if fn is not None and fn not in self.nodes:
+                        self.serial = next(_SERIAL)
+                        self.nodes[fn] = ("compiled forward", module, where, self.serial)
 
     def _pre_step(self, opt, args, kwargs):
         self.seen_optimizers.add(opt)
