@@ -642,3 +642,33 @@ def test_an_error_raised_while_torch_compile_traces_is_diagnosed_without_an_erro
     torch._dynamo.reset()
     assert raised.value.diagnosis.kind == "leaf_inplace"
     assert not doc.notes, doc.notes
+
+
+class _CachedAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.cache_k = torch.zeros(2, 4)                 # kept across calls: not a parameter, not a buffer
+
+    def forward(self, x):
+        k = self.proj(x)
+        out = (k * self.cache_k).sum()  # inside-the-module
+        self.cache_k[0] = k.detach()[0]  # cache-write
+        return out
+
+
+def test_a_tensor_a_submodule_keeps_is_named_by_its_owner_and_saved_by_names_the_line_inside_the_module():
+    """The cache of model.layers.1, not "a tensor [2, 4]"; the line in the module's forward that saved it, and
+    the student's line that called the model."""
+    model = nn.Sequential()
+    model.layers = nn.ModuleList([_CachedAttention(), _CachedAttention()])
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as raised:
+        with doctor(model=model):
+            loss = sum(layer(torch.randn(2, 4)) for layer in model.layers)  # model-call
+            loss.backward()
+    d = raised.value.diagnosis
+    assert d.facts["tensor"].split(" [")[0] in ("`model.layers.0.cache_k`", "`model.layers.1.cache_k`"), d.text()
+    assert f"at line {line_of('inside-the-module')} " in d.facts["saved by"], d.text()
+    assert f"called from line {line_of('model-call')} " in d.facts["saved by"], d.text()
+    assert d.facts["modified by"].startswith("__setitem__ in model.layers.") and \
+        f"line {line_of('cache-write')} " in d.facts["modified by"], d.text()

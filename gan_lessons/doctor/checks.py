@@ -171,10 +171,10 @@ class Checks:
         if not self.pending_data:
             return
         oldest = min(v[3] for v in self.pending_data.values())
-        old_nodes = [fn for fn in graphs.walk(roots) if self.nodes.get(fn, (0, 0, 0, oldest + 1))[3] <= oldest]
+        old_nodes = [fn for fn in graphs.walk(roots) if getattr(self.nodes.get(fn), "serial", oldest + 1) <= oldest]
         for key, (ref, op, where, serial, left) in list(self.pending_data.items()):
             tensor = ref()
-            nodes = [fn for fn in old_nodes if self.nodes.get(fn)[3] <= serial]
+            nodes = [fn for fn in old_nodes if self.nodes.get(fn).serial <= serial]
             if tensor is not None and nodes and any(s.param for fn in nodes
                                                     for s in graphs.saved_tensors(fn, {tensor: "x"})):
                 self._warn_data_mutation(tensor, op, where)
@@ -228,7 +228,7 @@ class Checks:
                 self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
             elif penalty and not self.stack and \
                     (info := self.nodes.get(getattr(t, "grad_fn", None))) is not None:
-                self.mixed[info[3]] = source
+                self.mixed[info.serial] = source
                 if len(self.mixed) > 1000:
                     self.mixed = dict(list(self.mixed.items())[-500:])
 

@@ -121,7 +121,7 @@ class Diagnoses(VersionErrors):
 
     def _freed_error(self, error):
         roots = self._roots_of(error)
-        infos = {info[3]: info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+        infos = {info.serial: info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
         mine = set(infos)
 
         def same(b):
@@ -140,8 +140,9 @@ class Diagnoses(VersionErrors):
                              _FREED_WRONG)
         b = earlier[-1]
         shared = b["nodes"] & mine
-        modules = sorted({self._module_name(infos[n][1]).split(".")[0] for n in shared if infos[n][1] is not None})
-        lines = sorted({str(infos[n][2]) for n in shared if infos[n][2]})
+        modules = sorted({self._module_name(infos[n].module).split(".")[0] for n in shared
+                          if infos[n].module is not None})
+        lines = sorted({str(infos[n].where) for n in shared if infos[n].where})
         held = self._variables_made_by(shared)
         part = (_("{count} autograd nodes, the forward of {modules} from {lines}, part of both losses")
                 if modules and lines else
@@ -172,12 +173,12 @@ class Diagnoses(VersionErrors):
         this pass ran again. The variables that line makes now are the ones that carried the old tensor over (a
         decoder's `next_word` kept from the last batch), even once rebound to this pass's value."""
         last = max(shared)                 # made by then: the previous pass's, used by its loss or not
-        edge = {(info[0], info[2].file, info[2].line): info[2] for fn in graphs.walk(roots)
-                if (mine := self.nodes.get(fn)) and mine[3] > last
-                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info[3] <= last and info[2]}
+        edge = {(info.op, info.where.file, info.where.line): info.where for fn in graphs.walk(roots)
+                if (mine := self.nodes.get(fn)) and mine.serial > last
+                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= last and info.where}
         for (op, file, line), where in edge.items():
-            now = [k for k, v in self.names()[3].items() if (info := self.nodes.get(v.grad_fn)) and info[3] > last
-                   and (info[0], info[2].file if info[2] else None, info[2].line if info[2] else None) ==
+            now = [k for k, v in self.names()[3].items() if (info := self.nodes.get(v.grad_fn)) and info.serial > last
+                   and (info.op, info.where.file if info.where else None, info.where.line if info.where else None) ==
                    (op, file, line)]
             if now:
                 return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "

@@ -80,7 +80,11 @@ class Naming:
         modules, params, optimizers, variables = {}, {}, {}, {}
         def add_module(top, module):
             for sub_name, sub in module.named_modules():
-                modules.setdefault(sub, f"{top}.{sub_name}" if sub_name else top)
+                path = f"{top}.{sub_name}" if sub_name else top
+                modules.setdefault(sub, path)
+                for a, w in list(vars(sub).items()):     # a tensor a submodule keeps: `model.layers.0.cache_k`
+                    if not a.startswith("_") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
+                        variables.setdefault(f"{path}.{a}", w)
             for p_name, p in (*module.named_parameters(), *module.named_buffers()):
                 params.setdefault(p, f"{top}.{p_name}")
                 if p.grad_fn is not None:         # a buffer reassigned to a result with a graph: `G.w_avg`
@@ -142,7 +146,7 @@ class Naming:
         object keeps across calls (`G.w_avg`, `model.hidden`) whose graph reaches them comes first: it is what
         carries an old graph into a new pass, even where a plain variable of the old pass is still alive."""
         variables = self.names()[3]
-        made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info[3] in serials]
+        made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info.serial in serials]
         if any("." in k or "[" in k for k in made):       # kept by an object and made by the old graph
             return sorted(made, key=lambda k: "." not in k and "[" not in k)[:3]
         held = [(d, k) for k, v in variables.items() if k not in made and ("." in k or "[" in k)
@@ -167,7 +171,7 @@ class Naming:
                 if looked >= limit:
                     return None
                 level = distance
-            if (info := self.nodes.get(f)) and info[3] in serials:
+            if (info := self.nodes.get(f)) and info.serial in serials:
                 return distance
             looked += 1
         return None
@@ -177,7 +181,7 @@ class Naming:
             return self.param_names[tensor]
         info = self.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
         if info:
-            module = self._module_name(info[1])
+            module = self._module_name(info.module)
             return (_("the output of {op} in {module} at {where}") if module else
-                    _("the output of {op} at {where}")).format(op=info[0], module=module, where=info[2])
+                    _("the output of {op} at {where}")).format(op=info.op, module=module, where=info.where)
         return _("a tensor of shape {shape}").format(shape=tuple(tensor.shape))

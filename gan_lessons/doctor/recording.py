@@ -2,8 +2,10 @@
 forward (global hooks) and every optimizer step (global step hooks)."""
 import itertools
 import weakref
+from dataclasses import dataclass
 
 import torch
+from torch.autograd.function import BackwardCFunction
 from torch.overrides import TorchFunctionMode
 
 from gan_lessons import graphs
@@ -61,9 +63,19 @@ def _grad_fn(t):
 _SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
 
 
+@dataclass(slots=True)
+class NodeInfo:
+    """What the doctor knows of one autograd node it saw made."""
+    op: str                      # the torch function that made it ("mul", "linear"; "compiled forward")
+    module: object               # the module running then (the outermost one the student called), or None
+    where: object                # the student's line that made it (a Where; for ops inside a module, its call)
+    serial: int                  # the order nodes were made in, across every doctor
+    inside: object = None        # for an op inside a module: the student's line in that module's code, if any
+
+
 class _Nodes:
-    """What the doctor knows of each autograd node it saw made: (op, module, line, serial), kept in the node's own
-    `metadata` dict. The doctor holds no node, so every graph is freed exactly when it would be without it."""
+    """What the doctor knows of each autograd node it saw made (NodeInfo), kept in the node's own `metadata` dict.
+    The doctor holds no node, so every graph is freed exactly when it would be without it."""
     KEY = "gan_lessons.doctor"
 
     def get(self, fn, default=None):
@@ -142,7 +154,7 @@ class Recording:
                              [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
 
     def _serials(self, roots):
-        return {info[3] for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+        return {info.serial for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
 
     def _record_backward(self, roots, retain, inputs):
         """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
@@ -179,6 +191,7 @@ class Recording:
                                  "version": written._version, "shape": tuple(written.shape),
                                  "module": self.stack[-1] if self.stack else None})  # a module object
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
+        inside = ...                  # the line inside the module, looked up once a node is new
         for t in out if isinstance(out, (tuple, list)) else [out]:
             todo = [_grad_fn(t)]
             while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
@@ -186,8 +199,16 @@ class Recording:
                 if fn is None or fn in self.nodes or hasattr(fn, "variable"):
                     continue
                 where = where or _user_frame()
+                if inside is ...:
+                    inside = _user_frame() if self.sites else None
+                    inside = None if inside == where else inside
                 self.serial = next(_SERIAL)
-                self.nodes[fn] = (name, module, where, self.serial)
+                if isinstance(fn, BackwardCFunction) and fn is not _grad_fn(t):  # a custom Function applied earlier,
+                    self.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module, None,
+                                              self.serial)      # unseen: where it ran is not known
+                    todo.extend(f for f, _ in fn.next_functions)
+                    continue
+                self.nodes[fn] = NodeInfo(name, module, where, self.serial, inside)
                 todo.extend(f for f, _ in fn.next_functions)
         if self.constants or name == "grad":     # empty until an autograd.grad without create_graph: no cost before
             self._follow_constants(name, args, kwargs, out)
@@ -212,7 +233,7 @@ class Recording:
                     fn = _grad_fn(t)
                     if fn is not None and fn not in self.nodes:
                         self.serial = next(_SERIAL)
-                        self.nodes[fn] = ("compiled forward", module, where, self.serial)
+                        self.nodes[fn] = NodeInfo("compiled forward", module, where, self.serial)
 
     def _pre_step(self, opt, args, kwargs):
         self.seen_optimizers.add(opt)

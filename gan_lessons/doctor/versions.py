@@ -29,7 +29,10 @@ class VersionErrors:
                              {}, _STEP_FIXES + _INPLACE_FIXES)
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
                      next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
-        op, module, saved_at, _serial = self.nodes.get(fn, (s.node, None, None, 0))
+        info = self.nodes.get(fn)
+        op, module, saved_at = (info.op, info.module, info.where) if info else (s.node, None, None)
+        if info is not None and info.inside is not None:
+            saved_at = _("{inside}, called from {where}").format(inside=info.inside, where=info.where)
         module = self._module_name(module)
         transposed = bool(s.param and s.param.endswith(".T"))
         modifier, rec, stepped = self._modifier(s)
@@ -40,14 +43,17 @@ class VersionErrors:
         label = s.param or (f"`{variable}`" if variable else _("a tensor"))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
-        saved_by = (_("{node} ({op} in {module}) at {where}") if module else _("{node} ({op}) at {where}")).format(
+        saved_by = ((_("{node} ({op} in {module}) at {where}") if module else _("{node} ({op}) at {where}"))
+                    if saved_at is not None else
+                    (_("{node} ({op} in {module})") if module else _("{node} ({op})"))).format(
             node=s.node, op=op, module=module, where=saved_at)
         facts = {"tensor": tensor,
                  "saved by": saved_by,
                  "modified by": modifier,
                  "versions": _("now {now}, saved at {saved}").format(now=s.version_now, saved=s.version_saved)}
-        if len(found) > 1:
-            facts["also stale"] = ", ".join(sorted({x.param or x.node for x, _ in found} - {s.param or s.node, chosen.param or chosen.node}))
+        others = sorted({x.param or x.node for x, _ in found} - {s.param or s.node, chosen.param or chosen.node})
+        if others:
+            facts["also stale"] = ", ".join(others)
         summary = (_("{label} changed in place after the forward saved it").format(label=label)
                    if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
         if stepped:                        # an optimizer step: reorder or detach, never clone
@@ -72,18 +78,26 @@ class VersionErrors:
 
     def _opaque_saved(self, roots, shape, versions):
         """[(Saved, node)] for a version error whose graph does not show what it saved (a compiled module's
-        backward, a custom autograd.Function that keeps tensors as attributes): the one parameter that has the
-        error's shape (or its transpose) and its version now, if exactly one does; else []."""
+        backward, a custom autograd.Function's ctx): the one parameter (or its transpose), or tensor kept by a module
+        or object, that has the error's shape and version now; among several, the one the latest in-place write of
+        that shape and version wrote; else []."""
         if shape is None or versions is None:
             return []
         opaque = next((fn for fn in graphs.walk(roots) if not graphs.saved_tensors(fn, self.param_names)
                        and "Backward" in type(fn).__name__ and not hasattr(fn, "variable")
                        and type(fn).__name__ not in _PLAIN_NODES), None)
-        params = [(p, n) for p, n in self.param_names.items()
-                  if p._version == versions[0] and tuple(p.shape) in (shape, shape[::-1])]
-        if opaque is None or len(params) != 1:
+        if opaque is None:
             return []
-        p, name = params[0]
+        found = [(p, n) for p, n in self.param_names.items()
+                 if p._version == versions[0] and tuple(p.shape) in (shape, shape[::-1])]
+        found += [(t, n) for n, t in self.names()[3].items()         # a tensor a module or object keeps: a cache
+                  if t._version == versions[0] and tuple(t.shape) == shape and all(t is not p for p, _ in found)]
+        if len(found) > 1:             # the one the latest in-place write of that shape and version wrote
+            rec = next((r for r in reversed(self.inplace) if (r["version"], r["shape"]) == (versions[0], shape)), None)
+            found = [(t, n) for t, n in found if rec is not None and t.untyped_storage().data_ptr() == rec["ptr"]]
+        if len(found) != 1:
+            return []
+        p, name = found[0]
         label = name if tuple(p.shape) == shape else f"{name}.T"
         return [(graphs.Saved(type(opaque).__name__, "?", "stale", shape, label, *versions), opaque)]
 
@@ -100,19 +114,19 @@ class VersionErrors:
         detach. None when the loss itself was made before the step (then the order of the updates is the bug)."""
         if step is None:
             return None
-        latest = max((info[3] for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
+        latest = max((info.serial for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
         if latest <= step["serial"]:
             return None
         # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
         # the way to the node that saved the stale tensor
-        edge = {info[3] for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine[3] > step["serial"]
-                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info[3] <= step["serial"]
+        edge = {info.serial for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > step["serial"]
+                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= step["serial"]
                 and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
         names = self._variables_made_by(edge) if edge else []
         if not names:
             return None
         info = self.nodes.get(self.names()[3][names[0]].grad_fn)
-        return names[0], (info[2] if info and info[3] in edge else None)
+        return names[0], (info.where if info and info.serial in edge else None)
 
     def _saved(self, roots, stale=False):
         for fn in graphs.walk(roots):
