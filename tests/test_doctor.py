@@ -672,3 +672,21 @@ def test_a_tensor_a_submodule_keeps_is_named_by_its_owner_and_saved_by_names_the
     assert f"called from line {line_of('model-call')} " in d.facts["saved by"], d.text()
     assert d.facts["modified by"].startswith("__setitem__ in model.layers.") and \
         f"line {line_of('cache-write')} " in d.facts["modified by"], d.text()
+
+
+@pytest.mark.parametrize("how", ["frozen", "values"])
+def test_a_loss_without_a_graph_says_why(how):
+    """backward() on a loss with no grad_fn: every parameter frozen, or a loss rebuilt from numbers (.item()). The
+    checkpoint form is tests/doctor_cases/34."""
+    net = nn.Linear(3, 1)
+    if how == "frozen":
+        net.requires_grad_(False)
+    with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn") as raised:
+        with doctor(net=net):
+            out = net(torch.randn(4, 3))
+            loss = torch.tensor(out.pow(2).mean().item()) if how == "values" else out.pow(2).mean()
+            loss.backward()
+    d = raised.value.diagnosis
+    assert d.kind == "no_graph"
+    assert ("every parameter the doctor knows of is frozen" if how == "frozen" else ".item()") in d.summary, d.text()
+    assert d.summary.startswith("`loss` has no graph"), d.text()

@@ -60,6 +60,8 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.constants, self.mixed, self.pending_grad = {}, {}, None
         self.frozen_at = {}   # id(parameter): the line that set its requires_grad to False (checks.py)
         self.foreign = []     # D steps whose backward ran on into another net: judged at that net's step (checks.py)
+        self.no_grad_forwards = deque(maxlen=20)   # (module, line) of trainable modules run with gradients off
+        self.off = set()      # ids of those modules while their forward runs
 
     def __enter__(self):
         if self.namespaces is None:

@@ -33,7 +33,7 @@ class Diagnoses(VersionErrors):
         if "grad can be implicitly created only for" in message:
             return self._nonscalar_error(error)
         if "does not require grad and does not have a grad_fn" in message:
-            return self._constant_error(error)
+            return self._constant_error(error) or self._no_graph_error(error)
         return None
 
     def _failing(self, error):
@@ -82,6 +82,36 @@ class Diagnoses(VersionErrors):
                                        "gradient has no graph back to the parameters").format(where=where),
                          {"where": where, "backward": str(self._failing(error)[0])},
                          [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")])
+
+    def _no_graph_error(self, error):
+        """backward() on a tensor with no graph: every parameter frozen, a trainable module run with gradients off
+        (torch.no_grad(), or torch.utils.checkpoint's reentrant variant on inputs that do not require grad), or a
+        loss rebuilt from values (detach, .item(), torch.tensor)."""
+        roots = [t for t in self._roots_of(error) if t.grad_fn is None and not t.requires_grad]
+        label = self._label(roots[0]) if roots else _("the loss")
+        facts = {"backward": str(self._failing(error)[0])}
+        params = self.param_names
+        if params and not any(p.requires_grad for p in params if isinstance(p, torch.nn.Parameter)):
+            return Diagnosis("no_graph", _("{label} has no graph: every parameter the doctor knows of is frozen "
+                                           "(requires_grad=False), so no operation recorded anything").format(
+                                               label=label), facts,
+                             [(N_("set requires_grad=True on the parameters this loss should train (or leave them "
+                                  "out of any freezing loop)"), "09")])
+        module, where = next(((m(), w) for m, w in reversed(self.no_grad_forwards) if m() is not None), (None, None))
+        if module is not None:
+            facts["where"] = where
+            return Diagnosis("no_graph", _("{label} has no graph: {module}, which has parameters that require grad, "
+                                           "ran its forward with gradients off (inside torch.no_grad(), or inside "
+                                           "torch.utils.checkpoint's reentrant variant, whose output requires grad "
+                                           "only if one of its inputs does)").format(
+                                               label=label, module=self._module_name(module)), facts,
+                             [(N_("checkpoint with use_reentrant=False, or make the checkpointed block's input require "
+                                  "grad (transformers: model.enable_input_require_grads())"), None),
+                              (N_("run the forward this loss trains outside torch.no_grad()"), "04")])
+        return Diagnosis("no_graph", _("{label} has no graph: it was computed from tensors autograd does not track "
+                                       "(a detach(), .data, a number from .item() made a tensor again, or a tensor "
+                                       "made with torch.tensor(...))").format(label=label), facts,
+                         [(N_("compute the loss from the model's outputs themselves, with torch operations"), "04")])
 
     def _nonscalar_error(self, error):
         """A gradient of a non-scalar output without grad_outputs: out = D(x_hat) has one score per sample."""

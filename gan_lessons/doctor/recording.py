@@ -218,6 +218,12 @@ class Recording:
             return
         # ops inside a module are attributed to the student's line that called the outermost module
         site = self.sites[-1] if self.sites else _user_frame()
+        if not torch.is_grad_enabled() and not any(id(m) in self.off for m in self.stack) \
+                and any(p.requires_grad for p in module.parameters()):
+            # the outermost trainable module run with gradients off (no_grad, a reentrant checkpoint's first
+            # forward): its output has no graph, which is what a loss without a grad_fn is then made of
+            self.no_grad_forwards.append((weakref.ref(module), _user_frame()))
+            self.off.add(id(module))
         self.seen_modules.add(module)
         self.stack.append(module)
         self.sites.append(site)
@@ -226,7 +232,7 @@ class Recording:
         if _compiling():
             return
         if self.stack:
-            self.stack.pop()
+            self.off.discard(id(self.stack.pop()))
             where = self.sites.pop()
             if type(module).__name__ == "OptimizedModule":   # torch.compile's wrapper: its graph runs as one node
                 for t in out if isinstance(out, (tuple, list)) else [out]:

@@ -29,7 +29,8 @@ class Where:
 
 @dataclass
 class Diagnosis:
-    kind: str                      # "version", "freed", "leaf_inplace", "nonleaf_grad", "suspicious"; a gradient
+    kind: str                      # "version", "freed", "leaf_inplace", "no_graph", "nonleaf_grad", "suspicious",
+                                   # "information" (wasted work, not a warning); a gradient
                                    # penalty's: "grad_input", "nonscalar", "constant"
     summary: str
     facts: dict = field(default_factory=dict)
