@@ -62,6 +62,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.foreign = []     # D steps whose backward ran on into another net: judged at that net's step (checks.py)
         self.no_grad_forwards = deque(maxlen=20)   # (module, line) of trainable modules run with gradients off
         self.off = set()      # ids of those modules while their forward runs
+        self.in_step = False  # inside an optimizer's step() (without a closure): its ops are not recorded
 
     def __enter__(self):
         if self.namespaces is None:
@@ -76,6 +77,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         return self
 
     def __exit__(self, kind, error, tb):
+        self.in_step = False
         self.mode.__exit__(None, None, None)
         self.warnings.__exit__(None, None, None)
         for h in self.handles:

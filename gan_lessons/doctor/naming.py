@@ -126,11 +126,19 @@ class Naming:
     def param_names(self):
         return self.names()[1]
 
+    def _known(self):
+        """names() as of the last module or optimizer the hooks saw for the first time: for the hooks that run at
+        every step, where resolving every name again (every namespace walked) would cost more than the step."""
+        key = (len(self.seen_modules), len(self.seen_optimizers))
+        if key != getattr(self, "_known_key", None):
+            self._known_names, self._known_key = self.names(), key
+        return self._known_names
+
     def _module_name(self, module):
         return None if module is None else self.names()[0].get(module, type(module).__name__)
 
     def _optimizer_name(self, opt):
-        return self.names()[2].get(id(opt)) or type(opt).__name__
+        return self._known()[2].get(id(opt)) or type(opt).__name__
 
     def _variable(self, ptr, shape):
         """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,

@@ -97,8 +97,9 @@ class _Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _compiling():                  # torch.compile traces the step: record nothing inside it
-            return func(*args, **kwargs)
+        if self.doc.in_step and getattr(func, "__name__", "") != "backward" or _compiling():
+            return func(*args, **kwargs)  # an optimizer's own ops, or torch.compile tracing: nothing to record
+        self.doc.in_step = False          # (a backward: a step that raised never reached its post-hook)
         name = getattr(func, "__name__", "")
         try:
             self.doc._before(func, name, args, kwargs)
@@ -214,6 +215,7 @@ class Recording:
             self._follow_constants(name, args, kwargs, out)
 
     def _pre_forward(self, module, args):
+        self.in_step = False              # a step that raised never reached its post-hook
         if _compiling():
             return
         # ops inside a module are attributed to the student's line that called the outermost module
@@ -247,7 +249,7 @@ class Recording:
         params = [p for g in opt.param_groups for p in g["params"]]
         # LBFGS and friends: the closure computes the gradients inside step()
         closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
-        missing = [] if closure else [self.param_names.get(p, "?") for p in params if p.grad is None and p.requires_grad]
+        missing = [] if closure else [self._known()[1].get(p, "?") for p in params if p.grad is None and p.requires_grad]
         if missing:
             self._suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
                                "will not change").format(name=name, missing=len(missing), total=len(params)),
@@ -259,8 +261,10 @@ class Recording:
         self._check_leftover_gradients(opt, name, contributors, closure)
         self._judge_foreign_gradients(name, params, contributors)
         self._check_foreign_gradients(name, params, contributors)
+        self.in_step = not closure        # the step's own ops are not the student's: skipped until its post-hook
 
     def _post_step(self, opt, args, kwargs):
+        self.in_step = False
         params = [p for g in opt.param_groups for p in g["params"]]
         for b in self._contributors(params):
             b["used_by"].add(id(opt))
