@@ -86,6 +86,14 @@ def test_doctor_cost_table_matches_its_results_file():
     assert o["worst_time_ratio"] <= 1.5 and o["worst_rss_ratio"] <= 1.5      # the issue's bounds, as measured
 
 
+def test_doctor_mlp_cost_sentence_matches_its_results_file():
+    o = json.loads((ROOT / "benchmarks/results/2026-11-27_doctor_mlp_cpu.json").read_text())
+    said = " ".join(README.split())
+    assert (f"{o['pairs']} pairs of {o['steps_per_window']}-step windows, 1 CPU thread) a step takes "
+            f"{o['ms_doctor_median']} ms under the doctor against {o['ms_plain_median']} ms, a median paired ratio "
+            f"of {o['ratio_median']}x ({o['ratio_min']} to {o['ratio_max']})") in said
+
+
 def test_doctor_example_in_readme_is_what_the_doctor_says():
     """The README's sample diagnosis is checked against a live run of seed 000's loop."""
     import torch.nn.functional as F
@@ -111,8 +119,10 @@ def test_doctor_example_in_readme_is_what_the_doctor_says():
         facts = error.diagnosis.facts
     for line in (f"  - tensor: {facts['tensor']}", f"  - versions: {facts['versions']}"):
         assert line in README
-    assert "  - saved by: AddmmBackward0 (linear in d.net.7) at line" in README
-    assert facts["saved by"].startswith("AddmmBackward0 (linear in d.net.7) at line")
+    inside = "AddmmBackward0 (linear in d.net.7) at gan_lessons/models.py, line"
+    assert f"  - saved by: {inside}" in README and ", called from line 5 (`dgz = F.sigmoid(d(gz))`)" in README
+    assert facts["saved by"].startswith(inside) and ", called from line " in facts["saved by"]
+    assert facts["saved by"].split(", called from")[0] in README          # the models.py line, as it is now
     assert facts["modified by"].startswith("d_optimizer.step() at line")
 
 
