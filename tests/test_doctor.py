@@ -690,3 +690,24 @@ def test_a_loss_without_a_graph_says_why(how):
     assert d.kind == "no_graph"
     assert ("every parameter the doctor knows of is frozen" if how == "frozen" else ".item()") in d.summary, d.text()
     assert d.summary.startswith("`loss` has no graph"), d.text()
+
+
+def test_a_write_a_library_call_makes_into_its_argument_is_named_and_an_earlier_step_is_not_blamed():
+    """nn.Embedding(max_norm=...) renormalises its weight in place inside F.embedding, a write the call makes
+    into a tensor it is given (PyTorch's Embedding docs warn about it). An optimizer step over that weight ran before
+    the forward that saved it, so the step changed nothing that forward saved: the renormalisation is named."""
+    torch.manual_seed(0)
+    embedding = nn.Embedding(10, 3, max_norm=1.0)
+    W = torch.randn(2, 3, requires_grad=True)
+    opt = optim.SGD([*embedding.parameters(), W], lr=0.1)
+    embedding.weight.grad = torch.ones_like(embedding.weight)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as raised:
+        with doctor(embedding=embedding, W=W, opt=opt):
+            opt.step()
+            a = embedding.weight @ W.t()
+            b = embedding(torch.tensor([1, 2])) @ W.t()  # renorm
+            (a.unsqueeze(0) + b.unsqueeze(1)).sigmoid().prod().backward()
+    d = raised.value.diagnosis
+    assert d.facts["tensor"] == "embedding.weight [10, 3]", d.text()
+    assert d.facts["modified by"].startswith("embedding (writing in place into a tensor it was given) in embedding "
+                                             f"at line {line_of('renorm')} "), d.text()

@@ -63,6 +63,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.no_grad_forwards = deque(maxlen=20)   # (module, line) of trainable modules run with gradients off
         self.off = set()      # ids of those modules while their forward runs
         self.in_step = False  # inside an optimizer's step() (without a closure): its ops are not recorded
+        self.versions_before = []   # (tensor, version) of the arguments of the call being recorded
 
     def __enter__(self):
         if self.namespaces is None:
@@ -77,7 +78,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         return self
 
     def __exit__(self, kind, error, tb):
-        self.in_step = False
+        self.in_step, self.versions_before = False, []
         self.mode.__exit__(None, None, None)
         self.warnings.__exit__(None, None, None)
         for h in self.handles:

@@ -41,7 +41,7 @@ def _double_sigmoid_effect(target) -> str:
         return _("this loss (target {target:g}) is squashed into {range}, and its gradient shrinks by a factor with no "
                  "upper bound (hundreds of times for a logit 6 on the wrong side of the target), silently").format(
             target=label[0], range=squashed[label[0]])
-    return _("this loss sees inputs in (0, 1) only, whatever D says, and its gradient shrinks by a factor with no upper "
+    return _("this loss sees inputs in (0, 1) only, whatever the model outputs, and its gradient shrinks by a factor with no upper "
              "bound (hundreds of times for a logit 6 on the wrong side of the target), silently")
 
 

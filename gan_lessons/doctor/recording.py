@@ -51,6 +51,14 @@ def _frozen_flag(func, name, args, kwargs):
     return None
 
 
+def _version(t):
+    """t._version, or None for a tensor that keeps none (made under inference_mode)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
 def _grad_fn(t):
     """t.grad_fn, or None where torch refuses to give it: a view made under no_grad whose base then changed in
     place (nn.Embedding(padding_idx=...) makes one while it initialises)."""
@@ -120,6 +128,10 @@ class Recording:
 
     def _before(self, func, name, args, kwargs):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        # a write the call makes inside itself, into a tensor it is given (F.embedding's max_norm renormalises
+        # its weight; a library op that updates a buffer): seen by its version afterwards (_after)
+        self.versions_before = [] if name in ("__get__", "__set__") or _is_inplace(name, kwargs) else \
+            [(t, _version(t)) for t in args if isinstance(t, torch.Tensor)]
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
                 and target is not None and not target.is_leaf and not target.retains_grad and _called_from_user():
             self._nonleaf_grad(target, _user_frame())
@@ -189,8 +201,16 @@ class Recording:
         written, op = _written(name, args, kwargs)
         if written is not None:
             self.inplace.append({"ptr": written.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
-                                 "version": written._version, "shape": tuple(written.shape),
+                                 "version": written._version, "shape": tuple(written.shape), "serial": self.serial,
                                  "module": self.stack[-1] if self.stack else None})  # a module object
+        given, self.versions_before = self.versions_before, []     # held no longer than the call
+        for t, before in given:
+            now = _version(t)
+            if before is not None and now is not None and now > before and t is not written:
+                self.inplace.append({"ptr": t.untyped_storage().data_ptr(), "where": _user_frame(),
+                                     "op": _("{op} (writing in place into a tensor it was given)").format(op=name),
+                                     "version": now, "shape": tuple(t.shape), "serial": self.serial,
+                                     "module": self.stack[-1] if self.stack else None})
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         inside = ...                  # the line inside the module, looked up once a node is new
         for t in out if isinstance(out, (tuple, list)) else [out]:

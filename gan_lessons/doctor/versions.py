@@ -38,7 +38,7 @@ class VersionErrors:
             saved_at = _("{inside}, called from {where}").format(inside=inside, where=info.where)
         module = self._module_name(module)
         transposed = bool(s.param and s.param.endswith(".T"))
-        modifier, rec, stepped = self._modifier(s)
+        modifier, rec, stepped = self._modifier(s, info.serial if info else None)
         param, chosen = self._param_of(s), s
         if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
@@ -141,20 +141,21 @@ class VersionErrors:
         name = (s.param or "").removesuffix(".T")
         return next((p for p, n in self.param_names.items() if n == name), None)
 
-    def _modifier(self, s):
+    def _modifier(self, s, saved=None):
         """(what changed the saved tensor, the in-place record or None, whether an optimizer step did: the first
-        says so only in words, in the language in use). A stale tensor can no longer be read, so a name given by
+        says so only in words, in the language in use). `saved`: the serial of the node that saved it; a step or
+        write before that node changed nothing it saved (the first write after it is the one named). A stale tensor can no longer be read, so a name given by
         shape and version alone is a guess: when no step or op changed that tensor but an op the doctor saw wrote one
         of that shape up to that version (an out= write into a buffer a forward saved, then replaced), that op is the
         answer."""
         param = self._param_of(s)
         if param is not None:
-            for step in reversed(self.steps):
-                if any(p is param for p in step["params"]):
+            for step in reversed(self.steps):     # a step before the forward that saved it changed nothing saved
+                if any(p is param for p in step["params"]) and (saved is None or step["serial"] >= saved):
                     return _("{optimizer}.step() at {where} (in place, under no_grad)").format(
                         optimizer=self._optimizer_name(step["optimizer"]), where=step["where"]), None, True
             ptr = param.untyped_storage().data_ptr()
-            recs = [rec for rec in reversed(self.inplace) if rec["ptr"] == ptr]
+            recs = [rec for rec in self.inplace if rec["ptr"] == ptr and (saved is None or rec["serial"] >= saved)]
         else:
             recs = []
         recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
