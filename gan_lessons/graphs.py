@@ -7,6 +7,7 @@ each saved tensor as alive, freed or stale instead of raising. Without the `dot`
 program every graph shows as a text tree."""
 import base64
 import collections
+import math
 import re
 from dataclasses import dataclass
 
@@ -66,7 +67,8 @@ def _param_for(tensor, names) -> str | None:
 
 def _param_near(fn, shape, names, version=None) -> str | None:
     """For a stale saved tensor (which can no longer be read): the parameter of that shape (and, when given, that
-    version) feeding `fn`; else any named tensor of that shape and version (a buffer changed in place)."""
+    version) feeding `fn`; else any named tensor of that shape and version (a buffer changed in place), or of that
+    many elements and that version (a view of one: a view shares its base's version counter)."""
     stack, seen = [(f, False) for f, _ in fn.next_functions if f is not None], set()
     while stack:
         f, transposed = stack.pop()
@@ -84,7 +86,9 @@ def _param_near(fn, shape, names, version=None) -> str | None:
             flip = type(f).__name__ in ("TBackward0", "TransposeBackward0")
             stack.extend((g, transposed != flip) for g, _ in f.next_functions if g is not None)
     if version is not None:
-        return next((n for t, n in names.items() if tuple(t.shape) == shape and t._version == version), None)
+        return next((n for t, n in names.items() if tuple(t.shape) == shape and t._version == version), None) or \
+            next((n for t, n in names.items() if shape is not None and t.numel() == math.prod(shape)
+                  and t._version == version), None)      # a view of it (einsum saves a reshaped buffer)
     return None
 
 

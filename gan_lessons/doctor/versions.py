@@ -46,6 +46,9 @@ class VersionErrors:
         label = s.param or (f"`{variable}`" if variable else _("a tensor"))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
+        if param is not None and not transposed and s.param and tuple(param.shape) != tuple(s.shape or ()):
+            tensor = _("{label} {base} (saved as a view of shape {shape})").format(
+                label=label, shape=list(s.shape or []), base=list(param.shape))
         saved_by = ((_("{node} ({op} in {module}) at {where}") if module else _("{node} ({op}) at {where}"))
                     if saved_at is not None else
                     (_("{node} ({op} in {module})") if module else _("{node} ({op})"))).format(
