@@ -212,19 +212,20 @@ def leaves_D_frozen(G, D, opt_G, opt_D, x_real, noise):
 
 WRONG = [
     (wastes_D_gradient, ["D's gradient is computed twice per step, once for nothing", "G's backward still fills D's",
-                         "freeze D", "inputs=list(G.parameters())"]),
-    (G_through_stale_D, ["G's gradient was taken through D before opt_D.step()", "G answers the updated D"]),
-    (G_step_first, ["G's gradient was taken through D before opt_D.step()"]),
+                         "which no step of D uses"]),
+    (G_through_stale_D, ["G's gradient was taken through D as it was before opt_D.step()",
+                         "G answers the D that has just stepped"]),
+    (G_step_first, ["G's gradient was taken through D as it was before opt_D.step()"]),
     (reuses_D_forward_from_before_its_step, ["modified by an inplace operation",
                                              "reuses a D forward made before opt_D.step()"]),
-    (D_step_trains_G, ["D's step trains G", "torch.no_grad()"]),
+    (D_step_trains_G, ["D's step trains G", "graph back to G"]),
     (D_loss_reaches_G_but_cleared, ["G's gradient is computed twice per step", "D's loss still reaches G"]),
-    (forgot_D_zero_grad, ["still holds the earlier .grad", "call opt_D.zero_grad()"]),
-    (forgot_G_zero_grad, ["still holds the earlier .grad", "call opt_G.zero_grad()"]),
-    (reuses_fake_made_without_graph, ["does not require grad", "fresh G forward with a graph"]),
+    (forgot_D_zero_grad, ["D's gradient at opt_D.step() still holds the earlier .grad", "nothing emptied D's"]),
+    (forgot_G_zero_grad, ["G's gradient at opt_G.step() still holds the earlier .grad", "nothing emptied G's"]),
+    (reuses_fake_made_without_graph, ["does not require grad", "made without a graph"]),
     (inputs_never_reach_G, ["opt_G stepped with", "without a gradient", "never reached it"]),
     (strategies.d_first_frozen_D, ["G runs once per step", "fresh G forward for G's loss"]),
-    (leaves_D_frozen, ["D is still frozen after the step", "D.requires_grad_(True)"]),
+    (leaves_D_frozen, ["D is still frozen after the step", "no longer require grad"]),
 ]
 
 
@@ -235,6 +236,9 @@ def test_each_wrong_answer_is_told_its_mistake(step, words, capsys):
     assert out.startswith("✗") and "✓" not in out
     for w in words:
         assert w in out, (w, out)
+    fix_code = [c for c in ("zero_grad()", "torch.no_grad()", ".detach()", "requires_grad_(", "inputs=list(")
+                if c in out]
+    assert not fix_code, (fix_code, out)           # the mistake is named; the fix is the student's to write
 
 
 def test_a_wasteful_step_gets_only_the_waste_named(capsys):

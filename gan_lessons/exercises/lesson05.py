@@ -69,25 +69,25 @@ def _written(zero_D=True, zero_G=True, fake_graph=False, order="D, G", summed=Fa
 
 # Hints and messages are marked with N_() here and translated with _() where they are shown.
 TRAINS_G = N_("D's step trains G: D's fake batch has a graph back to G, so loss_D.backward() added D's loss into G's "
-              ".grad before G stepped; make it under torch.no_grad() (or detach it)")
-STALE_D = N_("G's gradient was taken through D before opt_D.step(): in this order G answers the updated D, so build "
-             "loss_G from a D forward after D's step")
+              ".grad before G stepped")
+STALE_D = N_("G's gradient was taken through D as it was before opt_D.step(), where in this order G answers the D "
+             "that has just stepped")
 MISTAKES = [
-    (_written(zero_D=False), N_("D's gradient at opt_D.step() still holds the earlier .grad (backward adds into "
-                                ".grad): call opt_D.zero_grad() before D's backward")),
-    (_written(zero_G=False), N_("G's gradient at opt_G.step() still holds the earlier .grad (backward adds into "
-                                ".grad): call opt_G.zero_grad() before G's backward")),
+    (_written(zero_D=False), N_("D's gradient at opt_D.step() still holds the earlier .grad: backward adds "
+                                "into .grad, and nothing emptied D's since its last step")),
+    (_written(zero_G=False), N_("G's gradient at opt_G.step() still holds the earlier .grad: backward adds "
+                                "into .grad, and nothing emptied G's since its last step")),
     (_written(fake_graph=True), TRAINS_G),
     (_written(order="G before D's step"), STALE_D),
     (_written(order="G, D"), STALE_D),
 ]
 HINTS = AUTOGRAD_HINTS + [
     ("does not require grad and does not have a grad_fn",
-     N_("loss_G has no graph back to G: G's loss needs a fresh G forward with a graph, not the fake batch made under "
-        "no_grad (or detached) for D")),
+     N_("loss_G has no graph back to G: it is built from the fake batch made without a graph (under no_grad, or "
+        "detached) for D")),
 ]
-STALE_FORWARD = N_("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place: G's loss "
-                   "needs a D forward of its own, after D's step")
+STALE_FORWARD = N_("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place since: "
+                   "the backward needs the weights that forward saved")
 
 
 def _problem(seed=0):
@@ -168,12 +168,12 @@ def check_strategy(step) -> bool:
                               "graph, and a fresh one for G's loss").format(times=_times(cost.G_forward)))
     if cost.D_grad_passes > 1:
         problems.append(_("D's gradient is computed {times} per step, once for nothing, as in g_first: G's backward "
-                          "still fills D's .grad; freeze D during G's step, or give loss_G.backward "
-                          "inputs=list(G.parameters())").format(times=_times(cost.D_grad_passes)))
+                          "still fills D's .grad, which no step of D uses").format(times=_times(cost.D_grad_passes)))
     if cost.G_grad_passes > 1 and hint != TRAINS_G:                 # that hint already says D's loss reaches G
-        problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G; make D's fake batch "
-                          "under torch.no_grad() (or detach it)").format(times=_times(cost.G_grad_passes)))
+        problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G, through the fake batch "
+                          "D sees").format(times=_times(cost.G_grad_passes)))
     if not all(p.requires_grad for p in D.parameters()):
-        problems.append(_("D is still frozen after the step: call D.requires_grad_(True) before returning"))
+        problems.append(_("D is still frozen after the step: its parameters no longer require grad when the step "
+                          "returns"))
     return verdict(name, problems, _("D and G step on the right gradients, D's gradient is computed once per step "
                                      "(not twice), and G runs twice, as d_first_fresh_fake does"))
