@@ -711,3 +711,13 @@ def test_a_write_a_library_call_makes_into_its_argument_is_named_and_an_earlier_
     assert d.facts["tensor"] == "embedding.weight [10, 3]", d.text()
     assert d.facts["modified by"].startswith("embedding (writing in place into a tensor it was given) in embedding "
                                              f"at line {line_of('renorm')} "), d.text()
+
+
+def test_a_loss_from_plain_tensors_with_no_module_is_not_called_frozen():
+    """No parameter at all under the doctor: the loss is not said to come from frozen parameters."""
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="does not require grad") as raised:
+        with doctor():
+            loss = (x * 2).sum()
+            loss.backward()
+    assert "frozen" not in raised.value.diagnosis.summary, raised.value.diagnosis.text()

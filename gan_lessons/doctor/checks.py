@@ -41,8 +41,8 @@ def _double_sigmoid_effect(target) -> str:
         return _("this loss (target {target:g}) is squashed into {range}, and its gradient shrinks by a factor with no "
                  "upper bound (hundreds of times for a logit 6 on the wrong side of the target), silently").format(
             target=label[0], range=squashed[label[0]])
-    return _("this loss sees inputs in (0, 1) only, whatever the model outputs, and its gradient shrinks by a factor with no upper "
-             "bound (hundreds of times for a logit 6 on the wrong side of the target), silently")
+    return _("this loss sees inputs in (0, 1) only, whatever the model outputs, and its gradient shrinks by a factor "
+             "with no upper bound (hundreds of times for a logit 6 on the wrong side of the target), silently")
 
 
 # Ops that add a number to a loss: a weight gradient reduced to a number and added to a loss is a penalty (a

@@ -90,8 +90,8 @@ class Diagnoses(VersionErrors):
         roots = [t for t in self._roots_of(error) if t.grad_fn is None and not t.requires_grad]
         label = self._label(roots[0]) if roots else _("the loss")
         facts = {"backward": str(self._failing(error)[0])}
-        params = self.param_names
-        if params and not any(p.requires_grad for p in params if isinstance(p, torch.nn.Parameter)):
+        params = [p for p in self.param_names if isinstance(p, torch.nn.Parameter)]
+        if params and not any(p.requires_grad for p in params):
             return Diagnosis("no_graph", _("{label} has no graph: every parameter the doctor knows of is frozen "
                                            "(requires_grad=False), so no operation recorded anything").format(
                                                label=label), facts,
