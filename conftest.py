@@ -3,7 +3,9 @@
 - One torch thread per process when pytest-xdist runs several workers: on 2 cores, two workers of two threads each
   thrash (a training step took about 15 times longer). Notebook kernels inherit the setting from their worker.
 - MNIST is fetched once, before any notebook runs, so a fresh machine's first fetch (and its message about the
-  offline route) never lands in a compared notebook output."""
+  offline route) never lands in a compared notebook output.
+- Each xdist worker trains into its own runs folder (GAN_LESSONS_RUNS, which the notebook kernels inherit): two copies
+  of lesson 06 on two workers would otherwise write the same run folder at once."""
 import os
 
 
@@ -13,6 +15,9 @@ def pytest_configure(config):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         import torch
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if hasattr(config, "workerinput") and not os.environ.get("GAN_LESSONS_RUNS"):
+        from gan_lessons.data import DEFAULT_ROOT
+        os.environ["GAN_LESSONS_RUNS"] = os.path.join(DEFAULT_ROOT, "runs", f"tests-{config.workerinput['workerid']}")
     if not hasattr(config, "workerinput"):  # the controller (or a plain run), before any worker starts
         from gan_lessons.data import load_mnist
         load_mnist()
