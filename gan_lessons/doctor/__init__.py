@@ -10,11 +10,11 @@ and `.data` access), global module hooks (which module is running) and the globa
 original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
 result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead.
 
-The package, one module per part: recording.py (what is watched), naming.py (names, resolved when needed),
-checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed; the version error in versions.py),
-report.py (what a diagnosis says, right and wrong fixes), frames.py (the student's frames and warnings),
-extension.py (`%load_ext gan_lessons`), script.py (`python -m gan_lessons doctor SCRIPT`: a whole script under the
-doctor)."""
+The package, one module per part: recording.py (what is watched), nodes.py (its record of each node), naming.py
+(names, resolved when needed), checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed; the
+version error in versions.py), report.py (what a diagnosis says, right and wrong fixes), frames.py (the student's
+frames and warnings), extension.py (`%load_ext gan_lessons`), script.py (`python -m gan_lessons doctor SCRIPT`: a
+whole script under the doctor)."""
 import sys
 import weakref
 from collections import deque
@@ -27,7 +27,8 @@ from gan_lessons.doctor.errors import Diagnoses
 from gan_lessons.doctor.extension import active, load_ipython_extension, unload_ipython_extension
 from gan_lessons.doctor.frames import _WarningsAsPython, _clean
 from gan_lessons.doctor.naming import Naming
-from gan_lessons.doctor.recording import Recording, _Nodes, _Recorder
+from gan_lessons.doctor.nodes import _Nodes
+from gan_lessons.doctor.recording import Recording, _Recorder
 from gan_lessons.doctor.report import LESSONS, Diagnosis, DoctorWarning, Where
 from gan_lessons.i18n import _
 

@@ -250,29 +250,29 @@ class Checks:
                                  [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")],
                                  key="constant gradient")
 
-    def _suspicious(self, summary, facts, fixes, key=None):
+    def _once(self, kind, summary, facts, fixes, key=None):
+        """A new Diagnosis of `kind`, recorded; None when one of that key was already given at that line."""
         where = facts.get("where")
         seen = (key or summary, where.file if where else None, where.line if where else None)
         if seen in self.warned:
-            return
+            return None
         self.warned.add(seen)
-        d = Diagnosis("suspicious", summary, facts, fixes)
+        d = Diagnosis(kind, summary, facts, fixes)
         self.diagnoses.append(d)
-        warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
-                               where.line if where else 0)
+        return d
+
+    def _suspicious(self, summary, facts, fixes, key=None):
+        if (d := self._once("suspicious", summary, facts, fixes, key)) is not None:
+            where = facts.get("where")
+            warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
+                                   where.line if where else 0)
 
     def _inform(self, summary, facts, fixes, key=None):
         """Not a warning (the training is right): one line of information on stderr, once per kind and line."""
-        where = facts.get("where")
-        seen = (key or summary, where.file if where else None, where.line if where else None)
-        if seen in self.warned:
-            return
-        self.warned.add(seen)
-        d = Diagnosis("information", summary, facts, fixes)
-        self.diagnoses.append(d)
-        details = d.text().split("\n")[1:]               # the facts and fixes under the summary line
-        print("\n".join([_("autograd doctor (information, not a warning): {summary}").format(summary=summary)]
-                        + details), file=sys.stderr)
+        if (d := self._once("information", summary, facts, fixes, key)) is not None:
+            details = d.text().split("\n")[1:]           # the facts and fixes under the summary line
+            print("\n".join([_("autograd doctor (information, not a warning): {summary}").format(summary=summary)]
+                            + details), file=sys.stderr)
 
     def _nonleaf_grad(self, tensor, where):
         if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.diagnoses):

@@ -1,8 +1,6 @@
 """What the doctor records while the block runs: every torch call (through a TorchFunctionMode), every module's
 forward (global hooks) and every optimizer step (global step hooks)."""
-import itertools
 import weakref
-from dataclasses import dataclass
 
 import torch
 from torch.autograd.function import BackwardCFunction
@@ -11,6 +9,7 @@ from torch.overrides import TorchFunctionMode
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
 from gan_lessons.doctor.frames import _called_from_user, _user_frame
+from gan_lessons.doctor.nodes import _SERIAL, NodeInfo
 from gan_lessons.i18n import N_, _
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
@@ -66,34 +65,6 @@ def _grad_fn(t):
         return getattr(t, "grad_fn", None)
     except RuntimeError:
         return None
-
-
-_SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
-
-
-@dataclass(slots=True)
-class NodeInfo:
-    """What the doctor knows of one autograd node it saw made."""
-    op: str                      # the torch function that made it ("mul", "linear"; "compiled forward")
-    module: object               # the module running then (the outermost one the student called), or None
-    where: object                # the student's line that made it (a Where; for ops inside a module, its call)
-    serial: int                  # the order nodes were made in, across every doctor
-    inside: object = None        # for an op inside a module: the student's line in that module's code, if any
-
-
-class _Nodes:
-    """What the doctor knows of each autograd node it saw made (NodeInfo), kept in the node's own `metadata` dict.
-    The doctor holds no node, so every graph is freed exactly when it would be without it."""
-    KEY = "gan_lessons.doctor"
-
-    def get(self, fn, default=None):
-        return default if fn is None else fn.metadata.get(self.KEY, default)
-
-    def __contains__(self, fn):
-        return self.KEY in fn.metadata
-
-    def __setitem__(self, fn, info):
-        fn.metadata[self.KEY] = info
 
 
 class _Recorder(TorchFunctionMode):
