@@ -1,5 +1,6 @@
 """Which frames are the student's: not torch's, not the doctor's. Also the traceback and warnings the student
 sees, with the doctor's own frames taken out."""
+import inspect
 import linecache
 import os
 import re
@@ -8,6 +9,7 @@ import sys
 import warnings
 
 import torch
+from torch.nn.modules import module as nn_module
 
 from gan_lessons.doctor.report import Where
 
@@ -55,7 +57,6 @@ def _frames(tb):
         tb = tb.tb_next
 
 
-_RECORDING_FILE = os.path.join(_DOCTOR_DIR, "recording.py")
 
 
 class _WarningsAsPython:
@@ -86,18 +87,54 @@ class _WarningsAsPython:
         return False
 
     def show(self, message, category, filename, lineno, file=None, line=None):
-        frame = sys._getframe(1)
-        if filename == _RECORDING_FILE:
-            while frame is not None and frame.f_code.co_filename != _RECORDING_FILE:
-                frame = frame.f_back
-            while frame is not None and not _is_user(frame):
-                frame = frame.f_back
-        if filename != _RECORDING_FILE or frame is None:
+        placed = getattr(self, "moving", False) or category.__name__ == "DoctorWarning"   # the doctor's own: where
+        target = None if placed else _as_python_places(sys._getframe(1), filename, lineno)   # it says
+        if target is None:
             return self.shown(message, category, filename, lineno, file, line)
-        warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
-                               module=frame.f_globals.get("__name__"),
-                               registry=frame.f_globals.setdefault("__warningregistry__", {}),
-                               module_globals=frame.f_globals)
+        self.moving = True                             # the warning, moved, comes back here once: shown as it is
+        try:
+            warnings.warn_explicit(message, category, target.f_code.co_filename, target.f_lineno,
+                                   module=target.f_globals.get("__name__"),
+                                   registry=target.f_globals.setdefault("__warningregistry__", {}))
+        finally:
+            self.moving = False
+
+
+def _as_python_places(frame, filename, lineno):
+    """The frame `python` would have named for a warning that landed on (filename, lineno), if the doctor's own
+    frames shifted it; None if they did not. Python counts `stacklevel` frames out from the one that warned; under
+    the doctor, a torch call runs through three more: the torch function that dispatched (its frame calling
+    torch.overrides), torch.overrides', and the recorder's. Counted again without those, the same stacklevel lands
+    where it lands under python (a C++ warning from an op lands on the recorder's frame: the caller of the op)."""
+    stack = []
+    while frame is not None:
+        if frame.f_code.co_filename not in (warnings.__file__, __file__) or stack:
+            stack.append(frame)
+        frame = frame.f_back
+    landed = next((i for i, f in enumerate(stack) if f.f_code.co_filename == filename and f.f_lineno == lineno), None)
+    if landed is None:
+        return None
+    extra = [_plumbing(f.f_code.co_filename) or (i > 0 and stack[i - 1].f_code.co_filename == _OVERRIDES)
+             or _hooks_frame(f, stack[i + 1] if i + 1 < len(stack) else None) for i, f in enumerate(stack)]
+    if not any(extra[:landed + 1]):
+        return None
+    level = landed + 1                                 # python's stacklevel, counted on the doctor's stack
+    kept = [f for f, shifted in zip(stack, extra) if not shifted]
+    return kept[min(level, len(kept)) - 1] if kept else None
+
+
+def _hooks_frame(frame, caller) -> bool:
+    """Module._call_impl's `inner`, there only because the doctor's global module hooks are: the module has no
+    hook of its own, and every global one is the doctor's."""
+    if frame.f_code.co_name != "inner" or frame.f_code.co_filename != nn_module.__file__ or caller is None:
+        return False
+    module = caller.f_locals.get("self")
+    own = [getattr(module, a, None) for a in ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks",
+                                              "_forward_pre_hooks")]
+    every = [nn_module._global_backward_pre_hooks, nn_module._global_backward_hooks,
+             nn_module._global_forward_hooks, nn_module._global_forward_pre_hooks]
+    return not any(own) and all(_plumbing(inspect.getsourcefile(h) or "") for hooks in every
+                                for h in hooks.values())
 
 
 def _plumbing(path) -> bool:
