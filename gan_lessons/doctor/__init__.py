@@ -12,7 +12,7 @@ result, never swallows an exception, and if its own bookkeeping fails it adds a 
 
 The package, one module per part: recording.py (what is watched), nodes.py (its record of each node), naming.py
 (names, resolved when needed), checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed; the
-version error in versions.py), report.py (what a diagnosis says, right and wrong fixes), frames.py (the student's
+version error in versions.py, the view errors in views.py), report.py (what a diagnosis says, right and wrong fixes), frames.py (the student's
 frames and warnings), extension.py (`%load_ext gan_lessons`), script.py (`python -m gan_lessons doctor SCRIPT`: a
 whole script under the doctor)."""
 import sys

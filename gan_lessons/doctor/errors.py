@@ -10,18 +10,21 @@ from gan_lessons import graphs
 from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
 from gan_lessons.doctor.recording import _tensors
 from gan_lessons.doctor.versions import VersionErrors
+from gan_lessons.doctor.views import ViewErrors
 from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _CARRIED_WRONG, _FREED_FIXES,
                                        _FREED_WRONG, _LEAF_FIXES, _LEAF_WRONG, _TWICE_FIXES,
                                        _TWICE_WRONG)
 from gan_lessons.i18n import N_, _
 
 
-class Diagnoses(VersionErrors):
+class Diagnoses(VersionErrors, ViewErrors):
     """The doctor's diagnoses (mixed into `doctor`); the version error's in versions.py."""
 
     def diagnose(self, error) -> Diagnosis | None:
         message = str(error)
         self.error_spaces = [tb.tb_frame.f_locals for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
+        if "is being modified inplace" in message:
+            return self._view_error(error)
         if "modified by an inplace operation" in message:
             return self._version_error(error)
         if "backward through the graph a second time" in message:

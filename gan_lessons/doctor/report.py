@@ -29,8 +29,8 @@ class Where:
 
 @dataclass
 class Diagnosis:
-    kind: str                      # "version", "freed", "leaf_inplace", "no_graph", "nonleaf_grad", "suspicious",
-                                   # "information" (wasted work, not a warning); a gradient
+    kind: str                      # "version", "freed", "leaf_inplace", "view_inplace", "no_graph", "nonleaf_grad",
+                                   # "suspicious", "information" (wasted work, not a warning); a gradient
                                    # penalty's: "grad_input", "nonscalar", "constant"
     summary: str
     facts: dict = field(default_factory=dict)
@@ -60,7 +60,8 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),
                "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),
                "passes in .grad": N_("  - passes in .grad: {value}"),
-               "also stepped at": N_("  - also stepped at: {value}")}
+               "also stepped at": N_("  - also stepped at: {value}"), "hook": N_("  - hook: {value}"),
+               "made by": N_("  - made by: {value}")}
 # A fix line and a wrong-fix line, with the lesson that teaches it or without.
 _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{notebook})"),
               ("fix", False): N_("  fix: {fix}"),

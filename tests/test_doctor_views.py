@@ -1,0 +1,87 @@
+"""The view errors, each kind on its own: a write in place into a full backward hook's wrapper (the writing module
+hooked itself, or the module before it), into one of several views one op returned, into a view a custom
+autograd.Function returned, and into a view made under no_grad. Each diagnosis names the view or module, and
+each kind is told apart by the error's own words, not by the case."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from gan_lessons.doctor import DoctorWarning, doctor
+
+
+def diagnose(block, **watched):
+    with pytest.raises(RuntimeError) as caught:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DoctorWarning)
+            with doctor(**watched):
+                block()
+    return caught.value, caught.value.diagnosis
+
+
+def test_the_module_before_an_inplace_activation_carries_the_hook():
+    net = nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(0.2, inplace=True), nn.Linear(4, 1))
+
+    def keep(module, grad_input, grad_output):
+        pass
+    net[0].register_full_backward_hook(keep)               # only the Linear: its output is the wrapper's
+    error, dx = diagnose(lambda: net(torch.randn(3, 4)), net=net)
+    assert "BackwardHookFunction" in str(error) and dx.kind == "view_inplace"
+    assert dx.summary.startswith("net.1 (LeakyReLU(inplace=True)) writes in place into the output of net.0")
+    assert "hook on net.0" in dx.summary and dx.facts["hook"].startswith(
+        "test_the_module_before_an_inplace_activation_carries_the_hook.<locals>.keep, defined at line")
+
+
+def test_a_global_full_backward_hook_wraps_every_module():
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True))
+    handle = torch.nn.modules.module.register_module_full_backward_hook(lambda m, gi, go: None)
+    try:
+        error, dx = diagnose(lambda: net(torch.randn(3, 4)), net=net)
+    finally:
+        handle.remove()
+    assert dx.kind == "view_inplace" and dx.summary.startswith("net.1 (ReLU(inplace=True)) writes in place into its "
+                                                               "input, which a full backward hook on net.1 wrapped")
+
+
+def test_one_of_the_views_split_returned():
+    w = torch.randn(6, 3, requires_grad=True)
+
+    def block():
+        first, second = (w * 2).split(3)
+        second.mul_(0.5)
+    error, dx = diagnose(block)
+    assert "returns multiple views" in str(error)
+    assert dx.summary.startswith("`second` is one of the views a single op returned (split)")
+    assert dx.facts["made by"].startswith("split at line")
+
+
+def test_a_custom_function_that_returns_its_input():
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+    w = torch.randn(3, requires_grad=True)
+
+    def block():
+        y = Identity.apply(w * 1)
+        y.mul_(2)
+    error, dx = diagnose(block)
+    assert "custom Function" in str(error)
+    assert dx.summary.startswith("`y` is what the custom autograd.Function Identity returned")
+
+
+def test_a_view_made_under_no_grad():
+    w = torch.randn(3, 2, requires_grad=True)
+
+    def block():
+        with torch.no_grad():
+            row = w[0]
+        row.add_(1)
+    error, dx = diagnose(block)
+    assert "no_grad mode" in str(error) and "custom Function" not in str(error)
+    assert dx.summary.startswith("`row` is a view made under torch.no_grad() and written in place")
