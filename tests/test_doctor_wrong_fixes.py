@@ -7,7 +7,8 @@ cause as the right fixes are, then runs the wrong fix:
   the one through the D of the forward nor through the stepped D; `.detach()` in G's loss leaves G's gradients None
   and G's weights unchanged by its step (another net's loss: the same, for the net before it);
 - an in-place op on a saved tensor, or on a leaf: `.data` raises nothing and gives a gradient other than the true
-  one, where torch.no_grad() (on the leaf) still raises;
+  one, where torch.no_grad() (on the leaf) still raises; when the values written into the leaf require grad,
+  torch.no_grad() around the write raises nothing and their gradient is lost (what the out-of-place write gives);
 - a freed graph: retain_graph=True trades the error for the version error when a step changes a saved weight in
   between; with no step between it is right (the gradients of a fresh forward) and keeps the saved tensors alive;
 - a tensor carried across passes: retain_graph=True makes each backward reach every earlier pass, and the first
@@ -23,8 +24,8 @@ from torch import nn, optim
 
 from gan_lessons import graphs
 from gan_lessons.doctor import doctor
-from gan_lessons.doctor.report import (_CARRIED_WRONG, _DETACH_WRONG, _FREED_WRONG, _GAN_WRONG, _INPLACE_WRONG,
-                                       _LEAF_WRONG, _STEP_WRONG, _TWICE_WRONG)
+from gan_lessons.doctor.report import (_CARRIED_WRONG, _DETACH_WRONG, _FREED_WRONG, _GAN_WRONG, _GRAD_WRITE_WRONG,
+                                       _INPLACE_WRONG, _LEAF_WRONG, _STEP_WRONG, _TWICE_WRONG)
 
 VERSION_ERROR = "modified by an inplace operation"
 
@@ -200,6 +201,31 @@ def shared_fake(G, D, opt_G, opt_D, retain=False, step=True):
     loss_D = F.softplus(D(x_fake)).mean()
     loss_D.backward()
     return [p.grad.clone() for p in D.parameters()]
+
+
+def test_a_leaf_written_with_values_that_require_grad_names_no_grad_and_no_grad_loses_their_gradient():
+    """Image features merged into a frozen embedding's output that a hook made require grad (a leaf)."""
+    torch.manual_seed(0)
+    visual, rows = nn.Linear(3, 4), torch.tensor([0, 2])
+
+    def merged(how):
+        embeds = torch.randn(5, 4).requires_grad_(True)           # a leaf, as the hook makes it
+        features = visual(torch.randn(2, 3))
+        if how == "in place":
+            embeds.index_copy_(0, rows, features)
+        elif how == "no_grad":
+            with torch.no_grad():
+                embeds.index_copy_(0, rows, features)
+        else:
+            embeds = embeds.index_copy(0, rows, features)
+        visual.zero_grad()
+        embeds.pow(2).sum().backward()
+        return visual.weight.grad
+
+    dx = diagnosis_of(lambda: merged("in place"), visual=visual)
+    says(dx, _GRAD_WRITE_WRONG, not_=_LEAF_WRONG)
+    assert merged("no_grad") is None                                   # raises nothing; the features learn nothing
+    assert merged("out of place").abs().sum() > 0                      # the right fix: their gradient arrives
 
 
 def test_a_freed_graph_names_when_retain_graph_is_right():

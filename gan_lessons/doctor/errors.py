@@ -11,7 +11,8 @@ from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
 from gan_lessons.doctor.recording import _tensors
 from gan_lessons.doctor.versions import VersionErrors
 from gan_lessons.doctor.views import ViewErrors
-from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _CARRIED_WRONG, _FREED_FIXES,
+from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG,
+                                       _CARRIED_WRONG, _FREED_FIXES,
                                        _FREED_WRONG, _LEAF_FIXES, _LEAF_WRONG, _TWICE_FIXES,
                                        _TWICE_WRONG)
 from gan_lessons.i18n import N_, _
@@ -206,23 +207,27 @@ class Diagnoses(VersionErrors, ViewErrors):
         this pass ran again. The variables that line makes now are the ones that carried the old tensor over (a
         decoder's `next_word` kept from the last batch), even once rebound to this pass's value."""
         last = max(shared)                 # made by then: the previous pass's, used by its loss or not
-        edge = {(info.op, info.where.file, info.where.line): info.where for fn in graphs.walk(roots)
-                if (mine := self.nodes.get(fn)) and mine.serial > last
+        def site(info):                    # the op and its lines: the call's, and the one inside the module
+            return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
+                    info.inside.line if info.inside else None)
+        edge = {site(info): info for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > last
                 for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= last and info.where}
-        for (op, file, line), where in edge.items():
+        for key, made in edge.items():
             now = [k for k, v in self.names()[3].items() if (info := self.nodes.get(v.grad_fn)) and info.serial > last
-                   and (info.op, info.where.file if info.where else None, info.where.line if info.where else None) ==
-                   (op, file, line)]
+                   and site(info) == key]
             if now:
                 return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "
-                         "it for this pass").format(where=where, names=", ".join(f"`{k}`" for k in now[:3]))
+                         "it for this pass").format(where=made.place(), names=", ".join(f"`{k}`" for k in now[:3]))
         return None
 
     def _leaf_error(self):
         if self.last_leaf_inplace is None:
             return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, _LEAF_FIXES,
                              _LEAF_WRONG)
-        tensor, op, where = self.last_leaf_inplace
-        return Diagnosis("leaf_inplace", _("{op} on {name}, a leaf that requires grad, while autograd is "
-                                           "recording").format(op=op, name=self._name(tensor)), {"where": where},
-                         _LEAF_FIXES, _LEAF_WRONG)
+        w = self.last_leaf_inplace
+        return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
+                                            "recording") if w.view else
+                                          _("{op} on {name}, a leaf that requires grad, while autograd is "
+                                            "recording")).format(op=w.op, name=self._label(w.leaf)),
+                         {"where": w.where}, *((_GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG) if w.carries_grad else
+                                               (_LEAF_FIXES, _LEAF_WRONG)))

@@ -2,6 +2,9 @@
 import itertools
 from dataclasses import dataclass
 
+from gan_lessons.doctor.frames import _shown
+from gan_lessons.i18n import _
+
 _SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
 
 
@@ -13,6 +16,25 @@ class NodeInfo:
     where: object                # the student's line that made it (a Where; for ops inside a module, its call)
     serial: int                  # the order nodes were made in, across every doctor
     inside: object = None        # for an op inside a module: the student's line in that module's code, if any
+
+    def place(self) -> str:
+        """Where it was made, as a diagnosis says it: the line inside the module's code, called from the line
+        that called the module (or that line alone)."""
+        if self.inside is None or self.where is None:
+            return str(self.where)
+        inside = self.inside if self.inside.file == self.where.file else _("{file}, {where}").format(
+            file=_shown(self.inside.file), where=self.inside)
+        return _("{inside}, called from {where}").format(inside=inside, where=self.where)
+
+
+@dataclass(slots=True)
+class LeafWrite:
+    """The last in-place op on a leaf that requires grad (or on a view of one), seen while autograd records."""
+    leaf: object                 # the leaf tensor
+    op: str                      # "sub_", "index_copy_"
+    where: object                # the student's line (a Where)
+    view: bool                   # written through a view of the leaf
+    carries_grad: bool           # the values written require grad: their gradient must pass through the write
 
 
 class _Nodes:

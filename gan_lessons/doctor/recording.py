@@ -9,7 +9,7 @@ from torch.overrides import TorchFunctionMode
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
 from gan_lessons.doctor.frames import _called_from_user, _user_frame
-from gan_lessons.doctor.nodes import _SERIAL, NodeInfo
+from gan_lessons.doctor.nodes import _SERIAL, LeafWrite, NodeInfo
 from gan_lessons.i18n import N_, _
 
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
@@ -117,8 +117,10 @@ class Recording:
             else:                         # where each parameter was frozen, for a step that then trains nothing
                 self.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
         if target is not None and _is_inplace(name, kwargs):
-            if target.is_leaf and target.requires_grad and torch.is_grad_enabled():
-                self.last_leaf_inplace = (target, name, _user_frame())
+            leaf = target if target.is_leaf else target._base      # a view of a leaf: its base is the leaf
+            if leaf is not None and leaf.is_leaf and leaf.requires_grad and torch.is_grad_enabled():
+                self.last_leaf_inplace = LeafWrite(leaf, name, _user_frame(), leaf is not target, any(
+                    isinstance(a, torch.Tensor) and a.requires_grad for a in (*args[1:], *kwargs.values())))
             alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
             if alias() is target:             # the same live alias, not a new tensor that reused its id
                 # judged at the next backward: harmless unless a graph made before it saved the tensor
@@ -184,7 +186,8 @@ class Recording:
                                      "module": self.stack[-1] if self.stack else None})
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         inside = ...                  # the line inside the module, looked up once a node is new
-        for t in out if isinstance(out, (tuple, list)) else [out]:
+        made = list(out) if isinstance(out, (tuple, list)) else [out]
+        for t in made + ([written] if written is not None else []):   # an in-place op's new node is its target's
             todo = [_grad_fn(t)]
             while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
                 fn = todo.pop()

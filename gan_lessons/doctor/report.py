@@ -89,6 +89,9 @@ _TWICE_FIXES = [(N_("call backward() once per loss: the first call already fille
                     "retain_graph=True to every backward but the last"), "02")]
 _LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
                (N_("or operate out of place: x = x + 1 makes a new, non-leaf tensor"), "01")]
+_GRAD_WRITE_FIXES = [(N_("write out of place (x = x.index_copy(...), x = x + y), or clone() the leaf and write into "
+                          "the clone: the values written require grad, and their gradient must pass through the "
+                          "write"), "03")]
 
 # The tempting wrong fixes, chosen by cause as the fixes above are.
 _STEP_WRONG = [(N_("retain_graph=True: it keeps the graph, but the step changed the weights the graph saved anyway, so "
@@ -109,5 +112,7 @@ _FREED_WRONG = [(N_("retain_graph=True when an optimizer step between the two ba
                  "02")]
 _CARRIED_WRONG = [(N_("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
                       "longer graph each time, and the first optimizer step turns this into the in-place error"), "02")]
+_GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
+                           "gradient is lost, silently"), "04")]
 _TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
                     "doubles"), "01")]

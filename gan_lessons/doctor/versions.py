@@ -5,7 +5,6 @@ shape and version."""
 import dataclasses
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import _shown
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
                                        _INPLACE_WRONG, _STEP_FIXES, _STEP_WRONG)
@@ -33,9 +32,7 @@ class VersionErrors:
         info = self.nodes.get(fn)
         op, module, saved_at = (info.op, info.module, info.where) if info else (s.node, None, None)
         if info is not None and info.inside is not None and info.where is not None:
-            inside = info.inside if info.inside.file == info.where.file else _("{file}, {where}").format(
-                file=_shown(info.inside.file), where=info.inside)
-            saved_at = _("{inside}, called from {where}").format(inside=inside, where=info.where)
+            saved_at = info.place()
         module = self._module_name(module)
         transposed = bool(s.param and s.param.endswith(".T"))
         modifier, rec, stepped = self._modifier(s, info.serial if info else None)
