@@ -225,9 +225,10 @@ class Diagnoses(VersionErrors, ViewErrors):
             return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, _LEAF_FIXES,
                              _LEAF_WRONG)
         w = self.last_leaf_inplace
+        name = self._name(w.leaf) if w.leaf in self.param_names else self._label(w.leaf)   # `model.w` before `p`
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else
                                           _("{op} on {name}, a leaf that requires grad, while autograd is "
-                                            "recording")).format(op=w.op, name=self._label(w.leaf)),
+                                            "recording")).format(op=w.op, name=name),
                          {"where": w.where}, *((_GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG) if w.carries_grad else
                                                (_LEAF_FIXES, _LEAF_WRONG)))

@@ -115,12 +115,14 @@ class Naming:
     def _namespaces(self):
         spaces = list(self.namespaces()) if self.namespaces is not None else \
             [self.frame.f_locals, self.frame.f_globals] if self.frame is not None else []
-        frame, stack = sys._getframe(1), []      # the student's functions running now: their local names
-        while frame is not None:
+        frame, stack, outer = sys._getframe(1), [], []   # the student's functions running now: their local names;
+        while frame is not None:                 # last, the globals of code run inside the block (exec, runpy)
             if _is_user(frame) and not _top_level(frame.f_code):
                 stack.append(frame.f_locals)
+            elif _is_user(frame) and not any(frame.f_globals is space for space in spaces + outer):
+                outer.append(frame.f_globals)
             frame = frame.f_back
-        return spaces + stack + self.error_spaces
+        return spaces + stack + self.error_spaces + outer
 
     @property
     def param_names(self):

@@ -245,11 +245,18 @@ class Recording:
         closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
         missing = [] if closure else [self._known()[1].get(p, "?") for p in params if p.grad is None and p.requires_grad]
         if missing:
+            facts = {"where": _user_frame(), "parameters": missing[:6]}
+            ours = {id(p) for p in params}
+            other = [p for p in (self.backwards[-1]["depth"] if self.backwards else ()) if id(p) not in ours]
+            if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
+                facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
+                                             "{names}").format(count=len(other), where=self.backwards[-1]["where"],
+                                                               names=", ".join(self._label(p) for p in other[:3]))
             self._suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
                                "will not change").format(name=name, missing=len(missing), total=len(params)),
-                             {"where": _user_frame(), "parameters": missing[:6]},
-                             [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts them "
-                                  "off"), "04")])
+                             facts, [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts "
+                                         "them off, and a copy (copy.deepcopy, a write through .data) gives the loss "
+                                         "other leaves than these parameters"), "04")])
         self._check_frozen_step(name, params)
         contributors = self._contributors(params)
         self._check_leftover_gradients(opt, name, contributors, closure)

@@ -61,6 +61,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),
                "passes in .grad": N_("  - passes in .grad: {value}"),
                "also stepped at": N_("  - also stepped at: {value}"), "hook": N_("  - hook: {value}"),
+               "reached instead": N_("  - reached instead: {value}"),
                "made by": N_("  - made by: {value}")}
 # A fix line and a wrong-fix line, with the lesson that teaches it or without.
 _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{notebook})"),

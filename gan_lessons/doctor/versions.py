@@ -3,6 +3,7 @@ place, which forward saved it, which optimizer step or op changed it, and what a
 step. Also when the graph hides what it saved (a compiled module's backward): the one parameter with the error's
 shape and version."""
 import dataclasses
+import math
 
 from gan_lessons import graphs
 from gan_lessons.doctor.naming import _looks_like_gan
@@ -40,7 +41,7 @@ class VersionErrors:
         if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
         variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
-        label = s.param or (f"`{variable}`" if variable else _("a tensor"))
+        label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
         if param is not None and not transposed and s.param and tuple(param.shape) != tuple(s.shape or ()):
@@ -141,6 +142,15 @@ class VersionErrors:
         name = (s.param or "").removesuffix(".T")
         return next((p for p, n in self.param_names.items() if n == name), None)
 
+    def _saved_label(self, s, op, module):
+        """A saved tensor no variable holds, named by the node that saved it: its output (ReLU saves its result),
+        or what it took in."""
+        if s.name == "result":
+            return (_("the output of {op} in {module}") if module else _("the output of {op}")).format(op=op,
+                                                                                                  module=module)
+        return (_("the {name} that {op} in {module} saved") if module else _("the {name} that {op} saved")).format(
+            name=s.name, op=op, module=module)
+
     def _modifier(self, s, saved=None):
         """(what changed the saved tensor, the in-place record or None, whether an optimizer step did: the first
         says so only in words, in the language in use). `saved`: the serial of the node that saved it; a step or
@@ -159,6 +169,8 @@ class VersionErrors:
         else:
             recs = []
         recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
+        recs += [rec for rec in reversed(self.inplace) if rec["version"] == s.version_now and s.shape is not None
+                 and math.prod(rec["shape"]) == math.prod(s.shape) and (saved is None or rec["serial"] >= saved)]
         for rec in recs:
             module = self._module_name(rec["module"])
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
