@@ -146,10 +146,9 @@ class Naming:
         """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,
         `laterals[0]`."""
         params = self.param_names
-        for k, v in self.names()[3].items():
-            if v not in params and tuple(v.shape) == tuple(shape) and v.untyped_storage().data_ptr() == ptr:
-                return k
-        return None
+        held = [(k, v) for k, v in self.names()[3].items() if v not in params and v.untyped_storage().data_ptr() == ptr]
+        return next((k for k, v in held if tuple(v.shape) == tuple(shape)), None) or \
+            next((k for k, v in held if v._base is None), None)      # the whole tensor a saved view is part of
 
     def _variables_made_by(self, serials):
         """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`. A tensor an

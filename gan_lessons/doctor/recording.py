@@ -173,9 +173,11 @@ class Recording:
                 self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
         written, op = _written(name, args, kwargs)
         if written is not None:
+            before = node.next_functions if (node := _grad_fn(written)) is not None else ()
             self.inplace.append({"ptr": written.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
                                  "version": written._version, "shape": tuple(written.shape), "serial": self.serial,
-                                 "module": self.stack[-1] if self.stack else None})  # a module object
+                                 "module": self.stack[-1] if self.stack else None,   # a module object
+                                 "made": self.nodes.get(before[0][0]) if before else None})  # what it held before
         given, self.versions_before = self.versions_before, []     # held no longer than the call
         for t, before in given:
             now = _version(t)

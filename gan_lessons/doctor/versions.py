@@ -4,6 +4,7 @@ step. Also when the graph hides what it saved (a compiled module's backward): th
 shape and version."""
 import dataclasses
 import math
+import re
 
 from gan_lessons import graphs
 from gan_lessons.doctor.naming import _looks_like_gan
@@ -40,13 +41,14 @@ class VersionErrors:
         param, chosen = self._param_of(s), s
         if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
-        variable = None if s.param or rec is None else self._variable(rec["ptr"], s.shape or ())
-        label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module))
+        variable = None if s.param or rec is None else self._variable(rec["ptr"], rec["shape"])   # what was written
+        label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module, rec))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
-        if param is not None and not transposed and s.param and tuple(param.shape) != tuple(s.shape or ()):
+        base = param.shape if param is not None and s.param else rec["shape"] if variable else None
+        if base is not None and not transposed and tuple(base) != tuple(s.shape or ()):
             tensor = _("{label} {base} (saved as a view of shape {shape})").format(
-                label=label, shape=list(s.shape or []), base=list(param.shape))
+                label=label, shape=list(s.shape or []), base=list(base))
         saved_by = ((_("{node} ({op} in {module}) at {where}") if module else _("{node} ({op}) at {where}"))
                     if saved_at is not None else
                     (_("{node} ({op} in {module})") if module else _("{node} ({op})"))).format(
@@ -87,11 +89,13 @@ class VersionErrors:
         that shape and version wrote; else []."""
         if shape is None or versions is None:
             return []
-        opaque = next((fn for fn in graphs.walk(roots) if not graphs.saved_tensors(fn, self.param_names)
-                       and "Backward" in type(fn).__name__ and not hasattr(fn, "variable")
-                       and type(fn).__name__ not in _PLAIN_NODES), None)
-        if opaque is None:
+        hidden = [fn for fn in graphs.walk(roots) if not graphs.saved_tensors(fn, self.param_names)
+                  and "Backward" in type(fn).__name__ and not hasattr(fn, "variable")
+                  and type(fn).__name__ not in _PLAIN_NODES]
+        if not hidden:
             return []
+        opaque = next((fn for fn in hidden if not re.search(r"Backward\d+$", type(fn).__name__)), hidden[0])
+        # a custom Function's or a compiled graph's node (no number after Backward) before torch's own (cat)
         found = [(p, n) for p, n in self.param_names.items()
                  if p._version == versions[0] and tuple(p.shape) in (shape, shape[::-1])]
         found += [(t, n) for n, t in self.names()[3].items()         # a tensor a module or object keeps: a cache
@@ -99,6 +103,9 @@ class VersionErrors:
         if len(found) > 1:             # the one the latest in-place write of that shape and version wrote
             rec = next((r for r in reversed(self.inplace) if (r["version"], r["shape"]) == (versions[0], shape)), None)
             found = [(t, n) for t, n in found if rec is not None and t.untyped_storage().data_ptr() == rec["ptr"]]
+        if not found:                  # a tensor no name holds (a local of a forward): the write the doctor saw
+            rec = next((r for r in reversed(self.inplace) if (r["version"], r["shape"]) == (versions[0], shape)), None)
+            return [(graphs.Saved(type(opaque).__name__, "?", "stale", shape, None, *versions), opaque)] if rec else []
         if len(found) != 1:
             return []
         p, name = found[0]
@@ -142,9 +149,14 @@ class VersionErrors:
         name = (s.param or "").removesuffix(".T")
         return next((p for p, n in self.param_names.items() if n == name), None)
 
-    def _saved_label(self, s, op, module):
-        """A saved tensor no variable holds, named by the node that saved it: its output (ReLU saves its result),
-        or what it took in."""
+    def _saved_label(self, s, op, module, rec=None):
+        """A saved tensor no variable holds, named by the node that made it (the op whose output the in-place write
+        overwrote), or by the node that saved it: its output (ReLU saves its result), or what it took in."""
+        made = rec.get("made") if rec is not None else None
+        if made is not None and tuple(rec["shape"]) == tuple(s.shape or ()):
+            name = self._module_name(made.module)
+            return (_("the output of {op} in {module} at {where}") if name else _("the output of {op} at {where}")
+                    ).format(op=made.op, module=name, where=made.place())
         if s.name == "result":
             return (_("the output of {op} in {module}") if module else _("the output of {op}")).format(op=op,
                                                                                                   module=module)
@@ -171,6 +183,9 @@ class VersionErrors:
         recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
         recs += [rec for rec in reversed(self.inplace) if rec["version"] == s.version_now and s.shape is not None
                  and math.prod(rec["shape"]) == math.prod(s.shape) and (saved is None or rec["serial"] >= saved)]
+        if saved is not None:          # a part of a larger tensor: a write anywhere in it moved the one version counter
+            recs += [rec for rec in reversed(self.inplace) if rec["version"] == s.version_now
+                     and rec["serial"] >= saved and math.prod(rec["shape"]) > math.prod(s.shape or (0,))]
         for rec in recs:
             module = self._module_name(rec["module"])
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
