@@ -61,7 +61,8 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.constants, self.mixed, self.pending_grad = {}, {}, None
         self.frozen_at = {}   # id(parameter): the line that set its requires_grad to False (checks.py)
         self.foreign = []     # D steps whose backward ran on into another net: judged at that net's step (checks.py)
-        self.no_grad_forwards = deque(maxlen=20)   # (module, line) of trainable modules run with gradients off
+        self.no_grad_forwards = deque(maxlen=20)   # (module, line, its caller's line) of trainable modules run with
+                                                   # gradients off
         self.off = set()      # ids of those modules while their forward runs
         self.in_step = False  # inside an optimizer's step() (without a closure): its ops are not recorded
         self.versions_before = []   # (tensor, version) of the arguments of the call being recorded

@@ -72,6 +72,17 @@ class Checks:
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
                                  name=name, stale=stale[0]["where"], own=own["where"]), {"where": _user_frame()},
                              [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")])
+        modes = [b for b in contributors if b["modes"]]         # a whole pass in eval mode, another in train
+        evaluated = next((b for b in modes if b["modes"] == {False}), None)   # mode (not a frozen part in eval
+        trained = next((b for b in modes if True in b["modes"]), None)        # mode in every pass: accumulation)
+        if evaluated is not None and trained is not None:
+            self._suspicious(_("{name}.step() adds up gradients from a backward through modules in eval mode (the "
+                               "backward at {evaluated}: a validation pass?) and one through modules in train mode "
+                               "(the backward at {trained}): the step trains on both").format(
+                                 name=name, evaluated=evaluated["where"], trained=trained["where"]),
+                             {"where": _user_frame()},
+                             [(N_("no backward in the validation pass (run it under torch.no_grad()), or call "
+                                  "zero_grad() after it"), "04")], key="eval and train gradients")
         mine = [b for b in contributors if id(opt) in b["used_by"]]
         if mine and not closure:
             where = _user_frame()

@@ -101,17 +101,19 @@ class Diagnoses(VersionErrors, ViewErrors):
                                                label=label), facts,
                              [(N_("set requires_grad=True on the parameters this loss should train (or leave them "
                                   "out of any freezing loop)"), "09")])
-        module, where = next(((m(), w) for m, w in reversed(self.no_grad_forwards) if m() is not None), (None, None))
+        module, where, caller = next(((m(), w, c) for m, w, c in reversed(self.no_grad_forwards) if m() is not None),
+                                     (None, None, None))
         if module is not None:
-            facts["where"] = where
+            facts["where"] = (_("{inside}, called from {where}").format(inside=where, where=caller)
+                              if caller is not None and caller != where else where)
             return Diagnosis("no_graph", _("{label} has no graph: {module}, which has parameters that require grad, "
                                            "ran its forward with gradients off (inside torch.no_grad(), or inside "
                                            "torch.utils.checkpoint's reentrant variant, whose output requires grad "
                                            "only if one of its inputs does)").format(
                                                label=label, module=self._module_name(module)), facts,
-                             [(N_("checkpoint with use_reentrant=False, or make the checkpointed block's input require "
-                                  "grad (transformers: model.enable_input_require_grads())"), None),
-                              (N_("run the forward this loss trains outside torch.no_grad()"), "04")])
+                             [(N_("run the forward this loss trains outside torch.no_grad()"), "04"),
+                              (N_("checkpoint with use_reentrant=False, or make the checkpointed block's input require "
+                                  "grad (transformers: model.enable_input_require_grads())"), None)])
         return Diagnosis("no_graph", _("{label} has no graph: it was computed from tensors autograd does not track "
                                        "(a detach(), .data, a number from .item() made a tensor again, or a tensor "
                                        "made with torch.tensor(...))").format(label=label), facts,

@@ -16,6 +16,7 @@ class NodeInfo:
     where: object                # the student's line that made it (a Where; for ops inside a module, its call)
     serial: int                  # the order nodes were made in, across every doctor
     inside: object = None        # for an op inside a module: the student's line in that module's code, if any
+    training: object = None      # that module's .training then (False: after model.eval()); None outside modules
 
     def place(self) -> str:
         """Where it was made, as a diagnosis says it: the line inside the module's code, called from the line

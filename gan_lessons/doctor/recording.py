@@ -140,7 +140,13 @@ class Recording:
                              [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
 
     def _serials(self, roots):
-        return {info.serial for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+        """The serials of the graph's nodes the doctor saw made; the modes (train, eval) of the modules that made
+        them are kept in self.modes."""
+        infos = [info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))]
+        weighted = {}                      # a loss module (no parameters) keeps its train mode: not counted
+        self.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
+            id(info.module), next(info.module.parameters(), None) is not None)}
+        return {info.serial for info in infos}
 
     def _record_backward(self, roots, retain, inputs):
         """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
@@ -159,7 +165,7 @@ class Recording:
         # weak roots and node serials: a record must not keep a retained or unused graph alive
         self.backwards.append({"roots": [weakref.ref(t) for t in roots], "root_ids": {id(t) for t in roots},
                                "where": _user_frame(), "retain": bool(retain),
-                               "nodes": nodes, "depth": depth, "used_by": set(),
+                               "nodes": nodes, "depth": depth, "used_by": set(), "modes": self.modes,
                                "fresh": {p for p in depth if p.grad is None
                                          or self.zeroed.get(id(p.grad)) == p.grad._version}})
         return leaves
@@ -205,7 +211,7 @@ class Recording:
                                               self.serial)      # unseen: where it ran is not known
                     todo.extend(f for f, _ in fn.next_functions)
                     continue
-                self.nodes[fn] = NodeInfo(name, module, where, self.serial, inside)
+                self.nodes[fn] = NodeInfo(name, module, where, self.serial, inside, getattr(module, "training", None))
                 todo.extend(f for f, _ in fn.next_functions)
         if self.constants or name == "grad":     # empty until an autograd.grad without create_graph: no cost before
             self._follow_constants(name, args, kwargs, out)
@@ -220,7 +226,7 @@ class Recording:
                 and any(p.requires_grad for p in module.parameters()):
             # the outermost trainable module run with gradients off (no_grad, a reentrant checkpoint's first
             # forward): its output has no graph, which is what a loss without a grad_fn is then made of
-            self.no_grad_forwards.append((weakref.ref(module), _user_frame()))
+            self.no_grad_forwards.append((weakref.ref(module), _user_frame(), _user_frame(nth=2)))
             self.off.add(id(module))
         self.seen_modules.add(module)
         self.stack.append(module)
