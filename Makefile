@@ -122,7 +122,7 @@ check-colab: dot
 		tests/test_widgets.py tests/test_doctor.py tests/test_doctor_cases.py tests/test_doctor_script.py
 
 # The GPU run (README, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
-# dot, MNIST). On the lent GPU machine, which reaches no index: one part at a time, each under 9 minutes on an H100.
+# dot, MNIST). On a GPU machine that reaches no package index: one part at a time, each under 9 minutes on an H100.
 # gpu-smoke runs the three parts tiny on this CPU, in a fresh environment, from a carry folder for this Python.
 GPU_CARRY ?= .gpu-carry
 gpu-carry: setup

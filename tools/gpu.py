@@ -1,14 +1,14 @@
 """The GPU run, prepared here and run there.
 
-A lent GPU machine has Python 3.12, torch, torchvision, matplotlib, tqdm, numpy and pytest, and reaches no package
-index. Everything else the run needs travels in one git-ignored folder, the carry folder:
+The GPU machine this is made for has Python 3.12, torch, torchvision, matplotlib, tqdm, numpy and pytest, and
+reaches no package index. Everything else the run needs travels in one git-ignored folder, the carry folder:
 
     python tools/gpu.py carry [--dir .gpu-carry] [--python-version 3.12]
         wheels of the notebook stack (no torch), graphviz's `dot` from Debian's packages with its libraries, and the
         MNIST IDX files (gzipped); prints its size.
     python3 tools/gpu.py run {train,bench,notebooks} [--carry .gpu-carry] [--results DIR] [--smoke]
         on the GPU machine: installs what is missing from the carry folder (no index), then runs the part and writes
-        what it measures into DIR ($OUT when the device tool runs it, else gpu-results/); one summary line at the end.
+        what it measures into DIR ($OUT when it is set, else gpu-results/); one summary line at the end.
     python tools/gpu.py smoke
         the three parts with tiny sizes on this CPU, in a fresh virtual environment that holds only what the GPU
         machine holds, everything else installed from a carry folder made for this Python.
@@ -31,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 STACK = ["nbval", "nbclient", "nbformat", "ipykernel", "jupyter_client", "ipython", "ipywidgets", "graphviz",
          "setuptools"]
 NO_DEPS = ["torchviz"]
-# What the GPU machine already has (its page in the device tool); `smoke` gives its environment only these.
+# What the GPU machine already has; `smoke` gives its environment only these.
 GPU_HAS = ["torch", "torchvision", "matplotlib", "tqdm", "numpy", "pytest"]
 # graphviz's dot and the libraries it loads, from Debian's packages; plugins kept: layout and svg/png-free output.
 DEBS = ["graphviz", "libgvc6", "libcgraph6", "libcdt5", "libpathplan4", "libltdl7", "libexpat1", "zlib1g"]
 PLUGINS = ("libgvplugin_core", "libgvplugin_dot_layout")
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64"]
-LIMIT = 64 * 2**20              # the device tool carries at most 64 MiB, the working tree included
+LIMIT = 64 * 2**20              # what travels to the GPU machine: at most 64 MiB, the working tree included
 PARTS = ("train", "bench", "notebooks")
 
 
@@ -123,7 +123,7 @@ def carry(folder: Path, python_version: str, need_dot: bool = True) -> Path:
     print(f"gpu-carry: {folder} holds {total / 2**20:.1f} MiB (limit {LIMIT / 2**20:.0f} MiB with the working tree), "
           f"made in {time.perf_counter() - t0:.0f} s")
     if total > LIMIT:
-        raise SystemExit(f"gpu-carry: {folder} is over {LIMIT / 2**20:.0f} MiB: the device tool would refuse it")
+        raise SystemExit(f"gpu-carry: {folder} is over {LIMIT / 2**20:.0f} MiB: too large to carry")
     return folder
 
 
