@@ -721,3 +721,37 @@ def test_a_loss_from_plain_tensors_with_no_module_is_not_called_frozen():
             loss = (x * 2).sum()
             loss.backward()
     assert "frozen" not in raised.value.diagnosis.summary, raised.value.diagnosis.text()
+
+
+def test_parameters_another_optimizer_trains_or_no_forward_uses_are_not_warned_about():
+    """InfoGAN's shape: D's optimizer holds D's heads, which only the info loss reaches, through its own optimizer;
+    and SGAN's: an embedding G owns but never calls. Neither is a training bug; a head cut off by detach still is."""
+    torch.manual_seed(0)
+    body, adv, aux = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 2)
+    unused = nn.Embedding(3, 4)
+    G = nn.ModuleDict({"net": nn.Linear(4, 4), "label_emb": unused})
+    opt_D = optim.Adam([*body.parameters(), *adv.parameters(), *aux.parameters()])
+    opt_info = optim.Adam([*G["net"].parameters(), *aux.parameters(), *body.parameters()])
+    opt_G = optim.Adam(G.parameters())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(body=body, adv=adv, aux=aux, G=G, opt_D=opt_D, opt_info=opt_info, opt_G=opt_G):
+            for _ in range(2):
+                x_fake = G["net"](torch.randn(5, 4))
+                opt_G.zero_grad()
+                adv(body(x_fake)).mean().backward()
+                opt_G.step()                             # label_emb: no .grad, never called
+                opt_D.zero_grad()
+                adv(body(x_fake.detach())).mean().backward()
+                opt_D.step()                             # aux: no .grad, the info optimizer's
+                opt_info.zero_grad()
+                aux(body(G["net"](torch.randn(5, 4)))).pow(2).mean().backward()
+                opt_info.step()
+            opt_D.zero_grad()
+            h = body(x_fake.detach())
+            (adv(h).detach().mean() + h.mean()).backward()   # adv, D's alone, cut off from the loss
+            opt_D.step()  # cut-off
+    messages = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert [m for m in messages if "have no .grad" in m] == [next(m for m in messages if "have no .grad" in m)]
+    assert "adv.weight" in next(m for m in messages if "have no .grad" in m)
+    assert all("label_emb" not in m and "aux." not in m for m in messages), messages

@@ -48,6 +48,7 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         # extension passes the notebook's); by default the frame that entered the doctor
         self.namespaces, self.frame = namespaces, None
         self.seen_modules, self.seen_optimizers = weakref.WeakSet(), weakref.WeakSet()
+        self.optimizer_objects = weakref.WeakValueDictionary()   # id: every optimizer names() found (naming.py)
         self._names, self._names_key, self.error_spaces = None, None, []
         self.nodes = _Nodes()
         # bounded: a long training loop under the doctor must not keep every old graph alive

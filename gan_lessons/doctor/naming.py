@@ -94,6 +94,7 @@ class Naming:
                 add_module(n, o)
             elif isinstance(o, torch.optim.Optimizer):
                 optimizers.setdefault(id(o), n)
+                self.optimizer_objects[id(o)] = o        # every optimizer in sight, stepped yet or not
             elif isinstance(o, torch.Tensor) and self.named.get(n) is o:
                 params.setdefault(o, n)
             elif isinstance(o, torch.Tensor):
@@ -135,6 +136,17 @@ class Naming:
         if key != getattr(self, "_known_key", None):
             self._known_names, self._known_key = self.names(), key
         return self._known_names
+
+    def _untrained(self, opt, missing):
+        """Of the parameters with no .grad at this step, those no other optimizer in sight holds (InfoGAN's heads: D's
+        loss leaves them to the info optimizer) and whose module ran a forward (an embedding never called is unused,
+        not cut off)."""
+        self._known()
+        others = {id(q) for o in list(self.optimizer_objects.values()) + list(self.seen_optimizers) if o is not opt
+                  for g in o.param_groups for q in g["params"]}
+        modules = self._known()[0]
+        unused = {id(p) for m in modules if m not in self.seen_modules for p in m.parameters(recurse=False)}
+        return [p for p in missing if id(p) not in others and id(p) not in unused]
 
     def _module_name(self, module):
         return None if module is None else self.names()[0].get(module, type(module).__name__)

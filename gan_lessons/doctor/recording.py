@@ -251,7 +251,10 @@ class Recording:
         params = [p for g in opt.param_groups for p in g["params"]]
         # LBFGS and friends: the closure computes the gradients inside step()
         closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
-        missing = [] if closure else [self._known()[1].get(p, "?") for p in params if p.grad is None and p.requires_grad]
+        missing = [] if closure else [p for p in params if p.grad is None and p.requires_grad]
+        if missing and len(missing) < len(params):      # some: not those another optimizer trains, or no forward used
+            missing = self._untrained(opt, missing)
+        missing = [self._known()[1].get(p, "?") for p in missing]
         if missing:
             facts = {"where": _user_frame(), "parameters": missing[:6]}
             ours = {id(p) for p in params}
