@@ -135,3 +135,19 @@ def test_wgan_gp_comparison_is_its_results_file_rendered():
     same_time = [c for c in default["curve"] if c["epoch"] == 3][0], wgan_gp["curve"][-1]
     assert abs(same_time[0]["train_seconds"] - same_time[1]["train_seconds"]) < 5          # "the same 229 s"
     assert f"scored\nMNIST-FID {same_time[0]['mnist_fid']:.1f}" in README and f"scored {same_time[1]['mnist_fid']:.1f}" in README
+
+
+def test_doctor_on_public_repositories_matches_its_results_files():
+    said = " ".join(README.split())
+    for name in ("PyTorch-GAN", "examples"):
+        r = json.loads((ROOT / f"benchmarks/results/2026-11-27_doctor_real_{name}.json").read_text())
+        s = r["summary"]
+        source, commit = r["source"].split(" @ ")
+        assert (f"{source.removeprefix('https://github.com/')} at {commit[:7]}: {s['scripts']} scripts, "
+                f"{s['identical']} behaving identically ({s['ran_to_the_end']} ran to the end, "
+                f"{len(s['failed_alike'])} failed the same way in both runs), {s['warnings_on_scripts_that_ran']} "
+                f"warnings on the scripts that ran, a median whole-command ratio of {s['median_wall_ratio']}x; of the "
+                f"injected bugs, {s['injected_that_raise_named']} of the {s['injected_that_raise']} that raise and "
+                f"{s['injected_silent_named']} of the {s['injected_silent_that_change_the_weights']} silent ones that "
+                f"change the final weights are named") in said, name
+        assert all(f"`{d.split('/')[-1]}`" in said for d in s["different"])
