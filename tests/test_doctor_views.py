@@ -2,22 +2,10 @@
 hooked itself, or the module before it), into one of several views one op returned, into a view a custom
 autograd.Function returned, and into a view made under no_grad. Each diagnosis names the view or module, and
 each kind is told apart by the error's own words, not by the case."""
-import warnings
-
-import pytest
 import torch
 import torch.nn as nn
 
-from gan_lessons.doctor import DoctorWarning, doctor
-
-
-def diagnose(block, **watched):
-    with pytest.raises(RuntimeError) as caught:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DoctorWarning)
-            with doctor(**watched):
-                block()
-    return caught.value, caught.value.diagnosis
+from test_doctor import diagnose      # the doctor's diagnosis of the error a block raises
 
 
 def test_the_module_before_an_inplace_activation_carries_the_hook():

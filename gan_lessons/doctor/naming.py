@@ -141,7 +141,6 @@ class Naming:
         """Of the parameters with no .grad at this step, those no other optimizer in sight holds (InfoGAN's heads: D's
         loss leaves them to the info optimizer) and whose module ran a forward (an embedding never called is unused,
         not cut off)."""
-        self._known()
         others = {id(q) for o in list(self.optimizer_objects.values()) + list(self.seen_optimizers) if o is not opt
                   for g in o.param_groups for q in g["params"]}
         modules = self._known()[0]
