@@ -1,4 +1,5 @@
 """The autograd doctor on real broken code: names, operations and line numbers are checked."""
+import contextlib
 import itertools
 import warnings
 from pathlib import Path
@@ -282,6 +283,29 @@ def test_failed_bookkeeping_leaves_a_note_and_the_code_runs(monkeypatch, capsys)
     assert y.item() == expected
     assert any("bookkeeping failed" in note for note in doc.notes)
     assert "autograd doctor note:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hook", ["_pre_forward", "_post_forward", "_pre_step", "_post_step"])
+def test_a_failing_hook_leaves_a_note_and_training_runs_as_without_the_doctor(monkeypatch, hook):
+    def train(watched):
+        torch.manual_seed(0)
+        net = nn.Linear(3, 1)
+        opt = optim.SGD(net.parameters(), lr=0.1)
+        with doctor(net=net, opt=opt) if watched else contextlib.nullcontext() as doc:
+            for _ in range(3):
+                opt.zero_grad()
+                net(torch.ones(4, 3)).pow(2).mean().backward()
+                opt.step()
+        return net.weight.detach().clone(), doc
+    plain, _ = train(False)
+
+    def broken(*args, **kwargs):
+        raise KeyError("bookkeeping bug")
+    monkeypatch.setattr(doctor, hook, broken)
+    watched, doc = train(True)
+    assert torch.equal(plain, watched)
+    assert any(f"bookkeeping failed in {hook.strip('_')}" in note for note in doc.notes)
+    assert not doc.paused and torch.overrides._get_current_function_mode() is None   # nothing left behind
 
 
 def test_long_loops_keep_bounded_records():

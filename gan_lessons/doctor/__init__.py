@@ -65,24 +65,29 @@ class doctor(Recording, Naming, Checks, Diagnoses):
         self.no_grad_forwards = deque(maxlen=20)   # (module, line, its caller's line) of trainable modules run with
                                                    # gradients off
         self.off = set()      # ids of those modules while their forward runs
-        self.in_step = False  # inside an optimizer's step() (without a closure): its ops are not recorded
+        # inside an optimizer's step() (without a closure) its ops are not recorded: the recorder is off torch's
+        # mode stack (paused), or skips them (in_step)
+        self.paused, self.in_step = False, False
         self.versions_before = []   # (tensor, version) of the arguments of the call being recorded
 
     def __enter__(self):
         if self.namespaces is None:
             self.frame = sys._getframe(1)
-        self.handles = [nn_module.register_module_forward_pre_hook(self._pre_forward),
-                        nn_module.register_module_forward_hook(self._post_forward),
-                        register_optimizer_step_pre_hook(self._pre_step),
-                        register_optimizer_step_post_hook(self._post_step)]
+        self.handles = [nn_module.register_module_forward_pre_hook(self._guarded("_pre_forward")),
+                        nn_module.register_module_forward_hook(self._guarded("_post_forward")),
+                        register_optimizer_step_pre_hook(self._guarded("_pre_step")),
+                        register_optimizer_step_post_hook(self._guarded("_post_step"))]
         self.warnings = _WarningsAsPython().__enter__()
         self.mode = _Recorder(self)
         self.mode.__enter__()
         return self
 
     def __exit__(self, kind, error, tb):
-        self.in_step, self.versions_before = False, []
-        self.mode.__exit__(None, None, None)
+        self.versions_before, self.in_step = [], False
+        if self.paused:                   # left inside a step that raised: the recorder is off the stack already
+            self.paused = False
+        else:
+            self.mode.__exit__(None, None, None)
         self.warnings.__exit__(None, None, None)
         for h in self.handles:
             h.remove()
@@ -91,6 +96,21 @@ class doctor(Recording, Naming, Checks, Diagnoses):
             self.attach(error)
         self.frame, self.error_spaces = None, []
         return False                      # never swallow
+
+    def _guarded(self, name):
+        """The module or optimizer hook of that name, whose own failure becomes a note: it must never break the
+        student's code."""
+        hook = getattr(self, name)
+
+        def run(*args):
+            try:
+                hook(*args)
+            except Exception as error:
+                self.notes.append(_("doctor bookkeeping failed in {hook}: {error}").format(
+                    hook=name.strip("_"), error=repr(error)))
+                if name == "_post_step":
+                    self._resume()
+        return run
 
     def attach(self, error):
         try:

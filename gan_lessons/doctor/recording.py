@@ -5,6 +5,8 @@ import weakref
 import torch
 from torch.autograd.function import BackwardCFunction
 from torch.overrides import TorchFunctionMode
+from torch.overrides import _get_current_function_mode as _current_mode
+from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
@@ -12,16 +14,24 @@ from gan_lessons.doctor.frames import _called_from_user, _user_frame
 from gan_lessons.doctor.nodes import _SERIAL, LeafWrite, NodeInfo
 from gan_lessons.i18n import N_, _
 
+# attribute reads and writes that cannot matter to a diagnosis: passed straight through (zero_grad alone reads and
+# sets .grad of every parameter; module calls read grad_fn)
+_QUIET_GETS = frozenset({"grad_fn", "_version", "is_leaf", "requires_grad", "shape", "dtype", "device", "_base",
+                         "retains_grad", "is_cuda", "layout", "ndim", "names"})
+_QUIET_CALLS = frozenset({"_record_function_enter_new", "_record_function_exit._RecordFunction", "dim", "size",
+                          "numel", "is_floating_point", "is_complex", "data_ptr", "untyped_storage", "stride",
+                          "get_device", "__len__", "__format__", "__repr__", "__hash__", "__bool__"})
 _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
 
 
-def _compiling() -> bool:
-    """Is torch.compile tracing right now? (torch.compiler.is_compiling from 2.3; torch._dynamo's before.)"""
-    check = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    if check is None:
-        from torch import _dynamo
-        check = _dynamo.is_compiling
-    return check()
+def _dynamo_compiling() -> bool:
+    from torch import _dynamo
+    return _dynamo.is_compiling()
+
+
+# is torch.compile tracing right now? Looked up once, for it runs at every torch call in the block
+# (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before)
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _dynamo_compiling
 
 
 def _is_inplace(name, kwargs) -> bool:
@@ -76,10 +86,14 @@ class _Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.doc.in_step and getattr(func, "__name__", "") != "backward" or _compiling():
-            return func(*args, **kwargs)  # an optimizer's own ops, or torch.compile tracing: nothing to record
-        self.doc.in_step = False          # (a backward: a step that raised never reached its post-hook)
         name = getattr(func, "__name__", "")
+        if name == "__get__" or name == "__set__":
+            attr = getattr(getattr(func, "__self__", None), "__name__", "")
+            if attr in _QUIET_GETS if name == "__get__" else attr != "requires_grad":
+                return func(*args, **kwargs)    # reads and writes that cannot matter to a diagnosis
+        if self.doc.in_step and name != "backward" or name in _QUIET_CALLS or _compiling():
+            return func(*args, **kwargs)  # an optimizer's own ops, torch.compile tracing: nothing to record
+        self.doc.in_step = False          # (a backward: a step that raised never reached its post-hook)
         try:
             self.doc._before(func, name, args, kwargs)
         except Exception as error:  # bookkeeping must never break the student's code
@@ -138,6 +152,22 @@ class Recording:
                                "sigmoid"),
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
                              [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
+
+    def _pause(self):
+        """Stop recording for an optimizer's step: its ops are not the student's. The recorder leaves torch's mode
+        stack (cheaper than skipping a hundred ops one by one); where it is not on top (a mode the student entered
+        inside the block, a step run from a backward hook) it stays and skips them."""
+        if not self.paused and _current_mode() is self.mode:
+            _pop_mode()
+            self.paused = True
+        else:
+            self.in_step = True
+
+    def _resume(self):
+        self.in_step = False
+        if self.paused:
+            _push_mode(self.mode)
+            self.paused = False
 
     def _serials(self, roots):
         """The serials of the graph's nodes the doctor saw made; the modes (train, eval) of the modules that made
@@ -217,7 +247,7 @@ class Recording:
             self._follow_constants(name, args, kwargs, out)
 
     def _pre_forward(self, module, args):
-        self.in_step = False              # a step that raised never reached its post-hook
+        self._resume()                    # a step that raised never reached its post-hook
         if _compiling():
             return
         # ops inside a module are attributed to the student's line that called the outermost module
@@ -246,6 +276,7 @@ class Recording:
                         self.nodes[fn] = NodeInfo("compiled forward", module, where, self.serial)
 
     def _pre_step(self, opt, args, kwargs):
+        self._pause()                     # the doctor's own reads below are not recorded either
         self.seen_optimizers.add(opt)
         name = self._optimizer_name(opt)
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -273,15 +304,17 @@ class Recording:
         self._check_leftover_gradients(opt, name, contributors, closure)
         self._judge_foreign_gradients(name, params, contributors)
         self._check_foreign_gradients(name, params, contributors)
-        self.in_step = not closure        # the step's own ops are not the student's: skipped until its post-hook
+        if closure:                       # else the step's own ops are not the student's: not seen until its
+            self._resume()                # post-hook
 
     def _post_step(self, opt, args, kwargs):
-        self.in_step = False
+        self._pause()                     # (with a closure: recording until here)
         params = [p for g in opt.param_groups for p in g["params"]]
         for b in self._contributors(params):
             b["used_by"].add(id(opt))
         self.steps.append({"optimizer": opt, "where": _user_frame(), "params": params,
                            "versions": [p._version for p in params], "serial": self.serial})
+        self._resume()
 
     def _contributors(self, params):
         """The backward passes whose gradients the parameters' .grad holds now: walking back from the latest,
