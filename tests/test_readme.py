@@ -76,14 +76,14 @@ def test_no_tanh_figures_match_its_record():
 
 
 def test_doctor_cost_table_matches_its_results_file():
-    o = json.loads((ROOT / "benchmarks/results/2026-11-23_doctor_cpu.json").read_text())
+    o = json.loads((ROOT / "benchmarks/results/2026-11-27_doctor_cpu.json").read_text())
     for r in o["strategies"]:
         row = (f"| `{r['strategy']}` | {r['ms_per_step_plain']} | {r['ms_per_step_doctor']} | {r['time_ratio']} | "
                f"{r['peak_rss_mib_plain']} | {r['peak_rss_mib_doctor']} | {r['rss_ratio']} |")
         assert row in README, row
     assert f"at worst {o['worst_time_ratio']}x the time" in README
     assert f"at worst {o['worst_rss_ratio']}x the peak memory" in README
-    assert o["worst_time_ratio"] <= 1.5 and o["worst_rss_ratio"] <= 1.5      # the bounds, as measured
+    assert o["worst_time_ratio"] <= 1.3 and o["worst_rss_ratio"] <= 1.5      # the bounds set for it, as measured
 
 
 def test_doctor_mlp_cost_sentence_matches_its_results_file():

@@ -45,10 +45,16 @@ def _user_frame(depth=1, nth=1):
     return None
 
 
+_USER_FILES = {}    # file name: is it the student's? (asked for a dozen frames at every op the doctor records)
+
+
 def _is_user(frame) -> bool:
     name = frame.f_code.co_filename
-    return not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) and "contextlib" not in name \
-        and name != _RUNPY
+    user = _USER_FILES.get(name)
+    if user is None:
+        user = _USER_FILES[name] = not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) \
+            and "contextlib" not in name and name != _RUNPY
+    return user
 
 
 def _frames(tb):
