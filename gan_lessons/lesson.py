@@ -220,7 +220,7 @@ def not_solved(name: str, what: str, where: str = "") -> None:
 def hidden(encoded: str, namespace=None, local=None) -> str:
     """check()'s `why=` feedback as a student copy carries it, out of sight until the cell prints it.
 
-    tools/student.py replaces `why=<expression>` with `why=hidden("<base64 of the expression's source>",
+    A release (gan_lessons.release) replaces `why=<expression>` with `why=hidden("<base64 of the expression's source>",
     globals(), locals())`; this decodes the source and evaluates it in the cell's namespace, so a plain string
     and an f-string naming the cell's variables give the same text as in the answered lesson."""
     source = base64.b64decode(encoded.encode("ascii")).decode("utf-8")

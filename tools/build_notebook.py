@@ -13,7 +13,11 @@ which the notebook carries: lesson 06 opens on a GPU runtime in Colab.
     python tools/build_notebook.py --check [SRC...]        fail if a committed notebook differs from its source
     python tools/build_notebook.py --export NB.ipynb...    write a notebook's source (for a notebook made elsewhere)
 
-A notebook cell keeps its id when its source is unchanged, so a rebuilt notebook's diff shows only what changed."""
+A notebook cell keeps its id when its source is unchanged, so a rebuilt notebook's diff shows only what changed.
+
+nbgrader's metadata comes from the source too (gan_lessons.release.grading_metadata): a code cell holding
+`### BEGIN SOLUTION` is an autograded answer, a code cell tagged `test` (the checker's call and an `assert`) is a
+locked test cell worth one point, named after its checker."""
 import argparse
 import difflib
 import sys
@@ -24,6 +28,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from gan_lessons.lesson import SETUP_CELLS  # noqa: E402
+from gan_lessons.release import add_grading  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "src"
@@ -98,14 +103,14 @@ def notebook_metadata(source: Path) -> dict:
 
 
 def key(cell) -> tuple:
-    """What must agree between a notebook cell and its source: type, text, tags, reveals."""
+    """What must agree between a notebook cell and its source: type, text, tags, reveals, nbgrader's metadata."""
     return (cell.cell_type, cell.source, tuple(cell.metadata.get("tags", [])),
-            tuple(cell.metadata.get("reveals", [])))
+            tuple(cell.metadata.get("reveals", [])), tuple(sorted(cell.metadata.get("nbgrader", {}).items())))
 
 
 def differences(source: Path, notebook: Path) -> list:
     """One line per cell where the committed notebook and its source disagree (empty when they match)."""
-    want = [key(c) for c in cells(source)]
+    want = [key(c) for c in assemble(source).cells]
     have = [key(c) for c in nbformat.read(notebook, as_version=4).cells]
     lines = []
     for op, a0, a1, b0, b1 in difflib.SequenceMatcher(None, have, want, autojunk=False).get_opcodes():
@@ -140,7 +145,7 @@ def assemble(source: Path, old=None, keep_outputs=False):
             nb.metadata["widgets"] = old.metadata["widgets"]
         if keep_outputs and "language_info" in old.metadata:
             nb.metadata["language_info"] = old.metadata["language_info"]
-    return add_slides(nb)
+    return add_grading(add_slides(nb))
 
 
 def execute(nb, where: Path):

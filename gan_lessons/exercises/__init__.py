@@ -1,10 +1,13 @@
 """Build-or-fix exercises: the student writes or fixes a function, and a checker runs it and says what is still
 wrong. One plain function per exercise. Each prints one "✓ ..." line when the answer is right, otherwise one
-line per remaining problem (what is wrong, and a hint), and returns True or False. Feedback, not an assert:
-an exercise left as `...` prints "not solved yet", so "Run All" goes on.
+line per remaining problem (what is wrong, and a hint), and returns True or False; it never raises: an exercise
+left as `...` or as nbgrader's stub prints "not solved yet". A lesson's test cell (nbgrader's autograder test)
+asserts on that verdict:
 
     my_answer = sgd_step  # SOLUTION: point this at your function
-    exercises.check_sgd_step(my_answer)
+
+    solved = exercises.check_sgd_step(my_answer)     # the next cell, locked
+    assert solved, "sgd_step: not solved yet, or not right: ..."
 
 One module per lesson (lesson01 ... lesson10) holds that lesson's checkers and the reference answers they compare
 with; feedback holds what they share: the wording of the feedback lines, the autograd hints, and recorded_steps,

@@ -331,8 +331,6 @@ claim("two backward passes into one .grad give the gradient of the summed loss",
 # wrong.
 
 # %%
-from gan_lessons import exercises
-
 def sgd_step(params, lr):
     """SGD's update of every parameter that has a gradient, legal on leaves; then its .grad cleared."""
     ### BEGIN SOLUTION
@@ -345,8 +343,11 @@ def sgd_step(params, lr):
     ### END SOLUTION
 
 my_answer = sgd_step  # SOLUTION: point this at your sgd_step (no parentheses)
-solved = exercises.check_sgd_step(my_answer)
 
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_sgd_step(my_answer)
+assert solved, "sgd_step: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # ### Build it: DCGAN's weight initialisation
@@ -378,7 +379,11 @@ def init_weights(m):
     ### END SOLUTION
 
 my_answer = init_weights  # SOLUTION: point this at your init_weights (no parentheses)
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_init(my_answer)
+assert solved, "init: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # Both halves of that, checked: the one-liner raises on a fresh `Linear`, and

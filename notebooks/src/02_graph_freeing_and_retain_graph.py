@@ -385,8 +385,6 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 # calls that keep their graph, and names what is still wrong.
 
 # %%
-from gan_lessons import exercises
-
 def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
     """One step of seed 004's loop: l2 trains model2, l1 trains model1, and nothing is computed or kept in vain."""
     ### BEGIN SOLUTION
@@ -402,4 +400,9 @@ def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
     ### END SOLUTION
 
 my_answer = fixed_step  # SOLUTION: point this at your fixed_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_seed004_step(my_answer)
+assert solved, "seed004_step: not solved yet, or not right: the lines above say what is missing"
+

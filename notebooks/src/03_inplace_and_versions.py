@@ -542,8 +542,6 @@ claim("and the gradient is wrong: 4e (mul_'s 2 times the doubled y), where the r
 # section 3's seed 001 toy) and compares your report and the gradients with its own.
 
 # %%
-from gan_lessons import exercises
-
 def stale_saved(make_loss):
     """Run make_loss() and the backward through the loss it returns; one (shape, version when saved, version at
     backward) per saved tensor whose version moved in between."""
@@ -563,4 +561,9 @@ def stale_saved(make_loss):
     ### END SOLUTION
 
 my_answer = stale_saved  # SOLUTION: point this at your stale_saved
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_stale_saved(my_answer)
+assert solved, "stale_saved: not solved yet, or not right: the lines above say what is missing"
+

@@ -429,8 +429,6 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # watches G's parameters for any gradient computed along the way. The whole body is yours.
 
 # %%
-from gan_lessons import exercises
-
 def d_step(G, D, opt_D, z, x_real):
     """One D step: x_real labelled 1, G's fakes labelled 0; trains D, and its backward never enters G."""
     ### BEGIN SOLUTION
@@ -445,7 +443,11 @@ def d_step(G, D, opt_D, z, x_real):
     ### END SOLUTION
 
 my_answer = d_step  # SOLUTION: point this at your d_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_d_step(my_answer)
+assert solved, "d_step: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # ### Build it: samples for a figure, mid-training
@@ -471,4 +473,9 @@ def sample(G, z):
     ### END SOLUTION
 
 my_answer = sample  # SOLUTION: point this at your sample
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_sample(my_answer)
+assert solved, "sample: not solved yet, or not right: the lines above say what is missing"
+

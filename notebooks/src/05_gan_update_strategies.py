@@ -524,8 +524,6 @@ print(shown["graph"])
 # optimizers step on with the right ones, counts passes with the hooks of section 4, and says what is still wrong.
 
 # %%
-from gan_lessons import exercises
-
 bce = strategies.bce
 
 def my_step(G, D, opt_G, opt_D, x_real, noise):
@@ -545,4 +543,9 @@ def my_step(G, D, opt_G, opt_D, x_real, noise):
     ### END SOLUTION
 
 my_answer = my_step  # SOLUTION: point this at your my_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_strategy(my_answer)
+assert solved, "strategy: not solved yet, or not right: the lines above say what is missing"
+

@@ -380,8 +380,6 @@ for s, (_, m) in runs.items():
 # weights and another random state, resumes, and says which piece is missing.
 
 # %%
-from gan_lessons import exercises
-
 def save_state(G, D, opt_G, opt_D, step):
     """The run after `step` steps, as plain data that stays as it is while the run goes on."""
     ### BEGIN SOLUTION
@@ -406,4 +404,9 @@ def load_state(state, G, D, opt_G, opt_D):
     ### END SOLUTION
 
 my_answer = save_state  # SOLUTION: point this at your save_state (no parentheses)
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_resume(my_answer, load_state)
+assert solved, "resume: not solved yet, or not right: the lines above say what is missing"
+

@@ -457,8 +457,6 @@ claim("as a script, the doctor names the stale weight and the step that changed 
 # what that means here: read it first, the way you would on your own code.
 
 # %%
-from gan_lessons import exercises
-
 def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
     """Seed 000's step, fixed: D's step, then G's; one forward of g; nothing for the doctor to report."""
     ### BEGIN SOLUTION
@@ -476,7 +474,11 @@ def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
     ### END SOLUTION
 
 my_answer = fixed_step  # SOLUTION: point this at your fixed_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_seed000_step(my_answer)
+assert solved, "seed000_step: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # ### Bring your own bug to the doctor

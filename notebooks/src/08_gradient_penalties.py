@@ -534,8 +534,6 @@ claim("the loss through the compiled D, the penalty through D_compiled._orig_mod
 # gradients with WGAN-GP's; when the value is wrong, it says which mistake gives your number.
 
 # %%
-from gan_lessons import exercises
-
 def gradient_penalty(D, x_real, x_fake, eps):
     """WGAN-GP's penalty for images (N, C, H, W) and eps of shape (N,): the batch mean of (‖∇ D(x_hat)‖₂ − 1)² at
     x_hat = eps·x_real + (1 − eps)·x_fake, as a 0-dim tensor that trains D, not G."""
@@ -549,8 +547,11 @@ def gradient_penalty(D, x_real, x_fake, eps):
     ### END SOLUTION
 
 my_answer = gradient_penalty  # SOLUTION: point this at your gradient_penalty
-solved = exercises.check_gradient_penalty(my_answer)
 
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_gradient_penalty(my_answer)
+assert solved, "gradient_penalty: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # ### Build it: lazy R1, from scratch
@@ -574,4 +575,9 @@ def r1_term(D, x_real, step, every, gamma):
     ### END SOLUTION
 
 my_answer = r1_term  # SOLUTION: point this at your r1_term
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_lazy_r1(my_answer)
+assert solved, "lazy_r1: not solved yet, or not right: the lines above say what is missing"
+

@@ -382,8 +382,6 @@ claim("evaluation mode: the same logits either way, each image is normalised on 
 # the freeze, the flags or the `try` is written for you.
 
 # %%
-from gan_lessons import exercises
-
 def g_step(G, D, opt_G, z):
     """One G step through a frozen D; D's .grad and requires_grad flags are left as they were, even on an error.
     Returns loss_G."""
@@ -402,4 +400,9 @@ def g_step(G, D, opt_G, z):
     ### END SOLUTION
 
 my_answer = g_step  # SOLUTION: point this at your g_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_frozen_g_step(my_answer)
+assert solved, "frozen_g_step: not solved yet, or not right: the lines above say what is missing"
+

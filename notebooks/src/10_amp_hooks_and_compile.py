@@ -563,8 +563,6 @@ else:
 # it twice more: with an inf in one of D's gradients, then in one of G's. The whole body is yours.
 
 # %%
-from gan_lessons import exercises
-
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
     """One d_first_reuse_fake step under bfloat16 autocast: one GradScaler for opt_D and opt_G, D's gradient norm
     clipped to max_norm on its true value, an overflow skipping only its own network's step."""
@@ -586,4 +584,9 @@ def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
     ### END SOLUTION
 
 my_answer = amp_step  # SOLUTION: point this at your amp_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_amp_step(my_answer)
+assert solved, "amp_step: not solved yet, or not right: the lines above say what is missing"
+

@@ -249,8 +249,9 @@ def __matmul__(self, other):
     return out
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_saving = exercises.check_saving(Value)
+assert solved_saving, "saving: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # Your engine beside torch's nodes, read from their `_saved_*` attributes (the same values, by identity in yours, by
@@ -353,8 +354,9 @@ def backward(self, retain_graph=False):
             v._saved = None               # freed; a node that saved nothing has nothing to miss
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_freeing = exercises.check_freeing(Value)
+assert solved_freeing, "freeing: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # Lesson 02's first two cases, on torch and on your engine: `(x * 2).sum()` and `(x + 1).sum()`, backward twice.
@@ -464,8 +466,9 @@ def unpack(self):
     return tensors
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_versions = exercises.check_versions(Value)
+assert solved_versions, "versions: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # Lesson 03's three cases on both: `exp`'s kept output changed, `a * b`'s unsaved `a` changed (the way a step changes
@@ -535,8 +538,9 @@ def _inplace(self, op, other):
     return self
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_leaf_rule = exercises.check_leaf_rule(Value)
+assert solved_leaf_rule, "leaf_rule: not solved yet, or not right: the lines above say what is missing"
 
 # %%
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
@@ -603,8 +607,9 @@ def numerical_grad(f, x, eps=1e-3):
     return grad
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_numerical = exercises.check_numerical_grad(numerical_grad)
+assert solved_numerical, "numerical_grad: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # Now your engine's backward against your finite differences: the gradient of a small network's loss with respect to
@@ -835,8 +840,9 @@ def fit(params, x, y, steps, lr):
     return losses
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_training = exercises.check_training(Value, fit)
+assert solved_training, "training: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # 300 steps at lr 0.1, on your engine and on torch, from the same start:

@@ -101,7 +101,11 @@ def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, ta
     ### END SOLUTION
 
 my_answer = srgan_step  # SOLUTION: point this at your srgan_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_srgan_step(my_answer)
+assert solved, "srgan_step: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The report, and what was wrong (lab 1).** In leftthomas/SRGAN#89, SRGAN's loop computes D's output on the fake
@@ -199,7 +203,11 @@ def train(G, D, GD, z_, config, x):
     ### END SOLUTION
 
 my_answer = train  # SOLUTION: point this at your train
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_biggan_train(my_answer)
+assert solved, "biggan_train: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The report, and what was wrong (lab 2).** In ajbrock/BigGAN-PyTorch#25, `D.optim.zero_grad()` is called once
@@ -291,7 +299,11 @@ def train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 my_critic = make_critic  # SOLUTION: point this at your make_critic
 my_answer = train_critic  # SOLUTION: point this at your train_critic
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_wgan_gp(my_critic, my_answer)
+assert solved, "wgan_gp: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The reports, and what was wrong (lab 3).** The paper says "no critic batch normalization" and recommends layer
@@ -380,7 +392,11 @@ def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     ### END SOLUTION
 
 my_answer = optimize_parameters  # SOLUTION: point this at your optimize_parameters
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_amp_lab(my_answer)
+assert solved, "amp_lab: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The reports, and what was wrong (lab 4).** neosr uses one `GradScaler` for G and D (its PR #50) and had to
@@ -465,7 +481,11 @@ def train_rnn(rnn, optimizer, loss_func, steps):
     ### END SOLUTION
 
 my_answer = train_rnn  # SOLUTION: point this at your train_rnn
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_rnn_train(my_answer)
+assert solved, "rnn_train: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The report, and what was wrong (lab 5).** In MorvanZhou/PyTorch-Tutorial#57 a reader removed the tutorial's
@@ -541,7 +561,11 @@ def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     ### END SOLUTION
 
 my_answer = train_step  # SOLUTION: point this at your train_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_compiled_step(my_answer)
+assert solved, "compiled_step: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The reports, and what was wrong (lab 6).** A gradient penalty needs the gradient of D's output *with a graph*

@@ -295,8 +295,6 @@ claim("两次反向传播写进同一个.grad，得到的是损失之和的梯�
 # 然后把`my_answer`指向你的函数，运行单元格。检查程序会在全新的叶子张量`w`和`b`、以及一个损失永远到达不了的叶子张量`u`上运行两步，把得到的值与`optim.SGD`的结果比较，并告诉你还有哪里不对。
 
 # %%
-from gan_lessons import exercises
-
 def sgd_step(params, lr):
     """SGD对每个有梯度的参数所做的更新，对叶子张量也合法；随后清除它的.grad。"""
     ### BEGIN SOLUTION
@@ -309,8 +307,11 @@ def sgd_step(params, lr):
     ### END SOLUTION
 
 my_answer = sgd_step  # SOLUTION: 把它指向你的sgd_step（不加括号）
-solved = exercises.check_sgd_step(my_answer)
 
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_sgd_step(my_answer)
+assert solved, "sgd_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # ### 动手实现：DCGAN的权重初始化
@@ -337,7 +338,11 @@ def init_weights(m):
     ### END SOLUTION
 
 my_answer = init_weights  # SOLUTION: 把它指向你的init_weights（不加括号）
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_init(my_answer)
+assert solved, "init：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # 上面说的两点都验证一下：那行一行写法在一个新建的`Linear`上会报错；而`torch.nn.init.normal_(m.weight, mean, 0.02)`这种库里的写法是合法的，因为`torch.nn.init`中的每个函数自己都在`torch.no_grad()`下运行。

@@ -351,8 +351,6 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 # 检查程序会在种子 004 的模型上运行你的训练步三次，并借助`register_step_pre_hook`在每次`optimizer.step()`时读取每个参数的`.grad`。它还会统计到达model1的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
 
 # %%
-from gan_lessons import exercises
-
 def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
     """种子004循环的一步：l2训练model2，l1训练model1，没有白做的计算，也没有白留的计算图。"""
     ### BEGIN SOLUTION
@@ -368,4 +366,9 @@ def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
     ### END SOLUTION
 
 my_answer = fixed_step  # SOLUTION: 把它指向你的fixed_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_seed004_step(my_answer)
+assert solved, "seed004_step：还没有完成，或者还不对：上面几行说明了缺什么"
+

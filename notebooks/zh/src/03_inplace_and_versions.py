@@ -500,8 +500,6 @@ claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确�
 # 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个保存的张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，返回一个`(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的`tanh(Linear(x))`，以及第 3 节种子 001 的小例子），并把你的报告和梯度与它自己的结果比较。
 
 # %%
-from gan_lessons import exercises
-
 def stale_saved(make_loss):
     """运行 make_loss()，再对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，
     返回一个 (形状, 保存时的版本, 反向传播时的版本)。"""
@@ -521,4 +519,9 @@ def stale_saved(make_loss):
     ### END SOLUTION
 
 my_answer = stale_saved  # SOLUTION: 让它指向你的 stale_saved
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_stale_saved(my_answer)
+assert solved, "stale_saved：还没有完成，或者还不对：上面几行说明了缺什么"
+

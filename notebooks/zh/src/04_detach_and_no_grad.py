@@ -384,8 +384,6 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 # 写一个 `d_step(G, D, opt_D, z, x_real)`：在 `bce(D(x_real), 1) + bce(D(G(z)), 0)` 上让 D 走一步，其中 `bce` 是`F.binary_cross_entropy_with_logits`，D 对每张图像返回一个 logit（形状为 `[B]`）。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在种子 000 的模型上运行它，并让 D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
 
 # %%
-from gan_lessons import exercises
-
 def d_step(G, D, opt_D, z, x_real):
     """D 的一步：x_real 的标签为 1，G 生成的假样本标签为 0；训练 D，且反向传播从不进入 G。"""
     ### BEGIN SOLUTION
@@ -400,7 +398,11 @@ def d_step(G, D, opt_D, z, x_real):
     ### END SOLUTION
 
 my_answer = d_step  # SOLUTION: 让它指向你的 d_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_d_step(my_answer)
+assert solved, "d_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # ### 动手实现：训练中途为插图采样
@@ -420,4 +422,9 @@ def sample(G, z):
     ### END SOLUTION
 
 my_answer = sample  # SOLUTION: 让它指向你的 sample
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_sample(my_answer)
+assert solved, "sample：还没有完成，或者还不对：上面几行说明了缺什么"
+

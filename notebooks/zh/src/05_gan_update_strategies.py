@@ -457,8 +457,6 @@ print(shown["graph"])
 # 第 3 节给出了在 G 的那一步跳过 D 梯度的两种办法，用哪一种都对。`exercises.check_strategy` 会在种子 000 的 G 和 D 上运行你的函数（它们的 `.grad` 里还留着之前的梯度），把两个优化器据以更新的梯度与正确的梯度相比较，用第 4 节的钩子统计遍数，并指出还有哪里不对。
 
 # %%
-from gan_lessons import exercises
-
 bce = strategies.bce
 
 def my_step(G, D, opt_G, opt_D, x_real, noise):
@@ -478,4 +476,9 @@ def my_step(G, D, opt_G, opt_D, x_real, noise):
     ### END SOLUTION
 
 my_answer = my_step  # SOLUTION: 把它指向你的 my_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_strategy(my_answer)
+assert solved, "strategy：还没有完成，或者还不对：上面几行说明了缺什么"
+

@@ -318,8 +318,6 @@ for s, (_, m) in runs.items():
 # 只有权重是不够的：动手写之前，先列出决定下一步怎么走的所有东西。检查程序会在 6 步中的第 3 步之后保存，让原来的运行继续训练，把你的状态经过 `torch.save` 和 `torch.load(weights_only=True)` 走一遍（检查点是数据，绝不是代码），再加载到用其他权重和另一个随机状态创建的对象中，恢复训练，并指出缺了哪一部分。
 
 # %%
-from gan_lessons import exercises
-
 def save_state(G, D, opt_G, opt_D, step):
     """走完 `step` 步之后的运行状态：纯数据，在运行继续时保持不变。"""
     ### BEGIN SOLUTION
@@ -344,4 +342,9 @@ def load_state(state, G, D, opt_G, opt_D):
     ### END SOLUTION
 
 my_answer = save_state  # SOLUTION: 把它指向你的 save_state（不要加括号）
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_resume(my_answer, load_state)
+assert solved, "resume：还没有完成，或者还不对：上面几行说明了缺什么"
+

@@ -406,8 +406,6 @@ claim("作为脚本运行时，医生指出了过时的权重和修改它的那�
 # 第 1 节的循环有三个 bug：它抛出的版本错误、医生警告过的双重 sigmoid，以及 D 的损失用了没有分离的假样本，它的反向传播会穿过 G 的损失还需要的那张计算图，一路传进 `g`。把种子000 的训练步写成一个函数，保持它原来的方案（先更新 D，再更新 G；`g` 只做一次前向传播），并且不含这三个 bug：标签、两个损失、每个优化器的 `zero_grad`、`backward` 和 `step`，顺序都要对。检查程序先在医生的监视下运行一次你的训练步，医生既不能报错也不能警告；然后在种子 000 的模型上运行两次，在每次优化器更新时把 `g` 和 `d` 的每个梯度与正确的梯度比较。只要还剩一个 bug，它就会打印医生对这个 bug 的报告或警告，以及它在这里意味着什么：先读一读，就像你在自己的代码上会做的那样。
 
 # %%
-from gan_lessons import exercises
-
 def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
     """修好之后的种子 000 训练步：先更新 D，再更新 G；g 只做一次前向传播；医生无可报告。"""
     ### BEGIN SOLUTION
@@ -425,7 +423,11 @@ def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
     ### END SOLUTION
 
 my_answer = fixed_step  # SOLUTION: 把它指向你的 fixed_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_seed000_step(my_answer)
+assert solved, "seed000_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # ### 把你自己的 bug 带给医生

@@ -463,8 +463,6 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 # 写出 `gradient_penalty(D, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量，每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值：一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用`torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小评判器上运行你的函数，把值和 D 的梯度与 WGAN-GP 的比较；值不对时，它会告诉你是哪种错误得出了你的数。
 
 # %%
-from gan_lessons import exercises
-
 def gradient_penalty(D, x_real, x_fake, eps):
     """WGAN-GP 的惩罚，图像形状为 (N, C, H, W)，eps 形状为 (N,)：(‖∇ D(x_hat)‖₂ − 1)² 在
     x_hat = eps·x_real + (1 − eps)·x_fake 处的批量均值，作为训练 D、不训练 G 的 0 维张量返回。"""
@@ -478,8 +476,11 @@ def gradient_penalty(D, x_real, x_fake, eps):
     ### END SOLUTION
 
 my_answer = gradient_penalty  # SOLUTION: 把它指向你的 gradient_penalty
-solved = exercises.check_gradient_penalty(my_answer)
 
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_gradient_penalty(my_answer)
+assert solved, "gradient_penalty：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # ### 动手实现：从零写出惰性 R1
@@ -500,4 +501,9 @@ def r1_term(D, x_real, step, every, gamma):
     ### END SOLUTION
 
 my_answer = r1_term  # SOLUTION: 把它指向你的 r1_term
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_lazy_r1(my_answer)
+assert solved, "lazy_r1：还没有完成，或者还不对：上面几行说明了缺什么"
+

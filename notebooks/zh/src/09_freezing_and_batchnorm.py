@@ -323,8 +323,6 @@ claim("评估模式：两种方式得到的logits相同，每张图像的规范�
 # 第 1 节发现了冻结出错的两种方式：事后调用`D.requires_grad_(True)`会打开有意冻结的层，而在这两行之间抛出异常的训练步会让D永远冻结下去。请写一个`g_step(G, D, opt_G, z)`：用非饱和损失`bce(D(G(z)), 1)`让G更新一步，在D的前向传播和反向传播**期间**冻结D，让D的`.grad`保持原样，并把D的每一个`requires_grad`标志恢复成进来时的样子，即使这一步中途抛出异常也要如此（让异常照常抛出）。检查器会在种子 000 的G和D上运行它：D的第一层是有意冻结的，`.grad`里存着之前的一个梯度。检查器会把`opt_G.step()`时G的梯度和正确的梯度比较，检查D的`.grad`、权重和标志，在D的前向传播开始时读取标志，并在D的前向传播中抛出一个错误，再运行一次这个训练步。整个函数体都由你来写：冻结、标志和`try`都不会替你写好。
 
 # %%
-from gan_lessons import exercises
-
 def g_step(G, D, opt_G, z):
     """穿过冻结D的一次G更新；D的.grad和requires_grad标志保持原样，出错时也一样。
     返回loss_G。"""
@@ -343,4 +341,9 @@ def g_step(G, D, opt_G, z):
     ### END SOLUTION
 
 my_answer = g_step  # SOLUTION: 把它指向你的g_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_frozen_g_step(my_answer)
+assert solved, "frozen_g_step：还没有完成，或者还不对：上面几行说明了缺什么"
+

@@ -216,8 +216,9 @@ def __matmul__(self, other):
     return out
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_saving = exercises.check_saving(Value)
+assert solved_saving, "saving：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # 把你的引擎和 torch 的节点放在一起对照，torch 一侧从节点的 `_saved_*` 属性读出（两边是同样的值：在你的引擎里按对象同一性比较，在 torch 里按数值比较）：
@@ -308,8 +309,9 @@ def backward(self, retain_graph=False):
             v._saved = None               # 已释放；什么也没保存的节点，也就没有什么可缺的
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_freeing = exercises.check_freeing(Value)
+assert solved_freeing, "freeing：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # 第 02 课的前两个例子，分别在 torch 和你的引擎上运行：`(x * 2).sum()` 和 `(x + 1).sum()`，各做两次反向传播。
@@ -407,8 +409,9 @@ def unpack(self):
     return tensors
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_versions = exercises.check_versions(Value)
+assert solved_versions, "versions：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # 第 03 课的三个例子，在两边各跑一遍：`exp` 保存的输出被修改；`a * b` 中没有被保存的 `a` 被修改（就像一次更新步骤修改参数那样）；以及 `a * b` 中被保存的 `b` 被修改。
@@ -468,8 +471,9 @@ def _inplace(self, op, other):
     return self
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_leaf_rule = exercises.check_leaf_rule(Value)
+assert solved_leaf_rule, "leaf_rule：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %%
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
@@ -528,8 +532,9 @@ def numerical_grad(f, x, eps=1e-3):
     return grad
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_numerical = exercises.check_numerical_grad(numerical_grad)
+assert solved_numerical, "numerical_grad：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # 现在拿你的引擎的反向传播和你的有限差分对照：一个小网络的损失对它第一个权重矩阵（32 个元素）的梯度，`eps` 取三个值。引擎用 float32 计算，一个数只有大约 7 位有效数字，所以舍入误差除以 `eps` 之后，`eps` 越小它就越大；而差分本身的误差则随 `eps` 变小而变小。
@@ -737,8 +742,9 @@ def fit(params, x, y, steps, lr):
     return losses
     ### END SOLUTION
 
-
+# %% tags=["test"]
 solved_training = exercises.check_training(Value, fit)
+assert solved_training, "training：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # 在你的引擎和 torch 上，从同一个起点出发，以 lr 0.1 各训练 300 步：

@@ -81,7 +81,11 @@ def srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, ta
     ### END SOLUTION
 
 my_answer = srgan_step  # SOLUTION: 把它指向你的 srgan_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_srgan_step(my_answer)
+assert solved, "srgan_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 1）**。在 leftthomas/SRGAN#89 里，SRGAN 的训练循环只在生成的批量上计算一次 D 的输出 `fake_out`，用它算出 `d_loss`，调用 `d_loss.backward(retain_graph=True)` 和 `optimizerD.step()`，然后又用同一个 `fake_out` 构造 G 的损失。在 torch 1.5 及以后的版本上，这会在 D 的最后一个权重上引发版本错误：G 的反向传播经过的是 D 更新之前的那次前向传播，而它保存的权重已经被这次更新原地改过了。讨论串里有一个回答把两个 `step()` 调用都挪到了两次反向传播之后；这样能运行，可 D 更新时用的是 d_loss 的梯度加上 g_loss 的梯度（g_loss 的反向传播也经过了 netD）。第二个错误：D 的损失用的是没有分离的生成图像，于是有一次反向传播进入了 G，又被 `netG.zero_grad()` 丢掉。修法：D 的损失用 `fake_img.detach()`，G 的损失则经过更新后的 D 重新做一次前向传播。
@@ -167,7 +171,11 @@ def train(G, D, GD, z_, config, x):
     ### END SOLUTION
 
 my_answer = train  # SOLUTION: 把它指向你的 train
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_biggan_train(my_answer)
+assert solved, "biggan_train：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 2）**。在 ajbrock/BigGAN-PyTorch#25 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历各个 D 步的循环之前，所以第一个之后的每个 D 步，用的都是它自己的梯度加上之前所有 D 步的梯度。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）他修好了它，并指出主训练脚本不受影响，因为它默认用 `num_D_steps=1` 训练。修法：在每个 D 步开始时、它的累积循环之前清零 D 的梯度（放进累积循环里，就会把除最后一个半批量之外的梯度全都扔掉）。
@@ -248,7 +256,11 @@ def train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 my_critic = make_critic  # SOLUTION: 把它指向你的 make_critic
 my_answer = train_critic  # SOLUTION: 把它指向你的 train_critic
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_wgan_gp(my_critic, my_answer)
+assert solved, "wgan_gp：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 3）**。论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化；可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和 kongyanye 代码下的 issue 问的就是为什么）：BatchNorm 让每张图像的输出依赖于同一批量里的其他图像，于是一个样本的梯度里混进了其他样本。Zeleni9 自己的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`（上面的评判器在那个位置用的是 BatchNorm），而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`，也就是在只有一个通道的维度上求范数，得到的是逐元素的 `|g|`。这两个错误都是静默的。修法：任何按样本单独做的规范化（InstanceNorm、`GroupNorm(1, C)`、层规范化），以及对每个样本展平后的梯度求范数。
@@ -322,7 +334,11 @@ def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
     ### END SOLUTION
 
 my_answer = optimize_parameters  # SOLUTION: 把它指向你的 optimize_parameters
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_amp_lab(my_answer)
+assert solved, "amp_lab：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会被冲成零）。在上面的训练步里，G 绕过 scaler 直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
@@ -396,7 +412,11 @@ def train_rnn(rnn, optimizer, loss_func, steps):
     ### END SOLUTION
 
 my_answer = train_rnn  # SOLUTION: 把它指向你的 train_rnn
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_rnn_train(my_answer)
+assert solved, "rnn_train：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，那是 2018 年的 torch（教程是为 0.4 写的）；在今天的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
@@ -464,7 +484,11 @@ def train_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     ### END SOLUTION
 
 my_answer = train_step  # SOLUTION: 把它指向你的 train_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
 solved = exercises.check_compiled_step(my_answer)
+assert solved, "compiled_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 6）**。梯度惩罚需要 D 的输出*带着计算图*的梯度（`create_graph=True`），而用 AOT 后端（`aot_eager`、`inductor`）编译的模块不能求两次导：torch 以前什么也不报，却给出错误的二阶导数（pytorch#91469），直到一个拉取请求把它改成了报错（#92348，被撤回后又以 #92893 重新合入）。`backend="eager"` 不做任何 AOT 编译，可以正常工作。另外，`torch.compile(G)` 会把 G 的参数命名为 `_orig_mod.0.weight` 等，于是按未编译 G 的参数名建立的 EMA 一个参数也对不上，从来不动，而且悄无声息（senpai#2899）。修法：经过 `D._orig_mod`（编译后的模块由它而来，参数是同一份）计算惩罚项，并从 `G._orig_mod` 更新 EMA。
