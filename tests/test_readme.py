@@ -92,6 +92,7 @@ def test_doctor_mlp_cost_sentence_matches_its_results_file():
     assert (f"{o['pairs']} pairs of {o['steps_per_window']}-step windows, 1 CPU thread) a step takes "
             f"{o['ms_doctor_median']} ms under the doctor against {o['ms_plain_median']} ms, a median paired ratio "
             f"of {o['ratio_median']}x ({o['ratio_min']} to {o['ratio_max']})") in said
+    assert f"costs {o['empty_mode_ratio_median']}x on its own" in said
 
 
 def test_doctor_example_in_readme_is_what_the_doctor_says():
