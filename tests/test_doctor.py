@@ -779,3 +779,21 @@ def test_parameters_another_optimizer_trains_or_no_forward_uses_are_not_warned_a
     assert [m for m in messages if "have no .grad" in m] == [next(m for m in messages if "have no .grad" in m)]
     assert "adv.weight" in next(m for m in messages if "have no .grad" in m)
     assert all("label_emb" not in m and "aux." not in m for m in messages), messages
+
+
+def test_the_doctor_never_names_a_tensor_through_itself():
+    """`with doctor() as doc:` puts the doctor in the namespace it reads names first; its records hold the modules
+    running when an error is raised inside a forward. A model that lives in another namespace (a script's globals,
+    here exec's) must still be named as the student named it, not through the doctor (`doc.stack[0].1.w`)."""
+    source = ("import torch\nfrom torch import nn\n"
+              "class Scaled(nn.Module):\n"
+              "    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(2))\n"
+              "    def forward(self, x):\n        self.w.mul_(2)\n        return x * self.w\n"
+              "model = nn.Sequential(nn.Linear(2, 2), Scaled())\n"
+              "model(torch.ones(1, 2))\n")
+    with pytest.raises(RuntimeError, match="leaf Variable") as raised:
+        with doctor() as doc:
+            exec(compile(source, "script.py", "exec"), {"__name__": "script"})
+    text = raised.value.diagnosis.text()
+    assert "model.1.w" in text and "doc." not in text, text
+    assert doc.notes == []

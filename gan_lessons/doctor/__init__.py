@@ -10,7 +10,8 @@ and `.data` access), global module hooks (which module is running) and the globa
 original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
 result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead.
 
-The package, one module per part: recording.py (what is watched), nodes.py (its record of each node), naming.py
+The package, one module per part: recording.py (what is watched; ops.py reads what one torch call does), nodes.py
+(the records, small dataclasses: each node, backward call, step and in-place write seen), naming.py
 (names, resolved when needed), checks.py (warnings about silent bugs), errors.py (the three errors, diagnosed; the
 version error in versions.py, the view errors in views.py), report.py (what a diagnosis says, right and wrong fixes), frames.py (the student's
 frames and warnings), extension.py (`%load_ext gan_lessons`), script.py (`python -m gan_lessons doctor SCRIPT`: a

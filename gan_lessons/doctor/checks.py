@@ -10,6 +10,7 @@ import torch
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import _shown, _user_frame
 from gan_lessons.doctor.naming import _candidates, _looks_like_gan
+from gan_lessons.doctor.nodes import ForeignStep
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
 from gan_lessons.i18n import N_, _
 
@@ -64,26 +65,26 @@ class Checks:
         to this optimizer's own: a zero_grad() is missing or misplaced. Or gradients this optimizer's own earlier
         step already applied: zero_grad() once before an inner loop of D steps (not with a closure, which makes
         its own gradients inside step())."""
-        lines = {(b["where"].file, b["where"].line) for b in contributors if b["where"] is not None}
-        stale = [b for b in contributors if b["used_by"] - {id(opt)}]
+        lines = {(b.where.file, b.where.line) for b in contributors if b.where is not None}
+        stale = [b for b in contributors if b.used_by - {id(opt)}]
         if len(lines) > 1 and stale:
             own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
             self._suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
-                                 name=name, stale=stale[0]["where"], own=own["where"]), {"where": _user_frame()},
+                                 name=name, stale=stale[0].where, own=own.where), {"where": _user_frame()},
                              [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")])
-        modes = [b for b in contributors if b["modes"]]         # a whole pass in eval mode, another in train
-        evaluated = next((b for b in modes if b["modes"] == {False}), None)   # mode (not a frozen part in eval
-        trained = next((b for b in modes if True in b["modes"]), None)        # mode in every pass: accumulation)
+        modes = [b for b in contributors if b.modes]         # a whole pass in eval mode, another in train
+        evaluated = next((b for b in modes if b.modes == {False}), None)   # mode (not a frozen part in eval
+        trained = next((b for b in modes if True in b.modes), None)        # mode in every pass: accumulation)
         if evaluated is not None and trained is not None:
             self._suspicious(_("{name}.step() adds up gradients from a backward through modules in eval mode (the "
                                "backward at {evaluated}: a validation pass?) and one through modules in train mode "
                                "(the backward at {trained}): the step trains on both").format(
-                                 name=name, evaluated=evaluated["where"], trained=trained["where"]),
+                                 name=name, evaluated=evaluated.where, trained=trained.where),
                              {"where": _user_frame()},
                              [(N_("no backward in the validation pass (run it under torch.no_grad()), or call "
                                   "zero_grad() after it"), "04")], key="eval and train gradients")
-        mine = [b for b in contributors if id(opt) in b["used_by"]]
+        mine = [b for b in contributors if id(opt) in b.used_by]
         if mine and not closure:
             where = _user_frame()
             summary = (_("{name}.step() applies again gradients its own earlier step already applied: .grad still "
@@ -92,7 +93,7 @@ class Checks:
                        _("{name}.step() applies again gradients its own earlier step already applied: .grad still "
                          "holds what the backward at {where} gave {count} earlier steps, because no zero_grad() ran "
                          "between the steps, so each step adds up every earlier pass's gradient")).format(
-                name=name, where=mine[0]["where"], count=len(mine))
+                name=name, where=mine[0].where, count=len(mine))
             self._suspicious(summary, {"where": where, "passes in .grad": len(contributors)},
                              [(_("call {name}.zero_grad() once per step, before the first backward that step adds "
                                  "up (not once before the loop; with gradient accumulation, not before every backward "
@@ -108,7 +109,7 @@ class Checks:
         if not params or not contributors or not _looks_like_gan(names.get(params[0], "")):
             return
         b = contributors[0]
-        depth = b["depth"]
+        depth = b.depth
         my_depth = min(d for p, d in depth.items() if p in mine) if mine & depth.keys() else None
         if my_depth is None:
             return
@@ -117,8 +118,7 @@ class Checks:
                   if p not in mine and p in names and d > my_depth and p in trained}
         if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
             reached = {p for p in depth if p in names and names[p].split(".")[0] in deeper}
-            self.foreign.append({"backward": b, "step": name, "where": _user_frame(), "nets": sorted(deeper),
-                                 "params": reached})
+            self.foreign.append(ForeignStep(b, name, _user_frame(), sorted(deeper), reached))
             del self.foreign[:-20]
 
     def _judge_foreign_gradients(self, name, params, contributors):
@@ -126,22 +126,22 @@ class Checks:
         .grad, one loss trains both nets (D stepped on G's loss, or G steps on D's): a warning. If G's .grad was
         cleared in between, the backward into G was only wasted work: an information line, not a warning."""
         mine = set(params)
-        for f in [f for f in self.foreign if f["params"] & mine]:
+        for f in [f for f in self.foreign if f.params & mine]:
             self.foreign.remove(f)
-            if any(b is f["backward"] for b in contributors):
+            if any(b is f.backward for b in contributors):
                 self._suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
                                    "{backward}: one loss trains both nets, so one of them steps on the other's loss "
                                    "(as G's loss runs through D, or D's loss on a fake batch that was not "
-                                   "detached)").format(first=f["step"], name=name, backward=f["backward"]["where"]),
-                                 {"where": f["where"], "also stepped at": _user_frame()},
+                                   "detached)").format(first=f.step, name=name, backward=f.backward.where),
+                                 {"where": f.where, "also stepped at": _user_frame()},
                                  [(N_("call zero_grad() on each optimizer right before its own loss's backward, and "
                                       "detach the fake batch in D's loss"), "04")], key="one loss, two nets")
             else:
                 self._inform(_("the backward at {backward} went on from {first}'s parameters into {nets}, whose "
                                "gradients were cleared before {name}.step(): harmless, but that part of the backward "
-                               "was wasted work").format(backward=f["backward"]["where"], first=f["step"],
-                                                         nets=", ".join(f["nets"]), name=name),
-                             {"where": f["where"]}, [(N_("detach the fake batch in D's loss to skip it"), "04")],
+                               "was wasted work").format(backward=f.backward.where, first=f.step,
+                                                         nets=", ".join(f.nets), name=name),
+                             {"where": f.where}, [(N_("detach the fake batch in D's loss to skip it"), "04")],
                              key="wasted backward")
 
     def _check_frozen_step(self, name, params):

@@ -152,7 +152,7 @@ class Diagnoses(VersionErrors, ViewErrors):
             elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(_TORCH_DIR) \
                     and "outputs" in frame.f_locals:
                 roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
-        last = [r() for r in self.backwards[-1]["roots"]] if self.backwards else []
+        last = [r() for r in self.backwards[-1].roots] if self.backwards else []
         return roots or [t for t in last if t is not None]
 
     def _freed_error(self, error):
@@ -161,21 +161,21 @@ class Diagnoses(VersionErrors, ViewErrors):
         mine = set(infos)
 
         def same(b):
-            return b["root_ids"] == {id(t) for t in roots}
+            return b.root_ids == {id(t) for t in roots}
 
-        earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b["retain"] and b["nodes"] & mine]
-        again = [b for b in list(self.backwards)[:-1] if same(b) and not b["retain"]]
+        earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
+        again = [b for b in list(self.backwards)[:-1] if same(b) and not b.retain]
         if not earlier and again:                  # the same loss, backward twice
             return Diagnosis("freed", _("the same loss was differentiated twice (backward() or autograd.grad), and "
                                         "the first call freed its graph"),
-                             {"first backward": str(again[-1]["where"]),
-                              "second backward": str(self.backwards[-1]["where"])}, _TWICE_FIXES, _TWICE_WRONG)
+                             {"first backward": str(again[-1].where),
+                              "second backward": str(self.backwards[-1].where)}, _TWICE_FIXES, _TWICE_WRONG)
         if not earlier:
             return Diagnosis("freed", _("this graph was already used by a backward without retain_graph"),
-                             {"backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}, _FREED_FIXES,
+                             {"backward": str(self.backwards[-1].where) if self.backwards else "?"}, _FREED_FIXES,
                              _FREED_WRONG)
         b = earlier[-1]
-        shared = b["nodes"] & mine
+        shared = b.nodes & mine
         modules = sorted({self._module_name(infos[n].module).split(".")[0] for n in shared
                           if infos[n].module is not None})
         lines = sorted({str(infos[n].where) for n in shared if infos[n].where})
@@ -189,13 +189,13 @@ class Diagnoses(VersionErrors, ViewErrors):
         if held:
             part = _("{part}; it reaches the second loss through {variables}").format(
                 part=part, variables=", ".join(f"`{v}`" for v in held))
-        facts = {"freed by": _("the backward at {where}").format(where=b["where"]),
+        facts = {"freed by": _("the backward at {where}").format(where=b.where),
                  "shared part": part,
-                 "failing backward": str(self.backwards[-1]["where"]) if self.backwards else "?"}
-        failing = self.backwards[-1]["where"] if self.backwards else None
-        if failing is not None and b["where"] is not None and (b["where"].file, b["where"].line) == \
+                 "failing backward": str(self.backwards[-1].where) if self.backwards else "?"}
+        failing = self.backwards[-1].where if self.backwards else None
+        if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
-            carrier = self._carrier(roots, b["nodes"])
+            carrier = self._carrier(roots, b.nodes)
             if carrier:
                 facts["carried by"] = carrier
             return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "

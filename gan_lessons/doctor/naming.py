@@ -39,7 +39,8 @@ def _inside(name, v, depth, top=False):
     elif isinstance(v, (list, tuple)) and len(v) <= 64:
         for i, w in enumerate(v):
             yield from _inside(f"{name}[{i}]", w, depth - 1)
-    elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__"):
+    elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__") and not isinstance(v, Naming):   # not a doctor: its
+        # records hold the modules it saw, which would be named through it (`doc.stack[0]`)
         try:
             inside = list(vars(v).items())
         except TypeError:

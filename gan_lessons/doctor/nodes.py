@@ -1,6 +1,8 @@
-"""What the doctor knows of each autograd node it saw made: a small record kept in the node's own metadata."""
+"""The doctor's records, each a small dataclass: what it knows of each autograd node it saw made (kept in the node's
+own metadata), the last in-place write on a leaf, each backward call, optimizer step and in-place write it saw, and
+each D step whose backward ran on into another net."""
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gan_lessons.doctor.frames import _shown
 from gan_lessons.i18n import _
@@ -36,6 +38,55 @@ class LeafWrite:
     where: object                # the student's line (a Where)
     view: bool                   # written through a view of the leaf
     carries_grad: bool           # the values written require grad: their gradient must pass through the write
+
+
+@dataclass(slots=True, eq=False)
+class BackwardCall:
+    """A backward (or autograd.grad) the doctor saw start. Weak roots and node serials only: a record must not keep
+    a retained or unused graph alive."""
+    roots: list                  # weak references to the tensors it ran from
+    root_ids: set                # their ids
+    where: object                # the student's line (a Where)
+    retain: bool                 # retain_graph (or create_graph) was set
+    nodes: set                   # the serials of the graph's nodes the doctor saw made
+    depth: dict                  # every leaf it reached: how many nodes from the roots (backward(inputs=...): those)
+    modes: set                   # the .training of the modules with parameters that made its nodes
+    fresh: set                   # the leaves whose .grad was empty (None, or zeroed) before it
+    used_by: set = field(default_factory=set)   # ids of the optimizers that stepped on its gradients since
+
+
+@dataclass(slots=True, eq=False)
+class Step:
+    """An optimizer step the doctor saw end."""
+    optimizer: object
+    where: object                # the student's line
+    params: list                 # the parameters it holds
+    versions: list               # their versions after it
+    serial: int                  # the last node serial before it
+
+
+@dataclass(slots=True, eq=False)
+class InplaceWrite:
+    """An in-place write the doctor saw (x.add_(...), an out= call, or a write a call made into a tensor it was
+    given)."""
+    ptr: int                     # the written tensor's storage
+    op: str                      # how a diagnosis shows the op
+    where: object                # the student's line
+    version: int                 # the tensor's version after it
+    shape: tuple
+    serial: int                  # the last node serial before it
+    module: object = None        # the module running then, if any
+    made: object = None          # the NodeInfo of what the tensor held before (an in-place op's input), if known
+
+
+@dataclass(slots=True, eq=False)
+class ForeignStep:
+    """A D step on gradients whose backward ran on into another net: judged at that net's step (checks.py)."""
+    backward: BackwardCall
+    step: str                    # the optimizer's name
+    where: object                # the line of that step
+    nets: list                   # the other nets the backward reached
+    params: set                  # their parameters it reached
 
 
 class _Nodes:

@@ -11,70 +11,10 @@ from torch.overrides import _pop_mode, _push_mode
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
 from gan_lessons.doctor.frames import _called_from_user, _user_frame
-from gan_lessons.doctor.nodes import _SERIAL, LeafWrite, NodeInfo
+from gan_lessons.doctor.nodes import _SERIAL, BackwardCall, InplaceWrite, LeafWrite, NodeInfo, Step
+from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _frozen_flag, _grad_fn, _is_inplace,
+                                    _version, _written)
 from gan_lessons.i18n import N_, _
-
-# attribute reads and writes that cannot matter to a diagnosis: passed straight through (zero_grad alone reads and
-# sets .grad of every parameter; module calls read grad_fn)
-_QUIET_GETS = frozenset({"grad_fn", "_version", "is_leaf", "requires_grad", "shape", "dtype", "device", "_base",
-                         "retains_grad", "is_cuda", "layout", "ndim", "names"})
-_QUIET_CALLS = frozenset({"_record_function_enter_new", "_record_function_exit._RecordFunction", "dim", "size",
-                          "numel", "is_floating_point", "is_complex", "data_ptr", "untyped_storage", "stride",
-                          "get_device", "__len__", "__format__", "__repr__", "__hash__", "__bool__"})
-_INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__", "__ior__", "__iand__"}
-
-
-def _dynamo_compiling() -> bool:
-    from torch import _dynamo
-    return _dynamo.is_compiling()
-
-
-# is torch.compile tracing right now? Looked up once, for it runs at every torch call in the block
-# (torch.compiler.is_compiling from torch 2.3; torch._dynamo's before)
-_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _dynamo_compiling
-
-
-def _is_inplace(name, kwargs) -> bool:
-    """x.add_(...), x += ..., x[i] = ..., and the functional forms F.relu(x, inplace=True) (which nn.ReLU(inplace=True),
-    LeakyReLU, Dropout and the other inplace= modules call). Not requires_grad_, which changes a flag, not values."""
-    return name in _INPLACE_DUNDERS or (name.endswith("_") and not name.startswith("__") and name != "requires_grad_") \
-        or kwargs.get("inplace") is True
-
-
-def _written(name, args, kwargs):
-    """The tensor an op writes into, with the op as a diagnosis shows it: x for x.add_(...) and the inplace= forms;
-    `buf` for an out= call (F.normalize(..., out=buf), a hand-written spectral norm's power iteration); else None."""
-    target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-    if target is not None and _is_inplace(name, kwargs):
-        return target, f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
-    out = kwargs.get("out")
-    return (out, f"{name}(out=...)") if isinstance(out, torch.Tensor) else (None, None)
-
-
-def _frozen_flag(func, name, args, kwargs):
-    """False for p.requires_grad = False and p.requires_grad_(False), True for the same with True, else None."""
-    if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "requires_grad":
-        return bool(args[1]) if len(args) > 1 else None
-    if name == "requires_grad_":
-        return bool(args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
-    return None
-
-
-def _version(t):
-    """t._version, or None for a tensor that keeps none (made under inference_mode)."""
-    try:
-        return t._version
-    except RuntimeError:
-        return None
-
-
-def _grad_fn(t):
-    """t.grad_fn, or None where torch refuses to give it: a view made under no_grad whose base then changed in
-    place (nn.Embedding(padding_idx=...) makes one while it initialises)."""
-    try:
-        return getattr(t, "grad_fn", None)
-    except RuntimeError:
-        return None
 
 
 class _Recorder(TorchFunctionMode):
@@ -193,11 +133,9 @@ class Recording:
         if self.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
             self._check_constant_gradients(nodes, {id(p) for p in depth})
         # weak roots and node serials: a record must not keep a retained or unused graph alive
-        self.backwards.append({"roots": [weakref.ref(t) for t in roots], "root_ids": {id(t) for t in roots},
-                               "where": _user_frame(), "retain": bool(retain),
-                               "nodes": nodes, "depth": depth, "used_by": set(), "modes": self.modes,
-                               "fresh": {p for p in depth if p.grad is None
-                                         or self.zeroed.get(id(p.grad)) == p.grad._version}})
+        self.backwards.append(BackwardCall(
+            [weakref.ref(t) for t in roots], {id(t) for t in roots}, _user_frame(), bool(retain), nodes, depth,
+            self.modes, {p for p in depth if p.grad is None or self.zeroed.get(id(p.grad)) == p.grad._version}))
         return leaves
 
     def _after(self, name, args, kwargs, out):
@@ -210,18 +148,17 @@ class Recording:
         written, op = _written(name, args, kwargs)
         if written is not None:
             before = node.next_functions if (node := _grad_fn(written)) is not None else ()
-            self.inplace.append({"ptr": written.untyped_storage().data_ptr(), "op": op, "where": _user_frame(),
-                                 "version": written._version, "shape": tuple(written.shape), "serial": self.serial,
-                                 "module": self.stack[-1] if self.stack else None,   # a module object
-                                 "made": self.nodes.get(before[0][0]) if before else None})  # what it held before
+            self.inplace.append(InplaceWrite(written.untyped_storage().data_ptr(), op, _user_frame(), written._version,
+                                             tuple(written.shape), self.serial, self.stack[-1] if self.stack else None,
+                                             self.nodes.get(before[0][0]) if before else None))  # what it held before
         given, self.versions_before = self.versions_before, []     # held no longer than the call
         for t, before in given:
             now = _version(t)
             if before is not None and now is not None and now > before and t is not written:
-                self.inplace.append({"ptr": t.untyped_storage().data_ptr(), "where": _user_frame(),
-                                     "op": _("{op} (writing in place into a tensor it was given)").format(op=name),
-                                     "version": now, "shape": tuple(t.shape), "serial": self.serial,
-                                     "module": self.stack[-1] if self.stack else None})
+                self.inplace.append(InplaceWrite(
+                    t.untyped_storage().data_ptr(), _("{op} (writing in place into a tensor it was given)").format(
+                        op=name), _user_frame(), now, tuple(t.shape), self.serial,
+                    self.stack[-1] if self.stack else None))
         where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
         inside = ...                  # the line inside the module, looked up once a node is new
         made = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -289,10 +226,10 @@ class Recording:
         if missing:
             facts = {"where": _user_frame(), "parameters": missing[:6]}
             ours = {id(p) for p in params}
-            other = [p for p in (self.backwards[-1]["depth"] if self.backwards else ()) if id(p) not in ours]
+            other = [p for p in (self.backwards[-1].depth if self.backwards else ()) if id(p) not in ours]
             if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
                 facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
-                                             "{names}").format(count=len(other), where=self.backwards[-1]["where"],
+                                             "{names}").format(count=len(other), where=self.backwards[-1].where,
                                                                names=", ".join(self._label(p) for p in other[:3]))
             self._suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
                                "will not change").format(name=name, missing=len(missing), total=len(params)),
@@ -311,9 +248,8 @@ class Recording:
         self._pause()                     # (with a closure: recording until here)
         params = [p for g in opt.param_groups for p in g["params"]]
         for b in self._contributors(params):
-            b["used_by"].add(id(opt))
-        self.steps.append({"optimizer": opt, "where": _user_frame(), "params": params,
-                           "versions": [p._version for p in params], "serial": self.serial})
+            b.used_by.add(id(opt))
+        self.steps.append(Step(opt, _user_frame(), params, [p._version for p in params], self.serial))
         self._resume()
 
     def _contributors(self, params):
@@ -324,9 +260,9 @@ class Recording:
             if p.grad is None:            # set to None since (zero_grad()): nothing of any backward is left
                 continue
             for b in reversed(self.backwards):
-                if p in b["depth"]:
+                if p in b.depth:
                     if not any(b is f for f in found):
                         found.append(b)
-                    if p in b["fresh"]:
+                    if p in b.fresh:
                         break
         return found

@@ -39,13 +39,13 @@ class VersionErrors:
         transposed = bool(s.param and s.param.endswith(".T"))
         modifier, rec, stepped = self._modifier(s, info.serial if info else None)
         param, chosen = self._param_of(s), s
-        if rec is not None and param is not None and rec["ptr"] != param.untyped_storage().data_ptr():
+        if rec is not None and param is not None and rec.ptr != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
-        variable = None if s.param or rec is None else self._variable(rec["ptr"], rec["shape"])   # what was written
+        variable = None if s.param or rec is None else self._variable(rec.ptr, rec.shape)   # what was written
         label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module, rec))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
-        base = param.shape if param is not None and s.param else rec["shape"] if variable else None
+        base = param.shape if param is not None and s.param else rec.shape if variable else None
         if base is not None and not transposed and tuple(base) != tuple(s.shape or ()):
             tensor = _("{label} {base} (saved as a view of shape {shape})").format(
                 label=label, shape=list(s.shape or []), base=list(base))
@@ -101,10 +101,10 @@ class VersionErrors:
         found += [(t, n) for n, t in self.names()[3].items()         # a tensor a module or object keeps: a cache
                   if t._version == versions[0] and tuple(t.shape) == shape and all(t is not p for p, _ in found)]
         if len(found) > 1:             # the one the latest in-place write of that shape and version wrote
-            rec = next((r for r in reversed(self.inplace) if (r["version"], r["shape"]) == (versions[0], shape)), None)
-            found = [(t, n) for t, n in found if rec is not None and t.untyped_storage().data_ptr() == rec["ptr"]]
+            rec = next((r for r in reversed(self.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
+            found = [(t, n) for t, n in found if rec is not None and t.untyped_storage().data_ptr() == rec.ptr]
         if not found:                  # a tensor no name holds (a local of a forward): the write the doctor saw
-            rec = next((r for r in reversed(self.inplace) if (r["version"], r["shape"]) == (versions[0], shape)), None)
+            rec = next((r for r in reversed(self.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
             return [(graphs.Saved(type(opaque).__name__, "?", "stale", shape, None, *versions), opaque)] if rec else []
         if len(found) != 1:
             return []
@@ -116,7 +116,7 @@ class VersionErrors:
         """The latest optimizer step over the parameter a saved tensor is (None for a non-parameter)."""
         name = (s.param or "").removesuffix(".T")
         param = next((p for p, n in self.param_names.items() if n == name), None)
-        return next((step for step in reversed(self.steps) if any(p is param for p in step["params"])), None) \
+        return next((step for step in reversed(self.steps) if any(p is param for p in step.params)), None) \
             if param is not None else None
 
     def _carried(self, roots, step, stale):
@@ -126,12 +126,12 @@ class VersionErrors:
         if step is None:
             return None
         latest = max((info.serial for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
-        if latest <= step["serial"]:
+        if latest <= step.serial:
             return None
         # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
         # the way to the node that saved the stale tensor
-        edge = {info.serial for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > step["serial"]
-                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= step["serial"]
+        edge = {info.serial for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > step.serial
+                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= step.serial
                 and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
         names = self._variables_made_by(edge) if edge else []
         if not names:
@@ -152,8 +152,8 @@ class VersionErrors:
     def _saved_label(self, s, op, module, rec=None):
         """A saved tensor no variable holds, named by the node that made it (the op whose output the in-place write
         overwrote), or by the node that saved it: its output (ReLU saves its result), or what it took in."""
-        made = rec.get("made") if rec is not None else None
-        if made is not None and tuple(rec["shape"]) == tuple(s.shape or ()):
+        made = rec.made if rec is not None else None
+        if made is not None and tuple(rec.shape) == tuple(s.shape or ()):
             name = self._module_name(made.module)
             return (_("the output of {op} in {module} at {where}") if name else _("the output of {op} at {where}")
                     ).format(op=made.op, module=name, where=made.place())
@@ -173,21 +173,21 @@ class VersionErrors:
         param = self._param_of(s)
         if param is not None:
             for step in reversed(self.steps):     # a step before the forward that saved it changed nothing saved
-                if any(p is param for p in step["params"]) and (saved is None or step["serial"] >= saved):
+                if any(p is param for p in step.params) and (saved is None or step.serial >= saved):
                     return _("{optimizer}.step() at {where} (in place, under no_grad)").format(
-                        optimizer=self._optimizer_name(step["optimizer"]), where=step["where"]), None, True
+                        optimizer=self._optimizer_name(step.optimizer), where=step.where), None, True
             ptr = param.untyped_storage().data_ptr()
-            recs = [rec for rec in self.inplace if rec["ptr"] == ptr and (saved is None or rec["serial"] >= saved)]
+            recs = [rec for rec in self.inplace if rec.ptr == ptr and (saved is None or rec.serial >= saved)]
         else:
             recs = []
-        recs += [rec for rec in reversed(self.inplace) if (rec["version"], rec["shape"]) == (s.version_now, s.shape)]
-        recs += [rec for rec in reversed(self.inplace) if rec["version"] == s.version_now and s.shape is not None
-                 and math.prod(rec["shape"]) == math.prod(s.shape) and (saved is None or rec["serial"] >= saved)]
+        recs += [rec for rec in reversed(self.inplace) if (rec.version, rec.shape) == (s.version_now, s.shape)]
+        recs += [rec for rec in reversed(self.inplace) if rec.version == s.version_now and s.shape is not None
+                 and math.prod(rec.shape) == math.prod(s.shape) and (saved is None or rec.serial >= saved)]
         if saved is not None:          # a part of a larger tensor: a write anywhere in it moved the one version counter
-            recs += [rec for rec in reversed(self.inplace) if rec["version"] == s.version_now
-                     and rec["serial"] >= saved and math.prod(rec["shape"]) > math.prod(s.shape or (0,))]
+            recs += [rec for rec in reversed(self.inplace) if rec.version == s.version_now
+                     and rec.serial >= saved and math.prod(rec.shape) > math.prod(s.shape or (0,))]
         for rec in recs:
-            module = self._module_name(rec["module"])
+            module = self._module_name(rec.module)
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
-                op=rec["op"], module=module, where=rec["where"]), rec, False
+                op=rec.op, module=module, where=rec.where), rec, False
         return _("an in-place operation the doctor did not see"), None, False
