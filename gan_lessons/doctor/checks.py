@@ -105,7 +105,7 @@ class Checks:
         whose fake batch was not detached). Only for a D-like net whose other net has its own optimizer: one
         loss training two nets (an autoencoder, pix2pix's G) is correct."""
         mine = set(params)
-        names = self._known()[1]
+        names = self._known().params
         if not params or not contributors or not _looks_like_gan(names.get(params[0], "")):
             return
         b = contributors[0]

@@ -53,7 +53,7 @@ class Diagnoses(VersionErrors, ViewErrors):
 
     def _label(self, tensor):
         """`x_hat` for a live variable (the failing function's locals included), else what _name says."""
-        name = next((k for k, v in self.names()[3].items() if v is tensor), None)
+        name = next((k for k, v in self.names().variables.items() if v is tensor), None)
         return f"`{name}`" if name else self._name(tensor)
 
     def _input_error(self, error):
@@ -215,7 +215,7 @@ class Diagnoses(VersionErrors, ViewErrors):
         edge = {site(info): info for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > last
                 for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= last and info.where}
         for key, made in edge.items():
-            now = [k for k, v in self.names()[3].items() if (info := self.nodes.get(v.grad_fn)) and info.serial > last
+            now = [k for k, v in self.names().variables.items() if (info := self.nodes.get(v.grad_fn)) and info.serial > last
                    and site(info) == key]
             if now:
                 return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "

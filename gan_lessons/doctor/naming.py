@@ -3,6 +3,7 @@ the running and failing functions' locals, and class names for modules the hooks
 import re
 import sys
 import types
+from dataclasses import dataclass
 
 import torch
 
@@ -65,11 +66,20 @@ def _looks_like_gan(name) -> bool:
     return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
 
 
+@dataclass(slots=True)
+class Names:
+    """What names() resolved, each by what a diagnosis looks up."""
+    modules: dict                # {module: name}
+    params: dict                 # {parameter, buffer or tensor named to doctor(...): name}
+    optimizers: dict             # {id(optimizer): name}
+    variables: dict              # {name: a tensor a variable, a module or an object holds}
+
+
 class Naming:
     """The doctor's naming half (mixed into `doctor`)."""
 
     def names(self, extra=()):
-        """Names, resolved now: {module: name}, {parameter or tensor: name}, {id(optimizer): name}. First come the
+        """Names, resolved now (a Names: modules, parameters, optimizers, variables). First come the
         names given to doctor(...), then the live namespace (variables, and modules one attribute inside other
         objects: `agent.critic`), then `extra` namespaces (an error's frames), then a class-based name for every
         module the hooks saw that is still unnamed (`Discriminator.net.7.weight`)."""
@@ -111,7 +121,7 @@ class Naming:
             if id(opt) not in optimizers:
                 tops = sorted({params.get(p, "?").split(".")[0] for g in opt.param_groups for p in g["params"]})
                 optimizers[id(opt)] = f"{type(opt).__name__}({', '.join(tops)})"
-        self._names, self._names_key = (modules, params, optimizers, variables), key
+        self._names, self._names_key = Names(modules, params, optimizers, variables), key
         return self._names
 
     def _namespaces(self):
@@ -128,7 +138,7 @@ class Naming:
 
     @property
     def param_names(self):
-        return self.names()[1]
+        return self.names().params
 
     def _known(self):
         """names() as of the last module or optimizer the hooks saw for the first time: for the hooks that run at
@@ -144,21 +154,21 @@ class Naming:
         not cut off)."""
         others = {id(q) for o in list(self.optimizer_objects.values()) + list(self.seen_optimizers) if o is not opt
                   for g in o.param_groups for q in g["params"]}
-        modules = self._known()[0]
+        modules = self._known().modules
         unused = {id(p) for m in modules if m not in self.seen_modules for p in m.parameters(recurse=False)}
         return [p for p in missing if id(p) not in others and id(p) not in unused]
 
     def _module_name(self, module):
-        return None if module is None else self.names()[0].get(module, type(module).__name__)
+        return None if module is None else self.names().modules.get(module, type(module).__name__)
 
     def _optimizer_name(self, opt):
-        return self._known()[2].get(id(opt)) or type(opt).__name__
+        return self._known().optimizers.get(id(opt)) or type(opt).__name__
 
     def _variable(self, ptr, shape):
         """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,
         `laterals[0]`."""
         params = self.param_names
-        held = [(k, v) for k, v in self.names()[3].items() if v not in params and v.untyped_storage().data_ptr() == ptr]
+        held = [(k, v) for k, v in self.names().variables.items() if v not in params and v.untyped_storage().data_ptr() == ptr]
         return next((k for k, v in held if tuple(v.shape) == tuple(shape)), None) or \
             next((k for k, v in held if v._base is None), None)      # the whole tensor a saved view is part of
 
@@ -166,7 +176,7 @@ class Naming:
         """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`. A tensor an
         object keeps across calls (`G.w_avg`, `model.hidden`) whose graph reaches them comes first: it is what
         carries an old graph into a new pass, even where a plain variable of the old pass is still alive."""
-        variables = self.names()[3]
+        variables = self.names().variables
         made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info.serial in serials]
         if any("." in k or "[" in k for k in made):       # kept by an object and made by the old graph
             return sorted(made, key=lambda k: "." not in k and "[" not in k)[:3]

@@ -222,7 +222,7 @@ class Recording:
         missing = [] if closure else [p for p in params if p.grad is None and p.requires_grad]
         if missing and len(missing) < len(params):      # some: not those another optimizer trains, or no forward used
             missing = self._untrained(opt, missing)
-        missing = [self._known()[1].get(p, "?") for p in missing]
+        missing = [self._known().params.get(p, "?") for p in missing]
         if missing:
             facts = {"where": _user_frame(), "parameters": missing[:6]}
             ours = {id(p) for p in params}

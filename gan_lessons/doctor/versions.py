@@ -98,7 +98,7 @@ class VersionErrors:
         # a custom Function's or a compiled graph's node (no number after Backward) before torch's own (cat)
         found = [(p, n) for p, n in self.param_names.items()
                  if p._version == versions[0] and tuple(p.shape) in (shape, shape[::-1])]
-        found += [(t, n) for n, t in self.names()[3].items()         # a tensor a module or object keeps: a cache
+        found += [(t, n) for n, t in self.names().variables.items()         # a tensor a module or object keeps: a cache
                   if t._version == versions[0] and tuple(t.shape) == shape and all(t is not p for p, _ in found)]
         if len(found) > 1:             # the one the latest in-place write of that shape and version wrote
             rec = next((r for r in reversed(self.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
@@ -136,7 +136,7 @@ class VersionErrors:
         names = self._variables_made_by(edge) if edge else []
         if not names:
             return None
-        info = self.nodes.get(self.names()[3][names[0]].grad_fn)
+        info = self.nodes.get(self.names().variables[names[0]].grad_fn)
         return names[0], (info.where if info and info.serial in edge else None)
 
     def _saved(self, roots, stale=False):

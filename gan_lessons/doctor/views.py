@@ -98,7 +98,7 @@ class ViewErrors:
         """A module's full backward hook wrapped the tensor an in-place op then wrote into."""
         hooked, place = writer, N_("its input")
         if writer is None or not _full_hooks(writer):
-            hooked_ones = [m for m in self.names()[0] if _full_hooks(m)]
+            hooked_ones = [m for m in self.names().modules if _full_hooks(m)]
             hooked = hooked_ones[0] if len(hooked_ones) == 1 else None
             place = N_("the output of {module}")
         hooks = _full_hooks(hooked) if hooked is not None else []

@@ -1,0 +1,65 @@
+"""The doctor's parts, each alone: what ops.py reads of one torch call, the records the recorder keeps (small
+dataclasses, read by field), and what the namer resolves."""
+import torch
+from torch import nn, optim
+
+from gan_lessons.doctor import doctor
+from gan_lessons.doctor.naming import Names
+from gan_lessons.doctor.nodes import BackwardCall, InplaceWrite, Step
+from gan_lessons.doctor.ops import _frozen_flag, _is_inplace, _version, _written
+
+
+def test_ops_tell_an_in_place_call_from_an_out_of_place_one():
+    assert _is_inplace("add_", {}) and _is_inplace("__iadd__", {}) and _is_inplace("__setitem__", {})
+    assert _is_inplace("relu", {"inplace": True}) and not _is_inplace("relu", {"inplace": False})
+    assert not _is_inplace("add", {}) and not _is_inplace("__add__", {}) and not _is_inplace("requires_grad_", {})
+    x, buf = torch.ones(2), torch.empty(2)
+    assert _written("mul_", (x, 2), {}) == (x, "mul_")
+    assert _written("dropout", (x,), {"inplace": True}) == (x, "dropout(inplace=True)")
+    assert _written("add", (x, 1), {"out": buf}) == (buf, "add(out=...)")
+    assert _written("add", (x, 1), {}) == (None, None)
+    with torch.inference_mode():
+        made = torch.ones(1)
+    assert _version(x) == 0 and _version(made) is None
+
+
+def test_ops_read_a_requires_grad_switch():
+    p = nn.Parameter(torch.ones(1))
+    assert _frozen_flag(None, "requires_grad_", (p, False), {}) is False
+    assert _frozen_flag(None, "requires_grad_", (p,), {}) is True
+    assert _frozen_flag(type(p).requires_grad.__set__, "__set__", (p, False), {}) is False
+    assert _frozen_flag(None, "add_", (p, 1), {}) is None
+
+
+def test_the_records_are_typed_and_say_what_happened():
+    torch.manual_seed(0)
+    net = nn.Linear(3, 1)
+    opt = optim.SGD(net.parameters(), lr=0.1)
+    with doctor(net=net, opt=opt) as doc:
+        opt.zero_grad()
+        loss = net(torch.ones(2, 3)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        scale = torch.ones(1)
+        scale.mul_(2)
+    backward, step = doc.backwards[-1], doc.steps[-1]
+    assert isinstance(backward, BackwardCall) and isinstance(step, Step)
+    assert "loss.backward()" in backward.where.code and set(backward.depth) == set(net.parameters())
+    assert backward.fresh == set(net.parameters()) and id(opt) in backward.used_by and not backward.retain
+    assert step.optimizer is opt and "opt.step()" in step.where.code
+    assert step.versions == [p._version for p in net.parameters()]
+    write = doc.inplace[-1]
+    assert isinstance(write, InplaceWrite) and write.op == "mul_" and write.shape == (1,) and write.version == 1
+    assert doc.notes == []
+
+
+def test_the_namer_resolves_modules_parameters_optimizers_and_variables():
+    G = nn.Sequential(nn.Linear(2, 2))
+    opt_G = optim.Adam(G.parameters())
+    x_fake = G(torch.ones(1, 2))
+    with doctor() as doc:
+        names = doc.names()
+    assert isinstance(names, Names)
+    assert names.modules[G] == "G" and names.modules[G[0]] == "G.0"
+    assert names.params[G[0].weight] == "G.0.weight" and names.optimizers[id(opt_G)] == "opt_G"
+    assert names.variables["x_fake"] is x_fake
