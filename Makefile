@@ -73,8 +73,8 @@ notebooks: setup
 	$(PY) tools/build_notebook.py $(LESSONS)
 	$(PY) tools/student.py
 
-# Student copies free of answers, in notebooks/student/ and notebooks/zh/student/ (committed: Colab opens them; tests/test_student.py
-# fails while they differ from the lessons).
+# Student copies free of answers, in notebooks/student/ and notebooks/zh/student/: nbgrader generate_assignment's release
+# with nbgrader_config.py (committed: Colab opens them; tests/test_student.py fails while they differ from a fresh one).
 student: setup
 	$(PY) tools/student.py
 
