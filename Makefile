@@ -1,6 +1,23 @@
 # Two entry points, each doing its own setup and safe to re-run:
-#   make lab    set up .venv and open the lessons in JupyterLab
-#   make test   set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval)
+#   make lab          set up .venv and open the lessons in JupyterLab
+#   make test         set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval)
+# And the rest, each in a line (the comment above each target says more):
+#   make setup        .venv with the package, its test tools and the reference torch
+#   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
+#   make dot          graphviz's dot (apt where it can), for the graphs
+#   make fonts        a CJK font (apt where it can), for the Chinese lessons' figures
+#   make chromium     Debian's chromium (apt where it can), for the browser tests
+#   make train        the full 20-epoch MNIST run, then its generator shipped into gan_lessons/assets/
+#   make notebooks    the lessons built from their text sources and executed, then the student copies
+#   make student      the student copies: nbgrader generate_assignment's release of every lesson
+#   make messages     the Chinese message catalog: extract, update, compile
+#   make bench        the step's cost, eager and compiled, and time to quality (benchmarks/results/)
+#   make check-torch  the lessons' checks on another torch (TORCH=2.1.0)
+#   make check-colab  every lesson and student copy on Colab's own stack
+#   make gpu-carry    the files a GPU machine without a network needs (wheels, dot, MNIST)
+#   make gpu-run      one part of the GPU run on a GPU machine (PART=train, bench or notebooks)
+#   make gpu-smoke    the GPU run's parts, tiny, on this CPU
+#   make clean        remove the environments, build/ and the GPU run's folders
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
