@@ -15,7 +15,7 @@
 #   make check-torch  the lessons' checks on another torch (TORCH=2.1.0)
 #   make check-colab  every lesson and student copy on Colab's own stack
 #   make gpu-carry    the files a GPU machine without a network needs (wheels, dot, MNIST)
-#   make gpu-run      one part of the GPU run on a GPU machine (PART=train, bench or notebooks)
+#   make gpu-run      the GPU run on a GPU machine: PART=all (BUDGET=480 seconds), or one of train, bench, notebooks
 #   make gpu-smoke    the GPU run's parts, tiny, on this CPU
 #   make clean        remove the environments, build/ and the GPU run's folders
 PYTHON ?= python3
@@ -139,15 +139,17 @@ check-colab: dot
 		tests/test_widgets.py tests/test_doctor.py tests/test_doctor_cases.py tests/test_doctor_script.py
 
 # The GPU run (README, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
-# dot, MNIST). On a GPU machine that reaches no package index: one part at a time, each under 9 minutes on an H100.
-# gpu-smoke runs the three parts tiny on this CPU, in a fresh environment, from a carry folder for this Python.
+# dot, MNIST). On a GPU machine that reaches no package index: PART=all runs the three parts in order under one
+# deadline of BUDGET seconds; a single part runs without one. gpu-smoke runs PART=all tiny on this CPU, in a fresh
+# environment, from a carry folder for this Python.
 GPU_CARRY ?= .gpu-carry
 gpu-carry: setup
 	$(PY) tools/gpu.py carry --dir $(GPU_CARRY)
 
+BUDGET ?= 480
 gpu-run:
-	@case "$(PART)" in train|bench|notebooks) ;; *) echo "Say which part: make gpu-run PART=train (or bench, or notebooks)"; exit 2;; esac
-	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY)
+	@case "$(PART)" in all|train|bench|notebooks) ;; *) echo "Say which part: make gpu-run PART=all (or train, bench, notebooks)"; exit 2;; esac
+	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY) $(if $(filter all,$(PART)),--budget $(BUDGET))
 
 gpu-smoke: setup
 	$(PY) tools/gpu.py smoke

@@ -13,7 +13,10 @@ it came from to benchmarks/results/<date>_<device>.json.
 - quality (--quality): time until a fresh run reaches a fixed MNIST-FID (2,000 samples, scored after every epoch
   and not timed), for 3 seeds, for the trainer and for the DCGAN-style loop (2 workers).
 
-    python benchmarks/bench.py [--fast] [--quality] [--steps 20] [--rounds 5]"""
+With --deadline, nothing new starts after that time; the results file is rewritten after every figure, so a run
+stopped at any point keeps what it measured, and --append adds to it later.
+
+    python benchmarks/bench.py [--fast] [--quality] [--steps 20] [--rounds 5] [--deadline UNIX_TIME] [--append]"""
 import argparse
 import datetime
 import json
@@ -249,7 +252,8 @@ def markdown(result) -> str:
              f"{result['rounds']} interleaved windows of {result['steps_per_window']} steps.",
              "",
              f"**Floor.** One step of `d_first_reuse_fake` is {floor['step_gflop']} GFLOP of matmuls and convolutions "
-             f"(counted by `torch.utils.flop_counter`; everything else is left out, so the floor is low). At this CPU's "
+             f"(counted by `torch.utils.flop_counter`; everything else is left out, so the floor is low). At this "
+             f"{'GPU' if m.get('gpu') else 'CPU'}'s "
              f"best measured float32 matmul rate, {peak_['matmul_gflops']} GFLOP/s, that is "
              f"{floor['compute_floor_us'] / 1000:.1f} ms a step; Adam's parameter traffic at the measured "
              f"{peak_['copy_gb_s']} GB/s copy bandwidth is {floor['adam_memory_floor_us'] / 1000:.1f} ms.",
@@ -261,12 +265,14 @@ def markdown(result) -> str:
         head = f"| `{r['strategy']}` | {r['floor']['step_gflop']} | {e['ms_per_step']} | {e['x_floor']}x | "
         lines.append(head + (f"{f['ms_per_step']} | {q['median']} ({q['min']}–{q['max']}) | {q['fast_faster_in']} | "
                              f"{r['peak_mib']} |" if q else f"– | – | – | {r['peak_mib']} |"))
-    v = result["versus_dataloader"]
-    lines += ["", "| loop (`d_first_reuse_fake`) | images/s | time / the trainer's (paired, median) |", "|---|---|---|"]
+    v = result.get("versus_dataloader", {})
     labels = {"trainer": "the trainer's epoch loop (`python -m gan_lessons train`)",
               "dcgan_style_0_workers": "DCGAN-style: DataLoader, ToTensor + Normalize, 0 workers",
               "dcgan_style_2_workers": "DCGAN-style: DataLoader, ToTensor + Normalize, 2 workers"}
-    lines += [f"| {labels[k]} | {x['images_per_s']} | {x['time_over_trainer_median']} |" for k, x in v.items()]
+    if v:
+        lines += ["", "| loop (`d_first_reuse_fake`) | images/s | time / the trainer's (paired, median) |",
+                  "|---|---|---|"]
+        lines += [f"| {labels[k]} | {x['images_per_s']} | {x['time_over_trainer_median']} |" for k, x in v.items()]
     if "quality" in result:
         q = result["quality"]
         runs = "; ".join(f"seed {r['seed']}: " + (f"{r['epochs']} epochs, {r['train_seconds']} s" if r["reached"]
@@ -283,6 +289,13 @@ def markdown(result) -> str:
     return "\n".join(lines)
 
 
+def write(out: Path, result: dict) -> None:
+    """The results file, rewritten whole after every figure (a stopped run keeps what it measured)."""
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(out)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fast", action="store_true", help="also measure torch.compile mode, interleaved with eager")
@@ -293,29 +306,55 @@ def main():
     p.add_argument("--peak-sizes", default="1024,2048,4096", help="matmul sizes for the device's measured rate")
     p.add_argument("--out", type=Path, default=None, help="the results file (default: benchmarks/results/<date>_...json)")
     p.add_argument("--strategies", default=",".join(NAMES))
+    p.add_argument("--no-versus", action="store_true", help="leave out the trainer vs DCGAN-style comparison")
+    p.add_argument("--append", action="store_true",
+                   help="add to the results file at --out: its machine, floor and rows are kept, strategies it has "
+                        "are not measured again")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="a Unix time: nothing new starts after it (what was left out is listed in the file)")
     a = p.parse_args()
     device = training.resolve_device(a.device)
     steps = a.steps or (200 if device.type == "cuda" else 20)
-    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "machine": machine(device), "batch_size": 64, "steps_per_window": steps, "rounds": a.rounds}
-    result["peak"] = peak(device, tuple(int(n) for n in a.peak_sizes.split(",")))
+    out = a.out or Path(__file__).parent / "results" / f"{datetime.datetime.now(datetime.timezone.utc).date()}_{device.type}.json"
     n_params = sum(p.numel() for net in costs.fresh_gan()[:2] for p in net.parameters())
-    result["floor"] = floor_us(step_flops("d_first_reuse_fake"), n_params, result["peak"])
-    print(json.dumps({k: result[k] for k in ("machine", "peak", "floor")}), flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    if a.append and out.exists():
+        result = json.loads(out.read_text())
+    else:
+        result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "machine": machine(device), "batch_size": 64, "steps_per_window": steps, "rounds": a.rounds}
+        result["peak"] = peak(device, tuple(int(n) for n in a.peak_sizes.split(",")))
+        result["floor"] = floor_us(step_flops("d_first_reuse_fake"), n_params, result["peak"])
         result["rows"] = []
-        for name in a.strategies.split(","):
-            floor = floor_us(step_flops(name), n_params, result["peak"])
-            result["rows"].append({**eager_vs_fast(name, device, steps, a.rounds, a.fast, tmp, floor), "floor": floor})
-            print(json.dumps(result["rows"][-1]), flush=True)
-        result["versus_dataloader"] = versus_dataloader(device, steps, a.rounds, tmp)
-        print(json.dumps(result["versus_dataloader"]), flush=True)
-        if a.quality:
-            result["quality"] = quality(device, tmp=tmp)
-            result["quality_dcgan_style"] = quality_dcgan_style(device)
+        print(json.dumps({k: result[k] for k in ("machine", "peak", "floor")}), flush=True)
+    done = {r["strategy"] for r in result["rows"]}
+    todo = [("row", n) for n in a.strategies.split(",") if n and n not in done]
+    if not a.no_versus and "versus_dataloader" not in result:
+        todo.append(("versus_dataloader", None))
+    if a.quality:
+        todo += [(k, None) for k in ("quality", "quality_dcgan_style") if k not in result]
+    result.pop("left_out", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (kind, name) in enumerate(todo):
+            if a.deadline is not None and time.time() > a.deadline:
+                result["left_out"] = [n or k for k, n in todo[i:]]
+                print("deadline reached; left out:", ", ".join(result["left_out"]), flush=True)
+                break
+            if kind == "row":
+                floor = floor_us(step_flops(name), n_params, result["peak"])
+                result["rows"].append({**eager_vs_fast(name, device, steps, a.rounds, a.fast, tmp, floor),
+                                       "floor": floor})
+                figure = result["rows"][-1]
+            elif kind == "versus_dataloader":
+                figure = result[kind] = versus_dataloader(device, steps, a.rounds, tmp)
+            elif kind == "quality":
+                figure = result[kind] = quality(device, tmp=tmp)
+            else:
+                figure = result[kind] = quality_dcgan_style(device)
+            result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            write(out, result)
+            print(json.dumps(figure), flush=True)
     result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    out = a.out or Path(__file__).parent / "results" / f"{result['date'][:10]}_{device.type}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write(out, result)
     print("wrote", out)
     print(markdown(result))
 

@@ -40,7 +40,7 @@ def cmd_train(a):
                                lr_D=a.lr_d, seed=a.seed, device=a.device, out=a.out, data=a.data,
                                limit=a.limit, fast=a.fast, tanh=a.tanh, beta1=a.beta1, beta2=a.beta2,
                                n_critic=a.n_critic, gp_weight=a.gp_weight)
-    out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0}
+    out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0, "longest": 0.0}
     cfg.validate()                                   # every setting checked before any file is touched
     if a.resume and a.restart:
         raise training.ConfigError(_("--resume continues a run and --restart starts it over: choose one"))
@@ -72,9 +72,15 @@ def cmd_train(a):
             with open(out / "eval.jsonl", "a") as f:
                 f.write(json.dumps({"epoch": trainer.epoch, **m}) + "\n")
             clock["eval"] += time.perf_counter() - t0
-        clock["epoch"] = time.perf_counter()
+        now = time.perf_counter()
+        clock["longest"], clock["epoch"] = max(clock["longest"], now - clock["epoch"]), now
         if bar is not None:
             bar.update(1)
+        # the time limit: stop here if one more epoch, as slow as the slowest so far, would end past it
+        if a.time_limit is not None and trainer.epoch < cfg.epochs and \
+                now - started + clock["longest"] > a.time_limit:
+            clock["stopped"] = {"after_epoch": trainer.epoch, "of": cfg.epochs, "time_limit_s": a.time_limit}
+            return True
 
     started = time.perf_counter()
     try:
@@ -82,24 +88,30 @@ def cmd_train(a):
     finally:
         if bar is not None:
             bar.close()
+    if "stopped" in clock:
+        print(_("stopped after epoch {epoch} of {epochs}: one more would end past --time-limit {limit:g} s; "
+                "continue with --resume").format(epoch=trainer.epoch, epochs=cfg.epochs, limit=a.time_limit))
     try:
-        finish_run(a, cfg, trainer, out, time.perf_counter() - started - clock["eval"])
+        finish_run(a, cfg, trainer, out, time.perf_counter() - started - clock["eval"], clock.get("stopped"))
     except KeyboardInterrupt:
         raise training.Interrupted(_("interrupted after training, before metrics.json was written; {out}/last.pt "
                                      "holds the whole run: run the same command with --resume to finish").format(
                                          out=out)) from None
 
 
-def finish_run(a, cfg, trainer, out, train_seconds):
-    """After the last epoch: the GIF, the loss plot, the final evaluation and metrics.json (written last)."""
+def finish_run(a, cfg, trainer, out, train_seconds, stopped=None):
+    """After the last epoch (or the one the time limit stopped at, `stopped`): the GIF, the loss plot, the final
+    evaluation and metrics.json (written last)."""
     plots.save_gif(sorted(out.glob("grid_*.png")), out / "progress.gif")
     plots.save_losses(trainer.history, out / "losses.png")
     epoch_seconds = sum(h["seconds"] for h in trainer.history)
-    images = cfg.epochs * trainer.steps_per_epoch * cfg.batch_size
+    images = len(trainer.history) * trainer.steps_per_epoch * cfg.batch_size
     record = {"command": "python -m gan_lessons " + " ".join(sys.argv[1:]),
               "config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
               "history": trainer.history, "train_seconds_this_run": round(train_seconds, 2),
               "images_per_second": round(images / epoch_seconds, 1)}
+    if stopped:
+        record["stopped_at_time_limit"] = stopped
     if (out / "eval.jsonl").exists() and a.eval_each > 0:
         by_epoch = {e["epoch"]: e for e in map(json.loads, (out / "eval.jsonl").read_text().splitlines())}
         record["eval_each_epoch"] = [by_epoch[k] for k in sorted(by_epoch)]
@@ -159,6 +171,8 @@ def cmd_export(a):
               "config": files.load_checkpoint(out)["config"], "history": trained.get("history"),
               "images_per_second": trained.get("images_per_second"),
               "eval_each_epoch": trained.get("eval_each_epoch"),
+              **({"stopped_at_time_limit": trained["stopped_at_time_limit"]} if "stopped_at_time_limit" in trained
+                 else {}),
               "metrics": metrics.evaluate(training.generate(G, a.n), a.data), "baseline": metrics.baseline(a.data, a.n)}
     write_text(out.with_suffix(".json"), json.dumps(record, indent=2) + "\n")
     print(_("wrote {out} and {record}").format(out=out, record=out.with_suffix(".json")))

@@ -28,6 +28,16 @@ def seed_int(text):
     return value
 
 
+def seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(_("{text} is not a number of seconds").format(text=repr(text))) from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(_("must be positive, got {value}").format(value=text))
+    return value
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a bad argument reported on one line that says where the help is."""
 
@@ -88,6 +98,9 @@ def parser():
     t.add_argument("--eval-each", type=int, default=0, metavar="N",
                    help=_("after every epoch, score N samples (MNIST-FID, coverage) into OUT/eval.jsonl; not counted "
                           "in the epoch times"))
+    t.add_argument("--time-limit", type=seconds, default=None, metavar="SECONDS",
+                   help=_("stop at the end of an epoch once the next one would end more than SECONDS after the "
+                          "start (judged by the slowest epoch so far); continue later with --resume"))
     t.add_argument("--no-progress", action="store_true")
     s = sub.add_parser("sample", help=_("write N generated images from a checkpoint to .npz or .pt"))
     s.add_argument("checkpoint")

@@ -177,7 +177,8 @@ def _non_finite(trainer, last):
 
 
 def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Trainer:
-    """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand."""
+    """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand.
+    on_epoch(trainer) runs after each epoch's checkpoint; when it returns True, training stops there."""
     last = Path(cfg.out) / "last.pt"
     if resume and not last.exists():
         raise worded(ConfigError, _("{resume=True}: there is no run to continue in {folder} (no last.pt); drop "
@@ -211,8 +212,8 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
             if not trainer.finite():
                 _non_finite(trainer, last)
             trainer.checkpoint()
-            if on_epoch:
-                on_epoch(trainer)
+            if on_epoch and on_epoch(trainer):
+                break
             if trainer.stop_requested:      # Ctrl-C during the checkpoint or on_epoch: the checkpoint is complete
                 raise worded(Interrupted, _("interrupted after epoch {epoch}; checkpoint written to {last}; continue "
                                             "with {resume=True}"), epoch=trainer.epoch, last=last)

@@ -6,11 +6,15 @@ reaches no package index. Everything else the run needs travels in one git-ignor
     python tools/gpu.py carry [--dir .gpu-carry] [--python-version 3.12]
         wheels of the notebook stack (no torch), graphviz's `dot` from Debian's packages with its libraries, and the
         MNIST IDX files (gzipped); prints its size.
-    python3 tools/gpu.py run {train,bench,notebooks} [--carry .gpu-carry] [--results DIR] [--smoke]
+    python3 tools/gpu.py run {all,train,bench,notebooks} [--budget SECONDS] [--carry .gpu-carry] [--results DIR]
         on the GPU machine: installs what is missing from the carry folder (no index), then runs the part and writes
-        what it measures into DIR ($OUT when it is set, else gpu-results/); one summary line at the end.
+        what it measures into DIR ($OUT when it is set, else gpu-results/) as soon as it is measured; one summary line
+        at the end. `all` runs train, bench and notebooks in that order under one deadline (--budget, default 480 s,
+        installation included) that each part checks before it starts and while it runs: training stops at an
+        epoch boundary, the benchmark and the lessons between two measurements. At most 8 files come back, each
+        under 16 MiB (anything more is packed into more.tar.gz).
     python tools/gpu.py smoke
-        the three parts with tiny sizes on this CPU, in a fresh virtual environment that holds only what the GPU
+        `all` with tiny sizes on this CPU, in a fresh virtual environment that holds only what the GPU
         machine holds, everything else installed from a carry folder made for this Python.
 
 `make gpu-carry`, `make gpu-run PART=...` and `make gpu-smoke` call these."""
@@ -22,6 +26,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -171,57 +177,215 @@ def device_line(env) -> str:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def run_train(env, results: Path, work: Path, smoke: bool) -> str:
-    run = work / "train"
-    size = ["--epochs", "1", "--limit", "256", "--eval-samples", "200", "--device", "cpu"] if smoke else \
-           ["--eval-each", "2000"]
-    sh(sys.executable, "-m", "gan_lessons", "train", "--out", run, "--no-progress", "--restart", *size, env=env)
-    sh(sys.executable, "-m", "gan_lessons", "export", run, "--out", results / "generator.pt",
-       *(["-n", "200"] if smoke else []), env=env)
-    shutil.copy(run / "metrics.json", results / "train_metrics.json")
+class Clock:
+    """One deadline for a whole call: `left()` seconds remain; `None` budget: no deadline."""
+
+    def __init__(self, budget=None):
+        self.end = None if budget is None else time.time() + budget
+
+    def left(self) -> float:
+        return float("inf") if self.end is None else self.end - time.time()
+
+
+def call(cmd, env, log: Path, until=None, cwd=None) -> str:
+    """Run cmd, its output shown and appended to `log`; stopped (SIGTERM, then SIGKILL 15 s later) at the Unix time
+    `until`. Returns "done", "failed (exit N)" or "stopped at the deadline"."""
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    with open(log, "a") as f:
+        f.write("+ " + " ".join(str(c) for c in cmd) + "\n")
+        f.flush()
+        proc = subprocess.Popen([str(c) for c in cmd], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+        def pump():
+            for line in iter(proc.stdout.readline, b""):
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+                f.write(line.decode(errors="replace"))
+                f.flush()
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(timeout=None if until is None else max(0.0, until - time.time()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)          # the trainer checkpoints on SIGTERM
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            reader.join(timeout=5)
+            return "stopped at the deadline"
+        reader.join(timeout=5)
+    return "done" if rc == 0 else f"failed (exit {rc})"
+
+
+def run_train(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1.0) -> str:
+    """The README's full run (20 epochs, MNIST-FID on 2,000 samples after each, 10,000 at the end), exported. Under a
+    deadline it trains for at most `share` of the time left, less what the export needs, stopping at an epoch
+    boundary (the trainer's --time-limit)."""
+    run, log = work / "train", results / "log.txt"
+    size = ["--epochs", "1", "--limit", "256", "--eval-samples", "200", "--eval-each", "200", "--device", "cpu"] \
+        if smoke else ["--eval-each", "2000"]
+    export_s = 10 if smoke else 45                      # the export scores its own samples and the real baseline
+    limit = []
+    if clock.end is not None:
+        limit = ["--time-limit", f"{max(1.0, share * clock.left() - export_s):.0f}"]
+    state = call([sys.executable, "-m", "gan_lessons", "train", "--out", run, "--no-progress", "--restart", *size,
+                  *limit], env, log, until=None if clock.end is None else clock.end - export_s)
+    if not (run / "last.pt").exists():
+        return f"train: {state}, no checkpoint"
+    if (run / "metrics.json").exists():
+        shutil.copy(run / "metrics.json", results / "train_metrics.json")
+    export = call([sys.executable, "-m", "gan_lessons", "export", run, "--out", results / "generator.pt",
+                   *(["-n", "200"] if smoke else [])], env, log, until=clock.end)
+    if export != "done" or not (results / "generator.json").exists():
+        return f"train: {state}; export {export}"
     record = json.loads((results / "generator.json").read_text())
     m = record["metrics"]
     epochs = [round(e["mnist_fid"], 1) for e in record.get("eval_each_epoch") or []]
-    return (f"train: MNIST-FID {m['mnist_fid']}, classifier score {m['classifier_score']} on {m['n']} samples"
+    stopped = record.get("stopped_at_time_limit")
+    done = f"{len(record.get('history') or [])} epochs" + (f" of {stopped['of']} (time limit)" if stopped else "")
+    return (f"train: {done}, MNIST-FID {m['mnist_fid']}, classifier score {m['classifier_score']} on {m['n']} samples"
             f"{f', per-epoch FID {epochs}' if epochs else ''}, {record.get('images_per_second', '?')} images/s")
 
 
-def run_bench(env, results: Path, work: Path, smoke: bool) -> str:
-    args = ["--steps", "2", "--rounds", "1", "--strategies", "d_first_reuse_fake", "--device", "cpu",
-                   "--peak-sizes", "256"] if smoke else \
-           ["--fast", "--quality"]
-    sh(sys.executable, ROOT / "benchmarks" / "bench.py", *args, "--out", results / "bench.json", env=env)
-    doctor = ["--steps", "1", "--repeats", "1", "--memory-steps", "0", "--device", "cpu"] if smoke else []
-    sh(sys.executable, ROOT / "benchmarks" / "doctor.py", *doctor, "--out", results / "doctor.json", env=env)
-    bench = json.loads((results / "bench.json").read_text())
-    rows = ", ".join(f"{r['strategy']} " + " / ".join(f"{m} {r[m]['images_per_s']}" for m in ("eager", "fast") if m in r)
-                     for r in bench["rows"])
-    return f"bench: images/s {rows}"
+FIRST = ["d_first_reuse_fake", "one_forward"]           # the default strategy, and the cheapest one
 
 
-def run_notebooks(env, results: Path, work: Path, smoke: bool) -> str:
-    lessons = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def run_bench(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1.0) -> str:
+    """In this order, while time is left: eager and fast for FIRST with the device's floor and the DCGAN-style loop;
+    the doctor's overhead; the other strategies; time to quality (full run only). Results are rewritten after each."""
+    log, out = results / "log.txt", results / "bench.json"
+    until = None if clock.end is None else time.time() + share * clock.left()
+    deadline = [] if until is None else ["--deadline", f"{until:.0f}"]
+    tiny = ["--steps", "2", "--rounds", "1", "--device", "cpu", "--peak-sizes", "256"] if smoke else ["--fast"]
+    bench = [sys.executable, ROOT / "benchmarks" / "bench.py", *tiny, "--out", out, *deadline]
+    others = [n for n in strategies_named() if n not in FIRST]
+    steps = [("bench", [*bench, "--strategies", ",".join(FIRST)]),
+             ("doctor", [sys.executable, ROOT / "benchmarks" / "doctor.py", "--out", results / "doctor.json",
+                         *(["--steps", "1", "--repeats", "1", "--memory-steps", "0", "--device", "cpu"] if smoke
+                           else [])]),
+             ("others", [*bench, "--append", "--no-versus", "--strategies", ",".join(others[:1] if smoke else others)])]
+    if not smoke:
+        steps.append(("quality", [*bench, "--append", "--no-versus", "--strategies", "", "--quality"]))
+    states = []
+    for name, cmd in steps:
+        if until is not None and time.time() >= until:
+            states.append(f"{name} not started")
+            continue
+        states.append(f"{name} {call(cmd, env, log, until=until)}")
+    rows = ""
+    if out.exists():
+        bench_ = json.loads(out.read_text())
+        rows = ", ".join(f"{r['strategy']} " + " / ".join(f"{m} {r[m]['images_per_s']}" for m in ("eager", "fast")
+                                                          if m in r) for r in bench_["rows"])
+    return f"bench: {'; '.join(states)} | images/s {rows or 'none measured'}"
+
+
+def strategies_named():
+    sys.path.insert(0, str(ROOT))
+    from gan_lessons import strategies
+    return [n for n in strategies.STRATEGIES if n != "retain_graph_seed003"]
+
+
+def run_notebooks(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1.0) -> str:
+    """Lesson 10 (its CUDA float16 cell), lesson 06 in full mode, then the other lessons in quick mode, each under
+    nbval's lax mode with the device required to be CUDA; notebooks.json is rewritten after each."""
+    lessons = {int(p.name[:2]): p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+    order = [(10, "quick"), (6, "full")] + [(n, "quick") for n in lessons if n not in (10, 6)]
     if smoke:
-        lessons = lessons[:2]
+        order = [(1, "quick"), (2, "quick")]
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--nbval-lax",
               "--nbval-current-env", "--nbval-cell-timeout", "600"]
-    quick = dict(env, GAN_LESSONS_QUICK="1")
-    if not smoke:
-        quick["GAN_LESSONS_REQUIRE_CUDA"] = "1"
-    sh(*pytest, f"--junitxml={results / 'notebooks.xml'}", *lessons, env=quick, cwd=ROOT)
-    line = f"notebooks: {len(lessons)} lessons passed in quick mode"
-    if not smoke:
-        full = dict(env, GAN_LESSONS_QUICK="0", GAN_LESSONS_REQUIRE_CUDA="1")
-        sh(*pytest, f"--junitxml={results / 'notebook06_full.xml'}", ROOT / "notebooks" / "06_train_mnist_gan.ipynb",
-           env=full, cwd=ROOT)
-        line += ", lesson 06 in full mode"
-    return line
+    record, out = [], results / "notebooks.json"
+    for number, mode in order:
+        if clock.left() <= 5:
+            record.append({"lesson": lessons[number].name, "mode": mode, "outcome": "not started (deadline)"})
+            continue
+        lesson_env = dict(env, GAN_LESSONS_QUICK="1" if mode == "quick" else "0")
+        if not smoke:
+            lesson_env["GAN_LESSONS_REQUIRE_CUDA"] = "1"
+        xml, t0 = work / f"notebook{number:02d}.xml", time.time()
+        state = call([*pytest, f"--junitxml={xml}", lessons[number]], lesson_env, results / "log.txt",
+                     until=None if clock.end is None else clock.end - 2, cwd=ROOT)
+        record.append({"lesson": lessons[number].name, "mode": mode, "outcome": state,
+                       "seconds": round(time.time() - t0, 1), **junit_counts(xml)})
+        write_json(out, record)
+    passed = [r for r in record if r["outcome"] == "done"]
+    return (f"notebooks: {len(passed)} of {len(record)} lessons passed ("
+            + ", ".join(f"{r['lesson'][:2]} {r['mode']}: {r['outcome']}" for r in record) + ")")
 
 
-def run(part: str, folder: Path, results: Path, smoke: bool) -> str:
-    t0 = time.perf_counter()
+def junit_counts(xml: Path) -> dict:
+    """Cells run, failed and skipped, from pytest's JUnit report (none when it was not written)."""
+    if not xml.exists():
+        return {}
+    import xml.etree.ElementTree as ET
+    suite = ET.parse(xml).getroot()
+    suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
+    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def write_json(path: Path, value) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=1) + "\n")
+    tmp.replace(path)
+
+
+# What comes back from the GPU machine: at most 8 files, each under 16 MiB, at most two folders deep.
+MAX_FILES, MAX_BYTES, MAX_DEPTH = 8, 16 * 2**20, 2
+KEEP = ["summary.txt", "generator.pt", "generator.json", "train_metrics.json", "bench.json", "doctor.json",
+        "notebooks.json"]
+
+
+def within_limits(results: Path) -> list:
+    """Pack what would break the limits into one archive (more.tar.gz): every file beyond KEEP when there are more
+    than MAX_FILES, and any file too deep; a file too large even for that is left out and named. Returns the notes."""
+    import tarfile
+    all_files = sorted(p for p in results.rglob("*") if p.is_file())
+    deep = [p for p in all_files if len(p.relative_to(results).parts) > MAX_DEPTH + 1]
+    extra = [p for p in all_files if p.name not in KEEP or p.parent != results] if len(all_files) > MAX_FILES else []
+    pack = sorted(set(deep) | set(extra))
+    notes = []
+    for p in all_files:
+        if p.stat().st_size >= MAX_BYTES:
+            notes.append(f"{p.relative_to(results)} left out: {p.stat().st_size / 2**20:.1f} MiB")
+            p.unlink()
+            pack = [q for q in pack if q != p]
+    if pack:
+        archive = results / "more.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            for p in pack:
+                tar.add(p, arcname=str(p.relative_to(results)))
+        for p in pack:
+            p.unlink()
+        for d in sorted((d for d in results.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+            if not any(d.iterdir()):
+                d.rmdir()
+        notes.append(f"{len(pack)} files packed into more.tar.gz")
+    return notes
+
+
+PART_FUNCTIONS = {"train": run_train, "bench": run_bench, "notebooks": run_notebooks}
+# Under PART=all, each part may use this share of the time left when it starts (the last takes the rest).
+SHARES = {"train": 0.6, "bench": 0.5, "notebooks": 1.0}
+NEEDS = {"train": 60, "bench": 30, "notebooks": 20}     # seconds a part needs to be worth starting (full run)
+
+
+def run(part: str, folder: Path, results: Path, smoke: bool, budget=None) -> str:
+    t0 = time.time()
+    clock = Clock(budget)
     results = Path(results).resolve()
     results.mkdir(parents=True, exist_ok=True)
+    summary = results / ("summary.txt" if part == "all" else f"{part}_summary.txt")
+    summary.unlink(missing_ok=True)
+
+    def say(line):
+        print(line, flush=True)
+        with open(summary, "a") as f:
+            f.write(line + "\n")
+
     with tempfile.TemporaryDirectory(prefix="gan-gpu-") as tmp:
         work = Path(tmp)
         env = prepare(folder, work)
@@ -229,12 +393,23 @@ def run(part: str, folder: Path, results: Path, smoke: bool) -> str:
             code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this is the GPU run')"
             subprocess.run([sys.executable, "-c", code], env=env, check=True)
         where = device_line(env)
-        line = {"train": run_train, "bench": run_bench, "notebooks": run_notebooks}[part](env, results, work, smoke)
-    summary = (f"gpu-run {part}{' (smoke)' if smoke else ''}: {line} | {where} | dot: {env['DOT_VERSION']} | "
-               f"{time.perf_counter() - t0:.0f} s | results in {results}")
-    (results / f"{part}_summary.txt").write_text(summary + "\n")
-    print(summary)
-    return summary
+        say(f"gpu-run {part}{' (smoke)' if smoke else ''} on {where}; dot: {env['DOT_VERSION']}; "
+            f"budget {'none' if budget is None else f'{budget:g} s'}; prepared in {time.time() - t0:.0f} s")
+        for name in (PARTS if part == "all" else [part]):
+            need = 2 if smoke else NEEDS[name]
+            if clock.left() < need:
+                say(f"{name}: not started, {max(0, clock.left()):.0f} s left of the budget")
+                continue
+            try:
+                say(PART_FUNCTIONS[name](env, results, work, smoke, clock, SHARES[name] if part == "all" else 1.0))
+            except Exception as error:                  # one part's failure does not lose the others
+                say(f"{name}: failed: {type(error).__name__}: {error}")
+    notes = within_limits(results)
+    over = "" if clock.end is None else f", {clock.left():+.0f} s against the budget"
+    line = (f"gpu-run {part}{' (smoke)' if smoke else ''}: done in {time.time() - t0:.0f} s{over} | {where} | "
+            f"results in {results}{' | ' + '; '.join(notes) if notes else ''}")
+    say(line)
+    return line
 
 
 # --- smoke ---------------------------------------------------------------------------------------------------------
@@ -290,8 +465,7 @@ def smoke(folder: Path, results: Path) -> None:
         missing = subprocess.run([python, "-c", "import nbval"], capture_output=True).returncode == 0
         if missing:
             raise SystemExit("gpu-smoke: the fresh environment already has nbval; it must come from the carry folder")
-        for part in PARTS:
-            sh(python, __file__, "run", part, "--carry", folder, "--results", results, "--smoke")
+        sh(python, __file__, "run", "all", "--carry", folder, "--results", results, "--smoke", "--budget", "900")
     print(f"gpu-smoke: the three parts ran from {folder} in a fresh environment in {time.perf_counter() - t0:.0f} s")
 
 
@@ -302,7 +476,9 @@ def main(argv=None):
     c.add_argument("--dir", type=Path, default=ROOT / ".gpu-carry")
     c.add_argument("--python-version", default="3.12")
     r = sub.add_parser("run", help="one part of the GPU run")
-    r.add_argument("part", choices=PARTS)
+    r.add_argument("part", choices=[*PARTS, "all"])
+    r.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole call, installation included; every part checks it (all: 480)")
     r.add_argument("--carry", type=Path, default=ROOT / ".gpu-carry")
     r.add_argument("--results", type=Path, default=Path(os.environ.get("OUT") or ROOT / "gpu-results"))
     r.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU")
@@ -313,7 +489,7 @@ def main(argv=None):
     if a.command == "carry":
         carry(a.dir, a.python_version)
     elif a.command == "run":
-        run(a.part, a.carry, a.results, a.smoke)
+        run(a.part, a.carry, a.results, a.smoke, a.budget if a.budget or a.part != "all" else 480.0)
     else:
         smoke(a.carry, a.results)
 
