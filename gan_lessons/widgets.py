@@ -5,6 +5,7 @@ import copy
 import html
 import io
 
+import graphviz
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
@@ -86,10 +87,14 @@ class StrategyPanel:
                 self.shown[name] = {"error": str(error), **shown}
                 return
             figure = _plot(name, history)
-            display(HTML(_scroll_box(_svg_img(graph))))
+            svg = _svg_img(graph)
+            display(HTML(_scroll_box(svg)))
             display(figure)
-            self.shown[name] = {"graph": graph.text, "final": history[-1], **shown,
-                                "graph_png": graph.dot.pipe(format="png"), "figure": figure}
+            self.shown[name] = {"graph": graph.text, "final": history[-1], **shown, "figure": figure}
+            try:
+                self.shown[name]["graph_img"] = _png_img(graph.dot.pipe(format="png"), graph.text.splitlines()[0])
+            except graphviz.CalledProcessError:     # a `dot` built without a PNG renderer: the SVG picture instead
+                self.shown[name]["graph_img"] = svg
 
     def static_html(self) -> str:
         """The default choice as plain HTML with PNG pictures: what a front end without the widget shows."""
@@ -99,10 +104,10 @@ class StrategyPanel:
                    "between {names})</p>").format(name=html.escape(name),
                                                   names=", ".join(map(html.escape, self.buttons.options))),
                  shown["table_html"]]
-        if "graph_png" in shown:
+        if "graph_img" in shown:
             buffer = io.BytesIO()
             shown["figure"].savefig(buffer, format="png", dpi=80)
-            parts += [_scroll_box(_png_img(shown["graph_png"], shown["graph"].splitlines()[0])),
+            parts += [_scroll_box(shown["graph_img"]),
                       _png_img(buffer.getvalue(), _("{name}: training curve").format(name=name))]
         return "\n".join(parts)
 

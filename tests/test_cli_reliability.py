@@ -82,6 +82,26 @@ def test_a_signal_at_the_end_stops_the_run_and_resume_finishes_it_exactly(at, si
     assert finished["metrics"] == json.loads((uninterrupted / "metrics.json").read_text())["metrics"]
 
 
+def test_a_time_limit_stops_at_an_epoch_boundary_and_resume_finishes_the_same_run(uninterrupted, tmp_path, cli):
+    out = tmp_path / "run"
+    args = ["train", "--epochs", "2", "--out", str(out), "--eval-samples", "200", *QUICK]
+    stopped = cli(*args, "--time-limit", "0.001")     # any epoch passes it: the run stops after the first
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped after epoch 1 of 2" in stopped.stdout and "--resume" in stopped.stdout
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["stopped_at_time_limit"] == {"after_epoch": 1, "of": 2, "time_limit_s": 0.001}
+    assert len(record["history"]) == 1 and training.load_checkpoint(out / "last.pt")["epoch"] == 1
+    exported = cli("export", str(out), "--out", str(tmp_path / "g.pt"), "-n", "200", "--data", DATA)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads((tmp_path / "g.json").read_text())["stopped_at_time_limit"]["after_epoch"] == 1
+    resumed = cli(*args, "--resume", "--time-limit", "3600")
+    assert resumed.returncode == 0 and "stopped after" not in resumed.stdout, resumed.stderr
+    a, b = weights(out / "last.pt"), weights(uninterrupted / "last.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    finished = json.loads((out / "metrics.json").read_text())
+    assert "stopped_at_time_limit" not in finished and len(finished["history"]) == 2
+
+
 def test_a_run_that_goes_non_finite_stops_and_keeps_the_epoch_before(tmp_path):
     kept = {}
 

@@ -45,6 +45,30 @@ def test_benchmark_section_is_its_results_file_rendered():
     assert {r["strategy"] for r in results["rows"]} == set(bench.NAMES) and all("fast_over_eager" in r for r in results["rows"])
 
 
+def test_gpu_benchmark_and_training_figures_are_their_results_files():
+    """The GPU paragraphs quote results files by name: the benchmark as bench.markdown renders it, the training run
+    and the doctor's cost with the figures of their records."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench
+    name = re.search(r"\*\*On a GPU\*\*, from `benchmarks/results/([\w-]+\.json)`", README).group(1)
+    results = json.loads((ROOT / "benchmarks/results" / name).read_text())
+    assert results["machine"]["gpu"] and bench.markdown(results) in README
+    run = json.loads((ROOT / "benchmarks/results/2026-11-27_train_cuda.json").read_text())
+    assert run["device"] == "cuda" and len(run["history"]) == run["config"]["epochs"] == 20
+    seconds = [h["seconds"] for h in run["history"]]
+    best = min(run["eval_each_epoch"], key=lambda e: e["mnist_fid"])
+    for figure in (f"took {round(sum(seconds), 1)} s of training", f"median epoch {statistics.median(seconds):.2f} s",
+                   f"{run['images_per_second']} images/s", f"MNIST-FID {run['metrics']['mnist_fid']} and classifier "
+                   f"score {run['metrics']['classifier_score']}", f"epoch {best['epoch']} (MNIST-FID {best['mnist_fid']})",
+                   f"back up to {run['eval_each_epoch'][-1]['mnist_fid']} by epoch 20"):
+        assert figure in README, figure
+    shipped = json.loads((metrics.ASSETS / "generator.json").read_text())
+    assert shipped["metrics"]["mnist_fid"] < run["metrics"]["mnist_fid"]       # why the CPU-trained one stays
+    doctor = json.loads((ROOT / "benchmarks/results/2026-11-27_doctor_cuda.json").read_text())
+    ratios = sorted(r["time_ratio"] for r in doctor["strategies"])
+    assert doctor["device_type"] == "cuda" and f"took\n{ratios[0]} to {ratios[-1]} times" in README
+
+
 def test_shipped_generator_figures_match_its_record():
     g = json.loads((metrics.ASSETS / "generator.json").read_text())
     assert f"MNIST-FID {g['metrics']['mnist_fid']} (real-data baseline" in README

@@ -2,7 +2,9 @@
 an error message mid-word."""
 import base64
 import math
+import os
 import re
+import shutil
 
 import torch
 from torch import nn
@@ -61,3 +63,16 @@ def test_headline_keeps_whole_words():
              "already been freed). Saved intermediate values of the graph are freed")
     assert headline(version).endswith("by an inplace operation")
     assert headline(freed).endswith("after they have already been freed)")
+
+
+def test_a_dot_without_a_png_renderer_gives_the_svg_picture_instead(monkeypatch, tmp_path):
+    real = shutil.which("dot")
+    fake = tmp_path / "dot"                    # a graphviz built without PNG output, as minimal builds are
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *-Tpng*) echo \'Format: "png" not recognized\' >&2; exit 1;; esac\n'
+                    f'exec {real} "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    page = _panel()._repr_mimebundle_()["text/html"]
+    graph = re.findall(r'<img alt="one step of d_first_reuse_fake[^>]*src="data:image/svg\+xml;base64,([^"]+)"', page)
+    assert len(graph) == 1 and b"<svg" in base64.b64decode(graph[0])
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 1       # the training curve, from matplotlib

@@ -192,8 +192,9 @@ check("shape in the message for Linear(512, 1)'s stale weight", prediction, prin
 # %% [markdown]
 # Reading the message piece by piece, against the graph of seed 001's toy above:
 #
-# - `[torch.FloatTensor [2, 2]]`: the type and shape of the **saved** tensor, which is not always the shape of
-#   your parameter. `Linear` computes `addmm(bias, input, weight.t())` and saves `weight.t()` as `mat2`.
+# - `[torch.FloatTensor [2, 2]]`: the type (`torch.cuda.FloatTensor` on a GPU) and shape of the **saved** tensor,
+#   which is not always the shape of your parameter. `Linear` computes `addmm(bias, input, weight.t())` and saves
+#   `weight.t()` as `mat2`.
 # - `which is output 0 of AsStrided`: the saved tensor is a *view* of `D.weight` (the transpose), and the message
 #   names the node that now produces that view. `t()` made it, so in the forward its `grad_fn` was `TBackward0`
 #   (drawn above). When a view's base is changed in place under `no_grad`, which is what `optimD.step()` does,
@@ -242,15 +243,15 @@ def loss_nonsaturating(d, g, x_real, *, device):
     d_loss = bce_loss(dx, real_label).mean() + bce_loss(dgz, fake_label).mean()
     return d_loss, g_loss
 
-g, d = Generator(), Discriminator()
+g, d = Generator().to(device), Discriminator().to(device)
 g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
-x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+x_real = torch.rand(8, 1, 28, 28, device=device) * 2 - 1
 d_loss, g_loss = loss_nonsaturating(d, g, x_real, device=device)
 d_optimizer.zero_grad()
 d_loss.backward(retain_graph=True)
 d_optimizer.step()
 g_optimizer.zero_grad()
-with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
+with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
     g_loss.backward()
 
 # %%

@@ -128,7 +128,7 @@ plt.show()
 show_source(strategies.retain_graph_seed003)
 G, D, x_real, noise = fresh_gan()
 opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
+with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
     strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
 
 

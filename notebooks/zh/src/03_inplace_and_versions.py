@@ -177,7 +177,7 @@ check("Linear(512, 1) 的权重过期后，报错信息里的形状", prediction
 # %% [markdown]
 # 对照上面种子 001 小例子的计算图，我们逐段来读这条报错信息：
 #
-# - `[torch.FloatTensor [2, 2]]`：**保存的**张量的类型和形状，它不一定是参数的形状。`Linear` 计算
+# - `[torch.FloatTensor [2, 2]]`：**保存的**张量的类型（在 GPU 上是 `torch.cuda.FloatTensor`）和形状，它不一定是参数的形状。`Linear` 计算
 #   `addmm(bias, input, weight.t())`，并把 `weight.t()` 保存为 `mat2`。
 # - `which is output 0 of AsStrided`：保存的张量是 `D.weight` 的一个*视图*（转置），报错信息给出的是现在产生这个
 #   视图的节点。这个视图是 `t()` 造出来的，所以前向传播时它的 `grad_fn` 是 `TBackward0`（见上图）。当视图的基张量
@@ -224,15 +224,15 @@ def loss_nonsaturating(d, g, x_real, *, device):
     d_loss = bce_loss(dx, real_label).mean() + bce_loss(dgz, fake_label).mean()
     return d_loss, g_loss
 
-g, d = Generator(), Discriminator()
+g, d = Generator().to(device), Discriminator().to(device)
 g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
-x_real = torch.rand(8, 1, 28, 28) * 2 - 1
+x_real = torch.rand(8, 1, 28, 28, device=device) * 2 - 1
 d_loss, g_loss = loss_nonsaturating(d, g, x_real, device=device)
 d_optimizer.zero_grad()
 d_loss.backward(retain_graph=True)
 d_optimizer.step()
 g_optimizer.zero_grad()
-with expect_error(RuntimeError, r"\[torch.FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
+with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
     g_loss.backward()
 
 # %%
