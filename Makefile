@@ -147,9 +147,10 @@ gpu-carry: setup
 	$(PY) tools/gpu.py carry --dir $(GPU_CARRY)
 
 BUDGET ?= 480
+RESULTS ?= gpu-results
 gpu-run:
 	@case "$(PART)" in all|train|bench|notebooks) ;; *) echo "Say which part: make gpu-run PART=all (or train, bench, notebooks)"; exit 2;; esac
-	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY) $(if $(filter all,$(PART)),--budget $(BUDGET))
+	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY) --results $(RESULTS) $(if $(filter all,$(PART)),--budget $(BUDGET))
 
 gpu-smoke: setup
 	$(PY) tools/gpu.py smoke

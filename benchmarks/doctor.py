@@ -105,8 +105,15 @@ def main():
                         "rss_ratio": round(rss["doctor"] / rss["plain"], 3)})
         rows.append(row)
         print(json.dumps(row), flush=True)
+        result, out = record(a, device, load_before, rows)      # rewritten after every row: a stopped run keeps them
+    print(json.dumps({k: v for k, v in result.items() if k != "strategies"}, indent=2))
+    print("wrote", out)
+
+
+def record(a, device, load_before, rows):
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "device_type": device.type, "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),
+              "device_type": device.type, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+              "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),
               "cpu": platform.processor() or platform.machine(), "load_1min_before": load_before,
               "load_1min_after": os.getloadavg()[0],
               "batch_size": 64, "steps_per_window": a.steps, "repeats": a.repeats, "memory_steps": a.memory_steps,
@@ -114,9 +121,10 @@ def main():
               "worst_time_ratio": max(r["time_ratio"] for r in rows),
               "worst_rss_ratio": max((r["rss_ratio"] for r in rows if "rss_ratio" in r), default=None)}
     out = a.out or Path(__file__).parent / "results" / f"{result['date'][:10]}_doctor_{device.type}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "strategies"}, indent=2))
-    print("wrote", out)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(out)
+    return result, out
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ def finish_run(a, cfg, trainer, out, train_seconds, stopped=None):
     images = len(trainer.history) * trainer.steps_per_epoch * cfg.batch_size
     record = {"command": "python -m gan_lessons " + " ".join(sys.argv[1:]),
               "config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
+              **({"gpu": torch.cuda.get_device_name(trainer.device)} if trainer.device.type == "cuda" else {}),
               "history": trainer.history, "train_seconds_this_run": round(train_seconds, 2),
               "images_per_second": round(images / epoch_seconds, 1)}
     if stopped:
@@ -168,6 +169,7 @@ def cmd_export(a):
     training.export_generator(run / "last.pt", out)
     G = training.load_generator(out)
     record = {"command": trained.get("command"), "device": trained.get("device"), "torch": trained.get("torch"),
+              **({"gpu": trained["gpu"]} if "gpu" in trained else {}),
               "config": files.load_checkpoint(out)["config"], "history": trained.get("history"),
               "images_per_second": trained.get("images_per_second"),
               "eval_each_epoch": trained.get("eval_each_epoch"),

@@ -19,7 +19,7 @@ from gan_lessons.i18n import N_, _
 STATES = {"alive": "palegreen", "freed": "lightgrey", "stale": "tomato"}
 STATE_WORDS = {"alive": N_("alive"), "freed": N_("freed"), "stale": N_("stale")}   # as shown; the keys stay English
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
-SAVED_SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
+SAVED_SHAPE = re.compile(r"\[torch\.[\w.]+ \[([\d, ]*)\]\]")      # torch.FloatTensor, torch.cuda.FloatTensor
 _VIEW_FNS = ("TBackward0", "TransposeBackward0", "ViewBackward0", "AsStridedBackward0", "PermuteBackward0")
 
 

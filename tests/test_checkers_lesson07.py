@@ -371,3 +371,11 @@ def test_seed000_step_gives_the_same_hint_in_chinese(capsys, step, which):
         ok, out = run(capsys, exercises.check_seed000_step, step)
         hint = _(SEED000_DIAGNOSES[which][2])
     assert hint != SEED000_DIAGNOSES[which][2] and ok is False and hint in out, out
+
+
+def test_the_doctor_reads_the_message_a_cuda_tensor_gives(capsys, monkeypatch):
+    from gan_lessons import graphs
+    read = graphs.version_error
+    monkeypatch.setattr(graphs, "version_error", lambda m: read(m.replace("torch.FloatTensor", "torch.cuda.FloatTensor")))
+    ok, out = run(capsys, exercises.check_seed000_step, stale_d_output)
+    assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out

@@ -58,7 +58,7 @@ def test_make_test_runs_the_smoke():
     assert "gpu-smoke" in recipe
 
 
-def test_what_would_not_come_back_is_packed_into_one_archive(tmp_path):
+def test_what_breaks_the_folder_limits_is_packed_into_one_archive(tmp_path):
     for name in gpu.KEEP + ["log.txt", "bench.tmp", "extra.txt"]:
         (tmp_path / name).write_text(name)
     deep = tmp_path / "a" / "b" / "c"
@@ -72,7 +72,7 @@ def test_what_would_not_come_back_is_packed_into_one_archive(tmp_path):
     assert notes == ["4 files packed into more.tar.gz"] and not (tmp_path / "a").exists()
 
 
-def test_a_file_too_large_to_come_back_is_named_and_left_out(tmp_path, monkeypatch):
+def test_a_file_too_large_for_the_folder_is_named_and_left_out(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu, "MAX_BYTES", 100)
     (tmp_path / "summary.txt").write_text("short")
     (tmp_path / "generator.pt").write_bytes(b"x" * 200)

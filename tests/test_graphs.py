@@ -122,3 +122,23 @@ def test_graph_carries_a_png_beside_the_svg():
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width > 100 and height > 100
     assert "toy" in bundle["image/svg+xml"] and bundle["text/plain"].startswith("toy")
+
+
+def test_on_cuda_the_message_says_torch_cuda_floattensor_and_is_read_the_same():
+    message = ("one of the variables needed for gradient computation has been modified by an inplace operation: "
+               "[torch.cuda.FloatTensor [512, 1]], which is output 0 of AsStridedBackward0, is at version 2; "
+               "expected version 1 instead.")
+    assert graphs.version_error(message) == ((512, 1), (2, 1))
+    assert graphs.version_error(message.replace("torch.cuda.FloatTensor", "torch.FloatTensor")) == ((512, 1), (2, 1))
+
+
+def test_a_stale_weight_is_named_from_a_cuda_message(monkeypatch):
+    """Torch's messages as a CUDA tensor gives them, on this CPU: the stale saved weight is still named."""
+    read = graphs.version_error
+    monkeypatch.setattr(graphs, "version_error", lambda m: read(m.replace("torch.FloatTensor", "torch.cuda.FloatTensor")))
+    G, D, loss, names = _toy()
+    loss.backward(retain_graph=True)
+    with torch.no_grad():
+        D.weight.add_(1)
+    stale = [s for s in graphs.draw({"loss": loss}, names).saved if s.state == "stale"]
+    assert stale and all(s.param is not None and s.param.startswith("D.") for s in stale), stale

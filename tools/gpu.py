@@ -8,11 +8,11 @@ reaches no package index. Everything else the run needs travels in one git-ignor
         MNIST IDX files (gzipped); prints its size.
     python3 tools/gpu.py run {all,train,bench,notebooks} [--budget SECONDS] [--carry .gpu-carry] [--results DIR]
         on the GPU machine: installs what is missing from the carry folder (no index), then runs the part and writes
-        what it measures into DIR ($OUT when it is set, else gpu-results/) as soon as it is measured; one summary line
+        what it measures into DIR (default gpu-results/) as soon as it is measured; one summary line
         at the end. `all` runs train, bench and notebooks in that order under one deadline (--budget, default 480 s,
         installation included) that each part checks before it starts and while it runs: training stops at an
-        epoch boundary, the benchmark and the lessons between two measurements. At most 8 files come back, each
-        under 16 MiB (anything more is packed into more.tar.gz).
+        epoch boundary, the benchmark and the lessons between two measurements. The results folder holds at most
+        8 files, each under 16 MiB (anything more is packed into more.tar.gz).
     python tools/gpu.py smoke
         `all` with tiny sizes on this CPU, in a fresh virtual environment that holds only what the GPU
         machine holds, everything else installed from a carry folder made for this Python.
@@ -265,7 +265,7 @@ def run_bench(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1
     steps = [("bench", [*bench, "--strategies", ",".join(FIRST)]),
              ("doctor", [sys.executable, ROOT / "benchmarks" / "doctor.py", "--out", results / "doctor.json",
                          *(["--steps", "1", "--repeats", "1", "--memory-steps", "0", "--device", "cpu"] if smoke
-                           else [])]),
+                           else ["--repeats", "3", "--memory-steps", "0"])]),      # host memory says little here
              ("others", [*bench, "--append", "--no-versus", "--strategies", ",".join(others[:1] if smoke else others)])]
     if not smoke:
         steps.append(("quality", [*bench, "--append", "--no-versus", "--strategies", "", "--quality"]))
@@ -333,7 +333,7 @@ def write_json(path: Path, value) -> None:
     tmp.replace(path)
 
 
-# What comes back from the GPU machine: at most 8 files, each under 16 MiB, at most two folders deep.
+# The results folder: at most 8 files, each under 16 MiB, at most two folders deep.
 MAX_FILES, MAX_BYTES, MAX_DEPTH = 8, 16 * 2**20, 2
 KEEP = ["summary.txt", "generator.pt", "generator.json", "train_metrics.json", "bench.json", "doctor.json",
         "notebooks.json"]
@@ -480,7 +480,7 @@ def main(argv=None):
     r.add_argument("--budget", type=float, default=None,
                    help="seconds for the whole call, installation included; every part checks it (all: 480)")
     r.add_argument("--carry", type=Path, default=ROOT / ".gpu-carry")
-    r.add_argument("--results", type=Path, default=Path(os.environ.get("OUT") or ROOT / "gpu-results"))
+    r.add_argument("--results", type=Path, default=ROOT / "gpu-results")
     r.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU")
     s = sub.add_parser("smoke", help="the three parts, tiny, on this CPU, from a carry folder for this Python")
     s.add_argument("--carry", type=Path, default=ROOT / f".gpu-carry-{sys.version_info.major}.{sys.version_info.minor}")

@@ -64,7 +64,7 @@ def run(program, backend):
     return Outcome(kind, message, grads, namespace["_call"] if kind else 0)
 
 
-VERSION_PARTS = re.compile(r"\[(torch\.\w+ \[[\d, ]*\])\].*?is at version (\d+); expected version (\d+)")
+VERSION_PARTS = re.compile(r"\[(torch\.[\w.]+ \[[\d, ]*\])\].*?is at version (\d+); expected version (\d+)")
 
 
 def version_parts(message):

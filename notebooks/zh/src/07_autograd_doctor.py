@@ -43,11 +43,11 @@ def loss_nonsaturating(d, g, x_real, *, device):
 torch.manual_seed(0)
 g, d = Generator().to(device), Discriminator().to(device)
 g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
-x_real = torch.rand(8, 1, 28, 28, device=device) * 2 - 1
+x_real = torch.rand(8, 1, 28, 28) * 2 - 1
 
 with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\]"):
     with doctor(g=g, d=d, g_optimizer=g_optimizer, d_optimizer=d_optimizer) as doc:
-        d_loss, g_loss = loss_nonsaturating(d, g, x_real, device=device)
+        d_loss, g_loss = loss_nonsaturating(d, g, x_real.to(device), device=device)
         d_optimizer.zero_grad()
         d_loss.backward(retain_graph=True)
         d_optimizer.step()
