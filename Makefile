@@ -148,9 +148,10 @@ gpu-carry: setup
 
 BUDGET ?= 480
 RESULTS ?= gpu-results
+SKIP ?=
 gpu-run:
 	@case "$(PART)" in all|train|bench|notebooks) ;; *) echo "Say which part: make gpu-run PART=all (or train, bench, notebooks)"; exit 2;; esac
-	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY) --results $(RESULTS) $(if $(filter all,$(PART)),--budget $(BUDGET))
+	python3 tools/gpu.py run $(PART) --carry $(GPU_CARRY) --results $(RESULTS) $(if $(filter all,$(PART)),--budget $(BUDGET) --skip "$(SKIP)")
 
 gpu-smoke: setup
 	$(PY) tools/gpu.py smoke

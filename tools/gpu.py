@@ -373,7 +373,7 @@ SHARES = {"train": 0.6, "bench": 0.5, "notebooks": 1.0}
 NEEDS = {"train": 60, "bench": 30, "notebooks": 20}     # seconds a part needs to be worth starting (full run)
 
 
-def run(part: str, folder: Path, results: Path, smoke: bool, budget=None) -> str:
+def run(part: str, folder: Path, results: Path, smoke: bool, budget=None, skip=()) -> str:
     t0 = time.time()
     clock = Clock(budget)
     results = Path(results).resolve()
@@ -396,6 +396,9 @@ def run(part: str, folder: Path, results: Path, smoke: bool, budget=None) -> str
         say(f"gpu-run {part}{' (smoke)' if smoke else ''} on {where}; dot: {env['DOT_VERSION']}; "
             f"budget {'none' if budget is None else f'{budget:g} s'}; prepared in {time.time() - t0:.0f} s")
         for name in (PARTS if part == "all" else [part]):
+            if name in skip:
+                say(f"{name}: skipped (--skip)")
+                continue
             need = 2 if smoke else NEEDS[name]
             if clock.left() < need:
                 say(f"{name}: not started, {max(0, clock.left()):.0f} s left of the budget")
@@ -479,6 +482,7 @@ def main(argv=None):
     r.add_argument("part", choices=[*PARTS, "all"])
     r.add_argument("--budget", type=float, default=None,
                    help="seconds for the whole call, installation included; every part checks it (all: 480)")
+    r.add_argument("--skip", default="", help="with all: parts to leave out, comma-separated (e.g. train)")
     r.add_argument("--carry", type=Path, default=ROOT / ".gpu-carry")
     r.add_argument("--results", type=Path, default=ROOT / "gpu-results")
     r.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU")
@@ -489,7 +493,10 @@ def main(argv=None):
     if a.command == "carry":
         carry(a.dir, a.python_version)
     elif a.command == "run":
-        run(a.part, a.carry, a.results, a.smoke, a.budget if a.budget or a.part != "all" else 480.0)
+        skip = [p for p in a.skip.split(",") if p]
+        if any(p not in PARTS for p in skip):
+            p.error(f"--skip takes parts among {', '.join(PARTS)}, not {a.skip}")
+        run(a.part, a.carry, a.results, a.smoke, a.budget if a.budget or a.part != "all" else 480.0, skip)
     else:
         smoke(a.carry, a.results)
 
