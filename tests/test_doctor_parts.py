@@ -63,3 +63,19 @@ def test_the_namer_resolves_modules_parameters_optimizers_and_variables():
     assert names.modules[G] == "G" and names.modules[G[0]] == "G.0"
     assert names.params[G[0].weight] == "G.0.weight" and names.optimizers[id(opt_G)] == "opt_G"
     assert names.variables["x_fake"] is x_fake
+
+
+def test_a_call_that_raises_leaves_no_argument_held():
+    import gc
+    import weakref
+    with doctor() as doc:
+        a = torch.ones(2, 3)
+        held = weakref.ref(a)
+        try:
+            torch.mm(a, torch.ones(2, 3))           # shapes that cannot multiply: torch raises
+        except RuntimeError:
+            pass
+        assert doc.versions_before == []
+        del a
+        gc.collect()
+        assert held() is None                       # nothing of the doctor's keeps the argument alive

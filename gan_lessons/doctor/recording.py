@@ -39,7 +39,11 @@ class _Recorder(TorchFunctionMode):
         except Exception as error:  # bookkeeping must never break the student's code
             self.doc.notes.append(_("doctor bookkeeping failed before {name}: {error}").format(
                 name=name, error=repr(error)))
-        out = func(*args, **kwargs)     # a warning from here is shown at the student's line (_WarningsAsPython)
+        try:
+            out = func(*args, **kwargs)     # a warning from here is shown at the student's line (_WarningsAsPython)
+        except BaseException:
+            self.doc.versions_before = []   # a call that raised: its arguments are not held for the next one
+            raise
         try:
             self.doc._after(name, args, kwargs, out)
         except Exception as error:
