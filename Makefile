@@ -1,5 +1,5 @@
 # Two entry points, each doing its own setup and safe to re-run:
-#   make lab          set up .venv and open the lessons in JupyterLab
+#   make lab          set up .venv and open a working copy of the lessons (work/) in JupyterLab
 #   make test         set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval)
 # And the rest, each in a line (the comment above each target says more):
 #   make setup        .venv with the package, its test tools and the reference torch
@@ -35,8 +35,11 @@ APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
 .PHONY: lab test lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
 
+# lab opens a working copy of the lessons, work/ (git-ignored), so running a lesson never changes the committed
+# notebooks. A lesson already in work/ is kept as it was left; delete it there to start that lesson afresh.
 lab: setup dot fonts
-	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	@mkdir -p work && cp -Rn notebooks/. work/
+	$(VENV)/bin/jupyter lab work/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 test: setup dot chromium fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
@@ -138,7 +141,7 @@ check-colab: dot
 	$(COLAB_VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadscope -k "test_widgets or ipython or load_ext" \
 		tests/test_widgets.py tests/test_doctor.py tests/test_doctor_cases.py tests/test_doctor_script.py
 
-# The GPU run (README, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
+# The GPU run (docs/training.md, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
 # dot, MNIST). On a GPU machine that reaches no package index: PART=all runs the three parts in order under one
 # deadline of BUDGET seconds; a single part runs without one. gpu-smoke runs PART=all tiny on this CPU, in a fresh
 # environment, from a carry folder for this Python.

@@ -181,6 +181,11 @@ def move_after_exercises(nb, lang: str = "en") -> int:
     return len(moved)
 
 
+# A lesson's own "Open in Colab" badge: in the student copy it opens the student copy.
+COLAB_LESSON = re.compile(r"(\(https://colab\.research\.google\.com/github/[^)\s]*?/blob/main/notebooks/(?:zh/)?)"
+                          r"(\d\d_\w+\.ipynb\))")
+
+
 def relink(source: str, lesson_dir, out=None, lang: str = "en") -> str:
     """Relative links, which point from the lesson's folder, pointed from the folder `out` instead; without one
     (a course's release folder, far from the repository), to the file in the repository on GitHub."""
@@ -217,7 +222,7 @@ def release(nb, lesson_dir=None, out=None, name: str = "a lesson"):
             if TEST in cell.metadata.get("tags", []) and "raises-exception" not in cell.metadata["tags"]:
                 cell.metadata["tags"] = [*cell.metadata["tags"], "raises-exception"]
         elif cell.cell_type == "markdown":
-            cell.source = relink(cell.source, lesson_dir, out, lang)
+            cell.source = COLAB_LESSON.sub(r"\1student/\2", relink(cell.source, lesson_dir, out, lang))
     if hidden_used and clash is not None:
         raise ValueError(f"{name}, cell {clash} binds the name `hidden`, which the release imports from "
                          "gan_lessons.lesson: rename it")

@@ -134,3 +134,80 @@ def test_no_lesson_is_planned_over_an_hour():
     # a lesson planned as a double slot says so, and takes at most 100 minutes; every other one at most an hour
     long = {k: m for k, (m, double) in plan.items() if m > (100 if double else 60)}
     assert not long, f"lessons planned over their slot: {long}"
+
+
+TRUE_FALSE = re.compile(r"^prediction\w*\s*=\s*(True|False)\s*# SOLUTION\b", re.M)
+ANSWER = re.compile(r"^prediction\w*\s*=\s*(.+?)\s*# SOLUTION\b", re.M)
+
+
+def test_true_and_false_answers_are_balanced(lesson):
+    """A student who answers True every time must not pass: at most 60% of a lesson's True/False answers are True."""
+    name, nb, _ = lesson
+    answers = [m[1] for c in nb.cells if c.cell_type == "code" for m in TRUE_FALSE.finditer(c.source)]
+    if answers:
+        share = answers.count("True") / len(answers)
+        assert share <= 0.6, f"{name}: {answers.count('True')} of {len(answers)} True/False answers are True"
+
+
+def _shown_forms(value) -> list:
+    """The ways a lesson's output would show an answer: a node's name as itself, a shape or list as a list or a
+    tuple. (Other names are the question's choices, which a lesson may show.)"""
+    if isinstance(value, str):
+        return [value] if re.fullmatch(r"\w*Backward\d*", value) else []
+    if isinstance(value, (list, tuple)) and len(value) >= 2:
+        inner = ", ".join(map(str, value))
+        return [f"[{inner}]", f"({inner})"]
+    return []
+
+
+def test_no_output_above_a_prediction_shows_its_answer_by_value(lesson):
+    """Beside the `reveals` phrases: the answer itself (a node's or optimizer's name, a shape, a list of values)
+    printed by a cell above the question."""
+    name, nb, _ = lesson
+    for i in _predictions(nb):
+        m = ANSWER.search(nb.cells[i].source)
+        try:
+            value = eval(m[1], {"torch": __import__("torch")})     # the answer as the lesson writes it
+        except Exception:
+            continue
+        forms = _shown_forms(value)
+        for j, cell in enumerate(nb.cells[:i]):
+            shown = [f for f in forms if cell.cell_type == "code" and f in _outputs(cell)]
+            assert not shown, f"{name}: the output of cell {j} shows {shown}, the answer to the prediction in cell {i}"
+
+
+def _code_lines(text) -> list:
+    """A cell's substantive code lines, whitespace and comments aside (30 characters or more)."""
+    lines = [re.sub(r"\s+", " ", line.split("#")[0]).strip() for line in text.splitlines()]
+    return [line for line in lines if len(line) >= 30]
+
+
+def test_no_build_is_copied_from_the_code_above_it(lesson):
+    """A build asks for code the student has not just been shown: at most three quarters of its reference's
+    substantive lines may stand in earlier code cells. Lesson 12's builds fix the public code it shows, by design."""
+    name, nb, _ = lesson
+    if name.endswith("12_debugging_lab.ipynb"):
+        return
+    for i, cell in enumerate(nb.cells):
+        for block in (release.SOLUTION_BLOCK.finditer(cell.source) if cell.cell_type == "code" else []):
+            mine = _code_lines("\n".join(block.group().splitlines()[1:-1]))
+            above = {line for c in nb.cells[:i] if c.cell_type == "code" for line in _code_lines(c.source)}
+            copied = [line for line in mine if line in above]
+            assert len(mine) < 3 or len(copied) <= 0.75 * len(mine), \
+                f"{name}, cell {i}: {len(copied)} of the build's {len(mine)} lines stand above it ({copied[:2]})"
+
+
+def test_the_balance_value_and_copy_checks_can_fail():
+    nb = nbformat.v4.new_notebook()
+    body = "\n".join(f"    value_number_{k} = compute_something_long(argument_{k})" for k in range(4))
+    nb.cells = [nbformat.v4.new_code_cell(body, outputs=[nbformat.v4.new_output("stream", text="TanhBackward0\n")]),
+                nbformat.v4.new_code_cell('prediction = "TanhBackward0"  # SOLUTION: which node?'),
+                nbformat.v4.new_code_cell("prediction = True  # SOLUTION: a?"),
+                nbformat.v4.new_code_cell("prediction_b = True  # SOLUTION: b?"),
+                nbformat.v4.new_code_cell(f"def f():\n    ### BEGIN SOLUTION\n{body}\n    ### END SOLUTION\n")]
+    with pytest.raises(AssertionError, match="True/False answers are True"):
+        test_true_and_false_answers_are_balanced(("x.ipynb", nb, nb))
+    with pytest.raises(AssertionError, match="shows"):
+        test_no_output_above_a_prediction_shows_its_answer_by_value(("x.ipynb", nb, nb))
+    with pytest.raises(AssertionError, match="stand above it"):
+        test_no_build_is_copied_from_the_code_above_it(("x.ipynb", nb, nb))

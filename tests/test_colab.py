@@ -85,6 +85,6 @@ def test_check_colab_installs_colabs_versions_with_the_package_and_checks_them_b
     steps = [plan.stdout.index(s) for s in (" -m pip install ", "not the pinned versions", "--nbval-lax notebooks",
                                              "tests/test_widgets.py")]
     assert steps == sorted(steps), steps
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "setup.md").read_text()
     named = ", ".join(f"{n} {v}" for n, v in (p.split("==") for p in COLAB_PINS[:4]))
     assert named.replace("ipython", "IPython") + " and ipykernel 6.17.1" in " ".join(readme.split())

@@ -89,3 +89,19 @@ def test_the_gpu_runtime_comes_from_the_source_header_and_drift_is_caught(tmp_pa
         nb.metadata.pop(key)
     nbformat.write(nb, tmp_path / "06_train_mnist_gan.ipynb")
     assert build_notebook.differences(source, tmp_path / "06_train_mnist_gan.ipynb")
+
+
+ALL_LESSONS = LESSONS + sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", ALL_LESSONS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
+def test_each_lesson_opens_itself_in_colab_and_its_student_copy_opens_the_student_copy(path):
+    """A badge under the title, so a lesson opened anywhere (GitHub, a download, a course folder) can move to Colab:
+    the answered lesson's opens the answered lesson, the student copy's the student copy, never the answers."""
+    badge = "https://colab.research.google.com/assets/colab-badge.svg"
+    for notebook, target in ((path, path), (path.parent / "student" / path.name, path.parent / "student" / path.name)):
+        first = json.loads(notebook.read_text())["cells"][0]
+        text = "".join(first["source"])
+        links = re.findall(rf"\]\({re.escape(badge)}\)\]\(([^)\s]+)\)", text)
+        assert first["cell_type"] == "markdown" and links == [COLAB + target.relative_to(ROOT).as_posix()], \
+            f"{notebook.relative_to(ROOT)}: {links}"

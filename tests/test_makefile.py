@@ -10,3 +10,22 @@ def test_the_header_lists_every_target():
     targets = set(re.findall(r"^([a-z][a-z-]*):", text, re.M))
     listed = re.findall(r"^#   make ([a-z-]+) ", text, re.M)
     assert len(listed) == len(set(listed)) and set(listed) == targets, sorted(targets ^ set(listed))
+
+
+def test_lab_opens_a_working_copy_and_keeps_what_is_there(tmp_path):
+    """`make lab` runs the lessons from work/, a copy: the committed notebooks are never the ones a student runs,
+    and a lesson already copied is not overwritten."""
+    import subprocess
+    text = (ROOT / "Makefile").read_text()
+    recipe = text.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert "cp -Rn notebooks/. work/" in recipe and "jupyter lab work/" in recipe
+    assert "work/" in (ROOT / ".gitignore").read_text().split()
+    (tmp_path / "notebooks" / "zh").mkdir(parents=True)
+    (tmp_path / "notebooks" / "01.ipynb").write_text("committed")
+    (tmp_path / "notebooks" / "zh" / "01.ipynb").write_text("committed zh")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "01.ipynb").write_text("the student's own run")
+    copy = next(line.strip().lstrip("@") for line in recipe.splitlines() if "cp -Rn" in line)
+    subprocess.run(["sh", "-c", copy], cwd=tmp_path, check=True)          # the recipe's own line
+    assert (tmp_path / "work" / "01.ipynb").read_text() == "the student's own run"
+    assert (tmp_path / "work" / "zh" / "01.ipynb").read_text() == "committed zh"

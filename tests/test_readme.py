@@ -1,4 +1,5 @@
-"""Figures quoted in the README are re-measured here, so the README cannot drift from the code."""
+"""Figures quoted in the README and the pages under docs/ are re-measured here, so the documentation cannot drift
+from the code."""
 import json
 import sys
 import re
@@ -11,7 +12,8 @@ from gan_lessons import costs, graphs, metrics, strategies
 from gan_lessons.models import Discriminator, Generator
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+# the README and the pages it links to, read as one text: a figure may stand on any of them
+README = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
 
 def test_strategy_cost_table_matches_a_fresh_measurement():

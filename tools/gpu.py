@@ -221,7 +221,7 @@ def call(cmd, env, log: Path, until=None, cwd=None) -> str:
 
 
 def run_train(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1.0) -> str:
-    """The README's full run (20 epochs, MNIST-FID on 2,000 samples after each, 10,000 at the end), exported. Under a
+    """The documented full run (20 epochs, MNIST-FID on 2,000 samples after each, 10,000 at the end), exported. Under a
     deadline it trains for at most `share` of the time left, less what the export needs, stopping at an epoch
     boundary (the trainer's --time-limit)."""
     run, log = work / "train", results / "log.txt"

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 01 · Leaf tensors: where gradients land
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/01_leaf_tensors.ipynb)
+#
 # **Goal.** After this lesson you can look at any tensor in a training script and say whether it is a *leaf*,
 # whether `.grad` will be filled after `backward()`, and why PyTorch refuses `a += 1` on a parameter but lets
 # `optimizer.step()` change that same parameter in place. You end by writing two functions every training script
@@ -51,8 +53,8 @@ check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
           "whatever made it.")
 
 # %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\) returns a tensor with no grad_fn"]
-prediction = True  # SOLUTION: is `x_fake.detach()` a leaf? (True/False)
-check("x_fake.detach().is_leaf", prediction, x_fake.detach().is_leaf,
+prediction = False  # SOLUTION: does `x_fake.detach()` have a grad_fn? (True/False)
+check("x_fake.detach() has a grad_fn", prediction, x_fake.detach().grad_fn is not None,
       why="detach() returns a tensor with no grad_fn and requires_grad=False: a new leaf (lesson 04 uses this).")
 
 # %% tags=["predict"] reveals=["parameters are leaves", "a weight and a bias: 4"]
@@ -202,8 +204,8 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # ## 5 · So how does an optimizer change a leaf?
 #
 # **Why it matters.** `optimizer.step()` changes every parameter in place, and parameters are leaves that require
-# grad: exactly what section 4 refused. The optimizer's update differs by one line around it,
-# `with torch.no_grad():`, which switches recording off while it runs.
+# grad: exactly what section 4 refused. The cell below makes the same change by hand, with recording switched off
+# around it by `with torch.no_grad():`.
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)

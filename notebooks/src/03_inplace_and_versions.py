@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 03 · In-place operations and version counters
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/03_inplace_and_versions.ipynb)
+#
 # **Goal.** Read the most confusing error in GAN training word by word:
 # `one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`. You will see the counter it talks about, reproduce it from seeds 001 and 000,
@@ -74,12 +76,12 @@ claim("init bumps the version once, and each Adam step once more", versions == [
 # 2. Before the table of what each op keeps, one case to think through from the derivative: `exp`.
 
 # %% tags=["predict"] reveals=["\\bstale\\b", "exp\\W.{0,25}saves? (its|their) output"]
-prediction = True  # SOLUTION: after `y = a.exp(); y.mul_(2)`, has the tensor exp saved for backward changed since it was saved?
+prediction = False  # SOLUTION: after `y = a.exp(); y.mul_(2)`, is the tensor exp saved for backward still as it was when saved?
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
 y.mul_(2)
 exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # what ExpBackward0 keeps
-check("exp's saved tensor changed by y.mul_(2)", prediction, exp_saved[0].state != "alive",
+check("exp's saved tensor unchanged after y.mul_(2)", prediction, exp_saved[0].state == "alive",
       why=f"exp saves its output y (its derivative is exp(a), which is y), and mul_ changed y in place: the saved "
           f"`{exp_saved[0].name}` is {exp_saved[0].state}, at version {exp_saved[0].version_now}, saved at "
           f"{exp_saved[0].version_saved}.")
@@ -421,12 +423,20 @@ y.sum().backward()
 print("clone                    :", rounded(x.grad))
 claim("clone: the correct gradient", torch.equal(x.grad, correct))
 
+# %%
+layer = nn.Linear(2, 1)
+before = layer.weight.detach().clone()
+p = layer.weight
+p = p - 0.1 * torch.ones_like(p)            # out of place: a new tensor, now bound to the name p
+claim("an out-of-place update leaves the model's own parameter as it was",
+      torch.equal(layer.weight.detach(), before) and not torch.equal(p.detach(), before))
+
 # %% [markdown]
 # Verdict on seed 002:
 #
 # | remedy | verdict |
 # |---|---|
-# | avoid in-place (`torch.add` instead of `+=`) | always correct; costs one allocation |
+# | avoid in-place (`torch.add` instead of `+=`) | correct for a value the graph uses; costs one allocation. Not for an update that must change the model's own tensor (a parameter, a buffer): `p = p - lr * g` leaves the model's parameter as it was (checked above) |
 # | `clone()` then in place | correct; the saved tensor is untouched |
 # | `torch.no_grad()` | right tool for updating **leaves** (that is `optimizer.step()`); does not stop the version error for saved tensors |
 # | `.data` | never: it bypasses the version counter, so the wrong gradient above comes with no error. This is what GAN code got from pre-1.5 optimizers. |

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 04 · `detach()`, `torch.no_grad()` and `torch.inference_mode()`
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/04_detach_and_no_grad.ipynb)
+#
 # **Goal.** Know exactly what each of the three ways of "turning gradients off" makes, use `detach()` to cut the
 # G→D gradient in a GAN step (and check every parameter's `.grad` to prove it), and recognise the two places
 # where detach is the wrong fix: when it removes the gradient G needs, and when one optimizer owns both models. Then weigh seed 000's claim
@@ -32,7 +34,7 @@ claim("y.detach() shares y's memory", y_detached.data_ptr() == y.data_ptr())
 claim("yet it is an alias, not a view in autograd's sense: it has no _base", not y_detached._is_view() and y_detached._base is None)
 
 # %% tags=["predict"] reveals=["shares?[^.\\n]*version counter", "bumped y's version"]
-prediction = True  # SOLUTION: after `y = a.exp(); y.detach().zero_()`, does `y.sum().backward()` raise?
+prediction = False  # SOLUTION: after `y = a.exp(); y.detach().zero_()`, does `y.sum().backward()` run without an error?
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
 y.detach().zero_()
@@ -41,7 +43,7 @@ try:
     raised = False
 except RuntimeError:
     raised = True
-check("backward after zeroing y.detach() in place raises", prediction, raised,
+check("backward after zeroing y.detach() in place runs", prediction, not raised,
       why="detach() shares y's memory and also its version counter: zero_() bumped y's version, and exp saved y "
           "for its backward (lesson 03).")
 

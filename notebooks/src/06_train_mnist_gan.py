@@ -9,6 +9,8 @@
 # %% [markdown]
 # # Lesson 06 · Train the full MNIST GAN
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/06_train_mnist_gan.ipynb)
+#
 # **Goal.** Put the course together. Train seed 000's GAN on MNIST with the update strategy you pick, watch the
 # samples improve, read the loss curves for what they can and cannot tell you, and measure the digits with a
 # number instead of squinting at them.
@@ -71,10 +73,10 @@ claim("the 60,000 training images take under 50 MB as uint8", images.dtype == to
 # number. Which of the two has more parameters?
 
 # %% tags=["predict"] reveals=["1,654,121", "1,640,033"]
-prediction = True  # SOLUTION: does seed 000's G have more parameters than its D? (True/False)
+prediction = False  # SOLUTION: does seed 000's D have more parameters than its G? (True/False)
 count = lambda net: sum(p.numel() for p in net.parameters())
 G_seed, D_seed = Generator(), Discriminator()
-check("G has more parameters than D", prediction, count(G_seed) > count(D_seed),
+check("D has more parameters than G", prediction, count(D_seed) > count(G_seed),
       why=f"G has {count(G_seed):,}, D {count(D_seed):,}: nearly equal. Most of each is one Linear between 512 and "
           f"64 x 7 x 7 = 3,136 numbers, turned around: G's 512 -> 3,136 holds {count(G_seed.net[3]):,}, D's "
           f"3,136 -> 512 holds {count(D_seed.net[5]):,}.")

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 07 · The autograd doctor
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/07_autograd_doctor.ipynb)
+#
 # **Goal.** Turn a diagnostic tool on over broken GAN code, your own included, and get the answer PyTorch's
 # message leaves out: *which* tensor (by module and parameter name), *which* forward line saved it, *which* line
 # or `optimizer.step()` changed or freed it, and the fix, with the lesson that teaches it.
@@ -118,8 +120,8 @@ claim("the doctor had nothing to say about the clean step", doc.diagnoses == [],
 # part every time.
 #
 # First the smallest case of all: one loss, and `backward()` called on it twice. Section 1's diagnosis was of
-# kind `"version"` (a saved tensor changed in place); the doctor has others, such as `"freed"` (a backward needs
-# what an earlier backward freed) and `"leaf_inplace"` (a parameter changed in place while autograd records).
+# kind `"version"` (a saved tensor changed in place); the doctor has others, such as `"freed"` and
+# `"leaf_inplace"`, each named after what went wrong.
 
 # %% tags=["predict"] reveals=["first (call|backward) freed", "graph (is|was) freed"]
 prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?

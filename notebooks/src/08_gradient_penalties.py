@@ -1,11 +1,13 @@
 # %% [markdown]
 # # Lesson 08 · Gradient penalties: the autograd a critic needs
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/08_gradient_penalties.ipynb)
+#
 # **Goal.** Take gradients *as values* with `torch.autograd.grad`, and know what each of its arguments does:
 # `grad_outputs`, `retain_graph`, `create_graph`, `inputs`. Then build WGAN-GP's gradient penalty one line at a
-# time, meet each error it raises on the way, and catch the bug that raises nothing: a penalty computed without
-# `create_graph=True`. Go on to R1 on real images, lazy regularisation, `n_critic` critic steps per G step, what a
-# penalty costs, measured, and why `torch.compile` cannot take it. In the exercises you write WGAN-GP's penalty and
+# time, meet each error it raises on the way, and find out what a penalty computed without `create_graph=True`
+# does. Go on to R1 on real images, lazy regularisation, `n_critic` critic steps per G step, what a
+# penalty costs, measured, and why `torch.compile`'s ahead-of-time backends cannot take it. In the exercises you write WGAN-GP's penalty and
 # lazy R1 yourself, from scratch.
 #
 # **Material.** None of the five seeds reaches gradient penalties; this lesson goes past them. The facts come
@@ -202,11 +204,11 @@ claim("through the same D with SiLU they are not", any(bool(t.abs().sum() > 0) f
 
 
 # %% [markdown]
-# ## 4 · The silent bug: a penalty without `create_graph=True`
+# ## 4 · A penalty without `create_graph=True`
 #
 # **Why it matters.** Drop `create_graph=True` and everything still runs. The penalty is computed and printed,
 # and it is added to `loss_D`. Below, D's gradients from three losses on the same batch: the critic's loss alone
-# (`plain`), with the penalty computed without `create_graph=True` (`silent`), and with it (`right`).
+# (`plain`), with the penalty computed without `create_graph=True` (`no_graph`), and with it (`right`).
 
 # %%
 def critic_loss(D, create_graph):
@@ -225,22 +227,22 @@ def D_grads(loss):
 wasserstein, _ = critic_loss(D, create_graph=False)
 plain = D_grads(wasserstein)                              # no penalty at all
 wasserstein, gp_const = critic_loss(D, create_graph=False)
-silent = D_grads(wasserstein + 10 * gp_const)             # the silent bug
+no_graph = D_grads(wasserstein + 10 * gp_const)
 wasserstein, gp_live = critic_loss(D, create_graph=True)
 right = D_grads(wasserstein + 10 * gp_live)
 print(f"penalty without create_graph: {gp_const.item():.4f}; with it: {gp_live.item():.4f}")
 claim("without create_graph the penalty has the same value", torch.allclose(gp_const, gp_live.detach()))
 
 # %% tags=["predict"] reveals=["exactly those of the loss without any penalty", "trains nothing", "gradient (on|with respect to) D('s weights)? is zero"]
-prediction = 0  # SOLUTION: of D's parameters, how many get a different gradient in `silent` than in `plain`?
+prediction = 0  # SOLUTION: of D's parameters, how many get a different gradient in `no_graph` than in `plain`?
 check("D parameters whose gradient the penalty without create_graph changes", prediction,
-      sum(not torch.equal(s, p) for s, p in zip(silent, plain)),
+      sum(not torch.equal(s, p) for s, p in zip(no_graph, plain)),
       why="a tensor that requires no grad adds nothing to any gradient: the penalty is only a number in the loss.")
 
 # %%
 claim("without create_graph the penalty has requires_grad=False", not gp_const.requires_grad)
 claim("and D's gradients are exactly those of the loss without any penalty",
-      all(torch.equal(s, p) for s, p in zip(silent, plain)))
+      all(torch.equal(s, p) for s, p in zip(no_graph, plain)))
 changed = sum(not torch.allclose(r, p) for r, p in zip(right, plain))
 claim("with create_graph=True the penalty changes D's gradient", changed > 0,
       f"{changed} of {len(right)} D parameters get a different gradient")
@@ -455,12 +457,12 @@ print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp
       f"({with_gp / without:.2f}x), batch 16, torch {torch.__version__}")
 
 # %% [markdown]
-# **A penalty cannot run through `torch.compile`.** The usual way to make a step cheaper is `torch.compile(D)`.
+# **A penalty cannot run through AOTAutograd.** The usual way to make a step cheaper is `torch.compile(D)`.
 # A compiled module runs its forward and its backward as functions that AOTAutograd made, and a penalty needs the
 # backward of that backward. Here is the smallest case, on section 2's small critic, with `backend="aot_eager"`:
 # it runs AOTAutograd without generating code, so no C++ compiler is needed (the default backend, inductor, goes
 # through the same AOTAutograd). On Colab with Python 3.13.0, each compiled cell also prints torch's warning that
-# guards may run slower on that Python release; it changes nothing here (`make check-colab`, README).
+# guards may run slower on that Python release; it changes nothing here (`make check-colab`, docs/setup.md).
 
 # %%
 D_compiled = torch.compile(D_small, backend="aot_eager")
@@ -472,8 +474,17 @@ claim("through a compiled D, grad(..., create_graph=True) returns a gradient wit
 with expect_error(RuntimeError, "does not currently support double backward"):
     ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
 
+D_dynamo_only = torch.compile(D_small, backend="eager")   # Dynamo captures the graph; nothing is compiled ahead
+scores = D_dynamo_only(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+claim("with backend=\"eager\", which skips AOTAutograd, the penalty's backward runs and reaches D's weights",
+      all(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in (D_small[0].weight, D_small[2].weight)))
+D_small.zero_grad(set_to_none=True)
+
 # %% [markdown]
-# The gradient comes back; the error waits for the penalty's backward. The trainer knows: `TrainConfig` refuses
+# The gradient comes back; the error waits for the penalty's backward. `backend="eager"` runs it: it hands the
+# captured graph back to PyTorch to run as it is, with no AOTAutograd in between. The trainer knows: `TrainConfig` refuses
 # `fast=True` (compile G and D) with `wgan_gp`. What does run is the critic's loss through the compiled D and the
 # penalty through the module it wraps, `D_compiled._orig_mod`, which holds the same parameters.
 
@@ -516,8 +527,9 @@ claim("the loss through the compiled D, the penalty through D_compiled._orig_mod
 # - WGAN-GP: interpolates from a **detached** fake, made a leaf with `requires_grad_(True)`, one `eps` per image;
 #   penalty weight 10; 5 critic steps per G step, each on a detached (or `no_grad`) fake.
 # - R1 penalises D's gradient on real images; lazy R1 computes it every k steps and multiplies it by k.
-# - A penalty cannot backpropagate through a `torch.compile`d D: AOTAutograd has no double backward. Compute it
-#   through the uncompiled module (`._orig_mod`, the same parameters), or do not compile D.
+# - A penalty cannot backpropagate through a D compiled with an AOTAutograd backend (inductor, the default, or
+#   `aot_eager`): AOTAutograd has no double backward. Compute it through the uncompiled module (`._orig_mod`, the
+#   same parameters), use `backend="eager"`, or do not compile D.
 # - `backward(retain_graph=True)` after a penalty only holds memory. `retain_graph=False` next to
 #   `create_graph=True` frees a forward the loss still needs.
 

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 09 · Freezing D and BatchNorm in a GAN step
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/09_freezing_and_batchnorm.ipynb)
+#
 # **Goal.** Know what two pieces of machinery do in the middle of a GAN step, each checked on this torch: freezing D
 # for G's step (and the look-alike that is not one, and how a freeze goes wrong), and BatchNorm's running statistics
 # and batch statistics. Then build a G step through a frozen D that puts everything back. Lesson 10 takes the next
@@ -152,7 +154,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 # `...` with your prediction for D's first Conv layer, then run the cell.
 
 # %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv layers? still (saves|keeps|save|keep) (its|their) inputs?", "ConvolutionBackward0 keeps"]
-prediction = True  # SOLUTION: with D frozen, does D's first Conv layer save its input for backward? (True or False)
+prediction = False  # SOLUTION: with D frozen, does D's first Conv layer skip saving its input for backward? (True or False)
 
 def saves_its_input(layer, shape):
     """Whether the layer's forward, on an input that requires grad, saves that input for backward."""
@@ -179,7 +181,7 @@ D.requires_grad_(True)
 for name, m in layers.items():
     print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
           f"{'saves' if frozen_saves[name] else 'does not save'} its input")
-check("a frozen Conv layer saves its input", prediction, frozen_saves["net.0"],
+check("a frozen Conv layer skips saving its input", prediction, not frozen_saves["net.0"],
       why="a convolution's backward function saves its input whatever requires grad; only the input's own "
           "gradient needs the weight, and the weight's gradient needs the input.")
 
@@ -341,7 +343,8 @@ claim("evaluation mode: the same logits either way, each image is normalised on 
 # on a real image depends on the fakes beside it (and the other way round), and the running statistics end up at a
 # mixture that neither real nor fake batches have. ganhacks' tip 4 says to keep each mini-batch all real or all fake,
 # which is why PyTorch's DCGAN tutorial calls D twice; the other way out is a D without BatchNorm (seed 000's D, and
-# every WGAN-GP critic: its penalty is per sample, lesson 08). For G, sample figures in `G.eval()` under `no_grad`
+# the critic the WGAN-GP paper recommends, since its penalty is per sample, lesson 08; public critics that keep
+# BatchNorm exist, and lesson 12 debugs one). For G, sample figures in `G.eval()` under `no_grad`
 # (lesson 04's exercise).
 
 # %% [markdown] tags=["read-after-exercises"]

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 10 · Mixed precision, hooks and `torch.compile` in a GAN loop
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/10_amp_hooks_and_compile.ipynb)
+#
 # **Goal.** Know what three more pieces of machinery do in the middle of a GAN step, each checked on this torch:
 # mixed precision with one `GradScaler` for two optimizers, hooks that read or change a gradient or count saved
 # bytes, and what `torch.compile` changes about `retain_graph` and `.item()`. Then build a GAN step under autocast
@@ -85,6 +87,36 @@ claim("a gradient of 1e-8 rounds to 0 in float16, not in bfloat16", tiny.half().
 claim("float16 overflows above 65504; bfloat16 reaches about 3.4e38, as float32 does",
       torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
 
+# %% [markdown]
+# The same two facts on a real gradient, on this CPU. A hook can round a gradient to float16 and back, as a float16
+# backward would carry it. Below, one small loss twice: as it is, and multiplied by 65536 first with the gradient
+# divided by 65536 after, which is what a `GradScaler` does around the backward:
+
+# %%
+def through_float16(loss_scale, small=1e-7):
+    """A Linear layer's weight gradient for a small loss, each entry rounded to float16 by a hook (as a float16
+    backward would carry it), the loss multiplied by loss_scale and the gradient divided by it again."""
+    torch.manual_seed(0)
+    layer, x = nn.Linear(16, 1), torch.randn(64, 16)
+    true, = torch.autograd.grad(layer(x).mean() * small, layer.weight)
+    handle = layer.weight.register_hook(lambda g: g.half().float())
+    got, = torch.autograd.grad(layer(x).mean() * small * loss_scale, layer.weight)
+    handle.remove()
+    return true, got / loss_scale
+
+rounded_away = {}
+for scale in (1.0, 2.0**16):
+    true, got = through_float16(scale)
+    rounded_away[scale] = int((got == 0).sum())
+    error = ((got - true).abs() / true.abs()).max().item()
+    print(f"loss scale {scale:>7g}: {rounded_away[scale]} of {got.numel()} gradient entries rounded to 0, "
+          f"largest relative error {error:.3g}")
+claim("unscaled, most of this gradient rounds to 0 in float16", rounded_away[1.0] > got.numel() / 2)
+claim("scaled by 65536 first, none of it does, and each entry is within 1% of the true gradient",
+      rounded_away[2.0**16] == 0 and error < 0.01)
+claim("and a gradient above 65504 becomes inf in float16: the step a GradScaler then skips",
+      torch.isinf(torch.tensor(70000.0).half()).item())
+
 
 # %% [markdown]
 # **One scaler, two optimizers.** The recipe of PyTorch's AMP examples: scale each loss before its backward, step
@@ -100,6 +132,21 @@ claim("float16 overflows above 65504; bfloat16 reaches about 3.4e38, as float32 
 HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # missing on older torch (2.1)
 NO_AMP_SCALER = (f"torch {torch.__version__} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference torch "
                  f"2.13 has it): skipped, not checked")
+
+def growth_run(iterations, growth_interval, init_scale=4.0):
+    """The scale after each of `iterations` clean iterations of a tiny model under one GradScaler."""
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 1)
+    opt = optim.SGD(layer.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    x, scales = torch.randn(8, 4), []
+    for _ in range(iterations):
+        opt.zero_grad()
+        scaler.scale(layer(x).pow(2).mean()).backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    return scales
 
 def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
     """Two iterations of two tiny networks under one GradScaler, the second with an inf in G's gradient: what
@@ -150,9 +197,12 @@ else:
 
 # %%
 if HAS_AMP_SCALER:
-    claim("a clean iteration: both optimizers step, and the scale stays at 65536 (by default it grows only after "
-          "growth_interval = 2000 clean iterations in a row)", clean["G moved"] and clean["D moved"]
-          and clean["scale"] == (65536.0, 65536.0) and torch.amp.GradScaler("cpu").get_growth_interval() == 2000)
+    claim("a clean iteration: both optimizers step, and the scale stays at 65536", clean["G moved"] and clean["D moved"]
+          and clean["scale"] == (65536.0, 65536.0))
+    scales = growth_run(iterations=5, growth_interval=3)
+    claim("the scale doubles only after growth_interval clean iterations in a row (3 here; 2000 by default)",
+          scales == [4.0, 4.0, 8.0, 8.0, 8.0] and torch.amp.GradScaler("cpu").get_growth_interval() == 2000,
+          f"scale after each of 5 clean iterations: {scales}")
     claim("an inf in G's gradient: opt_G skips its step, G is unchanged, and Adam's step count does not advance",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
     claim("opt_D still steps in that iteration, with the inf in G's .grad at that moment: each optimizer checks only "
@@ -364,7 +414,7 @@ claim("the pack hook's count equals the sizes worked out by hand, in all three c
 # are tiny, and the backend is `aot_eager`: it runs the same AOTAutograd layer as the default `inductor` backend
 # (where donated buffers live) without generating and compiling C++, so it is fast and needs no compiler. On Colab
 # with Python 3.13.0, each compiled cell below also prints torch's warning that guards may run slower on that Python
-# release; the results are the same (`make check-colab`, README). First, whether `torch.compile` works on this
+# release; the results are the same (`make check-colab`, docs/setup.md). First, whether `torch.compile` works on this
 # machine at all:
 
 # %%
@@ -543,8 +593,8 @@ else:
 #   `saved_tensors_hooks` count what autograd keeps, and the count matches the sizes worked out by hand.
 # - Compiled modules donate saved activations to a plain backward; a later `retain_graph=True` through them
 #   raises. `torch._functorch.config.donated_buffer = False` (the trainer's fix) or orders that never retain.
-#   `.item()` in a compiled function is a graph break. A gradient penalty cannot run through a compiled D at all
-#   (lesson 08).
+#   `.item()` in a compiled function is a graph break. A gradient penalty cannot run through a D compiled with an
+#   AOTAutograd backend, the default included; `backend="eager"` runs it (lesson 08).
 
 # %% [markdown]
 # ## Exercises

@@ -1,8 +1,11 @@
 # %% [markdown]
 # # Lesson 11 · Your own autograd
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/11_your_own_autograd.ipynb)
+#
 # **Goal.** Build a reverse-mode engine of your own, about 100 lines, that does the three things lessons 02 and 03
-# took apart in PyTorch: it saves what each backward needs (and only that), frees it after backward, and checks
+# took apart in PyTorch: it saves what each backward needs (PyTorch saves more for a few operations: a convolution
+# keeps its input even when no gradient will read it, lesson 09), frees it after backward, and checks
 # version counters; and, like lesson 01's rule, it refuses an in-place change of a leaf that requires grad. You write
 # every part that matters: what each operation keeps and with which version, the backward pass, the version count and
 # its check, the leaf rule. Each build step is checked against torch on the same programs: gradients on random
@@ -503,8 +506,8 @@ claim("the same outcome from both, the same shapes and versions in the messages"
 # Torch refuses it (lesson 01), and allows it under `no_grad`, which is how `optimizer.step()` updates parameters.
 # **Predict, then check** whether the refusal depends on a backward having run.
 
-# %% tags=["predict"] reveals=["refuses a\\.add_\\(1\\) after backward -> True", "not about (time|when)"]
-prediction = True  # SOLUTION: a leaf a that requires grad; loss.backward() has run. Does torch refuse a.add_(1) outside no_grad? (True/False)
+# %% tags=["predict"] reveals=["allows a\\.add_\\(1\\) after backward -> False", "not about (time|when)"]
+prediction = False  # SOLUTION: a leaf a that requires grad; loss.backward() has run. Does torch allow a.add_(1) outside no_grad? (True/False)
 a = torch.randn(3, requires_grad=True)
 (a * a).sum().backward()
 try:
@@ -512,7 +515,7 @@ try:
     refused = False
 except RuntimeError:
     refused = True
-check("torch refuses a.add_(1) after backward", prediction, refused,
+check("torch allows a.add_(1) after backward", prediction, not refused,
       why="the rule is about what a is (a leaf that requires grad) and whether grad mode is on, not about time: "
           "after backward it is still a parameter; update it under no_grad.")
 

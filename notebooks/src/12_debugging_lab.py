@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Lesson 12 · Debugging lab
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/12_debugging_lab.ipynb)
+#
 # **Goal.** Fix six broken training steps taken from public bug reports, the way they break in real code: two or
 # three mistakes in one step, some loud (an error), some silent (it runs, and trains the wrong thing), and for some
 # a fix people post that makes the error go away and leaves the training wrong. Fix each one yourself first, with
@@ -252,11 +254,11 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
 
-# %% tags=["predict"] reveals=["image 0 changes when image 1 changes -> True", "does not look at one image at a time"]
-prediction = True  # SOLUTION: in training mode, does this critic's output for image 0 of a batch change when image 1 changes? (True/False)
+# %% tags=["predict"] reveals=["image 0 stays the same when image 1 changes -> False", "does not look at one image at a time"]
+prediction = False  # SOLUTION: in training mode, does this critic's output for image 0 of a batch stay the same when image 1 changes? (True/False)
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
-check("the critic's output for image 0 changes when image 1 changes", prediction, mixed > 0,
+check("the critic's output for image 0 stays the same when image 1 changes", prediction, mixed == 0,
       why="its output for image 0 has a gradient with respect to the other images of the batch: the critic does not "
           "look at one image at a time.")
 

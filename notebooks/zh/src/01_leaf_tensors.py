@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 01 课 · 叶子张量：梯度落在哪里
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/01_leaf_tensors.ipynb)
+#
 # **目标**。学完本课，你能看着训练脚本里的任何一个张量，说出它是不是*叶子张量*、`backward()`之后它的`.grad`会不会被填上，还能解释为什么PyTorch拒绝对参数执行`a += 1`，却允许`optimizer.step()`原地修改同一个参数。最后，我们会亲手写出每个训练脚本都需要的两个函数：一个SGD更新步，以及DCGAN的权重初始化。
 #
 # **材料**。本课从种子 001 开头的这几个例子讲起（一篇没有标题的文章，讲GAN训练中的叶子节点、`retain_graph`和`detach`；没有注明作者和日期）。我们在今天的torch上逐一运行它的代码清单，验证它的每个说法。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
@@ -43,8 +45,8 @@ check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
           "不管它是怎么产生的。")
 
 # %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*返回的张量没有\\s*grad_fn"]
-prediction = True  # SOLUTION: `x_fake.detach()` 是叶子张量吗？（True/False）
-check("x_fake.detach().is_leaf", prediction, x_fake.detach().is_leaf,
+prediction = False  # SOLUTION: `x_fake.detach()` 有 grad_fn 吗？（True/False）
+check("x_fake.detach() 有 grad_fn", prediction, x_fake.detach().grad_fn is not None,
       why="detach()返回的张量没有grad_fn，并且requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
 
 # %% tags=["predict"] reveals=["参数都?是叶子张量", "一个权重和一个偏置\\W*共\\s*4"]
@@ -183,7 +185,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # %% [markdown]
 # ## 5 · 那么优化器是怎样修改叶子张量的？
 #
-# **为什么重要**。`optimizer.step()`会原地修改每一个参数，而参数恰恰是需要梯度的叶子张量：这正是第 4 节被拒绝的情况。优化器的更新与之相比只多了外面的一行`with torch.no_grad():`，它在更新期间关闭记录。
+# **为什么重要**。`optimizer.step()`会原地修改每一个参数，而参数恰恰是需要梯度的叶子张量：这正是第 4 节被拒绝的情况。下面的单元格亲手做同样的修改，只是外面套了一行`with torch.no_grad():`，在修改期间关闭记录。
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 03 课 · 原地操作与版本计数器
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/03_inplace_and_versions.ipynb)
+#
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`。我们会看到它所说的那个计数器，用种子 001 和种子 000 复现这个报错，认识到`optimizer.step()` 就是那个谁都看不见的原地操作，并评判种子 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #
@@ -64,12 +66,12 @@ claim("初始化让版本加 1，之后每步 Adam 再加 1", versions == [1, 2,
 # **为什么重要**。原地修改只对*被保存*的张量才是问题。哪些张量会被保存，取决于运算的导数，以及哪些输入需要梯度：`a + b` 什么也不保存；`a * b` 只有在**另一个**操作数需要梯度时，才会保存这一个操作数（`a` 的梯度是 `grad * b`，所以要为它留着 `b`）。于是 `a * a` 会把 `a` 保存两次，`b` 是常量时 `a * b` 只保存 `b`，而 `a * 2` 只保存那个 2。在列出每种运算保存什么之前，我们先从导数出发想一个例子：`exp`。
 
 # %% tags=["predict"] reveals=["过期|\\bstale\\b", "exp\\W.{0,25}保存[^。\\n]{0,8}输出"]
-prediction = True  # SOLUTION: 执行 `y = a.exp(); y.mul_(2)` 之后，exp 为反向传播保存的那个张量，和保存时相比变了吗？
+prediction = False  # SOLUTION: 执行 `y = a.exp(); y.mul_(2)` 之后，exp 为反向传播保存的那个张量，还和保存时一样吗？
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
 y.mul_(2)
 exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # ExpBackward0 保存的东西
-check("y.mul_(2) 改变了 exp 保存的张量", prediction, exp_saved[0].state != "alive",
+check("y.mul_(2) 之后 exp 保存的张量没有变", prediction, exp_saved[0].state == "alive",
       why=f"exp 保存的是它的输出 y（它的导数 exp(a) 就是 y），而 mul_ 原地修改了 y：保存的 "
           f"`{exp_saved[0].name}` 现在是 {exp_saved[0].state} 状态，当前版本 {exp_saved[0].version_now}，保存时为 "
           f"{exp_saved[0].version_saved}。")
@@ -396,12 +398,20 @@ y.sum().backward()
 print("clone             :", rounded(x.grad))
 claim("clone：梯度正确", torch.equal(x.grad, correct))
 
+# %%
+layer = nn.Linear(2, 1)
+before = layer.weight.detach().clone()
+p = layer.weight
+p = p - 0.1 * torch.ones_like(p)            # 非原地：得到一个新张量，名字 p 现在指向它
+claim("非原地的更新不会改变模型自己的参数",
+      torch.equal(layer.weight.detach(), before) and not torch.equal(p.detach(), before))
+
 # %% [markdown]
 # 对种子 002 的评判：
 #
 # | 方法 | 评判 |
 # |---|---|
-# | 避免原地操作（用 `torch.add` 代替 `+=`） | 总是正确；代价是多分配一次内存 |
+# | 避免原地操作（用 `torch.add` 代替 `+=`） | 对计算图要用到的值是正确的；代价是多分配一次内存。但如果更新必须改动模型自己的张量（参数、缓冲区），就不行：`p = p - lr * g` 让模型的参数保持原样（见上面的检查） |
 # | 先 `clone()` 再做原地操作 | 正确；保存的张量没有被碰过 |
 # | `torch.no_grad()` | 是更新**叶子张量**的正确工具（`optimizer.step()` 就是这样做的）；对保存的张量，它拦不住版本错误 |
 # | `.data` | 绝不要用：它绕过了版本计数器，所以上面那个错误的梯度不会伴随任何报错。1.5 之前的优化器带给 GAN 代码的正是这个。 |

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 04 课 · `detach()`、`torch.no_grad()` 与 `torch.inference_mode()`
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/04_detach_and_no_grad.ipynb)
+#
 # **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出 detach 不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量种子 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个D 的训练步和一个采样函数，二者都不改动 G。
 #
 # **材料**。种子 000（它修正后的循环；聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php中文网，2025-10-02），种子 001（`d.detach()` 这个修正），种子 003（它的各种策略里的 `detach`；凌逆战，「pytorch训练GAN时的detach()」，博客园，2020-11-09），种子 004（关于共享优化器的提醒）。这些种子都是公开的中文博客文章，出处见[教师说明](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
@@ -25,7 +27,7 @@ claim("y.detach() 与 y 共享内存", y_detached.data_ptr() == y.data_ptr())
 claim("但它是别名，而不是自动微分意义上的视图：它没有 _base", not y_detached._is_view() and y_detached._base is None)
 
 # %% tags=["predict"] reveals=["共享[^。\\n]*版本计数器", "y 的版本加了 1"]
-prediction = True  # SOLUTION: 执行 `y = a.exp(); y.detach().zero_()` 之后，`y.sum().backward()` 会报错吗？
+prediction = False  # SOLUTION: 执行 `y = a.exp(); y.detach().zero_()` 之后，`y.sum().backward()` 能正常运行吗？
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
 y.detach().zero_()
@@ -34,7 +36,7 @@ try:
     raised = False
 except RuntimeError:
     raised = True
-check("原地把 y.detach() 清零之后，反向传播会报错", prediction, raised,
+check("原地把 y.detach() 清零之后，反向传播能正常运行", prediction, not raised,
       why="detach() 不仅共享 y 的内存，也共享它的版本计数器：zero_() 让 y 的版本加了 1，而 exp 为它的反向传播"
           "保存了 y（第 03 课）。")
 

@@ -9,6 +9,8 @@
 # %% [markdown]
 # # 第 06 课 · 训练完整的 MNIST GAN
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/06_train_mnist_gan.ipynb)
+#
 # **目标**。把整门课串起来。用你选的更新策略在 MNIST 上训练种子 000 的 GAN，看着样本一步步变好，弄清损失曲线能告诉你什么、不能告诉你什么，并用一个数字来衡量生成的数字，而不是眯着眼睛去看。
 #
 # **材料**。种子 000 的 Generator（Linear、BatchNorm、PixelShuffle、Conv）和 Discriminator（`gan_lessons.models`），`z_dim = 64`，另外在 G 的末尾加一个 `nn.Tanh()`（第 6 节比较有它和没有它的各一次运行）；以及第 05 课的各种策略。
@@ -55,10 +57,10 @@ claim("60,000 张训练图像以 uint8 存储，占用不到 50 MB", images.dtyp
 # 运行之前，先回答两个问题。种子 000 的 G 把 64 个数变成 784 个像素；它的 D 把 784 个像素变成一个数。两者哪个参数更多？
 
 # %% tags=["predict"] reveals=["1,654,121", "1,640,033"]
-prediction = True  # SOLUTION: 种子 000 的 G 的参数比它的 D 多吗？（True/False）
+prediction = False  # SOLUTION: 种子 000 的 D 的参数比它的 G 多吗？（True/False）
 count = lambda net: sum(p.numel() for p in net.parameters())
 G_seed, D_seed = Generator(), Discriminator()
-check("G 的参数比 D 多", prediction, count(G_seed) > count(D_seed),
+check("D 的参数比 G 多", prediction, count(D_seed) > count(G_seed),
       why=f"G 有 {count(G_seed):,} 个参数，D 有 {count(D_seed):,} 个：几乎相等。两者的大部分参数都在一个连接 512 个数和 "
           f"64 x 7 x 7 = 3,136 个数的 Linear 层里，只是方向相反：G 的 512 -> 3,136 有 {count(G_seed.net[3]):,} 个，D 的 "
           f"3,136 -> 512 有 {count(D_seed.net[5]):,} 个。")

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 07 课 · 自动微分医生
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/07_autograd_doctor.ipynb)
+#
 # **目标**。把一个诊断工具套在出错的 GAN 代码上（也包括你自己的代码），拿到 PyTorch 报错信息里没有给出的答案：出问题的是*哪个*张量（精确到模块名和参数名），是前向传播的*哪一行*保存了它，是*哪一行*代码或哪一次`optimizer.step()` 修改或释放了它，该怎么修，以及哪一课讲了这种修法。
 #
 # **材料**。种子文章里的每一段出错代码（种子 000、001、003、004），再加上三段常有人贴出来求助的同类代码。
@@ -99,7 +101,7 @@ claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses
 #
 # **为什么重要**。每篇种子文章都从不同的方向撞上了这些错误中的一个。医生每次都能点出出了变动的是哪一环。
 #
-# 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（保存的张量被原地修改了）；医生还有别的类别，比如 `"freed"`（一次反向传播需要的东西，已被更早的一次反向传播释放）和`"leaf_inplace"`（自动微分记录期间，参数被原地修改）。
+# 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（保存的张量被原地修改了）；医生还有别的类别，比如 `"freed"` 和 `"leaf_inplace"`，每一类都以出了什么问题来命名。
 
 # %% tags=["predict"] reveals=["first (call|backward) freed|第一次反向传播用完就释放", "计算图(就|已经?)?被释放"]
 prediction = "freed"  # SOLUTION: 对同一个 y 调用两次 `y.backward()`：会得到哪一类诊断？

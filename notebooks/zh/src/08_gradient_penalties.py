@@ -1,8 +1,10 @@
 # %% [markdown]
 # # 第 08 课 · 梯度惩罚：评判器需要的自动微分
 #
-# **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并抓住那个不报错的 bug：不加 `create_graph=True` 算出的惩罚。接下来是真实图像上的 R1、惰性正则化（lazy
-# regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 接不住惩罚。在练习里，你将从零写出 WGAN-GP 的惩罚和惰性 R1。
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/08_gradient_penalties.ipynb)
+#
+# **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并弄清不加 `create_graph=True` 算出的惩罚会怎样。接下来是真实图像上的 R1、惰性正则化（lazy
+# regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出 WGAN-GP 的惩罚和惰性 R1。
 #
 # **材料**。五篇种子文章都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为(0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
 
@@ -170,9 +172,9 @@ claim("穿过换成 SiLU 的同一个 D，它们就不为零", any(bool(t.abs().
 
 
 # %% [markdown]
-# ## 4 · 静默的 bug：不加 `create_graph=True` 的惩罚
+# ## 4 · 不加 `create_graph=True` 的惩罚
 #
-# **为什么重要**。去掉 `create_graph=True`，一切照样运行。惩罚照样算出来、打印出来，也加进了 `loss_D`。下面比较同一批量上三种损失给 D 的梯度：只有评判器的损失（`plain`）；加上不设 `create_graph=True` 算出的惩罚（`silent`）；加上设了它算出的惩罚（`right`）。
+# **为什么重要**。去掉 `create_graph=True`，一切照样运行。惩罚照样算出来、打印出来，也加进了 `loss_D`。下面比较同一批量上三种损失给 D 的梯度：只有评判器的损失（`plain`）；加上不设 `create_graph=True` 算出的惩罚（`no_graph`）；加上设了它算出的惩罚（`right`）。
 
 # %%
 def critic_loss(D, create_graph):
@@ -191,22 +193,22 @@ def D_grads(loss):
 wasserstein, _ = critic_loss(D, create_graph=False)
 plain = D_grads(wasserstein)                              # 完全没有惩罚
 wasserstein, gp_const = critic_loss(D, create_graph=False)
-silent = D_grads(wasserstein + 10 * gp_const)             # 静默的 bug
+no_graph = D_grads(wasserstein + 10 * gp_const)
 wasserstein, gp_live = critic_loss(D, create_graph=True)
 right = D_grads(wasserstein + 10 * gp_live)
 print(f"不加 create_graph 的惩罚：{gp_const.item():.4f}；加上它：{gp_live.item():.4f}")
 claim("不加 create_graph，惩罚的值也一样", torch.allclose(gp_const, gp_live.detach()))
 
 # %% tags=["predict"] reveals=["与不加任何惩罚的损失.{0,10}完全相同", "什么也训练不了", "(关于|对) ?D ?(的权重)?的梯度为零"]
-prediction = 0  # SOLUTION: D 的参数中，有多少个在 `silent` 里得到的梯度与 `plain` 里不同？
+prediction = 0  # SOLUTION: D 的参数中，有多少个在 `no_graph` 里得到的梯度与 `plain` 里不同？
 check("不加 create_graph 的惩罚改变了其梯度的 D 参数个数", prediction,
-      sum(not torch.equal(s, p) for s, p in zip(silent, plain)),
+      sum(not torch.equal(s, p) for s, p in zip(no_graph, plain)),
       why="一个不需要梯度的张量，不会给任何梯度添上任何东西：这个惩罚只是损失里的一个数。")
 
 # %%
 claim("不加 create_graph，惩罚的 requires_grad=False", not gp_const.requires_grad)
 claim("而且 D 的梯度与不加任何惩罚的损失给出的梯度完全相同",
-      all(torch.equal(s, p) for s, p in zip(silent, plain)))
+      all(torch.equal(s, p) for s, p in zip(no_graph, plain)))
 changed = sum(not torch.allclose(r, p) for r, p in zip(right, plain))
 claim("加上 create_graph=True，惩罚就改变了 D 的梯度", changed > 0,
       f"D 的 {len(right)} 个参数中有 {changed} 个得到了不同的梯度")
@@ -397,7 +399,7 @@ print(f"一次评判器更新，7 次的中位数：不加惩罚 {without:.1f} m
       f"（{with_gp / without:.2f}x），批量大小 16，torch {torch.__version__}")
 
 # %% [markdown]
-# **惩罚无法穿过 `torch.compile` 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 README 中的 `make check-colab`）。
+# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 README 中的 `make check-colab`）。
 
 # %%
 D_compiled = torch.compile(D_small, backend="aot_eager")
@@ -409,8 +411,16 @@ claim("穿过编译后的 D，grad(..., create_graph=True) 返回一个带 grad_
 with expect_error(RuntimeError, "does not currently support double backward"):
     ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
 
+D_dynamo_only = torch.compile(D_small, backend="eager")   # Dynamo 捕获计算图，但不做任何预先编译
+scores = D_dynamo_only(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+claim("用 backend=\"eager\"（绕开 AOTAutograd），惩罚的反向传播能运行，并且到达 D 的权重",
+      all(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in (D_small[0].weight, D_small[2].weight)))
+D_small.zero_grad(set_to_none=True)
+
 # %% [markdown]
-# 梯度能拿回来；错误要等到惩罚做反向传播时才出现。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用`fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块`D_compiled._orig_mod`，二者持有相同的参数。
+# 梯度能拿回来；错误要等到惩罚做反向传播时才出现。`backend="eager"` 能跑通：它把捕获到的计算图原样交回 PyTorch 执行，中间没有 AOTAutograd。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用`fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块`D_compiled._orig_mod`，二者持有相同的参数。
 
 # %%
 with expect_error(ConfigError, "不能训练 wgan_gp"):
@@ -450,8 +460,8 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 # - WGAN-GP：插值点由**分离过的**假样本构成，用 `requires_grad_(True)` 变成叶子张量，每张图像一个 `eps`；惩罚
 #   权重为 10；每次 G 更新配 5 次评判器更新，每次都用分离过的（或在 `no_grad` 下生成的）假样本。
 # - R1 惩罚 D 在真实图像上的梯度；惰性 R1 每 k 步计算一次，并乘以 k。
-# - 惩罚无法穿过 `torch.compile` 过的 D 做反向传播：AOTAutograd 没有二阶反向传播。要么穿过未编译的模块
-#   （`._orig_mod`，参数相同）计算它，要么不编译 D。
+# - 用 AOTAutograd 后端（默认的 inductor，或 `aot_eager`）编译过的 D，惩罚无法穿过它做反向传播：AOTAutograd
+#   没有二阶反向传播。要么穿过未编译的模块（`._orig_mod`，参数相同）计算它，要么用 `backend="eager"`，要么不编译 D。
 # - 惩罚之后的 `backward(retain_graph=True)` 只会占着内存。`create_graph=True` 旁边的 `retain_graph=False` 会释放
 #   损失仍然需要的那次前向传播。
 

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 09 课 · GAN训练步中的冻结D与BatchNorm
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/09_freezing_and_batchnorm.ipynb)
+#
 # **目标**。弄清GAN训练步中间两样机制的作用，每一样都在当前的torch上验证过：一是在G的更新步中冻结D（还有一种看似冻结、其实不是的写法，以及冻结会怎样出错），二是BatchNorm的运行统计量和批量统计量。最后动手写一个穿过冻结D的G更新步，并把一切恢复原状。第 10 课接着讲后面三样：混合精度、钩子和`torch.compile`。
 #
 # **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的G（带BatchNorm）和D。事实来自PyTorch自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN的`set_requires_grad`，以及soumith/ganhacks（第4条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch的DCGAN教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的torch上实际做了什么并排列出。
@@ -130,7 +132,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 # **先预测，再验证**。下一个单元格在D冻结的情况下，给D的每个Conv层和Linear层一个需要梯度的输入（就像G生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把`...`换成你对D的第一个Conv层的预测，然后运行这个单元格。
 
 # %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?层(仍然|依然)会?保存(它的|其)?输入", "ConvolutionBackward0 ?都会保存"]
-prediction = True  # SOLUTION: 冻结D之后，D的第一个Conv层还会为反向传播保存它的输入吗？（True或False）
+prediction = False  # SOLUTION: 冻结D之后，D的第一个Conv层就不再为反向传播保存它的输入了吗？（True或False）
 
 def saves_its_input(layer, shape):
     """在需要梯度的输入上运行该层的前向传播，返回它是否为反向传播保存了这个输入。"""
@@ -157,7 +159,7 @@ D.requires_grad_(True)
 for name, m in layers.items():
     print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
           f"{'saves' if frozen_saves[name] else 'does not save'} its input")
-check("冻结的Conv层是否保存它的输入", prediction, frozen_saves["net.0"],
+check("冻结的Conv层不再保存它的输入", prediction, not frozen_saves["net.0"],
       why="无论谁需要梯度，卷积的反向函数都会保存输入；只有输入自身的梯度需要权重，而权重的梯度需要输入。")
 
 # %%
@@ -297,7 +299,7 @@ D_bn.train()
 claim("评估模式：两种方式得到的logits相同，每张图像的规范化只取决于它自己", eval_gap == 0)
 
 # %% [markdown]
-# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks的第4条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是PyTorch的DCGAN教程调用两次D的原因；另一条出路是用不带BatchNorm的D（种子 000 的D，以及所有WGAN-GP的评判器：它的梯度惩罚是逐样本计算的，见第 08 课）。至于G，画样本图时要在`no_grad`下用`G.eval()`（第 04 课的练习）。
+# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks的第4条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是PyTorch的DCGAN教程调用两次D的原因；另一条出路是用不带BatchNorm的D（种子 000 的D，以及WGAN-GP论文推荐的评判器：它的梯度惩罚是逐样本计算的，见第 08 课；公开代码里也有保留BatchNorm的评判器，第 12 课就调试了一个）。至于G，画样本图时要在`no_grad`下用`G.eval()`（第 04 课的练习）。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 人们常写的代码 | 在如今的torch上 |

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 10 课 · GAN训练循环中的混合精度、钩子与`torch.compile`
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/10_amp_hooks_and_compile.ipynb)
+#
 # **目标**。弄清GAN训练步中间另外三样机制的作用，每一样都在当前的torch上验证过：两个优化器共用一个`GradScaler`的混合精度训练，读取或修改梯度、统计保存字节数的钩子，以及`torch.compile`在`retain_graph`和`.item()`上带来的变化。最后动手写一个在autocast下运行、共用一个`GradScaler`、并裁剪D的梯度的GAN训练步。第 09 课已经讲了前两样：冻结D，以及BatchNorm。
 #
 # **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的G和D。事实来自PyTorch自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的torch上实际做了什么并排列出。
@@ -69,6 +71,34 @@ claim("大小为1e-8的梯度在float16中舍入为0，在bfloat16中不会", ti
 claim("float16超过65504就会溢出；bfloat16和float32一样，最大约为3.4e38",
       torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
 
+# %% [markdown]
+# 在这台 CPU 上，用一个真实的梯度再看一遍这两点。钩子可以把梯度舍入成 float16 再转回来，就像 float16 的反向传播会带着它走的那样。下面把同一个很小的损失算两次：一次原样，一次先乘以 65536、得到梯度后再除以 65536，这正是 `GradScaler` 在反向传播前后所做的：
+
+# %%
+def through_float16(loss_scale, small=1e-7):
+    """一个很小的损失对 Linear 层权重的梯度：钩子把每个元素舍入为 float16（就像 float16 的反向传播那样），
+    损失先乘以 loss_scale，梯度再除回去。"""
+    torch.manual_seed(0)
+    layer, x = nn.Linear(16, 1), torch.randn(64, 16)
+    true, = torch.autograd.grad(layer(x).mean() * small, layer.weight)
+    handle = layer.weight.register_hook(lambda g: g.half().float())
+    got, = torch.autograd.grad(layer(x).mean() * small * loss_scale, layer.weight)
+    handle.remove()
+    return true, got / loss_scale
+
+rounded_away = {}
+for scale in (1.0, 2.0**16):
+    true, got = through_float16(scale)
+    rounded_away[scale] = int((got == 0).sum())
+    error = ((got - true).abs() / true.abs()).max().item()
+    print(f"损失缩放 {scale:>7g}：{got.numel()} 个梯度元素中有 {rounded_away[scale]} 个舍入为 0，"
+          f"最大相对误差 {error:.3g}")
+claim("不缩放时，这个梯度的大部分在 float16 中舍入为 0", rounded_away[1.0] > got.numel() / 2)
+claim("先乘以 65536，就没有元素舍入为 0，而且每个元素与真实梯度的相对误差都在 1% 以内",
+      rounded_away[2.0**16] == 0 and error < 0.01)
+claim("而大于 65504 的梯度在 float16 中变成 inf：GradScaler 随后会跳过这一步更新",
+      torch.isinf(torch.tensor(70000.0).half()).item())
+
 
 # %% [markdown]
 # **一个缩放器，两个优化器**。PyTorch的AMP示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过`scaler.step(opt)`来更新，它会先对梯度做反缩放，发现inf或NaN就跳过这次更新；所有更新做完之后调用`scaler.update()`**，每次迭代只调用一次**。在当前的torch上，`torch.amp.GradScaler("cpu")`存在而且可用，所以这些都能在这里运行。最小的例子和PyTorch针对多个模型和优化器的示例一样：两个很小的网络代替G和D，各有自己的损失和Adam优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往G的一个梯度里写入inf，就像float16溢出时那样：于是在`scaler.step(opt_D)`运行时，G的`.grad`里有这个inf。
@@ -77,6 +107,21 @@ claim("float16超过65504就会溢出；bfloat16和float32一样，最大约为3
 HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # 较旧的torch（2.1）没有它
 NO_AMP_SCALER = (f"torch {torch.__version__} 没有torch.amp.GradScaler（torch 2.1没有它，参考版本torch "
                  f"2.13有）：已跳过，未检查")
+
+def growth_run(iterations, growth_interval, init_scale=4.0):
+    """一个小模型在同一个 GradScaler 下连续 `iterations` 次正常迭代，每次之后的缩放因子。"""
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 1)
+    opt = optim.SGD(layer.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    x, scales = torch.randn(8, 4), []
+    for _ in range(iterations):
+        opt.zero_grad()
+        scaler.scale(layer(x).pow(2).mean()).backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+    return scales
 
 def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
     """两个小网络在一个GradScaler下的两次迭代，第二次G的梯度里有inf；逐次迭代返回：哪个网络变了、
@@ -126,9 +171,12 @@ else:
 
 # %%
 if HAS_AMP_SCALER:
-    claim("正常迭代：两个优化器都更新，缩放因子保持65536（默认要连续经过growth_interval = 2000次正常迭代它才会增大）",
-          clean["G moved"] and clean["D moved"]
-          and clean["scale"] == (65536.0, 65536.0) and torch.amp.GradScaler("cpu").get_growth_interval() == 2000)
+    claim("正常迭代：两个优化器都更新，缩放因子保持65536", clean["G moved"] and clean["D moved"]
+          and clean["scale"] == (65536.0, 65536.0))
+    scales = growth_run(iterations=5, growth_interval=3)
+    claim("缩放因子要连续经过growth_interval次正常迭代才会翻倍（这里是3次，默认是2000次）",
+          scales == [4.0, 4.0, 8.0, 8.0, 8.0] and torch.amp.GradScaler("cpu").get_growth_interval() == 2000,
+          f"5次正常迭代后各自的缩放因子：{scales}")
     claim("G的梯度里有inf：opt_G跳过这次更新，G不变，Adam的步数也不增加",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
     claim("这次迭代里opt_D仍然照常更新，尽管那时G的.grad里有inf：每个优化器只检查自己的梯度",
@@ -309,7 +357,7 @@ claim("三种情况下，pack钩子统计的结果都和手算的大小相等",
 # %% [markdown]
 # ## 3 · `torch.compile`：捐赠缓冲区与图中断
 #
-# **为什么重要**。`torch.compile(D)`把D的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的`one_forward`就是这样做的），以及在函数中间用`.item()`取出一个数。编译很花时间，所以这里的模型都很小，后端用的是`aot_eager`：它运行的AOTAutograd层和默认的`inductor`后端相同（捐赠缓冲区就在这一层），但不生成、也不编译C++代码，所以速度快，也不需要编译器。在Python 3.13.0的Colab上，下面每个编译过的单元格还会打印torch的一条警告，说在这个Python版本上guard可能运行得更慢；结果是一样的（`make check-colab`，见README）。首先看看`torch.compile`在这台机器上到底能不能用：
+# **为什么重要**。`torch.compile(D)`把D的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的`one_forward`就是这样做的），以及在函数中间用`.item()`取出一个数。编译很花时间，所以这里的模型都很小，后端用的是`aot_eager`：它运行的AOTAutograd层和默认的`inductor`后端相同（捐赠缓冲区就在这一层），但不生成、也不编译C++代码，所以速度快，也不需要编译器。在Python 3.13.0的Colab上，下面每个编译过的单元格还会打印torch的一条警告，说在这个Python版本上guard可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看`torch.compile`在这台机器上到底能不能用：
 
 # %%
 torch._logging.set_logs(dynamo=logging.ERROR)     # 不让dynamo自己的警告出现在输出里
@@ -457,7 +505,7 @@ else:
 #
 # - CPU上的autocast（bfloat16）让Linear和Conv以bfloat16运行，BCE损失以float32运行；参数和梯度都保持float32。`torch.amp.GradScaler("cpu")`在torch 2.13上可用。一个缩放器配两个优化器时，遇到inf/NaN，每个`scaler.step`只跳过它自己的优化器；`scaler.update()`每次迭代运行一次，遇到inf后把缩放因子减半。在反向传播和更新之间，`.grad`是缩放过的：要在`scaler.unscale_(opt)`之后再裁剪。
 # - `x_fake`上的钩子看到的是G经由D得到的梯度（和`torch.autograd.grad`的结果相同，钩子也会改变后者）。缩放它，G的梯度就精确地按同样比例缩放；SGD的更新随之变化，Adam的几乎不动。损失中某一项上的权重会改变Adam最终停下的位置；整个损失上的因子则不会。`saved_tensors_hooks`统计autograd保存了什么，统计结果与手算的大小一致。
-# - 编译过的模块会把保存的激活值捐赠给普通的反向传播；之后再经过它们做`retain_graph=True`的反向传播就会报错。解决办法是`torch._functorch.config.donated_buffer = False`（训练器的修复方法），或者只用从不保留计算图的顺序。编译过的函数里的`.item()`是一次图中断。梯度惩罚根本无法穿过编译过的D运行（第 08 课）。
+# - 编译过的模块会把保存的激活值捐赠给普通的反向传播；之后再经过它们做`retain_graph=True`的反向传播就会报错。解决办法是`torch._functorch.config.donated_buffer = False`（训练器的修复方法），或者只用从不保留计算图的顺序。编译过的函数里的`.item()`是一次图中断。用AOTAutograd后端（包括默认后端）编译过的D，梯度惩罚无法穿过它运行；`backend="eager"`可以（第 08 课）。
 
 # %% [markdown]
 # ## 练习

@@ -1,6 +1,8 @@
 # %% [markdown]
 # # 第 12 课 · 调试实验
 #
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/12_debugging_lab.ipynb)
+#
 # **目标**。修好六个出了错的训练步。它们都取自公开的缺陷报告，出错的方式也和真实代码里一样：一步里有两三个错误，有的会报错，有的悄无声息（能运行，但训练的东西是错的）；其中几个还附带网上流传的修法，它让报错消失，训练却仍然是错的。请先凭第 01 到 10 课学到的知识和评分器的反馈，自己把每一个修好；然后在第 7 节看看 autograd doctor 对这六个问题怎么说。
 #
 # **材料**。每个训练步都保留了报告中代码的变量名和结构，只是把网络缩得很小，让它在 CPU 上远不到一秒就能跑完。这些报告都是公开的：
@@ -212,11 +214,11 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
 
-# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否改变 -> True", "并不是一次只看一张图像"]
-prediction = True  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会不会改变？（True/False）
+# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否保持不变 -> False", "并不是一次只看一张图像"]
+prediction = False  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会保持不变吗？（True/False）
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
-check("评判器：图像 1 变化时图像 0 的输出是否改变", prediction, mixed > 0,
+check("评判器：图像 1 变化时图像 0 的输出是否保持不变", prediction, mixed == 0,
       why="它对图像 0 的输出关于同一批量中其他图像的梯度不为零：这个评判器并不是一次只看一张图像。")
 
 # %% [markdown]
