@@ -14,9 +14,9 @@ from gan_lessons.i18n import _, set_language
 
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
-# Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it).
-SETUP_CELL = f"""# NBVAL_IGNORE_OUTPUT
-# (its output names the torch version and the device.) Setup, the same in every lesson. On Colab, install only what Colab lacks: torchviz and this package.
+# Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it); the build tags it
+# nbval-ignore-output, since its output names the torch version and the device.
+SETUP_CELL = f"""# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
 import sys
 if "google.colab" in sys.modules:
     %pip install -q torchviz "gan-lessons @ git+{REPO_URL}"
@@ -28,10 +28,9 @@ from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check
 
 device, QUICK = setup(seed=0, lang="en")"""
 # The Chinese lessons' setup cell (notebooks/zh/): the same code, its comment in Chinese, and lang="zh".
-SETUP_CELL_ZH = (SETUP_CELL.replace("# (its output names the torch version and the device.) Setup, the same in every "
-                                    "lesson. On Colab, install only what Colab lacks: torchviz and this package.",
-                                    "# （输出里有 torch 的版本和设备。）每一课都一样的准备工作。在 Colab 上只安装 Colab "
-                                    "没有的两样：torchviz 和本课程的包。")
+SETUP_CELL_ZH = (SETUP_CELL.replace("# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz "
+                                    "and this package.",
+                                    "# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。")
                  .replace('lang="en"', 'lang="zh"'))
 SETUP_CELLS = {"en": SETUP_CELL, "zh": SETUP_CELL_ZH}
 

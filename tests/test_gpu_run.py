@@ -87,7 +87,7 @@ def test_run_all_keeps_its_budget_and_returns_the_parts_it_finished(tmp_path):
     (carry / "wheels").mkdir(parents=True)            # this environment already has the stack: nothing to install
     gpu.carry_mnist(carry)
     (carry / "carry.json").write_text("{}")
-    results, budget = tmp_path / "results", 30
+    results, budget = tmp_path / "results", 40      # the train part fits (12 s idle); the three parts need ~70 s
     t0 = time.time()
     done = subprocess.run([sys.executable, ROOT / "tools" / "gpu.py", "run", "all", "--smoke", "--budget", str(budget),
                            "--carry", carry, "--results", results], capture_output=True, text=True,

@@ -36,6 +36,7 @@ SOURCES = NOTEBOOKS / "src"
 ZH_SOURCES = NOTEBOOKS / "zh" / "src"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 SETUP_MARK = "#SETUP"
+SETUP_TAG = "nbval-ignore-output"      # the setup cell's output names the torch version and the device
 # What jupytext keeps of a notebook: of a cell only its tags and, on a prediction, what would give its answer away
 # (`reveals`: regexes that no cell above it may match; tests/test_active_lessons.py); of the notebook only what Colab
 # reads to pick the runtime (`"accelerator": "GPU"`, `"colab": {"gpuType": "T4", ...}`), in a header where set.
@@ -83,9 +84,10 @@ def cells(source: Path) -> list:
     import jupytext
     out = []
     for cell in jupytext.read(source, fmt="py:percent").cells:
+        cell.metadata = kept(cell.metadata)
         if cell.cell_type == "code" and cell.source.strip() == SETUP_MARK:
             cell.source = SETUP_CELLS[language_of(source)]
-        cell.metadata = kept(cell.metadata)
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), SETUP_TAG]
         out.append(cell)
     return out
 
@@ -177,6 +179,7 @@ def export(notebook: Path) -> Path:
             cell.outputs, cell.execution_count = [], None
             if cell.source in SETUP_CELLS.values():
                 cell.source = SETUP_MARK
+                cell.metadata.pop("tags", None)          # SETUP_TAG comes back with the cell
     nb.metadata = {"jupytext": dict(JUPYTEXT), **{k: nb.metadata[k] for k in NOTEBOOK_KEPT if k in nb.metadata}}
     target = source_of(notebook)
     target.parent.mkdir(parents=True, exist_ok=True)
