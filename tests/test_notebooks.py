@@ -37,6 +37,8 @@ def test_there_are_notebooks():
 def test_setup_cell_is_the_shared_template(path):
     code = [c for c in _cells(path) if c["cell_type"] == "code"]
     assert "".join(code[0]["source"]) == SETUP_CELLS[_lang(path)]
+    # nbval skips its output (the torch version, the device) by a tag, not by a comment the student reads
+    assert "nbval-ignore-output" in code[0].get("metadata", {}).get("tags", []) and "NBVAL" not in code[0]["source"][0]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
