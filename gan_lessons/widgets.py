@@ -50,8 +50,11 @@ def _svg_img(graph) -> str:
             f'src="data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}">')
 
 
-def _png_img(png: bytes, alt: str) -> str:
-    return f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+def _png_img(png: bytes, alt: str, natural: bool = False) -> str:
+    """An <img> of a PNG; `natural` keeps its own size (a graph scrolls in its box instead of shrinking)."""
+    style = ' style="max-width: none"' if natural else ""
+    return (f'<img alt="{html.escape(alt, quote=True)}"{style} '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode()}">')
 
 
 class StrategyPanel:
@@ -92,7 +95,8 @@ class StrategyPanel:
             display(figure)
             self.shown[name] = {"graph": graph.text, "final": history[-1], **shown, "figure": figure}
             try:
-                self.shown[name]["graph_img"] = _png_img(graph.dot.pipe(format="png"), graph.text.splitlines()[0])
+                self.shown[name]["graph_img"] = _png_img(graph.dot.pipe(format="png"), graph.text.splitlines()[0],
+                                                         natural=True)
             except graphviz.CalledProcessError:     # a `dot` built without a PNG renderer: the SVG picture instead
                 self.shown[name]["graph_img"] = svg
 

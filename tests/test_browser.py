@@ -192,6 +192,9 @@ def test_committed_notebook_looks_right_when_opened_untrusted(stored_lab, browse
         stored.scroll_into_view_if_needed(timeout=30_000)
         assert stored.locator("table td").count() >= 7                         # the cost row
         assert [w > 50 for w in _loaded(stored.locator("img"))] == [True, True]  # its graph and its curve
+        graph = stored.locator(".gan-lessons-graph img").first                  # at its own size, so legible:
+        shown, natural = graph.bounding_box()["width"], graph.evaluate("i => i.naturalWidth")   # a wide graph
+        assert abs(shown - natural) < 2, (shown, natural)                                      # scrolls instead
         assert page.locator("text=VBox(children").count() == 0
     text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
     assert not MACHINE_PATH.search(text) and "Traceback" not in text
