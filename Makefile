@@ -1,6 +1,7 @@
 # Two entry points, each doing its own setup and safe to re-run:
 #   make lab          set up .venv and open a working copy of the lessons (work/) in JupyterLab
-#   make test         set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval)
+#   make test         set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval,
+#                     the GPU run's rehearsal, the website's build)
 # And the rest, each in a line (the comment above each target says more):
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
@@ -17,6 +18,7 @@
 #   make gpu-carry    the files a GPU machine without a network needs (wheels, dot, MNIST)
 #   make gpu-run      the GPU run on a GPU machine: PART=all (BUDGET=480 seconds), or one of train, bench, notebooks
 #   make gpu-smoke    the GPU run's parts, tiny, on this CPU
+#   make site         the website: both editions' lessons and the documentation, with Jupyter Book
 #   make clean        remove the environments, build/ and the GPU run's folders
 PYTHON ?= python3
 VENV   ?= .venv
@@ -33,7 +35,7 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke
+.PHONY: lab test lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
 
 # lab opens a working copy of the lessons, work/ (git-ignored), so running a lesson never changes the committed
 # notebooks. A lesson already in work/ is kept as it was left; delete it there to start that lesson afresh.
@@ -46,6 +48,7 @@ test: setup dot chromium fonts
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist loadscope
 	$(MAKE) --no-print-directory gpu-smoke
+	$(MAKE) --no-print-directory site
 
 # ruff over the package, tools, benchmarks, tests and the lessons' text sources (config: pyproject.toml).
 lint: setup
@@ -159,5 +162,14 @@ gpu-run:
 gpu-smoke: setup
 	$(PY) tools/gpu.py smoke
 
+# site builds the website with Jupyter Book 1 (site/_config.yml, site/_toc.yml), in an environment of its own,
+# from the committed notebooks as they are (nothing is run again), into build/site/_build/html; a warning fails it.
+SITE_VENV ?= .venv-site
+site:
+	@test -x $(SITE_VENV)/bin/python || { $(PYTHON) -m venv $(SITE_VENV) && echo '*' > $(SITE_VENV)/.gitignore; }
+	$(SITE_VENV)/bin/python -m pip install -q "jupyter-book==1.0.4.post1"
+	rm -rf build/site
+	$(SITE_VENV)/bin/jupyter-book build . --config site/_config.yml --toc site/_toc.yml --path-output build/site -W -q
+
 clean:
-	rm -rf $(VENV) .venv-torch-* .venv-colab build .gpu-carry* gpu-results
+	rm -rf $(VENV) .venv-torch-* .venv-colab $(SITE_VENV) build .gpu-carry* gpu-results

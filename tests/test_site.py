@@ -1,0 +1,33 @@
+"""The website (`make site`, Jupyter Book 1): its table of contents holds every lesson of both editions, every
+documentation page and the instructor notes, and nothing it must not (student copies, text sources); `make test`
+builds it with warnings as errors, so a broken link or page fails the suite."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOC = (ROOT / "site" / "_toc.yml").read_text(encoding="utf-8")
+CONFIG = (ROOT / "site" / "_config.yml").read_text(encoding="utf-8")
+
+
+def test_the_site_holds_every_lesson_of_both_editions_and_every_page():
+    files = re.findall(r"^\s*(?:- file|root): (\S+)$", TOC, re.M)
+    lessons = [f"notebooks/{p.stem}" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    zh = [f"notebooks/zh/{p.stem}" for p in sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))]
+    docs = [f"docs/{p.stem}" for p in sorted((ROOT / "docs").glob("*.md"))]
+    assert files[0] == "README" and len(files) == len(set(files))
+    assert set(lessons + zh + docs + ["README.zh-CN", "notebooks/README"]) == set(files[1:])
+    assert all(list((ROOT / f).parent.glob(Path(f).name + ".*")) for f in files), "a page the toc names is missing"
+
+
+def test_the_site_shows_stored_outputs_and_the_widget_s_picture():
+    assert 'execute_notebooks: "off"' in CONFIG                       # the committed outputs, never run again
+    assert '["html", "application/vnd.jupyter.widget-view+json", null]' in CONFIG   # lesson 05's stored picture
+    assert "notebooks/student/**" in CONFIG and "notebooks/zh/student/**" in CONFIG
+
+
+def test_make_test_builds_the_site_with_warnings_as_errors():
+    text = (ROOT / "Makefile").read_text()
+    recipe = text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    site = text.split("\nsite:", 1)[1].split("\n\n", 1)[0]
+    assert "$(MAKE) --no-print-directory site" in recipe
+    assert "jupyter-book build . --config site/_config.yml --toc site/_toc.yml" in site and " -W" in site
