@@ -5,11 +5,16 @@
 - MNIST is fetched once, before any notebook runs, so a fresh machine's first fetch (and its message about the
   offline route) never lands in a compared notebook output.
 - Each xdist worker trains into its own runs folder (GAN_LESSONS_RUNS, which the notebook kernels inherit): two copies
-  of lesson 06 on two workers would otherwise write the same run folder at once."""
+  of lesson 06 on two workers would otherwise write the same run folder at once.
+- Ctrl-C works in every process the suite starts: a suite started in the background by a non-interactive shell
+  inherits SIGINT ignored, and Python then leaves it ignored, so the tests of Ctrl-C would see nothing happen."""
 import os
+import signal
 
 
 def pytest_configure(config):
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:     # the processes it starts get the default action
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     workers = getattr(config.option, "numprocesses", None) or int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if (workers if isinstance(workers, int) else 2) > 1:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
