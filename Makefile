@@ -3,6 +3,7 @@
 #   make test         set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval,
 #                     the GPU run's rehearsal, the website's build)
 # And the rest, each in a line (the comment above each target says more):
+#   make quick        a check in a few minutes: the linter and the unit tests, without notebooks, browser or training
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
 #   make dot          graphviz's dot (apt where it can), for the graphs
@@ -35,7 +36,16 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
+.PHONY: lab test quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
+
+# quick leaves out what takes minutes (every notebook under nbval, the browser, nbgrader's round trip, Colab's
+# widgets, training runs, the doctor on whole scripts and its case suite, timing under load, the GPU rehearsal):
+# `make test` runs them all.
+QUICK_SKIP := browser nbgrader colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
+              doctor_real doctor_cases doctor_quiet wgan_gp fast_mode
+quick: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -n 2 --dist loadscope -q tests $(foreach t,$(QUICK_SKIP),--ignore=tests/test_$(t).py)
 
 # lab opens a working copy of the lessons, work/ (git-ignored), so running a lesson never changes the committed
 # notebooks. A lesson already in work/ is kept as it was left; delete it there to start that lesson afresh.

@@ -29,3 +29,11 @@ def test_lab_opens_a_working_copy_and_keeps_what_is_there(tmp_path):
     subprocess.run(["sh", "-c", copy], cwd=tmp_path, check=True)          # the recipe's own line
     assert (tmp_path / "work" / "01.ipynb").read_text() == "the student's own run"
     assert (tmp_path / "work" / "zh" / "01.ipynb").read_text() == "committed zh"
+
+
+def test_quick_leaves_out_only_modules_that_exist_and_make_test_runs_them():
+    text = (ROOT / "Makefile").read_text()
+    skip = re.search(r"^QUICK_SKIP := (.*?)(?<!\\)$", text, re.M | re.S).group(1).replace("\\\n", " ").split()
+    assert skip and all((ROOT / "tests" / f"test_{name}.py").exists() for name in skip), skip
+    recipe = text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "pytest -n 2 --dist loadscope" in recipe and "--ignore" not in recipe     # the whole suite, nothing left out
