@@ -107,7 +107,7 @@ def rivals_in(text: str) -> list:
 def test_chinese_markdown_renders_its_bold_and_joins_its_lines(path):
     """CommonMark does not close `**` after full-width punctuation when a character follows (`**目标。**本课` shows
     its asterisks): bold phrases end before their punctuation. And a line break between two Chinese characters
-    shows as a space in the browser: a paragraph's Chinese lines are not broken."""
+    shows as a space in the browser: a paragraph's Chinese lines, and a list item's, are not broken."""
     from markdown_it import MarkdownIt
     md = MarkdownIt()
     for k, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
@@ -116,7 +116,7 @@ def test_chinese_markdown_renders_its_bold_and_joins_its_lines(path):
         source = "".join(cell["source"])
         html = md.render(re.sub(r"`[^`\n]*`", "`x`", source))
         assert "**" not in re.sub(r"<code>.*?</code>", "", html), f"cell {k}: unrendered ** in {source[:80]!r}"
-        broken = re.findall(r"[\u4e00-\u9fff，。：；）]\n[\u4e00-\u9fff（]", source)
+        broken = re.findall(r"[\u4e00-\u9fff，。：；）]\n[ \t]*[\u4e00-\u9fff（]", source)   # a list item's too
         assert not broken, f"cell {k}: a line break between Chinese characters ({broken[:3]})"
 
 

@@ -328,13 +328,8 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 #
 # - 前向传播构建计算图，并为反向传播保存张量；`backward()`释放它们。再对任何已释放的部分做反向传播，就会引发
 #   “Trying to backward through the graph a second time”。
-# - `retain_graph=True`让每个保存的张量都继续存活：对一个64张图像的批量，种子 000 的G和D保存的字节数与两个模型
-#   参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑
-#   一遍前向传播（第 05 课的`one_forward`）。
-# - `detach()`把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与`retain_graph`相同，
-#   代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而`retain_graph`在那里能运行，前提是第二次
-#   反向传播不需要任何被共享那一步修改过的东西：种子 004 的单层model1只保存它的输入data，两层的model1则会引发
-#   版本错误。
+# - `retain_graph=True`让每个保存的张量都继续存活：对一个64张图像的批量，种子 000 的G和D保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的`one_forward`）。
+# - `detach()`把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与`retain_graph`相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而`retain_graph`在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：种子 004 的单层model1只保存它的输入data，两层的model1则会引发版本错误。
 
 # %% [markdown]
 # ## 练习
@@ -344,11 +339,9 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 # 写出种子 004 循环中一步的完整函数体，即`fixed_step(model1, model2, optimizer1, optimizer2, data, label)`：
 # - model1的logits `a = model1(data)`和它的损失`l1 = F.cross_entropy(a, label)`；`optimizer1`只根据l1的梯度更新
 #   model1；
-# - model2的logits `b`（由`a`计算得到）和它的损失`l2 = F.cross_entropy(b, label)`；`optimizer2`只根据l2的梯度
-#   更新model2；
+# - model2的logits `b`（由`a`计算得到）和它的损失`l2 = F.cross_entropy(b, label)`；`optimizer2`只根据l2的梯度更新model2；
 # - 每一次调用中，每个优化器的每次更新都基于新算出的梯度；
-# - 没有任何浪费：不对已释放的计算图做反向传播，不计算会被优化器扔掉的梯度，也不保留之后没有哪次反向传播需要的
-#   计算图。
+# - 没有任何浪费：不对已释放的计算图做反向传播，不计算会被优化器扔掉的梯度，也不保留之后没有哪次反向传播需要的计算图。
 #
 # 检查程序会在种子 004 的模型上运行你的训练步三次，并借助`register_step_pre_hook`在每次`optimizer.step()`时读取每个参数的`.grad`。它还会统计到达model1的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
 

@@ -6,7 +6,7 @@
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`。我们会看到它所说的那个计数器，用种子 001 和种子 000 复现这个报错，认识到`optimizer.step()` 就是那个谁都看不见的原地操作，并评判种子 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #
-# **材料**。种子 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），种子 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），种子 000（聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php中文网，2025-10-02）。这些种子都是公开的中文博客文章，出处见[教师说明](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。种子 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），种子 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），种子 000（聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php中文网，2025-10-02）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %%
 #SETUP
@@ -181,14 +181,8 @@ check("Linear(512, 1) 的权重过期后，报错信息里的形状", prediction
 #
 # - `[torch.FloatTensor [2, 2]]`：**保存的**张量的类型（在 GPU 上是 `torch.cuda.FloatTensor`）和形状，它不一定是参数的形状。`Linear` 计算
 #   `addmm(bias, input, weight.t())`，并把 `weight.t()` 保存为 `mat2`。
-# - `which is output 0 of AsStrided`：保存的张量是 `D.weight` 的一个*视图*（转置），报错信息给出的是现在产生这个
-#   视图的节点。这个视图是 `t()` 造出来的，所以前向传播时它的 `grad_fn` 是 `TBackward0`（见上图）。当视图的基张量
-#   在 `no_grad` 下被原地修改时（`optimD.step()` 做的正是这件事），自动微分会把视图的 `grad_fn` 重新生成为通用的
-#   `AsStridedBackward0`，报错信息给出的就是它。所以，`AsStrided` 这个你的代码从没调用过的运算，本身就说明视图的
-#   基张量被原地修改过（下面的单元格展示了这次切换）。它的写法随 torch 版本而不同：2.13 及更新的版本写的是前向运算的
-#   名字（`AsStrided`，后面还会见到 `Sigmoid` 或 `Exp`）；2.12 及更早的版本写的是它的反向节点（`AsStridedBackward0`）；
-#   种子 001 是在更老的 torch 上写的，引用的是 `TBackward`，即这一步之前视图的名字。本课程的检查接受当前这两种写法，
-#   别的都不接受。
+# - `which is output 0 of AsStrided`：保存的张量是 `D.weight` 的一个*视图*（转置），报错信息给出的是现在产生这个视图的节点。这个视图是 `t()` 造出来的，所以前向传播时它的 `grad_fn` 是 `TBackward0`（见上图）。当视图的基张量在 `no_grad` 下被原地修改时（`optimD.step()` 做的正是这件事），自动微分会把视图的 `grad_fn` 重新生成为通用的
+#   `AsStridedBackward0`，报错信息给出的就是它。所以，`AsStrided` 这个你的代码从没调用过的运算，本身就说明视图的基张量被原地修改过（下面的单元格展示了这次切换）。它的写法随 torch 版本而不同：2.13 及更新的版本写的是前向运算的名字（`AsStrided`，后面还会见到 `Sigmoid` 或 `Exp`）；2.12 及更早的版本写的是它的反向节点（`AsStridedBackward0`）；种子 001 是在更老的 torch 上写的，引用的是 `TBackward`，即这一步之前视图的名字。本课程的检查接受当前这两种写法，别的都不接受。
 # - `is at version 2; expected version 1`：视图和它的基张量共享一个计数器。前向传播保存 `weight.t()` 时，`D.weight`
 #   处于版本 1（经过了原地初始化），`optimD.step()` 把它变成了 2。
 #
@@ -479,14 +473,10 @@ claim("它从不提 optimD.step()", not any("step" in line for line in code))
 # - 每个张量都带着 `_version`；原地操作（包括 `optimizer.step()`）会让它加 1。
 # - 自动微分保存某些张量时，连同它们的版本一起记下；反向传播时检查版本。哪些张量被保存取决于导数：
 #   `a * b` 只在 `a` 需要梯度时保存 `b`，只在 `b` 需要梯度时保存 `a`；`exp`、`sigmoid`、`tanh` 保存它们的输出。
-# - 报错信息给出**保存的**张量的类型和形状（Linear 的权重以转置的形式出现）、现在产生它的节点（基张量被原地修改过的
-#   视图显示为 `AsStrided`，`step()` 就会造成这种情况），以及两个版本号。
+# - 报错信息给出**保存的**张量的类型和形状（Linear 的权重以转置的形式出现）、现在产生它的节点（基张量被原地修改过的视图显示为 `AsStrided`，`step()` 就会造成这种情况），以及两个版本号。
 # - 种子 001 和种子 000 碰到这个报错，是因为 `retain_graph=True` 让计算图在 `optimizer.step()` 之后依然存活。
-# - 原地操作（包括 `ReLU(inplace=True)`）在它覆盖的张量被保存过时会破坏反向传播：保存它的，可能是产生它的运算
-#   （Sigmoid、Tanh），也可能是先读过它的另一个运算（乘以一个需要梯度的张量的 mul）。接在 Linear 或 Conv 后面通常
-#   没问题，因为它们不保存输出；但这不是一条关于层的规则。
-# - 种子 002 的 `.data` 方法是靠产生错误的梯度来消除报错的；真正的修正是 `clone()` 或者不用原地操作，
-#   而 `no_grad()` 是用来更新叶子张量的。
+# - 原地操作（包括 `ReLU(inplace=True)`）在它覆盖的张量被保存过时会破坏反向传播：保存它的，可能是产生它的运算（Sigmoid、Tanh），也可能是先读过它的另一个运算（乘以一个需要梯度的张量的 mul）。接在 Linear 或 Conv 后面通常没问题，因为它们不保存输出；但这不是一条关于层的规则。
+# - 种子 002 的 `.data` 方法是靠产生错误的梯度来消除报错的；真正的修正是 `clone()` 或者不用原地操作，而 `no_grad()` 是用来更新叶子张量的。
 
 # %% [markdown]
 # ## 练习

@@ -3,9 +3,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/05_gan_update_strategies.ipynb)
 #
-# **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过G 和 D 的遍数，以及运算量、时间和内存）；用一个小部件在它们之间切换；最后自己写出一种毫不浪费的顺序。
+# **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过G 和 D 的遍数，以及运算量、时间和内存）；用一个控件在它们之间切换；最后自己写出一种毫不浪费的顺序。
 #
-# **材料**。种子 003（三种策略和一个效率论证；凌逆战，“pytorch训练GAN时的detach()”，博客园，2020-11-09）和种子 000（`loss_nonsaturating`；聖光之護，“解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”，php中文网，2025-10-02）。种子都是公开的中文博客文章，出处见[教师说明](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
+# **材料**。种子 003（三种策略和一个效率论证；凌逆战，“pytorch训练GAN时的detach()”，博客园，2020-11-09）和种子 000（`loss_nonsaturating`；聖光之護，“解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”，php中文网，2025-10-02）。种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 种子代码 | 在今天的 torch 上 |
@@ -241,7 +241,7 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # %% [markdown]
 # `one_forward` 是种子 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=`限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
 #
-# 最后两种分别是 `d_first_reuse_fake` 和 `g_first`，只在 G 的那一步有一处改动。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用`loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
+# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用`loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
 
 # %% [markdown]
 # ## 4 · 实测开销
@@ -398,7 +398,7 @@ claim("及早释放 G 的计算图（g_first 对比 d_first_reuse_fake），保�
 # %% [markdown]
 # ## 5 · 自己切换策略
 #
-# **为什么重要**。这个小部件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略运行一步。它显示这一步的计算图（保存的张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按默认选项画一次。
+# **为什么重要**。这个控件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略运行一步。它显示这一步的计算图（保存的张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按默认选项画一次。
 
 # %%
 import math
@@ -420,7 +420,7 @@ toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# （一个小部件；下一个单元格检查它画出的内容）
+# （一个控件；下一个单元格检查它画出的内容）
 panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
 panel
 
@@ -435,24 +435,19 @@ print(shown["graph"])
 #
 # - GAN 的 G 最小化的是 −log D(G(z))，而不是博弈中的 log(1 − D(G(z)))，因为后者在 D 识破假样本的地方梯度消失；
 #   `bce(D(x_fake), 1)` 正是前一个损失。在一维玩具例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
-# - 种子 003 的策略一和种子 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播
-#   穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
+# - 种子 003 的策略一和种子 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
 # - 种子 003 的策略二在已分离的假样本上复用 D 的输出来计算 G 的损失：要么遇到已被释放的计算图，要么（加上
 #   `retain_graph=True`）抛出版本错误；如果中间不更新 D，它能运行，但 G 根本得不到梯度。
-# - 种子 000 在 `binary_cross_entropy_with_logits` 之前加的 `F.sigmoid`，把 G 的损失压进 [0.31, 0.69]，并把 G 的梯度缩小
-#   一个没有上限的倍数（logit −6 处约 800 倍，−10 处约 44,000 倍），而且悄无声息。
-# - 实测：按原样写，交替顺序在 G 的那一步会白算一次 D 的梯度；冻结 D 或使用 `backward(inputs=...)`，在任何顺序中都能
-#   去掉这一遍。`one_forward` 的运算量最少，交替计时时也最快；在繁忙的机器上，每种策略单独跑一段来计时，可能排出任意名次。
-# - 保存的张量的字节数（自动微分为反向传播保留的东西）只是分配器峰值（一步在最紧张的时刻占用的全部内存）的一部分。按两种
-#   度量，把 G 的计算图保留到 D 更新之后的顺序，峰值都最高。
+# - 种子 000 在 `binary_cross_entropy_with_logits` 之前加的 `F.sigmoid`，把 G 的损失压进 [0.31, 0.69]，并把 G 的梯度缩小一个没有上限的倍数（logit −6 处约 800 倍，−10 处约 44,000 倍），而且悄无声息。
+# - 实测：按原样写，交替顺序在 G 的那一步会白算一次 D 的梯度；冻结 D 或使用 `backward(inputs=...)`，在任何顺序中都能去掉这一遍。`one_forward` 的运算量最少，交替计时时也最快；在繁忙的机器上，每种策略单独跑一段来计时，可能排出任意名次。
+# - 保存的张量的字节数（自动微分为反向传播保留的东西）只是分配器峰值（一步在最紧张的时刻占用的全部内存）的一部分。按两种度量，把 G 的计算图保留到 D 更新之后的顺序，峰值都最高。
 
 # %% [markdown]
 # ## 练习
 #
 # **动手实现一种不浪费 D 梯度的策略**。写出 `my_step` 的完整函数体：采用 d_first_fresh_fake 的顺序（第 3 节），但每一步只计算**一次** D 的梯度，而且只由 D 的损失来计算。要求如下：
 #
-# - D 先更新，输入是 `x_real` 和一个不连回 G 的计算图的假样本批量，这个批量由第一次 `noise(...)` 抽样生成；D 的损失是
-#   真实样本项和假样本项的平均（用 `strategies.bce`）。
+# - D 先更新，输入是 `x_real` 和一个不连回 G 的计算图的假样本批量，这个批量由第一次 `noise(...)` 抽样生成；D 的损失是真实样本项和假样本项的平均（用 `strategies.bce`）。
 # - 然后 G 更新，用第二次抽样生成的新的假样本批量，由**更新后的** D 打分：`bce(D(x_fake), 1)`。
 # - 不白算任何梯度；优化器据以更新的每个 `.grad` 都只来自这一步；D 的可训练状态与开始时相同。返回 `(loss_D, loss_G)`。
 #

@@ -453,17 +453,13 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - `torch.autograd.grad(outputs, inputs)` 返回梯度，不动 `.grad`。向量输出需要 `grad_outputs`（对评判器的分数用
-#   全 1）；第二次调用需要保留计算图。
-# - `create_graph=True` 把反向传播记录成计算图，所以梯度可以再求导。它也会保留计算图（`retain_graph` 跟随它）。
-#   惩罚离不开它；没有它，惩罚就是一个常数，什么也训练不了，也不报错（医生会发出警告）。
-# - WGAN-GP：插值点由**分离过的**假样本构成，用 `requires_grad_(True)` 变成叶子张量，每张图像一个 `eps`；惩罚
-#   权重为 10；每次 G 更新配 5 次评判器更新，每次都用分离过的（或在 `no_grad` 下生成的）假样本。
+# - `torch.autograd.grad(outputs, inputs)` 返回梯度，不动 `.grad`。向量输出需要 `grad_outputs`（对评判器的分数用全 1）；第二次调用需要保留计算图。
+# - `create_graph=True` 把反向传播记录成计算图，所以梯度可以再求导。它也会保留计算图（`retain_graph` 跟随它）。惩罚离不开它；没有它，惩罚就是一个常数，什么也训练不了，也不报错（医生会发出警告）。
+# - WGAN-GP：插值点由**分离过的**假样本构成，用 `requires_grad_(True)` 变成叶子张量，每张图像一个 `eps`；惩罚权重为 10；每次 G 更新配 5 次评判器更新，每次都用分离过的（或在 `no_grad` 下生成的）假样本。
 # - R1 惩罚 D 在真实图像上的梯度；惰性 R1 每 k 步计算一次，并乘以 k。
 # - 用 AOTAutograd 后端（默认的 inductor，或 `aot_eager`）编译过的 D，惩罚无法穿过它做反向传播：AOTAutograd
 #   没有二阶反向传播。要么穿过未编译的模块（`._orig_mod`，参数相同）计算它，要么用 `backend="eager"`，要么不编译 D。
-# - 惩罚之后的 `backward(retain_graph=True)` 只会占着内存。`create_graph=True` 旁边的 `retain_graph=False` 会释放
-#   损失仍然需要的那次前向传播。
+# - 惩罚之后的 `backward(retain_graph=True)` 只会占着内存。`create_graph=True` 旁边的 `retain_graph=False` 会释放损失仍然需要的那次前向传播。
 
 # %% [markdown]
 # ## 练习

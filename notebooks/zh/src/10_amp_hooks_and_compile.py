@@ -512,7 +512,7 @@ else:
 #
 # ### 动手实现：autocast下的GAN训练步，共用一个GradScaler，裁剪D的梯度
 #
-# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN的训练步是有先后顺序的，而且很多GAN代码库会裁剪D的梯度范数。请写一个`amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步`d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D的损失是`(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D更新；然后G的损失`bce(D(x_fake), 1)`经过更新后的D，G更新。前向传播和损失都在`torch.autocast("cpu", dtype=torch.bfloat16)`下计算；两个损失都用传进来的这一个`scaler`缩放；用`torch.nn.utils.clip_grad_norm_`把D的梯度范数裁剪到`max_norm`，范数按真实梯度计算；一个网络的梯度里出现inf或NaN时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查器会在种子 000 的G和D上以`max_norm=0.1`运行它（那里D的梯度范数约为0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在D的一个梯度里放inf，一次在G的一个梯度里放inf。整个函数体都由你来写。
+# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN的训练步是有先后顺序的，而且很多GAN代码库会裁剪D的梯度范数。请写一个`amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步`d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D的损失是`(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D更新；然后G的损失`bce(D(x_fake), 1)`经过更新后的D，G更新。前向传播和损失都在`torch.autocast("cpu", dtype=torch.bfloat16)`下计算；两个损失都用传进来的这一个`scaler`缩放；用`torch.nn.utils.clip_grad_norm_`把D的梯度范数裁剪到`max_norm`，范数按真实梯度计算；一个网络的梯度里出现inf或NaN时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在种子 000 的G和D上以`max_norm=0.1`运行它（那里D的梯度范数约为0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在D的一个梯度里放inf，一次在G的一个梯度里放inf。整个函数体都由你来写。
 
 # %%
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
