@@ -3,9 +3,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/01_leaf_tensors.ipynb)
 #
-# **目标**。学完本课，你能看着训练脚本里的任何一个张量，说出它是不是*叶子张量*、`backward()`之后它的`.grad`会不会被填上，还能解释为什么PyTorch拒绝对参数执行`a += 1`，却允许`optimizer.step()`原地修改同一个参数。最后，我们会亲手写出每个训练脚本都需要的两个函数：一个SGD更新步，以及DCGAN的权重初始化。
+# **目标**。学完本课，你能看着训练脚本里的任何一个张量，说出它是不是*叶子张量*、`backward()` 之后它的 `.grad` 会不会被填上，还能解释为什么 PyTorch 拒绝对参数执行 `a += 1`，却允许 `optimizer.step()` 原地修改同一个参数。最后，我们会亲手写出每个训练脚本都需要的两个函数：一个 SGD 更新步，以及 DCGAN 的权重初始化。
 #
-# **材料**。本课从种子 001 开头的这几个例子讲起（一篇没有标题的文章，讲GAN训练中的叶子节点、`retain_graph`和`detach`；没有注明作者和日期）。我们在今天的torch上逐一运行它的代码清单，验证它的每个说法。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
+# **材料**。本课从种子 001 开头的这几个例子讲起（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）。我们在今天的 torch 上逐一运行它的代码清单，验证它的每个说法。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
 # %%
 #SETUP
@@ -13,7 +13,7 @@
 # %% [markdown]
 # ## 1 · 叶子张量与非叶子张量
 #
-# **为什么重要**。本课程里的每一个GAN错误，归根结底都在于自动微分跟踪的是*哪些*张量。第一层区分很简单：你自己创建的张量是**叶子张量**；对需要梯度的张量做运算得到的张量是**非叶子张量**，它带有一个`grad_fn`，也就是知道如何把梯度传回去的那个自动微分节点。
+# **为什么重要**。本课程里的每一个 GAN 错误，归根结底都在于自动微分跟踪的是*哪些*张量。第一层区分很简单：你自己创建的张量是**叶子张量**；对需要梯度的张量做运算得到的张量是**非叶子张量**，它带有一个 `grad_fn`，也就是知道如何把梯度传回去的那个自动微分节点。
 #
 # 下面是种子 001 的第一段代码，原样照录：
 
@@ -25,9 +25,9 @@ loss.backward()
 describe(a=a, b=b, loss=loss)
 
 # %% [markdown]
-# `a`是需要梯度的叶子张量，所以它得到了`.grad`（`sum(2a)`的导数处处为2）。`b`和`loss`是非叶子张量：它们有`grad_fn`（`MulBackward0`、`SumBackward0`），自动微分不会保留它们的梯度。
+# `a` 是需要梯度的叶子张量，所以它得到了 `.grad`（`sum(2a)` 的导数处处为 2）。`b` 和 `loss` 是非叶子张量：它们有 `grad_fn`（`MulBackward0`、`SumBackward0`），自动微分不会保留它们的梯度。
 #
-# 接下来看一个很小的生成器，按GAN脚本通常的方式组织：一个模块、一个它不训练的噪声，以及它的输出。
+# 接下来看一个很小的生成器，按 GAN 脚本通常的方式组织：一个模块、一个它不训练的噪声，以及它的输出。
 
 # %%
 G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))   # 一个很小的“生成器”
@@ -36,7 +36,7 @@ x_fake = G(z)                # 由作用在G的参数上的运算产生
 doubled_z = z * 2            # 由运算产生，但作用的张量不需要梯度
 
 # %% [markdown]
-# **先预测，再验证**。把每个`...`换成你的预测，运行单元格，然后阅读反馈。
+# **先预测，再验证**。把每个 `...` 换成你的预测，运行单元格，然后阅读反馈。
 
 # %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False\\W*的张量\\W*(总是|都是|一律是)叶子张量"]
 prediction = True  # SOLUTION: `doubled_z = z * 2` 是叶子张量吗？（True/False）
@@ -57,8 +57,8 @@ check("G中既是叶子张量、又需要梯度的参数张量个数", predictio
           "requires_grad=True，所以它们不是由任何被跟踪的运算产生的。")
 
 # %% [markdown]
-# `is_leaf`的规则，在上面所有张量上验证一遍：
-# - `requires_grad=False`的张量总是叶子张量，不论它由什么产生；
+# `is_leaf` 的规则，在上面所有张量上验证一遍：
+# - `requires_grad=False` 的张量总是叶子张量，不论它由什么产生；
 # - 需要梯度的张量，只有在不是由被跟踪的运算产生时，才是叶子张量；
 # - 模块的参数是叶子张量，它的输出不是。
 
@@ -68,9 +68,9 @@ claim("模块的参数是需要梯度的叶子张量；它的输出不是叶子�
       all(p.is_leaf and p.requires_grad for p in G.parameters()) and not x_fake.is_leaf)
 
 # %% [markdown]
-# ## 2 · 哪些张量会得到`.grad`
+# ## 2 · 哪些张量会得到 `.grad`
 #
-# **为什么重要**。在GAN里，我们常常要检查梯度：生成器到底有没有收到梯度？种子 001 的第二段代码把一个需要梯度的叶子张量与一个不需要梯度的叶子张量相乘，然后做反向传播：
+# **为什么重要**。在 GAN 里，我们常常要检查梯度：生成器到底有没有收到梯度？种子 001 的第二段代码把一个需要梯度的叶子张量与一个不需要梯度的叶子张量相乘，然后做反向传播：
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -90,7 +90,7 @@ check("backward()填充了.grad的张量", prediction, filled,
           "它的梯度在反向传播途中算出来，但不会被保留。")
 
 # %% [markdown]
-# 种子文章打印了两个叶子张量的`.grad`。`b`不需要梯度，所以它的`.grad`一直是`None`，读取它也不算错误：不会有任何警告。
+# 种子文章打印了两个叶子张量的 `.grad`。`b` 不需要梯度，所以它的 `.grad` 一直是 `None`，读取它也不算错误：不会有任何警告。
 
 # %%
 print("a.grad =", a.grad)
@@ -102,14 +102,14 @@ claim("b.grad是None，读取它也不会有任何警告：b是不需要梯度�
       b_grad is None and not caught)
 
 # %% [markdown]
-# 读取**非叶子张量**的`.grad`就不一样了：PyTorch返回`None`，*同时*发出警告，因为这几乎总是写错了（你本来想读的是叶子张量）。种子文章展示了这条警告；下面我们现场触发它，并断言它确实出现（如果将来某个版本的torch不再警告，这个单元格就会失败）：
+# 读取**非叶子张量**的 `.grad` 就不一样了：PyTorch 返回 `None`，*同时*发出警告，因为这几乎总是写错了（你本来想读的是叶子张量）。种子文章展示了这条警告；下面我们现场触发它，并断言它确实出现（如果将来某个版本的 torch 不再警告，这个单元格就会失败）：
 
 # %%
 with expect_warning(UserWarning, "not a leaf Tensor"):
     print("loss.grad =", loss.grad)
 
 # %% [markdown]
-# 警告里已经给出了修复办法：在`backward()`**之前**对非叶子张量调用`.retain_grad()`。
+# 警告里已经给出了修复办法：在 `backward()`**之前**对非叶子张量调用 `.retain_grad()`。
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -121,7 +121,7 @@ loss.backward()
 describe(a=a, b=b, c=c, loss=loss)
 
 # %% [markdown]
-# `c.grad`全是1（对求和来说，d loss / d c处处为1），而`a.grad`等于`b`，正如乘积法则所说。下面的检查拿自动微分的结果与这条法则比较，用的是PyTorch自己算出的值，而不是抄来的数字：
+# `c.grad` 全是 1（对求和来说，d loss / d c 处处为 1），而 `a.grad` 等于 `b`，正如乘积法则所说。下面的检查拿自动微分的结果与这条法则比较，用的是 PyTorch 自己算出的值，而不是抄来的数字：
 
 # %%
 claim("a.grad等于b，正如乘积法则所说", torch.equal(a.grad, b), shown=f"a.grad = {a.grad.tolist()}")
@@ -129,7 +129,7 @@ claim("a.grad等于b，正如乘积法则所说", torch.equal(a.grad, b), shown=
 # %% [markdown]
 # ## 3 · 从活的张量画出计算图
 #
-# **为什么重要**。“计算图”不是比喻：它是一串可以逐个走访的`grad_fn`对象。每个节点的`next_functions`列出为它提供输入的节点，它的运算有几个输入，就有几个槽位。要到达一个需要梯度的叶子张量，得经过一个`AccumulateGrad`节点，正是这个节点负责写入`.grad`。画图之前先注意一点：`a * b`有两个输入，其中只有`a`需要梯度。
+# **为什么重要**。“计算图”不是比喻：它是一串可以逐个走访的 `grad_fn` 对象。每个节点的 `next_functions` 列出为它提供输入的节点，它的运算有几个输入，就有几个槽位。要到达一个需要梯度的叶子张量，得经过一个 `AccumulateGrad` 节点，正是这个节点负责写入 `.grad`。画图之前先注意一点：`a * b` 有两个输入，其中只有 `a` 需要梯度。
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -143,7 +143,7 @@ check("b在loss的计算图里有节点", prediction, mul.next_functions[1][0] i
       why="没有任何计算需要b的梯度，所以自动微分不为它记录节点：它的槽位是None。")
 
 # %% [markdown]
-# torchviz可以把计算图画出来。蓝色方框是需要梯度的叶子张量；`b`没有节点，因为没有任何计算需要它的梯度。
+# torchviz 可以把计算图画出来。蓝色方框是需要梯度的叶子张量；`b` 没有节点，因为没有任何计算需要它的梯度。
 
 # %%
 import torchviz
@@ -152,7 +152,7 @@ from gan_lessons import graphs
 graphs.show(torchviz.make_dot(loss, params={"a": a, "b": b}), {"loss": loss}, names={a: "a"})
 
 # %% [markdown]
-# 手动沿着同一条链走一遍，就能看出这里没有任何隐藏的东西。`AccumulateGrad`节点通过`.variable`持有这个叶子张量：
+# 手动沿着同一条链走一遍，就能看出这里没有任何隐藏的东西。`AccumulateGrad` 节点通过 `.variable` 持有这个叶子张量：
 
 # %%
 accumulate = mul.next_functions[0][0]
@@ -164,7 +164,7 @@ claim("b在MulBackward0中的槽位是空的：没有任何计算需要b的梯�
 # %% [markdown]
 # ## 4 · 对叶子张量做原地操作：第一个错误
 #
-# **为什么重要**。种子 001 的第三段代码在用过`a`之后又原地修改了它。PyTorch拒绝执行，而且**就在这一行**报错，而不是等到后面的`backward()`：
+# **为什么重要**。种子 001 的第三段代码在用过 `a` 之后又原地修改了它。PyTorch 拒绝执行，而且**就在这一行**报错，而不是等到后面的 `backward()`：
 
 # %%
 a = torch.tensor([1, 2., 3], requires_grad=True)
@@ -174,7 +174,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
     a += 1
 
 # %% [markdown]
-# 为什么要拒绝？`a`是梯度最终落下的地方。如果`a += 1`被记录下来，`a`就会变成某个运算的输出，也就不再是叶子张量，优化器也就丢了它本该更新的那个张量。
+# 为什么要拒绝？`a` 是梯度最终落下的地方。如果 `a += 1` 被记录下来，`a` 就会变成某个运算的输出，也就不再是叶子张量，优化器也就丢了它本该更新的那个张量。
 #
 # 种子文章接着写道：
 #
@@ -185,7 +185,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # %% [markdown]
 # ## 5 · 那么优化器是怎样修改叶子张量的？
 #
-# **为什么重要**。`optimizer.step()`会原地修改每一个参数，而参数恰恰是需要梯度的叶子张量：这正是第 4 节被拒绝的情况。下面的单元格亲手做同样的修改，只是外面套了一行`with torch.no_grad():`，在修改期间关闭记录。
+# **为什么重要**。`optimizer.step()` 会原地修改每一个参数，而参数恰恰是需要梯度的叶子张量：这正是第 4 节被拒绝的情况。下面的单元格亲手做同样的修改，只是外面套了一行 `with torch.no_grad():`，在修改期间关闭记录。
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -211,7 +211,7 @@ claim("no_grad下的更新让a保持为需要梯度的叶子张量，并把它�
       a.is_leaf and a.requires_grad and a._version == 1)
 
 # %% [markdown]
-# `torch.optim.SGD`做的正是这件事。同样的起点、同样的梯度、一次`step()`，两个结果相等；而且这一步也以同样的方式让版本计数器加一（第 03 课就建立在这个计数器之上）。如果某个参数自上次`zero_grad()`以来没有被任何损失到达，它的`.grad`就是`None`（例如在用分离后的假样本训练D的那一步里，G的参数就是这样，见第 04 课），SGD会让它保持原样：
+# `torch.optim.SGD` 做的正是这件事。同样的起点、同样的梯度、一次 `step()`，两个结果相等；而且这一步也以同样的方式让版本计数器加一（第 03 课就建立在这个计数器之上）。如果某个参数自上次 `zero_grad()` 以来没有被任何损失到达，它的 `.grad` 就是 `None`（例如在用分离后的假样本训练 D 的那一步里，G 的参数就是这样，见第 04 课），SGD 会让它保持原样：
 
 # %%
 a2 = torch.tensor([1., 2, 3], requires_grad=True)
@@ -224,9 +224,9 @@ claim("SGD的step得到的值与手动更新相同，版本也相同", torch.equ
 claim("SGD跳过.grad为None的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
 
 # %% [markdown]
-# ## 6 · 第二次`backward()`遇上已有内容的`.grad`
+# ## 6 · 第二次 `backward()` 遇上已有内容的 `.grad`
 #
-# **为什么重要**。GAN的一个训练步要做两次反向传播，而两次都可能到达同一批参数：`loss_G`的反向传播要穿过D才能到达G，所以它也会填充D的`.grad`，除非你把它拦下来（第 04 课和第 05 课）。一个已有内容的`.grad`会怎样，决定了D的下一步更新是否正确。下面这个循环忘了清空它：
+# **为什么重要**。GAN 的一个训练步要做两次反向传播，而两次都可能到达同一批参数：`loss_G` 的反向传播要穿过 D 才能到达 G，所以它也会填充 D 的 `.grad`，除非你把它拦下来（第 04 课和第 05 课）。一个已有内容的 `.grad` 会怎样，决定了 D 的下一步更新是否正确。下面这个循环忘了清空它：
 
 # %%
 D = nn.Linear(3, 1)
@@ -242,7 +242,7 @@ check("3次反向传播、中间没有zero_grad之后的D.weight.grad", predicti
       why="每次反向传播都加上x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用opt_D.zero_grad()本可以把它清零。")
 
 # %% [markdown]
-# `backward()`会把新的梯度**加到**`.grad`已有的值上。这是有意的设计：两次反向传播写进同一个`.grad`，得到的恰好是两个损失之和的梯度，所以`loss_D = loss_real + loss_fake`可以拆成两次`backward`调用。这也是为什么每个训练步都要从`opt.zero_grad()`开始。两点都验证一下：
+# `backward()` 会把新的梯度**加到**`.grad` 已有的值上。这是有意的设计：两次反向传播写进同一个 `.grad`，得到的恰好是两个损失之和的梯度，所以 `loss_D = loss_real + loss_fake` 可以拆成两次 `backward` 调用。这也是为什么每个训练步都要从 `opt.zero_grad()` 开始。两点都验证一下：
 
 # %%
 w = torch.tensor([1., 2, 3], requires_grad=True)
@@ -262,36 +262,36 @@ claim("两次反向传播写进同一个.grad，得到的是损失之和的梯�
       shown=f"{w.grad.tolist()}")
 
 # %% [markdown]
-# 在GAN里，忘掉的`zero_grad()`就藏在这里：循环照常运行，每一步都是合法的一步，而D是用这一步的梯度与上一步的梯度之和来训练的。不会有任何报错。第 07 课的诊断工具（doctor）会在两个不同损失的梯度这样叠加时发出警告。`zero_grad()`留下的是什么张量（全零还是`None`）也有影响，第 04 课会说明什么时候有影响。
+# 在 GAN 里，忘掉的 `zero_grad()` 就藏在这里：循环照常运行，每一步都是合法的一步，而 D 是用这一步的梯度与上一步的梯度之和来训练的。不会有任何报错。第 07 课的诊断工具（doctor）会在两个不同损失的梯度这样叠加时发出警告。`zero_grad()` 留下的是什么张量（全零还是 `None`）也有影响，第 04 课会说明什么时候有影响。
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 种子 001 的代码 | 在今天的torch上 |
+# | 种子 001 的代码 | 在今天的 torch 上 |
 # |---|---|
 # | `a * 2`、`loss.backward()`、`a.grad` | 与文章所说一致 |
-# | `b.grad`、`loss.grad` | `b.grad`是`None`；`loss.grad`是`None`，**并且**发出`UserWarning`（第 2 节） |
-# | 对需要梯度的叶子张量执行`a += 1` | 就在这一行引发`RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` |
+# | `b.grad`、`loss.grad` | `b.grad` 是 `None`；`loss.grad` 是 `None`，**并且**发出 `UserWarning`（第 2 节） |
+# | 对需要梯度的叶子张量执行 `a += 1` | 就在这一行引发 `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - **叶子张量**是不由任何被跟踪的运算产生的张量：你的输入，以及每一个`nn.Parameter`。非叶子张量带有`grad_fn`。
-# - `backward()`只为`requires_grad=True`的叶子张量填充`.grad`。读取非叶子张量的`.grad`会得到`None`和一条
-#   `UserWarning`；如果需要它的梯度，先调用`.retain_grad()`。
-# - 对需要梯度的叶子张量做原地操作，会*就在那一行*报错；在`torch.no_grad()`下则是允许的，所有优化器都是这样更新参数的。
-# - 每次原地更新都会让张量的`_version`加一，`optimizer.step()`也不例外。第 03 课会说明这一点在GAN训练中为什么重要。
-# - `backward()`会把梯度加到`.grad`上。两次反向传播得到损失之和的梯度；忘了`zero_grad()`，训练就会悄无声息地用上过时的梯度。
+# - **叶子张量**是不由任何被跟踪的运算产生的张量：你的输入，以及每一个 `nn.Parameter`。非叶子张量带有 `grad_fn`。
+# - `backward()` 只为 `requires_grad=True` 的叶子张量填充 `.grad`。读取非叶子张量的 `.grad` 会得到 `None` 和一条
+#   `UserWarning`；如果需要它的梯度，先调用 `.retain_grad()`。
+# - 对需要梯度的叶子张量做原地操作，会*就在那一行*报错；在 `torch.no_grad()` 下则是允许的，所有优化器都是这样更新参数的。
+# - 每次原地更新都会让张量的 `_version` 加一，`optimizer.step()` 也不例外。第 03 课会说明这一点在 GAN 训练中为什么重要。
+# - `backward()` 会把梯度加到 `.grad` 上。两次反向传播得到损失之和的梯度；忘了 `zero_grad()`，训练就会悄无声息地用上过时的梯度。
 
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：手写一个SGD更新步
+# ### 动手实现：手写一个 SGD 更新步
 #
-# 种子 001 修改叶子张量的写法`p -= lr * p.grad`，在自动微分记录运算时会引发第 4 节的错误。请写出`sgd_step(params, lr)`的完整函数体，也就是`optim.SGD`所做的更新：
-# - 每个有梯度的参数`p`都按`lr * p.grad`**原地**更新，并且仍是同一个张量、仍是需要梯度的叶子张量；
-# - `.grad`为`None`的参数（没有任何损失到达它）保持原样，和SGD的做法一样（第 5 节）；
-# - 用过之后清除`.grad`（设为`None`，和`opt.zero_grad()`一样），因为`backward()`会把梯度加到`.grad`已有的值上。
+# 种子 001 修改叶子张量的写法 `p -= lr * p.grad`，在自动微分记录运算时会引发第 4 节的错误。请写出 `sgd_step(params, lr)` 的完整函数体，也就是 `optim.SGD` 所做的更新：
+# - 每个有梯度的参数 `p` 都按 `lr * p.grad`**原地**更新，并且仍是同一个张量、仍是需要梯度的叶子张量；
+# - `.grad` 为 `None` 的参数（没有任何损失到达它）保持原样，和 SGD 的做法一样（第 5 节）；
+# - 用过之后清除 `.grad`（设为 `None`，和 `opt.zero_grad()` 一样），因为 `backward()` 会把梯度加到 `.grad` 已有的值上。
 #
-# 然后把`my_answer`指向你的函数，运行单元格。检查程序会在全新的叶子张量`w`和`b`、以及一个损失永远到达不了的叶子张量`u`上运行两步，把得到的值与`optim.SGD`的结果比较，并告诉你还有哪里不对。
+# 然后把 `my_answer` 指向你的函数，运行单元格。检查程序会在全新的叶子张量 `w` 和 `b`、以及一个损失永远到达不了的叶子张量 `u` 上运行两步，把得到的值与 `optim.SGD` 的结果比较，并告诉你还有哪里不对。
 
 # %%
 def sgd_step(params, lr):
@@ -313,15 +313,15 @@ solved = exercises.check_sgd_step(my_answer)
 assert solved, "sgd_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
-# ### 动手实现：DCGAN的权重初始化
+# ### 动手实现：DCGAN 的权重初始化
 #
-# DCGAN风格的GAN从较小的随机权重开始训练，论文给出的做法，就是`G.apply(init_weights)`对模型的每个模块`m`所执行的操作：
-# - 每个`Linear`、`Conv2d`和`ConvTranspose2d`的权重从N(0, 0.02)中抽取，即均值为0、**标准差**为0.02的正态分布；
-# - 每个批量规范化层（`BatchNorm1d`、`BatchNorm2d`）的权重从N(1, 0.02)中抽取；
-# - 每个偏置都设为0。DCGAN的卷积层用`bias=False`构建，它们的`m.bias`是`None`；检查程序所用的生成器里就有一个这样的层；
+# DCGAN 风格的 GAN 从较小的随机权重开始训练，论文给出的做法，就是 `G.apply(init_weights)` 对模型的每个模块 `m` 所执行的操作：
+# - 每个 `Linear`、`Conv2d` 和 `ConvTranspose2d` 的权重从 N(0, 0.02)中抽取，即均值为 0、**标准差**为 0.02 的正态分布；
+# - 每个批量规范化层（`BatchNorm1d`、`BatchNorm2d`）的权重从 N(1, 0.02)中抽取；
+# - 每个偏置都设为 0。DCGAN 的卷积层用 `bias=False` 构建，它们的 `m.bias` 是 `None`；检查程序所用的生成器里就有一个这样的层；
 # - 其他模块一律不动。
 #
-# 这些值必须**原地**设置：保留原来那些参数张量本身（在初始化之前创建的优化器持有的就是它们），并让它们仍是需要梯度的叶子张量。最直接的一行写法`m.weight.normal_(0.0, 0.02)`在第一个模块上就会引发第 4 节的错误。请写出`init_weights(m)`的完整函数体；检查程序会把它应用到一个小生成器上，并告诉你还有哪里不对。
+# 这些值必须**原地**设置：保留原来那些参数张量本身（在初始化之前创建的优化器持有的就是它们），并让它们仍是需要梯度的叶子张量。最直接的一行写法 `m.weight.normal_(0.0, 0.02)` 在第一个模块上就会引发第 4 节的错误。请写出 `init_weights(m)` 的完整函数体；检查程序会把它应用到一个小生成器上，并告诉你还有哪里不对。
 
 # %%
 def init_weights(m):
@@ -343,7 +343,7 @@ solved = exercises.check_init(my_answer)
 assert solved, "init：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
-# 上面说的两点都验证一下：那行一行写法在一个新建的`Linear`上会报错；而`torch.nn.init.normal_(m.weight, mean, 0.02)`这种库里的写法是合法的，因为`torch.nn.init`中的每个函数自己都在`torch.no_grad()`下运行。
+# 上面说的两点都验证一下：那行一行写法在一个新建的 `Linear` 上会报错；而 `torch.nn.init.normal_(m.weight, mean, 0.02)` 这种库里的写法是合法的，因为 `torch.nn.init` 中的每个函数自己都在 `torch.no_grad()` 下运行。
 
 # %%
 lin = nn.Linear(3, 3)

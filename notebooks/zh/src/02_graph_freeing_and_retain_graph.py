@@ -1,11 +1,11 @@
 # %% [markdown]
-# # 第 02 课 · 计算图的释放与`retain_graph`
+# # 第 02 课 · 计算图的释放与 `retain_graph`
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/02_graph_freeing_and_retain_graph.ipynb)
 #
-# **目标**。亲眼看到前向传播构建计算图、`backward()`释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量`retain_graph=True`让多少东西继续留在内存里；在它的两种修复方法`retain_graph`和`detach`之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出种子 004 修复后的训练步。
+# **目标**。亲眼看到前向传播构建计算图、`backward()` 释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量 `retain_graph=True` 让多少东西继续留在内存里；在它的两种修复方法 `retain_graph` 和 `detach` 之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出种子 004 修复后的训练步。
 #
-# **材料**。种子 001（G/D玩具例子；一篇没有标题的文章，讲GAN训练中的叶子节点、`retain_graph`和`detach`；没有注明作者和日期）和种子 004（model1/model2循环，以及它关于`itertools.chain`的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
+# **材料**。种子 001（G/D 玩具例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和种子 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
 # %%
 #SETUP
@@ -16,7 +16,7 @@ from gan_lessons import graphs
 # %% [markdown]
 # ## 1 · 计算图由前向传播构建，反向传播释放它保存的东西
 #
-# **为什么重要**。在你的代码运行之前，PyTorch里并没有计算图：对需要梯度的张量做的每个运算，都会添加一个节点，并*保存*它的反向计算要用到的东西（一个输入、一个权重或一个输出）。`backward()`用完这些保存的张量就把它们释放，所以内存不会每一步都增长。下面的渲染器画出活的计算图，并给每个保存的张量上色：绿色表示**存活**，灰色表示**已释放**，红色表示**过期**（第 03 课）。
+# **为什么重要**。在你的代码运行之前，PyTorch 里并没有计算图：对需要梯度的张量做的每个运算，都会添加一个节点，并*保存*它的反向计算要用到的东西（一个输入、一个权重或一个输出）。`backward()` 用完这些保存的张量就把它们释放，所以内存不会每一步都增长。下面的渲染器画出活的计算图，并给每个保存的张量上色：绿色表示**存活**，灰色表示**已释放**，红色表示**过期**（第 03 课）。
 
 # %%
 G, D = nn.Linear(2, 2), nn.Linear(2, 1)
@@ -30,7 +30,7 @@ claim("tanh保存了它的输出；每个addmm保存了它的输入（mat1）和
 graph
 
 # %% [markdown]
-# `tanh`保存的是它的**输出**（它的导数是`1 - tanh²`），每个`addmm`保存了它的输入（`mat1`）和转置后的权重（`mat2`）。现在做一次反向传播。反向传播释放的是这些保存的张量；那么保存它们的节点呢？
+# `tanh` 保存的是它的**输出**（它的导数是 `1 - tanh²`），每个 `addmm` 保存了它的输入（`mat1`）和转置后的权重（`mat2`）。现在做一次反向传播。反向传播释放的是这些保存的张量；那么保存它们的节点呢？
 
 # %% tags=["predict"] reveals=["节点都?还在", "不是节点本身"]
 loss.backward()
@@ -47,12 +47,12 @@ claim("一次反向传播之后，每个保存的张量都已释放", len(graph.
 graph
 
 # %% [markdown]
-# 节点还在（只要`loss`还在，这些`grad_fn`对象就一直存在），但每个保存的张量都没了。这就是报错信息中“Saved intermediate values of the graph are freed when you call `.backward()`”这句话的意思。
+# 节点还在（只要 `loss` 还在，这些 `grad_fn` 对象就一直存在），但每个保存的张量都没了。这就是报错信息中“Saved intermediate values of the graph are freed when you call `.backward()`”这句话的意思。
 
 # %% [markdown]
 # ## 2 · “Trying to backward through the graph a second time”的三种触发方式
 #
-# **为什么重要**。这几乎是每个写GAN的人遇到的第一个错误：两个损失共享计算图的一部分，第一次`backward()`释放了第二次需要的东西。
+# **为什么重要**。这几乎是每个写 GAN 的人遇到的第一个错误：两个损失共享计算图的一部分，第一次 `backward()` 释放了第二次需要的东西。
 #
 # **方式一：反向传播两次**。这是最小的例子。
 
@@ -61,7 +61,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
     loss.backward()
 
 # %% [markdown]
-# **先预测，再验证**。方式一之所以报错，是因为第一次反向传播释放了`addmm`和`tanh`保存的东西。下面换成一个只有一次加法和一次求和的计算图。
+# **先预测，再验证**。方式一之所以报错，是因为第一次反向传播释放了 `addmm` 和 `tanh` 保存的东西。下面换成一个只有一次加法和一次求和的计算图。
 
 # %% tags=["predict"] reveals=["不保存任何张量", "没有(任何)?东西可以?释放"]
 x = torch.ones(3, requires_grad=True)
@@ -77,7 +77,7 @@ check("对(x + 1).sum()反向传播两次会报错", prediction, raised_twice,
           "x.grad只是累积了两次。")
 
 # %% [markdown]
-# 乘法就不一样了，哪怕乘的是常数：`x * 2`会保存那个2（对每个操作数，只要与它相乘的另一方需要梯度，`mul`就会保存它，留给另一方求梯度用），第一次反向传播就会把它释放。
+# 乘法就不一样了，哪怕乘的是常数：`x * 2` 会保存那个 2（对每个操作数，只要与它相乘的另一方需要梯度，`mul` 就会保存它，留给另一方求梯度用），第一次反向传播就会把它释放。
 
 # %%
 claim("对(x + 1).sum()的两次反向传播在x.grad里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
@@ -92,7 +92,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 
 # %% [markdown]
-# **方式二：种子 001 的G/D玩具例子**。`lossD`和`lossG`都依赖于`d = D(g)`。`lossD.backward()`之后，从`t`经过G和D到`d`的那一段计算图已被释放，`lossG.backward()`也就无路可回了。
+# **方式二：种子 001 的 G/D 玩具例子**。`lossD` 和 `lossG` 都依赖于 `d = D(g)`。`lossD.backward()` 之后，从 `t` 经过 G 和 D 到 `d` 的那一段计算图已被释放，`lossG.backward()` 也就无路可回了。
 
 # %%
 def seed001_toy(retain_graph=False, detach=False):
@@ -117,7 +117,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
     seed001_toy()
 
 # %% [markdown]
-# **方式三：种子 004 的model1/model2循环**。`b = model2(a)`让`l2`依赖于model1的计算图，所以`l2.backward()`会在`l1.backward()`用到这部分计算图之前就把它释放。
+# **方式三：种子 004 的 model1/model2 循环**。`b = model2(a)` 让 `l2` 依赖于 model1 的计算图，所以 `l2.backward()` 会在 `l1.backward()` 用到这部分计算图之前就把它释放。
 
 # %%
 import itertools
@@ -159,9 +159,9 @@ check("l1的计算图能到达model2", prediction, "model2." in tree,
       why="l1只需要model1的计算图；它之所以报错，是因为l2.backward()先把两者共享的那部分释放了。")
 
 # %% [markdown]
-# ## 3 · `retain_graph=True`保留了什么，代价是什么
+# ## 3 · `retain_graph=True` 保留了什么，代价是什么
 #
-# **为什么重要**。报错信息建议使用`retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个保存的张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在种子 000 的G和D（第 06 课的MNIST模型）上，对一个64张图像的批量进行测量：计算图持有的保存的张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
+# **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个保存的张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在种子 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的保存的张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
 
 # %% tags=["predict"] reveals=["和参数(本身)?差不多", "-> 'about the same'"]
 from gan_lessons.models import Generator, Discriminator
@@ -197,9 +197,9 @@ claim("retain_graph让每个保存的字节都留着，和参数差不多一样�
       saved[1] == saved[0] and 0.8 < saved[0] / param_bytes < 1.2 and saved[2] == 0)
 
 # %% [markdown]
-# 使用`retain_graph=True`时，整个前向传播的激活值都会留在内存里，直到*下一次*反向传播，或者直到对计算图的最后一个引用消失。每保留一个计算图，它们的开销就和参数本身差不多。
+# 使用 `retain_graph=True` 时，整个前向传播的激活值都会留在内存里，直到*下一次*反向传播，或者直到对计算图的最后一个引用消失。每保留一个计算图，它们的开销就和参数本身差不多。
 #
-# 它换来的是对**同一次**前向传播再做一次反向传播。当两个损失来自同一次前向传播时，另一种做法是为第二个损失再跑一遍前向传播；`retain_graph`省下了这第二次前向传播，代价就是上面那些内存。第 05 课的`one_forward`策略就是这样从D的一次前向传播中同时得到G和D的损失。它不改变任何梯度：下面在一个小的G和D上计算两个损失，并用钩子统计D的前向传播次数。
+# 它换来的是对**同一次**前向传播再做一次反向传播。当两个损失来自同一次前向传播时，另一种做法是为第二个损失再跑一遍前向传播；`retain_graph` 省下了这第二次前向传播，代价就是上面那些内存。第 05 课的 `one_forward` 策略就是这样从 D 的一次前向传播中同时得到 G 和 D 的损失。它不改变任何梯度：下面在一个小的 G 和 D 上计算两个损失，并用钩子统计 D 的前向传播次数。
 
 # %%
 torch.manual_seed(0)
@@ -241,11 +241,11 @@ claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip
 #
 # 但这两者并不是同一种操作：
 #
-# - `retain_graph=True`：`l2.backward`仍然会流进model1，填充model1的`.grad`，而且计算图会一直保留到
+# - `retain_graph=True`：`l2.backward` 仍然会流进 model1，填充 model1 的 `.grad`，而且计算图会一直保留到
 #   `l1.backward()`；
-# - `detach`：`model2(a.detach())`切断了计算图，所以`l2.backward`停在model2，不会释放model1需要的任何东西。
+# - `detach`：`model2(a.detach())` 切断了计算图，所以 `l2.backward` 停在 model2，不会释放 model1 需要的任何东西。
 #
-# **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机数种子出发，分别用两种修复方法把这个循环运行20步，用的是种子文章里的两个优化器：`optimizer1`负责model1，`optimizer2`负责model2。
+# **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机数种子出发，分别用两种修复方法把这个循环运行 20 步，用的是种子文章里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
 
 # %% tags=["predict"] reveals=["得到的权重完全相同", "连最后一位都(相同|一样)"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
@@ -263,16 +263,16 @@ claim("20步之后，retain_graph和detach得到的权重完全相同", same)
 
 
 # %% [markdown]
-# 连最后一位都相同：使用两个独立的优化器时，`retain_graph`放进model1的那份梯度反正会被丢掉。`detach`得到同样的结果，却不用保留计算图，也不用计算那份白白浪费的梯度。
+# 连最后一位都相同：使用两个独立的优化器时，`retain_graph` 放进 model1 的那份梯度反正会被丢掉。`detach` 得到同样的结果，却不用保留计算图，也不用计算那份白白浪费的梯度。
 
 # %% [markdown]
-# ## 5 · detach什么时候是错的：一个优化器管两个模型
+# ## 5 · detach 什么时候是错的：一个优化器管两个模型
 #
 # **为什么重要**。种子 004 在最后提醒了一点：
 #
 # > 但有一点需要注意的是,两个网络一定没有需要共同更新的 ,假如上面的optimizer2 = torch.optim.Adam(itertools.chain(model1.parameters(),model2.parameters()), lr=0.001,betas=(0.5, 0.999)),则还是用retain_graph=True保险,因为.detach则model2反向不会传播到model1,导致不对model1里面参数更新。
 #
-# 也就是说，如果`optimizer2`也管理model1的参数（`itertools.chain`），`detach`会悄无声息地让`l2`不再训练model1：没有报错，也没有警告。下面是证据，我们在`l2.backward()`之后立即查看model1的梯度：
+# 也就是说，如果 `optimizer2` 也管理 model1 的参数（`itertools.chain`），`detach` 会悄无声息地让 `l2` 不再训练 model1：没有报错，也没有警告。下面是证据，我们在 `l2.backward()` 之后立即查看 model1 的梯度：
 
 # %%
 def model1_grad_after_l2(fix):
@@ -296,10 +296,10 @@ same = all(torch.equal(p, q) for p, q in zip(shared["retain_graph"][0].parameter
 claim("共用一个优化器时，两种修复方法训练出的model1权重不同", not same)
 
 # %% [markdown]
-# 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach`改变了算法。经验法则：某个损失*不应*训练上游时，就在那里detach（D的损失不应训练G）；上游*必须*由它训练时，绝不要detach（G的损失必须穿过D来训练G，第 04 课）。
+# 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach` 改变了算法。经验法则：某个损失*不应*训练上游时，就在那里 detach（D 的损失不应训练 G）；上游*必须*由它训练时，绝不要 detach（G 的损失必须穿过 D 来训练 G，第 04 课）。
 
 # %% [markdown]
-# 共用优化器时`retain_graph`之所以能在这里运行，只是因为种子 004 中model1的结构。在`l2.backward()`和`l1.backward()`之间，`optimizer2.step()`现在也会原地修改model1的权重。种子 004 的model1只是作用在`data`上的一个`Linear`，而`data`不需要梯度，所以它的`addmm`只保存`data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改`data`，因此`l1.backward()`找不到任何过期的东西。给model1加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的`addmm`会保存转置后的权重，形状为`[8, 2]`；共享的那一步修改了这个权重，`l1.backward()`就会引发第 03 课的版本错误。（如果用两个独立的优化器，在`l1.backward()`之前不会有任何一步修改`l1`保存的东西，所以两层的model1在两种修复方法下都能运行。）
+# 共用优化器时 `retain_graph` 之所以能在这里运行，只是因为种子 004 中 model1 的结构。在 `l2.backward()` 和 `l1.backward()` 之间，`optimizer2.step()` 现在也会原地修改 model1 的权重。种子 004 的 model1 只是作用在 `data` 上的一个 `Linear`，而 `data` 不需要梯度，所以它的 `addmm` 只保存 `data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改 `data`，因此 `l1.backward()` 找不到任何过期的东西。给 model1 加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的 `addmm` 会保存转置后的权重，形状为 `[8, 2]`；共享的那一步修改了这个权重，`l1.backward()` 就会引发第 03 课的版本错误。（如果用两个独立的优化器，在 `l1.backward()` 之前不会有任何一步修改 `l1` 保存的东西，所以两层的 model1 在两种修复方法下都能运行。）
 
 # %%
 saved = [s.name for s in graphs.saved_tensors(nn.Linear(10, 2)(torch.randn(4, 10)).grad_fn)]
@@ -313,37 +313,37 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
     seed004_loop("retain_graph", shared_optimizer=True, hidden=8)
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 种子代码 | 在今天的torch上 |
+# | 种子代码 | 在今天的 torch 上 |
 # |---|---|
 # | 001：`lossD.backward(); optimD.step(); lossG.backward()` | 引发“Trying to backward through the graph a second time” |
-# | 001：同上，但改用`lossD.backward(retain_graph=True)` | 改为引发版本错误（第 03 课会解释） |
-# | 001：`lossG = (g + d.detach()).sum()` | 能运行，但G失去了经由D流回的梯度（第 04 课会测量它） |
-# | 004：原样的model1/model2循环 | 引发“Trying to backward through the graph a second time” |
-# | 004：`l2.backward(retain_graph=True)`或`model2(a.detach())` | 都能运行，并且得到的权重完全相同 |
-# | 004：一个优化器管两个模型（`itertools.chain`）时用detach | 能运行，但model1悄无声息地得不到来自`l2`的梯度 |
-# | 004：一个优化器管两个模型时用`retain_graph` | 能运行，只是因为model1只有一个Linear层：两层的model1会引发版本错误 |
+# | 001：同上，但改用 `lossD.backward(retain_graph=True)` | 改为引发版本错误（第 03 课会解释） |
+# | 001：`lossG = (g + d.detach()).sum()` | 能运行，但 G 失去了经由 D 流回的梯度（第 04 课会测量它） |
+# | 004：原样的 model1/model2 循环 | 引发“Trying to backward through the graph a second time” |
+# | 004：`l2.backward(retain_graph=True)` 或 `model2(a.detach())` | 都能运行，并且得到的权重完全相同 |
+# | 004：一个优化器管两个模型（`itertools.chain`）时用 detach | 能运行，但 model1 悄无声息地得不到来自 `l2` 的梯度 |
+# | 004：一个优化器管两个模型时用 `retain_graph` | 能运行，只是因为 model1 只有一个 Linear 层：两层的 model1 会引发版本错误 |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - 前向传播构建计算图，并为反向传播保存张量；`backward()`释放它们。再对任何已释放的部分做反向传播，就会引发
+# - 前向传播构建计算图，并为反向传播保存张量；`backward()` 释放它们。再对任何已释放的部分做反向传播，就会引发
 #   “Trying to backward through the graph a second time”。
-# - `retain_graph=True`让每个保存的张量都继续存活：对一个64张图像的批量，种子 000 的G和D保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的`one_forward`）。
-# - `detach()`把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与`retain_graph`相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而`retain_graph`在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：种子 004 的单层model1只保存它的输入data，两层的model1则会引发版本错误。
+# - `retain_graph=True` 让每个保存的张量都继续存活：对一个 64 张图像的批量，种子 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的 `one_forward`）。
+# - `detach()` 把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与 `retain_graph` 相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而 `retain_graph` 在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：种子 004 的单层 model1 只保存它的输入 data，两层的 model1 则会引发版本错误。
 
 # %% [markdown]
 # ## 练习
 #
 # ### 动手实现：修复后的种子 004 训练步
 #
-# 写出种子 004 循环中一步的完整函数体，即`fixed_step(model1, model2, optimizer1, optimizer2, data, label)`：
-# - model1的logits `a = model1(data)`和它的损失`l1 = F.cross_entropy(a, label)`；`optimizer1`只根据l1的梯度更新
+# 写出种子 004 循环中一步的完整函数体，即 `fixed_step(model1, model2, optimizer1, optimizer2, data, label)`：
+# - model1 的 logits `a = model1(data)` 和它的损失 `l1 = F.cross_entropy(a, label)`；`optimizer1` 只根据 l1 的梯度更新
 #   model1；
-# - model2的logits `b`（由`a`计算得到）和它的损失`l2 = F.cross_entropy(b, label)`；`optimizer2`只根据l2的梯度更新model2；
+# - model2 的 logits `b`（由 `a` 计算得到）和它的损失 `l2 = F.cross_entropy(b, label)`；`optimizer2` 只根据 l2 的梯度更新 model2；
 # - 每一次调用中，每个优化器的每次更新都基于新算出的梯度；
 # - 没有任何浪费：不对已释放的计算图做反向传播，不计算会被优化器扔掉的梯度，也不保留之后没有哪次反向传播需要的计算图。
 #
-# 检查程序会在种子 004 的模型上运行你的训练步三次，并借助`register_step_pre_hook`在每次`optimizer.step()`时读取每个参数的`.grad`。它还会统计到达model1的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
+# 检查程序会在种子 004 的模型上运行你的训练步三次，并借助 `register_step_pre_hook` 在每次 `optimizer.step()` 时读取每个参数的 `.grad`。它还会统计到达 model1 的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
 
 # %%
 def fixed_step(model1, model2, optimizer1, optimizer2, data, label):

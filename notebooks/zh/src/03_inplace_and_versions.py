@@ -6,7 +6,7 @@
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`。我们会看到它所说的那个计数器，用种子 001 和种子 000 复现这个报错，认识到`optimizer.step()` 就是那个谁都看不见的原地操作，并评判种子 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #
-# **材料**。种子 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），种子 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），种子 000（聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php中文网，2025-10-02）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。种子 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），种子 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），种子 000（聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %%
 #SETUP
@@ -155,7 +155,7 @@ with expect_error(RuntimeError, r"\[torch.FloatTensor \[2, 2\]\], which is outpu
 graphs.draw({"lossG": lossG}, graphs.param_names(G=G, D=D, t=t))
 
 # %% [markdown]
-# 报错信息给出了保存的张量的形状 `[2, 2]`，和 `D.weight` 的形状相同。种子 000 的 D 最后一层是`nn.Linear(512, 1)`，它的权重形状为 `[1, 512]`，而它读入的激活值是需要梯度的。
+# 报错信息给出了保存的张量的形状 `[2, 2]`，和 `D.weight` 的形状相同。种子 000 的 D 最后一层是 `nn.Linear(512, 1)`，它的权重形状为 `[1, 512]`，而它读入的激活值是需要梯度的。
 
 # %% tags=["predict"] reveals=["\\[512, 1\\]", "保存了?\\s?`?weight\\.t\\(\\)"]
 prediction = (512, 1)  # SOLUTION: 同样的报错发生在 Linear(512, 1) 的权重上：报错信息打印的是哪个形状？
@@ -483,7 +483,7 @@ claim("它从不提 optimD.step()", not any("step" in line for line in code))
 #
 # ### 动手实现：找出已过期的保存的张量的探针
 #
-# 自动微分保存的每个张量，都可以经过你自己的代码。在`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` 里面，运算为反向传播保存的每个张量都会经过`pack(t)`，`pack` 返回的东西会代替它保存下来，等反向传播需要这个张量时再交给 `unpack`（钩子会一直挂在计算图上，所以反向传播可以在 `with` 块结束之后才运行）。有些工具就是用它把保存的激活值放到 CPU 上（`torch.autograd.graph.save_on_cpu`）。但这里有个陷阱：自动微分看不透你的钩子，于是不再检查版本，第 2 节的报错就变成了一个一声不吭的错误梯度：
+# 自动微分保存的每个张量，都可以经过你自己的代码。在 `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` 里面，运算为反向传播保存的每个张量都会经过 `pack(t)`，`pack` 返回的东西会代替它保存下来，等反向传播需要这个张量时再交给 `unpack`（钩子会一直挂在计算图上，所以反向传播可以在 `with` 块结束之后才运行）。有些工具就是用它把保存的激活值放到 CPU 上（`torch.autograd.graph.save_on_cpu`）。但这里有个陷阱：自动微分看不透你的钩子，于是不再检查版本，第 2 节的报错就变成了一个一声不吭的错误梯度：
 
 # %%
 a = torch.ones(3, requires_grad=True)
@@ -497,7 +497,7 @@ claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确�
       torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)}，正确的是 {rounded(right)}")
 
 # %% [markdown]
-# 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个保存的张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，返回一个`(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的`tanh(Linear(x))`，以及第 3 节种子 001 的小例子），并把你的报告和梯度与它自己的结果比较。
+# 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个保存的张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，返回一个 `(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的 `tanh(Linear(x))`，以及第 3 节种子 001 的小例子），并把你的报告和梯度与它自己的结果比较。
 
 # %%
 def stale_saved(make_loss):

@@ -3,9 +3,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/04_detach_and_no_grad.ipynb)
 #
-# **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出 detach 不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量种子 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个D 的训练步和一个采样函数，二者都不改动 G。
+# **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出 detach 不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量种子 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个 D 的训练步和一个采样函数，二者都不改动 G。
 #
-# **材料**。种子 000（它修正后的循环；聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php中文网，2025-10-02），种子 001（`d.detach()` 这个修正），种子 003（它的各种策略里的 `detach`；凌逆战，「pytorch训练GAN时的detach()」，博客园，2020-11-09），种子 004（关于共享优化器的提醒）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。种子 000（它修正后的循环；聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02），种子 001（`d.detach()` 这个修正），种子 003（它的各种策略里的 `detach`；凌逆战，「pytorch 训练 GAN 时的 detach()」，博客园，2020-11-09），种子 004（关于共享优化器的提醒）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %%
 #SETUP
@@ -145,7 +145,7 @@ claim("种子 000 的 G 有 14 个参数张量，D 有 8 个", g_all == 14 and d
 # %% [markdown]
 # 用了 `detach()`，D 的训练步只碰 D 的 8 个参数，G 的 14 个一个也不碰。不用它，反向传播会跑遍整个 G：如果 `opt_G.zero_grad()` 放在了正确的位置，这“只不过”是白费计算，但它正是第 02 课和第 03 课那些 bug 的根源。
 #
-# **种子 000 修正后的循环，照原样运行**。它的 D 以 `Reshape()` 结尾，所以对每张图像返回一个 logit，形状为 `[64]`；它的标签却构造成 `[64, 1]`，注释说这是为了「确保标签维度匹配判别器输出」。`binary_cross_entropy_with_logits`拒绝这种不匹配，所以这个“修正”在第一个损失处就停下了：
+# **种子 000 修正后的循环，照原样运行**。它的 D 以 `Reshape()` 结尾，所以对每张图像返回一个 logit，形状为 `[64]`；它的标签却构造成 `[64, 1]`，注释说这是为了「确保标签维度匹配判别器输出」。`binary_cross_entropy_with_logits` 拒绝这种不匹配，所以这个“修正”在第一个损失处就停下了：
 
 # %%
 g, d = Generator(), Discriminator()
@@ -193,7 +193,7 @@ claim("它与经过更新后的 D 做新前向传播得到的 G 的梯度不同"
       f"新的前向传播：{rounded(fresh)}，最大 |差| {gap:.4f}")
 
 # %% [markdown]
-# 分离之后的梯度只是 `d(sum g)/dW`，D 说什么都一样。对 GAN 来说，这意味着 G 不再从 D 那里学习。种子 001 做 detach的理由是：
+# 分离之后的梯度只是 `d(sum g)/dW`，D 说什么都一样。对 GAN 来说，这意味着 G 不再从 D 那里学习。种子 001 做 detach 的理由是：
 #
 # > 现在是训练G的参数,D的参数应该是不变的,所以我们不希望D参数的梯度在反向传播时被计算,这样既节省了计算资源,又可以避免inplace error。
 #
@@ -221,7 +221,7 @@ claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.
 
 
 # %% [markdown]
-# **`None` 还是零：`zero_grad(set_to_none=...)`**。model1 停在原地，是因为它的 `.grad` 是 `None`：`opt.zero_grad()` 把每个 `.grad` 设成 `None`（即 `set_to_none=True`，torch 2.0 起的默认值），反向传播没有写入任何值，而优化器会跳过 `.grad` 为 `None` 的参数。`opt.zero_grad(set_to_none=False)` 则把 `.grad` 填成零，和 torch 2.0 之前的 `zero_grad()` 一样。下面让一个 Adam 同时管 G 和 D；G 先走一步，接着是在 `x_fake.detach()`上的 D 训练步，所以到第二次 `opt.step()` 时，G 的 `.grad` 要么是零，要么是 `None`。
+# **`None` 还是零：`zero_grad(set_to_none=...)`**。model1 停在原地，是因为它的 `.grad` 是 `None`：`opt.zero_grad()` 把每个 `.grad` 设成 `None`（即 `set_to_none=True`，torch 2.0 起的默认值），反向传播没有写入任何值，而优化器会跳过 `.grad` 为 `None` 的参数。`opt.zero_grad(set_to_none=False)` 则把 `.grad` 填成零，和 torch 2.0 之前的 `zero_grad()` 一样。下面让一个 Adam 同时管 G 和 D；G 先走一步，接着是在 `x_fake.detach()` 上的 D 训练步，所以到第二次 `opt.step()` 时，G 的 `.grad` 要么是零，要么是 `None`。
 
 # %%
 def G_after_a_D_step(set_to_none):
@@ -253,7 +253,7 @@ claim("zero_grad(set_to_none=True)：G.weight.grad 为 None，Adam 让 G 原封�
       grad is None and moved == 0, f"最大 |变化| {moved}")
 
 # %% [markdown]
-# `.grad` 为零的参数照样会被更新，而且 Adam 这一步的大小来自它对**之前**各步梯度的移动平均，而不只取决于这一步的梯度：一个以前学过东西的参数会继续移动。所以“没有梯度就没有更新”只在 `.grad` 为 `None` 时成立。不带动量的普通SGD 在零梯度下不会移动 G（它的一步是 `lr * grad`）；带动量的 SGD 则和 Adam 一样，会移动 G。
+# `.grad` 为零的参数照样会被更新，而且 Adam 这一步的大小来自它对**之前**各步梯度的移动平均，而不只取决于这一步的梯度：一个以前学过东西的参数会继续移动。所以“没有梯度就没有更新”只在 `.grad` 为 `None` 时成立。不带动量的普通 SGD 在零梯度下不会移动 G（它的一步是 `lr * grad`）；带动量的 SGD 则和 Adam 一样，会移动 G。
 
 # %% [markdown]
 # ## 6 · 种子 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
@@ -262,7 +262,7 @@ claim("zero_grad(set_to_none=True)：G.weight.grad 为 None，Adam 让 G 原封�
 #
 # > 在GANs中,当判别器处理生成器输出的假样本时,使用detach()更精确地表达了“只使用数据,不追踪其来源梯度”的意图。
 #
-# 它的循环里的注释也说：「在生成假样本时,可以暂时禁用梯度计算,但detach更常用且灵活」。这话只对了一半。`detach()`的作用范围更窄：它只切断一个张量的历史，而 `no_grad` 覆盖它代码块里的每一个运算。但对于 D 的假样本批量，它在效果上并不更精确：两种写法下 D 得到的梯度相同，而 `G(z).detach()` 先要**带着**计算图跑一遍 G 的前向传播，为一次永远不会到来的反向传播保存张量。而且 G 的状态不只有它的计算图：还有 BatchNorm 的统计量。
+# 它的循环里的注释也说：「在生成假样本时,可以暂时禁用梯度计算,但 detach 更常用且灵活」。这话只对了一半。`detach()` 的作用范围更窄：它只切断一个张量的历史，而 `no_grad` 覆盖它代码块里的每一个运算。但对于 D 的假样本批量，它在效果上并不更精确：两种写法下 D 得到的梯度相同，而 `G(z).detach()` 先要**带着**计算图跑一遍 G 的前向传播，为一次永远不会到来的反向传播保存张量。而且 G 的状态不只有它的计算图：还有 BatchNorm 的统计量。
 
 # %%
 torch.manual_seed(0)
@@ -350,7 +350,7 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
       f"与训练模式下的批量相比，最大 |差| {gap:.2f}")
 
 # %% [markdown]
-# 这些统计量数的是 G 的前向传播次数，而不是 G 走了几步：这里每一步两次，都来自同一个 G。这没有害处，但读`num_batches_tracked` 时值得知道。`no_grad` 和 `detach()` 关掉的是计算图，从不改变模块的模式；`G.eval()` 切换的是模式，G 计算的内容也随之改变，所以它属于采样，而不属于生成 D 的假样本批量。
+# 这些统计量数的是 G 的前向传播次数，而不是 G 走了几步：这里每一步两次，都来自同一个 G。这没有害处，但读 `num_batches_tracked` 时值得知道。`no_grad` 和 `detach()` 关掉的是计算图，从不改变模块的模式；`G.eval()` 切换的是模式，G 计算的内容也随之改变，所以它属于采样，而不属于生成 D 的假样本批量。
 
 # %% [markdown] tags=["read-after-exercises"]
 # **评判种子里的代码**。
@@ -379,7 +379,7 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 #
 # ### 动手实现：只训练 D、不碰别的东西的 D 训练步
 #
-# 写一个 `d_step(G, D, opt_D, z, x_real)`：在 `bce(D(x_real), 1) + bce(D(G(z)), 0)` 上让 D 走一步，其中 `bce` 是`F.binary_cross_entropy_with_logits`，D 对每张图像返回一个 logit（形状为 `[B]`）。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在种子 000 的模型上运行它，并让 D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
+# 写一个 `d_step(G, D, opt_D, z, x_real)`：在 `bce(D(x_real), 1) + bce(D(G(z)), 0)` 上让 D 走一步，其中 `bce` 是 `F.binary_cross_entropy_with_logits`，D 对每张图像返回一个 logit（形状为 `[B]`）。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在种子 000 的模型上运行它，并让 D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
 
 # %%
 def d_step(G, D, opt_D, z, x_real):

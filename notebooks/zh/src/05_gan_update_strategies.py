@@ -3,9 +3,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/05_gan_update_strategies.ipynb)
 #
-# **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过G 和 D 的遍数，以及运算量、时间和内存）；用一个控件在它们之间切换；最后自己写出一种毫不浪费的顺序。
+# **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过 G 和 D 的遍数，以及运算量、时间和内存）；用一个控件在它们之间切换；最后自己写出一种毫不浪费的顺序。
 #
-# **材料**。种子 003（三种策略和一个效率论证；凌逆战，“pytorch训练GAN时的detach()”，博客园，2020-11-09）和种子 000（`loss_nonsaturating`；聖光之護，“解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”，php中文网，2025-10-02）。种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
+# **材料**。种子 003（三种策略和一个效率论证；凌逆战，“pytorch 训练 GAN 时的 detach()”，博客园，2020-11-09）和种子 000（`loss_nonsaturating`；聖光之護，“解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离”，php 中文网，2025-10-02）。种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 种子代码 | 在今天的 torch 上 |
@@ -37,13 +37,13 @@ def show_source(*functions):
 # %% [markdown]
 # ## 0 · 两个玩家，一个损失
 #
-# **为什么重要**。本课的每种策略，都是在安排同样两次更新的先后顺序。这里先说清楚更新的是什么，以及为什么它们用的 G损失都是 `bce(D(x_fake), 1)`。
+# **为什么重要**。本课的每种策略，都是在安排同样两次更新的先后顺序。这里先说清楚更新的是什么，以及为什么它们用的 G 损失都是 `bce(D(x_fake), 1)`。
 #
 # **生成器** G 把噪声 z 映射成一个样本：x_fake = G(z)**。判别器** D 把一个样本映射成一个 **logit**：值越大，表示越像“真”。下文的 D(x) 指 σ(logit)，即 D 认为样本为“真”的概率。两者进行如下博弈：
 #
 # $$\min_G \max_D \; \mathbb{E}_{x}\big[\log D(x)\big] + \mathbb{E}_{z}\big[\log\big(1 - D(G(z))\big)\big]$$
 #
-# 只有第二项依赖 G，所以博弈中 G 的损失是 log(1 − D(G(z)))。训练初期，D 能轻易识破 G 拙劣的样本（D(G(z)) ≈ 0），而这个损失在那里几乎是平的：G 最差的时候反而学得最少。因此，G 改为最小化目标相同的**非饱和**损失 −log D(G(z))。这两个损失都是作用在 D 的 logit 上的二元交叉熵（`F.binary_cross_entropy_with_logits`；即目标取常数的`strategies.bce(logits, target)`）：目标为 1 时得到 −log σ(ℓ)，它既是 G 在假样本上的损失，也是 D 损失中的真实样本项；目标为 0 时得到 −log(1 − σ(ℓ))，即 D 损失中的假样本项。
+# 只有第二项依赖 G，所以博弈中 G 的损失是 log(1 − D(G(z)))。训练初期，D 能轻易识破 G 拙劣的样本（D(G(z)) ≈ 0），而这个损失在那里几乎是平的：G 最差的时候反而学得最少。因此，G 改为最小化目标相同的**非饱和**损失 −log D(G(z))。这两个损失都是作用在 D 的 logit 上的二元交叉熵（`F.binary_cross_entropy_with_logits`；即目标取常数的 `strategies.bce(logits, target)`）：目标为 1 时得到 −log σ(ℓ)，它既是 G 在假样本上的损失，也是 D 损失中的真实样本项；目标为 0 时得到 −log(1 − σ(ℓ))，即 D 损失中的假样本项。
 
 # %%
 logit = torch.tensor(-6.0, requires_grad=True)       # D 很有把握地判定一个假样本为假
@@ -64,7 +64,7 @@ claim("直接从 logit 计算时，在 log(sigmoid) 下溢的地方它仍是有�
       strategies.bce(far, 1).item() == 200 and torch.isinf(-torch.log(torch.sigmoid(far))).item())
 
 # %% [markdown]
-# 为了看清这个博弈怎样起作用，我们把它缩小到一维。数据是来自 N(3, 0.5²) 的数；G 把一个噪声数变成一个数，D 给一个数打出一个 logit。两者都不知道 3 和 0.5：只有 G 的损失经过 D 传回来的梯度，告诉 G 数据在哪里。下面的循环调用`strategies.g_first`（第 3 节在种子 000 的网络上运行的也正是这个函数），共 1000 步：
+# 为了看清这个博弈怎样起作用，我们把它缩小到一维。数据是来自 N(3, 0.5²) 的数；G 把一个噪声数变成一个数，D 给一个数打出一个 logit。两者都不知道 3 和 0.5：只有 G 的损失经过 D 传回来的梯度，告诉 G 数据在哪里。下面的循环调用 `strategies.g_first`（第 3 节在种子 000 的网络上运行的也正是这个函数），共 1000 步：
 
 # %%
 import matplotlib.pyplot as plt
@@ -105,12 +105,12 @@ plt.title("一维 GAN：真实样本，以及训练前后 G 的样本")
 plt.show()
 
 # %% [markdown]
-# G 的样本移到了数据上（均值和离散程度都对上了；要匹配整个分布需要更久，见第 06 课）。从第 1 节起，G 和 D 换成种子 000的 MNIST 网络（`gan_lessons.models`），调用方式和这里的 `g_first` 完全一样。
+# G 的样本移到了数据上（均值和离散程度都对上了；要匹配整个分布需要更久，见第 06 课）。从第 1 节起，G 和 D 换成种子 000 的 MNIST 网络（`gan_lessons.models`），调用方式和这里的 `g_first` 完全一样。
 
 # %% [markdown]
 # ## 1 · 两种如今会失败的种子策略，以及它们以前为什么悄无声息地出错
 #
-# **为什么重要**。种子 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与种子相同，只是用 logit 代替了 `BCELoss`），在种子000 的 G 和 D 上运行：
+# **为什么重要**。种子 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比 generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与种子相同，只是用 logit 代替了 `BCELoss`），在种子 000 的 G 和 D 上运行：
 
 # %%
 show_source(strategies.retain_graph_seed003)
@@ -121,7 +121,7 @@ with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], wh
 
 
 # %% [markdown]
-# 种子 000 的循环也报同样的错误（第 03 课会把这条信息逐段拆开来讲）：`loss_nonsaturating` 在一次前向传播中同时返回两个损失，循环再先后对它们做反向传播。种子 003 是有意这样做，种子 000 是无意为之；本质上都是 G 的反向传播要穿过 D 的前向传播，而 `optimizer_D.step()` 在两次反向传播之间改了 D 的权重。在 torch 1.5 之前，优化器更新的是 `p.data`，不会让版本计数器加一，于是反向传播把 D 的**新**权重和**旧**权重算出的激活值配在了一起。下面用 `.data` 更新来模拟这种情况，并与G 经过旧 D 和经过新 D 如实算出的梯度相比较：
+# 种子 000 的循环也报同样的错误（第 03 课会把这条信息逐段拆开来讲）：`loss_nonsaturating` 在一次前向传播中同时返回两个损失，循环再先后对它们做反向传播。种子 003 是有意这样做，种子 000 是无意为之；本质上都是 G 的反向传播要穿过 D 的前向传播，而 `optimizer_D.step()` 在两次反向传播之间改了 D 的权重。在 torch 1.5 之前，优化器更新的是 `p.data`，不会让版本计数器加一，于是反向传播把 D 的**新**权重和**旧**权重算出的激活值配在了一起。下面用 `.data` 更新来模拟这种情况，并与 G 经过旧 D 和经过新 D 如实算出的梯度相比较：
 
 # %%
 def pre15_emulation(mode, lr=0.1):
@@ -207,7 +207,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
       shown=f"logit 从 -30 扫到 30：{G_seen.min():.4f} 到 {G_seen.max():.4f}")
 
 # %% [markdown]
-# 在 D 很有把握地判定假样本为假的地方，正确的损失会用力推动 G（梯度 ≈ −1）；双重 sigmoid 给出的梯度在 logit −6 处小约800 倍，在 −10 处小 44,000 倍，而且没有上限；与此同时，它的损失曲线看起来很平稳，实际上什么也没学到。第 07 课的诊断工具（doctor）会报告这种模式。
+# 在 D 很有把握地判定假样本为假的地方，正确的损失会用力推动 G（梯度 ≈ −1）；双重 sigmoid 给出的梯度在 logit −6 处小约 800 倍，在 −10 处小 44,000 倍，而且没有上限；与此同时，它的损失曲线看起来很平稳，实际上什么也没学到。第 07 课的诊断工具（doctor）会报告这种模式。
 
 # %% [markdown]
 # ## 3 · 六种能运行的策略，代码并排比较
@@ -239,9 +239,9 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
                                                  "d_first_frozen_D", "g_first_inputs")))
 
 # %% [markdown]
-# `one_forward` 是种子 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=`限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
+# `one_forward` 是种子 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=` 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
 #
-# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用`loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
+# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用 `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
 
 # %% [markdown]
 # ## 4 · 实测开销
@@ -321,7 +321,7 @@ print("相对 d_first_reuse_fake 的耗时：",
 # %% [markdown]
 # ### 为什么 `one_forward` 可能最慢
 #
-# `one_forward` 做的遍数最少，可之前有一次运行这个单元格时，它却排在最后：每步 101.5 ms，而其他策略在 79 到 94 ms 之间；它是 `d_first_reuse_fake` 的 1.21 倍。可能的原因有：`retain_graph=True` 让它的计算图一直存活；两次而不是一次 backward调用；`inputs=` 让引擎多做了工作。与其猜测，不如先把工作量数清楚，再用一种不让机器的噪声左右胜负的方式来计时。
+# `one_forward` 做的遍数最少，可之前有一次运行这个单元格时，它却排在最后：每步 101.5 ms，而其他策略在 79 到 94 ms 之间；它是 `d_first_reuse_fake` 的 1.21 倍。可能的原因有：`retain_graph=True` 让它的计算图一直存活；两次而不是一次 backward 调用；`inputs=` 让引擎多做了工作。与其猜测，不如先把工作量数清楚，再用一种不让机器的噪声左右胜负的方式来计时。
 #
 # 先看运算量：`FlopCounterMode` 统计一步之内每个矩阵乘法和卷积的浮点运算次数，前向和反向都算在内（这是这里一步工作量的主体，下面的计时会检验这一点）：
 
@@ -393,7 +393,7 @@ claim("及早释放 G 的计算图（g_first 对比 d_first_reuse_fake），保�
       shown=f"{saved_saving:.0%} 和 {alloc_saving:.0%}")
 
 # %% [markdown]
-# 所以，种子 003 的策略一不可取。种子 003 对策略三的计数是对的，包括 G 的反向传播仍然会计算 D 的梯度、随后这些梯度又被清零这一点；先更新 D 的顺序也是如此。种子错在说这一遍*不得不*做：「根据链式法则,不得不顺带计算一下判别器的参数梯度」。其实在任何交替顺序中，冻结 D 或使用 `backward(inputs=...)` 都能跳过它，前向传播一次也不少。内存的测量结果印证了种子 003对策略二的说法：「之前的 generator 生成的计算图得保留着,直到 discriminator 更新完,再释放」；把 G 的计算图保留到 D 更新之后，按两种度量都要多占内存。选择时，先看你要的是哪种算法（G 回应的是旧的 D 还是新的 D？），然后不管选了哪种顺序，都去掉那次白算的 D 梯度。
+# 所以，种子 003 的策略一不可取。种子 003 对策略三的计数是对的，包括 G 的反向传播仍然会计算 D 的梯度、随后这些梯度又被清零这一点；先更新 D 的顺序也是如此。种子错在说这一遍*不得不*做：「根据链式法则,不得不顺带计算一下判别器的参数梯度」。其实在任何交替顺序中，冻结 D 或使用 `backward(inputs=...)` 都能跳过它，前向传播一次也不少。内存的测量结果印证了种子 003 对策略二的说法：「之前的 generator 生成的计算图得保留着,直到 discriminator 更新完,再释放」；把 G 的计算图保留到 D 更新之后，按两种度量都要多占内存。选择时，先看你要的是哪种算法（G 回应的是旧的 D 还是新的 D？），然后不管选了哪种顺序，都去掉那次白算的 D 梯度。
 
 # %% [markdown]
 # ## 5 · 自己切换策略

@@ -88,7 +88,7 @@ claim("d(ab)/da = b，d(ab)/db = a，没用到的输入得到 None", da.item() =
 # %% [markdown]
 # ## 2 · 梯度的计算图
 #
-# **为什么重要**。设置 `create_graph=True` 时，自动微分会把反向传播记录成一个新的前向计算图。这个图的节点是 D各个运算的*导数*：LeakyReLU 的反向计算变成一个 `LeakyReluBackwardBackward0` 节点，而反向计算中用到的转置权重（`TBackward0`、`MmBackward0`）又连回 D 的参数。惩罚的梯度正是沿着这条路径去训练 D 的。下面是一个小评判器的惩罚，直接从运行中的张量画出来：
+# **为什么重要**。设置 `create_graph=True` 时，自动微分会把反向传播记录成一个新的前向计算图。这个图的节点是 D 各个运算的*导数*：LeakyReLU 的反向计算变成一个 `LeakyReluBackwardBackward0` 节点，而反向计算中用到的转置权重（`TBackward0`、`MmBackward0`）又连回 D 的参数。惩罚的梯度正是沿着这条路径去训练 D 的。下面是一个小评判器的惩罚，直接从运行中的张量画出来：
 
 # %%
 torch.manual_seed(0)
@@ -107,7 +107,7 @@ graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small), title="梯度�
 # %% [markdown]
 # ## 3 · 一行一行地搭出 WGAN-GP 的惩罚
 #
-# **为什么重要**。WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²`在批量上的均值，权重为 10。我们在种子 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
+# **为什么重要**。WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在种子 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
 
 # %%
 torch.manual_seed(0)
@@ -123,7 +123,7 @@ with expect_error(RuntimeError, "One of the differentiated Tensors does not requ
     grad(scores, x_hat, grad_outputs=torch.ones_like(scores))
 
 # %% [markdown]
-# `x_hat` 由分离过的假样本和真实数据构成，没有任何东西让它需要梯度，所以也就没有关于它的梯度可以返回。它必须在 D看到它*之前*，就是一个需要梯度的叶子张量：
+# `x_hat` 由分离过的假样本和真实数据构成，没有任何东西让它需要梯度，所以也就没有关于它的梯度可以返回。它必须在 D 看到它*之前*，就是一个需要梯度的叶子张量：
 
 # %%
 x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
@@ -228,7 +228,7 @@ with expect_warning(DoctorWarning, "create_graph"):
 # %% [markdown]
 # ## 5 · 惩罚代码里的 `retain_graph`：写 `True`、省略，还是写 `False`
 #
-# **为什么重要**。网上找到的惩罚代码经常写成 `autograd.grad(..., create_graph=True, retain_graph=True)`，接着又写 `loss_D.backward(retain_graph=True)`。第一个 `retain_graph=True` 重复了 `create_graph=True` 已经做了的事（第1 节）。第二个会让这一步保存的所有张量在它之后继续存活，直到计算图被丢弃，只为了一次永远不会到来的第二次反向传播。删掉哪一个都是安全的。那么，在 `create_graph=True` 旁边写上 `retain_graph=False` 又会怎样？在 R1 式的代码里（第 6 节），惩罚的梯度和损失共用 D 在真实图像上的同一次前向传播：
+# **为什么重要**。网上找到的惩罚代码经常写成 `autograd.grad(..., create_graph=True, retain_graph=True)`，接着又写 `loss_D.backward(retain_graph=True)`。第一个 `retain_graph=True` 重复了 `create_graph=True` 已经做了的事（第 1 节）。第二个会让这一步保存的所有张量在它之后继续存活，直到计算图被丢弃，只为了一次永远不会到来的第二次反向传播。删掉哪一个都是安全的。那么，在 `create_graph=True` 旁边写上 `retain_graph=False` 又会怎样？在 R1 式的代码里（第 6 节），惩罚的梯度和损失共用 D 在真实图像上的同一次前向传播：
 
 # %%
 def r1_loss(**grad_options):
@@ -254,7 +254,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 
 # %% [markdown]
-# 写在 `create_graph=True` 旁边的 `retain_graph=False` 释放了 D 在真实图像上的前向传播，而损失还需要它。省略`retain_graph`（这时它跟随 `create_graph`），同样的代码就能运行。至于最后的 `backward(retain_graph=True)`，它只是占着内存：在它之后，保存的张量仍然被持有。
+# 写在 `create_graph=True` 旁边的 `retain_graph=False` 释放了 D 在真实图像上的前向传播，而损失还需要它。省略 `retain_graph`（这时它跟随 `create_graph`），同样的代码就能运行。至于最后的 `backward(retain_graph=True)`，它只是占着内存：在它之后，保存的张量仍然被持有。
 
 # %%
 def r1_step(retain):
@@ -274,7 +274,7 @@ claim("但加上它，这一步保存的张量在之后仍然留在内存里", k
 # %% [markdown]
 # ## 6 · 真实图像上的 R1，以及惰性正则化
 #
-# **为什么重要**。R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2只在每第 *k* 个小批量（k = 16）计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
+# **为什么重要**。R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 只在每第 *k* 个小批量（k = 16）计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
 
 # %%
 every, gamma = 16, 10.0
@@ -326,7 +326,7 @@ claim("在 G 的反向传播之前紧接着调用 opt_G.zero_grad()，不分离�
       torch.equal(late_zero_G, right_G))
 
 # %% [markdown]
-# `strategies.wgan_gp` 避开了这两个坑：每次调用是一次评判器更新，所用的假样本在 `no_grad` 下生成；G 每 `n_critic`次调用才更新一次，按 `opt_D` 自己的更新计数器来数（所以恢复训练之后，节奏保持不变）。
+# `strategies.wgan_gp` 避开了这两个坑：每次调用是一次评判器更新，所用的假样本在 `no_grad` 下生成；G 每 `n_critic` 次调用才更新一次，按 `opt_D` 自己的更新计数器来数（所以恢复训练之后，节奏保持不变）。
 
 # %%
 torch.manual_seed(0)
@@ -399,7 +399,7 @@ print(f"一次评判器更新，7 次的中位数：不加惩罚 {without:.1f} m
       f"（{with_gp / without:.2f}x），批量大小 16，torch {torch.__version__}")
 
 # %% [markdown]
-# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 README 中的 `make check-colab`）。
+# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用 AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 README 中的 `make check-colab`）。
 
 # %%
 D_compiled = torch.compile(D_small, backend="aot_eager")
@@ -420,7 +420,7 @@ claim("用 backend=\"eager\"（绕开 AOTAutograd），惩罚的反向传播能�
 D_small.zero_grad(set_to_none=True)
 
 # %% [markdown]
-# 梯度能拿回来；错误要等到惩罚做反向传播时才出现。`backend="eager"` 能跑通：它把捕获到的计算图原样交回 PyTorch 执行，中间没有 AOTAutograd。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用`fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块`D_compiled._orig_mod`，二者持有相同的参数。
+# 梯度能拿回来；错误要等到惩罚做反向传播时才出现。`backend="eager"` 能跑通：它把捕获到的计算图原样交回 PyTorch 执行，中间没有 AOTAutograd。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用 `fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块 `D_compiled._orig_mod`，二者持有相同的参数。
 
 # %%
 with expect_error(ConfigError, "不能训练 wgan_gp"):
@@ -466,7 +466,7 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 #
 # ### 动手实现：从零写出 WGAN-GP 的梯度惩罚
 #
-# 写出 `gradient_penalty(D, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量，每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值：一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用`torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小评判器上运行你的函数，把值和 D 的梯度与 WGAN-GP 的比较；值不对时，它会告诉你是哪种错误得出了你的数。
+# 写出 `gradient_penalty(D, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量，每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值：一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小评判器上运行你的函数，把值和 D 的梯度与 WGAN-GP 的比较；值不对时，它会告诉你是哪种错误得出了你的数。
 
 # %%
 def gradient_penalty(D, x_real, x_fake, eps):
@@ -491,7 +491,7 @@ assert solved, "gradient_penalty：还没有完成，或者还不对：上面几
 # %% [markdown]
 # ### 动手实现：从零写出惰性 R1
 #
-# 写出 `r1_term(D, x_real, step, every, gamma)`：训练到第 `step` 步时要加到 D 的损失上的那一项。当`step % every != 0` 时它为 0，直接返回，不运行 D。在其余的步上，它等于 `gamma / 2 * every` 乘以`‖∇x D(x_real)‖²` 的批量均值，其中平方范数取遍一张图像的所有像素，并且带有连回 D 的计算图。用`torch.autograd.grad` 自己计算梯度（不要用 `strategies.r1_penalty`）。
+# 写出 `r1_term(D, x_real, step, every, gamma)`：训练到第 `step` 步时要加到 D 的损失上的那一项。当 `step % every != 0` 时它为 0，直接返回，不运行 D。在其余的步上，它等于 `gamma / 2 * every` 乘以 `‖∇x D(x_real)‖²` 的批量均值，其中平方范数取遍一张图像的所有像素，并且带有连回 D 的计算图。用 `torch.autograd.grad` 自己计算梯度（不要用 `strategies.r1_penalty`）。
 
 # %%
 def r1_term(D, x_real, step, every, gamma):

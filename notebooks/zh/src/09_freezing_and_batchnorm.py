@@ -1,11 +1,11 @@
 # %% [markdown]
-# # 第 09 课 · GAN训练步中的冻结D与BatchNorm
+# # 第 09 课 · GAN 训练步中的冻结 D 与 BatchNorm
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/09_freezing_and_batchnorm.ipynb)
 #
-# **目标**。弄清GAN训练步中间两样机制的作用，每一样都在当前的torch上验证过：一是在G的更新步中冻结D（还有一种看似冻结、其实不是的写法，以及冻结会怎样出错），二是BatchNorm的运行统计量和批量统计量。最后动手写一个穿过冻结D的G更新步，并把一切恢复原状。第 10 课接着讲后面三样：混合精度、钩子和`torch.compile`。
+# **目标**。弄清 GAN 训练步中间两样机制的作用，每一样都在当前的 torch 上验证过：一是在 G 的更新步中冻结 D（还有一种看似冻结、其实不是的写法，以及冻结会怎样出错），二是 BatchNorm 的运行统计量和批量统计量。最后动手写一个穿过冻结 D 的 G 更新步，并把一切恢复原状。第 10 课接着讲后面三样：混合精度、钩子和 `torch.compile`。
 #
-# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的G（带BatchNorm）和D。事实来自PyTorch自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN的`set_requires_grad`，以及soumith/ganhacks（第4条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch的DCGAN教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的torch上实际做了什么并排列出。
+# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的 G（带 BatchNorm）和 D。事实来自 PyTorch 自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN 的 `set_requires_grad`，以及 soumith/ganhacks（第 4 条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch 的 DCGAN 教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
 # %%
 #SETUP
@@ -18,9 +18,9 @@ bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 
 
 
 # %% [markdown]
-# ## 1 · 在G的更新步中冻结D
+# ## 1 · 在 G 的更新步中冻结 D
 #
-# **为什么重要**。G的损失必须*穿过*D才能到达G，但G的更新步用不到D自己参数的梯度。有三种写法看起来都能让D置身于G的更新步之外，其实只有两种做到了，而这两种的区别在于D的前向传播保存了什么。第 05 课统计的是完整的训练步；这里只看G的更新步，而且紧跟在D的一次更新之后，这时D的`.grad`里还留着D刚刚用来更新的梯度。计数器用的是`gan_lessons.costs`所用的那些钩子（第 10 课会把它们拆开来讲）：前向钩子数每个网络被调用了几次，挂在每次调用的输出上的钩子数有几次反向传播经过它，挂在每个参数上的钩子数梯度累积了几次，保存张量钩子则累加autograd为反向传播保存下来的字节数（参数本身不计在内）。
+# **为什么重要**。G 的损失必须*穿过*D 才能到达 G，但 G 的更新步用不到 D 自己参数的梯度。有三种写法看起来都能让 D 置身于 G 的更新步之外，其实只有两种做到了，而这两种的区别在于 D 的前向传播保存了什么。第 05 课统计的是完整的训练步；这里只看 G 的更新步，而且紧跟在 D 的一次更新之后，这时 D 的 `.grad` 里还留着 D 刚刚用来更新的梯度。计数器用的是 `gan_lessons.costs` 所用的那些钩子（第 10 课会把它们拆开来讲）：前向钩子数每个网络被调用了几次，挂在每次调用的输出上的钩子数有几次反向传播经过它，挂在每个参数上的钩子数梯度累积了几次，保存张量钩子则累加 autograd 为反向传播保存下来的字节数（参数本身不计在内）。
 
 # %%
 def counted(G, D, run):
@@ -116,7 +116,7 @@ claim("冻结D时，D的前向传播保存的比用backward(inputs=...)时少，
       f"冻结：{frozen['saved KiB']:.1f} KiB；inputs=：{inputs['saved KiB']:.1f} KiB")
 
 # %% [markdown]
-# 分离的那种写法千万别用：它恰好切断了G赖以学习的那条路径，而D的`.grad`还会收集一个目标错误（对假样本用`1`）的梯度，除非先调用`opt_D.zero_grad()`，否则D的下一次优化器更新就会用上它。如果既冻结D**又**分离假样本，损失里就再没有任何需要梯度的东西，反向传播会直接这样报错：
+# 分离的那种写法千万别用：它恰好切断了 G 赖以学习的那条路径，而 D 的 `.grad` 还会收集一个目标错误（对假样本用 `1`）的梯度，除非先调用 `opt_D.zero_grad()`，否则 D 的下一次优化器更新就会用上它。如果既冻结 D**又**分离假样本，损失里就再没有任何需要梯度的东西，反向传播会直接这样报错：
 
 # %%
 G, D, opt_G, z = after_D_step()
@@ -127,9 +127,9 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 
 
 # %% [markdown]
-# 冻结和`backward(inputs=...)`给G的梯度相同，也都不碰D的`.grad`。它们的区别在前向传播：`requires_grad_(False)`在D运行**之前**就已经确定，而`inputs=`要到反向传播开始时才被读取，那时D的前向传播早已把该保存的都保存了。被冻结的层会少保存什么？Linear层只有在求权重的梯度时才需要它的输入，被冻结的Linear层就不保存输入。卷积也一样，只有求权重的梯度时才需要输入。
+# 冻结和 `backward(inputs=...)` 给 G 的梯度相同，也都不碰 D 的 `.grad`。它们的区别在前向传播：`requires_grad_(False)` 在 D 运行**之前**就已经确定，而 `inputs=` 要到反向传播开始时才被读取，那时 D 的前向传播早已把该保存的都保存了。被冻结的层会少保存什么？Linear 层只有在求权重的梯度时才需要它的输入，被冻结的 Linear 层就不保存输入。卷积也一样，只有求权重的梯度时才需要输入。
 #
-# **先预测，再验证**。下一个单元格在D冻结的情况下，给D的每个Conv层和Linear层一个需要梯度的输入（就像G生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把`...`换成你对D的第一个Conv层的预测，然后运行这个单元格。
+# **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你对 D 的第一个 Conv 层的预测，然后运行这个单元格。
 
 # %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?层(仍然|依然)会?保存(它的|其)?输入", "ConvolutionBackward0 ?都会保存"]
 prediction = False  # SOLUTION: 冻结D之后，D的第一个Conv层就不再为反向传播保存它的输入了吗？（True或False）
@@ -171,9 +171,9 @@ claim("上面表格里冻结所省下的，恰好是D的两个Linear层的输入
       f"省下 {plain['saved KiB'] - frozen['saved KiB']:.1f} KiB；Linear层的输入 {linear_kib:.1f} KiB")
 
 # %% [markdown]
-# 所以冻结省下的，是被冻结的层仅仅为了求权重梯度才需要的那些张量，逐层由各自的反向函数决定：在这里是D的Linear层的输入，而不是Conv层的输入。第 05 课的策略`d_first_frozen_D`和`g_first_inputs`（在`gan_lessons.strategies`里）正是这两种G更新步。
+# 所以冻结省下的，是被冻结的层仅仅为了求权重梯度才需要的那些张量，逐层由各自的反向函数决定：在这里是 D 的 Linear 层的输入，而不是 Conv 层的输入。第 05 课的策略 `d_first_frozen_D` 和 `g_first_inputs`（在 `gan_lessons.strategies` 里）正是这两种 G 更新步。
 #
-# 冻结本身也有陷阱：标志必须恢复回来。`d_first_frozen_D`以`D.requires_grad_(True)`结尾，pix2pix的`set_requires_grad`也是这样做的。如果这一步在中途抛出异常（在笔记本里按一下Ctrl-C就够了），这一行就不会运行；而且它会打开D的**每一个**参数，包括有意冻结的参数（比如一个预训练的特征层）。下面用D上的一个前向钩子来代替Ctrl-C：
+# 冻结本身也有陷阱：标志必须恢复回来。`d_first_frozen_D` 以 `D.requires_grad_(True)` 结尾，pix2pix 的 `set_requires_grad` 也是这样做的。如果这一步在中途抛出异常（在笔记本里按一下 Ctrl-C 就够了），这一行就不会运行；而且它会打开 D 的**每一个**参数，包括有意冻结的参数（比如一个预训练的特征层）。下面用 D 上的一个前向钩子来代替 Ctrl-C：
 
 # %%
 def frozen_D_run():
@@ -208,11 +208,11 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
     strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)      # 再运行一次这个单元格
 
 # %% [markdown]
-# 第一种失败悄无声息：本该保持不变的层从第二步起就开始训练了。第二种失败动静很大，却远离它的起因：下一步的`loss_D`根本够不到任何参数，而报错信息对冻结只字未提。课末的练习会写一个避开这两种问题的G更新步。
+# 第一种失败悄无声息：本该保持不变的层从第二步起就开始训练了。第二种失败动静很大，却远离它的起因：下一步的 `loss_D` 根本够不到任何参数，而报错信息对冻结只字未提。课末的练习会写一个避开这两种问题的 G 更新步。
 # %% [markdown]
-# ## 2 · GAN训练步中的BatchNorm
+# ## 2 · GAN 训练步中的 BatchNorm
 #
-# **为什么重要**。在训练模式下，BatchNorm层用**送进来的这个批量**的均值和方差来规范化每个特征，而且每一次这样的前向传播还会更新它的运行统计量（`running_mean`、`running_var`、`num_batches_tracked`），评估模式用的就是这些运行统计量。这两点都会渗进GAN的训练步：统计量可能在一次什么也不训练的前向传播里发生变化；而带BatchNorm的D看真实图像时会受到假图像的影响，反之亦然。种子 000 的G有三个BatchNorm层。先在它的第一个BatchNorm层上重温第 04 课的发现：
+# **为什么重要**。在训练模式下，BatchNorm 层用**送进来的这个批量**的均值和方差来规范化每个特征，而且每一次这样的前向传播还会更新它的运行统计量（`running_mean`、`running_var`、`num_batches_tracked`），评估模式用的就是这些运行统计量。这两点都会渗进 GAN 的训练步：统计量可能在一次什么也不训练的前向传播里发生变化；而带 BatchNorm 的 D 看真实图像时会受到假图像的影响，反之亦然。种子 000 的 G 有三个 BatchNorm 层。先在它的第一个 BatchNorm 层上重温第 04 课的发现：
 
 # %%
 torch.manual_seed(0)
@@ -239,7 +239,7 @@ G.train(True)                                    # 回到训练模式
 claim("评估模式：两者都不变", not changed and counted_batches == 0)
 
 # %% [markdown]
-# 可见，不管有没有计算图，运行统计量数的都是前向传播的次数。那么第 05 课的每种顺序，一步下来会做几次这样的前向传播？**先预测，再验证**。这里问的是`d_first_fresh_fake`：下一个单元格在新建的G上把六种顺序各运行一步，并打印之后G的第一个BatchNorm的`num_batches_tracked`。
+# 可见，不管有没有计算图，运行统计量数的都是前向传播的次数。那么第 05 课的每种顺序，一步下来会做几次这样的前向传播？**先预测，再验证**。这里问的是 `d_first_fresh_fake`：下一个单元格在新建的 G 上把六种顺序各运行一步，并打印之后 G 的第一个 BatchNorm 的 `num_batches_tracked`。
 
 # %% tags=["predict"] reveals=["d_first_fresh_fake +一步之后 num_batches_tracked = 2", "运行统计量两次", "调用两次 ?G"]
 prediction = 2  # SOLUTION: 在新建的G上运行一步d_first_fresh_fake之后，G的第一个BatchNorm的num_batches_tracked是多少？
@@ -260,9 +260,9 @@ claim("d_first_fresh_fake每一步更新G的运行统计量两次，其余每种
       tracked["d_first_fresh_fake"] == 2 and all(v == 1 for k, v in tracked.items() if k != "d_first_fresh_fake"))
 
 # %% [markdown]
-# `d_first_fresh_fake`调用两次G（一次在`no_grad`下为D生成假样本批量，一次带着计算图重新生成，用于G的损失），而训练模式下的每次前向传播都会以动量0.1更新一次运行统计量。这没什么害处，只是这些滑动平均值每步要移动两次，遗忘旧训练步的速度也快了一倍，而且`num_batches_tracked`并不是训练步的计数器。更要紧的是D。
+# `d_first_fresh_fake` 调用两次 G（一次在 `no_grad` 下为 D 生成假样本批量，一次带着计算图重新生成，用于 G 的损失），而训练模式下的每次前向传播都会以动量 0.1 更新一次运行统计量。这没什么害处，只是这些滑动平均值每步要移动两次，遗忘旧训练步的速度也快了一倍，而且 `num_batches_tracked` 并不是训练步的计数器。更要紧的是 D。
 #
-# **带BatchNorm的D**。种子 000 的D没有BatchNorm。我们用一个带BatchNorm的小D来看看混合会带来什么：同样的真实图像，分别放在全是真实图像的批量里和一半真实、一半假的批量里，比较D给出的logits。
+# **带 BatchNorm 的 D**。种子 000 的 D 没有 BatchNorm。我们用一个带 BatchNorm 的小 D 来看看混合会带来什么：同样的真实图像，分别放在全是真实图像的批量里和一半真实、一半假的批量里，比较 D 给出的 logits。
 
 # %%
 torch.manual_seed(0)
@@ -299,30 +299,30 @@ D_bn.train()
 claim("评估模式：两种方式得到的logits相同，每张图像的规范化只取决于它自己", eval_gap == 0)
 
 # %% [markdown]
-# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks的第4条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是PyTorch的DCGAN教程调用两次D的原因；另一条出路是用不带BatchNorm的D（种子 000 的D，以及WGAN-GP论文推荐的评判器：它的梯度惩罚是逐样本计算的，见第 08 课；公开代码里也有保留BatchNorm的评判器，第 12 课就调试了一个）。至于G，画样本图时要在`no_grad`下用`G.eval()`（第 04 课的练习）。
+# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D 对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks 的第 4 条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是 PyTorch 的 DCGAN 教程调用两次 D 的原因；另一条出路是用不带 BatchNorm 的 D（种子 000 的 D，以及 WGAN-GP 论文推荐的评判器：它的梯度惩罚是逐样本计算的，见第 08 课；公开代码里也有保留 BatchNorm 的评判器，第 12 课就调试了一个）。至于 G，画样本图时要在 `no_grad` 下用 `G.eval()`（第 04 课的练习）。
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 人们常写的代码 | 在如今的torch上 |
+# | 人们常写的代码 | 在如今的 torch 上 |
 # |---|---|
-# | 在G的损失里写`D(x_fake.detach())`，“这样D就得不到梯度” | 能运行；G得不到梯度，D反而得到了梯度（第 1 节） |
-# | G的更新步之前写`D.requires_grad_(False)`，之后写`D.requires_grad_(True)` | 只有第二行一定会运行，而且D没有哪一层是有意冻结的，才是对的（第 1 节、练习） |
-# | `D.requires_grad_(False)`，“这样D的前向传播就不会为权重保存任何东西” | Linear层保存得更少；每个Conv层仍然保存它的输入（第 1 节） |
-# | `with torch.no_grad(): x_fake = G(z)`，“G不受影响” | G的BatchNorm运行统计量照样会变（第 2 节） |
-# | D里有BatchNorm时写`D(torch.cat([x_real, x_fake]))` | 能运行；每个logit都取决于批量里的其他图像，真实的和假的混在一起（第 2 节） |
+# | 在 G 的损失里写 `D(x_fake.detach())`，“这样 D 就得不到梯度” | 能运行；G 得不到梯度，D 反而得到了梯度（第 1 节） |
+# | G 的更新步之前写 `D.requires_grad_(False)`，之后写 `D.requires_grad_(True)` | 只有第二行一定会运行，而且 D 没有哪一层是有意冻结的，才是对的（第 1 节、练习） |
+# | `D.requires_grad_(False)`，“这样 D 的前向传播就不会为权重保存任何东西” | Linear 层保存得更少；每个 Conv 层仍然保存它的输入（第 1 节） |
+# | `with torch.no_grad(): x_fake = G(z)`，“G 不受影响” | G 的 BatchNorm 运行统计量照样会变（第 2 节） |
+# | D 里有 BatchNorm 时写 `D(torch.cat([x_real, x_fake]))` | 能运行；每个 logit 都取决于批量里的其他图像，真实的和假的混在一起（第 2 节） |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - 在G的更新步中，冻结D（`D.requires_grad_(False)`），或者调用`loss_G.backward(inputs=list(G.parameters()))`：G得到的梯度和普通反向传播相同，D的`.grad`原封不动，也不会计算D的梯度。冻结还能让D的前向传播少保存一些东西，能省多少取决于各个反向函数：省下的是Linear层的输入，而不是Conv层的输入。在G的损失里写`D(x_fake.detach())`，G**什么也得不到**，D反而得到了梯度。
-# - 在`finally`里把标志恢复成原来的样子：`D.requires_grad_(True)`会解冻有意冻结的层，而中途抛出异常的训练步会让D一直处于冻结状态，而且毫无提示。
-# - 训练模式下的BatchNorm在每次前向传播中都会更新运行统计量，不管是否在`no_grad`下；`eval()`才能让它停下。`d_first_fresh_fake`每步更新G的运行统计量两次。真实图像和假图像放在同一个批量里经过带BatchNorm的D，它们的统计量就会混在一起：要么把批量分开，要么用不带BatchNorm的D。
+# - 在 G 的更新步中，冻结 D（`D.requires_grad_(False)`），或者调用 `loss_G.backward(inputs=list(G.parameters()))`：G 得到的梯度和普通反向传播相同，D 的 `.grad` 原封不动，也不会计算 D 的梯度。冻结还能让 D 的前向传播少保存一些东西，能省多少取决于各个反向函数：省下的是 Linear 层的输入，而不是 Conv 层的输入。在 G 的损失里写 `D(x_fake.detach())`，G**什么也得不到**，D 反而得到了梯度。
+# - 在 `finally` 里把标志恢复成原来的样子：`D.requires_grad_(True)` 会解冻有意冻结的层，而中途抛出异常的训练步会让 D 一直处于冻结状态，而且毫无提示。
+# - 训练模式下的 BatchNorm 在每次前向传播中都会更新运行统计量，不管是否在 `no_grad` 下；`eval()` 才能让它停下。`d_first_fresh_fake` 每步更新 G 的运行统计量两次。真实图像和假图像放在同一个批量里经过带 BatchNorm 的 D，它们的统计量就会混在一起：要么把批量分开，要么用不带 BatchNorm 的 D。
 
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：冻结D的G更新步，并把一切恢复原状
+# ### 动手实现：冻结 D 的 G 更新步，并把一切恢复原状
 #
-# 第 1 节发现了冻结出错的两种方式：事后调用`D.requires_grad_(True)`会打开有意冻结的层，而在这两行之间抛出异常的训练步会让D永远冻结下去。请写一个`g_step(G, D, opt_G, z)`：用非饱和损失`bce(D(G(z)), 1)`让G更新一步，在D的前向传播和反向传播**期间**冻结D，让D的`.grad`保持原样，并把D的每一个`requires_grad`标志恢复成进来时的样子，即使这一步中途抛出异常也要如此（让异常照常抛出）。检查程序会在种子 000 的G和D上运行它：D的第一层是有意冻结的，`.grad`里存着之前的一个梯度。检查程序会把`opt_G.step()`时G的梯度和正确的梯度比较，检查D的`.grad`、权重和标志，在D的前向传播开始时读取标志，并在D的前向传播中抛出一个错误，再运行一次这个训练步。整个函数体都由你来写：冻结、标志和`try`都不会替你写好。
+# 第 1 节发现了冻结出错的两种方式：事后调用 `D.requires_grad_(True)` 会打开有意冻结的层，而在这两行之间抛出异常的训练步会让 D 永远冻结下去。请写一个 `g_step(G, D, opt_G, z)`：用非饱和损失 `bce(D(G(z)), 1)` 让 G 更新一步，在 D 的前向传播和反向传播**期间**冻结 D，让 D 的 `.grad` 保持原样，并把 D 的每一个 `requires_grad` 标志恢复成进来时的样子，即使这一步中途抛出异常也要如此（让异常照常抛出）。检查程序会在种子 000 的 G 和 D 上运行它：D 的第一层是有意冻结的，`.grad` 里存着之前的一个梯度。检查程序会把 `opt_G.step()` 时 G 的梯度和正确的梯度比较，检查 D 的 `.grad`、权重和标志，在 D 的前向传播开始时读取标志，并在 D 的前向传播中抛出一个错误，再运行一次这个训练步。整个函数体都由你来写：冻结、标志和 `try` 都不会替你写好。
 
 # %%
 def g_step(G, D, opt_G, z):

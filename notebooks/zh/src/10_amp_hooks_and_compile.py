@@ -1,11 +1,11 @@
 # %% [markdown]
-# # 第 10 课 · GAN训练循环中的混合精度、钩子与`torch.compile`
+# # 第 10 课 · GAN 训练循环中的混合精度、钩子与 `torch.compile`
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/10_amp_hooks_and_compile.ipynb)
 #
-# **目标**。弄清GAN训练步中间另外三样机制的作用，每一样都在当前的torch上验证过：两个优化器共用一个`GradScaler`的混合精度训练，读取或修改梯度、统计保存字节数的钩子，以及`torch.compile`在`retain_graph`和`.item()`上带来的变化。最后动手写一个在autocast下运行、共用一个`GradScaler`、并裁剪D的梯度的GAN训练步。第 09 课已经讲了前两样：冻结D，以及BatchNorm。
+# **目标**。弄清 GAN 训练步中间另外三样机制的作用，每一样都在当前的 torch 上验证过：两个优化器共用一个 `GradScaler` 的混合精度训练，读取或修改梯度、统计保存字节数的钩子，以及 `torch.compile` 在 `retain_graph` 和 `.item()` 上带来的变化。最后动手写一个在 autocast 下运行、共用一个 `GradScaler`、并裁剪 D 的梯度的 GAN 训练步。第 09 课已经讲了前两样：冻结 D，以及 BatchNorm。
 #
-# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的G和D。事实来自PyTorch自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的torch上实际做了什么并排列出。
+# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
 # %%
 #SETUP
@@ -20,9 +20,9 @@ bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 
 
 
 # %% [markdown]
-# ## 1 · 混合精度：autocast，以及两个优化器共用一个GradScaler
+# ## 1 · 混合精度：autocast，以及两个优化器共用一个 GradScaler
 #
-# **为什么重要**。`torch.autocast`让它一张清单上的运算以16位类型运行，另一张清单上的以float32运行，其余的运算则沿用输入的类型；`GradScaler`把损失乘上一个倍数，让很小的float16梯度不至于舍入成零，并且在梯度出现inf或NaN时跳过那次优化器更新。GAN有两个损失和两个优化器，这正是PyTorch的AMP示例单独讨论的情形。CPU上的autocast默认使用bfloat16，而当前的torch能在CPU上运行这一切，所以CI也会检查这部分。首先看看在种子 000 的G和D的一次前向传播中，哪些运算改变了类型：
+# **为什么重要**。`torch.autocast` 让它一张清单上的运算以 16 位类型运行，另一张清单上的以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在种子 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
 
 # %%
 torch.manual_seed(0)
@@ -48,7 +48,7 @@ claim("BCE损失的结果是float32：无论输入是什么类型，autocast都�
       logits.dtype == torch.bfloat16 and loss_G.dtype == torch.float32)
 
 # %% [markdown]
-# 上面G的第一个Linear层是以bfloat16计算的。**先预测，再验证**。反向传播会给它的权重的梯度什么类型？把`...`换掉，然后运行这个单元格：它会运行`loss_G.backward()`。
+# 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播会给它的权重的梯度什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
 
 # %% tags=["predict"] reveals=["-> torch.float32", "反向传播写进参数的每个梯度", "梯度也?都?保持 ?float32"]
 prediction = torch.float32  # SOLUTION: loss_G.backward()之后，G.net[0].weight.grad的dtype是什么（torch.float32还是torch.bfloat16）？
@@ -61,9 +61,9 @@ claim("参数保持float32，反向传播写进参数的每个梯度也是float3
       all(p.dtype == p.grad.dtype == torch.float32 for p in G.parameters()))
 
 # %% [markdown]
-# Linear或Conv之后的层（这里是BatchNorm和ReLU）不在autocast的CPU列表里，输入什么类型就保持什么类型；autocast会改变哪些运算的类型，列在它的文档里，CPU和CUDA的列表并不相同。参数从来不会被转换：autocast为每个运算转换出一份bfloat16副本，而反向传播会把每个梯度转换回它所属参数的类型。
+# Linear 或 Conv 之后的层（这里是 BatchNorm 和 ReLU）不在 autocast 的 CPU 列表里，输入什么类型就保持什么类型；autocast 会改变哪些运算的类型，列在它的文档里，CPU 和 CUDA 的列表并不相同。参数从来不会被转换：autocast 为每个运算转换出一份 bfloat16 副本，而反向传播会把每个梯度转换回它所属参数的类型。
 #
-# bfloat16保留了float32的指数位，float16则没有。所以在GPU上用float16时`GradScaler`很重要，用bfloat16时则几乎用不上：
+# bfloat16 保留了 float32 的指数位，float16 则没有。所以在 GPU 上用 float16 时 `GradScaler` 很重要，用 bfloat16 时则几乎用不上：
 
 # %%
 tiny = torch.tensor(1e-8)
@@ -101,7 +101,7 @@ claim("而大于 65504 的梯度在 float16 中变成 inf：GradScaler 随后会
 
 
 # %% [markdown]
-# **一个缩放器，两个优化器**。PyTorch的AMP示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过`scaler.step(opt)`来更新，它会先对梯度做反缩放，发现inf或NaN就跳过这次更新；所有更新做完之后调用`scaler.update()`**，每次迭代只调用一次**。在当前的torch上，`torch.amp.GradScaler("cpu")`存在而且可用，所以这些都能在这里运行。最小的例子和PyTorch针对多个模型和优化器的示例一样：两个很小的网络代替G和D，各有自己的损失和Adam优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往G的一个梯度里写入inf，就像float16溢出时那样：于是在`scaler.step(opt_D)`运行时，G的`.grad`里有这个inf。
+# **一个缩放器，两个优化器**。PyTorch 的 AMP 示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过 `scaler.step(opt)` 来更新，它会先对梯度做反缩放，发现 inf 或 NaN 就跳过这次更新；所有更新做完之后调用 `scaler.update()`**，每次迭代只调用一次**。在当前的 torch 上，`torch.amp.GradScaler("cpu")` 存在而且可用，所以这些都能在这里运行。最小的例子和 PyTorch 针对多个模型和优化器的示例一样：两个很小的网络代替 G 和 D，各有自己的损失和 Adam 优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往 G 的一个梯度里写入 inf，就像 float16 溢出时那样：于是在 `scaler.step(opt_D)` 运行时，G 的 `.grad` 里有这个 inf。
 
 # %%
 HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # 较旧的torch（2.1）没有它
@@ -153,7 +153,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
     return report
 
 # %% [markdown]
-# **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把`...`换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
+# **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把 `...` 换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
 
 # %% tags=["predict"] reveals=["G的梯度有inf +G更新：False +D更新：True", "opt_D ?仍然照常更新", "每个优化器只检查自己的"]
 prediction = "D"  # SOLUTION: 共用一个GradScaler，G的一个梯度里有inf：哪个优化器会更新，"G"、"D"、"both"还是"neither"？
@@ -186,7 +186,7 @@ else:
     print(NO_AMP_SCALER)
 
 # %% [markdown]
-# 每个`scaler.step(opt)`只替自己的优化器做决定，所以一次迭代可以训练D而跳过G。`update()`在所有优化器都更新之后只调用一次，这样缩放因子就是根据整次迭代来调整的。在反向传播和对应的更新之间，`.grad`里是**缩放后的**梯度，`scaler.step`在更新之前才把它除以缩放因子。如果代码要在这中间读取`.grad`（裁剪它的范数、记录日志），就必须先调用`scaler.unscale_(opt)`，PyTorch关于梯度裁剪的示例正是这样做的；之后`scaler.step`不会再除第二次：
+# 每个 `scaler.step(opt)` 只替自己的优化器做决定，所以一次迭代可以训练 D 而跳过 G。`update()` 在所有优化器都更新之后只调用一次，这样缩放因子就是根据整次迭代来调整的。在反向传播和对应的更新之间，`.grad` 里是**缩放后的**梯度，`scaler.step` 在更新之前才把它除以缩放因子。如果代码要在这中间读取 `.grad`（裁剪它的范数、记录日志），就必须先调用 `scaler.unscale_(opt)`，PyTorch 关于梯度裁剪的示例正是这样做的；之后 `scaler.step` 不会再除第二次：
 
 # %%
 if HAS_AMP_SCALER:
@@ -211,7 +211,7 @@ else:
     print(NO_AMP_SCALER)
 
 # %% [markdown]
-# GAN的训练步是有先后顺序的：D在G的损失算出来之前就已经更新了（`d_first_reuse_fake`，第 05 课），所以D的`scaler.step`在G的反向传播之前，而那唯一一次`update()`在G更新之后。练习会写出这样的训练步，并裁剪D的梯度。在GPU上，同一个缩放器配合float16运行，那里是真的会溢出。下一个单元格只在有CUDA时在GPU上运行上面的两次迭代，没有CUDA时会如实说明：
+# GAN 的训练步是有先后顺序的：D 在 G 的损失算出来之前就已经更新了（`d_first_reuse_fake`，第 05 课），所以 D 的 `scaler.step` 在 G 的反向传播之前，而那唯一一次 `update()` 在 G 更新之后。练习会写出这样的训练步，并裁剪 D 的梯度。在 GPU 上，同一个缩放器配合 float16 运行，那里是真的会溢出。下一个单元格只在有 CUDA 时在 GPU 上运行上面的两次迭代，没有 CUDA 时会如实说明：
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -228,7 +228,7 @@ else:
 # %% [markdown]
 # ## 2 · 钩子：读取梯度、修改梯度、统计保存了什么
 #
-# **为什么重要**。钩子让我们不必改写训练步就能看到它的内部。`x_fake.register_hook(fn)`会用损失关于`x_fake`的梯度调用`fn`，这正是G经由D收到的信号；如果`fn`返回一个张量，这个张量就会替换掉该梯度，供上游的一切使用，也就是整个G。保存张量钩子（`torch.autograd.graph.saved_tensors_hooks`）能看到autograd为反向传播保存的每一个张量。先从读取开始：
+# **为什么重要**。钩子让我们不必改写训练步就能看到它的内部。`x_fake.register_hook(fn)` 会用损失关于 `x_fake` 的梯度调用 `fn`，这正是 G 经由 D 收到的信号；如果 `fn` 返回一个张量，这个张量就会替换掉该梯度，供上游的一切使用，也就是整个 G。保存张量钩子（`torch.autograd.graph.saved_tensors_hooks`）能看到 autograd 为反向传播保存的每一个张量。先从读取开始：
 
 # %%
 torch.manual_seed(0)
@@ -246,7 +246,7 @@ claim("x_fake上的钩子收到的恰好是torch.autograd.grad(loss_G, x_fake)�
 
 
 # %% [markdown]
-# 接下来是一个有返回值的钩子：返回梯度的一半。由于反向传播对传给它的梯度是线性的，`x_fake`上游的一切都会随之按同样比例缩放。至于这对G的*更新*有什么影响，要看优化器。**先预测，再验证**。分别用SGD和Adam训练G，每种优化器都在有钩子和没有钩子时各训练一次。谁的第一次更新也会减半？先运行下一个单元格，它定义了训练过程；然后把再下一个单元格里的`...`换掉，再运行它。
+# 接下来是一个有返回值的钩子：返回梯度的一半。由于反向传播对传给它的梯度是线性的，`x_fake` 上游的一切都会随之按同样比例缩放。至于这对 G 的*更新*有什么影响，要看优化器。**先预测，再验证**。分别用 SGD 和 Adam 训练 G，每种优化器都在有钩子和没有钩子时各训练一次。谁的第一次更新也会减半？先运行下一个单元格，它定义了训练过程；然后把再下一个单元格里的 `...` 换掉，再运行它。
 
 # %%
 def G_update(factor, make_opt):
@@ -287,7 +287,7 @@ claim("用Adam时，G的第一次更新几乎不变：Adam会除以梯度自身�
       relative(adam_half, adam_1) < 0.01, f"相对差异 {relative(adam_half, adam_1):.4f}")
 
 # %% [markdown]
-# Adam的第一步对每个参数大约是`lr * g / |g|`，所以梯度上的常数因子几乎被抵消（只有它的`eps`能察觉到）。乘在**整个**损失上的因子，或者把G收到的全部信号都按比例缩放的钩子，在SGD下相当于调学习率，在Adam下几乎不起作用。乘在和式中**某一项**上的权重则是另一回事：它改变和的梯度方向，从而改变训练最终停在哪里。WGAN-GP的`gp_weight=10`（第 08 课）就是这样的权重。来看最小的例子$(p-1)^2 + w\,(p+1)^2$，它的最小值点在$p = (1-w)/(1+w)$：
+# Adam 的第一步对每个参数大约是 `lr * g / |g|`，所以梯度上的常数因子几乎被抵消（只有它的 `eps` 能察觉到）。乘在**整个**损失上的因子，或者把 G 收到的全部信号都按比例缩放的钩子，在 SGD 下相当于调学习率，在 Adam 下几乎不起作用。乘在和式中**某一项**上的权重则是另一回事：它改变和的梯度方向，从而改变训练最终停在哪里。WGAN-GP 的 `gp_weight=10`（第 08 课）就是这样的权重。来看最小的例子$(p-1)^2 + w\,(p+1)^2$，它的最小值点在$p = (1-w)/(1+w)$：
 
 # %%
 def adam_settles(w, scale=1.0, steps=3000):
@@ -309,7 +309,7 @@ claim("某一项上的权重会改变它：w = 1时p = 0，w = 10时p = -0.818 =
       ends[1, 1] == 0 and ends[10, 1] == round(-9 / 11, 3), f"{ends[1, 1]}, {ends[10, 1]}")
 
 # %% [markdown]
-# 改变梯度*方向*的钩子（逐样本裁剪、加噪声）同样会改变训练的走向。还有一点要知道：张量钩子在`torch.autograd.grad`里也会触发，并改变它的返回值：
+# 改变梯度*方向*的钩子（逐样本裁剪、加噪声）同样会改变训练的走向。还有一点要知道：张量钩子在 `torch.autograd.grad` 里也会触发，并改变它的返回值：
 
 # %%
 torch.manual_seed(0)
@@ -323,7 +323,7 @@ claim("register_hook之后，torch.autograd.grad(loss_G, x_fake)返回的是经�
       torch.equal(hooked, plain * 0.5))
 
 # %% [markdown]
-# **统计保存的字节数**。用第 03 课的保存张量钩子来计数，结果可以手算核对：对形状为[8, 16]的批量`x`计算`tanh(Linear(16, 32)(x))`。这一层的`addmm`保存`x`（8 × 16个浮点数，用于求权重的梯度）和转置后的权重（16 × 32，用于求`x`的梯度）；`tanh`保存它的输出（8 × 32），因为它的导数是1 − tanh²。每个浮点数4字节：512 + 2048 + 1024 = 3584。在这里，autograd只保存它将要计算的那些梯度所需的东西（并非每个运算都这样节省：第 09 课可以看到，冻结的卷积层仍会保存它的输入），所以冻结这一层，或者让`x`不需要梯度，都会去掉其中一项：
+# **统计保存的字节数**。用第 03 课的保存张量钩子来计数，结果可以手算核对：对形状为[8, 16]的批量 `x` 计算 `tanh(Linear(16, 32)(x))`。这一层的 `addmm` 保存 `x`（8 × 16 个浮点数，用于求权重的梯度）和转置后的权重（16 × 32，用于求 `x` 的梯度）；`tanh` 保存它的输出（8 × 32），因为它的导数是 1 − tanh²。每个浮点数 4 字节：512 + 2048 + 1024 = 3584。在这里，autograd 只保存它将要计算的那些梯度所需的东西（并非每个运算都这样节省：第 09 课可以看到，冻结的卷积层仍会保存它的输入），所以冻结这一层，或者让 `x` 不需要梯度，都会去掉其中一项：
 
 # %%
 torch.manual_seed(0)
@@ -352,12 +352,12 @@ claim("三种情况下，pack钩子统计的结果都和手算的大小相等",
       all(measured[k][0] == by_hand[k] for k in by_hand), ", ".join(f"{v[0]}" for v in measured.values()))
 
 # %% [markdown]
-# 转置后的权重只是权重的一个视图，不占新的内存，所以第 09 课的计数器（以及`gan_lessons.costs`）不把参数的存储算在内。在冻结的D里，Linear层只保存这样的视图；Conv层仍然保存它们的输入（第 09 课），所以冻结省下的是Linear层的输入。
+# 转置后的权重只是权重的一个视图，不占新的内存，所以第 09 课的计数器（以及 `gan_lessons.costs`）不把参数的存储算在内。在冻结的 D 里，Linear 层只保存这样的视图；Conv 层仍然保存它们的输入（第 09 课），所以冻结省下的是 Linear 层的输入。
 
 # %% [markdown]
 # ## 3 · `torch.compile`：捐赠缓冲区与图中断
 #
-# **为什么重要**。`torch.compile(D)`把D的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的`one_forward`就是这样做的），以及在函数中间用`.item()`取出一个数。编译很花时间，所以这里的模型都很小，后端用的是`aot_eager`：它运行的AOTAutograd层和默认的`inductor`后端相同（捐赠缓冲区就在这一层），但不生成、也不编译C++代码，所以速度快，也不需要编译器。在Python 3.13.0的Colab上，下面每个编译过的单元格还会打印torch的一条警告，说在这个Python版本上guard可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看`torch.compile`在这台机器上到底能不能用：
+# **为什么重要**。`torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
 
 # %%
 torch._logging.set_logs(dynamo=logging.ERROR)     # 不让dynamo自己的警告出现在输出里
@@ -375,7 +375,7 @@ except Exception as error:                        # 任何失败：如实说明�
 SKIPPED = "已跳过，未检查：torch.compile在这台机器上不可用（见上文）"
 
 # %% [markdown]
-# **捐赠缓冲区**。AOTAutograd为普通的`backward()`编译反向传播时，会把前向传播保存的激活值标记为*捐赠的*（donated）：反向传播可以复用它们的内存，因为以后再也没有谁需要它们。带`retain_graph=True`的反向传播承诺的恰恰相反，所以torch拒绝它。在torch 2.13上，反向传播在第一次运行时才编译，先到的那次反向传播说了算：如果是普通的反向传播，缓冲区就被捐赠，之后再经过同一个编译图做`retain_graph=True`的反向传播就会报错。最小的例子：
+# **捐赠缓冲区**。AOTAutograd 为普通的 `backward()` 编译反向传播时，会把前向传播保存的激活值标记为*捐赠的*（donated）：反向传播可以复用它们的内存，因为以后再也没有谁需要它们。带 `retain_graph=True` 的反向传播承诺的恰恰相反，所以 torch 拒绝它。在 torch 2.13 上，反向传播在第一次运行时才编译，先到的那次反向传播说了算：如果是普通的反向传播，缓冲区就被捐赠，之后再经过同一个编译图做 `retain_graph=True` 的反向传播就会报错。最小的例子：
 
 # %%
 HAS_DONATION = compile_works and hasattr(functorch_config, "donated_buffer")    # 较旧的torch里没有
@@ -397,7 +397,7 @@ else:
 
 
 # %% [markdown]
-# 放到GAN训练循环里，就是先用某个策略走一步，其中有一次经过D的普通反向传播，接着运行`one_forward`，而它的`loss_G.backward(inputs=..., retain_graph=True)`要经过同一个编译好的D。下面的检查在很小的编译版G和D上运行两步，分三个版本；修复方法就是训练器自己用的那一种（`gan_lessons.training`里的`_compiled_step`在编译之前设置`torch._functorch.config.donated_buffer = False`），这里写成一个会自动撤销的`patch`：
+# 放到 GAN 训练循环里，就是先用某个策略走一步，其中有一次经过 D 的普通反向传播，接着运行 `one_forward`，而它的 `loss_G.backward(inputs=..., retain_graph=True)` 要经过同一个编译好的 D。下面的检查在很小的编译版 G 和 D 上运行两步，分三个版本；修复方法就是训练器自己用的那一种（`gan_lessons.training` 里的 `_compiled_step` 在编译之前设置 `torch._functorch.config.donated_buffer = False`），这里写成一个会自动撤销的 `patch`：
 
 # %%
 def compiled_steps(order, donate=True, compile_=True):
@@ -433,9 +433,9 @@ else:
     print(NO_DONATION)
 
 # %% [markdown]
-# 可见在当前的torch上，这个错误取决于之前运行过什么：单独运行`one_forward`没问题，同一个策略跟在另一个训练步后面就会失败。因此有两种修复方法。一是像训练器那样，在编译之前关闭捐赠，代价是反向传播中本可以靠捐赠省下的内存。二是不保留计算图：第 05 课除`one_forward`以外的每种顺序（以及种子 003 的顺序，它反正也会失败）每个计算图都只用一次，可以在开启捐赠的情况下编译运行。梯度惩罚不能穿过用AOT后端（默认的inductor，或aot_eager）编译过的D：它需要二阶反向传播（double backward），而这些后端编译出的图不支持，所以`gan_lessons.training`拒绝在`wgan_gp`下使用`fast=True`（第 08 课展示了这个错误）。
+# 可见在当前的 torch 上，这个错误取决于之前运行过什么：单独运行 `one_forward` 没问题，同一个策略跟在另一个训练步后面就会失败。因此有两种修复方法。一是像训练器那样，在编译之前关闭捐赠，代价是反向传播中本可以靠捐赠省下的内存。二是不保留计算图：第 05 课除 `one_forward` 以外的每种顺序（以及种子 003 的顺序，它反正也会失败）每个计算图都只用一次，可以在开启捐赠的情况下编译运行。梯度惩罚不能穿过用 AOT 后端（默认的 inductor，或 aot_eager）编译过的 D：它需要二阶反向传播（double backward），而这些后端编译出的图不支持，所以 `gan_lessons.training` 拒绝在 `wgan_gp` 下使用 `fast=True`（第 08 课展示了这个错误）。
 #
-# **图中断**。Dynamo把Python代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()`把张量变成Python数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain`不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个`.item()`的`logged_step`，它会报告几次图中断？把`...`换掉，然后运行这个单元格。
+# **图中断**。Dynamo 把 Python 代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()` 把张量变成 Python 数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain` 不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个 `.item()` 的 `logged_step`，它会报告几次图中断？把 `...` 换掉，然后运行这个单元格。
 
 # %% tags=["predict"] reveals=["图：2 个，图中断：1 次", "一次图中断", "把函数(切|拆|分)成两个图"]
 prediction = 1  # SOLUTION: 对只含一个.item()的logged_step，torch._dynamo.explain会报告几次图中断？
@@ -488,31 +488,31 @@ else:
     print(SKIPPED)
 
 # %% [markdown]
-# 默认情况下，dynamo在`.item()`处结束当前的图，用Python运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着Python。只有在没有Python代码查看这个数字时，它才能留在图里。在训练循环里，省事的习惯是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training`就是这样做的（`_losses`累加分离后的损失，`.tolist()`每个迭代周期只运行一次）；在GPU上，`.item()`还要等设备把活干完。
+# 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，省事的习惯是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备把活干完。
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 人们常写的代码 | 在如今的torch上 |
+# | 人们常写的代码 | 在如今的 torch 上 |
 # |---|---|
-# | `torch.autocast("cpu", dtype=torch.bfloat16)`和`torch.amp.GradScaler("cpu")` | 两者在CPU上都能用；Linear层和Conv层以bfloat16计算，损失和每个`.grad`都保持float32（第 1 节） |
-# | opt_G和opt_D共用一个`GradScaler`，G的一个梯度里有inf | opt_G跳过它的更新，opt_D照常更新，缩放因子减半（第 1 节） |
-# | 在`scaler.scale(loss).backward()`和`scaler.step(opt)`之间调用`clip_grad_norm_` | 裁剪的是缩放后的梯度，除非先调用`scaler.unscale_(opt)`（第 1 节、练习） |
-# | 在`x_fake`处把梯度减半的钩子，“用来让G慢下来” | 在SGD下G的更新减半；在Adam下第一次更新几乎不变（第 2 节） |
-# | `torch.compile(D)`，再加一个保留计算图的策略（`retain_graph=True`） | 一旦某次普通的反向传播编译了D的反向传播，就会报与“donated buffers”有关的错误（第 3 节） |
-# | 在编译过的函数里写`loss_D.item()` | 一次图中断：函数以两个图运行，中间夹着Python（第 3 节） |
+# | `torch.autocast("cpu", dtype=torch.bfloat16)` 和 `torch.amp.GradScaler("cpu")` | 两者在 CPU 上都能用；Linear 层和 Conv 层以 bfloat16 计算，损失和每个 `.grad` 都保持 float32（第 1 节） |
+# | opt_G 和 opt_D 共用一个 `GradScaler`，G 的一个梯度里有 inf | opt_G 跳过它的更新，opt_D 照常更新，缩放因子减半（第 1 节） |
+# | 在 `scaler.scale(loss).backward()` 和 `scaler.step(opt)` 之间调用 `clip_grad_norm_` | 裁剪的是缩放后的梯度，除非先调用 `scaler.unscale_(opt)`（第 1 节、练习） |
+# | 在 `x_fake` 处把梯度减半的钩子，“用来让 G 慢下来” | 在 SGD 下 G 的更新减半；在 Adam 下第一次更新几乎不变（第 2 节） |
+# | `torch.compile(D)`，再加一个保留计算图的策略（`retain_graph=True`） | 一旦某次普通的反向传播编译了 D 的反向传播，就会报与“donated buffers”有关的错误（第 3 节） |
+# | 在编译过的函数里写 `loss_D.item()` | 一次图中断：函数以两个图运行，中间夹着 Python（第 3 节） |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - CPU上的autocast（bfloat16）让Linear和Conv以bfloat16运行，BCE损失以float32运行；参数和梯度都保持float32。`torch.amp.GradScaler("cpu")`在torch 2.13上可用。一个缩放器配两个优化器时，遇到inf/NaN，每个`scaler.step`只跳过它自己的优化器；`scaler.update()`每次迭代运行一次，遇到inf后把缩放因子减半。在反向传播和更新之间，`.grad`是缩放过的：要在`scaler.unscale_(opt)`之后再裁剪。
-# - `x_fake`上的钩子看到的是G经由D得到的梯度（和`torch.autograd.grad`的结果相同，钩子也会改变后者）。缩放它，G的梯度就精确地按同样比例缩放；SGD的更新随之变化，Adam的几乎不动。损失中某一项上的权重会改变Adam最终停下的位置；整个损失上的因子则不会。`saved_tensors_hooks`统计autograd保存了什么，统计结果与手算的大小一致。
-# - 编译过的模块会把保存的激活值捐赠给普通的反向传播；之后再经过它们做`retain_graph=True`的反向传播就会报错。解决办法是`torch._functorch.config.donated_buffer = False`（训练器的修复方法），或者只用从不保留计算图的顺序。编译过的函数里的`.item()`是一次图中断。用AOTAutograd后端（包括默认后端）编译过的D，梯度惩罚无法穿过它运行；`backend="eager"`可以（第 08 课）。
+# - CPU 上的 autocast（bfloat16）让 Linear 和 Conv 以 bfloat16 运行，BCE 损失以 float32 运行；参数和梯度都保持 float32。`torch.amp.GradScaler("cpu")` 在 torch 2.13 上可用。一个缩放器配两个优化器时，遇到 inf/NaN，每个 `scaler.step` 只跳过它自己的优化器；`scaler.update()` 每次迭代运行一次，遇到 inf 后把缩放因子减半。在反向传播和更新之间，`.grad` 是缩放过的：要在 `scaler.unscale_(opt)` 之后再裁剪。
+# - `x_fake` 上的钩子看到的是 G 经由 D 得到的梯度（和 `torch.autograd.grad` 的结果相同，钩子也会改变后者）。缩放它，G 的梯度就精确地按同样比例缩放；SGD 的更新随之变化，Adam 的几乎不动。损失中某一项上的权重会改变 Adam 最终停下的位置；整个损失上的因子则不会。`saved_tensors_hooks` 统计 autograd 保存了什么，统计结果与手算的大小一致。
+# - 编译过的模块会把保存的激活值捐赠给普通的反向传播；之后再经过它们做 `retain_graph=True` 的反向传播就会报错。解决办法是 `torch._functorch.config.donated_buffer = False`（训练器的修复方法），或者只用从不保留计算图的顺序。编译过的函数里的 `.item()` 是一次图中断。用 AOTAutograd 后端（包括默认后端）编译过的 D，梯度惩罚无法穿过它运行；`backend="eager"` 可以（第 08 课）。
 
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：autocast下的GAN训练步，共用一个GradScaler，裁剪D的梯度
+# ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，裁剪 D 的梯度
 #
-# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN的训练步是有先后顺序的，而且很多GAN代码库会裁剪D的梯度范数。请写一个`amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步`d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D的损失是`(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D更新；然后G的损失`bce(D(x_fake), 1)`经过更新后的D，G更新。前向传播和损失都在`torch.autocast("cpu", dtype=torch.bfloat16)`下计算；两个损失都用传进来的这一个`scaler`缩放；用`torch.nn.utils.clip_grad_norm_`把D的梯度范数裁剪到`max_norm`，范数按真实梯度计算；一个网络的梯度里出现inf或NaN时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在种子 000 的G和D上以`max_norm=0.1`运行它（那里D的梯度范数约为0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在D的一个梯度里放inf，一次在G的一个梯度里放inf。整个函数体都由你来写。
+# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN 的训练步是有先后顺序的，而且很多 GAN 代码库会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步 `d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D 的损失是 `(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D 更新；然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；两个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在种子 000 的 G 和 D 上以 `max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
 
 # %%
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
