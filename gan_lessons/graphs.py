@@ -137,7 +137,8 @@ class Graph:
             return {"text/plain": _("(graphviz 'dot' not found: graph shown as text)") + "\n" + self.text}
         try:
             bundle["image/png"] = base64.b64encode(self.dot.pipe(format="png")).decode("ascii")
-        except graphviz.CalledProcessError:  # a `dot` built without a PNG renderer (the GPU run's carried one)
+        except (graphviz.CalledProcessError, OSError):  # a `dot` without a PNG renderer (a broken pipe if it exits
+            # before reading the graph)
             pass
         return bundle
 

@@ -97,7 +97,8 @@ class StrategyPanel:
             try:
                 self.shown[name]["graph_img"] = _png_img(graph.dot.pipe(format="png"), graph.text.splitlines()[0],
                                                          natural=True)
-            except graphviz.CalledProcessError:     # a `dot` built without a PNG renderer: the SVG picture instead
+            except (graphviz.CalledProcessError, OSError):  # a `dot` without a PNG renderer (it may exit before
+                # reading the graph: a broken pipe): the SVG picture instead
                 self.shown[name]["graph_img"] = svg
 
     def static_html(self) -> str:

@@ -38,13 +38,16 @@ def test_the_smoke_environment_sees_what_the_gpu_machine_has_and_what_that_needs
     assert not {"nbval", "ipykernel", "torchviz", "jupyter-client"} & set(have)
 
 
-def test_a_dot_without_a_png_renderer_still_draws_svg(monkeypatch):
+@pytest.mark.parametrize("failure", ["exit status", "broken pipe"])
+def test_a_dot_without_a_png_renderer_still_draws_svg(monkeypatch, failure):
     import torch
     x = torch.ones(2, requires_grad=True)
     graph = graphs.draw({"y": (x * 2).sum()})
     real_pipe = graphviz.Digraph.pipe
 
     def pipe(self, format=None, **kw):
+        if format == "png" and failure == "broken pipe":     # it exited before the graph was written to it
+            raise BrokenPipeError(32, "Broken pipe")
         if format == "png":
             raise graphviz.CalledProcessError(1, ["dot", "-Tpng"], stderr=b'Format: "png" not recognized.')
         return real_pipe(self, format=format, **kw)

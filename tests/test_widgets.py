@@ -76,3 +76,18 @@ def test_a_dot_without_a_png_renderer_gives_the_svg_picture_instead(monkeypatch,
     graph = re.findall(r'<img alt="one step of d_first_reuse_fake[^>]*src="data:image/svg\+xml;base64,([^"]+)"', page)
     assert len(graph) == 1 and b"<svg" in base64.b64decode(graph[0])
     assert len(re.findall(r'src="data:image/png;base64,', page)) == 1       # the training curve, from matplotlib
+
+
+def test_a_dot_that_exits_before_reading_the_graph_gives_the_svg_picture_too(monkeypatch):
+    """Such a `dot` can end the pipe before the graph is written to it: a BrokenPipeError, not a CalledProcessError
+    (which of the two depends on timing, so each is raised here on purpose)."""
+    import graphviz
+    real_pipe = graphviz.Digraph.pipe
+
+    def pipe(self, format=None, **kw):
+        if format == "png":
+            raise BrokenPipeError(32, "Broken pipe")
+        return real_pipe(self, format=format, **kw)
+    monkeypatch.setattr(graphviz.Digraph, "pipe", pipe)
+    page = _panel()._repr_mimebundle_()["text/html"]
+    assert re.search(r'<img alt="one step of d_first_reuse_fake[^>]*src="data:image/svg\+xml;base64,', page)
