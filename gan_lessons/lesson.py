@@ -7,6 +7,7 @@ import re
 import sys
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
@@ -81,6 +82,13 @@ class NoErrorRaised(AssertionError):
     """The demonstrated error did not happen: the lesson's claim is no longer true."""
 
 
+@dataclass
+class Caught:
+    """What `with expect_error(...) as caught:` holds once the block has failed: the error (with the doctor's
+    `diagnosis` on it, where the doctor watched the block)."""
+    error: BaseException = None
+
+
 @contextmanager
 def expect_error(kind=RuntimeError, match: str = ""):
     """Run a block that must fail with `kind` whose message matches `match`.
@@ -88,11 +96,13 @@ def expect_error(kind=RuntimeError, match: str = ""):
     The student sees PyTorch's own message; "Run All" goes on; and if the error
     ever stops happening, NoErrorRaised fails the cell (and so the test).
     Any other exception passes through untouched."""
+    caught = Caught()
     try:
-        yield
+        yield caught
     except kind as error:
         if not re.search(match, str(error)):
             raise
+        caught.error = error
         print(_("{kind} (raised, as the lesson expects):").format(kind=type(error).__name__))
         print(str(error).strip())
         doctor = sys.modules.get("gan_lessons.doctor")          # under %load_ext gan_lessons: diagnose it too

@@ -34,6 +34,7 @@ SOLUTION_BLOCK = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[
                             re.M | re.S)
 TEST = "test"                  # the tag of a test cell in a lesson's source
 LATER = "read-after-exercises"  # the tag of a cell that answers the exercises: moved after them in a release
+FURTHER = {"en": "## Going further", "zh": "## 延伸"}   # side roads after the exercises, outside a lesson's plan
 CHECKER = re.compile(r"exercises\.check_(?P<name>\w+)\(")
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?P<fragment>#[^)\s]*)?\)")
 HIDDEN_IMPORT = "from gan_lessons.lesson import hidden  # check() prints its explanation once you have answered"
@@ -156,8 +157,9 @@ def hide_feedback(source: str, where: str = "a cell", lang: str = "en") -> str:
 
 
 def move_after_exercises(nb, lang: str = "en") -> int:
-    """Every cell tagged `read-after-exercises` moved to the end, under a heading that says so; a one-line pointer
-    stands where it was. Returns how many cells moved."""
+    """Every cell tagged `read-after-exercises` moved after the exercises (before the "Going further" side roads, if
+    the lesson has any), under a heading that says so; a one-line pointer stands where it was. Returns how many
+    cells moved."""
     moved, words = [], WORDS[lang]
     for i, cell in enumerate(nb.cells):
         if LATER not in cell.metadata.get("tags", []):
@@ -177,7 +179,9 @@ def move_after_exercises(nb, lang: str = "en") -> int:
                                                 metadata={"slideshow": {"slide_type": "-"}})
         pointer.id = cell.id
         nb.cells[i] = pointer
-    nb.cells += moved
+    further = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith(FURTHER[lang])]
+    at = further[0] if further else len(nb.cells)     # before the side roads that follow the exercises, if any
+    nb.cells[at:at] = moved
     return len(moved)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gan_lessons import release
 from gan_lessons.lesson import SETUP_CELLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -48,8 +49,13 @@ def test_skeleton(path):
     first, text = "".join(cells[0]["source"]), ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
     assert cells[0]["cell_type"] == "markdown" and first.startswith(title) and goal in first
     assert any(summary in t for t in text) and any(exercises in t for t in text)
-    sections = [t for t in text if t.startswith("## ") and not t.startswith((summary, exercises))]
+    further = release.FURTHER[_lang(path)]
+    sections = [t for t in text if t.startswith("## ") and not t.startswith((summary, exercises, further))]
     assert sections and all(why in t for t in sections), "every section opens with why"
+    headings = [t.split("\n")[0] for t in text if t.startswith("## ")]
+    side_roads = [i for i, h in enumerate(headings) if h.startswith(further)]
+    assert all(i > headings.index(next(h for h in headings if h.startswith(exercises))) for i in side_roads), \
+        f"the side roads ({further}) come after the exercises: they are outside the lesson's plan"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)

@@ -20,6 +20,7 @@ from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_sa
 from gan_lessons.exercises.lesson04 import check_d_step, check_sample, reference_d_step
 from gan_lessons.exercises.lesson05 import check_strategy
 from gan_lessons.exercises.lesson06 import check_resume
+from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check_seed000_step, reference_seed000_step
 from gan_lessons.exercises.lesson08 import check_gradient_penalty, check_lazy_r1
 from gan_lessons.exercises.lesson09 import check_frozen_g_step, reference_frozen_g_step
@@ -37,7 +38,7 @@ __all__ = [
     "check_d_step", "reference_d_step", "check_sample",              # lesson 04
     "check_strategy",                                                # lesson 05
     "check_resume",                                                  # lesson 06
-    "check_doctor_bug", "check_seed000_step", "reference_seed000_step",  # lesson 07
+    "check_doctor_bug", "check_seed000_step", "reference_seed000_step", "check_diagnosis",  # lesson 07
     "check_gradient_penalty", "check_lazy_r1",                       # lesson 08
     "check_frozen_g_step", "reference_frozen_g_step",                # lesson 09
     "check_amp_step", "reference_amp_step",                          # lesson 10

@@ -456,43 +456,6 @@ images += 0.1                                 # no clone needed: images is a lea
 F.cross_entropy(model(images), torch.tensor([0, 1, 2, 3])).backward()
 print("in-place augmentation on the input batch: fine; model.weight.grad set:", model.weight.grad is not None)
 
-# %% [markdown]
-# ## 6 · Anomaly detection points at the forward, not at `step()`
-#
-# **Why it matters.** PyTorch's hint says "enable anomaly detection". It records a traceback of each forward
-# operation and prints the one whose backward failed. Here is what it shows for seed 001's toy:
-
-# %%
-import warnings
-
-def forward_line_blamed():
-    with torch.autograd.set_detect_anomaly(True), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.manual_seed(0)
-        G, D = nn.Linear(2, 2), nn.Linear(2, 2)
-        optimD = optim.Adam(D.parameters())
-        t = torch.tensor([1., 2], requires_grad=True)
-        g = G(t)
-        d = D(g)                                   # the forward line
-        d.sum().backward(retain_graph=True)
-        optimD.step()                              # the line that really changed D.weight
-        with expect_error(RuntimeError, "modified by an inplace operation"):
-            (g + d).sum().backward()
-    report = "\n".join(str(w.message) for w in caught if "Traceback of forward call" in str(w.message))
-    lines = report.splitlines()   # pairs: '  File "...", line N' then '    code'; keep this notebook's frames
-    return [code.strip() for where, code in zip(lines, lines[1:])
-            if where.startswith("  File") and re.search(r"ipykernel_\d+|<ipython", where)]
-
-code = forward_line_blamed()
-print("code lines in anomaly detection's forward traceback:", code)
-claim("it blames the forward line `d = D(g)`", any("d = D(g)" in line for line in code))
-claim("it never mentions optimD.step()", not any("step" in line for line in code))
-
-# %% [markdown]
-# It names `d = D(g)`, the forward call whose saved tensor went stale, and never `optimD.step()`, the line that
-# changed it. That is correct as far as it goes, but in GAN code the culprit is nearly always the `step()` (or a
-# `backward` order) between the two. Lesson 07's doctor names both.
-
 # %% [markdown] tags=["read-after-exercises"]
 # **The seed listings, judged.**
 #
@@ -578,3 +541,41 @@ from gan_lessons import exercises
 solved = exercises.check_stale_saved(my_answer)
 assert solved, "stale_saved: not solved yet, or not right: the lines above say what is missing"
 
+# %% [markdown]
+# ## Going further · Anomaly detection points at the forward, not at `step()`
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** PyTorch's hint says "enable anomaly detection". It records a traceback of each forward
+# operation and prints the one whose backward failed. Here is what it shows for seed 001's toy:
+
+# %%
+import warnings
+
+def forward_line_blamed():
+    with torch.autograd.set_detect_anomaly(True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.manual_seed(0)
+        G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+        optimD = optim.Adam(D.parameters())
+        t = torch.tensor([1., 2], requires_grad=True)
+        g = G(t)
+        d = D(g)                                   # the forward line
+        d.sum().backward(retain_graph=True)
+        optimD.step()                              # the line that really changed D.weight
+        with expect_error(RuntimeError, "modified by an inplace operation"):
+            (g + d).sum().backward()
+    report = "\n".join(str(w.message) for w in caught if "Traceback of forward call" in str(w.message))
+    lines = report.splitlines()   # pairs: '  File "...", line N' then '    code'; keep this notebook's frames
+    return [code.strip() for where, code in zip(lines, lines[1:])
+            if where.startswith("  File") and re.search(r"ipykernel_\d+|<ipython", where)]
+
+code = forward_line_blamed()
+print("code lines in anomaly detection's forward traceback:", code)
+claim("it blames the forward line `d = D(g)`", any("d = D(g)" in line for line in code))
+claim("it never mentions optimD.step()", not any("step" in line for line in code))
+
+# %% [markdown]
+# It names `d = D(g)`, the forward call whose saved tensor went stale, and never `optimD.step()`, the line that
+# changed it. That is correct as far as it goes, but in GAN code the culprit is nearly always the `step()` (or a
+# `backward` order) between the two. Lesson 07's doctor names both.

@@ -241,48 +241,6 @@ claim("so the shared Adam skips it: model1 is unchanged after 5 steps", torch.eq
 
 
 # %% [markdown]
-# **`None` or zeros: `zero_grad(set_to_none=...)`.** model1 stayed put because its `.grad` was `None`:
-# `opt.zero_grad()` sets every `.grad` to `None` (`set_to_none=True`, the default since torch 2.0), backward never
-# wrote one, and an optimizer skips a parameter whose `.grad` is `None`. `opt.zero_grad(set_to_none=False)` fills
-# the `.grad`s with zeros instead, as `zero_grad()` did before torch 2.0. Below, one Adam owns G and D; G takes a
-# step, then comes a D step on `x_fake.detach()`, so G's `.grad` is zeros or `None` at the second `opt.step()`.
-
-# %%
-def G_after_a_D_step(set_to_none):
-    torch.manual_seed(0)
-    G, D = nn.Linear(4, 2), nn.Linear(2, 1)
-    opt = optim.Adam(itertools.chain(G.parameters(), D.parameters()), lr=0.1)   # one optimizer owns both
-    z = torch.randn(8, 4)
-    F.softplus(-D(G(z))).mean().backward()          # a G step: Adam now has running averages for G
-    opt.step()
-    opt.zero_grad(set_to_none=set_to_none)
-    before = G.weight.detach().clone()
-    F.softplus(D(G(z).detach())).mean().backward()  # D's fake loss: nothing reaches G
-    opt.step()
-    return G.weight.grad, (G.weight - before).abs().max().item()
-
-# %% tags=["predict"] reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"]
-prediction = "moves"  # SOLUTION: with opt.zero_grad(set_to_none=False), G's .grad is zeros at the D step's opt.step(): does G "move" or "stay"?
-check("G at a D step with zeroed, not None, grads", prediction,
-      "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
-      why="a zero .grad is still stepped, and Adam's step comes from its running averages, which G's earlier step "
-          "filled. Only a parameter whose .grad is None is skipped.")
-
-# %%
-grad, moved = G_after_a_D_step(set_to_none=False)
-claim("zero_grad(set_to_none=False): G.weight.grad is zeros, and Adam still moves G",
-      torch.equal(grad, torch.zeros(2, 4)) and moved > 0, f"max |change| {moved:.4f}")
-grad, moved = G_after_a_D_step(set_to_none=True)
-claim("zero_grad(set_to_none=True): G.weight.grad is None, and Adam leaves G exactly as it was",
-      grad is None and moved == 0, f"max |change| {moved}")
-
-# %% [markdown]
-# A zero `.grad` is still stepped, and Adam's step comes from its running averages of **earlier** gradients, not
-# from this step's gradient alone: a parameter that has learned before keeps moving. So "no gradient, no update"
-# holds only while `.grad` is `None`. Plain SGD without momentum would not move G on a zero gradient (its step is
-# `lr * grad`); SGD with momentum, like Adam, would.
-
-# %% [markdown]
 # ## 6 · Seed 000's `no_grad` and `detach()`, and G's BatchNorm
 #
 # **Why it matters.** Seed 000's notes say that for the fake batch D sees, `detach()` "expresses more precisely"
@@ -411,9 +369,8 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # - In a GAN step, detach the fake batch for **D's** loss: G's 14 parameters then receive no gradient from it.
 # - Detach is wrong where a loss must train what is upstream: G's loss through D, and any loss whose optimizer
 #   owns both models. Seed 000's corrected loop also needs labels of shape `[B]`, not `[B, 1]`.
-# - A parameter cut off by `detach()` gets no gradient, and stays put only if its `.grad` is `None`
-#   (`zero_grad()`'s default since torch 2.0). A `.grad` of zeros (`zero_grad(set_to_none=False)`) is still
-#   stepped, and Adam moves it on the running averages of earlier steps.
+# - A parameter cut off by `detach()` gets no gradient; whether it then stays put depends on `zero_grad`, as the
+#   last section, after the exercises, shows.
 # - For D's fake batch, `no_grad` and `detach()` give D the same gradient; `no_grad` builds no graph, `detach()`
 #   cuts one after the forward saved tensors for nothing. Neither stops BatchNorm's running statistics (twice
 #   per step in seed 000's loop); `G.eval()` does, and changes G's output.
@@ -481,3 +438,48 @@ from gan_lessons import exercises
 solved = exercises.check_sample(my_answer)
 assert solved, "sample: not solved yet, or not right: the lines above say what is missing"
 
+# %% [markdown]
+# ## Going further · `None` or zeros: `zero_grad(set_to_none=...)`
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# In section 5, model1 stayed put because its `.grad` was `None`:
+# `opt.zero_grad()` sets every `.grad` to `None` (`set_to_none=True`, the default since torch 2.0), backward never
+# wrote one, and an optimizer skips a parameter whose `.grad` is `None`. `opt.zero_grad(set_to_none=False)` fills
+# the `.grad`s with zeros instead, as `zero_grad()` did before torch 2.0. Below, one Adam owns G and D; G takes a
+# step, then comes a D step on `x_fake.detach()`, so G's `.grad` is zeros or `None` at the second `opt.step()`.
+
+# %%
+def G_after_a_D_step(set_to_none):
+    torch.manual_seed(0)
+    G, D = nn.Linear(4, 2), nn.Linear(2, 1)
+    opt = optim.Adam(itertools.chain(G.parameters(), D.parameters()), lr=0.1)   # one optimizer owns both
+    z = torch.randn(8, 4)
+    F.softplus(-D(G(z))).mean().backward()          # a G step: Adam now has running averages for G
+    opt.step()
+    opt.zero_grad(set_to_none=set_to_none)
+    before = G.weight.detach().clone()
+    F.softplus(D(G(z).detach())).mean().backward()  # D's fake loss: nothing reaches G
+    opt.step()
+    return G.weight.grad, (G.weight - before).abs().max().item()
+
+# %% tags=["predict"] reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"]
+prediction = "moves"  # SOLUTION: with opt.zero_grad(set_to_none=False), G's .grad is zeros at the D step's opt.step(): does G "move" or "stay"?
+check("G at a D step with zeroed, not None, grads", prediction,
+      "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
+      why="a zero .grad is still stepped, and Adam's step comes from its running averages, which G's earlier step "
+          "filled. Only a parameter whose .grad is None is skipped.")
+
+# %%
+grad, moved = G_after_a_D_step(set_to_none=False)
+claim("zero_grad(set_to_none=False): G.weight.grad is zeros, and Adam still moves G",
+      torch.equal(grad, torch.zeros(2, 4)) and moved > 0, f"max |change| {moved:.4f}")
+grad, moved = G_after_a_D_step(set_to_none=True)
+claim("zero_grad(set_to_none=True): G.weight.grad is None, and Adam leaves G exactly as it was",
+      grad is None and moved == 0, f"max |change| {moved}")
+
+# %% [markdown]
+# A zero `.grad` is still stepped, and Adam's step comes from its running averages of **earlier** gradients, not
+# from this step's gradient alone: a parameter that has learned before keeps moving. So "no gradient, no update"
+# holds only while `.grad` is `None`. Plain SGD without momentum would not move G on a zero gradient (its step is
+# `lr * grad`); SGD with momentum, like Adam, would.

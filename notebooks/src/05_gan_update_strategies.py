@@ -266,6 +266,21 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
                                                  "d_first_frozen_D", "g_first_inputs")))
 
 # %% [markdown]
+# Two questions on the code above, before the text below walks through it.
+
+# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "each backward limited by `inputs=` to one network", "only loss_D fills"]
+prediction = 1  # SOLUTION: in one step of one_forward, how many times is each D parameter's .grad accumulated into (its gradient passes)?
+one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
+check("one_forward D grad passes", prediction, one_forward_cost.D_grad_passes,
+      why="backward(inputs=...) keeps loss_G's backward out of D's .grad; only loss_D fills it.")
+
+# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "pays one extra G forward"]
+prediction = 2  # SOLUTION: how many forward calls of G per step does d_first_fresh_fake make (hooks count every call)?
+fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
+check("d_first_fresh_fake G forwards", prediction, fresh_fake_cost.G_forward,
+      why="one under no_grad for D's fake batch (a forward all the same), one with a graph for G's loss.")
+
+# %% [markdown]
 # `one_forward` is the correct version of seed 003's idea: G's gradient is taken through D **before**
 # `opt_D.step()`, each backward limited by `inputs=` to one network. It is a different algorithm: *simultaneous*
 # updates, where G answers the D that scored it, instead of the *alternating* updates of the other orders, where G
@@ -294,20 +309,6 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 #   started: the saved tensors, and also the gradients being written, outputs no backward needs, and backward's
 #   temporaries. On a CPU it comes from the profiler's record of every allocation and free; on a GPU from CUDA's
 #   own peak. It is what decides whether a step fits in memory.
-#
-# Two predictions before the table. Read the strategies above again if you need to.
-
-# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "only loss_D fills"]
-prediction = 1  # SOLUTION: how many gradient passes per D parameter does one_forward make per step?
-one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
-check("one_forward D grad passes", prediction, one_forward_cost.D_grad_passes,
-      why="backward(inputs=...) keeps loss_G's backward out of D's .grad; only loss_D fills it.")
-
-# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "pays one extra G forward"]
-prediction = 2  # SOLUTION: how many forward calls of G per step does d_first_fresh_fake make (hooks count every call)?
-fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
-check("d_first_fresh_fake G forwards", prediction, fresh_fake_cost.G_forward,
-      why="one under no_grad for D's fake batch (a forward all the same), one with a graph for G's loss.")
 
 # %%
 results = {}
@@ -353,104 +354,6 @@ display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
 print("time relative to d_first_reuse_fake:",
       {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
-
-# %% [markdown]
-# ### Why `one_forward` can come out slowest
-#
-# `one_forward` makes the fewest passes, yet an earlier run of this very cell put it last: 101.5 ms a step against
-# 79 to 94 ms for the others, 1.21 times `d_first_reuse_fake`. Candidate reasons: `retain_graph=True` keeps its
-# graph alive; two backward calls instead of one; `inputs=` making the engine do extra work. Instead of guessing,
-# count the work, then time it so that the machine's noise cannot pick a winner.
-#
-# First the arithmetic: `FlopCounterMode` counts the floating-point operations of every matrix product and
-# convolution of one step, forward and backward (the bulk of a step's work here, which the timing below tests):
-
-# %%
-from torch.utils.flop_counter import FlopCounterMode
-
-def step_gflop(name):
-    """Matmul and convolution GFLOPs of one step of strategy `name`, after one step (Adam's state exists)."""
-    G, D, x_real, noise = fresh_gan()
-    args = (G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise)
-    strategies.get(name)(*args)
-    with FlopCounterMode(display=False) as counter:
-        strategies.get(name)(*args)
-    return counter.get_total_flops() / 1e9
-
-gflop = {name: step_gflop(name) for name, c in results.items() if not c.error}
-G, D, x_real, noise = fresh_gan()
-with FlopCounterMode(display=False) as counter:
-    D(x_real)
-d_forward = counter.get_total_flops() / 1e9
-for name, g in gflop.items():
-    print(f"{name:<22}{g:6.3f} GFLOP  ({g / gflop['d_first_reuse_fake']:.2f} of d_first_reuse_fake)")
-print(f"one D forward, batch 64: {d_forward:.3f} GFLOP")
-claim("one_forward does the least arithmetic of the six",
-      min(gflop, key=gflop.get) == "one_forward", shown=f"{gflop['one_forward']:.3f} GFLOP")
-claim("d_first_frozen_D does one D forward's worth less than d_first_reuse_fake (the wasted D gradient), and "
-      "one_forward one D forward less again",
-      abs(gflop["d_first_reuse_fake"] - gflop["d_first_frozen_D"] - d_forward) < 1e-3
-      and abs(gflop["d_first_frozen_D"] - gflop["one_forward"] - d_forward) < 1e-3)
-
-# %% [markdown]
-# So no candidate adds work: `one_forward` skips a D forward, and its `inputs=` skip the wasted D gradient as
-# freezing does. Now the time. The table timed each strategy in a block of its own (3 steps in quick mode), one block
-# after the other: whatever slows the machine during one block (another program, the clock, the first block's
-# warm-up) lands on that one strategy. `costs.interleaved_ms` times single steps in turn instead, reversing the order
-# every other round, and we compare each round's steps as pairs. The median of those ratios decides only when its 99%
-# interval lies on one side of 1; while it does not, more rounds are timed (up to 50), and on a machine too busy to
-# decide, the cell says so instead of guessing:
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (timings vary from run to run: on a busy machine the verdict below can be "cannot decide", and the lesson goes on)
-import statistics
-from gan_lessons import timing
-
-names = ["one_forward", "d_first_frozen_D", "d_first_reuse_fake"]
-timed = timing.until_decided(lambda rounds: costs.interleaved_ms(names, rounds=rounds, device=device),
-                             "one_forward", "d_first_reuse_fake")
-for name, t in timed.items():
-    ratio = timing.paired(timed, name, "d_first_reuse_fake").median
-    print(f"{name:<20} median {statistics.median(t):6.1f} ms | paired ratio to d_first_reuse_fake "
-          f"{ratio:.2f} (FLOPs {gflop[name] / gflop['d_first_reuse_fake']:.2f}) | one step ranged "
-          f"{min(t):.1f} to {max(t):.1f} ms")
-verdict = timing.claim_timing("timed in alternation, one_forward takes less time per step than d_first_reuse_fake",
-                              timing.paired(timed, "one_forward", "d_first_reuse_fake"))
-
-# %% [markdown]
-# If the cell printed ✓, the timing agrees with the count: `one_forward`, which does the least work, takes the least
-# time. If it printed ?, this machine was too noisy to rank the two, and the count above still says which does less
-# work; had the timing decided against the count, the cell would have stopped with ✗. Look at the range of one
-# strategy's single steps: on a shared machine it can be wider than the gap between strategies, and then a short
-# block per strategy ranks them by luck. The slow `one_forward` of the earlier run came from the way it was timed, not
-# from the strategy, which does the least work of all. Count work when you want a verdict; time only in alternation,
-# compare ratios of pairs, and let a timing say "cannot decide".
-#
-# Memory, the two measures side by side:
-
-# %%
-order = [n for n, c in results.items() if not c.error]
-claim("in every order the allocator's peak is above the saved-tensor peak: saved tensors are only part of a step's "
-      "memory", all(r[n].alloc_mib > r[n].saved_mib for n in order),
-      shown=", ".join(f"{n} {r[n].saved_mib:.2f} / {r[n].alloc_mib:.2f}" for n in order))
-keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
-claim("by both measures, the orders that keep G's graph alive until D has stepped peak higher (seed 003's point)",
-      min(r[n].saved_mib for n in keeps_G_graph) > max(r[n].saved_mib for n in frees_it)
-      and min(r[n].alloc_mib for n in keeps_G_graph) > max(r[n].alloc_mib for n in frees_it))
-saved_saving = 1 - r["g_first"].saved_mib / r["d_first_reuse_fake"].saved_mib
-alloc_saving = 1 - r["g_first"].alloc_mib / r["d_first_reuse_fake"].alloc_mib
-claim("freeing G's graph early (g_first against d_first_reuse_fake) saves about a fifth of the saved tensors and "
-      "about a third of the allocator's peak", 0.15 < saved_saving < 0.25 and 0.25 < alloc_saving < 0.40,
-      shown=f"{saved_saving:.0%} and {alloc_saving:.0%}")
-
-# %% [markdown]
-# So: seed 003's strategy 1 is not an option. Seed 003 counts its strategy 3 correctly, including that G's backward
-# still computes D's gradients, which are then cleared; the D-first order does the same. Where the seed goes wrong
-# is in saying that this pass *has to* happen: freezing D or `backward(inputs=...)` skips it in any alternating
-# order, with the same forwards. Memory agrees with seed 003's point about its strategy 2: keeping G's graph alive
-# until D has stepped costs memory by both measures. Choose first by the algorithm you want (does G answer the old
-# or the new D?), then drop the wasted D gradient, whichever order you chose.
 
 # %% [markdown]
 # ## 5 · Switch strategies yourself
@@ -551,3 +454,102 @@ from gan_lessons import exercises
 solved = exercises.check_strategy(my_answer)
 assert solved, "strategy: not solved yet, or not right: the lines above say what is missing"
 
+# %% [markdown]
+# ## Going further · Why `one_forward` can come out slowest
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# `one_forward` makes the fewest passes, yet an earlier run of section 4's timing cell put it last: 101.5 ms a step against
+# 79 to 94 ms for the others, 1.21 times `d_first_reuse_fake`. Candidate reasons: `retain_graph=True` keeps its
+# graph alive; two backward calls instead of one; `inputs=` making the engine do extra work. Instead of guessing,
+# count the work, then time it so that the machine's noise cannot pick a winner.
+#
+# First the arithmetic: `FlopCounterMode` counts the floating-point operations of every matrix product and
+# convolution of one step, forward and backward (the bulk of a step's work here, which the timing below tests):
+
+# %%
+from torch.utils.flop_counter import FlopCounterMode
+
+def step_gflop(name):
+    """Matmul and convolution GFLOPs of one step of strategy `name`, after one step (Adam's state exists)."""
+    G, D, x_real, noise = fresh_gan()
+    args = (G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise)
+    strategies.get(name)(*args)
+    with FlopCounterMode(display=False) as counter:
+        strategies.get(name)(*args)
+    return counter.get_total_flops() / 1e9
+
+gflop = {name: step_gflop(name) for name, c in results.items() if not c.error}
+G, D, x_real, noise = fresh_gan()
+with FlopCounterMode(display=False) as counter:
+    D(x_real)
+d_forward = counter.get_total_flops() / 1e9
+for name, g in gflop.items():
+    print(f"{name:<22}{g:6.3f} GFLOP  ({g / gflop['d_first_reuse_fake']:.2f} of d_first_reuse_fake)")
+print(f"one D forward, batch 64: {d_forward:.3f} GFLOP")
+claim("one_forward does the least arithmetic of the six",
+      min(gflop, key=gflop.get) == "one_forward", shown=f"{gflop['one_forward']:.3f} GFLOP")
+claim("d_first_frozen_D does one D forward's worth less than d_first_reuse_fake (the wasted D gradient), and "
+      "one_forward one D forward less again",
+      abs(gflop["d_first_reuse_fake"] - gflop["d_first_frozen_D"] - d_forward) < 1e-3
+      and abs(gflop["d_first_frozen_D"] - gflop["one_forward"] - d_forward) < 1e-3)
+
+# %% [markdown]
+# So no candidate adds work: `one_forward` skips a D forward, and its `inputs=` skip the wasted D gradient as
+# freezing does. Now the time. The table timed each strategy in a block of its own (3 steps in quick mode), one block
+# after the other: whatever slows the machine during one block (another program, the clock, the first block's
+# warm-up) lands on that one strategy. `costs.interleaved_ms` times single steps in turn instead, reversing the order
+# every other round, and we compare each round's steps as pairs. The median of those ratios decides only when its 99%
+# interval lies on one side of 1; while it does not, more rounds are timed (up to 50), and on a machine too busy to
+# decide, the cell says so instead of guessing:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# (timings vary from run to run: on a busy machine the verdict below can be "cannot decide", and the lesson goes on)
+import statistics
+from gan_lessons import timing
+
+names = ["one_forward", "d_first_frozen_D", "d_first_reuse_fake"]
+timed = timing.until_decided(lambda rounds: costs.interleaved_ms(names, rounds=rounds, device=device),
+                             "one_forward", "d_first_reuse_fake")
+for name, t in timed.items():
+    ratio = timing.paired(timed, name, "d_first_reuse_fake").median
+    print(f"{name:<20} median {statistics.median(t):6.1f} ms | paired ratio to d_first_reuse_fake "
+          f"{ratio:.2f} (FLOPs {gflop[name] / gflop['d_first_reuse_fake']:.2f}) | one step ranged "
+          f"{min(t):.1f} to {max(t):.1f} ms")
+verdict = timing.claim_timing("timed in alternation, one_forward takes less time per step than d_first_reuse_fake",
+                              timing.paired(timed, "one_forward", "d_first_reuse_fake"))
+
+# %% [markdown]
+# If the cell printed ✓, the timing agrees with the count: `one_forward`, which does the least work, takes the least
+# time. If it printed ?, this machine was too noisy to rank the two, and the count above still says which does less
+# work; had the timing decided against the count, the cell would have stopped with ✗. Look at the range of one
+# strategy's single steps: on a shared machine it can be wider than the gap between strategies, and then a short
+# block per strategy ranks them by luck. The slow `one_forward` of the earlier run came from the way it was timed, not
+# from the strategy, which does the least work of all. Count work when you want a verdict; time only in alternation,
+# compare ratios of pairs, and let a timing say "cannot decide".
+#
+# Memory, the two measures side by side:
+
+# %%
+order = [n for n, c in results.items() if not c.error]
+claim("in every order the allocator's peak is above the saved-tensor peak: saved tensors are only part of a step's "
+      "memory", all(r[n].alloc_mib > r[n].saved_mib for n in order),
+      shown=", ".join(f"{n} {r[n].saved_mib:.2f} / {r[n].alloc_mib:.2f}" for n in order))
+keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
+claim("by both measures, the orders that keep G's graph alive until D has stepped peak higher (seed 003's point)",
+      min(r[n].saved_mib for n in keeps_G_graph) > max(r[n].saved_mib for n in frees_it)
+      and min(r[n].alloc_mib for n in keeps_G_graph) > max(r[n].alloc_mib for n in frees_it))
+saved_saving = 1 - r["g_first"].saved_mib / r["d_first_reuse_fake"].saved_mib
+alloc_saving = 1 - r["g_first"].alloc_mib / r["d_first_reuse_fake"].alloc_mib
+claim("freeing G's graph early (g_first against d_first_reuse_fake) saves about a fifth of the saved tensors and "
+      "about a third of the allocator's peak", 0.15 < saved_saving < 0.25 and 0.25 < alloc_saving < 0.40,
+      shown=f"{saved_saving:.0%} and {alloc_saving:.0%}")
+
+# %% [markdown]
+# So: seed 003's strategy 1 is not an option. Seed 003 counts its strategy 3 correctly, including that G's backward
+# still computes D's gradients, which are then cleared; the D-first order does the same. Where the seed goes wrong
+# is in saying that this pass *has to* happen: freezing D or `backward(inputs=...)` skips it in any alternating
+# order, with the same forwards. Memory agrees with seed 003's point about its strategy 2: keeping G's graph alive
+# until D has stepped costs memory by both measures. Choose first by the algorithm you want (does G answer the old
+# or the new D?), then drop the wasted D gradient, whichever order you chose.

@@ -23,6 +23,7 @@ import itertools
 import warnings
 from gan_lessons import strategies
 from gan_lessons.doctor import doctor, DoctorWarning
+from gan_lessons.exercises import check_diagnosis
 from gan_lessons.lesson import headline
 from gan_lessons.models import Generator, Discriminator
 
@@ -139,9 +140,13 @@ check("diagnosis kind", prediction, kind,
           "work with. It is one loss, so the doctor's fix is to call backward() once, not to detach.")
 
 # %% [markdown]
-# **Seed 001's G/D toy** fails twice: without `retain_graph` the graph is freed; with it, the step makes D's
-# saved weight stale. (On Colab, whose ipykernel is 6.17, the second cell prints the same lines, but the
-# `DoctorWarning` may come after the error's lines instead of before them.)
+# From here on, before each broken listing runs, write down what the doctor will say, as
+# `dict(kind=..., tensor=..., line=...)`: the kind; the tensor it names (for `"version"` the stale tensor, written
+# as its owner and attribute, such as `G.bias`; for `"freed"` a tensor through which the second loss reaches the
+# part that was freed); and the line to blame, the one that changed that tensor or freed that part (its code, or
+# its line number in the cell). The doctor is the answer key.
+#
+# **Seed 001's G/D toy**, first without `retain_graph`:
 
 # %%
 def seed001(retain_graph):
@@ -160,12 +165,24 @@ def seed001(retain_graph):
         optimG.zero_grad()
         lossG.backward()
 
-with expect_error(RuntimeError, "backward through the graph a second time"):
+# %% tags=["predict"] reveals=["freed by: the backward at line", "the first backward freed it"]
+prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     seed001(retain_graph=False)
+check_diagnosis(prediction, caught.error.diagnosis)
+
+# %% [markdown]
+# Its `not:` line already says what `retain_graph=True` would do here. Seed 001 tried it (on Colab, whose
+# ipykernel is 6.17, the `DoctorWarning` may come after the error's lines instead of before them):
 
 # %%
 with expect_error(RuntimeError, "is at version 2; expected version 1"):
     seed001(retain_graph=True)
+
+# %% [markdown]
+# Seed 001 explains both failures itself, as the doctor does: without `retain_graph`, the graph from G to D is
+# freed by the first backward; with it, `optimD.step()` has changed D's parameters in place, and `lossG` depends on
+# D's output `d`.
 
 # %% [markdown]
 # **Seed 003's strategy 1** (`gan_lessons.strategies.retain_graph_seed003`): the lines named are inside the strategy
@@ -181,17 +198,17 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
         strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
 
 # %% [markdown]
-# **Seed 004's model1/model2 loop**: the doctor finds the earlier backward that freed the shared part, and says
-# which forward the two losses share.
+# **Seed 004's model1/model2 loop**: two losses, each with its own optimizer. Predict first.
 
-# %%
+# %% tags=["predict"] reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"]
+prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
 optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
 loss = nn.CrossEntropyLoss()
 data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-with expect_error(RuntimeError, "backward through the graph a second time"):
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
         a = model1(data)
         b = model2(a)
@@ -201,6 +218,7 @@ with expect_error(RuntimeError, "backward through the graph a second time"):
         optimizer2.step()
         optimizer1.zero_grad()
         l1.backward()
+check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
 # **Seed 001's leaf error** and **its non-leaf `.grad`**:
@@ -254,14 +272,16 @@ check("the node that saved the stale x_fake", prediction, node,
 # (`x_fake = x_fake + noise`), and both backwards have what they saved.
 
 # %% [markdown]
-# **(b) `opt_D.step()` before `loss_G.backward()` on D's old output.** The D-first order, but G's loss reuses the
-# logits D computed before its step instead of calling D again:
+# **(b) G's loss on D's old output.** The D-first order, but G's loss reuses the logits D computed before its step
+# instead of calling D again. Predict what the doctor will say (D is seed 000's `Discriminator`, a stack of
+# layers in `D.net`):
 
-# %%
+# %% tags=["predict"] reveals=["modified by: opt_D\\.step\\(\\) at line", "D\\.net\\.7\\.weight\\.T changed in place"]
+prediction = dict(kind="version", tensor="D.net.7.weight", line="opt_D.step()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 G, D = Generator(), Discriminator()
 opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-with expect_error(RuntimeError, "modified by an inplace operation"):
+with expect_error(RuntimeError, "modified by an inplace operation") as caught:
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
         x_fake = G(torch.randn(8, 64))
         logits_fake = D(x_fake)
@@ -272,6 +292,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
         opt_G.zero_grad()
         loss_G = strategies.bce(logits_fake, 1)    # D's output from before the step
         loss_G.backward()
+check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
 # **(c) One optimizer over both nets, with detach.** Nothing raises. The doctor warns that the step runs while

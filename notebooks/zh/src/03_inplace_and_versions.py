@@ -421,40 +421,6 @@ images += 0.1                                 # 不需要 clone：images 是不�
 F.cross_entropy(model(images), torch.tensor([0, 1, 2, 3])).backward()
 print("在输入批量上原地做数据增强：没问题；model.weight.grad 已填上：", model.weight.grad is not None)
 
-# %% [markdown]
-# ## 6 · 异常检测指向的是前向传播，而不是 `step()`
-#
-# **为什么重要**。PyTorch 的提示是 `enable anomaly detection`，即打开异常检测。异常检测会记录每个前向运算的 traceback（调用栈），并打印出反向计算失败的那个运算的 traceback。下面是它对种子 001 小例子给出的结果：
-
-# %%
-import warnings
-
-def forward_line_blamed():
-    with torch.autograd.set_detect_anomaly(True), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.manual_seed(0)
-        G, D = nn.Linear(2, 2), nn.Linear(2, 2)
-        optimD = optim.Adam(D.parameters())
-        t = torch.tensor([1., 2], requires_grad=True)
-        g = G(t)
-        d = D(g)                                   # 前向传播的那一行
-        d.sum().backward(retain_graph=True)
-        optimD.step()                              # 真正改动 D.weight 的那一行
-        with expect_error(RuntimeError, "modified by an inplace operation"):
-            (g + d).sum().backward()
-    report = "\n".join(str(w.message) for w in caught if "Traceback of forward call" in str(w.message))
-    lines = report.splitlines()   # 两行一组：'  File "...", line N'，接着是 '    代码'；只保留本笔记本里的帧
-    return [code.strip() for where, code in zip(lines, lines[1:])
-            if where.startswith("  File") and re.search(r"ipykernel_\d+|<ipython", where)]
-
-code = forward_line_blamed()
-print("异常检测的前向 traceback 里的代码行：", code)
-claim("它把问题归到前向传播的那一行 `d = D(g)`", any("d = D(g)" in line for line in code))
-claim("它从不提 optimD.step()", not any("step" in line for line in code))
-
-# %% [markdown]
-# 它指出的是 `d = D(g)`，也就是保存的张量后来过期的那次前向调用，而从不指向改动了这个张量的那一行 `optimD.step()`。就它本身而言这没错，但在 GAN 代码里，罪魁祸首几乎总是夹在两者之间的 `step()`（或者 `backward` 的顺序）。第 07 课的 doctor 会把两者都指出来。
-
 # %% [markdown] tags=["read-after-exercises"]
 # **评判种子里的代码**。
 #
@@ -525,3 +491,38 @@ from gan_lessons import exercises
 solved = exercises.check_stale_saved(my_answer)
 assert solved, "stale_saved：还没有完成，或者还不对：上面几行说明了缺什么"
 
+# %% [markdown]
+# ## 延伸 · 异常检测指向的是前向传播，而不是 `step()`
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# **为什么重要**。PyTorch 的提示是 `enable anomaly detection`，即打开异常检测。异常检测会记录每个前向运算的 traceback（调用栈），并打印出反向计算失败的那个运算的 traceback。下面是它对种子 001 小例子给出的结果：
+
+# %%
+import warnings
+
+def forward_line_blamed():
+    with torch.autograd.set_detect_anomaly(True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.manual_seed(0)
+        G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+        optimD = optim.Adam(D.parameters())
+        t = torch.tensor([1., 2], requires_grad=True)
+        g = G(t)
+        d = D(g)                                   # 前向传播的那一行
+        d.sum().backward(retain_graph=True)
+        optimD.step()                              # 真正改动 D.weight 的那一行
+        with expect_error(RuntimeError, "modified by an inplace operation"):
+            (g + d).sum().backward()
+    report = "\n".join(str(w.message) for w in caught if "Traceback of forward call" in str(w.message))
+    lines = report.splitlines()   # 两行一组：'  File "...", line N'，接着是 '    代码'；只保留本笔记本里的帧
+    return [code.strip() for where, code in zip(lines, lines[1:])
+            if where.startswith("  File") and re.search(r"ipykernel_\d+|<ipython", where)]
+
+code = forward_line_blamed()
+print("异常检测的前向 traceback 里的代码行：", code)
+claim("它把问题归到前向传播的那一行 `d = D(g)`", any("d = D(g)" in line for line in code))
+claim("它从不提 optimD.step()", not any("step" in line for line in code))
+
+# %% [markdown]
+# 它指出的是 `d = D(g)`，也就是保存的张量后来过期的那次前向调用，而从不指向改动了这个张量的那一行 `optimD.step()`。就它本身而言这没错，但在 GAN 代码里，罪魁祸首几乎总是夹在两者之间的 `step()`（或者 `backward` 的顺序）。第 07 课的 doctor 会把两者都指出来。

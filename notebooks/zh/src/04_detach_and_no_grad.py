@@ -221,41 +221,6 @@ claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.
 
 
 # %% [markdown]
-# **`None` 还是零：`zero_grad(set_to_none=...)`**。model1 停在原地，是因为它的 `.grad` 是 `None`：`opt.zero_grad()` 把每个 `.grad` 设成 `None`（即 `set_to_none=True`，torch 2.0 起的默认值），反向传播没有写入任何值，而优化器会跳过 `.grad` 为 `None` 的参数。`opt.zero_grad(set_to_none=False)` 则把 `.grad` 填成零，和 torch 2.0 之前的 `zero_grad()` 一样。下面让一个 Adam 同时管 G 和 D；G 先走一步，接着是在 `x_fake.detach()` 上的 D 训练步，所以到第二次 `opt.step()` 时，G 的 `.grad` 要么是零，要么是 `None`。
-
-# %%
-def G_after_a_D_step(set_to_none):
-    torch.manual_seed(0)
-    G, D = nn.Linear(4, 2), nn.Linear(2, 1)
-    opt = optim.Adam(itertools.chain(G.parameters(), D.parameters()), lr=0.1)   # 一个优化器同时管两个模型
-    z = torch.randn(8, 4)
-    F.softplus(-D(G(z))).mean().backward()          # G 的一步：Adam 现在有了 G 的移动平均
-    opt.step()
-    opt.zero_grad(set_to_none=set_to_none)
-    before = G.weight.detach().clone()
-    F.softplus(D(G(z).detach())).mean().backward()  # D 在假样本上的损失：没有梯度到达 G
-    opt.step()
-    return G.weight.grad, (G.weight - before).abs().max().item()
-
-# %% tags=["predict"] reveals=["为零的参数照样会被更新", "Adam 仍会更新 G"]
-prediction = "moves"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G 会变（"moves"）还是不变（"stays"）？
-check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
-      "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
-      why=".grad 为零的参数照样会被更新，而 Adam 这一步的大小来自它的移动平均，G 之前走的那一步已经把它们填上了。"
-          "只有 .grad 为 None 的参数才会被跳过。")
-
-# %%
-grad, moved = G_after_a_D_step(set_to_none=False)
-claim("zero_grad(set_to_none=False)：G.weight.grad 全是零，Adam 仍会更新 G",
-      torch.equal(grad, torch.zeros(2, 4)) and moved > 0, f"最大 |变化| {moved:.4f}")
-grad, moved = G_after_a_D_step(set_to_none=True)
-claim("zero_grad(set_to_none=True)：G.weight.grad 为 None，Adam 让 G 原封不动",
-      grad is None and moved == 0, f"最大 |变化| {moved}")
-
-# %% [markdown]
-# `.grad` 为零的参数照样会被更新，而且 Adam 这一步的大小来自它对**之前**各步梯度的移动平均，而不只取决于这一步的梯度：一个以前学过东西的参数会继续移动。所以“没有梯度就没有更新”只在 `.grad` 为 `None` 时成立。不带动量的普通 SGD 在零梯度下不会移动 G（它的一步是 `lr * grad`）；带动量的 SGD 则和 Adam 一样，会移动 G。
-
-# %% [markdown]
 # ## 6 · 种子 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
 #
 # **为什么重要**。种子 000 的说明认为，对于 D 看到的假样本批量，`detach()` 更精确：
@@ -370,7 +335,7 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 # - `no_grad` 不建计算图；`inference_mode` 还去掉了版本计数器，它产生的张量不能保存下来供之后的反向传播使用。
 # - 在 GAN 的一步中，要分离的是给 **D 的**损失用的假样本批量：这样 G 的 14 个参数就不会从中得到梯度。
 # - 当一个损失必须训练它上游的东西时，detach 就是错的：经过 D 的 G 的损失，以及优化器同时管着两个模型的任何损失。种子 000 修正后的循环还需要形状为 `[B]` 而不是 `[B, 1]` 的标签。
-# - 被 `detach()` 切断的参数得不到梯度，但只有在它的 `.grad` 为 `None`（torch 2.0 起 `zero_grad()` 的默认行为）时才会保持不动。`.grad` 为零（`zero_grad(set_to_none=False)`）的参数照样会被更新，Adam 会依据之前各步的移动平均移动它。
+# - 被 `detach()` 切断的参数得不到梯度；它是否因此保持不动，取决于 `zero_grad`，练习之后的最后一节会讲到。
 # - 对于 D 的假样本批量，`no_grad` 和 `detach()` 给 D 的梯度相同；`no_grad` 不建计算图，`detach()` 则要等前向传播白白保存了张量之后才切断计算图。两者都拦不住 BatchNorm 的运行统计量（在种子 000 的循环中每步两次）；
 #   `G.eval()` 能拦住，但会改变 G 的输出。
 
@@ -426,3 +391,41 @@ from gan_lessons import exercises
 solved = exercises.check_sample(my_answer)
 assert solved, "sample：还没有完成，或者还不对：上面几行说明了缺什么"
 
+# %% [markdown]
+# ## 延伸 · `None` 还是零：`zero_grad(set_to_none=...)`
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 第 5 节里，model1 停在原地，是因为它的 `.grad` 是 `None`：`opt.zero_grad()` 把每个 `.grad` 设成 `None`（即 `set_to_none=True`，torch 2.0 起的默认值），反向传播没有写入任何值，而优化器会跳过 `.grad` 为 `None` 的参数。`opt.zero_grad(set_to_none=False)` 则把 `.grad` 填成零，和 torch 2.0 之前的 `zero_grad()` 一样。下面让一个 Adam 同时管 G 和 D；G 先走一步，接着是在 `x_fake.detach()` 上的 D 训练步，所以到第二次 `opt.step()` 时，G 的 `.grad` 要么是零，要么是 `None`。
+
+# %%
+def G_after_a_D_step(set_to_none):
+    torch.manual_seed(0)
+    G, D = nn.Linear(4, 2), nn.Linear(2, 1)
+    opt = optim.Adam(itertools.chain(G.parameters(), D.parameters()), lr=0.1)   # 一个优化器同时管两个模型
+    z = torch.randn(8, 4)
+    F.softplus(-D(G(z))).mean().backward()          # G 的一步：Adam 现在有了 G 的移动平均
+    opt.step()
+    opt.zero_grad(set_to_none=set_to_none)
+    before = G.weight.detach().clone()
+    F.softplus(D(G(z).detach())).mean().backward()  # D 在假样本上的损失：没有梯度到达 G
+    opt.step()
+    return G.weight.grad, (G.weight - before).abs().max().item()
+
+# %% tags=["predict"] reveals=["为零的参数照样会被更新", "Adam 仍会更新 G"]
+prediction = "moves"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G 会变（"moves"）还是不变（"stays"）？
+check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
+      "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
+      why=".grad 为零的参数照样会被更新，而 Adam 这一步的大小来自它的移动平均，G 之前走的那一步已经把它们填上了。"
+          "只有 .grad 为 None 的参数才会被跳过。")
+
+# %%
+grad, moved = G_after_a_D_step(set_to_none=False)
+claim("zero_grad(set_to_none=False)：G.weight.grad 全是零，Adam 仍会更新 G",
+      torch.equal(grad, torch.zeros(2, 4)) and moved > 0, f"最大 |变化| {moved:.4f}")
+grad, moved = G_after_a_D_step(set_to_none=True)
+claim("zero_grad(set_to_none=True)：G.weight.grad 为 None，Adam 让 G 原封不动",
+      grad is None and moved == 0, f"最大 |变化| {moved}")
+
+# %% [markdown]
+# `.grad` 为零的参数照样会被更新，而且 Adam 这一步的大小来自它对**之前**各步梯度的移动平均，而不只取决于这一步的梯度：一个以前学过东西的参数会继续移动。所以“没有梯度就没有更新”只在 `.grad` 为 `None` 时成立。不带动量的普通 SGD 在零梯度下不会移动 G（它的一步是 `lr * grad`）；带动量的 SGD 则和 Adam 一样，会移动 G。

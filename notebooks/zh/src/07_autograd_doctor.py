@@ -17,6 +17,7 @@ import itertools
 import warnings
 from gan_lessons import strategies
 from gan_lessons.doctor import doctor, DoctorWarning
+from gan_lessons.exercises import check_diagnosis
 from gan_lessons.lesson import headline
 from gan_lessons.models import Generator, Discriminator
 
@@ -119,13 +120,9 @@ check("诊断类别", prediction, kind,
           "损失，所以医生给出的修法是只调用一次 backward()，而不是分离。")
 
 # %% [markdown]
-# **种子 001 的 G/D 小例子**会失败两次：不加 `retain_graph`，计算图就被释放了；加上它，更新又让 D 保存的权重过时了。种子 001 自己是这样说的：
+# 从这里开始，每段有问题的代码运行之前，先写下医生会怎么说，写成 `dict(kind=..., tensor=..., line=...)`：诊断的类别；它点名的张量（`"version"` 类写过期的那个张量，用“所属模块加属性名”的形式，例如 `G.bias`；`"freed"` 类写第二个损失经由哪个张量到达被释放的那部分）；以及该怪的那一行，也就是改动了这个张量、或者释放了那部分计算图的那一行（写它的代码，或者它在单元格里的行号）。医生的诊断就是答案。
 #
-# > 此时我们执行lossG.backward()一定会报错,因为从G到D的计算图都被释放了。
-#
-# > 前面提到optimD.step()执行以后,D的参数被修改了且是inplace操作,而lossG的计算依赖于D的输出d,那么lossG在反向传播时肯定会发生inplace error。
-#
-# （在 Colab 上，ipykernel 的版本是 6.17，第二个单元格打印的内容相同，但 `DoctorWarning` 可能出现在错误信息之后，而不是之前。）
+# **种子 001 的 G/D 小例子**，先不加 `retain_graph`：
 
 # %%
 def seed001(retain_graph):
@@ -144,12 +141,25 @@ def seed001(retain_graph):
         optimG.zero_grad()
         lossG.backward()
 
-with expect_error(RuntimeError, "backward through the graph a second time"):
+# %% tags=["predict"] reveals=["freed by: the backward at line", "the first backward freed it"]
+prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     seed001(retain_graph=False)
+check_diagnosis(prediction, caught.error.diagnosis)
+
+# %% [markdown]
+# 诊断里 `not:` 开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。种子 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
 
 # %%
 with expect_error(RuntimeError, "is at version 2; expected version 1"):
     seed001(retain_graph=True)
+
+# %% [markdown]
+# 种子 001 自己对这两次失败是这样解释的，和医生说的一致：
+#
+# > 此时我们执行lossG.backward()一定会报错,因为从G到D的计算图都被释放了。
+#
+# > 前面提到optimD.step()执行以后,D的参数被修改了且是inplace操作,而lossG的计算依赖于D的输出d,那么lossG在反向传播时肯定会发生inplace error。
 
 # %% [markdown]
 # **种子 003 的策略一**（`gan_lessons.strategies.retain_graph_seed003`）：医生指出的那几行都在这个策略函数里，而这正是要改的代码。
@@ -164,16 +174,17 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
         strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
 
 # %% [markdown]
-# **种子 004 的 model1/model2 循环**：医生找出了更早那次释放了共享部分的反向传播，并指出两个损失共享的是哪一次前向传播。
+# **种子 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
 
-# %%
+# %% tags=["predict"] reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"]
+prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
 optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
 loss = nn.CrossEntropyLoss()
 data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-with expect_error(RuntimeError, "backward through the graph a second time"):
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
         a = model1(data)
         b = model2(a)
@@ -183,6 +194,7 @@ with expect_error(RuntimeError, "backward through the graph a second time"):
         optimizer2.step()
         optimizer1.zero_grad()
         l1.backward()
+check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
 # **种子 001 的叶子张量错误**，以及**它读取非叶子张量的 `.grad`**：
@@ -232,13 +244,14 @@ check("保存了过时 x_fake 的节点", prediction, node,
 # 生成激活值的运算保存了这个激活值，所以原地修改它，就会破坏那个运算的反向传播：`sigmoid`、`exp` 或 `ReLU(inplace=True)` 的输出也是一样（见下面的速查表）。改成非原地的写法（`x_fake = x_fake + noise`），两处反向计算就都能拿到各自保存的张量。
 
 # %% [markdown]
-# **(b) 在 `loss_G.backward()` 之前调用 `opt_D.step()`，而 G 的损失用的是 D 的旧输出**。顺序是先 D 后 G，但 G 的损失没有再调用一次 D，而是复用了 D 在更新之前算出的 logits：
+# **(b) G 的损失用的是 D 的旧输出**。顺序是先 D 后 G，但 G 的损失没有再调用一次 D，而是复用了 D 在更新之前算出的 logits。先预测医生会怎么说（D 是种子 000 的 `Discriminator`，各层依次放在 `D.net` 里）：
 
-# %%
+# %% tags=["predict"] reveals=["modified by: opt_D\\.step\\(\\) at line", "D\\.net\\.7\\.weight\\.T changed in place"]
+prediction = dict(kind="version", tensor="D.net.7.weight", line="opt_D.step()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 G, D = Generator(), Discriminator()
 opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-with expect_error(RuntimeError, "modified by an inplace operation"):
+with expect_error(RuntimeError, "modified by an inplace operation") as caught:
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
         x_fake = G(torch.randn(8, 64))
         logits_fake = D(x_fake)
@@ -249,6 +262,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
         opt_G.zero_grad()
         loss_G = strategies.bce(logits_fake, 1)    # D 在更新之前的输出
         loss_G.backward()
+check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
 # **(c) 一个优化器管两个网络，再加上 detach**。什么错也不报。医生警告：更新时 G 的参数没有梯度（第 04 课）：
