@@ -1,7 +1,7 @@
 # Two entry points, each doing its own setup and safe to re-run:
 #   make lab          set up .venv and open a working copy of the lessons (work/) in JupyterLab
-#   make test         set up .venv and run the whole test suite (the linter, unit tests, every notebook under nbval,
-#                     the GPU run's rehearsal, the website's build)
+#   make test         set up .venv and run the whole test suite (the linter, the website's build, unit tests, every
+#                     notebook under nbval, the website in a browser, the GPU run's rehearsal)
 # And the rest, each in a line (the comment above each target says more):
 #   make quick        a check in a few minutes: the linter and the unit tests, without notebooks, browser or training
 #   make setup        .venv with the package, its test tools and the reference torch
@@ -41,7 +41,7 @@ APT_INSTALL := apt-get install -y -qq --no-install-recommends
 # quick leaves out what takes minutes (every notebook under nbval, the browser, nbgrader's round trip, Colab's
 # widgets, training runs, the doctor on whole scripts and its case suite, timing under load, the GPU rehearsal):
 # `make test` runs them all.
-QUICK_SKIP := browser nbgrader colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
+QUICK_SKIP := browser site_browser nbgrader colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
               doctor_real doctor_cases doctor_quiet wgan_gp fast_mode
 quick: setup
 	$(PY) -m ruff check .
@@ -56,9 +56,9 @@ lab: setup dot fonts
 test: setup dot chromium fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
+	$(MAKE) --no-print-directory site
 	$(PY) -m pytest -n 2 --dist loadscope
 	$(MAKE) --no-print-directory gpu-smoke
-	$(MAKE) --no-print-directory site
 
 # ruff over the package, tools, benchmarks, tests and the lessons' text sources (config: pyproject.toml).
 lint: setup

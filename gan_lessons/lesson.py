@@ -15,12 +15,15 @@ from gan_lessons.i18n import _, set_language
 
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
-# Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it); the build tags it
-# nbval-ignore-output, since its output names the torch version and the device.
+# Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it), tagged nbval-ignore-output
+# (its output names the torch version and the device). Plain Python, no `%pip`: the lessons' text sources
+# (notebooks/src/) hold it as it is, and they are Python scripts too.
 SETUP_CELL = f"""# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
 import sys
 if "google.colab" in sys.modules:
-    %pip install -q torchviz "gan-lessons @ git+{REPO_URL}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+{REPO_URL}"],
+                   check=True)
 
 import torch
 from torch import nn, optim

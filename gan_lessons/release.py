@@ -232,6 +232,7 @@ def release(nb, lesson_dir=None, out=None, name: str = "a lesson"):
                          "gan_lessons.lesson: rename it")
     move_after_exercises(nb, lang)
     nb.metadata.pop("widgets", None)
+    nb.metadata.pop("jupytext", None)          # a student copy is not paired with a text source
     return nb
 
 

@@ -46,7 +46,7 @@ def test_setup_cell_installs_only_torchviz_and_this_package_from_git(tmp_path):
     torch or ipywidgets."""
     report = tmp_path / "report.json"
     cell = SETUP_CELL.replace(REPO_URL, f"file://{ROOT}")
-    cell = cell.replace("%pip install -q", f"%pip install --dry-run --report {report}")
+    cell = cell.replace('"install", "-q",', f'"install", "--dry-run", "--report", {str(report)!r},')
     assert REPO_URL not in cell and "--dry-run" in cell
     script = ("import sys, types\nsys.modules['google'] = types.ModuleType('google')\n"
               "sys.modules['google.colab'] = types.ModuleType('google.colab')\n"

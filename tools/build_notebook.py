@@ -1,9 +1,12 @@
 """Lessons are kept as jupytext percent scripts in notebooks/src/; this builds the committed notebooks from them.
 
 The source is what people edit. In it, `# %% [markdown]` opens a prose cell (each line behind `# `), `# %%` a code
-cell, `# %% tags=["..."]` a cell with tags, and a code cell holding only `#SETUP` stands for the shared setup cell
-(gan_lessons.lesson.SETUP_CELL). The notebook gets slide metadata for jupyterlab-rise on every cell (slide_type).
-A source's jupytext header (`# ---` / `# jupyter:` ... `# ---`) may set Colab's runtime, `accelerator` and `colab`,
+cell, `# %% tags=["..."]` a cell with tags; its first code cell is the shared setup cell
+(gan_lessons.lesson.SETUP_CELL), as it is. The notebook gets slide metadata for jupyterlab-rise on every cell
+(slide_type). Each source and its notebook are paired by jupytext (the source's header, `# ---` / `# jupyter:` ...
+`# ---`, and the notebook's `jupytext` metadata: `formats: ipynb,src//py:percent`), so a source opens in JupyterLab
+as a runnable notebook, and with jupytext's JupyterLab extension saving either side writes the other (or run
+`jupytext --sync notebooks/NN_name.ipynb`). The header may also set Colab's runtime, `accelerator` and `colab`,
 which the notebook carries: lesson 06 opens on a GPU runtime in Colab.
 
     python tools/build_notebook.py notebooks/src/05_gan_update_strategies.py    build and execute one lesson
@@ -42,7 +45,10 @@ SETUP_TAG = "nbval-ignore-output"      # the setup cell's output names the torch
 # reads to pick the runtime (`"accelerator": "GPU"`, `"colab": {"gpuType": "T4", ...}`), in a header where set.
 KEPT = ("tags", "reveals")
 NOTEBOOK_KEPT = ("accelerator", "colab")
-JUPYTEXT = {"notebook_metadata_filter": ",".join(NOTEBOOK_KEPT) + ",-all", "cell_metadata_filter": ",".join(KEPT) + ",-all"}
+# The pairing, as the notebook's `jupytext` metadata holds it and the source's header repeats it.
+PAIRING = {"formats": "ipynb,src//py:percent",
+           "notebook_metadata_filter": ",".join(("kernelspec", "jupytext", *NOTEBOOK_KEPT)) + ",-all",
+           "cell_metadata_filter": ",".join(KEPT) + ",-all"}
 TIMEOUT = 600  # seconds per cell: a widget cell that hangs nbclient (jupyter/nbclient#312) ends as an error
 
 
@@ -86,7 +92,8 @@ def cells(source: Path) -> list:
     for cell in jupytext.read(source, fmt="py:percent").cells:
         cell.metadata = kept(cell.metadata)
         if cell.cell_type == "code" and cell.source.strip() == SETUP_MARK:
-            cell.source = SETUP_CELLS[language_of(source)]
+            cell.source = SETUP_CELLS[language_of(source)]          # the placeholder of older sources
+        if cell.source == SETUP_CELLS[language_of(source)] and SETUP_TAG not in cell.metadata.get("tags", []):
             cell.metadata["tags"] = [*cell.metadata.get("tags", []), SETUP_TAG]
         out.append(cell)
     return out
@@ -123,6 +130,8 @@ def differences(source: Path, notebook: Path) -> list:
     nb_metadata = nbformat.read(notebook, as_version=4).metadata
     if {k: nb_metadata[k] for k in NOTEBOOK_KEPT if k in nb_metadata} != notebook_metadata(source):
         lines.append(f"{notebook.name}: its notebook metadata ({', '.join(NOTEBOOK_KEPT)}) differs from its source's header")
+    if nb_metadata.get("jupytext") != PAIRING:
+        lines.append(f"{notebook.name}: not paired with its source (its `jupytext` metadata is not {PAIRING})")
     return lines
 
 
@@ -132,7 +141,8 @@ def assemble(source: Path, old=None, keep_outputs=False):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c.source, metadata=c.metadata) if c.cell_type == "code"
                 else nbformat.v4.new_markdown_cell(c.source, metadata=c.metadata) for c in cells(source)]
-    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}, **notebook_metadata(source)}
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}, **notebook_metadata(source),
+                   "jupytext": dict(PAIRING)}
     if old is not None:
         before = [(c.cell_type, c.source) for c in old.cells]
         after = [(c.cell_type, c.source) for c in nb.cells]
@@ -169,21 +179,25 @@ def build(source: Path, keep_outputs=False) -> Path:
     return target
 
 
-def export(notebook: Path) -> Path:
-    """Write a notebook's source: its cells' text and tags, the setup cell as #SETUP."""
+def source_text(nb) -> str:
+    """A notebook's source as jupytext writes it when the pair is synced: its cells' text, tags and `reveals`,
+    and a header with the pairing, the kernel and Colab's runtime where set."""
     import jupytext
-    nb = nbformat.read(notebook, as_version=4)
+    nb = nbformat.from_dict(nb)
     for cell in nb.cells:
         cell.metadata = kept(cell.metadata)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-            if cell.source in SETUP_CELLS.values():
-                cell.source = SETUP_MARK
-                cell.metadata.pop("tags", None)          # SETUP_TAG comes back with the cell
-    nb.metadata = {"jupytext": dict(JUPYTEXT), **{k: nb.metadata[k] for k in NOTEBOOK_KEPT if k in nb.metadata}}
+    nb.metadata = {"jupytext": dict(PAIRING), "kernelspec": dict(KERNELSPEC),
+                   **{k: nb.metadata[k] for k in NOTEBOOK_KEPT if k in nb.metadata}}
+    return jupytext.writes(nb, fmt="py:percent")
+
+
+def export(notebook: Path) -> Path:
+    """Write a notebook's source (source_text)."""
     target = source_of(notebook)
     target.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(nb, target, fmt="py:percent")
+    target.write_text(source_text(nbformat.read(notebook, as_version=4)), encoding="utf-8")
     return target
 
 

@@ -14,28 +14,31 @@ from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import not_solved
 
 PARTS = {"kind": N_("the kind"), "tensor": N_("the tensor it names"), "line": N_("the line that changed or freed it")}
-_CODE = re.compile(r"line (\d+) \(`(.*?)`\)")
+# A line as the doctor's facts show it, in either language: its number, then its code in backticks
+# ("line 15 (`optimD.step()`)", "第 15 行（`optimD.step()`）").
+_LINE = re.compile(r"(\d+)[^\d`]{0,6}`([^`]+)`")
+_NAME = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def answer_key(diagnosis) -> dict:
     """What the doctor said, in the prediction's three parts: the kind, the tensors (any one is right), and the
-    line as (number, code); None where the diagnosis has no such part."""
+    lines as (number, code) (any one is right: the op inside a module, or the user's line that called it); None
+    where the diagnosis has no such part. Read from the facts whatever the language they are written in."""
     facts = diagnosis.facts
-    tensors, line = [], None
+    tensors, lines = [], []
     if diagnosis.kind == "version":
         tensors = [str(facts.get("tensor", "")).split(" ")[0]] + str(facts.get("also stale", "")).split(", ")
-        found = _CODE.search(str(facts.get("modified by", "")))
+        lines = _LINE.findall(str(facts.get("modified by", "")))
     elif diagnosis.kind == "freed":
         shared = str(facts.get("shared part", ""))
-        tensors = re.findall(r"`([^`]+)`", shared.rsplit("through", 1)[-1]) if "through" in shared else []
-        found = _CODE.search(str(facts.get("freed by", "")))
+        quoted = re.findall(r"`([^`]+)`", shared)
+        tensors = [q for q in quoted if _NAME.fullmatch(q)]      # the tensors it goes through, not code lines
+        lines = _LINE.findall(str(facts.get("freed by", "")))
     else:
         where = facts.get("where")
-        found = None
-        line = (where.line, where.code) if hasattr(where, "line") else None
-    if found:
-        line = (int(found[1]), found[2])
-    return {"kind": diagnosis.kind, "tensor": [t for t in tensors if t] or None, "line": line}
+        lines = [(where.line, where.code)] if hasattr(where, "line") else []
+    return {"kind": diagnosis.kind, "tensor": [t for t in tensors if t] or None,
+            "line": [(int(n), code) for n, code in lines] or None}
 
 
 def _code(text: str) -> str:
@@ -80,11 +83,11 @@ def check_diagnosis(prediction, diagnosis) -> bool:
     key = answer_key(diagnosis)
     shown = {"kind": repr(key["kind"]),
              "tensor": " / ".join(key["tensor"] or []) or "-",
-             "line": "-" if key["line"] is None else _("line {number} (`{code}`)").format(number=key["line"][0],
-                                                                                       code=key["line"][1])}
+             "line": " / ".join(_("line {number} (`{code}`)").format(number=n, code=code)
+                                for n, code in key["line"] or []) or "-"}
     rights = {"kind": str(prediction["kind"]).strip().strip("'\"") == key["kind"],
               "tensor": any(same_tensor(prediction["tensor"], t) for t in key["tensor"] or []),
-              "line": key["line"] is not None and same_line(prediction["line"], key["line"])}
+              "line": any(same_line(prediction["line"], line) for line in key["line"] or [])}
     for part, label in PARTS.items():
         verdict = _("right") if rights[part] else _("not quite: you predicted {prediction}").format(
             prediction=repr(prediction[part]))

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 01 · Leaf tensors: where gradients land
 #
@@ -11,8 +28,20 @@
 # **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) opens with these examples. We run each of its
 # listings on today's torch and check what it claims. The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %% [markdown]
 # ## 1 · Leaves and non-leaves
@@ -290,6 +319,7 @@ w.grad = None
 claim("two backward passes into one .grad give the gradient of the summed loss", torch.equal(w.grad, summed),
       shown=f"{w.grad.tolist()}")
 
+
 # %% [markdown]
 # In a GAN this is where a forgotten `zero_grad()` hides: the loop runs, every step is a legal step, and D is
 # trained on the sum of this step's gradient and the last one's. Nothing raises. Lesson 07's doctor warns when the gradients of two different losses add up this way.
@@ -350,6 +380,7 @@ my_answer = sgd_step  # SOLUTION: point this at your sgd_step (no parentheses)
 from gan_lessons import exercises
 solved = exercises.check_sgd_step(my_answer)
 assert solved, "sgd_step: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown]
 # ### Build it: DCGAN's weight initialisation

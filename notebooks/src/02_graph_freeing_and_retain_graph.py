@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 02 · Graph freeing and `retain_graph`
 #
@@ -11,8 +28,20 @@
 # **Material.** Seed 001 (the G/D toy; an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given) and seed 004 (the model1/model2 loop and its `itertools.chain` caveat;
 # a repost, untitled, on “Trying to backward through the graph a second time”; no author or date given). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 from gan_lessons import graphs
@@ -343,6 +372,7 @@ claim("two-layer model1, separate optimizers: both fixes run, with identical wei
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.FloatTensor \[8, 2\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
     seed004_loop("retain_graph", shared_optimizer=True, hidden=8)
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # | seed listing | on today's torch |
 # |---|---|
@@ -407,4 +437,3 @@ my_answer = fixed_step  # SOLUTION: point this at your fixed_step
 from gan_lessons import exercises
 solved = exercises.check_seed004_step(my_answer)
 assert solved, "seed004_step: not solved yet, or not right: the lines above say what is missing"
-

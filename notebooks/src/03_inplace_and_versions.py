@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 03 · In-place operations and version counters
 #
@@ -12,8 +29,20 @@
 # **Material.** Seed 001 (an untitled post on leaf nodes, `retain_graph` and `detach` in GAN training; no author or date given), seed 002 (皮牙子抓饭, “详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误”, 华为云社区, 2024-04-05), seed 000
 # (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 from gan_lessons import graphs
@@ -506,6 +535,7 @@ right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # the same loss, out of
 claim("under saved_tensors_hooks, the stale saved y raised no error", a.grad is not None)
 claim("and the gradient is wrong: 4e (mul_'s 2 times the doubled y), where the right one is 2e",
       torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)} vs {rounded(right)}")
+
 
 # %% [markdown]
 # Put the check back yourself. Write `stale_saved(make_loss)`: run `make_loss()` (it builds a graph, may change

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 04 · `detach()`, `torch.no_grad()` and `torch.inference_mode()`
 #
@@ -12,8 +29,20 @@
 # **Material.** Seed 000 (its corrected loop; 聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”, php中文网, 2025-10-02), seed 001 (the `d.detach()` fix),
 # seed 003 (`detach` in its strategies; 凌逆战, “pytorch训练GAN时的detach()”, 博客园, 2020-11-09), seed 004 (the shared-optimizer caveat). The seeds are public blog posts, in Chinese, cited in [the instructor notes](README.md#the-seeds); every listing this lesson runs is in its cells.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 from gan_lessons import graphs
@@ -110,6 +139,7 @@ with expect_error(RuntimeError, "Inference tensors cannot be saved for backward"
 with expect_error(RuntimeError, "Inference tensors do not track version counter"):
     x_inference._version
 
+
 # %% [markdown]
 # | tool | makes | use it for |
 # |---|---|---|
@@ -119,7 +149,6 @@ with expect_error(RuntimeError, "Inference tensors do not track version counter"
 #
 # Seed 000's corrected loop writes `with torch.no_grad(): fake_samples = g(z).detach()`. It is correct; the
 # `detach()` inside `no_grad` adds nothing, since no graph was built.
-
 
 # %% [markdown]
 # ## 3 · Cutting the G→D gradient in a GAN step
@@ -139,6 +168,7 @@ def grads_after_D_step(detach):
     loss_D.backward()
     count = lambda net: (sum(p.grad is not None for p in net.parameters()), len(list(net.parameters())))
     return count(G), count(D)
+
 
 # %% tags=["predict"] reveals=["G 14/14", "fills the \\.grad of every G parameter"]
 prediction = 14  # SOLUTION: seed 000's G has 14 parameter tensors; without detach, how many have a .grad after loss_D.backward()?
@@ -239,7 +269,6 @@ for step in range(5):
 claim("nothing reaches model1 through the detach: model1.weight.grad is None", model1.weight.grad is None)
 claim("so the shared Adam skips it: model1 is unchanged after 5 steps", torch.equal(before, model1.weight))
 
-
 # %% [markdown]
 # ## 6 · Seed 000's `no_grad` and `detach()`, and G's BatchNorm
 #
@@ -296,6 +325,7 @@ def G_under_no_grad():
     with torch.no_grad():
         G(z)
 
+
 # %% tags=["predict"] reveals=["(updates?|moves?|changes?) (its |their |BatchNorm's |the )?running statistics", "still updates BatchNorm"]
 prediction = True  # SOLUTION: in training mode, does `with torch.no_grad(): G(z)` change bn.running_mean?
 check("a no_grad forward changes BatchNorm's running_mean", prediction, bn_change(G_under_no_grad)[0],
@@ -341,6 +371,7 @@ with torch.no_grad():
 G.train(True)                                # back to training mode
 claim("and eval() changes G's output: BatchNorm now normalises with the running statistics", gap > 0,
       f"max |difference| from the training-mode batch {gap:.2f}")
+
 
 # %% [markdown]
 # The statistics count G's forwards, not G's steps: two per step here, both from the same G, which is
@@ -408,6 +439,7 @@ from gan_lessons import exercises
 solved = exercises.check_d_step(my_answer)
 assert solved, "d_step: not solved yet, or not right: the lines above say what is missing"
 
+
 # %% [markdown]
 # ### Build it: samples for a figure, mid-training
 #
@@ -438,6 +470,7 @@ from gan_lessons import exercises
 solved = exercises.check_sample(my_answer)
 assert solved, "sample: not solved yet, or not right: the lines above say what is missing"
 
+
 # %% [markdown]
 # ## Going further · `None` or zeros: `zero_grad(set_to_none=...)`
 #
@@ -462,6 +495,7 @@ def G_after_a_D_step(set_to_none):
     F.softplus(D(G(z).detach())).mean().backward()  # D's fake loss: nothing reaches G
     opt.step()
     return G.weight.grad, (G.weight - before).abs().max().item()
+
 
 # %% tags=["predict"] reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"]
 prediction = "moves"  # SOLUTION: with opt.zero_grad(set_to_none=False), G's .grad is zeros at the D step's opt.step(): does G "move" or "stay"?

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 05 · GAN update strategies, measured
 #
@@ -18,8 +35,20 @@
 # | 003 "strategy 3": G first, then D on the detached fake | works (`g_first` below); the seed's "it has to be so" about its cost does not hold: section 4 counts it, and freezing D or `backward(inputs=...)` makes it cheaper |
 # | 000 `loss_nonsaturating` | raises the version error `[512, 1]` in its loop, and, independently, applies the sigmoid twice: nothing reports that |
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import inspect

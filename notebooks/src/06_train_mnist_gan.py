@@ -4,6 +4,19 @@
 #   colab:
 #     gpuType: T4
 #     provenance: []
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -24,8 +37,20 @@
 # blurry digits of all ten classes, checked with a classifier. It also shows a 20-epoch run that this project's
 # command line produced beforehand, with the metrics recorded beside it. Each cell says which case it ran.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import dataclasses
@@ -348,6 +373,7 @@ for s, (_, m) in runs.items():
     claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005,
           on='these runs')
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -411,4 +437,3 @@ my_answer = save_state  # SOLUTION: point this at your save_state (no parenthese
 from gan_lessons import exercises
 solved = exercises.check_resume(my_answer, load_state)
 assert solved, "resume: not solved yet, or not right: the lines above say what is missing"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 07 · The autograd doctor
 #
@@ -15,8 +32,20 @@
 # lessons' errors escapes, the doctor prints a diagnosis and attaches it to the **original, unchanged**
 # exception as `error.diagnosis`. Patterns that raise nothing but train the wrong thing become `DoctorWarning`s.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import itertools
@@ -124,7 +153,7 @@ claim("the doctor had nothing to say about the clean step", doc.diagnoses == [],
 # kind `"version"` (a saved tensor changed in place); the doctor has others, such as `"freed"` and
 # `"leaf_inplace"`, each named after what went wrong.
 
-# %% tags=["predict"] reveals=["first (call|backward) freed", "graph (is|was) freed"]
+# %% tags=["predict"] reveals=["first (call|backward) freed", "first call freed its graph"]
 prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?
 x = torch.ones(2, requires_grad=True)
 kind = None                                  # stays None if nothing raises
@@ -138,6 +167,7 @@ except RuntimeError as error:
 check("diagnosis kind", prediction, kind,
       why="mul saved x (twice) for its backward; the first backward used and freed it, so the second has nothing to "
           "work with. It is one loss, so the doctor's fix is to call backward() once, not to detach.")
+
 
 # %% [markdown]
 # From here on, before each broken listing runs, write down what the doctor will say, as
@@ -164,6 +194,7 @@ def seed001(retain_graph):
         lossG = (g + d).sum()
         optimG.zero_grad()
         lossG.backward()
+
 
 # %% tags=["predict"] reveals=["freed by: the backward at line", "the first backward freed it"]
 prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
@@ -440,6 +471,7 @@ claim("as a script, the doctor names the stale weight and the step that changed 
       and "modified by: d_optimizer.step() at line 15" in diagnosis and "not: retain_graph=True" in diagnosis,
       shown=f"exit status {done.returncode}", on="this package's doctor")
 
+
 # %% [markdown]
 # ## Cheat sheet
 #
@@ -502,6 +534,7 @@ my_answer = fixed_step  # SOLUTION: point this at your fixed_step
 from gan_lessons import exercises
 solved = exercises.check_seed000_step(my_answer)
 assert solved, "seed000_step: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown]
 # ### Bring your own bug to the doctor

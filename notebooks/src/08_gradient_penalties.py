@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 08 · Gradient penalties: the autograd a critic needs
 #
@@ -17,8 +34,20 @@
 # of StyleGAN*, 2020: R1 every 16 minibatches). A table before the summary (after the exercises, in the student
 # copy) sums up the code people write around them, and what it does on today's torch.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import copy
@@ -261,6 +290,7 @@ with expect_warning(DoctorWarning, "create_graph"):
         wasserstein, gp_const = critic_loss(D, create_graph=False)
         (wasserstein + 10 * gp_const).backward()
 
+
 # %% [markdown]
 # ## 5 · `retain_graph` in penalty code: `True`, left out, or `False`
 #
@@ -277,6 +307,7 @@ def r1_loss(**grad_options):
     scores_real = D(x_real_leaf)
     g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
     return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # the loss and R1, weight 5
+
 
 # %% tags=["predict"] reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"]
 prediction = False  # SOLUTION: does r1_loss(retain_graph=False).backward() run?
@@ -312,7 +343,6 @@ claim("the step gives the same gradients with and without backward(retain_graph=
 kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
 claim("but with it, the step's saved tensors stay in memory afterwards", kept > 0 and freed == 0,
       f"{kept / 2**20:.2f} MiB still held vs {freed} bytes")
-
 
 # %% [markdown]
 # ## 6 · R1 on real images, and lazy regularisation
@@ -503,6 +533,7 @@ mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_criti
 claim("the loss through the compiled D, the penalty through D_compiled._orig_mod: it runs, and D gets the "
       "gradients it gets with no compile at all", all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ### What people write, and what it does
 #
@@ -565,6 +596,7 @@ from gan_lessons import exercises
 solved = exercises.check_gradient_penalty(my_answer)
 assert solved, "gradient_penalty: not solved yet, or not right: the lines above say what is missing"
 
+
 # %% [markdown]
 # ### Build it: lazy R1, from scratch
 #
@@ -592,4 +624,3 @@ my_answer = r1_term  # SOLUTION: point this at your r1_term
 from gan_lessons import exercises
 solved = exercises.check_lazy_r1(my_answer)
 assert solved, "lazy_r1: not solved yet, or not right: the lines above say what is missing"
-

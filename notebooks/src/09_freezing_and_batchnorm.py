@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 09 · Freezing D and BatchNorm in a GAN step
 #
@@ -14,8 +31,20 @@
 # PyTorch's DCGAN tutorial follows). A table at the end sets the code people write beside what it does on today's
 # torch.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 from gan_lessons import costs, strategies
@@ -193,6 +222,7 @@ claim("what freezing saved in the table above is exactly the inputs of D's two L
       abs((plain["saved KiB"] - frozen["saved KiB"]) - linear_kib) < 1e-6,
       f"{plain['saved KiB'] - frozen['saved KiB']:.1f} KiB saved; Linear inputs {linear_kib:.1f} KiB")
 
+
 # %% [markdown]
 # So freezing saves what the frozen layers' weight gradients alone would need, layer by layer, as each backward
 # function decides: here D's Linear inputs, not its Conv inputs. Lesson 05's strategies `d_first_frozen_D` and
@@ -239,6 +269,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
 # The first failure is silent: a layer meant to stay fixed trains from the second step on. The second one is loud but
 # far from its cause: the next step's `loss_D` reaches no parameter at all, and the message says nothing about
 # freezing. The exercise at the end builds a G step that avoids both.
+
 # %% [markdown]
 # ## 2 · BatchNorm in a GAN step
 #
@@ -338,6 +369,7 @@ with torch.no_grad():
 D_bn.train()
 claim("evaluation mode: the same logits either way, each image is normalised on its own", eval_gap == 0)
 
+
 # %% [markdown]
 # In training mode the batch mean and variance mix every image in the batch, so in a concatenated batch D's verdict
 # on a real image depends on the fakes beside it (and the other way round), and the running statistics end up at a
@@ -408,4 +440,3 @@ my_answer = g_step  # SOLUTION: point this at your g_step
 from gan_lessons import exercises
 solved = exercises.check_frozen_g_step(my_answer)
 assert solved, "frozen_g_step: not solved yet, or not right: the lines above say what is missing"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 10 · Mixed precision, hooks and `torch.compile` in a GAN loop
 #
@@ -13,8 +30,20 @@
 # unscaled gradients, tensor and saved-tensor hooks, `torch.compile`). A table at the end sets the code people write
 # beside what it does on today's torch.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import logging
@@ -23,7 +52,6 @@ from gan_lessons.lesson import headline
 from gan_lessons.models import Generator, Discriminator
 
 bce = strategies.bce       # bce(logits, 1): G's non-saturating loss; bce(logits, 0): D's fake term
-
 
 # %% [markdown]
 # ## 1 · Mixed precision: autocast, and one GradScaler for two optimizers
@@ -87,6 +115,7 @@ claim("a gradient of 1e-8 rounds to 0 in float16, not in bfloat16", tiny.half().
 claim("float16 overflows above 65504; bfloat16 reaches about 3.4e38, as float32 does",
       torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
 
+
 # %% [markdown]
 # The same two facts on a real gradient, on this CPU. A hook can round a gradient to float16 and back, as a float16
 # backward would carry it. Below, one small loss twice: as it is, and multiplied by 65536 first with the gradient
@@ -116,7 +145,6 @@ claim("scaled by 65536 first, none of it does, and each entry is within 1% of th
       rounded_away[2.0**16] == 0 and error < 0.01)
 claim("and a gradient above 65504 becomes inf in float16: the step a GradScaler then skips",
       torch.isinf(torch.tensor(70000.0).half()).item())
-
 
 # %% [markdown]
 # **One scaler, two optimizers.** The recipe of PyTorch's AMP examples: scale each loss before its backward, step
@@ -176,6 +204,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
         report.append({"G moved": moved(G_toy), "D moved": moved(D_toy), "scale": (scale, scaler.get_scale()),
                        "opt_G steps": int(opt_G.state[G_toy.weight]["step"])})
     return report
+
 
 # %% [markdown]
 # **Predict, then check:** in the second iteration, which optimizer takes its step? Replace the `...`, then run the
@@ -325,6 +354,7 @@ claim("with SGD, G's update is halved too", torch.allclose(sgd_half, sgd_1 / 2, 
       f"relative difference from the unhooked update {relative(sgd_half, sgd_1):.3f}")
 claim("with Adam, G's first update hardly changes: Adam divides by the gradient's own size",
       relative(adam_half, adam_1) < 0.01, f"relative difference {relative(adam_half, adam_1):.4f}")
+
 
 # %% [markdown]
 # Adam's first step is about `lr * g / |g|` per parameter, so a constant factor on the gradient almost cancels (only
@@ -562,6 +592,7 @@ if compile_works:
 else:
     print(SKIPPED)
 
+
 # %% [markdown]
 # By default dynamo ends the graph at `.item()`, runs that line in Python, and starts a new graph after it. A break
 # is not an error: the function still runs, as two compiled pieces with Python between them. A number can stay in
@@ -639,4 +670,3 @@ my_answer = amp_step  # SOLUTION: point this at your amp_step
 from gan_lessons import exercises
 solved = exercises.check_amp_step(my_answer)
 assert solved, "amp_step: not solved yet, or not right: the lines above say what is missing"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 11 · Your own autograd
 #
@@ -21,8 +38,20 @@
 # post on leaf nodes, `retain_graph` and `detach` in GAN training) and seed 000 (聖光之護, “解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离”,
 # php中文网, 2025-10-02) give the failing steps; the seeds are cited in [the instructor notes](README.md#the-seeds).
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import re
@@ -75,6 +104,7 @@ for node, attribute, shape in kept:
     print(f"{node:<14} {attribute:<14} shape {shape}")
 claim("torch kept b, exp's output and c, and not a", len(kept) == 3 and
       all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
+
 
 # %% [markdown]
 # **The engine.** A `Value` holds a plain torch tensor `data` that never requires grad: all the autograd is ours.
@@ -252,6 +282,7 @@ def __matmul__(self, other):
     return out
     ### END SOLUTION
 
+
 # %% tags=["test"]
 solved_saving = exercises.check_saving(Value)
 assert solved_saving, "saving: not solved yet, or not right: the lines above say what is missing"
@@ -314,6 +345,7 @@ check("l2.backward() raises after l1.backward()", prediction, raised,
       why="the two losses share the leaf a and nothing else: each mul is a node of its own, and l1's backward freed "
           "only what l1's nodes saved. Only a second backward through a node that saved something raises.")
 
+
 # %% [markdown]
 # ### Build it, step 2: `backward`
 #
@@ -357,6 +389,7 @@ def backward(self, retain_graph=False):
             v._saved = None               # freed; a node that saved nothing has nothing to miss
     ### END SOLUTION
 
+
 # %% tags=["test"]
 solved_freeing = exercises.check_freeing(Value)
 assert solved_freeing, "freeing: not solved yet, or not right: the lines above say what is missing"
@@ -380,6 +413,7 @@ for what, program in programs.items():
     agree.append(theirs.kind == ours.kind and (theirs.kind is not None or torch.equal(theirs.grads["x"], ours.grads["x"])))
 claim("the same outcome from both: an error on x * 2 backward twice, 2 + 2 on x + 1, and 4 with retain_graph",
       all(agree))
+
 
 # %% [markdown]
 # ## 3 · Version counters
@@ -431,6 +465,7 @@ check("b changed in place and changed back: does backward raise", prediction, ve
       why=f"the version counts changes, not values: two in-place ops took b from version 0 to 2, and the check "
           f"compares versions only ({versions}).")
 
+
 # %% [markdown]
 # ### Build it, step 3: `_inplace` counts, `unpack` checks
 #
@@ -468,6 +503,7 @@ def unpack(self):
         tensors[name] = value.data
     return tensors
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_versions = exercises.check_versions(Value)
@@ -519,6 +555,7 @@ check("torch allows a.add_(1) after backward", prediction, not refused,
       why="the rule is about what a is (a leaf that requires grad) and whether grad mode is on, not about time: "
           "after backward it is still a parameter; update it under no_grad.")
 
+
 # %% [markdown]
 # ### Build it, step 4: `_inplace` refuses a leaf that requires grad
 #
@@ -540,6 +577,7 @@ def _inplace(self, op, other):
     self._version += 1
     return self
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_leaf_rule = exercises.check_leaf_rule(Value)
@@ -584,6 +622,7 @@ ratio_one_sided = error_one_sided[1e-2] / error_one_sided[1e-3]
 claim("a one-sided difference (f(x + eps) - f(x)) / eps gets only about 10 times better", 8 < ratio_one_sided < 12,
       f"{ratio_one_sided:.1f}")
 
+
 # %% [markdown]
 # ### Build it, step 5: a finite-difference gradient
 #
@@ -609,6 +648,7 @@ def numerical_grad(f, x, eps=1e-3):
         out[i] = (up - down) / (2 * eps)
     return grad
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_numerical = exercises.check_numerical_grad(numerical_grad)
@@ -681,6 +721,7 @@ drawn = draw_engine({"loss": loss}, a=a, b=b)
 claim("after a backward without retain_graph, each of the three nodes that saved something shows freed",
       [s.state for s in drawn.saved] == ["freed"] * 3)
 drawn
+
 
 # %% [markdown]
 # ## 7 · Seeds 001 and 000, through your engine
@@ -787,6 +828,7 @@ claim("D's last weight, [512, 1], at version 2 where 1 was saved, from both: see
       lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [512, 1]", "2", "1"))
 
+
 # %% [markdown]
 # Without `retain_graph`, d_loss's backward frees what `dgz`'s nodes kept, and G's backward needs them: the first
 # error. With it, the values are kept, but the step changes D's weights in place and the kept `[512, 1]` weight is one
@@ -842,6 +884,7 @@ def fit(params, x, y, steps, lr):
         losses.append(loss.data.item())
     return losses
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_training = exercises.check_training(Value, fit)

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # Lesson 12 · Debugging lab
 #
@@ -36,8 +53,20 @@
 # the student copy, at the end): read them once yours passes. This lab is planned as a **double slot** (about 100
 # minutes): ten minutes to start, about fourteen per lab, and a closing round with the doctor.
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import math
@@ -45,6 +74,7 @@ from gan_lessons import exercises
 from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
                                            gradient_ratio, mixes_samples, show_log, step_that_clears_the_error,
                                            toggle_grad)
+
 
 # %% [markdown]
 # ## 1 · SRGAN: an error at G's backward
@@ -78,6 +108,7 @@ check("the optimizer whose step, skipped, clears the error", prediction,
       step_that_clears_the_error("srgan", srgan_step_broken),
       why="optimizerD.step() changes D's weights in place, and a backward after it still needs them as they were.")
 
+
 # %% [markdown]
 # **Fix it.** There are two mistakes: the one that raises, and one that raises nothing and costs work. The grader
 # also knows two ways of making the error go away that step on wrong gradients.
@@ -108,6 +139,7 @@ my_answer = srgan_step  # SOLUTION: point this at your srgan_step
 from gan_lessons import exercises
 solved = exercises.check_srgan_step(my_answer)
 assert solved, "srgan_step: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The report, and what was wrong (lab 1).** In leftthomas/SRGAN#89, SRGAN's loop computes D's output on the fake
@@ -169,6 +201,7 @@ check("the first D step on a wrong gradient", prediction, first_wrong_step("bigg
       why="the first D step is on the reference's gradient and the second is not: look for something between the two "
           "D steps. (After a wrong step the weights differ, and so does every later gradient.)")
 
+
 # %% [markdown]
 # **Fix it.** The grader also knows a second wrong version, which changes what each D step adds up.
 
@@ -210,6 +243,7 @@ my_answer = train  # SOLUTION: point this at your train
 from gan_lessons import exercises
 solved = exercises.check_biggan_train(my_answer)
 assert solved, "biggan_train: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The report, and what was wrong (lab 2).** In ajbrock/BigGAN-PyTorch#25, `D.optim.zero_grad()` is called once
@@ -262,6 +296,7 @@ check("the critic's output for image 0 stays the same when image 1 changes", pre
       why="its output for image 0 has a gradient with respect to the other images of the batch: the critic does not "
           "look at one image at a time.")
 
+
 # %% [markdown]
 # **Fix it.** `make_critic(channels)` returns the critic, `train_critic` one critic iteration. The grader judges the
 # critic by what it computes, image by image, and then runs the reference's critic iteration on your own critic and
@@ -306,6 +341,7 @@ my_answer = train_critic  # SOLUTION: point this at your train_critic
 from gan_lessons import exercises
 solved = exercises.check_wgan_gp(my_critic, my_answer)
 assert solved, "wgan_gp: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The reports, and what was wrong (lab 3).** The paper says "no critic batch normalization" and recommends layer
@@ -363,6 +399,7 @@ check("the optimizer far from the reference's at the first call", prediction,
       why=f"optimizer_g's gradient is {ratios['optimizer_g']:.0f} times the reference's, optimizer_d's "
           f"{ratios['optimizer_d']:.2f} times.")
 
+
 # %% [markdown]
 # **Fix it.** With Adam a wrong scale barely shows in the losses (Adam divides by the gradient's running size),
 # which is how such a step survives. The grader compares the gradients each optimizer steps on, whether each skips
@@ -399,6 +436,7 @@ my_answer = optimize_parameters  # SOLUTION: point this at your optimize_paramet
 from gan_lessons import exercises
 solved = exercises.check_amp_lab(my_answer)
 assert solved, "amp_lab: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The reports, and what was wrong (lab 4).** neosr uses one `GradScaler` for G and D (its PR #50) and had to
@@ -447,6 +485,7 @@ check("the step whose loss.backward() fails", prediction, fails_at,
       why="the first step's backward runs and the second's does not: something the second loss depends on comes from "
           "the step before.")
 
+
 # %%
 def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
     h_state = None
@@ -461,6 +500,7 @@ def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
         optimizer.step()
 
 wrong_ok = exercises.check_rnn_train(train_rnn_retain_graph)
+
 
 # %% [markdown]
 # **Fix it**, so that the state still goes on to the next step (the grader knows the fix that throws it away).
@@ -488,6 +528,7 @@ my_answer = train_rnn  # SOLUTION: point this at your train_rnn
 from gan_lessons import exercises
 solved = exercises.check_rnn_train(my_answer)
 assert solved, "rnn_train: not solved yet, or not right: the lines above say what is missing"
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The report, and what was wrong (lab 5).** In MorvanZhou/PyTorch-Tutorial#57 a reader removed the tutorial's
@@ -538,6 +579,7 @@ except RuntimeError:
 check("the line that raises", prediction, raised_at,
       why="the gradient with a graph of its own is made without complaint; differentiating through it again is what "
           "fails.")
+
 
 # %% [markdown]
 # **Fix it.** Two things are wrong, one loud and one silent. The wrong fix the grader knows makes the error go away.
@@ -606,6 +648,7 @@ def doctor_said(lab_name, seen):
         print(f"{lab_name}: {kind}: {line}")
     if not said[lab_name]:
         print(f"{lab_name}: the doctor says nothing")
+
 
 # %% tags=["predict"] reveals=["found three of the six", "names or warns about -> 3"]
 prediction = 3  # SOLUTION: of the six broken steps, each run once with the doctor watching, how many will it name or warn about?

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 01 课 · 叶子张量：梯度落在哪里
 #
@@ -7,8 +24,20 @@
 #
 # **材料**。本课从种子 001 开头的这几个例子讲起（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）。我们在今天的 torch 上逐一运行它的代码清单，验证它的每个说法。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %% [markdown]
 # ## 1 · 叶子张量与非叶子张量
@@ -38,18 +67,18 @@ doubled_z = z * 2            # 由运算产生，但作用的张量不需要梯�
 # %% [markdown]
 # **先预测，再验证**。把每个 `...` 换成你的预测，运行单元格，然后阅读反馈。
 
-# %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False\\W*的张量\\W*(总是|都是|一律是)叶子张量"]
+# %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False\\W*\u7684\u5f20\u91cf\\W*(\u603b\u662f|\u90fd\u662f|\u4e00\u5f8b\u662f)\u53f6\u5b50\u5f20\u91cf"]
 prediction = True  # SOLUTION: `doubled_z = z * 2` 是叶子张量吗？（True/False）
 check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
       why="z不需要梯度，所以没有任何运算被跟踪：凡是requires_grad=False的张量都是叶子张量，"
           "不管它是怎么产生的。")
 
-# %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*返回的张量没有\\s*grad_fn"]
+# %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*\u8fd4\u56de\u7684\u5f20\u91cf\u6ca1\u6709\\s*grad_fn"]
 prediction = False  # SOLUTION: `x_fake.detach()` 有 grad_fn 吗？（True/False）
 check("x_fake.detach() 有 grad_fn", prediction, x_fake.detach().grad_fn is not None,
       why="detach()返回的张量没有grad_fn，并且requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
 
-# %% tags=["predict"] reveals=["参数都?是叶子张量", "一个权重和一个偏置\\W*共\\s*4"]
+# %% tags=["predict"] reveals=["\u53c2\u6570\u90fd?\u662f\u53f6\u5b50\u5f20\u91cf", "\u4e00\u4e2a\u6743\u91cd\u548c\u4e00\u4e2a\u504f\u7f6e\\W*\u5171\\s*4"]
 prediction = 4  # SOLUTION: G的参数张量中，有几个是需要梯度的叶子张量？（一个数）
 check("G中既是叶子张量、又需要梯度的参数张量个数", prediction,
       sum(p.is_leaf and p.requires_grad for p in G.parameters()),
@@ -79,7 +108,7 @@ c = a * b
 loss = c.sum()
 loss.backward()
 
-# %% tags=["predict"] reveals=["只有需要梯度的叶子张量才会?(得到|有)", "b\\.grad = None"]
+# %% tags=["predict"] reveals=["\u53ea\u6709\u9700\u8981\u68af\u5ea6\u7684\u53f6\u5b50\u5f20\u91cf\u624d\u4f1a?(\u5f97\u5230|\u6709)", "b\\.grad = None"]
 prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的.grad里有梯度？（名字组成的列表，例如["a", "c"]）
 import warnings
 with warnings.catch_warnings():
@@ -137,7 +166,7 @@ b = torch.tensor([2., 3, 4])
 loss = (a * b).sum()
 mul = loss.grad_fn.next_functions[0][0]          # a * b 的节点
 
-# %% tags=["predict"] reveals=["`b`\\s*没有(自己的)?节点", "b\\s*在\\s*MulBackward0\\s*中的槽位是空的"]
+# %% tags=["predict"] reveals=["`b`\\s*\u6ca1\u6709(\u81ea\u5df1\u7684)?\u8282\u70b9", "b\\s*\u5728\\s*MulBackward0\\s*\u4e2d\u7684\u69fd\u4f4d\u662f\u7a7a\u7684"]
 prediction = False  # SOLUTION: b在loss的计算图里有自己的节点吗（mul中对应b的槽位里有东西吗）？（True/False）
 check("b在loss的计算图里有节点", prediction, mul.next_functions[1][0] is not None,
       why="没有任何计算需要b的梯度，所以自动微分不为它记录节点：它的槽位是None。")
@@ -192,7 +221,7 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
 print("梯度：", a.grad, "| 更新前的版本：", a._version)
 
-# %% tags=["predict"] reveals=["叶子张量(仍然|依然)是叶子张量", "a\\s*保持为(需要梯度的)?叶子张量"]
+# %% tags=["predict"] reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"]
 prediction = True  # SOLUTION: 在torch.no_grad()下执行`a -= 0.1 * a.grad`，能正常运行并且运行后a仍是需要梯度的叶子张量吗？（True/False）
 try:
     with torch.no_grad():
@@ -236,7 +265,7 @@ for step in range(3):
     loss_D = D(x).sum()                       # d loss_D / d D.weight 就是x：每一步都是全1
     loss_D.backward()                         # 注意：这个循环里没有opt_D.zero_grad()
 
-# %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*会?把新的?梯度\\W*加到", "每次(反向传播|backward\\(\\))都会?加上"]
+# %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"]
 prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad里是什么？（由3个数组成的列表）
 check("3次反向传播、中间没有zero_grad之后的D.weight.grad", prediction, D.weight.grad[0].tolist(),
       why="每次反向传播都加上x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用opt_D.zero_grad()本可以把它清零。")
@@ -260,6 +289,7 @@ w.grad = None
 (3 * w).sum().backward()
 claim("两次反向传播写进同一个.grad，得到的是损失之和的梯度", torch.equal(w.grad, summed),
       shown=f"{w.grad.tolist()}")
+
 
 # %% [markdown]
 # 在 GAN 里，忘掉的 `zero_grad()` 就藏在这里：循环照常运行，每一步都是合法的一步，而 D 是用这一步的梯度与上一步的梯度之和来训练的。不会有任何报错。第 07 课的诊断工具（doctor）会在两个不同损失的梯度这样叠加时发出警告。`zero_grad()` 留下的是什么张量（全零还是 `None`）也有影响，第 04 课会说明什么时候有影响。
@@ -311,6 +341,7 @@ my_answer = sgd_step  # SOLUTION: 把它指向你的sgd_step（不加括号）
 from gan_lessons import exercises
 solved = exercises.check_sgd_step(my_answer)
 assert solved, "sgd_step：还没有完成，或者还不对：上面几行说明了缺什么"
+
 
 # %% [markdown]
 # ### 动手实现：DCGAN 的权重初始化

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 02 课 · 计算图的释放与 `retain_graph`
 #
@@ -7,8 +24,20 @@
 #
 # **材料**。种子 001（G/D 玩具例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和种子 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 from gan_lessons import graphs
@@ -32,7 +61,7 @@ graph
 # %% [markdown]
 # `tanh` 保存的是它的**输出**（它的导数是 `1 - tanh²`），每个 `addmm` 保存了它的输入（`mat1`）和转置后的权重（`mat2`）。现在做一次反向传播。反向传播释放的是这些保存的张量；那么保存它们的节点呢？
 
-# %% tags=["predict"] reveals=["节点都?还在", "不是节点本身"]
+# %% tags=["predict"] reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"]
 loss.backward()
 prediction = True  # SOLUTION: loss.backward()之后，loss还有它的grad_fn吗（loss.grad_fn is not None）？（True/False）
 check("backward之后loss.grad_fn还在", prediction, loss.grad_fn is not None,
@@ -63,7 +92,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 # %% [markdown]
 # **先预测，再验证**。方式一之所以报错，是因为第一次反向传播释放了 `addmm` 和 `tanh` 保存的东西。下面换成一个只有一次加法和一次求和的计算图。
 
-# %% tags=["predict"] reveals=["不保存任何张量", "没有(任何)?东西可以?释放"]
+# %% tags=["predict"] reveals=["\u4e0d\u4fdd\u5b58\u4efb\u4f55\u5f20\u91cf", "\u6ca1\u6709(\u4efb\u4f55)?\u4e1c\u897f\u53ef\u4ee5?\u91ca\u653e"]
 x = torch.ones(3, requires_grad=True)
 y = (x + 1).sum()
 prediction = False  # SOLUTION: 连续调用两次y.backward()会报错吗？（True/False）提示：`x + 1`需要保存什么？
@@ -149,7 +178,7 @@ def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     seed004_loop()
 
-# %% tags=["predict"] reveals=["l1只需要model1的计算图", "l1的计算图能到达model2 -> False"]
+# %% tags=["predict"] reveals=["l1\u53ea\u9700\u8981model1\u7684\u8ba1\u7b97\u56fe", "l1\u7684\u8ba1\u7b97\u56fe\u80fd\u5230\u8fbemodel2 -> False"]
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 a = model1(torch.randn(4, 10))
 l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
@@ -163,7 +192,7 @@ check("l1的计算图能到达model2", prediction, "model2." in tree,
 #
 # **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个保存的张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在种子 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的保存的张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
 
-# %% tags=["predict"] reveals=["和参数(本身)?差不多", "-> 'about the same'"]
+# %% tags=["predict"] reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> 'about the same'"]
 from gan_lessons.models import Generator, Discriminator
 
 G, D = Generator(), Discriminator()
@@ -247,7 +276,7 @@ claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip
 #
 # **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机数种子出发，分别用两种修复方法把这个循环运行 20 步，用的是种子文章里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
 
-# %% tags=["predict"] reveals=["得到的权重完全相同", "连最后一位都(相同|一样)"]
+# %% tags=["predict"] reveals=["\u5f97\u5230\u7684\u6743\u91cd\u5b8c\u5168\u76f8\u540c", "\u8fde\u6700\u540e\u4e00\u4f4d\u90fd(\u76f8\u540c|\u4e00\u6837)"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
 prediction = True  # SOLUTION: 两种修复方法最后在两个模型里得到的权重是否一模一样？（True/False）
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],
@@ -312,6 +341,7 @@ claim("两层的model1、两个独立的优化器：两种修复方法都能运�
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.FloatTensor \[8, 2\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
     seed004_loop("retain_graph", shared_optimizer=True, hidden=8)
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # | 种子代码 | 在今天的 torch 上 |
 # |---|---|
@@ -366,4 +396,3 @@ my_answer = fixed_step  # SOLUTION: 把它指向你的fixed_step
 from gan_lessons import exercises
 solved = exercises.check_seed004_step(my_answer)
 assert solved, "seed004_step：还没有完成，或者还不对：上面几行说明了缺什么"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 03 课 · 原地操作与版本计数器
 #
@@ -8,8 +25,20 @@
 #
 # **材料**。种子 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），种子 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），种子 000（聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 from gan_lessons import graphs
@@ -38,7 +67,7 @@ claim("x = x + 1 得到的是一个新张量，版本从 0 开始", versions[6] 
 # %% [markdown]
 # `optimizer.step()` 也属于这张清单：它原地更新每个参数（在 `no_grad` 下，见第 01 课）。
 
-# %% tags=["predict"] reveals=["初始化[^。\\n]*(原地|版本)", "一步之后的 layer\\.weight\\._version -> 2"]
+# %% tags=["predict"] reveals=["\u521d\u59cb\u5316[^\u3002\\n]*(\u539f\u5730|\u7248\u672c)", "\u4e00\u6b65\u4e4b\u540e\u7684 layer\\.weight\\._version -> 2"]
 prediction = 2  # SOLUTION: 新建一个 nn.Linear(3, 1)，做一次反向传播、走一步 Adam：现在 layer.weight._version 是多少？
 layer = nn.Linear(3, 1)
 opt = optim.Adam(layer.parameters(), lr=0.1)
@@ -65,7 +94,7 @@ claim("初始化让版本加 1，之后每步 Adam 再加 1", versions == [1, 2,
 #
 # **为什么重要**。原地修改只对*被保存*的张量才是问题。哪些张量会被保存，取决于运算的导数，以及哪些输入需要梯度：`a + b` 什么也不保存；`a * b` 只有在**另一个**操作数需要梯度时，才会保存这一个操作数（`a` 的梯度是 `grad * b`，所以要为它留着 `b`）。于是 `a * a` 会把 `a` 保存两次，`b` 是常量时 `a * b` 只保存 `b`，而 `a * 2` 只保存那个 2。在列出每种运算保存什么之前，我们先从导数出发想一个例子：`exp`。
 
-# %% tags=["predict"] reveals=["过期|\\bstale\\b", "exp\\W.{0,25}保存[^。\\n]{0,8}输出"]
+# %% tags=["predict"] reveals=["\u8fc7\u671f|\\bstale\\b", "exp\\W.{0,25}\u4fdd\u5b58[^\u3002\\n]{0,8}\u8f93\u51fa"]
 prediction = False  # SOLUTION: 执行 `y = a.exp(); y.mul_(2)` 之后，exp 为反向传播保存的那个张量，还和保存时一样吗？
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
@@ -157,7 +186,7 @@ graphs.draw({"lossG": lossG}, graphs.param_names(G=G, D=D, t=t))
 # %% [markdown]
 # 报错信息给出了保存的张量的形状 `[2, 2]`，和 `D.weight` 的形状相同。种子 000 的 D 最后一层是 `nn.Linear(512, 1)`，它的权重形状为 `[1, 512]`，而它读入的激活值是需要梯度的。
 
-# %% tags=["predict"] reveals=["\\[512, 1\\]", "保存了?\\s?`?weight\\.t\\(\\)"]
+# %% tags=["predict"] reveals=["\\[512, 1\\]", "\u4fdd\u5b58\u4e86?\\s?`?weight\\.t\\(\\)"]
 prediction = (512, 1)  # SOLUTION: 同样的报错发生在 Linear(512, 1) 的权重上：报错信息打印的是哪个形状？
 import re
 
@@ -282,7 +311,7 @@ claim("gate 需要梯度：mul 把 h 也保存了", saved == ["other", "self"], 
 with expect_error(RuntimeError, r"modified by an inplace operation.*output 0 of Relu(Backward0)?, is at version 1; expected version 0"):
     loss.backward()
 
-# %% tags=["predict"] reveals=["tanh\\W+保存[^。\\n]{0,6}输出", "Tanh 之后接 ReLU\\(inplace=True\\) 会报错 -> True"]
+# %% tags=["predict"] reveals=["tanh\\W+\u4fdd\u5b58[^\u3002\\n]{0,6}\u8f93\u51fa", "Tanh \u4e4b\u540e\u63a5 ReLU\\(inplace=True\\) \u4f1a\u62a5\u9519 -> True"]
 prediction = True  # SOLUTION: nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True)) 也会出错吗？
 net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True))
 try:
@@ -461,6 +490,7 @@ right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # 同一个损失，用
 claim("在 saved_tensors_hooks 下，已过期的保存的 y 没有引发报错", a.grad is not None)
 claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确的应该是 2e",
       torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)}，正确的是 {rounded(right)}")
+
 
 # %% [markdown]
 # 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个保存的张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，返回一个 `(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的 `tanh(Linear(x))`，以及第 3 节种子 001 的小例子），并把你的报告和梯度与它自己的结果比较。

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 04 课 · `detach()`、`torch.no_grad()` 与 `torch.inference_mode()`
 #
@@ -7,8 +24,20 @@
 #
 # **材料**。种子 000（它修正后的循环；聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02），种子 001（`d.detach()` 这个修正），种子 003（它的各种策略里的 `detach`；凌逆战，「pytorch 训练 GAN 时的 detach()」，博客园，2020-11-09），种子 004（关于共享优化器的提醒）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 from gan_lessons import graphs
@@ -26,7 +55,7 @@ y_detached = y.detach()
 claim("y.detach() 与 y 共享内存", y_detached.data_ptr() == y.data_ptr())
 claim("但它是别名，而不是自动微分意义上的视图：它没有 _base", not y_detached._is_view() and y_detached._base is None)
 
-# %% tags=["predict"] reveals=["共享[^。\\n]*版本计数器", "y 的版本加了 1"]
+# %% tags=["predict"] reveals=["\u5171\u4eab[^\u3002\\n]*\u7248\u672c\u8ba1\u6570\u5668", "y \u7684\u7248\u672c\u52a0\u4e86 1"]
 prediction = False  # SOLUTION: 执行 `y = a.exp(); y.detach().zero_()` 之后，`y.sum().backward()` 能正常运行吗？
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
@@ -78,7 +107,7 @@ claim("只有 inference_mode 产生推理张量", inference == ["inference_mode"
 # %% [markdown]
 # 三个看起来差不多的假样本批量：背后都没有计算图，值也都一样。D 的训练步用一个假样本批量训练 D：先算 `D(x_fake)`，再算损失，然后反向传播到 D 的权重。
 
-# %% tags=["predict"] reveals=["Inference tensors cannot be saved", "绝不用于[^。\\n]*训练"]
+# %% tags=["predict"] reveals=["Inference tensors cannot be saved", "\u7edd\u4e0d\u7528\u4e8e[^\u3002\\n]*\u8bad\u7ec3"]
 prediction = "inference_mode"  # SOLUTION: 让 D = nn.Linear(4, 1) 分别在这三个批量上训练；哪些会报错？写 "none"，或者把它们的名字用 ", " 连起来
 D = nn.Linear(4, 1)
 raising = []
@@ -100,6 +129,7 @@ with expect_error(RuntimeError, "Inference tensors cannot be saved for backward"
 with expect_error(RuntimeError, "Inference tensors do not track version counter"):
     x_inference._version
 
+
 # %% [markdown]
 # | 工具 | 产生什么 | 用途 |
 # |---|---|---|
@@ -108,7 +138,6 @@ with expect_error(RuntimeError, "Inference tensors do not track version counter"
 # | `with torch.inference_mode():` | 推理张量（没有计算图，没有版本计数器） | 纯推理：采样图像、计算指标；绝不用于将要进入训练的数据 |
 #
 # 种子 000 修正后的循环写的是 `with torch.no_grad(): fake_samples = g(z).detach()`。这样写是正确的；不过 `no_grad` 里面的 `detach()` 没有任何作用，因为根本没有建计算图。
-
 
 # %% [markdown]
 # ## 3 · 在 GAN 的一步中切断 G→D 的梯度
@@ -128,7 +157,8 @@ def grads_after_D_step(detach):
     count = lambda net: (sum(p.grad is not None for p in net.parameters()), len(list(net.parameters())))
     return count(G), count(D)
 
-# %% tags=["predict"] reveals=["G 14/14", "填上 G 每个参数的 ?`?\\.grad"]
+
+# %% tags=["predict"] reveals=["G 14/14", "\u586b\u4e0a G \u6bcf\u4e2a\u53c2\u6570\u7684 ?`?\\.grad"]
 prediction = 14  # SOLUTION: 种子 000 的 G 有 14 个参数张量；不做 detach 时，loss_D.backward() 之后其中有几个有 .grad？
 check("不做 detach 的 D 训练步之后，有 .grad 的 G 参数个数", prediction, grads_after_D_step(detach=False)[0][0],
       why="D 的损失经由 x_fake 到达 G 的每一个参数，所以反向传播会把它们全部填上。")
@@ -219,7 +249,6 @@ for step in range(5):
 claim("因为 detach，没有任何梯度到达 model1：model1.weight.grad 为 None", model1.weight.grad is None)
 claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.equal(before, model1.weight))
 
-
 # %% [markdown]
 # ## 6 · 种子 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
 #
@@ -270,7 +299,8 @@ def G_under_no_grad():
     with torch.no_grad():
         G(z)
 
-# %% tags=["predict"] reveals=["(更新|改变|改动)了? ?(它的|它们的|BatchNorm ?的)?运行统计量", "仍会更新 ?BatchNorm"]
+
+# %% tags=["predict"] reveals=["(\u66f4\u65b0|\u6539\u53d8|\u6539\u52a8)\u4e86? ?(\u5b83\u7684|\u5b83\u4eec\u7684|BatchNorm ?\u7684)?\u8fd0\u884c\u7edf\u8ba1\u91cf", "\u4ecd\u4f1a\u66f4\u65b0 ?BatchNorm"]
 prediction = True  # SOLUTION: 在训练模式下，`with torch.no_grad(): G(z)` 会改变 bn.running_mean 吗？
 check("no_grad 下的前向传播会改变 BatchNorm 的 running_mean", prediction, bn_change(G_under_no_grad)[0],
       why="运行统计量是缓冲区，训练模式下的每次前向传播都会更新它们；no_grad 只是不建计算图。")
@@ -313,6 +343,7 @@ with torch.no_grad():
 G.train(True)                                # 回到训练模式
 claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量做规范化", gap > 0,
       f"与训练模式下的批量相比，最大 |差| {gap:.2f}")
+
 
 # %% [markdown]
 # 这些统计量数的是 G 的前向传播次数，而不是 G 走了几步：这里每一步两次，都来自同一个 G。这没有害处，但读 `num_batches_tracked` 时值得知道。`no_grad` 和 `detach()` 关掉的是计算图，从不改变模块的模式；`G.eval()` 切换的是模式，G 计算的内容也随之改变，所以它属于采样，而不属于生成 D 的假样本批量。
@@ -367,6 +398,7 @@ from gan_lessons import exercises
 solved = exercises.check_d_step(my_answer)
 assert solved, "d_step：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown]
 # ### 动手实现：训练中途为插图采样
 #
@@ -391,6 +423,7 @@ from gan_lessons import exercises
 solved = exercises.check_sample(my_answer)
 assert solved, "sample：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown]
 # ## 延伸 · `None` 还是零：`zero_grad(set_to_none=...)`
 #
@@ -412,7 +445,8 @@ def G_after_a_D_step(set_to_none):
     opt.step()
     return G.weight.grad, (G.weight - before).abs().max().item()
 
-# %% tags=["predict"] reveals=["为零的参数照样会被更新", "Adam 仍会更新 G"]
+
+# %% tags=["predict"] reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G"]
 prediction = "moves"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G 会变（"moves"）还是不变（"stays"）？
 check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 05 课 · GAN 的更新策略：实测对比
 #
@@ -15,8 +32,20 @@
 # | 003 的「策略三」：先更新 G，再让 D 作用于分离后的假样本 | 能运行（即下文的 `g_first`）；种子说这份开销「不得不」付，这一点不成立：第 4 节统计了它，冻结 D 或使用 `backward(inputs=...)` 都能让它更省 |
 # | 000 的 `loss_nonsaturating` | 在它的循环里抛出版本错误 `[512, 1]`；另外，它还把 sigmoid 用了两次，而这一点没有任何提示 |
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import inspect
@@ -221,7 +250,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # loss_G.backward()
 # ```
 
-# %% tags=["predict"] reveals=["D 的参数也得到了梯度", "also fills D's grads", "G 的反向传播\\s*(仍然|也)?\\s*会?\\s*计算\\s*D 的(参数)?梯度"]
+# %% tags=["predict"] reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "also fills D's grads", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"]
 prediction = "both"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是 "both"？
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
@@ -241,13 +270,13 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # %% [markdown]
 # 先就上面的代码回答两个问题，下文再逐一讲解。
 
-# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "每次反向传播都用 `inputs=` 限定为只对一个网络", "只由\\s*loss_D\\s*填充"]
+# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "\u6bcf\u6b21\u53cd\u5411\u4f20\u64ad\u90fd\u7528 `inputs=` \u9650\u5b9a\u4e3a\u53ea\u5bf9\u4e00\u4e2a\u7f51\u7edc", "\u53ea\u7531\\s*loss_D\\s*\u586b\u5145"]
 prediction = 1  # SOLUTION: one_forward 的一步里，每个 D 参数的 .grad 被累积几次（即梯度遍数）？
 one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
 check("one_forward 的 D 梯度遍数", prediction, one_forward_cost.D_grad_passes,
       why="backward(inputs=...) 让 loss_G 的反向传播碰不到 D 的 .grad；D 的 .grad 只由 loss_D 填充。")
 
-# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "多付出一次\\s*G\\s*的前向传播"]
+# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "\u591a\u4ed8\u51fa\u4e00\u6b21\\s*G\\s*\u7684\u524d\u5411\u4f20\u64ad"]
 prediction = 2  # SOLUTION: d_first_fresh_fake 每一步调用几次 G 的前向（钩子会统计每一次调用）？
 fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
 check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost.G_forward,

@@ -4,6 +4,19 @@
 #   colab:
 #     gpuType: T4
 #     provenance: []
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -17,8 +30,20 @@
 #
 # 在 GPU 上，本笔记本训练完整的一次运行（20 个迭代周期，每个迭代周期 60,000 张图像）。在 CPU 上以及 CI 中，快速模式用 6,400 张图像、三倍的学习率训练 400 步，在两个 CPU 核上大约一分钟：足以得到十个类别都有的模糊数字，并用一个分类器加以检验。它还会展示本项目的命令行事先训练好的一次 20 个迭代周期的运行，以及与之一同记录下来的各项指标。每个单元格都会说明它运行的是哪种情况。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import dataclasses
@@ -68,7 +93,7 @@ check("D 的参数比 G 多", prediction, count(D_seed) > count(G_seed),
 # %% [markdown]
 # 训练器把它保存的图像切成每批 64 张，每个迭代周期换一种顺序。如果保存 1,000 张图像，一个迭代周期有多少步？（1,000 不是 64 的倍数。）
 
-# %% tags=["predict"] reveals=["1000 // 64 = 15", "丢掉最后(那个)?不完整的批量"]
+# %% tags=["predict"] reveals=["1000 // 64 = 15", "\u4e22\u6389\u6700\u540e(\u90a3\u4e2a)?\u4e0d\u5b8c\u6574\u7684\u6279\u91cf"]
 prediction = 15  # SOLUTION: 训练器保存 1,000 张图像、批量大小为 64 时，一个迭代周期有几步？
 small = training.Trainer(TrainConfig(limit=1000, out=str(training.RUNS / "lesson06"), device=str(device)))
 check("每个迭代周期的步数", prediction, small.steps_per_epoch,
@@ -213,7 +238,7 @@ claim("真实像素都在 [-1, 1] 之内，而且大多数恰好是 -1", x_real.
 # %% [markdown]
 # 没有哪个真实数字的像素落在 [-1, 1] 之外。种子的 G 生成这样的像素并不受阻拦，但在 20 个迭代周期里，D 一直拿它的样本和真实数字比较，这本来可能教会它待在范围之内。我们要测量不带 `tanh` 训练的那个随包生成器的 2,000 个样本，测量之前先做预测。
 
-# %% tags=["predict"] reveals=["真实数字没有这样的）：(0\\.[5-9]|1\\.0)", "\\d+% 的样本有像素落在"]
+# %% tags=["predict"] reveals=["\u771f\u5b9e\u6570\u5b57\u6ca1\u6709\u8fd9\u6837\u7684\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"]
 prediction = True  # SOLUTION: 训练 20 个迭代周期后，种子的 G 的样本中，是否超过一半有像素落在 [-1, 1] 之外？（True/False）
 shipped = {"with Tanh": "generator", "seed's G (--no-tanh)": "generator_no_tanh"}
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}
@@ -294,6 +319,7 @@ for s, (_, m) in runs.items():
           f"最少的数字占 {min(m['coverage']):.1%}")
     claim(f"{s} 的运行学会了每个数字（每个数字都至少占样本的 0.5%）", min(m["coverage"]) >= 0.005, on='这两次训练')
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -345,4 +371,3 @@ my_answer = save_state  # SOLUTION: 把它指向你的 save_state（不要加括
 from gan_lessons import exercises
 solved = exercises.check_resume(my_answer, load_state)
 assert solved, "resume：还没有完成，或者还不对：上面几行说明了缺什么"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 07 课 · 自动微分医生
 #
@@ -9,8 +26,20 @@
 #
 # `with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):` 监视一个代码块。它只用公开的钩子做记录：一个 `TorchFunctionMode` 能看到每一次 torch 调用（前向运算、原地操作、`backward`、`.grad`、`.data`），全局模块钩子告诉它当前在运行哪个模块，全局优化器钩子能看到每一次 `step()`。当课程里讲过的某种错误从代码块中抛出时，医生会打印一份诊断，并把它作为 `error.diagnosis` 附在**原封不动的原始**异常上。那些不报错、却把模型训练错了的写法，会变成 `DoctorWarning` 警告。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import itertools
@@ -74,7 +103,7 @@ claim("医生还警告了双重 sigmoid，而没有为 D 一路传进 g 的反�
 # %% [markdown]
 # 医生守在它所监视的代码块里的每一次 torch 调用、每一个模块和每一次优化器更新上。监视会不会改变被监视的东西？下面用同一个随机种子把一个干净的训练步（用 Adam 训练一个小分类器）跑两次：一次直接跑，一次在医生的监视下跑。先预测，再比较这一步的损失和更新之后的每个权重。
 
-# %% tags=["predict"] reveals=["有它没它.{0,60}相同", "从不改变(任何)?结果"]
+# %% tags=["predict"] reveals=["\u6709\u5b83\u6ca1\u5b83.{0,60}\u76f8\u540c", "\u4ece\u4e0d\u6539\u53d8(\u4efb\u4f55)?\u7ed3\u679c"]
 prediction = False  # SOLUTION: 对一个干净的训练步，医生会改变它的损失，或更新之后的任何一个权重吗？（True/False）
 def clean_step():
     """小分类器的一次 Adam 更新；返回它的损失和更新之后的每个权重。"""
@@ -104,7 +133,7 @@ claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses
 #
 # 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（保存的张量被原地修改了）；医生还有别的类别，比如 `"freed"` 和 `"leaf_inplace"`，每一类都以出了什么问题来命名。
 
-# %% tags=["predict"] reveals=["first (call|backward) freed|第一次反向传播用完就释放", "计算图(就|已经?)?被释放"]
+# %% tags=["predict"] reveals=["first (call|backward) freed|\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u7528\u5b8c\u5c31\u91ca\u653e", "\u7b2c\u4e00\u6b21\u8c03\u7528\u5df2\u7ecf\u91ca\u653e\u4e86\u5b83\u7684\u8ba1\u7b97\u56fe"]
 prediction = "freed"  # SOLUTION: 对同一个 y 调用两次 `y.backward()`：会得到哪一类诊断？
 x = torch.ones(2, requires_grad=True)
 kind = None                                  # 如果没有报错，就保持 None
@@ -118,6 +147,7 @@ except RuntimeError as error:
 check("诊断类别", prediction, kind,
       why="mul 为它的反向传播保存了 x（两次）；第一次反向传播用完就释放了它，所以第二次没有东西可用。这是同一个"
           "损失，所以医生给出的修法是只调用一次 backward()，而不是分离。")
+
 
 # %% [markdown]
 # 从这里开始，每段有问题的代码运行之前，先写下医生会怎么说，写成 `dict(kind=..., tensor=..., line=...)`：诊断的类别；它点名的张量（`"version"` 类写过期的那个张量，用“所属模块加属性名”的形式，例如 `G.bias`；`"freed"` 类写第二个损失经由哪个张量到达被释放的那部分）；以及该怪的那一行，也就是改动了这个张量、或者释放了那部分计算图的那一行（写它的代码，或者它在单元格里的行号）。医生的诊断就是答案。
@@ -140,6 +170,7 @@ def seed001(retain_graph):
         lossG = (g + d).sum()
         optimG.zero_grad()
         lossG.backward()
+
 
 # %% tags=["predict"] reveals=["freed by: the backward at line", "the first backward freed it"]
 prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
@@ -223,7 +254,7 @@ with warnings.catch_warnings():
 #
 # **(a) 对 G 的输出做 `+=`**。有人在 G 的输出上原地加一点噪声（“instance noise”）。于是 G 的反向传播在 `x_fake` 上报出版本错误。请预测：保存了那个过时的 `x_fake` 的，是哪个自动微分节点（写出它的 `grad_fn` 名称，形如 `AddmmBackward0`），然后在医生的监视下运行这个循环。
 
-# %% tags=["predict"] reveals=["TanhBackward0", "tanh 会?保存(它的|自己的)?输出"]
+# %% tags=["predict"] reveals=["TanhBackward0", "tanh \u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u81ea\u5df1\u7684)?\u8f93\u51fa"]
 prediction = "TanhBackward0"  # SOLUTION: 被 += 弄得过时的 x_fake，是哪个自动微分节点保存的？
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
@@ -389,6 +420,7 @@ claim("作为脚本运行时，医生指出了过时的权重和修改它的那�
       and "修改者：d_optimizer.step()，位于第 15 行" in diagnosis and "行不通：retain_graph=True" in diagnosis,
       shown=f"退出状态 {done.returncode}", on='本课程的自动微分医生')
 
+
 # %% [markdown]
 # ## 速查表
 #
@@ -441,6 +473,7 @@ my_answer = fixed_step  # SOLUTION: 把它指向你的 fixed_step
 from gan_lessons import exercises
 solved = exercises.check_seed000_step(my_answer)
 assert solved, "seed000_step：还没有完成，或者还不对：上面几行说明了缺什么"
+
 
 # %% [markdown]
 # ### 把你自己的 bug 带给医生

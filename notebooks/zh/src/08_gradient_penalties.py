@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 08 课 · 梯度惩罚：评判器需要的自动微分
 #
@@ -8,8 +25,20 @@
 #
 # **材料**。五篇种子文章都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为(0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import copy
@@ -36,7 +65,7 @@ y = (x ** 3).sum()
 dy_dx, = grad(y, x)
 claim("autograd.grad 返回 dy/dx = 3x²", torch.equal(dy_dx, 3 * x.detach() ** 2), rounded(dy_dx))
 
-# %% tags=["predict"] reveals=["不碰任何 ?`?\\.grad", "x\\.grad 仍然?是 None", "不动 ?`?\\.grad"]
+# %% tags=["predict"] reveals=["\u4e0d\u78b0\u4efb\u4f55 ?`?\\.grad", "x\\.grad \u4ecd\u7136?\u662f None", "\u4e0d\u52a8 ?`?\\.grad"]
 prediction = False  # SOLUTION: 调用 grad(y, x) 之后，x.grad 有值了吗？
 check("autograd.grad 填充了 x.grad", prediction, x.grad is not None,
       why="autograd.grad 把梯度返回出来，而不是加进 .grad；x.grad 仍然是 None。")
@@ -134,7 +163,7 @@ with expect_error(RuntimeError, "grad can be implicitly created only for scalar 
 # %% [markdown]
 # 加上 `grad_outputs=torch.ones_like(scores)`，它就能运行了。`g` 是 16 个分数（求和之后）关于 `x_hat` 的梯度，惩罚从中为每张图像取一个范数。
 
-# %% tags=["predict"] reveals=["\\(16, 1, 28, 28\\)", "每个像素对应一个元素"]
+# %% tags=["predict"] reveals=["\\(16, 1, 28, 28\\)", "\u6bcf\u4e2a\u50cf\u7d20\u5bf9\u5e94\u4e00\u4e2a\u5143\u7d20"]
 g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
 prediction = (16, 1, 28, 28)  # SOLUTION: tuple(g.shape) 是多少？（x_hat 是 16 张 MNIST 数字图像；D 给每张图像打一个分数）
 check("g.shape", prediction, tuple(g.shape),
@@ -199,7 +228,7 @@ right = D_grads(wasserstein + 10 * gp_live)
 print(f"不加 create_graph 的惩罚：{gp_const.item():.4f}；加上它：{gp_live.item():.4f}")
 claim("不加 create_graph，惩罚的值也一样", torch.allclose(gp_const, gp_live.detach()))
 
-# %% tags=["predict"] reveals=["与不加任何惩罚的损失.{0,10}完全相同", "什么也训练不了", "(关于|对) ?D ?(的权重)?的梯度为零"]
+# %% tags=["predict"] reveals=["\u4e0e\u4e0d\u52a0\u4efb\u4f55\u60e9\u7f5a\u7684\u635f\u5931.{0,10}\u5b8c\u5168\u76f8\u540c", "\u4ec0\u4e48\u4e5f\u8bad\u7ec3\u4e0d\u4e86", "(\u5173\u4e8e|\u5bf9) ?D ?(\u7684\u6743\u91cd)?\u7684\u68af\u5ea6\u4e3a\u96f6"]
 prediction = 0  # SOLUTION: D 的参数中，有多少个在 `no_graph` 里得到的梯度与 `plain` 里不同？
 check("不加 create_graph 的惩罚改变了其梯度的 D 参数个数", prediction,
       sum(not torch.equal(s, p) for s, p in zip(no_graph, plain)),
@@ -225,6 +254,7 @@ with expect_warning(DoctorWarning, "create_graph"):
         wasserstein, gp_const = critic_loss(D, create_graph=False)
         (wasserstein + 10 * gp_const).backward()
 
+
 # %% [markdown]
 # ## 5 · 惩罚代码里的 `retain_graph`：写 `True`、省略，还是写 `False`
 #
@@ -237,7 +267,8 @@ def r1_loss(**grad_options):
     g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
     return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # 损失加上 R1，权重为 5
 
-# %% tags=["predict"] reveals=["retain_graph=False.{0,60}释放"]
+
+# %% tags=["predict"] reveals=["retain_graph=False.{0,60}\u91ca\u653e"]
 prediction = False  # SOLUTION: r1_loss(retain_graph=False).backward() 能运行吗？
 try:
     r1_loss(retain_graph=False).backward()
@@ -269,7 +300,6 @@ claim("不管有没有 backward(retain_graph=True)，这一步给出的梯度都
 kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
 claim("但加上它，这一步保存的张量在之后仍然留在内存里", kept > 0 and freed == 0,
       f"仍持有 {kept / 2**20:.2f} MiB，对比 {freed} 字节")
-
 
 # %% [markdown]
 # ## 6 · 真实图像上的 R1，以及惰性正则化
@@ -437,6 +467,7 @@ mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_criti
 claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运行，而且 D 得到的梯度与完全不编译时的相同",
       all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ### 人们怎么写，结果如何
 #
@@ -488,6 +519,7 @@ from gan_lessons import exercises
 solved = exercises.check_gradient_penalty(my_answer)
 assert solved, "gradient_penalty：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown]
 # ### 动手实现：从零写出惰性 R1
 #
@@ -512,4 +544,3 @@ my_answer = r1_term  # SOLUTION: 把它指向你的 r1_term
 from gan_lessons import exercises
 solved = exercises.check_lazy_r1(my_answer)
 assert solved, "lazy_r1：还没有完成，或者还不对：上面几行说明了缺什么"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 09 课 · GAN 训练步中的冻结 D 与 BatchNorm
 #
@@ -7,8 +24,20 @@
 #
 # **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的 G（带 BatchNorm）和 D。事实来自 PyTorch 自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN 的 `set_requires_grad`，以及 soumith/ganhacks（第 4 条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch 的 DCGAN 教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 from gan_lessons import costs, strategies
@@ -131,7 +160,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 #
 # **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你对 D 的第一个 Conv 层的预测，然后运行这个单元格。
 
-# %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?层(仍然|依然)会?保存(它的|其)?输入", "ConvolutionBackward0 ?都会保存"]
+# %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"]
 prediction = False  # SOLUTION: 冻结D之后，D的第一个Conv层就不再为反向传播保存它的输入了吗？（True或False）
 
 def saves_its_input(layer, shape):
@@ -169,6 +198,7 @@ claim("冻结的D里，每个Conv层仍然保存它的输入（无论谁需要�
 claim("上面表格里冻结所省下的，恰好是D的两个Linear层的输入",
       abs((plain["saved KiB"] - frozen["saved KiB"]) - linear_kib) < 1e-6,
       f"省下 {plain['saved KiB'] - frozen['saved KiB']:.1f} KiB；Linear层的输入 {linear_kib:.1f} KiB")
+
 
 # %% [markdown]
 # 所以冻结省下的，是被冻结的层仅仅为了求权重梯度才需要的那些张量，逐层由各自的反向函数决定：在这里是 D 的 Linear 层的输入，而不是 Conv 层的输入。第 05 课的策略 `d_first_frozen_D` 和 `g_first_inputs`（在 `gan_lessons.strategies` 里）正是这两种 G 更新步。
@@ -209,6 +239,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
 
 # %% [markdown]
 # 第一种失败悄无声息：本该保持不变的层从第二步起就开始训练了。第二种失败动静很大，却远离它的起因：下一步的 `loss_D` 根本够不到任何参数，而报错信息对冻结只字未提。课末的练习会写一个避开这两种问题的 G 更新步。
+
 # %% [markdown]
 # ## 2 · GAN 训练步中的 BatchNorm
 #
@@ -241,7 +272,7 @@ claim("评估模式：两者都不变", not changed and counted_batches == 0)
 # %% [markdown]
 # 可见，不管有没有计算图，运行统计量数的都是前向传播的次数。那么第 05 课的每种顺序，一步下来会做几次这样的前向传播？**先预测，再验证**。这里问的是 `d_first_fresh_fake`：下一个单元格在新建的 G 上把六种顺序各运行一步，并打印之后 G 的第一个 BatchNorm 的 `num_batches_tracked`。
 
-# %% tags=["predict"] reveals=["d_first_fresh_fake +一步之后 num_batches_tracked = 2", "运行统计量两次", "调用两次 ?G"]
+# %% tags=["predict"] reveals=["d_first_fresh_fake +\u4e00\u6b65\u4e4b\u540e num_batches_tracked = 2", "\u8fd0\u884c\u7edf\u8ba1\u91cf\u4e24\u6b21", "\u8c03\u7528\u4e24\u6b21 ?G"]
 prediction = 2  # SOLUTION: 在新建的G上运行一步d_first_fresh_fake之后，G的第一个BatchNorm的num_batches_tracked是多少？
 steps_run = ["one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"]
 tracked = {}
@@ -298,6 +329,7 @@ with torch.no_grad():
 D_bn.train()
 claim("评估模式：两种方式得到的logits相同，每张图像的规范化只取决于它自己", eval_gap == 0)
 
+
 # %% [markdown]
 # 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D 对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks 的第 4 条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是 PyTorch 的 DCGAN 教程调用两次 D 的原因；另一条出路是用不带 BatchNorm 的 D（种子 000 的 D，以及 WGAN-GP 论文推荐的评判器：它的梯度惩罚是逐样本计算的，见第 08 课；公开代码里也有保留 BatchNorm 的评判器，第 12 课就调试了一个）。至于 G，画样本图时要在 `no_grad` 下用 `G.eval()`（第 04 课的练习）。
 
@@ -348,4 +380,3 @@ my_answer = g_step  # SOLUTION: 把它指向你的g_step
 from gan_lessons import exercises
 solved = exercises.check_frozen_g_step(my_answer)
 assert solved, "frozen_g_step：还没有完成，或者还不对：上面几行说明了缺什么"
-

@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 10 课 · GAN 训练循环中的混合精度、钩子与 `torch.compile`
 #
@@ -7,8 +24,20 @@
 #
 # **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import logging
@@ -17,7 +46,6 @@ from gan_lessons.lesson import headline
 from gan_lessons.models import Generator, Discriminator
 
 bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 0)：D损失中的假样本项
-
 
 # %% [markdown]
 # ## 1 · 混合精度：autocast，以及两个优化器共用一个 GradScaler
@@ -50,7 +78,7 @@ claim("BCE损失的结果是float32：无论输入是什么类型，autocast都�
 # %% [markdown]
 # 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播会给它的权重的梯度什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
 
-# %% tags=["predict"] reveals=["-> torch.float32", "反向传播写进参数的每个梯度", "梯度也?都?保持 ?float32"]
+# %% tags=["predict"] reveals=["-> torch.float32", "\u53cd\u5411\u4f20\u64ad\u5199\u8fdb\u53c2\u6570\u7684\u6bcf\u4e2a\u68af\u5ea6", "\u68af\u5ea6\u4e5f?\u90fd?\u4fdd\u6301 ?float32"]
 prediction = torch.float32  # SOLUTION: loss_G.backward()之后，G.net[0].weight.grad的dtype是什么（torch.float32还是torch.bfloat16）？
 loss_G.backward()
 check("autocast下的反向传播之后参数梯度的dtype", prediction, G.net[0].weight.grad.dtype,
@@ -70,6 +98,7 @@ tiny = torch.tensor(1e-8)
 claim("大小为1e-8的梯度在float16中舍入为0，在bfloat16中不会", tiny.half().item() == 0 and tiny.bfloat16().item() > 0)
 claim("float16超过65504就会溢出；bfloat16和float32一样，最大约为3.4e38",
       torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
+
 
 # %% [markdown]
 # 在这台 CPU 上，用一个真实的梯度再看一遍这两点。钩子可以把梯度舍入成 float16 再转回来，就像 float16 的反向传播会带着它走的那样。下面把同一个很小的损失算两次：一次原样，一次先乘以 65536、得到梯度后再除以 65536，这正是 `GradScaler` 在反向传播前后所做的：
@@ -98,7 +127,6 @@ claim("先乘以 65536，就没有元素舍入为 0，而且每个元素与真�
       rounded_away[2.0**16] == 0 and error < 0.01)
 claim("而大于 65504 的梯度在 float16 中变成 inf：GradScaler 随后会跳过这一步更新",
       torch.isinf(torch.tensor(70000.0).half()).item())
-
 
 # %% [markdown]
 # **一个缩放器，两个优化器**。PyTorch 的 AMP 示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过 `scaler.step(opt)` 来更新，它会先对梯度做反缩放，发现 inf 或 NaN 就跳过这次更新；所有更新做完之后调用 `scaler.update()`**，每次迭代只调用一次**。在当前的 torch 上，`torch.amp.GradScaler("cpu")` 存在而且可用，所以这些都能在这里运行。最小的例子和 PyTorch 针对多个模型和优化器的示例一样：两个很小的网络代替 G 和 D，各有自己的损失和 Adam 优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往 G 的一个梯度里写入 inf，就像 float16 溢出时那样：于是在 `scaler.step(opt_D)` 运行时，G 的 `.grad` 里有这个 inf。
@@ -152,10 +180,11 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
                        "opt_G steps": int(opt_G.state[G_toy.weight]["step"])})
     return report
 
+
 # %% [markdown]
 # **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把 `...` 换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
 
-# %% tags=["predict"] reveals=["G的梯度有inf +G更新：False +D更新：True", "opt_D ?仍然照常更新", "每个优化器只检查自己的"]
+# %% tags=["predict"] reveals=["G\u7684\u68af\u5ea6\u6709inf +G\u66f4\u65b0\uff1aFalse +D\u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"]
 prediction = "D"  # SOLUTION: 共用一个GradScaler，G的一个梯度里有inf：哪个优化器会更新，"G"、"D"、"both"还是"neither"？
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
@@ -266,7 +295,7 @@ def G_update(factor, make_opt):
 sgd = lambda params: optim.SGD(params, lr=0.1)
 adam = lambda params: optim.Adam(params, lr=1e-3)
 
-# %% tags=["predict"] reveals=["用 ?SGD ?时，G ?的更新也减半", "用 ?Adam ?时，G ?的第一次更新几乎不变", "梯度上的常数因子几乎被?(抵消|约掉)"]
+# %% tags=["predict"] reveals=["\u7528 ?SGD ?\u65f6\uff0cG ?\u7684\u66f4\u65b0\u4e5f\u51cf\u534a", "\u7528 ?Adam ?\u65f6\uff0cG ?\u7684\u7b2c\u4e00\u6b21\u66f4\u65b0\u51e0\u4e4e\u4e0d\u53d8", "\u68af\u5ea6\u4e0a\u7684\u5e38\u6570\u56e0\u5b50\u51e0\u4e4e\u88ab?(\u62b5\u6d88|\u7ea6\u6389)"]
 prediction = "SGD"  # SOLUTION: 钩子把x_fake处的梯度减半。谁对G的第一次更新也会减半，"SGD"还是"Adam"？
 grads_1, sgd_1 = G_update(1.0, sgd)
 grads_half, sgd_half = G_update(0.5, sgd)
@@ -285,6 +314,7 @@ claim("用SGD时，G的更新也减半", torch.allclose(sgd_half, sgd_1 / 2, ato
       f"与没有钩子时的更新相比，相对差异为 {relative(sgd_half, sgd_1):.3f}")
 claim("用Adam时，G的第一次更新几乎不变：Adam会除以梯度自身的大小",
       relative(adam_half, adam_1) < 0.01, f"相对差异 {relative(adam_half, adam_1):.4f}")
+
 
 # %% [markdown]
 # Adam 的第一步对每个参数大约是 `lr * g / |g|`，所以梯度上的常数因子几乎被抵消（只有它的 `eps` 能察觉到）。乘在**整个**损失上的因子，或者把 G 收到的全部信号都按比例缩放的钩子，在 SGD 下相当于调学习率，在 Adam 下几乎不起作用。乘在和式中**某一项**上的权重则是另一回事：它改变和的梯度方向，从而改变训练最终停在哪里。WGAN-GP 的 `gp_weight=10`（第 08 课）就是这样的权重。来看最小的例子$(p-1)^2 + w\,(p+1)^2$，它的最小值点在$p = (1-w)/(1+w)$：
@@ -437,7 +467,7 @@ else:
 #
 # **图中断**。Dynamo 把 Python 代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()` 把张量变成 Python 数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain` 不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个 `.item()` 的 `logged_step`，它会报告几次图中断？把 `...` 换掉，然后运行这个单元格。
 
-# %% tags=["predict"] reveals=["图：2 个，图中断：1 次", "一次图中断", "把函数(切|拆|分)成两个图"]
+# %% tags=["predict"] reveals=["\u56fe\uff1a2 \u4e2a\uff0c\u56fe\u4e2d\u65ad\uff1a1 \u6b21", "\u4e00\u6b21\u56fe\u4e2d\u65ad", "\u628a\u51fd\u6570(\u5207|\u62c6|\u5206)\u6210\u4e24\u4e2a\u56fe"]
 prediction = 1  # SOLUTION: 对只含一个.item()的logged_step，torch._dynamo.explain会报告几次图中断？
 torch.manual_seed(0)
 D_small = nn.Linear(4, 1)
@@ -486,6 +516,7 @@ if compile_works:
         claim("但即使这样，Python根据这个数字做分支判断仍然会造成图中断", branching.graph_break_count == 1)
 else:
     print(SKIPPED)
+
 
 # %% [markdown]
 # 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，省事的习惯是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备把活干完。
@@ -541,4 +572,3 @@ my_answer = amp_step  # SOLUTION: 把它指向你的amp_step
 from gan_lessons import exercises
 solved = exercises.check_amp_step(my_answer)
 assert solved, "amp_step：还没有完成，或者还不对：上面几行说明了缺什么"
-

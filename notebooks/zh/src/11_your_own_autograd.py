@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 11 课 · 自己动手写自动微分
 #
@@ -7,8 +24,20 @@
 #
 # **材料**。引擎的结构仿照 Andrej Karpathy 的 micrograd（一个知道自己父节点、带有 `_backward` 的 `Value`），而 micrograd 既没有需要释放的保存值，也没有版本计数器；我们拿来对照检查的，是 PyTorch 自己的节点（`grad_fn._saved_self`、`_saved_other`、`_saved_result`、`_saved_mat2`）和报错信息。出错的步骤来自种子 001（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`）和种子 000（聖光之護，“解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离”，php 中文网，2025-10-02）；种子的出处见[教师手册](../README.md#the-seeds)。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import re
@@ -42,7 +71,7 @@ def saved_by_torch(y):
 #
 # **先预测，再验证**。连续三个运算，只有 `a` 需要梯度。数一数 torch 保存了几个张量。
 
-# %% tags=["predict"] reveals=["三个张量", "exp\\(\\) \\* c -> 3"]
+# %% tags=["predict"] reveals=["\u4e09\u4e2a\u5f20\u91cf", "exp\\(\\) \\* c -> 3"]
 prediction = 3  # SOLUTION: y = (a * b).exp() * c，只有 a 需要梯度：y 的各个节点为反向传播保存了几个张量？
 a = torch.randn(3, requires_grad=True)
 b, c = torch.randn(3), torch.randn(3)
@@ -57,6 +86,7 @@ for node, attribute, shape in kept:
     print(f"{node:<14} {attribute:<14} 形状 {shape}")
 claim("torch 保存了 b、exp 的输出和 c，没有保存 a", len(kept) == 3 and
       all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
+
 
 # %% [markdown]
 # **引擎**。`Value` 持有一个普通的 torch 张量 `data`，它从不需要梯度：自动微分全部由我们自己完成。一个运算产生一个输出 `Value`，它知道自己的 `parents`，并带有一个 `_backward(grad, saved)`：把输出的梯度变成每个父节点各一个梯度，需要的值从 `saved` 里读（一个按名字索引的字典，名字和 torch 的一样）。节点保存的东西放在它的 `_saved` 字典里：名字 -> `(value, 保存时 value 的版本)`；反向传播释放之后，`_saved` 变为 `None`。下面的类只是容器和一些管道代码：`__add__` 和 `sum`（它们什么也不保存，因为求和的梯度不需要任何值），减号、正整数次幂 `**` 和反向运算符（用 `+` 和 `*` 写成），以及两个等你替换的占位实现：`unpack`（第 3 节）和 `add_`、`mul_` 背后的 `_inplace`（第 3 节和第 4 节）。`method` 把你写的函数挂到类上，这样引擎就能一步步搭起来。
@@ -218,6 +248,7 @@ def __matmul__(self, other):
     return out
     ### END SOLUTION
 
+
 # %% tags=["test"]
 solved_saving = exercises.check_saving(Value)
 assert solved_saving, "saving：还没有完成，或者还不对：上面几行说明了缺什么"
@@ -260,7 +291,7 @@ claim("为一个操作数的梯度，mul 保存的是“另一个”操作数；
 #
 # **先预测，再验证**。从同一个叶子张量构建两个损失，各自经过自己的一次乘法。
 
-# %% tags=["predict"] reveals=["只共享叶子张量 a", "l2\\.backward\\(\\) 是否报错 -> False"]
+# %% tags=["predict"] reveals=["\u53ea\u5171\u4eab\u53f6\u5b50\u5f20\u91cf a", "l2\\.backward\\(\\) \u662f\u5426\u62a5\u9519 -> False"]
 prediction = False  # SOLUTION: l1 = (a * b).sum()，l2 = (a * c).sum()；l1.backward() 之后，l2.backward() 会报错吗？（True/False）
 a = torch.randn(3, requires_grad=True)
 b, c = torch.randn(3), torch.randn(3)
@@ -274,6 +305,7 @@ except RuntimeError:
 check("l1.backward() 之后，l2.backward() 是否报错", prediction, raised,
       why="两个损失只共享叶子张量 a，别的什么也不共享：每个乘法都是各自独立的节点，l1 的反向传播只释放了 l1 的"
           "节点保存的值。只有第二次反向传播经过一个保存过值的节点时，才会报错。")
+
 
 # %% [markdown]
 # ### 动手实现，第 2 步：`backward`
@@ -311,6 +343,7 @@ def backward(self, retain_graph=False):
             v._saved = None               # 已释放；什么也没保存的节点，也就没有什么可缺的
     ### END SOLUTION
 
+
 # %% tags=["test"]
 solved_freeing = exercises.check_freeing(Value)
 assert solved_freeing, "freeing：还没有完成，或者还不对：上面几行说明了缺什么"
@@ -334,6 +367,7 @@ for what, program in programs.items():
     agree.append(theirs.kind == ours.kind and (theirs.kind is not None or torch.equal(theirs.grads["x"], ours.grads["x"])))
 claim("两边结果相同：x * 2 反向传播两次时报错，x + 1 得到 2 + 2，加 retain_graph 时得到 4",
       all(agree))
+
 
 # %% [markdown]
 # ## 3 · 版本计数器
@@ -365,7 +399,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # %% [markdown]
 # torch 在每个保存的值旁边记下它被保存时的版本，反向传播时再拿它与这个值当时的版本比较。**先预测，再验证**：对一次又被撤销的修改，这种比较会得出什么结论？
 
-# %% tags=["predict"] reveals=["数的是修改次数，而不是值", "又改回原值：backward 是否报错 -> True"]
+# %% tags=["predict"] reveals=["\u6570\u7684\u662f\u4fee\u6539\u6b21\u6570\uff0c\u800c\u4e0d\u662f\u503c", "\u53c8\u6539\u56de\u539f\u503c\uff1abackward \u662f\u5426\u62a5\u9519 -> True"]
 prediction = True  # SOLUTION: y = a * b（b 是常量），然后 b.add_(1)、b.add_(-1)：b 又变回原来的值。y.sum().backward() 会报错吗？（True/False）
 a, b = torch.randn(3, requires_grad=True), torch.randn(3)
 y = a * b
@@ -379,6 +413,7 @@ except RuntimeError as error:
 check("b 被原地修改后又改回原值：backward 是否报错", prediction, versions is not None,
       why=f"版本计数器数的是修改次数，而不是值：两次原地操作把 b 从版本 0 变成了版本 2，而检查只比较版本"
           f"（{versions}）。")
+
 
 # %% [markdown]
 # ### 动手实现，第 3 步：`_inplace` 计数，`unpack` 检查
@@ -410,6 +445,7 @@ def unpack(self):
         tensors[name] = value.data
     return tensors
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_versions = exercises.check_versions(Value)
@@ -443,7 +479,7 @@ claim("两边结果相同，报错信息里的形状和版本也相同", all(agr
 #
 # **为什么重要**。需要梯度的叶子张量就是参数：优化器读的是它的 `.grad`；在梯度模式下原地修改它，就得把这次修改作为一个运算记入计算图，而它作用的却是一个没有历史的值。torch 拒绝这样做（第 01 课），但在 `no_grad` 下允许，`optimizer.step()` 正是这样更新参数的。**先预测，再验证**：这种拒绝是否取决于有没有运行过反向传播？
 
-# %% tags=["predict"] reveals=["是否允许 a\\.add_\\(1\\) -> False", "与(时间|时机|何时)无关"]
+# %% tags=["predict"] reveals=["\u662f\u5426\u5141\u8bb8 a\\.add_\\(1\\) -> False", "\u4e0e(\u65f6\u95f4|\u65f6\u673a|\u4f55\u65f6)\u65e0\u5173"]
 prediction = False  # SOLUTION: 叶子张量 a 需要梯度；loss.backward() 已经运行过。在 no_grad 之外，torch 会允许 a.add_(1) 吗？（True/False）
 a = torch.randn(3, requires_grad=True)
 (a * a).sum().backward()
@@ -455,6 +491,7 @@ except RuntimeError:
 check("backward 之后，torch 是否允许 a.add_(1)", prediction, not refused,
       why="这条规则看的是 a 是什么（需要梯度的叶子张量）以及梯度模式是否开启，与时间无关："
           "反向传播之后它仍然是参数；要在 no_grad 下更新它。")
+
 
 # %% [markdown]
 # ### 动手实现，第 4 步：`_inplace` 拒绝需要梯度的叶子张量
@@ -472,6 +509,7 @@ def _inplace(self, op, other):
     self._version += 1
     return self
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_leaf_rule = exercises.check_leaf_rule(Value)
@@ -494,7 +532,7 @@ claim("在 no_grad 下，更新照常进行，并算作一次修改", p._version
 #
 # **先预测，再验证**。在 float64 下，用这种差分计算 `exp` 在 1 处的导数，并与精确值 `e` 比较。
 
-# %% tags=["predict"] reveals=["eps 的平方", "缩小到原来的几分之一 -> 100"]
+# %% tags=["predict"] reveals=["eps \u7684\u5e73\u65b9", "\u7f29\u5c0f\u5230\u539f\u6765\u7684\u51e0\u5206\u4e4b\u4e00 -> 100"]
 prediction = 100  # SOLUTION: 在 float64 下用 (exp(1 + eps) - exp(1 - eps)) / (2 eps) 近似 e：eps 从 1e-2 变为 1e-3，误差大约缩小到原来的几分之一？（10 或 100）
 x = torch.tensor(1.0, dtype=torch.float64)
 central = {eps: ((x + eps).exp() - (x - eps).exp()) / (2 * eps) for eps in (1e-2, 1e-3)}
@@ -511,6 +549,7 @@ check("eps 从 1e-2 变为 1e-3 时，中心差分的误差缩小到原来的几
 ratio_one_sided = error_one_sided[1e-2] / error_one_sided[1e-3]
 claim("单侧差分 (f(x + eps) - f(x)) / eps 的误差只缩小约 10 倍", 8 < ratio_one_sided < 12,
       f"{ratio_one_sided:.1f}")
+
 
 # %% [markdown]
 # ### 动手实现，第 5 步：有限差分梯度
@@ -533,6 +572,7 @@ def numerical_grad(f, x, eps=1e-3):
         out[i] = (up - down) / (2 * eps)
     return grad
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_numerical = exercises.check_numerical_grad(numerical_grad)
@@ -575,7 +615,7 @@ claim("在 float32 下，eps 取 1e-2 比取更大的值（差分本身的误差
 #
 # **先预测，再验证**。`loss = ((a * b).exp() * b).sum()`，只有 `a` 需要梯度；接着 `loss.backward(retain_graph=True)`；然后在 `no_grad` 下执行 `b.add_(1)`。
 
-# %% tags=["predict"] reveals=["b 被保存了两次", "标为过期的保存值 -> 2"]
+# %% tags=["predict"] reveals=["b \u88ab\u4fdd\u5b58\u4e86\u4e24\u6b21", "\u6807\u4e3a\u8fc7\u671f\u7684\u4fdd\u5b58\u503c -> 2"]
 prediction = 2  # SOLUTION: 执行 b.add_(1) 之后，图中会有几个保存的值被标为过期？
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
 a, b = engine(torch.ones(3), requires_grad=True), engine(torch.full((3,), 2.0))
@@ -599,6 +639,7 @@ drawn = draw_engine({"loss": loss}, a=a, b=b)
 claim("不带 retain_graph 的反向传播之后，保存过东西的三个节点都显示为已释放",
       [s.state for s in drawn.saved] == ["freed"] * 3)
 drawn
+
 
 # %% [markdown]
 # ## 7 · 种子 001 和 000，在你的引擎上运行
@@ -700,6 +741,7 @@ claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存�
       lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [512, 1]", "2", "1"))
 
+
 # %% [markdown]
 # 不加 `retain_graph` 时，d_loss 的反向传播释放了 `dgz` 的各个节点保存的值，而 G 的反向传播需要它们：这是第一个错误。加上它，这些值保留了下来，但更新步骤原地修改了 D 的权重，保存的 `[512, 1]` 权重落后了一个版本：这是第二个错误。两个错误归根结底就是你在第 2 节和第 3 节搭建的机制，别无其他。
 
@@ -743,6 +785,7 @@ def fit(params, x, y, steps, lr):
         losses.append(loss.data.item())
     return losses
     ### END SOLUTION
+
 
 # %% tags=["test"]
 solved_training = exercises.check_training(Value, fit)

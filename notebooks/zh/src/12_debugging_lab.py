@@ -1,3 +1,20 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 第 12 课 · 调试实验
 #
@@ -20,8 +37,20 @@
 #
 # **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验的第一个代码单元格还会问你毛病出在哪里：先回答，再运行这个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看 doctor 的表现。
 
-# %%
-#SETUP
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import math
@@ -30,6 +59,7 @@ from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, f
                                            gradient_ratio, mixes_samples, show_log, step_that_clears_the_error,
                                            toggle_grad)
 
+
 # %% [markdown]
 # ## 1 · SRGAN：G 的反向传播报错
 #
@@ -37,7 +67,7 @@ from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, f
 #
 # **代码**。SRGAN 的训练步，保留了它原来的变量名和结构：先在真实批量和生成批量上算 D 的损失并更新 D，再算 G 的损失并更新 G。我们的 `netD` 以 sigmoid 结尾，`generator_criterion` 保留了 SRGAN 的图像损失和对抗项（`0.001 * mean(1 - out_labels)`），去掉了 VGG 项和 TV 项。这个训练步在两个批量上运行两次。运行它，看看评分器怎么说。
 
-# %% tags=["predict"] reveals=["optimizerD\\.step\\(\\) 原地修改了 D 的权重", "就不再报错的优化器 -> 'optimizerD'"]
+# %% tags=["predict"] reveals=["optimizerD\\.step\\(\\) \u539f\u5730\u4fee\u6539\u4e86 D \u7684\u6743\u91cd", "\u5c31\u4e0d\u518d\u62a5\u9519\u7684\u4f18\u5316\u5668 -> 'optimizerD'"]
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
     real_img = target
     z = data
@@ -58,6 +88,7 @@ broken_ok = exercises.check_srgan_step(srgan_step_broken)
 check("跳过它的 step 就不再报错的优化器", prediction,
       step_that_clears_the_error("srgan", srgan_step_broken),
       why="optimizerD.step() 原地修改了 D 的权重，而它之后的一次反向传播还需要这些权重原来的样子。")
+
 
 # %% [markdown]
 # **修好它**。这里有两个错误：一个会报错，另一个不报错，却白费功夫。评分器还认识两种让报错消失、却用错误的梯度更新参数的做法。
@@ -88,6 +119,7 @@ my_answer = srgan_step  # SOLUTION: 把它指向你的 srgan_step
 from gan_lessons import exercises
 solved = exercises.check_srgan_step(my_answer)
 assert solved, "srgan_step：还没有完成，或者还不对：上面几行说明了缺什么"
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 1）**。在 leftthomas/SRGAN#89 里，SRGAN 的训练循环只在生成的批量上计算一次 D 的输出 `fake_out`，用它算出 `d_loss`，调用 `d_loss.backward(retain_graph=True)` 和 `optimizerD.step()`，然后又用同一个 `fake_out` 构造 G 的损失。在 torch 1.5 及以后的版本上，这会在 D 的最后一个权重上引发版本错误：G 的反向传播经过的是 D 更新之前的那次前向传播，而它保存的权重已经被这次更新原地改过了。讨论串里有一个回答把两个 `step()` 调用都挪到了两次反向传播之后；这样能运行，可 D 更新时用的是 d_loss 的梯度加上 g_loss 的梯度（g_loss 的反向传播也经过了 netD）。第二个错误：D 的损失用的是没有分离的生成图像，于是有一次反向传播进入了 G，又被 `netG.zero_grad()` 丢掉。修法：D 的损失用 `fake_img.detach()`，G 的损失则经过更新后的 D 重新做一次前向传播。
@@ -130,12 +162,13 @@ def train_broken(G, D, GD, z_, config, x):
 
 log = show_log("biggan", train_broken)
 
-# %% tags=["predict"] reveals=["第一个用错梯度的 D 步 -> 2", "两个 D 步之间的某样东西"]
+# %% tags=["predict"] reveals=["\u7b2c\u4e00\u4e2a\u7528\u9519\u68af\u5ea6\u7684 D \u6b65 -> 2", "\u4e24\u4e2a D \u6b65\u4e4b\u95f4\u7684\u67d0\u6837\u4e1c\u897f"]
 prediction = 2  # SOLUTION: 评分器把 train 运行两次，每次两个 D 步：这四个 D 步里，第一个用错梯度的是第几个？（1 到 4）
 broken_ok = exercises.check_biggan_train(train_broken)
 check("第一个用错梯度的 D 步", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
       why="第一个 D 步用的是参考解法的梯度，第二个却不是：去找两个 D 步之间的某样东西。"
           "（一步更新错了之后，权重就与参考解法不同了，后面的梯度也都随之不同。）")
+
 
 # %% [markdown]
 # **修好它**。评分器还认识第二种错误的写法，它会改变每个 D 步累加的内容。
@@ -179,6 +212,7 @@ from gan_lessons import exercises
 solved = exercises.check_biggan_train(my_answer)
 assert solved, "biggan_train：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 2）**。在 ajbrock/BigGAN-PyTorch#25 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历各个 D 步的循环之前，所以第一个之后的每个 D 步，用的都是它自己的梯度加上之前所有 D 步的梯度。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）他修好了它，并指出主训练脚本不受影响，因为它默认用 `num_D_steps=1` 训练。修法：在每个 D 步开始时、它的累积循环之前清零 D 的梯度（放进累积循环里，就会把除最后一个半批量之外的梯度全都扔掉）。
 
@@ -214,12 +248,13 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
 
-# %% tags=["predict"] reveals=["图像 1 变化时图像 0 的输出是否保持不变 -> False", "并不是一次只看一张图像"]
+# %% tags=["predict"] reveals=["\u56fe\u50cf 1 \u53d8\u5316\u65f6\u56fe\u50cf 0 \u7684\u8f93\u51fa\u662f\u5426\u4fdd\u6301\u4e0d\u53d8 -> False", "\u5e76\u4e0d\u662f\u4e00\u6b21\u53ea\u770b\u4e00\u5f20\u56fe\u50cf"]
 prediction = False  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会保持不变吗？（True/False）
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
 check("评判器：图像 1 变化时图像 0 的输出是否保持不变", prediction, mixed == 0,
       why="它对图像 0 的输出关于同一批量中其他图像的梯度不为零：这个评判器并不是一次只看一张图像。")
+
 
 # %% [markdown]
 # **修好它**。`make_critic(channels)` 返回评判器，`train_critic` 做一次评判器迭代。评分器先逐张图像地看评判器算出了什么，再在你自己的评判器上运行参考解法的评判器迭代，拿它的梯度与你的 `train_critic` 的梯度对照。
@@ -264,6 +299,7 @@ from gan_lessons import exercises
 solved = exercises.check_wgan_gp(my_critic, my_answer)
 assert solved, "wgan_gp：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 3）**。论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化；可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和 kongyanye 代码下的 issue 问的就是为什么）：BatchNorm 让每张图像的输出依赖于同一批量里的其他图像，于是一个样本的梯度里混进了其他样本。Zeleni9 自己的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`（上面的评判器在那个位置用的是 BatchNorm），而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`，也就是在只有一个通道的维度上求范数，得到的是逐元素的 `|g|`。这两个错误都是静默的。修法：任何按样本单独做的规范化（InstanceNorm、`GroupNorm(1, C)`、层规范化），以及对每个样本展平后的梯度求范数。
 
@@ -298,7 +334,7 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 
 log = show_log("amp", optimize_parameters_broken)
 
-# %% tags=["predict"] reveals=["第一次调用时离参考解法很远的优化器 -> 'optimizer_g'", "倍，optimizer_d 的"]
+# %% tags=["predict"] reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "\u500d\uff0coptimizer_d \u7684"]
 prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是 "neither"（都没有）？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
@@ -306,6 +342,7 @@ check("第一次调用时离参考解法很远的优化器", prediction,
       next((name for name, r in ratios.items() if not 0.99 < r < 1.01), "neither"),
       why=f"optimizer_g 的梯度是参考解法的 {ratios['optimizer_g']:.0f} 倍，optimizer_d 的是 "
           f"{ratios['optimizer_d']:.2f} 倍。")
+
 
 # %% [markdown]
 # **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正是因此存活下来的。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
@@ -342,6 +379,7 @@ from gan_lessons import exercises
 solved = exercises.check_amp_lab(my_answer)
 assert solved, "amp_lab：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用 scaler 缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会被冲成零）。在上面的训练步里，G 绕过 scaler 直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
 
@@ -352,7 +390,7 @@ assert solved, "amp_lab：还没有完成，或者还不对：上面几行说明
 #
 # **代码**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state` 带到下一步。下面第二个单元格是人们最先想到的修法。
 
-# %% tags=["predict"] reveals=["loss\\.backward\\(\\) 失败的那一步 -> 2", "来自前一步"]
+# %% tags=["predict"] reveals=["loss\\.backward\\(\\) \u5931\u8d25\u7684\u90a3\u4e00\u6b65 -> 2", "\u6765\u81ea\u524d\u4e00\u6b65"]
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
     h_state = None
     for step in range(steps):
@@ -378,6 +416,7 @@ for steps in (1, 2, 3):
 check("loss.backward() 失败的那一步", prediction, fails_at,
       why="第一步的反向传播能运行，第二步的不能：第二步的损失所依赖的某样东西来自前一步。")
 
+
 # %%
 def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
     h_state = None
@@ -392,6 +431,7 @@ def train_rnn_retain_graph(rnn, optimizer, loss_func, steps):
         optimizer.step()
 
 wrong_ok = exercises.check_rnn_train(train_rnn_retain_graph)
+
 
 # %% [markdown]
 # **修好它**，并让状态仍然传到下一步（评分器认识那个把状态直接扔掉的修法）。
@@ -420,6 +460,7 @@ from gan_lessons import exercises
 solved = exercises.check_rnn_train(my_answer)
 assert solved, "rnn_train：还没有完成，或者还不对：上面几行说明了缺什么"
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，那是 2018 年的 torch（教程是为 0.4 写的）；在今天的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
 
@@ -430,7 +471,7 @@ assert solved, "rnn_train：还没有完成，或者还不对：上面几行说�
 #
 # **代码**。带 R1 惩罚的 D 步、G 步，以及 G 的权重的 EMA（`ema.update(G)`）；G 和 D 都用 `aot_eager` 编译过，`ema` 是在编译 G 之前建立的。这个训练步运行两次。
 
-# %% tags=["predict"] reveals=["报错的那一行 -> 'backward'", "顺顺当当地求出来"]
+# %% tags=["predict"] reveals=["\u62a5\u9519\u7684\u90a3\u4e00\u884c -> 'backward'", "\u987a\u987a\u5f53\u5f53\u5730\u6c42\u51fa\u6765"]
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     x_fake = G(z)
     x_real = x_real.detach().requires_grad_(True)
@@ -461,6 +502,7 @@ except RuntimeError:
     pass
 check("报错的那一行", prediction, raised_at,
       why="自带计算图的梯度能顺顺当当地求出来；再对它求一次导，才会失败。")
+
 
 # %% [markdown]
 # **修好它**。这里错了两处，一处会报错，一处悄无声息。评分器认识的那个错误修法会让报错消失。
@@ -521,7 +563,8 @@ def doctor_said(lab_name, seen):
     if not said[lab_name]:
         print(f"{lab_name}：doctor 什么也没说")
 
-# %% tags=["predict"] reveals=["找出了其中三个", "点名或警告的出错训练步 -> 3"]
+
+# %% tags=["predict"] reveals=["\u627e\u51fa\u4e86\u5176\u4e2d\u4e09\u4e2a", "\u70b9\u540d\u6216\u8b66\u544a\u7684\u51fa\u9519\u8bad\u7ec3\u6b65 -> 3"]
 prediction = 3  # SOLUTION: 六个出错的训练步各在 doctor 的监视下运行一次，它会点名或者警告几个？
 broken = {"srgan": (srgan_step_broken, "modified by an inplace operation"), "biggan": (train_broken, None),
           "wgan_gp": (train_critic_broken, None), "amp": (optimize_parameters_broken, None),
