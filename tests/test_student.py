@@ -77,6 +77,7 @@ def test_no_answer_is_left_in_a_student_copy(copies):
         text = nbformat.writes(copy)
         assert "SOLUTION" not in text, f"{name}: the label SOLUTION is left in the student copy"
         cells = [c.source for c in copy.cells]
+        by_id = {c.id: c for c in copy.cells}
         for i, source in _code(answered):
             for line in source.splitlines():
                 m = student.SOLUTION.match(line)
@@ -85,7 +86,7 @@ def test_no_answer_is_left_in_a_student_copy(copies):
                     question = m["question"].strip()
                     answer = student.WORDS[_lang(name)]["answer"]
                     blanked = f"{m['head']}...  # {answer}{': ' + question if question else ''}"
-                    assert blanked in copy.cells[i].source.splitlines(), f"{name}, cell {i}: {line!r} not blanked"
+                    assert blanked in by_id[answered.cells[i].id].source.splitlines(), f"{name}, cell {i}: {line!r} not blanked"
             for literal in _why_texts(source):
                 for piece in re.split(r"\s*\n\s*", literal):
                     if len(piece) > 20:

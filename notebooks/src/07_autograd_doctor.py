@@ -304,13 +304,14 @@ check("the node that saved the stale x_fake", prediction, node,
 
 # %% [markdown]
 # **(b) G's loss on D's old output.** The D-first order, but G's loss reuses the logits D computed before its step
-# instead of calling D again. Predict what the doctor will say (D is seed 000's `Discriminator`, a stack of
-# layers in `D.net`):
+# instead of calling D again. Predict what the doctor will say (D here is a small `nn.Sequential`: its layers are
+# `D[0]` to `D[3]`, and their parameters are named `D.1.weight` and so on):
 
-# %% tags=["predict"] reveals=["modified by: opt_D\\.step\\(\\) at line", "D\\.net\\.7\\.weight\\.T changed in place"]
-prediction = dict(kind="version", tensor="D.net.7.weight", line="opt_D.step()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
+# %% tags=["predict"] reveals=["modified by: opt_D\\.step\\(\\) at line \\d+ \\(`opt_D\\.step\\(\\)`\\)", "D\\.3\\.weight\\.T changed in place"]
+prediction = dict(kind="version", tensor="D.3.weight", line="opt_D.step()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
-G, D = Generator(), Discriminator()
+G = Generator()
+D = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.LeakyReLU(0.2), nn.Linear(128, 1))
 opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
 with expect_error(RuntimeError, "modified by an inplace operation") as caught:
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):

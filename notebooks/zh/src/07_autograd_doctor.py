@@ -172,7 +172,7 @@ def seed001(retain_graph):
         lossG.backward()
 
 
-# %% tags=["predict"] reveals=["freed by: the backward at line", "the first backward freed it"]
+# %% tags=["predict"] reveals=["释放者：第 \\d+ 行（`lossD", "第一次反向传播已经把这部分释放了"]
 prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     seed001(retain_graph=False)
@@ -207,7 +207,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
 # %% [markdown]
 # **种子 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
 
-# %% tags=["predict"] reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"]
+# %% tags=["predict"] reveals=["释放者：第 \\d+ 行（`l2", "经由 `a` 连到第二个损失"]
 prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
@@ -275,12 +275,13 @@ check("保存了过时 x_fake 的节点", prediction, node,
 # 生成激活值的运算保存了这个激活值，所以原地修改它，就会破坏那个运算的反向传播：`sigmoid`、`exp` 或 `ReLU(inplace=True)` 的输出也是一样（见下面的速查表）。改成非原地的写法（`x_fake = x_fake + noise`），两处反向计算就都能拿到各自保存的张量。
 
 # %% [markdown]
-# **(b) G 的损失用的是 D 的旧输出**。顺序是先 D 后 G，但 G 的损失没有再调用一次 D，而是复用了 D 在更新之前算出的 logits。先预测医生会怎么说（D 是种子 000 的 `Discriminator`，各层依次放在 `D.net` 里）：
+# **(b) G 的损失用的是 D 的旧输出**。顺序是先 D 后 G，但 G 的损失没有再调用一次 D，而是复用了 D 在更新之前算出的 logits。先预测医生会怎么说（这里的 D 是一个小小的 `nn.Sequential`：它的各层是 `D[0]` 到 `D[3]`，参数名是 `D.1.weight` 这样的形式）：
 
-# %% tags=["predict"] reveals=["modified by: opt_D\\.step\\(\\) at line", "D\\.net\\.7\\.weight\\.T changed in place"]
-prediction = dict(kind="version", tensor="D.net.7.weight", line="opt_D.step()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
+# %% tags=["predict"] reveals=["修改者：opt_D\\.step\\(\\)，位于第 \\d+ 行（`opt_D\\.step\\(\\)`）", "保存 D\\.3\\.weight\\.T 之后"]
+prediction = dict(kind="version", tensor="D.3.weight", line="opt_D.step()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
-G, D = Generator(), Discriminator()
+G = Generator()
+D = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.LeakyReLU(0.2), nn.Linear(128, 1))
 opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
 with expect_error(RuntimeError, "modified by an inplace operation") as caught:
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
