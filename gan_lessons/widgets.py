@@ -37,10 +37,13 @@ def one_step_graph(name, G, D, sample_real, noise):
                            name=name))
 
 
-def _scroll_box(img_html: str) -> str:
+def _scroll_box(img_html: str, title: str) -> str:
     """A graph at its natural size in a box as wide as the output: wide graphs scroll instead of being cropped or
-    shrunk to unreadable labels."""
-    return f'<div class="gan-lessons-graph" style="overflow-x: auto; max-width: 100%">{img_html}</div>'
+    shrunk to unreadable labels. Its title stands above the box, in the page's width, so it is read whole however
+    wide the graph."""
+    return (f'<div class="gan-lessons-graph-title" style="font-family: monospace; margin: 0.4em 0">'
+            f'{html.escape(title)}</div>'
+            f'<div class="gan-lessons-graph" style="overflow-x: auto; max-width: 100%">{img_html}</div>')
 
 
 def _svg_img(graph) -> str:
@@ -90,10 +93,11 @@ class StrategyPanel:
                 self.shown[name] = {"error": str(error), **shown}
                 return
             figure = _plot(name, history)
+            graph.dot.graph_attr.pop("label", None)          # the title goes above the graph's scrolling box
             svg = _svg_img(graph)
-            display(HTML(_scroll_box(svg)))
+            display(HTML(_scroll_box(svg, graph.text.splitlines()[0])))
             display(figure)
-            self.shown[name] = {"graph": graph.text, "final": history[-1], **shown, "figure": figure}
+            self.shown[name] = {"graph": graph.text, "graph_svg": svg, "final": history[-1], **shown, "figure": figure}
             try:
                 self.shown[name]["graph_img"] = _png_img(graph.dot.pipe(format="png"), graph.text.splitlines()[0],
                                                          natural=True)
@@ -112,7 +116,7 @@ class StrategyPanel:
         if "graph_img" in shown:
             buffer = io.BytesIO()
             shown["figure"].savefig(buffer, format="png", dpi=80)
-            parts += [_scroll_box(shown["graph_img"]),
+            parts += [_scroll_box(shown["graph_img"], shown["graph"].splitlines()[0]),
                       _png_img(buffer.getvalue(), _("{name}: training curve").format(name=name))]
         return "\n".join(parts)
 

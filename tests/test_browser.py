@@ -45,7 +45,8 @@ def _serve(root):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "JUPYTER_DATA_DIR": str(root / ".data"),
            "GAN_LESSONS_QUICK": "1",
            "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings")}
-    with open(root / "server.log", "w") as log:
+    log_path = root.parent / f"{root.name}-server.log"          # beside the served folder, not in its file list
+    with open(log_path, "w") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -55,7 +56,7 @@ def _serve(root):
                     urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
                     break
                 except OSError:
-                    assert server.poll() is None and time.time() < deadline, (root / "server.log").read_text()[-2000:]
+                    assert server.poll() is None and time.time() < deadline, log_path.read_text()[-2000:]
                     time.sleep(0.5)
             yield base, token
         finally:
@@ -243,6 +244,9 @@ def test_lesson_05_widget_switches_graph_and_cost_row(lab, browser):
         assert natural > 50 and abs(box["width"] - natural) < 2, (box, natural)
         scroller = output.locator(".gan-lessons-graph").first.bounding_box()
         assert scroller["width"] <= output.bounding_box()["width"] + 1
+        # the title stands whole above the scrolling graph, however wide the graph
+        title = output.locator(".gan-lessons-graph-title").first
+        assert title.inner_text().strip() == seen[name] and title.evaluate("t => t.scrollWidth <= t.clientWidth + 1")
         if name == "d_first_reuse_fake":
             SHOTS.mkdir(parents=True, exist_ok=True)
             widget.scroll_into_view_if_needed()

@@ -37,6 +37,12 @@ def test_bundle_has_the_live_widget_and_a_static_picture_of_the_default_choice()
     assert len(images) == 2                                   # the graph and the training curve
     assert all(base64.b64decode(i)[:4] == b"\x89PNG" for i in images)
     assert 'alt="one step of d_first_reuse_fake' in page      # the graph drawn is this strategy's
+    # the title stands above the graph's scrolling box as text, not inside the (possibly wide) picture
+    title = re.search(r'<div class="gan-lessons-graph-title"[^>]*>([^<]+)</div>\s*<div class="gan-lessons-graph"', page)
+    assert title and title[1].startswith("one step of d_first_reuse_fake")
+    live = panel.shown["d_first_reuse_fake"]["graph_svg"]                # the picture the live view shows
+    svg = base64.b64decode(re.search(r'data:image/svg\+xml;base64,([^"]+)', live)[1]).decode()
+    assert "<svg" in svg and "the graph behind loss_D" not in svg
     assert "VBox(" not in bundle["text/plain"]
 
 

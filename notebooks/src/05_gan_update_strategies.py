@@ -376,9 +376,7 @@ claim("4. d_first_fresh_fake pays one extra G forward", r["d_first_fresh_fake"].
 # Time per step is the median over the measured steps, after warm-up; it depends on the machine, so the tests do
 # not compare this cell's output:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (timings vary from run to run)
+# %% tags=["nbval-ignore-output"]
 display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
 print("time relative to d_first_reuse_fake:",
@@ -410,9 +408,7 @@ toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.
 toy_noise_gen = torch.Generator().manual_seed(1)
 toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (a widget; the next cell checks what it drew)
+# %% tags=["nbval-ignore-output"]
 panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
 panel
 
@@ -532,9 +528,7 @@ claim("d_first_frozen_D does one D forward's worth less than d_first_reuse_fake 
 # interval lies on one side of 1; while it does not, more rounds are timed (up to 50), and on a machine too busy to
 # decide, the cell says so instead of guessing:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (timings vary from run to run: on a busy machine the verdict below can be "cannot decide", and the lesson goes on)
+# %% tags=["nbval-ignore-output"]
 import statistics
 from gan_lessons import timing
 

@@ -125,9 +125,7 @@ print("quick mode:" if QUICK else "full run:", {k: v for k, v in dataclasses.asd
                                                if v != getattr(TrainConfig(), k) and k != "out"})
 print("steps per epoch:", cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (a live progress bar and timings)
+# %% tags=["nbval-ignore-output"]
 from tqdm.auto import tqdm
 from IPython.display import clear_output
 
@@ -189,9 +187,7 @@ plt.show()
 # %%
 print("shipped classifier:", json.loads((metrics.ASSETS / "classifier.json").read_text()))
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (values of a short CPU run may differ in the last digits between machines; the claims below hold or fail)
+# %% tags=["nbval-ignore-output"]
 n = 2000 if QUICK else 10000
 G = trainer.G.eval().cpu()
 with torch.no_grad():
@@ -354,9 +350,7 @@ claim("the seed's G, in its one run, collapsed onto 0s and 8s: together they are
 # their scores. Both must have learned (every digit present) for the comparison to mean anything. On a GPU, the
 # full run's epochs show the full curves.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (one more short run; the comparison prints below)
+# %% tags=["nbval-ignore-output"]
 trained = {cfg.strategy: trainer,   # the run above, and the same settings with g_first's order
            "g_first": training.train(dataclasses.replace(cfg, strategy="g_first", out=str(training.RUNS / "lesson06_g_first")))}
 runs = {}

@@ -275,9 +275,7 @@ else:
 # D's gradient clipped. On a GPU the same scaler runs with float16, where overflows really happen. The next cell runs
 # the two iterations above there, only where CUDA is available, and says so where it is not:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# (its output names the device.)
+# %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available() and HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run("cuda", torch.float16, init_scale=2.0**10)
     claim("on CUDA with float16: a clean iteration moves G and D; an inf in G's gradient skips G's step only and "

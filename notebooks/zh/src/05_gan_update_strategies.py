@@ -340,9 +340,7 @@ claim("4. d_first_fresh_fake 多付出一次 G 的前向传播", r["d_first_fres
 # %% [markdown]
 # 每一步的时间取热身之后各测量步的中位数；它取决于机器，所以测试不比较这个单元格的输出：
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （每次运行的计时都不一样）
+# %% tags=["nbval-ignore-output"]
 display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
 print("相对 d_first_reuse_fake 的耗时：",
@@ -371,9 +369,7 @@ toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.
 toy_noise_gen = torch.Generator().manual_seed(1)
 toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （一个控件；下一个单元格检查它画出的内容）
+# %% tags=["nbval-ignore-output"]
 panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
 panel
 
@@ -471,9 +467,7 @@ claim("d_first_frozen_D 比 d_first_reuse_fake 少一次 D 前向传播的运算
 # %% [markdown]
 # 可见，这些可能的原因没有一个增加了工作量：`one_forward` 省掉了一次 D 的前向传播，它的 `inputs=` 也像冻结 D 一样省掉了白算的 D 梯度。再来看时间。上面的表格把每种策略放在各自的一段里计时（快速模式下 3 步），一段接着一段：只要某一段期间有什么拖慢了机器（别的程序、时钟频率、第一段的热身），代价就全落在那一种策略上。`costs.interleaved_ms` 则轮流对单步计时，每隔一轮把顺序反过来，我们再把每一轮中的各步两两配对比较。只有当这些比值的中位数的 99% 区间整个落在 1 的一侧时，才算得出结论；否则就再多计几轮（最多 50 轮）。机器忙到无法下结论时，这个单元格会直说，而不是去猜：
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （每次运行的计时都不一样：机器繁忙时，下面的结论可能是“无法判定”，课程照常往下进行）
+# %% tags=["nbval-ignore-output"]
 import statistics
 from gan_lessons import timing
 

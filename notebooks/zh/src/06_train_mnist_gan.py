@@ -108,9 +108,7 @@ print("快速模式：" if QUICK else "完整运行：", {k: v for k, v in datac
                                                if v != getattr(TrainConfig(), k) and k != "out"})
 print("每个迭代周期的步数：", cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （实时进度条和计时）
+# %% tags=["nbval-ignore-output"]
 from tqdm.auto import tqdm
 from IPython.display import clear_output
 
@@ -166,9 +164,7 @@ plt.show()
 # %%
 print("随包发布的分类器：", json.loads((metrics.ASSETS / "classifier.json").read_text()))
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （CPU 上短程运行的数值，在不同机器上最后几位可能不同；下面的论断要么成立，要么不成立）
+# %% tags=["nbval-ignore-output"]
 n = 2000 if QUICK else 10000
 G = trainer.G.eval().cpu()
 with torch.no_grad():
@@ -301,9 +297,7 @@ claim("种子的 G 在它唯一的一次运行中崩溃到了 0 和 8 上：两�
 #
 # **为什么重要**。第 05 课表明，几种交替顺序的开销几乎相同。那么它们训练出来的结果也一样吗？这里用同一个随机种子和同样的设置各跑一次，每种策略一次，比较它们的曲线和得分。两次运行都必须学到了东西（每个数字都出现），比较才有意义。在 GPU 上，完整运行的各个迭代周期会给出完整的曲线。
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （再跑一次短程训练；比较结果打印在下面）
+# %% tags=["nbval-ignore-output"]
 trained = {cfg.strategy: trainer,   # 上面那次运行，以及同样设置下按 g_first 顺序的一次运行
            "g_first": training.train(dataclasses.replace(cfg, strategy="g_first", out=str(training.RUNS / "lesson06_g_first")))}
 runs = {}

@@ -242,9 +242,7 @@ else:
 # %% [markdown]
 # GAN 的训练步是有先后顺序的：D 在 G 的损失算出来之前就已经更新了（`d_first_reuse_fake`，第 05 课），所以 D 的 `scaler.step` 在 G 的反向传播之前，而那唯一一次 `update()` 在 G 更新之后。练习会写出这样的训练步，并裁剪 D 的梯度。在 GPU 上，同一个缩放器配合 float16 运行，那里是真的会溢出。下一个单元格只在有 CUDA 时在 GPU 上运行上面的两次迭代，没有 CUDA 时会如实说明：
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# （它的输出里有设备名。）
+# %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available() and HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run("cuda", torch.float16, init_scale=2.0**10)
     claim("CUDA上用float16：正常迭代让G和D都更新；G的梯度里有inf时只跳过G的更新，并把缩放因子"
