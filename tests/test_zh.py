@@ -8,6 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,8 +100,30 @@ def prose(path) -> str:
     return "\n".join(text)
 
 
-def rivals_in(text: str) -> list:
-    return [(term, rival) for term, rivals in glossary() for rival in rivals if rival in text]
+def rivals_in(text: str, words: str = "") -> list:
+    """The glossary's "do not use" forms found: a Chinese one anywhere in `text` (not as an ordinal: 第二次 is
+    "the second time"), an English word only in `words`, the prose outside code (a variable may be `scaler`)."""
+    found = []
+    for term, rivals in glossary():
+        for rival in rivals:
+            if rival.isascii():
+                hit = re.search(rf"(?<![\w.`/-]){re.escape(rival)}(?![\w`])", words)
+            else:
+                hit = re.search(rf"(?<!第){re.escape(rival)}", text)
+            if hit:
+                found.append((term, rival))
+    return found
+
+
+def words_of(path) -> str:
+    """A Chinese lesson's prose as a reader sees it: markdown only, without seed quotations, inline code, links'
+    targets and HTML."""
+    path = Path(path)
+    cells = ([c for c in build_notebook.cells(path)] if path.suffix == ".py" else
+             [nbformat.from_dict(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]])
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    text = re.sub(r"^\s*>.*$", "", text, flags=re.M)
+    return re.sub(r"`[^`]*`|\]\([^)]*\)|<[^>]+>|「[^」]*」", " ", text)
 
 
 @pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
@@ -128,7 +151,14 @@ def test_the_glossary_lists_terms_and_their_rivals():
 @pytest.mark.parametrize("path", ZH_NOTEBOOKS + sorted((ROOT / "notebooks" / "zh" / "src").glob("*.py")),
                          ids=lambda p: p.name)
 def test_chinese_lessons_use_the_glossarys_terms(path):
-    assert not rivals_in(prose(path)), f"rival terms (glossary term, rival): {rivals_in(prose(path))}"
+    found = rivals_in(prose(path), words_of(path))
+    assert not found, f"rival terms (glossary term, rival): {found}"
+
+
+def test_the_chinese_readme_and_glossary_notes_use_the_glossarys_terms():
+    text = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    found = rivals_in(text, re.sub(r"`[^`]*`|\]\([^)]*\)|<[^>]+>", " ", text))
+    assert not found, f"README.zh-CN: rival terms (glossary term, rival): {found}"
 
 
 def test_the_package_messages_use_the_glossarys_terms():
@@ -143,6 +173,8 @@ def test_the_glossary_check_catches_a_rival_term_but_not_a_seed_quote(tmp_path):
     path = tmp_path / "x.ipynb"
     path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
     assert rivals_in(prose(path)) == [("判别器", "鉴别器")]
+    assert rivals_in("第二次反向传播") == [] and rivals_in("做二次反向传播") == [("二阶反向传播", "二次反向传播")]
+    assert rivals_in("", "绕过 scaler 更新") == [("缩放器", "scaler")] and rivals_in("", "绕过 `scaler` 更新") == []
 
 
 # Every message in Chinese ---------------------------------------------------------------------------------------

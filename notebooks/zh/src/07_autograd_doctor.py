@@ -20,7 +20,7 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/07_autograd_doctor.ipynb)
 #
-# **目标**。把一个诊断工具套在出错的 GAN 代码上（也包括你自己的代码），拿到 PyTorch 报错信息里没有给出的答案：出问题的是*哪个*张量（精确到模块名和参数名），是前向传播的*哪一行*保存了它，是*哪一行*代码或哪一次 `optimizer.step()` 修改或释放了它，该怎么修，以及哪一课讲了这种修法。
+# **目标**。把自动微分医生套在出错的 GAN 代码上（也包括你自己的代码），拿到 PyTorch 报错信息里没有给出的答案：出问题的是*哪个*张量（精确到模块名和参数名），是前向传播的*哪一行*保存了它，是*哪一行*代码或哪一次 `optimizer.step()` 修改或释放了它，该怎么修，以及哪一课讲了这种修法。
 #
 # **材料**。种子文章里的每一段出错代码（种子 000、001、003、004），再加上三段常有人贴出来求助的同类代码。
 #
@@ -252,10 +252,10 @@ with warnings.catch_warnings():
 #
 # **为什么重要**。真实代码出错的方式，没有哪篇博客能列全。这里是四个新例子。
 #
-# **(a) 对 G 的输出做 `+=`**。有人在 G 的输出上原地加一点噪声（“instance noise”）。于是 G 的反向传播在 `x_fake` 上报出版本错误。请预测：保存了那个过时的 `x_fake` 的，是哪个自动微分节点（写出它的 `grad_fn` 名称，形如 `AddmmBackward0`），然后在医生的监视下运行这个循环。
+# **(a) 对 G 的输出做 `+=`**。有人在 G 的输出上原地加一点噪声（“instance noise”）。于是 G 的反向传播在 `x_fake` 上报出版本错误。请预测：保存了那个过期的 `x_fake` 的，是哪个自动微分节点（写出它的 `grad_fn` 名称，形如 `AddmmBackward0`），然后在医生的监视下运行这个循环。
 
 # %% tags=["predict"] reveals=["TanhBackward0", "tanh \u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u81ea\u5df1\u7684)?\u8f93\u51fa"]
-prediction = "TanhBackward0"  # SOLUTION: 被 += 弄得过时的 x_fake，是哪个自动微分节点保存的？
+prediction = "TanhBackward0"  # SOLUTION: 被 += 弄得过期的 x_fake，是哪个自动微分节点保存的？
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
 D = nn.Linear(16, 1)
@@ -267,7 +267,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
         loss_G = F.softplus(-D(x_fake)).mean()
         loss_G.backward()
 node = doc.diagnoses[-1].facts["saved by"].split()[0]
-check("保存了过时 x_fake 的节点", prediction, node,
+check("保存了过期 x_fake 的节点", prediction, node,
       why="tanh 会保存它的输出，因为它的反向传播 1 - tanh(x)² 正是用输出算的：生成 x_fake 的运算保存了它，"
           "而 += 随后修改了它。")
 
@@ -416,7 +416,7 @@ said = done.stderr
 end = said.index("Traceback")
 diagnosis = said[said.rfind("自动微分医生：", 0, end):end]     # 回溯信息之前的最后一份报告
 print(diagnosis)
-claim("作为脚本运行时，医生指出了过时的权重和修改它的那次更新，以状态 1 退出，并告诉你不要去用 "
+claim("作为脚本运行时，医生指出了过期的权重和修改它的那次更新，以状态 1 退出，并告诉你不要去用 "
       "retain_graph=True", done.returncode == 1 and "d.net.7.weight.T" in diagnosis
       and "修改者：d_optimizer.step()，位于第 15 行" in diagnosis and "行不通：retain_graph=True" in diagnosis,
       shown=f"退出状态 {done.returncode}", on='本课程的自动微分医生')

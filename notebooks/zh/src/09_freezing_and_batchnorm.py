@@ -291,7 +291,7 @@ claim("d_first_fresh_fake每一步更新G的运行统计量两次，其余每种
       tracked["d_first_fresh_fake"] == 2 and all(v == 1 for k, v in tracked.items() if k != "d_first_fresh_fake"))
 
 # %% [markdown]
-# `d_first_fresh_fake` 调用两次 G（一次在 `no_grad` 下为 D 生成假样本批量，一次带着计算图重新生成，用于 G 的损失），而训练模式下的每次前向传播都会以动量 0.1 更新一次运行统计量。这没什么害处，只是这些滑动平均值每步要移动两次，遗忘旧训练步的速度也快了一倍，而且 `num_batches_tracked` 并不是训练步的计数器。更要紧的是 D。
+# `d_first_fresh_fake` 调用两次 G（一次在 `no_grad` 下为 D 生成假样本批量，一次带着计算图重新生成，用于 G 的损失），而训练模式下的每次前向传播都会以动量 0.1 更新一次运行统计量。这没什么害处，只是这些移动平均值每步要移动两次，遗忘旧训练步的速度也快了一倍，而且 `num_batches_tracked` 并不是训练步的计数器。更要紧的是 D。
 #
 # **带 BatchNorm 的 D**。种子 000 的 D 没有 BatchNorm。我们用一个带 BatchNorm 的小 D 来看看混合会带来什么：同样的真实图像，分别放在全是真实图像的批量里和一半真实、一半假的批量里，比较 D 给出的 logits。
 
