@@ -11,6 +11,7 @@ fails while a message has no translation, a translation loses a placeholder, or 
 A lesson picks its language in the setup cell, `setup(seed=0, lang="zh")`; a script sets GAN_LESSONS_LANG=zh."""
 import gettext
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,3 +85,16 @@ def _(message: str) -> str:
 def N_(message: str) -> str:
     """Marks a message for the catalog where it is written; `_()` translates it where it is used."""
     return message
+
+
+# Chinese characters and full-width punctuation: between two of them, Chinese text has no space.
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+
+
+def tidy(text: str) -> str:
+    """A filled-in message in the typesetting of its language. In Chinese, a placeholder stands between spaces (for
+    a Latin value: `对 x_fake 做了 sub_`); filled with a Chinese value, the spaces between two Chinese characters go
+    (`对一个形状为 (4, 8) 的张量做了 sub_`). English is left as it is."""
+    if language() != "zh":
+        return text
+    return re.sub(rf"(?<=[{_CJK}]) +(?=[{_CJK}])", "", text)

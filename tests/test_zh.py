@@ -101,15 +101,16 @@ def prose(path) -> str:
 
 
 def rivals_in(text: str, words: str = "") -> list:
-    """The glossary's "do not use" forms found: a Chinese one anywhere in `text` (not as an ordinal: 第二次 is
-    "the second time"), an English word only in `words`, the prose outside code (a variable may be `scaler`)."""
+    """The glossary's "do not use" forms found: a Chinese one anywhere in `text` (not in an ordinal: 第二次 is
+    "the second time"; nor in 随机种子, a random seed), an English word only in `words`, the prose outside code
+    (a variable may be `scaler`)."""
     found = []
     for term, rivals in glossary():
         for rival in rivals:
             if rival.isascii():
                 hit = re.search(rf"(?<![\w.`/-]){re.escape(rival)}(?![\w`])", words)
             else:
-                hit = re.search(rf"(?<!第){re.escape(rival)}", text)
+                hit = re.search(rf"(?<!第)(?<!随机)(?<!随机数){re.escape(rival)}", text)
             if hit:
                 found.append((term, rival))
     return found
@@ -174,6 +175,7 @@ def test_the_glossary_check_catches_a_rival_term_but_not_a_seed_quote(tmp_path):
     path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
     assert rivals_in(prose(path)) == [("判别器", "鉴别器")]
     assert rivals_in("第二次反向传播") == [] and rivals_in("做二次反向传播") == [("二阶反向传播", "二次反向传播")]
+    assert rivals_in("随机种子 0") == [] and rivals_in("种子 000 的循环") == [("原帖", "种子")]
     assert rivals_in("", "绕过 scaler 更新") == [("缩放器", "scaler")] and rivals_in("", "绕过 `scaler` 更新") == []
 
 
@@ -373,3 +375,27 @@ def test_the_chinese_readme_links_both_ways_lists_every_lesson_and_gives_the_sam
         if not target.startswith(("http://", "https://")):
             assert (ROOT / target).exists(), f"README.zh-CN links to a missing file: {target}"
     assert "fonts-noto-cjk" in zh.split("## 中文字体", 1)[1].split("**Colab**", 1)[1]   # the font route on Colab
+
+
+def test_a_chinese_value_in_a_padded_placeholder_loses_the_spaces_a_latin_value_keeps():
+    from gan_lessons.i18n import speaking, tidy
+    with speaking("zh"):
+        assert tidy("对 一个形状为 (4, 8) 的张量 做了 sub_") == "对一个形状为 (4, 8) 的张量做了 sub_"
+        assert tidy("对 x_fake 做了 sub_，第 3 行") == "对 x_fake 做了 sub_，第 3 行"
+        assert tidy("✗ 检查程序： 还没有作答") == "✗ 检查程序：还没有作答"
+    with speaking("en"):
+        assert tidy("a  b 中 文") == "a  b 中 文"
+
+
+def test_the_doctor_s_chinese_diagnosis_has_no_space_between_chinese_characters():
+    import torch
+    from gan_lessons.doctor import doctor
+    from gan_lessons.i18n import speaking
+    from gan_lessons.lesson import expect_error
+    with speaking("zh"):
+        x = torch.ones(4, 8, requires_grad=True)
+        with expect_error(RuntimeError, "leaf Variable") as caught:
+            with doctor():
+                x.sub_(1)
+        text = caught.error.diagnosis.text()
+    assert "sub_" in text and not re.search(r"[\u4e00-\u9fff] +[\u4e00-\u9fff]", text), text

@@ -4,7 +4,7 @@ silent bugs, and the fixes themselves, right and wrong. Each wrong fix is one a 
 reached for; tests/test_doctor_wrong_fixes.py runs each one and shows it fail as its line says."""
 from dataclasses import dataclass, field
 
-from gan_lessons.i18n import N_, _
+from gan_lessons.i18n import N_, _, tidy
 
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
@@ -45,7 +45,7 @@ class Diagnosis:
                   for k, v in self.facts.items()]
         lines += [_(_FIX_LINES[word, bool(n)]).format(fix=_(fix), number=n, notebook=LESSONS.get(n))
                   for word, told in (("fix", self.fixes), ("not", self.wrong)) for fix, n in told]
-        return "\n".join(lines)
+        return tidy("\n".join(lines))
 
 
 # One line of a diagnosis per fact, by the fact's key (the key stays English in `facts`).

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gan_lessons.i18n import N_, _
+from gan_lessons.i18n import N_, _, tidy
 from gan_lessons.lesson import headline, not_solved
 
 # Hints are marked with N_() where they are written (here, and in each lesson's tables of (pattern, hint)) and
@@ -54,10 +54,10 @@ def verdict(name, problems, success) -> bool:
     """One "✓ name: success" line when there are no problems, else one "✗" line per problem; whether right.
     `problems` and `success` are shown as given: the caller translates them."""
     if not problems:
-        print(_("✓ {name}: {success}").format(name=name, success=success))
+        print(tidy(_("✓ {name}: {success}").format(name=name, success=success)))
         return True
     for problem in problems:
-        print(_("✗ {name}: {problem}").format(name=name, problem=problem))
+        print(tidy(_("✗ {name}: {problem}").format(name=name, problem=problem)))
     return False
 
 

@@ -91,6 +91,21 @@ graph
 # `.backward()`".
 
 # %% [markdown]
+# **Seed 004's reason, corrected.** Seed 004 says that once the graph has made a gradient update, it clears some
+# cached gradients, "to avoid adding up next time". Both halves are off. What backward frees is what the forward
+# saved (inputs, weights, outputs), never a gradient; and the freeing does not stop anything from adding up. Keep
+# the graph, and a second backward runs and adds into `.grad` like the first:
+
+# %%
+w = torch.ones(3, requires_grad=True)
+y = (w * w).sum()
+y.backward(retain_graph=True)                 # keep what the forward saved
+first = w.grad.clone()
+y.backward()                                  # the second backward runs, and adds
+claim("with the graph kept, a second backward runs and .grad adds up: freeing is not what stops it",
+      torch.equal(w.grad, 2 * first), f"w.grad {rounded(first)} -> {rounded(w.grad)}")
+
+# %% [markdown]
 # ## 2 · "Trying to backward through the graph a second time", three ways
 #
 # **Why it matters.** This is the first error nearly every GAN author meets: two losses share part of a graph,

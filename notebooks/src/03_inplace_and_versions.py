@@ -298,6 +298,46 @@ claim("every weight of D that the forward saved is stale, D's last layer (net.7)
 # one its backward reaches, D's last layer. Section 5 says why the same loop ran without this error on old torch.
 
 # %% [markdown]
+# **Seed 000's explanation, checked.** Seed 000 says that `d_loss.backward(retain_graph=True)` "may operate on
+# some intermediate variables of the graph (for example, freeing memory or modifying state)", so that
+# `g_loss.backward()` meets variables that were modified or freed even though `retain_graph=True` tried to keep the
+# graph. A backward modifies nothing: it reads what the forward saved and, without `retain_graph`, frees it. The
+# version 2 comes from the line between the two backwards, `d_optimizer.step()`. The same two backwards, once
+# without the step and once with it:
+
+# %%
+def seed000_backwards(step_between):
+    """Seed 000's two backwards on a fresh GAN: D's last weight's version before and after d_loss.backward,
+    and g_loss.backward's error, if any (None if it ran)."""
+    torch.manual_seed(0)
+    g, d = Generator().to(device), Discriminator().to(device)
+    d_optimizer = optim.Adam(d.parameters(), lr=1e-3)
+    d_loss, g_loss = loss_nonsaturating(d, g, x_real, device=device)
+    before = d.net[7].weight._version
+    d_loss.backward(retain_graph=True)
+    after = d.net[7].weight._version
+    if step_between:
+        d_optimizer.step()
+    try:
+        g_loss.backward()
+        return before, after, None
+    except RuntimeError as error:
+        return before, after, str(error)
+
+no_step, with_step = seed000_backwards(False), seed000_backwards(True)
+print("D.net[7].weight versions before and after d_loss.backward: without the step", no_step[:2], "| with it", with_step[:2])
+claim("d_loss.backward(retain_graph=True) leaves D's weight at the version it had", no_step[0] == no_step[1] == with_step[1])
+claim("without d_optimizer.step() between them, g_loss.backward() runs", no_step[2] is None)
+claim("with d_optimizer.step() between them, g_loss.backward() raises the version error",
+      with_step[2] is not None and "is at version 2; expected version 1" in with_step[2])
+
+# %% [markdown]
+# So seed 000's cause is wrong, and its fix is right: detaching the fake batch in D's loss and giving G's loss a
+# fresh D forward after the step. So is its remark that the fixed loop "no longer needs `retain_graph=True`": D's
+# loss then no longer reaches G's part of the graph, and G's loss has a forward of its own, so no graph is
+# differentiated twice.
+
+# %% [markdown]
 # ## 4 · `ReLU(inplace=True)`: safe in one place, an error in another
 #
 # **Why it matters.** Seed 001 says in-place on non-leaves is fine, "which is why `ReLU(inplace=True)` is

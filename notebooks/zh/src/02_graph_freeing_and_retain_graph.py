@@ -20,9 +20,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/02_graph_freeing_and_retain_graph.ipynb)
 #
-# **目标**。亲眼看到前向传播构建计算图、`backward()` 释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量 `retain_graph=True` 让多少东西继续留在内存里；在它的两种修复方法 `retain_graph` 和 `detach` 之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出种子 004 修复后的训练步。
+# **目标**。亲眼看到前向传播构建计算图、`backward()` 释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量 `retain_graph=True` 让多少东西继续留在内存里；在它的两种修复方法 `retain_graph` 和 `detach` 之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出原帖 004 修复后的训练步。
 #
-# **材料**。种子 001（G/D 玩具例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和种子 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。种子文章都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
+# **材料**。原帖 001（G/D 玩具例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和原帖 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。原帖都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -79,6 +79,22 @@ graph
 # 节点还在（只要 `loss` 还在，这些 `grad_fn` 对象就一直存在），但每个保存的张量都没了。这就是报错信息中“Saved intermediate values of the graph are freed when you call `.backward()`”这句话的意思。
 
 # %% [markdown]
+# **纠正原帖 004 给出的理由**。原帖 004 是这样解释释放的：
+#
+# > 其实看简单点和我们之前的backward一样,当图进行了一次梯度更新,就会把一些梯度的缓存给清空,为了避免下次叠加
+#
+# 这句话的两半都不对。反向传播释放的是前向传播保存下来的东西（输入、权重、输出），从来不是梯度；释放也不是为了防止叠加。把计算图留住，第二次反向传播照样能运行，并且和第一次一样累加到 `.grad` 上：
+
+# %%
+w = torch.ones(3, requires_grad=True)
+y = (w * w).sum()
+y.backward(retain_graph=True)                 # keep what the forward saved
+first = w.grad.clone()
+y.backward()                                  # 第二次反向传播能运行，并且会累加
+claim("留住计算图时，第二次反向传播能运行，.grad 也会累加：防止累加的并不是释放",
+      torch.equal(w.grad, 2 * first), f"w.grad {rounded(first)} -> {rounded(w.grad)}")
+
+# %% [markdown]
 # ## 2 · “Trying to backward through the graph a second time”的三种触发方式
 #
 # **为什么重要**。这几乎是每个写 GAN 的人遇到的第一个错误：两个损失共享计算图的一部分，第一次 `backward()` 释放了第二次需要的东西。
@@ -121,11 +137,11 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 
 # %% [markdown]
-# **方式二：种子 001 的 G/D 玩具例子**。`lossD` 和 `lossG` 都依赖于 `d = D(g)`。`lossD.backward()` 之后，从 `t` 经过 G 和 D 到 `d` 的那一段计算图已被释放，`lossG.backward()` 也就无路可回了。
+# **方式二：原帖 001 的 G/D 玩具例子**。`lossD` 和 `lossG` 都依赖于 `d = D(g)`。`lossD.backward()` 之后，从 `t` 经过 G 和 D 到 `d` 的那一段计算图已被释放，`lossG.backward()` 也就无路可回了。
 
 # %%
 def seed001_toy(retain_graph=False, detach=False):
-    """种子001的代码，与原文一致；返回G的梯度。"""
+    """原帖 001 的代码，与原文一致；返回G的梯度。"""
     torch.manual_seed(0)
     G, D = nn.Linear(2, 2), nn.Linear(2, 2)
     optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
@@ -146,14 +162,14 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
     seed001_toy()
 
 # %% [markdown]
-# **方式三：种子 004 的 model1/model2 循环**。`b = model2(a)` 让 `l2` 依赖于 model1 的计算图，所以 `l2.backward()` 会在 `l1.backward()` 用到这部分计算图之前就把它释放。
+# **方式三：原帖 004 的 model1/model2 循环**。`b = model2(a)` 让 `l2` 依赖于 model1 的计算图，所以 `l2.backward()` 会在 `l1.backward()` 用到这部分计算图之前就把它释放。
 
 # %%
 import itertools
 
 def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
-    """种子004的循环。fix：None、"retain_graph"或"detach"。返回两个模型和最后一步的损失。
-    hidden：None表示种子文章中的单层model1，给出一个宽度则表示两层的model1（第5节）。"""
+    """原帖 004 的循环。fix：None、"retain_graph"或"detach"。返回两个模型和最后一步的损失。
+    hidden：None表示原帖中的单层model1，给出一个宽度则表示两层的model1（第5节）。"""
     torch.manual_seed(0)
     model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
     if hidden is not None:
@@ -190,7 +206,7 @@ check("l1的计算图能到达model2", prediction, "model2." in tree,
 # %% [markdown]
 # ## 3 · `retain_graph=True` 保留了什么，代价是什么
 #
-# **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个保存的张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在种子 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的保存的张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
+# **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个保存的张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在原帖 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的保存的张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
 
 # %% tags=["predict"] reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> 'about the same'"]
 from gan_lessons.models import Generator, Discriminator
@@ -264,7 +280,7 @@ claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip
 # %% [markdown]
 # ## 4 · 两种修复方法，并排比较
 #
-# **为什么重要**。种子 004 为它的循环给出了两种修复方法：
+# **为什么重要**。原帖 004 为它的循环给出了两种修复方法：
 #
 # > 解决方案可以是l2.backward(retain_graph=True)。除此之外我们还可以是 b = model2(a.detach()) ,这个就优美一点
 #
@@ -274,7 +290,7 @@ claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip
 #   `l1.backward()`；
 # - `detach`：`model2(a.detach())` 切断了计算图，所以 `l2.backward` 停在 model2，不会释放 model1 需要的任何东西。
 #
-# **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机数种子出发，分别用两种修复方法把这个循环运行 20 步，用的是种子文章里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
+# **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机数种子出发，分别用两种修复方法把这个循环运行 20 步，用的是原帖里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
 
 # %% tags=["predict"] reveals=["\u5f97\u5230\u7684\u6743\u91cd\u5b8c\u5168\u76f8\u540c", "\u8fde\u6700\u540e\u4e00\u4f4d\u90fd(\u76f8\u540c|\u4e00\u6837)"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
@@ -297,7 +313,7 @@ claim("20步之后，retain_graph和detach得到的权重完全相同", same)
 # %% [markdown]
 # ## 5 · detach 什么时候是错的：一个优化器管两个模型
 #
-# **为什么重要**。种子 004 在最后提醒了一点：
+# **为什么重要**。原帖 004 在最后提醒了一点：
 #
 # > 但有一点需要注意的是,两个网络一定没有需要共同更新的 ,假如上面的optimizer2 = torch.optim.Adam(itertools.chain(model1.parameters(),model2.parameters()), lr=0.001,betas=(0.5, 0.999)),则还是用retain_graph=True保险,因为.detach则model2反向不会传播到model1,导致不对model1里面参数更新。
 #
@@ -328,11 +344,11 @@ claim("共用一个优化器时，两种修复方法训练出的model1权重不�
 # 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach` 改变了算法。经验法则：某个损失*不应*训练上游时，就在那里 detach（D 的损失不应训练 G）；上游*必须*由它训练时，绝不要 detach（G 的损失必须穿过 D 来训练 G，第 04 课）。
 
 # %% [markdown]
-# 共用优化器时 `retain_graph` 之所以能在这里运行，只是因为种子 004 中 model1 的结构。在 `l2.backward()` 和 `l1.backward()` 之间，`optimizer2.step()` 现在也会原地修改 model1 的权重。种子 004 的 model1 只是作用在 `data` 上的一个 `Linear`，而 `data` 不需要梯度，所以它的 `addmm` 只保存 `data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改 `data`，因此 `l1.backward()` 找不到任何过期的东西。给 model1 加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的 `addmm` 会保存转置后的权重，形状为 `[8, 2]`；共享的那一步修改了这个权重，`l1.backward()` 就会引发第 03 课的版本错误。（如果用两个独立的优化器，在 `l1.backward()` 之前不会有任何一步修改 `l1` 保存的东西，所以两层的 model1 在两种修复方法下都能运行。）
+# 共用优化器时 `retain_graph` 之所以能在这里运行，只是因为原帖 004 中 model1 的结构。在 `l2.backward()` 和 `l1.backward()` 之间，`optimizer2.step()` 现在也会原地修改 model1 的权重。原帖 004 的 model1 只是作用在 `data` 上的一个 `Linear`，而 `data` 不需要梯度，所以它的 `addmm` 只保存 `data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改 `data`，因此 `l1.backward()` 找不到任何过期的东西。给 model1 加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的 `addmm` 会保存转置后的权重，形状为 `[8, 2]`；共享的那一步修改了这个权重，`l1.backward()` 就会引发第 03 课的版本错误。（如果用两个独立的优化器，在 `l1.backward()` 之前不会有任何一步修改 `l1` 保存的东西，所以两层的 model1 在两种修复方法下都能运行。）
 
 # %%
 saved = [s.name for s in graphs.saved_tensors(nn.Linear(10, 2)(torch.randn(4, 10)).grad_fn)]
-claim("种子004的单层model1只保存它的输入data", saved == ["mat1"], saved)
+claim("原帖 004 的单层model1只保存它的输入data", saved == ["mat1"], saved)
 
 deep = {fix: seed004_loop(fix, hidden=8) for fix in ("retain_graph", "detach")}
 claim("两层的model1、两个独立的优化器：两种修复方法都能运行，得到的权重完全相同",
@@ -343,7 +359,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 种子代码 | 在今天的 torch 上 |
+# | 原帖代码 | 在今天的 torch 上 |
 # |---|---|
 # | 001：`lossD.backward(); optimD.step(); lossG.backward()` | 引发“Trying to backward through the graph a second time” |
 # | 001：同上，但改用 `lossD.backward(retain_graph=True)` | 改为引发版本错误（第 03 课会解释） |
@@ -358,26 +374,26 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 #
 # - 前向传播构建计算图，并为反向传播保存张量；`backward()` 释放它们。再对任何已释放的部分做反向传播，就会引发
 #   “Trying to backward through the graph a second time”。
-# - `retain_graph=True` 让每个保存的张量都继续存活：对一个 64 张图像的批量，种子 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的 `one_forward`）。
-# - `detach()` 把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与 `retain_graph` 相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而 `retain_graph` 在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：种子 004 的单层 model1 只保存它的输入 data，两层的 model1 则会引发版本错误。
+# - `retain_graph=True` 让每个保存的张量都继续存活：对一个 64 张图像的批量，原帖 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的 `one_forward`）。
+# - `detach()` 把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与 `retain_graph` 相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而 `retain_graph` 在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：原帖 004 的单层 model1 只保存它的输入 data，两层的 model1 则会引发版本错误。
 
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：修复后的种子 004 训练步
+# ### 动手实现：修复后的原帖 004 训练步
 #
-# 写出种子 004 循环中一步的完整函数体，即 `fixed_step(model1, model2, optimizer1, optimizer2, data, label)`：
+# 写出原帖 004 循环中一步的完整函数体，即 `fixed_step(model1, model2, optimizer1, optimizer2, data, label)`：
 # - model1 的 logits `a = model1(data)` 和它的损失 `l1 = F.cross_entropy(a, label)`；`optimizer1` 只根据 l1 的梯度更新
 #   model1；
 # - model2 的 logits `b`（由 `a` 计算得到）和它的损失 `l2 = F.cross_entropy(b, label)`；`optimizer2` 只根据 l2 的梯度更新 model2；
 # - 每一次调用中，每个优化器的每次更新都基于新算出的梯度；
 # - 没有任何浪费：不对已释放的计算图做反向传播，不计算会被优化器扔掉的梯度，也不保留之后没有哪次反向传播需要的计算图。
 #
-# 检查程序会在种子 004 的模型上运行你的训练步三次，并借助 `register_step_pre_hook` 在每次 `optimizer.step()` 时读取每个参数的 `.grad`。它还会统计到达 model1 的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
+# 检查程序会在原帖 004 的模型上运行你的训练步三次，并借助 `register_step_pre_hook` 在每次 `optimizer.step()` 时读取每个参数的 `.grad`。它还会统计到达 model1 的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
 
 # %%
 def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
-    """种子004循环的一步：l2训练model2，l1训练model1，没有白做的计算，也没有白留的计算图。"""
+    """原帖 004 循环的一步：l2训练model2，l1训练model1，没有白做的计算，也没有白留的计算图。"""
     ### BEGIN SOLUTION
     a = model1(data)
     b = model2(a.detach())          # l2停在model2：它的反向传播不会释放l1需要的任何东西

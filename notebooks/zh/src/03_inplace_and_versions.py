@@ -21,9 +21,9 @@
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/03_inplace_and_versions.ipynb)
 #
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
-# version N; expected version M`。我们会看到它所说的那个计数器，用种子 001 和种子 000 复现这个报错，认识到`optimizer.step()` 就是那个谁都看不见的原地操作，并评判种子 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
+# version N; expected version M`。我们会看到它所说的那个计数器，用原帖 001 和原帖 000 复现这个报错，认识到`optimizer.step()` 就是那个谁都看不见的原地操作，并评判原帖 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #
-# **材料**。种子 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），种子 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），种子 000（聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。原帖 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），原帖 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），原帖 000（聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -162,7 +162,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation.*is at versio
 # %% [markdown]
 # ## 3 · GAN 里的这个报错
 #
-# **为什么重要**。在 GAN 代码里，我们很少亲手写 `add_`。这里的原地操作是 `optimizer.step()`。下面是种子 001 的 G/D 小例子，带上了 `retain_graph=True`（第 02 课讲过，不加它，计算图就被释放了）：
+# **为什么重要**。在 GAN 代码里，我们很少亲手写 `add_`。这里的原地操作是 `optimizer.step()`。下面是原帖 001 的 G/D 小例子，带上了 `retain_graph=True`（第 02 课讲过，不加它，计算图就被释放了）：
 
 # %%
 torch.manual_seed(0)
@@ -184,13 +184,13 @@ with expect_error(RuntimeError, r"\[torch.FloatTensor \[2, 2\]\], which is outpu
 graphs.draw({"lossG": lossG}, graphs.param_names(G=G, D=D, t=t))
 
 # %% [markdown]
-# 报错信息给出了保存的张量的形状 `[2, 2]`，和 `D.weight` 的形状相同。种子 000 的 D 最后一层是 `nn.Linear(512, 1)`，它的权重形状为 `[1, 512]`，而它读入的激活值是需要梯度的。
+# 报错信息给出了保存的张量的形状 `[2, 2]`，和 `D.weight` 的形状相同。原帖 000 的 D 最后一层是 `nn.Linear(512, 1)`，它的权重形状为 `[1, 512]`，而它读入的激活值是需要梯度的。
 
 # %% tags=["predict"] reveals=["\\[512, 1\\]", "\u4fdd\u5b58\u4e86?\\s?`?weight\\.t\\(\\)"]
 prediction = (512, 1)  # SOLUTION: 同样的报错发生在 Linear(512, 1) 的权重上：报错信息打印的是哪个形状？
 import re
 
-head = nn.Linear(512, 1)                          # 种子 000 中 D 的最后一层
+head = nn.Linear(512, 1)                          # 原帖 000 中 D 的最后一层
 opt_head = optim.Adam(head.parameters())
 h = torch.randn(4, 512, requires_grad=True)      # 它读入的激活值
 loss = head(h).sum()
@@ -206,12 +206,12 @@ check("Linear(512, 1) 的权重过期后，报错信息里的形状", prediction
           "保存的张量是 [512, 1]，而不是权重本身的 [1, 512]。")
 
 # %% [markdown]
-# 对照上面种子 001 小例子的计算图，我们逐段来读这条报错信息：
+# 对照上面原帖 001 小例子的计算图，我们逐段来读这条报错信息：
 #
 # - `[torch.FloatTensor [2, 2]]`：**保存的**张量的类型（在 GPU 上是 `torch.cuda.FloatTensor`）和形状，它不一定是参数的形状。`Linear` 计算
 #   `addmm(bias, input, weight.t())`，并把 `weight.t()` 保存为 `mat2`。
 # - `which is output 0 of AsStrided`：保存的张量是 `D.weight` 的一个*视图*（转置），报错信息给出的是现在产生这个视图的节点。这个视图是 `t()` 造出来的，所以前向传播时它的 `grad_fn` 是 `TBackward0`（见上图）。当视图的基张量在 `no_grad` 下被原地修改时（`optimD.step()` 做的正是这件事），自动微分会把视图的 `grad_fn` 重新生成为通用的
-#   `AsStridedBackward0`，报错信息给出的就是它。所以，`AsStrided` 这个你的代码从没调用过的运算，本身就说明视图的基张量被原地修改过（下面的单元格展示了这次切换）。它的写法随 torch 版本而不同：2.13 及更新的版本写的是前向运算的名字（`AsStrided`，后面还会见到 `Sigmoid` 或 `Exp`）；2.12 及更早的版本写的是它的反向节点（`AsStridedBackward0`）；种子 001 是在更老的 torch 上写的，引用的是 `TBackward`，即这一步之前视图的名字。本课程的检查接受当前这两种写法，别的都不接受。
+#   `AsStridedBackward0`，报错信息给出的就是它。所以，`AsStrided` 这个你的代码从没调用过的运算，本身就说明视图的基张量被原地修改过（下面的单元格展示了这次切换）。它的写法随 torch 版本而不同：2.13 及更新的版本写的是前向运算的名字（`AsStrided`，后面还会见到 `Sigmoid` 或 `Exp`）；2.12 及更早的版本写的是它的反向节点（`AsStridedBackward0`）；原帖 001 是在更老的 torch 上写的，引用的是 `TBackward`，即这一步之前视图的名字。本课程的检查接受当前这两种写法，别的都不接受。
 # - `is at version 2; expected version 1`：视图和它的基张量共享一个计数器。前向传播保存 `weight.t()` 时，`D.weight`
 #   处于版本 1（经过了原地初始化），`optimD.step()` 把它变成了 2。
 #
@@ -231,13 +231,13 @@ claim("视图与它的基张量共享版本计数器", w_t._version == layer.wei
       f"两者都处于版本 {w_t._version}")
 
 # %% [markdown]
-# **种子 000 的原例**。它的 GAN（现在放在 `gan_lessons.models` 里）和它的 `loss_nonsaturating`，按种子里的方式调用。`D` 的最后一层是 `Linear(512, 1)`，所以保存的转置权重是 `[512, 1]`：
+# **原帖 000 的原例**。它的 GAN（现在放在 `gan_lessons.models` 里）和它的 `loss_nonsaturating`，按原帖里的方式调用。`D` 的最后一层是 `Linear(512, 1)`，所以保存的转置权重是 `[512, 1]`：
 
 # %%
 from gan_lessons.models import Generator, Discriminator
 
 def loss_nonsaturating(d, g, x_real, *, device):
-    """种子 000 的损失函数，照原文写（包括它用了两次的 sigmoid：见第 05 课）。"""
+    """原帖 000 的损失函数，照原文写（包括它用了两次的 sigmoid：见第 05 课）。"""
     z = torch.randn(x_real.shape[0], g.z_dim, device=device)
     gz = g(z)
     dgz = F.sigmoid(d(gz))
@@ -272,9 +272,49 @@ claim("前向传播保存的 D 的每个权重都已过期，排在第一个的�
 # 前向传播保存的 D 的每个权重都已过期，因为 `step()` 把它们全都改了；PyTorch 报告的是它的反向传播最先遇到的那一个，也就是 D 的最后一层。第 5 节会解释，为什么同样的循环在旧版 torch 上不报这个错。
 
 # %% [markdown]
+# **检验原帖 000 的解释**。原帖 000 是这样解释这个报错的：
+#
+# > 当d_loss.backward(retain_graph=True)执行时,它会计算判别器参数的梯度,并可能对计算图中的某些中间变量进行操作(例如,释放内存或修改状态)。尽管retain_graph=True参数试图保留计算图以供后续使用,但如果后续的g_loss.backward()尝试访问已被修改或释放的中间变量,就会触发inplace操作错误。
+#
+# 反向传播什么也不修改：它读取前向传播保存的张量，不加 `retain_graph` 时再把它们释放。版本号变成 2，是两次反向传播之间那一行 `d_optimizer.step()` 干的。同样的两次反向传播，先不加这次更新运行一遍，再加上它运行一遍：
+
+# %%
+def seed000_backwards(step_between):
+    """Seed 000's two backwards on a fresh GAN: D's last weight's version before and after d_loss.backward,
+    and g_loss.backward's error, if any (如果运行成功则为 None)."""
+    torch.manual_seed(0)
+    g, d = Generator().to(device), Discriminator().to(device)
+    d_optimizer = optim.Adam(d.parameters(), lr=1e-3)
+    d_loss, g_loss = loss_nonsaturating(d, g, x_real, device=device)
+    before = d.net[7].weight._version
+    d_loss.backward(retain_graph=True)
+    after = d.net[7].weight._version
+    if step_between:
+        d_optimizer.step()
+    try:
+        g_loss.backward()
+        return before, after, None
+    except RuntimeError as error:
+        return before, after, str(error)
+
+no_step, with_step = seed000_backwards(False), seed000_backwards(True)
+print("d_loss.backward 前后 D.net[7].weight 的版本：没有更新时", no_step[:2], "| 有更新时", with_step[:2])
+claim("d_loss.backward(retain_graph=True) 不改变 D 的权重的版本", no_step[0] == no_step[1] == with_step[1])
+claim("两次反向传播之间没有 d_optimizer.step() 时，g_loss.backward() 能运行", no_step[2] is None)
+claim("两次反向传播之间有 d_optimizer.step() 时，g_loss.backward() 抛出版本错误",
+      with_step[2] is not None and "is at version 2; expected version 1" in with_step[2])
+
+# %% [markdown]
+# 所以原帖 000 说错了原因，改法却是对的：在 D 的损失里把假样本批量分离，并在更新之后让 G 的损失重新经过一次 D 的前向传播。它的这句话也没错：
+#
+# > 同时,也不再需要retain_graph=True,因为每个网络的梯度计算都在独立的计算路径上完成。
+#
+# 改好之后，D 的损失不再连到计算图里 G 的那一部分，G 的损失也有自己的前向传播，没有哪张计算图会被求导两次。
+
+# %% [markdown]
 # ## 4 · `ReLU(inplace=True)`：在一处安全，在另一处报错
 #
-# **为什么重要**。种子 001 说，对非叶子张量做原地操作没有问题，所以 `ReLU(inplace=True)` 才那么常见：
+# **为什么重要**。原帖 001 说，对非叶子张量做原地操作没有问题，所以 `ReLU(inplace=True)` 才那么常见：
 #
 # > 关于inplace操作有两个注意点,第一点是要避免对叶子结点进行inplace操作,非叶子结点无所谓,所以我们在CNN网络中经常可以看到ReLU(inplace=True)的语句,这里是对非叶子结点进行的,而inplace操作又可以节省内存,这样使用一般是没有错的。
 #
@@ -323,9 +363,9 @@ check("Tanh 之后接 ReLU(inplace=True) 会报错", prediction, raised,
       why="tanh 保存它的输出（它的导数是 1 - tanh^2），而 relu_ 覆盖了这个输出。")
 
 # %% [markdown]
-# ## 5 · 评判种子 002 的解决方法
+# ## 5 · 评判原帖 002 的解决方法
 #
-# **为什么重要**。种子 002 列出了四种解决方法：
+# **为什么重要**。原帖 002 列出了四种解决方法：
 #
 # > 为了避免这个异常,我们可以避免就地操作、使用原始操作的副本、使用with torch.no_grad()上下文管理器或者使用torch.Tensor.data属性。
 #
@@ -408,7 +448,7 @@ claim(".data：梯度是 2 * (x + 1)，用的是前向传播之后写入的值",
       torch.equal(x.grad, 2 * torch.tensor([2.0, 3.0, 4.0])))
 
 x, y = fresh()
-x_shifted = torch.add(x, 1)     # 避免原地操作（种子 002 的第一种方法，原文只有文字描述）：得到一个新张量
+x_shifted = torch.add(x, 1)     # 避免原地操作（原帖 002 的第一种方法，原文只有文字描述）：得到一个新张量
 (y.sum() + x_shifted.sum()).backward()
 print("避免原地操作      :", rounded(x.grad), " <- 来自 y 的 2x，加上来自 x + 1 的 1")
 claim("避免原地操作：梯度正确（2x + 1），而且 x 仍处于版本 0",
@@ -430,7 +470,7 @@ claim("非原地的更新不会改变模型自己的参数",
       torch.equal(layer.weight.detach(), before) and not torch.equal(p.detach(), before))
 
 # %% [markdown]
-# 对种子 002 的评判：
+# 对原帖 002 的评判：
 #
 # | 方法 | 评判 |
 # |---|---|
@@ -439,9 +479,9 @@ claim("非原地的更新不会改变模型自己的参数",
 # | `torch.no_grad()` | 是更新**叶子张量**的正确工具（`optimizer.step()` 就是这样做的）；对保存的张量，它拦不住版本错误 |
 # | `.data` | 绝不要用：它绕过了版本计数器，所以上面那个错误的梯度不会伴随任何报错。1.5 之前的优化器带给 GAN 代码的正是这个。 |
 #
-# 最后这一点解释了为什么种子 001 和种子 000 “以前能跑”：直到 torch 1.5，优化器更新的都是 `p.data`，它不会让版本加 1。同样的循环不会报错，却会用 D 的**新**权重，搭配用**旧**权重算出的激活值，来计算 G 的梯度：这根本不是任何函数的梯度。第 3 节的报错，就是 torch 拒绝计算这种东西。
+# 最后这一点解释了为什么原帖 001 和原帖 000 “以前能跑”：直到 torch 1.5，优化器更新的都是 `p.data`，它不会让版本加 1。同样的循环不会报错，却会用 D 的**新**权重，搭配用**旧**权重算出的激活值，来计算 G 的梯度：这根本不是任何函数的梯度。第 3 节的报错，就是 torch 拒绝计算这种东西。
 #
-# 种子 002 的 CIFAR-10 示例在 `+= 0.1` 之前先 clone 了输入批量。那里没有任何东西需要梯度，所以直接在批量本身上做原地加法也没问题：
+# 原帖 002 的 CIFAR-10 示例在 `+= 0.1` 之前先 clone 了输入批量。那里没有任何东西需要梯度，所以直接在批量本身上做原地加法也没问题：
 
 # %%
 images = torch.rand(4, 3 * 32 * 32)          # 代替一个 CIFAR-10 批量（这里不下载）
@@ -451,11 +491,11 @@ F.cross_entropy(model(images), torch.tensor([0, 1, 2, 3])).backward()
 print("在输入批量上原地做数据增强：没问题；model.weight.grad 已填上：", model.weight.grad is not None)
 
 # %% [markdown] tags=["read-after-exercises"]
-# **评判种子里的代码**。
+# **评判原帖里的代码**。
 #
-# | 种子代码 | 在如今的 torch 上 |
+# | 原帖代码 | 在如今的 torch 上 |
 # |---|---|
-# | 001：G/D 小例子，先 `lossD.backward(retain_graph=True)`，再 `optimD.step()` | 抛出版本错误，`[2, 2] ... output 0 of AsStrided`（种子引用的是 `TBackward`，即这一步之前视图的名字） |
+# | 001：G/D 小例子，先 `lossD.backward(retain_graph=True)`，再 `optimD.step()` | 抛出版本错误，`[2, 2] ... output 0 of AsStrided`（原帖引用的是 `TBackward`，即这一步之前视图的名字） |
 # | 000：`loss_nonsaturating`、`d_loss.backward(retain_graph=True)`、`d_optimizer.step()`、`g_loss.backward()` | 抛出版本错误，`[512, 1] ... output 0 of AsStrided, is at version 2; expected version 1` |
 # | 002：先 `clone()` 再 `+=` | 能运行，梯度正确 |
 # | 002：`with torch.no_grad(): x += 1` | 在这里能运行；但张量被保存下来供反向传播使用时，它**帮不上忙** |
@@ -469,9 +509,9 @@ print("在输入批量上原地做数据增强：没问题；model.weight.grad �
 # - 自动微分保存某些张量时，连同它们的版本一起记下；反向传播时检查版本。哪些张量被保存取决于导数：
 #   `a * b` 只在 `a` 需要梯度时保存 `b`，只在 `b` 需要梯度时保存 `a`；`exp`、`sigmoid`、`tanh` 保存它们的输出。
 # - 报错信息给出**保存的**张量的类型和形状（Linear 的权重以转置的形式出现）、现在产生它的节点（基张量被原地修改过的视图显示为 `AsStrided`，`step()` 就会造成这种情况），以及两个版本号。
-# - 种子 001 和种子 000 碰到这个报错，是因为 `retain_graph=True` 让计算图在 `optimizer.step()` 之后依然存活。
+# - 原帖 001 和原帖 000 碰到这个报错，是因为 `retain_graph=True` 让计算图在 `optimizer.step()` 之后依然存活。
 # - 原地操作（包括 `ReLU(inplace=True)`）会破坏反向传播，前提是它覆盖的张量已经被保存下来：保存它的，可能是产生它的运算（Sigmoid、Tanh），也可能是先读过它的另一个运算（乘以一个需要梯度的张量的 mul）。接在 Linear 或 Conv 后面通常没问题，因为它们不保存输出；但这不是一条关于层的规则。
-# - 种子 002 的 `.data` 方法是靠产生错误的梯度来消除报错的；真正的修正是 `clone()` 或者不用原地操作，而 `no_grad()` 是用来更新叶子张量的。
+# - 原帖 002 的 `.data` 方法是靠产生错误的梯度来消除报错的；真正的修正是 `clone()` 或者不用原地操作，而 `no_grad()` 是用来更新叶子张量的。
 
 # %% [markdown]
 # ## 练习
@@ -493,7 +533,7 @@ claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确�
 
 
 # %% [markdown]
-# 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个保存的张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，返回一个 `(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的 `tanh(Linear(x))`，以及第 3 节种子 001 的小例子），并把你的报告和梯度与它自己的结果比较。
+# 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个保存的张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个保存的张量，返回一个 `(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的 `tanh(Linear(x))`，以及第 3 节原帖 001 的小例子），并把你的报告和梯度与它自己的结果比较。
 
 # %%
 def stale_saved(make_loss):
@@ -526,7 +566,7 @@ assert solved, "stale_saved：还没有完成，或者还不对：上面几行�
 #
 # *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
-# **为什么重要**。PyTorch 的提示是 `enable anomaly detection`，即打开异常检测。异常检测会记录每个前向运算的 traceback（调用栈），并打印出反向计算失败的那个运算的 traceback。下面是它对种子 001 小例子给出的结果：
+# **为什么重要**。PyTorch 的提示是 `enable anomaly detection`，即打开异常检测。异常检测会记录每个前向运算的 traceback（调用栈），并打印出反向计算失败的那个运算的 traceback。下面是它对原帖 001 小例子给出的结果：
 
 # %%
 import warnings

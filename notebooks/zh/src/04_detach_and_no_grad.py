@@ -20,9 +20,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/04_detach_and_no_grad.ipynb)
 #
-# **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出 detach 不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量种子 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个 D 的训练步和一个采样函数，二者都不改动 G。
+# **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出 detach 不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量原帖 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个 D 的训练步和一个采样函数，二者都不改动 G。
 #
-# **材料**。种子 000（它修正后的循环；聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02），种子 001（`d.detach()` 这个修正），种子 003（它的各种策略里的 `detach`；凌逆战，「pytorch 训练 GAN 时的 detach()」，博客园，2020-11-09），种子 004（关于共享优化器的提醒）。这些种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。原帖 000（它修正后的循环；聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02），原帖 001（`d.detach()` 这个修正），原帖 003（它的各种策略里的 `detach`；凌逆战，「pytorch 训练 GAN 时的 detach()」，博客园，2020-11-09），原帖 004（关于共享优化器的提醒）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -137,12 +137,12 @@ with expect_error(RuntimeError, "Inference tensors do not track version counter"
 # | `with torch.no_grad():` | 没有计算图的普通张量 | 优化器更新、评估、生成只给 D 看的假样本批量 |
 # | `with torch.inference_mode():` | 推理张量（没有计算图，没有版本计数器） | 纯推理：采样图像、计算指标；绝不用于将要进入训练的数据 |
 #
-# 种子 000 修正后的循环写的是 `with torch.no_grad(): fake_samples = g(z).detach()`。这样写是正确的；不过 `no_grad` 里面的 `detach()` 没有任何作用，因为根本没有建计算图。
+# 原帖 000 修正后的循环写的是 `with torch.no_grad(): fake_samples = g(z).detach()`。这样写是正确的；不过 `no_grad` 里面的 `detach()` 没有任何作用，因为根本没有建计算图。
 
 # %% [markdown]
 # ## 3 · 在 GAN 的一步中切断 G→D 的梯度
 #
-# **为什么重要**。D 在假样本批量上的损失只应该训练 D。如果假样本批量按 G 生成时的样子直接送进 D，`loss_D.backward()` 会对 G 做什么？我们在种子 000 的模型上检查**每一个**参数的 `.grad`。
+# **为什么重要**。D 在假样本批量上的损失只应该训练 D。如果假样本批量按 G 生成时的样子直接送进 D，`loss_D.backward()` 会对 G 做什么？我们在原帖 000 的模型上检查**每一个**参数的 `.grad`。
 
 # %%
 def grads_after_D_step(detach):
@@ -159,7 +159,7 @@ def grads_after_D_step(detach):
 
 
 # %% tags=["predict"] reveals=["G 14/14", "\u586b\u4e0a G \u6bcf\u4e2a\u53c2\u6570\u7684 ?`?\\.grad"]
-prediction = 14  # SOLUTION: 种子 000 的 G 有 14 个参数张量；不做 detach 时，loss_D.backward() 之后其中有几个有 .grad？
+prediction = 14  # SOLUTION: 原帖 000 的 G 有 14 个参数张量；不做 detach 时，loss_D.backward() 之后其中有几个有 .grad？
 check("不做 detach 的 D 训练步之后，有 .grad 的 G 参数个数", prediction, grads_after_D_step(detach=False)[0][0],
       why="D 的损失经由 x_fake 到达 G 的每一个参数，所以反向传播会把它们全部填上。")
 
@@ -170,18 +170,18 @@ claim("不做 detach 时，loss_D.backward() 会填上 G 每个参数的 .grad",
 (g_with, g_all), (d_with, d_all) = grads_after_D_step(detach=True)
 claim("用 x_fake.detach() 时，G 每个参数的 .grad 都是 None，而 D 的每个参数都有 .grad",
       g_with == 0 and d_with == d_all, f"有 .grad 的参数：G {g_with}/{g_all}，D {d_with}/{d_all}")
-claim("种子 000 的 G 有 14 个参数张量，D 有 8 个", g_all == 14 and d_all == 8)
+claim("原帖 000 的 G 有 14 个参数张量，D 有 8 个", g_all == 14 and d_all == 8)
 
 # %% [markdown]
 # 用了 `detach()`，D 的训练步只碰 D 的 8 个参数，G 的 14 个一个也不碰。不用它，反向传播会跑遍整个 G：如果 `opt_G.zero_grad()` 放在了正确的位置，这“只不过”是白费计算，但它正是第 02 课和第 03 课那些 bug 的根源。
 #
-# **种子 000 修正后的循环，照原样运行**。它的 D 以 `Reshape()` 结尾，所以对每张图像返回一个 logit，形状为 `[64]`；它的标签却构造成 `[64, 1]`，注释说这是为了「确保标签维度匹配判别器输出」。`binary_cross_entropy_with_logits` 拒绝这种不匹配，所以这个“修正”在第一个损失处就停下了：
+# **原帖 000 修正后的循环，照原样运行**。它的 D 以 `Reshape()` 结尾，所以对每张图像返回一个 logit，形状为 `[64]`；它的标签却构造成 `[64, 1]`，注释说这是为了「确保标签维度匹配判别器输出」。`binary_cross_entropy_with_logits` 拒绝这种不匹配，所以这个“修正”在第一个损失处就停下了：
 
 # %%
 g, d = Generator(), Discriminator()
 x_real = torch.rand(64, 1, 28, 28) * 2 - 1
 real_output = d(x_real)
-real_label = torch.ones(x_real.shape[0], 1, device=device)  # 和种子 000 一样
+real_label = torch.ones(x_real.shape[0], 1, device=device)  # 和原帖 000 一样
 with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be the same as input size \(torch.Size\(\[64\]\)\)"):
     F.binary_cross_entropy_with_logits(real_output, real_label).mean()
 
@@ -192,7 +192,7 @@ with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be 
 # %% [markdown]
 # ## 4 · detach 用错的情形（一）：它可能去掉 G 需要的梯度
 #
-# **为什么重要**。种子 001 用 `lossG = (g + d.detach()).sum()` 修好了它的 G/D 小例子。代码能运行，但 G 的损失从此忽略了经过 D 的那条路径，而 GAN 的生成器恰恰是从这条路径上学习的。我们把它和按原样写出的那个损失的梯度作对比，后者用正确的方式计算：用 D 更新后的权重，做一次新的前向传播。
+# **为什么重要**。原帖 001 用 `lossG = (g + d.detach()).sum()` 修好了它的 G/D 小例子。代码能运行，但 G 的损失从此忽略了经过 D 的那条路径，而 GAN 的生成器恰恰是从这条路径上学习的。我们把它和按原样写出的那个损失的梯度作对比，后者用正确的方式计算：用 D 更新后的权重，做一次新的前向传播。
 
 # %%
 def seed001_grads(fix):
@@ -215,7 +215,7 @@ def seed001_grads(fix):
 
 t, detached, D_grad = seed001_grads("seed 001: d.detach()")
 _, fresh, _ = seed001_grads("fresh forward")
-claim("种子 001 的 d.detach()：lossG 不给 D 任何梯度（D.weight.grad 为 None）", D_grad is None)
+claim("原帖 001 的 d.detach()：lossG 不给 D 任何梯度（D.weight.grad 为 None）", D_grad is None)
 claim("而 G 的梯度只有 d(sum g)/dW：不管 D 是什么，每一行都是 t", torch.equal(detached, t.detach().expand(2, 2)),
       f"G.weight.grad = {rounded(detached)}")
 gap = (detached - fresh).abs().max().item()
@@ -223,7 +223,7 @@ claim("它与经过更新后的 D 做新前向传播得到的 G 的梯度不同"
       f"新的前向传播：{rounded(fresh)}，最大 |差| {gap:.4f}")
 
 # %% [markdown]
-# 分离之后的梯度只是 `d(sum g)/dW`，D 说什么都一样。对 GAN 来说，这意味着 G 不再从 D 那里学习。种子 001 做 detach 的理由是：
+# 分离之后的梯度只是 `d(sum g)/dW`，D 说什么都一样。对 GAN 来说，这意味着 G 不再从 D 那里学习。原帖 001 做 detach 的理由是：
 #
 # > 现在是训练G的参数,D的参数应该是不变的,所以我们不希望D参数的梯度在反向传播时被计算,这样既节省了计算资源,又可以避免inplace error。
 #
@@ -250,9 +250,9 @@ claim("因为 detach，没有任何梯度到达 model1：model1.weight.grad 为 
 claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.equal(before, model1.weight))
 
 # %% [markdown]
-# ## 6 · 种子 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
+# ## 6 · 原帖 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
 #
-# **为什么重要**。种子 000 的说明认为，对于 D 看到的假样本批量，`detach()` 更精确：
+# **为什么重要**。原帖 000 的说明认为，对于 D 看到的假样本批量，`detach()` 更精确：
 #
 # > 在GANs中,当判别器处理生成器输出的假样本时,使用detach()更精确地表达了“只使用数据,不追踪其来源梯度”的意图。
 #
@@ -260,12 +260,12 @@ claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.
 
 # %%
 torch.manual_seed(0)
-G, D = Generator(), Discriminator()          # 种子 000 的模型
+G, D = Generator(), Discriminator()          # 原帖 000 的模型
 z = torch.randn(64, G.z_dim)
 lives_anyway = [*G.parameters(), *G.buffers(), z]
 
 out = G(z)
-x_fake_detach = out.detach()                 # 种子 000 的说明推荐的写法
+x_fake_detach = out.detach()                 # 原帖 000 的说明推荐的写法
 saved_detach = graphs.saved_bytes({"G(z)": out}, lives_anyway)
 del out                                      # 计算图随之释放
 with torch.no_grad():
@@ -283,9 +283,9 @@ claim("G(z).detach()：G 的前向传播为一次永远不会运行的反向传�
       saved_detach > 0 and saved_nograd == 0, f"{saved_detach / 2**20:.1f} MiB 对 {saved_nograd} 字节")
 
 # %% [markdown]
-# 这些张量在语句结束时随计算图一起释放，所以代价是 G 运行期间更高的内存峰值，而不是内存泄漏。对于只给 D 看的假样本批量，`with torch.no_grad(): x_fake = G(z)` 更省，而且同样精确。`detach()` 适用于同一个 `G(z)` 两边都要用的情形：给 D 的损失用时要切断，给 G 的损失用时要完整（第 05 课的 `d_first_reuse_fake` 和 `g_first`）。种子 000 两个都写了；其中的 `detach()` 没有任何作用。
+# 这些张量在语句结束时随计算图一起释放，所以代价是 G 运行期间更高的内存峰值，而不是内存泄漏。对于只给 D 看的假样本批量，`with torch.no_grad(): x_fake = G(z)` 更省，而且同样精确。`detach()` 适用于同一个 `G(z)` 两边都要用的情形：给 D 的损失用时要切断，给 G 的损失用时要完整（第 05 课的 `d_first_reuse_fake` 和 `g_first`）。原帖 000 两个都写了；其中的 `detach()` 没有任何作用。
 #
-# **G 的 BatchNorm**。G 处于训练模式。BatchNorm 层维护着运行统计量（`running_mean`、`running_var`、`num_batches_tracked`）：它们是缓冲区而不是参数，在评估模式下用来做规范化。种子 000 的循环在 `no_grad` 下、G 处于训练模式时，生成给 D 的假样本批量。
+# **G 的 BatchNorm**。G 处于训练模式。BatchNorm 层维护着运行统计量（`running_mean`、`running_var`、`num_batches_tracked`）：它们是缓冲区而不是参数，在评估模式下用来做规范化。原帖 000 的循环在 `no_grad` 下、G 处于训练模式时，生成给 D 的假样本批量。
 
 # %%
 bn = G.net[1]                                # G 的第一个 BatchNorm1d
@@ -306,7 +306,7 @@ check("no_grad 下的前向传播会改变 BatchNorm 的 running_mean", predicti
       why="运行统计量是缓冲区，训练模式下的每次前向传播都会更新它们；no_grad 只是不建计算图。")
 
 # %% [markdown]
-# 训练模式下的 BatchNorm 每做一次前向传播都会更新它的运行统计量。写这些统计量的是前向传播本身，不涉及梯度，也不涉及优化器，所以关掉计算图也拦不住它们。在种子 000 的一步里，G 要运行两次：一次在 `no_grad` 下，为 D 生成假样本批量；一次带着计算图，用于 G 的那一步：
+# 训练模式下的 BatchNorm 每做一次前向传播都会更新它的运行统计量。写这些统计量的是前向传播本身，不涉及梯度，也不涉及优化器，所以关掉计算图也拦不住它们。在原帖 000 的一步里，G 要运行两次：一次在 `no_grad` 下，为 D 生成假样本批量；一次带着计算图，用于 G 的那一步：
 
 # %%
 changed, counted = bn_change(G_under_no_grad)
@@ -317,7 +317,7 @@ claim("G(z).detach() 也一样", changed and counted == 1, f"num_batches_tracked
 
 opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
 x_real = torch.rand(64, 1, 28, 28) * 2 - 1
-real, fake = torch.ones(64), torch.zeros(64)   # 形状为 [B]，种子 000 的循环需要这样
+real, fake = torch.ones(64), torch.zeros(64)   # 形状为 [B]，原帖 000 的循环需要这样
 
 def seed000_step():
     opt_D.zero_grad()
@@ -333,7 +333,7 @@ def seed000_step():
     opt_G.step()
 
 changed, counted = bn_change(seed000_step)
-claim("种子 000 循环的一步会让它们变两次", changed and counted == 2, f"num_batches_tracked +{counted}")
+claim("原帖 000 循环的一步会让它们变两次", changed and counted == 2, f"num_batches_tracked +{counted}")
 
 G.eval()
 changed, counted = bn_change(G_under_no_grad)
@@ -349,9 +349,9 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 # 这些统计量数的是 G 的前向传播次数，而不是 G 走了几步：这里每一步两次，都来自同一个 G。这没有害处，但读 `num_batches_tracked` 时值得知道。`no_grad` 和 `detach()` 关掉的是计算图，从不改变模块的模式；`G.eval()` 切换的是模式，G 计算的内容也随之改变，所以它属于采样，而不属于生成 D 的假样本批量。
 
 # %% [markdown] tags=["read-after-exercises"]
-# **评判种子里的代码**。
+# **评判原帖里的代码**。
 #
-# | 种子代码 | 在如今的 torch 上 |
+# | 原帖代码 | 在如今的 torch 上 |
 # |---|---|
 # | 000：「修正后的训练循环」 | 在第一个损失处抛出 `ValueError: Target size (torch.Size([64, 1])) must be the same as input size (torch.Size([64]))`；它的 D 返回 `[B]`，标签却是 `[B, 1]` |
 # | 000：`with torch.no_grad(): fake = g(z).detach()` | 能运行；`no_grad` 里面的 `detach()` 不起任何额外作用 |
@@ -365,9 +365,9 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 # - `detach()` 得到的是别名：同一块内存、同一个版本计数器、没有 `grad_fn`。需要修改它时，用 `detach().clone()`。
 # - `no_grad` 不建计算图；`inference_mode` 还去掉了版本计数器，它产生的张量不能保存下来供之后的反向传播使用。
 # - 在 GAN 的一步中，要分离的是给 **D 的**损失用的假样本批量：这样 G 的 14 个参数就不会从中得到梯度。
-# - 当一个损失必须训练它上游的东西时，detach 就是错的：经过 D 的 G 的损失，以及优化器同时管着两个模型的任何损失。种子 000 修正后的循环还需要形状为 `[B]` 而不是 `[B, 1]` 的标签。
+# - 当一个损失必须训练它上游的东西时，detach 就是错的：经过 D 的 G 的损失，以及优化器同时管着两个模型的任何损失。原帖 000 修正后的循环还需要形状为 `[B]` 而不是 `[B, 1]` 的标签。
 # - 被 `detach()` 切断的参数得不到梯度；它是否因此保持不动，取决于 `zero_grad`，练习之后的最后一节会讲到。
-# - 对于 D 的假样本批量，`no_grad` 和 `detach()` 给 D 的梯度相同；`no_grad` 不建计算图，`detach()` 则要等前向传播白白保存了张量之后才切断计算图。两者都拦不住 BatchNorm 的运行统计量（在种子 000 的循环中每步两次）；
+# - 对于 D 的假样本批量，`no_grad` 和 `detach()` 给 D 的梯度相同；`no_grad` 不建计算图，`detach()` 则要等前向传播白白保存了张量之后才切断计算图。两者都拦不住 BatchNorm 的运行统计量（在原帖 000 的循环中每步两次）；
 #   `G.eval()` 能拦住，但会改变 G 的输出。
 
 # %% [markdown]
@@ -375,7 +375,7 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 #
 # ### 动手实现：只训练 D、不碰别的东西的 D 训练步
 #
-# 写一个 `d_step(G, D, opt_D, z, x_real)`：在 `bce(D(x_real), 1) + bce(D(G(z)), 0)` 上让 D 走一步，其中 `bce` 是 `F.binary_cross_entropy_with_logits`，D 对每张图像返回一个 logit（形状为 `[B]`）。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在种子 000 的模型上运行它，并让 D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
+# 写一个 `d_step(G, D, opt_D, z, x_real)`：在 `bce(D(x_real), 1) + bce(D(G(z)), 0)` 上让 D 走一步，其中 `bce` 是 `F.binary_cross_entropy_with_logits`，D 对每张图像返回一个 logit（形状为 `[B]`）。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在原帖 000 的模型上运行它，并让 D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
 
 # %%
 def d_step(G, D, opt_D, z, x_real):

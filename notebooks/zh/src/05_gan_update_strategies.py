@@ -22,14 +22,14 @@
 #
 # **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过 G 和 D 的遍数，以及运算量、时间和内存）；用一个控件在它们之间切换；最后自己写出一种毫不浪费的顺序。
 #
-# **材料**。种子 003（三种策略和一个效率论证；凌逆战，“pytorch 训练 GAN 时的 detach()”，博客园，2020-11-09）和种子 000（`loss_nonsaturating`；聖光之護，“解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离”，php 中文网，2025-10-02）。种子都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
+# **材料**。原帖 003（三种策略和一个效率论证；凌逆战，“pytorch 训练 GAN 时的 detach()”，博客园，2020-11-09）和原帖 000（`loss_nonsaturating`；聖光之護，“解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离”，php 中文网，2025-10-02）。原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 种子代码 | 在今天的 torch 上 |
+# | 原帖代码 | 在今天的 torch 上 |
 # |---|---|
 # | 003 的「策略一」：`d_loss.backward(retain_graph=True)`、`optimizer_D.step()`、`g_loss.backward()` | 抛出版本错误（torch 1.5 起；在此之前，则是悄无声息地得到错误的梯度） |
 # | 003 的「策略二」：D 作用于 `gen_imgs.detach()`，然后在同一个输出上计算 `g_loss = adversarial_loss(pred_gen, valid)` | 抛出 "Trying to backward through the graph a second time"；加上 `retain_graph=True`，则抛出版本错误（两次反向传播之间 D 更新了一步）；加上 `retain_graph=True` 且中间不更新 D，它能运行，但 G **得不到**梯度 |
-# | 003 的「策略三」：先更新 G，再让 D 作用于分离后的假样本 | 能运行（即下文的 `g_first`）；种子说这份开销「不得不」付，这一点不成立：第 4 节统计了它，冻结 D 或使用 `backward(inputs=...)` 都能让它更省 |
+# | 003 的「策略三」：先更新 G，再让 D 作用于分离后的假样本 | 能运行（即下文的 `g_first`）；原帖说这份开销「不得不」付，这一点不成立：第 4 节统计了它，冻结 D 或使用 `backward(inputs=...)` 都能让它更省 |
 # | 000 的 `loss_nonsaturating` | 在它的循环里抛出版本错误 `[512, 1]`；另外，它还把 sigmoid 用了两次，而这一点没有任何提示 |
 
 # %% tags=["nbval-ignore-output"]
@@ -55,7 +55,7 @@ from gan_lessons.lesson import headline
 from gan_lessons.models import Generator
 
 def fresh_gan(batch=64):
-    """种子 000 的 G 和 D（固定了随机数种子）、一个代替 MNIST 的取值在 [-1, 1] 的批量，以及一个固定了随机数种子的噪声来源。"""
+    """原帖 000 的 G 和 D（固定了随机数种子）、一个代替 MNIST 的取值在 [-1, 1] 的批量，以及一个固定了随机数种子的噪声来源。"""
     return costs.fresh_gan(batch=batch, device=device)
 
 def show_source(*functions):
@@ -93,7 +93,7 @@ claim("直接从 logit 计算时，在 log(sigmoid) 下溢的地方它仍是有�
       strategies.bce(far, 1).item() == 200 and torch.isinf(-torch.log(torch.sigmoid(far))).item())
 
 # %% [markdown]
-# 为了看清这个博弈怎样起作用，我们把它缩小到一维。数据是来自 N(3, 0.5²) 的数；G 把一个噪声数变成一个数，D 给一个数打出一个 logit。两者都不知道 3 和 0.5：只有 G 的损失经过 D 传回来的梯度，告诉 G 数据在哪里。下面的循环调用 `strategies.g_first`（第 3 节在种子 000 的网络上运行的也正是这个函数），共 1000 步：
+# 为了看清这个博弈怎样起作用，我们把它缩小到一维。数据是来自 N(3, 0.5²) 的数；G 把一个噪声数变成一个数，D 给一个数打出一个 logit。两者都不知道 3 和 0.5：只有 G 的损失经过 D 传回来的梯度，告诉 G 数据在哪里。下面的循环调用 `strategies.g_first`（第 3 节在原帖 000 的网络上运行的也正是这个函数），共 1000 步：
 
 # %%
 import matplotlib.pyplot as plt
@@ -134,12 +134,12 @@ plt.title("一维 GAN：真实样本，以及训练前后 G 的样本")
 plt.show()
 
 # %% [markdown]
-# G 的样本移到了数据上（均值和离散程度都对上了；要匹配整个分布需要更久，见第 06 课）。从第 1 节起，G 和 D 换成种子 000 的 MNIST 网络（`gan_lessons.models`），调用方式和这里的 `g_first` 完全一样。
+# G 的样本移到了数据上（均值和离散程度都对上了；要匹配整个分布需要更久，见第 06 课）。从第 1 节起，G 和 D 换成原帖 000 的 MNIST 网络（`gan_lessons.models`），调用方式和这里的 `g_first` 完全一样。
 
 # %% [markdown]
-# ## 1 · 两种如今会失败的种子策略，以及它们以前为什么悄无声息地出错
+# ## 1 · 两种如今会失败的原帖策略，以及它们以前为什么悄无声息地出错
 #
-# **为什么重要**。种子 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比 generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与种子相同，只是用 logit 代替了 `BCELoss`），在种子 000 的 G 和 D 上运行：
+# **为什么重要**。原帖 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比 generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与原帖相同，只是用 logit 代替了 `BCELoss`），在原帖 000 的 G 和 D 上运行：
 
 # %%
 show_source(strategies.retain_graph_seed003)
@@ -150,7 +150,7 @@ with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], wh
 
 
 # %% [markdown]
-# 种子 000 的循环也报同样的错误（第 03 课会把这条信息逐段拆开来讲）：`loss_nonsaturating` 在一次前向传播中同时返回两个损失，循环再先后对它们做反向传播。种子 003 是有意这样做，种子 000 是无意为之；本质上都是 G 的反向传播要穿过 D 的前向传播，而 `optimizer_D.step()` 在两次反向传播之间改了 D 的权重。在 torch 1.5 之前，优化器更新的是 `p.data`，不会让版本计数器加一，于是反向传播把 D 的**新**权重和**旧**权重算出的激活值配在了一起。下面用 `.data` 更新来模拟这种情况，并与 G 经过旧 D 和经过新 D 如实算出的梯度相比较：
+# 原帖 000 的循环也报同样的错误（第 03 课会把这条信息逐段拆开来讲）：`loss_nonsaturating` 在一次前向传播中同时返回两个损失，循环再先后对它们做反向传播。原帖 003 是有意这样做，原帖 000 是无意为之；本质上都是 G 的反向传播要穿过 D 的前向传播，而 `optimizer_D.step()` 在两次反向传播之间改了 D 的权重。在 torch 1.5 之前，优化器更新的是 `p.data`，不会让版本计数器加一，于是反向传播把 D 的**新**权重和**旧**权重算出的激活值配在了一起。下面用 `.data` 更新来模拟这种情况，并与 G 经过旧 D 和经过新 D 如实算出的梯度相比较：
 
 # %%
 def pre15_emulation(mode, lr=0.1):
@@ -179,7 +179,7 @@ claim("1.5 之前得到的梯度，既不是 G 经过旧 D 的梯度，也不是
 # %% [markdown]
 # 这个梯度不属于任何一个判别器，而且没有任何提示。
 #
-# **种子 003 的策略二**为 D 分离了假样本（这是对的），然后用**同一个已分离的**输出来构建 G 的损失。它会因为另一个原因失败：`d_loss.backward()` 已经释放了 D 的计算图；加上 `retain_graph=True`，D 的更新又会让保存下来的权重过期，和策略一一样；就算这两个问题都避开，G 也根本得不到梯度，因为 `pred_gen` 的计算图是从那个已分离的假样本开始的：
+# **原帖 003 的策略二**为 D 分离了假样本（这是对的），然后用**同一个已分离的**输出来构建 G 的损失。它会因为另一个原因失败：`d_loss.backward()` 已经释放了 D 的计算图；加上 `retain_graph=True`，D 的更新又会让保存下来的权重过期，和策略一一样；就算这两个问题都避开，G 也根本得不到梯度，因为 `pred_gen` 的计算图是从那个已分离的假样本开始的：
 
 # %%
 def seed003_strategy2(retain, step_D=True):
@@ -206,7 +206,7 @@ claim("有 retain_graph 且中间不更新 D 时，它能运行，但 G 的参�
       n_with_grad == 0, shown=f"G 的 {len(list(Generator().parameters()))} 个参数中有 {n_with_grad} 个有 .grad")
 
 # %% [markdown]
-# ## 2 · 种子 000 的双重 sigmoid
+# ## 2 · 原帖 000 的双重 sigmoid
 #
 # **为什么重要**。`loss_nonsaturating` 先算 `dgz = F.sigmoid(d(gz))`，再把 `dgz` 交给 `binary_cross_entropy_with_logits`，而后者自己还会再做一次 sigmoid。没有报错，没有警告，损失值看上去也合情合理。下面比较有和没有这个多余的 sigmoid 时，G 的损失以及它关于 D 的 logit 的梯度：
 
@@ -241,7 +241,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # %% [markdown]
 # ## 3 · 六种能运行的策略，代码并排比较
 #
-# **为什么重要**。自动微分的全部逻辑，都体现在 `zero_grad`、`detach`、`backward` 和 `step` 的先后顺序里。读这些代码之前，先回答一个关于 `g_first` 的问题；它就是第 0 节用的顺序，也是种子 003 的策略三。它的开头是：
+# **为什么重要**。自动微分的全部逻辑，都体现在 `zero_grad`、`detach`、`backward` 和 `step` 的先后顺序里。读这些代码之前，先回答一个关于 `g_first` 的问题；它就是第 0 节用的顺序，也是原帖 003 的策略三。它的开头是：
 #
 # ```python
 # x_fake = G(noise(len(x_real)))
@@ -283,20 +283,20 @@ check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost
       why="一次在 no_grad 下为 D 生成假样本批量（这同样是一次前向传播），一次带计算图，用于 G 的损失。")
 
 # %% [markdown]
-# `one_forward` 是种子 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=` 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
+# `one_forward` 是原帖 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=` 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
 #
 # 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用 `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
 
 # %% [markdown]
 # ## 4 · 实测开销
 #
-# **为什么重要**。种子 003 从理论上论证：策略一省了一次前向传播，却多算了一次 G 的梯度；策略三最好。它的原话是：
+# **为什么重要**。原帖 003 从理论上论证：策略一省了一次前向传播，却多算了一次 G 的梯度；策略三最好。它的原话是：
 #
 # > 一个多计算了一次 generator 梯度,一个多计算一次 discriminator 前向传播。
 #
 # > 综合来说,还是策略三最好,策略二其次,策略一最差(差在多计算一次 generator gradient 上,而通常多计算一次 generator gradient 的运算量比多计算一次 discriminator 前向传播的运算量大)
 #
-# 我们不讲理论，直接计数。`costs.measure` 在种子 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计每一步的：G 和 D 的前向调用次数、经过这些调用的反向传播遍数，以及**梯度遍数**（grad passes），即每个参数的梯度被累积了几次（2 表示有一次是白算的）。内存它测了两次，而这是两个不同的量：
+# 我们不讲理论，直接计数。`costs.measure` 在原帖 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计每一步的：G 和 D 的前向调用次数、经过这些调用的反向传播遍数，以及**梯度遍数**（grad passes），即每个参数的梯度被累积了几次（2 表示有一次是白算的）。内存它测了两次，而这是两个不同的量：
 #
 # - **saved MiB**：自动微分为反向传播保留的“保存的张量”所占字节数的峰值（不计参数），由保存的张量的钩子（saved-tensor
 #   hooks）测得。它是一张计算图在等待反向传播期间的开销。
@@ -321,16 +321,16 @@ for name, c in results.items():
 print("批量 64 |", results["g_first"].memory, "| 分配器：", "CUDA" if device.type == "cuda" else "CPU")
 
 # %% [markdown]
-# 这些计数对种子 003 的论证说明了什么（每一行都由上表算出）：
+# 这些计数对原帖 003 的论证说明了什么（每一行都由上表算出）：
 
 # %%
 r = results
 passes = ("G_forward", "G_backward", "D_forward", "D_backward", "G_grad_passes", "D_grad_passes")
 same = lambda a, b, keys=passes: all(getattr(r[a], k) == getattr(r[b], k) for k in keys)
-claim("1. 种子 003 的策略一如今会报错；它的正确的单次前向版本省下一次 D 的前向传播",
+claim("1. 原帖 003 的策略一如今会报错；它的正确的单次前向版本省下一次 D 的前向传播",
       r["retain_graph_seed003"].error is not None and r["one_forward"].D_forward == r["d_first_reuse_fake"].D_forward - 1)
-claim("2. g_first（种子 003 的策略三）与 d_first_reuse_fake 的遍数相同，二者每一步都把 D 的梯度算两次，"
-      "其中一次白算（种子 003 对策略三也是这么说的）",
+claim("2. g_first（原帖 003 的策略三）与 d_first_reuse_fake 的遍数相同，二者每一步都把 D 的梯度算两次，"
+      "其中一次白算（原帖 003 对策略三也是这么说的）",
       same("g_first", "d_first_reuse_fake") and r["g_first"].D_grad_passes == 2 and r["g_first"].G_grad_passes == 1)
 claim("3. 冻结 D 或使用 backward(inputs=...) 能去掉这白算的一遍，前向和反向调用次数不变",
       all(r[n].D_grad_passes == r[n].G_grad_passes == 1 for n in ("d_first_frozen_D", "g_first_inputs"))
@@ -384,10 +384,10 @@ print(shown["graph"])
 #
 # - GAN 的 G 最小化的是 −log D(G(z))，而不是博弈中的 log(1 − D(G(z)))，因为后者在 D 识破假样本的地方梯度消失；
 #   `bce(D(x_fake), 1)` 正是前一个损失。在一维玩具例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
-# - 种子 003 的策略一和种子 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
-# - 种子 003 的策略二在已分离的假样本上复用 D 的输出来计算 G 的损失：要么遇到已被释放的计算图，要么（加上
+# - 原帖 003 的策略一和原帖 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
+# - 原帖 003 的策略二在已分离的假样本上复用 D 的输出来计算 G 的损失：要么遇到已被释放的计算图，要么（加上
 #   `retain_graph=True`）抛出版本错误；如果中间不更新 D，它能运行，但 G 根本得不到梯度。
-# - 种子 000 在 `binary_cross_entropy_with_logits` 之前加的 `F.sigmoid`，把 G 的损失压进 [0.31, 0.69]，并把 G 的梯度缩小一个没有上限的倍数（logit −6 处约 800 倍，−10 处约 44,000 倍），而且悄无声息。
+# - 原帖 000 在 `binary_cross_entropy_with_logits` 之前加的 `F.sigmoid`，把 G 的损失压进 [0.31, 0.69]，并把 G 的梯度缩小一个没有上限的倍数（logit −6 处约 800 倍，−10 处约 44,000 倍），而且悄无声息。
 # - 实测：按原样写，交替顺序在 G 的那一步会白算一次 D 的梯度；冻结 D 或使用 `backward(inputs=...)`，在任何顺序中都能去掉这一遍。`one_forward` 的运算量最少，交替计时时也最快；在繁忙的机器上，每种策略单独跑一段来计时，可能排出任意名次。
 # - 保存的张量的字节数（自动微分为反向传播保留的东西）只是分配器峰值（一步在最紧张的时刻占用的全部内存）的一部分。按两种度量，把 G 的计算图保留到 D 更新之后的顺序，峰值都最高。
 
@@ -400,7 +400,7 @@ print(shown["graph"])
 # - 然后 G 更新，用第二次抽样生成的新的假样本批量，由**更新后的** D 打分：`bce(D(x_fake), 1)`。
 # - 不白算任何梯度；优化器据以更新的每个 `.grad` 都只来自这一步；D 的可训练状态与开始时相同。返回 `(loss_D, loss_G)`。
 #
-# 第 3 节给出了在 G 的那一步跳过 D 梯度的两种办法，用哪一种都对。`exercises.check_strategy` 会在种子 000 的 G 和 D 上运行你的函数（它们的 `.grad` 里还留着之前的梯度），把两个优化器据以更新的梯度与正确的梯度相比较，用第 4 节的钩子统计遍数，并指出还有哪里不对。
+# 第 3 节给出了在 G 的那一步跳过 D 梯度的两种办法，用哪一种都对。`exercises.check_strategy` 会在原帖 000 的 G 和 D 上运行你的函数（它们的 `.grad` 里还留着之前的梯度），把两个优化器据以更新的梯度与正确的梯度相比较，用第 4 节的钩子统计遍数，并指出还有哪里不对。
 
 # %%
 bce = strategies.bce
@@ -493,7 +493,7 @@ claim("在每种顺序中，分配器的峰值都高于保存的张量的峰值�
       all(r[n].alloc_mib > r[n].saved_mib for n in order),
       shown=", ".join(f"{n} {r[n].saved_mib:.2f} / {r[n].alloc_mib:.2f}" for n in order))
 keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
-claim("按两种度量，把 G 的计算图一直保留到 D 更新之后的顺序，峰值都更高（种子 003 的观点）",
+claim("按两种度量，把 G 的计算图一直保留到 D 更新之后的顺序，峰值都更高（原帖 003 的观点）",
       min(r[n].saved_mib for n in keeps_G_graph) > max(r[n].saved_mib for n in frees_it)
       and min(r[n].alloc_mib for n in keeps_G_graph) > max(r[n].alloc_mib for n in frees_it))
 saved_saving = 1 - r["g_first"].saved_mib / r["d_first_reuse_fake"].saved_mib
@@ -503,4 +503,4 @@ claim("及早释放 G 的计算图（g_first 对比 d_first_reuse_fake），保�
       shown=f"{saved_saving:.0%} 和 {alloc_saving:.0%}")
 
 # %% [markdown]
-# 所以，种子 003 的策略一不可取。种子 003 对策略三的计数是对的，包括 G 的反向传播仍然会计算 D 的梯度、随后这些梯度又被清零这一点；先更新 D 的顺序也是如此。种子错在说这一遍*不得不*做：「根据链式法则,不得不顺带计算一下判别器的参数梯度」。其实在任何交替顺序中，冻结 D 或使用 `backward(inputs=...)` 都能跳过它，前向传播一次也不少。内存的测量结果印证了种子 003 对策略二的说法：「之前的 generator 生成的计算图得保留着,直到 discriminator 更新完,再释放」；把 G 的计算图保留到 D 更新之后，按两种度量都要多占内存。选择时，先看你要的是哪种算法（G 回应的是旧的 D 还是新的 D？），然后不管选了哪种顺序，都去掉那次白算的 D 梯度。
+# 所以，原帖 003 的策略一不可取。原帖 003 对策略三的计数是对的，包括 G 的反向传播仍然会计算 D 的梯度、随后这些梯度又被清零这一点；先更新 D 的顺序也是如此。原帖错在说这一遍*不得不*做：「根据链式法则,不得不顺带计算一下判别器的参数梯度」。其实在任何交替顺序中，冻结 D 或使用 `backward(inputs=...)` 都能跳过它，前向传播一次也不少。内存的测量结果印证了原帖 003 对策略二的说法：「之前的 generator 生成的计算图得保留着,直到 discriminator 更新完,再释放」；把 G 的计算图保留到 D 更新之后，按两种度量都要多占内存。选择时，先看你要的是哪种算法（G 回应的是旧的 D 还是新的 D？），然后不管选了哪种顺序，都去掉那次白算的 D 梯度。

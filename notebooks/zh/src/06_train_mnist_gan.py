@@ -24,9 +24,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/06_train_mnist_gan.ipynb)
 #
-# **目标**。把整门课串起来。用你选的更新策略在 MNIST 上训练种子 000 的 GAN，看着样本一步步变好，弄清损失曲线能告诉你什么、不能告诉你什么，并用一个数字来衡量生成的数字，而不是眯着眼睛去看。
+# **目标**。把整门课串起来。用你选的更新策略在 MNIST 上训练原帖 000 的 GAN，看着样本一步步变好，弄清损失曲线能告诉你什么、不能告诉你什么，并用一个数字来衡量生成的数字，而不是眯着眼睛去看。
 #
-# **材料**。种子 000 的 Generator（Linear、BatchNorm、PixelShuffle、Conv）和 Discriminator（`gan_lessons.models`），`z_dim = 64`，另外在 G 的末尾加一个 `nn.Tanh()`（第 6 节比较有它和没有它的各一次运行）；以及第 05 课的各种策略。
+# **材料**。原帖 000 的 Generator（Linear、BatchNorm、PixelShuffle、Conv）和 Discriminator（`gan_lessons.models`），`z_dim = 64`，另外在 G 的末尾加一个 `nn.Tanh()`（第 6 节比较有它和没有它的各一次运行）；以及第 05 课的各种策略。
 #
 # 在 GPU 上，本笔记本训练完整的一次运行（20 个迭代周期，每个迭代周期 60,000 张图像）。在 CPU 上以及 CI 中，快速模式用 6,400 张图像、三倍的学习率训练 400 步，在两个 CPU 核上大约一分钟：足以得到十个类别都有的模糊数字，并用一个分类器加以检验。它还会展示本项目的命令行事先训练好的一次 20 个迭代周期的运行，以及与之一同记录下来的各项指标。每个单元格都会说明它运行的是哪种情况。
 
@@ -79,10 +79,10 @@ claim("60,000 张训练图像以 uint8 存储，占用不到 50 MB", images.dtyp
 #
 # **为什么重要**。`gan_lessons.training` 就是一个循环：取一个批量，调用第 05 课的策略函数（`zero_grad`、`detach`、`backward`、`step` 全在里面）**，在设备上**累积损失（每步调用一次 `.item()`，就会让每一步都等待 GPU），每个迭代周期写一次检查点。配置是一个小小的 dataclass；每次运行只需写出与默认值不同的那几项。
 #
-# 运行之前，先回答两个问题。种子 000 的 G 把 64 个数变成 784 个像素；它的 D 把 784 个像素变成一个数。两者哪个参数更多？
+# 运行之前，先回答两个问题。原帖 000 的 G 把 64 个数变成 784 个像素；它的 D 把 784 个像素变成一个数。两者哪个参数更多？
 
 # %% tags=["predict"] reveals=["1,654,121", "1,640,033"]
-prediction = False  # SOLUTION: 种子 000 的 D 的参数比它的 G 多吗？（True/False）
+prediction = False  # SOLUTION: 原帖 000 的 D 的参数比它的 G 多吗？（True/False）
 count = lambda net: sum(p.numel() for p in net.parameters())
 G_seed, D_seed = Generator(), Discriminator()
 check("D 的参数比 G 多", prediction, count(D_seed) > count(G_seed),
@@ -220,9 +220,9 @@ else:
 # 先读覆盖率那一行，再看图。一个只生成少数几类数字的生成器，不管画得多清楚，都已经*崩溃*到这几个模式上了：它的分类器得分会降到接近它还能生成的类别数，FID 也会远高于基线。两条损失曲线都看不出这一点：D 照样给每个批量打分，G 也照样在它会画的那几个数字上骗过 D。下一节展示这样一次崩溃，以及它的原因。
 
 # %% [markdown]
-# ## 6 · 种子 000 原样的 G：一次没有 `tanh`，一次有
+# ## 6 · 原帖 000 原样的 G：一次没有 `tanh`，一次有
 #
-# **为什么重要**。种子 000 的 G 以一个普通的 `Conv2d` 结尾：没有任何东西限制它输出的像素。种子自己的循环给两个模型喂的都是 `torch.randn` 噪声（它的 `DummyDataLoader`），从来不是数字图像，所以它的代码里看不出这会对样本产生什么影响。DCGAN 风格的生成器以 `tanh` 结尾，让 G 的输出保持在数据的取值范围内。本套课程保留了种子原样的 G（`Generator()`，第 03 到 05 课用它复现种子的错误）。训练器加了一个 `nn.Tanh()`（`TrainConfig.tanh = True`），而 `python -m gan_lessons train --no-tanh` 则原样训练种子的 G。两者都用同样的命令训练了 20 个迭代周期，只有这个开关和输出文件夹不同（下面会检查）**，各只有一次运行**，两个生成器都随包发布。先看真实像素的取值范围：
+# **为什么重要**。原帖 000 的 G 以一个普通的 `Conv2d` 结尾：没有任何东西限制它输出的像素。原帖自己的循环给两个模型喂的都是 `torch.randn` 噪声（它的 `DummyDataLoader`），从来不是数字图像，所以它的代码里看不出这会对样本产生什么影响。DCGAN 风格的生成器以 `tanh` 结尾，让 G 的输出保持在数据的取值范围内。本套课程保留了原帖原样的 G（`Generator()`，第 03 到 05 课用它复现原帖的错误）。训练器加了一个 `nn.Tanh()`（`TrainConfig.tanh = True`），而 `python -m gan_lessons train --no-tanh` 则原样训练原帖的 G。两者都用同样的命令训练了 20 个迭代周期，只有这个开关和输出文件夹不同（下面会检查）**，各只有一次运行**，两个生成器都随包发布。先看真实像素的取值范围：
 
 # %%
 x_real = data.to_unit_range(images[:2000])
@@ -232,10 +232,10 @@ claim("真实像素都在 [-1, 1] 之内，而且大多数恰好是 -1", x_real.
       and (x_real == -1).float().mean() > 0.5, on='这台机器上的 MNIST 文件')
 
 # %% [markdown]
-# 没有哪个真实数字的像素落在 [-1, 1] 之外。种子的 G 生成这样的像素并不受阻拦，但在 20 个迭代周期里，D 一直拿它的样本和真实数字比较，这本来可能教会它待在范围之内。我们要测量不带 `tanh` 训练的那个随包生成器的 2,000 个样本，测量之前先做预测。
+# 没有哪个真实数字的像素落在 [-1, 1] 之外。原帖的 G 生成这样的像素并不受阻拦，但在 20 个迭代周期里，D 一直拿它的样本和真实数字比较，这本来可能教会它待在范围之内。我们要测量不带 `tanh` 训练的那个随包生成器的 2,000 个样本，测量之前先做预测。
 
 # %% tags=["predict"] reveals=["\u771f\u5b9e\u6570\u5b57\u6ca1\u6709\u8fd9\u6837\u7684\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"]
-prediction = True  # SOLUTION: 训练 20 个迭代周期后，种子的 G 的样本中，是否超过一半有像素落在 [-1, 1] 之外？（True/False）
+prediction = True  # SOLUTION: 训练 20 个迭代周期后，原帖的 G 的样本中，是否超过一半有像素落在 [-1, 1] 之外？（True/False）
 shipped = {"with Tanh": "generator", "seed's G (--no-tanh)": "generator_no_tanh"}
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}
 z = torch.randn(2000, 64, generator=torch.Generator().manual_seed(0))
@@ -285,12 +285,12 @@ claim("加了 Tanh 的运行，分类器得分更高", tanh_m["classifier_score"
 claim("加了 Tanh 的运行覆盖了每个数字，每个数字都至少占样本的 2%", min(tanh_m["coverage"]) >= 0.02, on='课程附带的两次训练')
 top_two = sorted(range(10), key=lambda d: -seed_m["coverage"][d])[:2]
 share = sum(seed_m["coverage"][d] for d in top_two)
-claim("种子的 G 在它唯一的一次运行中崩溃到了 0 和 8 上：两者合计超过样本的 90%",
+claim("原帖的 G 在它唯一的一次运行中崩溃到了 0 和 8 上：两者合计超过样本的 90%",
       sorted(top_two) == [0, 8] and share > 0.9, shown=f"0：{seed_m['coverage'][0]:.1%}，8：{seed_m['coverage'][8]:.1%}",
       on='课程附带的两次训练')
 
 # %% [markdown]
-# 种子的 G 运行时不报任何错误，这恰恰是陷阱所在：PyTorch 没有任何抱怨，损失看起来也像是 GAN 的损失。只有测量样本才能看出发生了什么：它的那次运行崩溃到了 0 和 8 这两个数字上，而且画得很差；而带 `tanh` 的那次运行覆盖了全部十个数字。两次运行只差一个没有权重的层，但**每种设置只有一次运行**：这只说明这两次运行发生了什么，不能说明这种情况有多常见，也不能说明单凭这一层就决定了结果（任何一种设置换一个随机种子，结果都可能不同）。要说 `tanh` 修好了种子的训练，需要每种设置跑多次，每种至少 3 个随机种子，并给出它们得分的离散程度；本课不训练这些。
+# 原帖的 G 运行时不报任何错误，这恰恰是陷阱所在：PyTorch 没有任何抱怨，损失看起来也像是 GAN 的损失。只有测量样本才能看出发生了什么：它的那次运行崩溃到了 0 和 8 这两个数字上，而且画得很差；而带 `tanh` 的那次运行覆盖了全部十个数字。两次运行只差一个没有权重的层，但**每种设置只有一次运行**：这只说明这两次运行发生了什么，不能说明这种情况有多常见，也不能说明单凭这一层就决定了结果（任何一种设置换一个随机种子，结果都可能不同）。要说 `tanh` 修好了原帖的训练，需要每种设置跑多次，每种至少 3 个随机种子，并给出它们得分的离散程度；本课不训练这些。
 
 # %% [markdown]
 # ## 7 · 比较两种策略
@@ -320,7 +320,7 @@ for s, (_, m) in runs.items():
 # - 训练器把 MNIST 以 `uint8` 的形式放在设备上，每一步调用策略函数，把损失留在设备上，并以原子方式写检查点；
 #   `python -m gan_lessons train --resume` 能精确地接着一次运行继续训练。
 # - GAN 的损失反映的是博弈，而不是样本。要测量样本：MNIST-FID、分类器得分和覆盖率，并且总要和真实数据的基线放在一起看。
-# - 种子 000 的 G 没有输出激活函数。它训练时不报错；在它唯一一次 20 个迭代周期的运行中，它的像素跑出了 [-1, 1]，并崩溃到两个数字上；而加了一个 `nn.Tanh()` 的一次运行覆盖了全部十个数字。每种设置一次运行，只说明这几次运行发生了什么；并不能说明 `tanh` 修好了训练（那需要每种设置至少 3 个随机种子）。
+# - 原帖 000 的 G 没有输出激活函数。它训练时不报错；在它唯一一次 20 个迭代周期的运行中，它的像素跑出了 [-1, 1]，并崩溃到两个数字上；而加了一个 `nn.Tanh()` 的一次运行覆盖了全部十个数字。每种设置一次运行，只说明这几次运行发生了什么；并不能说明 `tanh` 修好了训练（那需要每种设置至少 3 个随机种子）。
 # - 命令行会写出样本网格、一个 GIF、损失曲线和 `metrics.json`：见 `python -m gan_lessons train --help`。
 
 # %% [markdown]

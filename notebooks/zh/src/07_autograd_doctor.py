@@ -22,7 +22,7 @@
 #
 # **目标**。把自动微分医生套在出错的 GAN 代码上（也包括你自己的代码），拿到 PyTorch 报错信息里没有给出的答案：出问题的是*哪个*张量（精确到模块名和参数名），是前向传播的*哪一行*保存了它，是*哪一行*代码或哪一次 `optimizer.step()` 修改或释放了它，该怎么修，以及哪一课讲了这种修法。
 #
-# **材料**。种子文章里的每一段出错代码（种子 000、001、003、004），再加上三段常有人贴出来求助的同类代码。
+# **材料**。原帖里的每一段出错代码（原帖 000、001、003、004），再加上三段常有人贴出来求助的同类代码。
 #
 # `with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):` 监视一个代码块。它只用公开的钩子做记录：一个 `TorchFunctionMode` 能看到每一次 torch 调用（前向运算、原地操作、`backward`、`.grad`、`.data`），全局模块钩子告诉它当前在运行哪个模块，全局优化器钩子能看到每一次 `step()`。当课程里讲过的某种错误从代码块中抛出时，医生会打印一份诊断，并把它作为 `error.diagnosis` 附在**原封不动的原始**异常上。那些不报错、却把模型训练错了的写法，会变成 `DoctorWarning` 警告。
 
@@ -56,11 +56,11 @@ warnings.simplefilter("always", DoctorWarning)
 # %% [markdown]
 # ## 1 · PyTorch 说了什么，医生又补充了什么
 #
-# **为什么重要**。PyTorch 的版本错误会给出保存的张量的类型、形状和版本，但不会告诉你 `[512, 1]` 是 D 最后一层的权重（转置过的），也不会告诉你是哪一行修改了它。异常检测（第 03 课）指向的是前向传播的那一行。下面是种子 000 的循环，照原文写出，在医生的监视下运行：
+# **为什么重要**。PyTorch 的版本错误会给出保存的张量的类型、形状和版本，但不会告诉你 `[512, 1]` 是 D 最后一层的权重（转置过的），也不会告诉你是哪一行修改了它。异常检测（第 03 课）指向的是前向传播的那一行。下面是原帖 000 的循环，照原文写出，在医生的监视下运行：
 
 # %%
 def loss_nonsaturating(d, g, x_real, *, device):
-    """种子 000 的损失函数，照原文写出。"""
+    """原帖 000 的损失函数，照原文写出。"""
     z = torch.randn(x_real.shape[0], g.z_dim, device=device)
     gz = g(z)
     dgz = F.sigmoid(d(gz))
@@ -127,9 +127,9 @@ claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses
 
 
 # %% [markdown]
-# ## 2 · 其他种子文章里的出错代码
+# ## 2 · 其他原帖里的出错代码
 #
-# **为什么重要**。每篇种子文章都从不同的方向撞上了这些错误中的一个。医生每次都能指出变动出在哪里。
+# **为什么重要**。每篇原帖都从不同的方向撞上了这些错误中的一个。医生每次都能指出变动出在哪里。
 #
 # 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（保存的张量被原地修改了）；医生还有别的类别，比如 `"freed"` 和 `"leaf_inplace"`，每一类都以出了什么问题来命名。
 
@@ -152,7 +152,7 @@ check("诊断类别", prediction, kind,
 # %% [markdown]
 # 从这里开始，每段有问题的代码运行之前，先写下医生会怎么说，写成 `dict(kind=..., tensor=..., line=...)`：诊断的类别；它点名的张量（`"version"` 类写过期的那个张量，用“所属模块加属性名”的形式，例如 `G.bias`；`"freed"` 类写第二个损失经由哪个张量到达被释放的那部分）；以及该怪的那一行，也就是改动了这个张量、或者释放了那部分计算图的那一行（写它的代码，或者它在单元格里的行号）。医生的诊断就是答案。
 #
-# **种子 001 的 G/D 小例子**，先不加 `retain_graph`：
+# **原帖 001 的 G/D 小例子**，先不加 `retain_graph`：
 
 # %%
 def seed001(retain_graph):
@@ -179,21 +179,21 @@ with expect_error(RuntimeError, "backward through the graph a second time") as c
 check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
-# 诊断里 `not:` 开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。种子 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
+# 诊断里 `not:` 开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。原帖 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
 
 # %%
 with expect_error(RuntimeError, "is at version 2; expected version 1"):
     seed001(retain_graph=True)
 
 # %% [markdown]
-# 种子 001 自己对这两次失败是这样解释的，和医生说的一致：
+# 原帖 001 自己对这两次失败是这样解释的，和医生说的一致：
 #
 # > 此时我们执行lossG.backward()一定会报错,因为从G到D的计算图都被释放了。
 #
 # > 前面提到optimD.step()执行以后,D的参数被修改了且是inplace操作,而lossG的计算依赖于D的输出d,那么lossG在反向传播时肯定会发生inplace error。
 
 # %% [markdown]
-# **种子 003 的策略一**（`gan_lessons.strategies.retain_graph_seed003`）：医生指出的那几行都在这个策略函数里，而这正是要改的代码。
+# **原帖 003 的策略一**（`gan_lessons.strategies.retain_graph_seed003`）：医生指出的那几行都在这个策略函数里，而这正是要改的代码。
 
 # %%
 torch.manual_seed(0)
@@ -205,7 +205,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
         strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
 
 # %% [markdown]
-# **种子 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
+# **原帖 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
 
 # %% tags=["predict"] reveals=["释放者：第 \\d+ 行（`l2", "经由 `a` 连到第二个损失"]
 prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
@@ -228,7 +228,7 @@ with expect_error(RuntimeError, "backward through the graph a second time") as c
 check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
-# **种子 001 的叶子张量错误**，以及**它读取非叶子张量的 `.grad`**：
+# **原帖 001 的叶子张量错误**，以及**它读取非叶子张量的 `.grad`**：
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -341,7 +341,7 @@ logits = D(torch.randn(5, 2))
 loss_G = F.binary_cross_entropy_with_logits(torch.sigmoid(logits), torch.ones(5, 1))
 
 # %% [markdown]
-# 学生们实际上是这样写的：整个循环放在一个单元格里，连模型和优化器也在里面。这是种子 000 的错误出现在 WGAN 式的评判器上：评判器先更新，然后 G 的损失又穿过评判器更新之前的计算图做反向传播。（`expect_error` 特意捕获了这个错误，好让笔记本继续往下运行；在扩展之下，它还会显示诊断，打印在错误信息下面。）
+# 学生们实际上是这样写的：整个循环放在一个单元格里，连模型和优化器也在里面。这是原帖 000 的错误出现在 WGAN 式的评判器上：评判器先更新，然后 G 的损失又穿过评判器更新之前的计算图做反向传播。（`expect_error` 特意捕获了这个错误，好让笔记本继续往下运行；在扩展之下，它还会显示诊断，打印在错误信息下面。）
 
 # %%
 with expect_error(RuntimeError, r"\[torch.FloatTensor \[32, 1\]\], which is output 0 of AsStrided"):
@@ -447,13 +447,13 @@ claim("作为脚本运行时，医生指出了过期的权重和修改它的那�
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：修好种子 000 的训练步，直到医生无话可说
+# ### 动手实现：修好原帖 000 的训练步，直到医生无话可说
 #
-# 第 1 节的循环有三个 bug：它抛出的版本错误、医生警告过的双重 sigmoid，以及 D 的损失用了没有分离的假样本，它的反向传播会穿过 G 的损失还需要的那张计算图，一路传进 `g`。把种子 000 的训练步写成一个函数，保持它原来的方案（先更新 D，再更新 G；`g` 只做一次前向传播），并且不含这三个 bug：标签、两个损失、每个优化器的 `zero_grad`、`backward` 和 `step`，顺序都要对。检查程序先在医生的监视下运行一次你的训练步，医生既不能报错也不能警告；然后在种子 000 的模型上运行两次，在每次优化器更新时把 `g` 和 `d` 的每个梯度与正确的梯度比较。只要还剩一个 bug，它就会打印医生对这个 bug 的报告或警告，以及它在这里意味着什么：先读一读，就像你在自己的代码上会做的那样。
+# 第 1 节的循环有三个 bug：它抛出的版本错误、医生警告过的双重 sigmoid，以及 D 的损失用了没有分离的假样本，它的反向传播会穿过 G 的损失还需要的那张计算图，一路传进 `g`。把原帖 000 的训练步写成一个函数，保持它原来的方案（先更新 D，再更新 G；`g` 只做一次前向传播），并且不含这三个 bug：标签、两个损失、每个优化器的 `zero_grad`、`backward` 和 `step`，顺序都要对。检查程序先在医生的监视下运行一次你的训练步，医生既不能报错也不能警告；然后在原帖 000 的模型上运行两次，在每次优化器更新时把 `g` 和 `d` 的每个梯度与正确的梯度比较。只要还剩一个 bug，它就会打印医生对这个 bug 的报告或警告，以及它在这里意味着什么：先读一读，就像你在自己的代码上会做的那样。
 
 # %%
 def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
-    """修好之后的种子 000 训练步：先更新 D，再更新 G；g 只做一次前向传播；医生无可报告。"""
+    """修好之后的原帖 000 训练步：先更新 D，再更新 G；g 只做一次前向传播；医生无可报告。"""
     ### BEGIN SOLUTION
     bce = F.binary_cross_entropy_with_logits         # 接收原始 logits：前面不要加 sigmoid
     real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))

@@ -23,7 +23,7 @@
 # **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并弄清不加 `create_graph=True` 算出的惩罚会怎样。接下来是真实图像上的 R1、惰性正则化（lazy
 # regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出 WGAN-GP 的惩罚和惰性 R1。
 #
-# **材料**。五篇种子文章都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为(0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
+# **材料**。五篇原帖都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为(0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -136,7 +136,7 @@ graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small), title="梯度�
 # %% [markdown]
 # ## 3 · 一行一行地搭出 WGAN-GP 的惩罚
 #
-# **为什么重要**。WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在种子 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
+# **为什么重要**。WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在原帖 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
 
 # %%
 torch.manual_seed(0)
@@ -178,7 +178,7 @@ claim("gan_lessons.strategies.gradient_penalty 算出的惩罚与此相同",
 
 
 # %% [markdown]
-# **如果假样本没有分离呢**？那么 `x_hat` 本来就需要梯度（它不是叶子张量，但 `autograd.grad` 接受它），不会报错，而惩罚的计算图会一路延伸进 G。这样做的危害有多大，取决于 D。种子 000 的 D 由线性映射和 ReLU 构成：在 ReLU 切换状态的那些点之间，它关于输入的梯度是常数，所以稍微挪动假样本不会改变惩罚，G 从惩罚得到的梯度恰好为零：剩下的只有一次白白穿过 G 的反向传播。换成平滑的激活函数（这里用 SiLU），惩罚就真的会推动 G。
+# **如果假样本没有分离呢**？那么 `x_hat` 本来就需要梯度（它不是叶子张量，但 `autograd.grad` 接受它），不会报错，而惩罚的计算图会一路延伸进 G。这样做的危害有多大，取决于 D。原帖 000 的 D 由线性映射和 ReLU 构成：在 ReLU 切换状态的那些点之间，它关于输入的梯度是常数，所以稍微挪动假样本不会改变惩罚，G 从惩罚得到的梯度恰好为零：剩下的只有一次白白穿过 G 的反向传播。换成平滑的激活函数（这里用 SiLU），惩罚就真的会推动 G。
 
 # %%
 def penalty_into_G(D):
@@ -195,7 +195,7 @@ for i, layer in enumerate(D_smooth.net):
 relu_D, smooth_D = penalty_into_G(D), penalty_into_G(D_smooth)
 claim("不分离时，惩罚会到达 G 的每一个参数", all(t is not None for t in relu_D),
       f"{len(relu_D)} 个中的 {sum(t is not None for t in relu_D)} 个")
-claim("穿过种子 000 用 ReLU 的 D，这些梯度全都恰好为零", all(bool((t == 0).all()) for t in relu_D))
+claim("穿过原帖 000 用 ReLU 的 D，这些梯度全都恰好为零", all(bool((t == 0).all()) for t in relu_D))
 claim("穿过换成 SiLU 的同一个 D，它们就不为零", any(bool(t.abs().sum() > 0) for t in smooth_D),
       f"最大 {max(t.abs().max().item() for t in smooth_D):.2e}")
 
@@ -394,7 +394,7 @@ claim("n_critic=5 时调用 wgan_gp 10 次：D 更新 10 次，G 更新 2 次", 
 # %% [markdown]
 # ## 8 · 实测一个惩罚的开销
 #
-# **为什么重要**。惩罚需要多做一次 D 的前向传播（在 `x_hat` 上），还要穿过梯度自己的计算图做一次反向传播，也就是二阶反向传播（double backward）。第 05 课的开销探针用钩子统计穿过 G 和 D 的次数。这里用它在种子 000 的模型上运行 DCGAN 式的顺序和 `wgan_gp`；`wgan_gp` 的计数是它 5 次调用为一个周期的平均值（四次只有评判器更新，一次在评判器更新之后还有 G 的更新）。最后说明为什么 `torch.compile` 不能让惩罚变得更便宜。
+# **为什么重要**。惩罚需要多做一次 D 的前向传播（在 `x_hat` 上），还要穿过梯度自己的计算图做一次反向传播，也就是二阶反向传播（double backward）。第 05 课的开销探针用钩子统计穿过 G 和 D 的次数。这里用它在原帖 000 的模型上运行 DCGAN 式的顺序和 `wgan_gp`；`wgan_gp` 的计数是它 5 次调用为一个周期的平均值（四次只有评判器更新，一次在评判器更新之后还有 G 的更新）。最后说明为什么 `torch.compile` 不能让惩罚变得更便宜。
 
 # %% tags=["nbval-ignore-output"]
 measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)

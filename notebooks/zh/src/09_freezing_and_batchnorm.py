@@ -22,7 +22,7 @@
 #
 # **目标**。弄清 GAN 训练步中间两样机制的作用，每一样都在当前的 torch 上验证过：一是在 G 的更新步中冻结 D（还有一种看似冻结、其实不是的写法，以及冻结会怎样出错），二是 BatchNorm 的运行统计量和批量统计量。最后动手写一个穿过冻结 D 的 G 更新步，并把一切恢复原状。第 10 课接着讲后面三样：混合精度、钩子和 `torch.compile`。
 #
-# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的 G（带 BatchNorm）和 D。事实来自 PyTorch 自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN 的 `set_requires_grad`，以及 soumith/ganhacks（第 4 条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch 的 DCGAN 教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
+# **材料**。原帖都没有讲到这么深；模型用的是原帖 000 的 G（带 BatchNorm）和 D。事实来自 PyTorch 自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN 的 `set_requires_grad`，以及 soumith/ganhacks（第 4 条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch 的 DCGAN 教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -86,7 +86,7 @@ def counted(G, D, run):
 
 
 def after_D_step():
-    """种子 000 的G和D，D已经更新过一步：D的.grad里是D这一步更新所用的梯度。"""
+    """原帖 000 的G和D，D已经更新过一步：D的.grad里是D这一步更新所用的梯度。"""
     torch.manual_seed(0)
     G, D = Generator(), Discriminator()
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
@@ -207,7 +207,7 @@ claim("上面表格里冻结所省下的，恰好是D的两个Linear层的输入
 
 # %%
 def frozen_D_run():
-    """种子 000 的模型和优化器，和d_first_frozen_D更新时用的一样。"""
+    """原帖 000 的模型和优化器，和d_first_frozen_D更新时用的一样。"""
     G, D, x_real, noise = costs.fresh_gan(batch=8)
     return G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise
 
@@ -243,7 +243,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
 # %% [markdown]
 # ## 2 · GAN 训练步中的 BatchNorm
 #
-# **为什么重要**。在训练模式下，BatchNorm 层用**送进来的这个批量**的均值和方差来规范化每个特征，而且每一次这样的前向传播还会更新它的运行统计量（`running_mean`、`running_var`、`num_batches_tracked`），评估模式用的就是这些运行统计量。这两点都会渗进 GAN 的训练步：统计量可能在一次什么也不训练的前向传播里发生变化；而带 BatchNorm 的 D 看真实图像时会受到假图像的影响，反之亦然。种子 000 的 G 有三个 BatchNorm 层。先在它的第一个 BatchNorm 层上重温第 04 课的发现：
+# **为什么重要**。在训练模式下，BatchNorm 层用**送进来的这个批量**的均值和方差来规范化每个特征，而且每一次这样的前向传播还会更新它的运行统计量（`running_mean`、`running_var`、`num_batches_tracked`），评估模式用的就是这些运行统计量。这两点都会渗进 GAN 的训练步：统计量可能在一次什么也不训练的前向传播里发生变化；而带 BatchNorm 的 D 看真实图像时会受到假图像的影响，反之亦然。原帖 000 的 G 有三个 BatchNorm 层。先在它的第一个 BatchNorm 层上重温第 04 课的发现：
 
 # %%
 torch.manual_seed(0)
@@ -293,7 +293,7 @@ claim("d_first_fresh_fake每一步更新G的运行统计量两次，其余每种
 # %% [markdown]
 # `d_first_fresh_fake` 调用两次 G（一次在 `no_grad` 下为 D 生成假样本批量，一次带着计算图重新生成，用于 G 的损失），而训练模式下的每次前向传播都会以动量 0.1 更新一次运行统计量。这没什么害处，只是这些移动平均值每步要移动两次，遗忘旧训练步的速度也快了一倍，而且 `num_batches_tracked` 并不是训练步的计数器。更要紧的是 D。
 #
-# **带 BatchNorm 的 D**。种子 000 的 D 没有 BatchNorm。我们用一个带 BatchNorm 的小 D 来看看混合会带来什么：同样的真实图像，分别放在全是真实图像的批量里和一半真实、一半假的批量里，比较 D 给出的 logits。
+# **带 BatchNorm 的 D**。原帖 000 的 D 没有 BatchNorm。我们用一个带 BatchNorm 的小 D 来看看混合会带来什么：同样的真实图像，分别放在全是真实图像的批量里和一半真实、一半假的批量里，比较 D 给出的 logits。
 
 # %%
 torch.manual_seed(0)
@@ -331,7 +331,7 @@ claim("评估模式：两种方式得到的logits相同，每张图像的规范�
 
 
 # %% [markdown]
-# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D 对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks 的第 4 条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是 PyTorch 的 DCGAN 教程调用两次 D 的原因；另一条出路是用不带 BatchNorm 的 D（种子 000 的 D，以及 WGAN-GP 论文推荐的评判器：它的梯度惩罚是逐样本计算的，见第 08 课；公开代码里也有保留 BatchNorm 的评判器，第 12 课就调试了一个）。至于 G，画样本图时要在 `no_grad` 下用 `G.eval()`（第 04 课的练习）。
+# 训练模式下，批量的均值和方差把批量里的每张图像都混在了一起，所以在拼接的批量里，D 对一张真实图像的判断取决于它旁边的假图像（反过来也一样），运行统计量最终也落在一个真实批量和假批量都不具有的混合值上。ganhacks 的第 4 条技巧建议每个小批量要么全是真实图像，要么全是假图像，这就是 PyTorch 的 DCGAN 教程调用两次 D 的原因；另一条出路是用不带 BatchNorm 的 D（原帖 000 的 D，以及 WGAN-GP 论文推荐的评判器：它的梯度惩罚是逐样本计算的，见第 08 课；公开代码里也有保留 BatchNorm 的评判器，第 12 课就调试了一个）。至于 G，画样本图时要在 `no_grad` 下用 `G.eval()`（第 04 课的练习）。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 人们常写的代码 | 在如今的 torch 上 |
@@ -354,7 +354,7 @@ claim("评估模式：两种方式得到的logits相同，每张图像的规范�
 #
 # ### 动手实现：冻结 D 的 G 更新步，并把一切恢复原状
 #
-# 第 1 节发现了冻结出错的两种方式：事后调用 `D.requires_grad_(True)` 会打开有意冻结的层，而在这两行之间抛出异常的训练步会让 D 永远冻结下去。请写一个 `g_step(G, D, opt_G, z)`：用非饱和损失 `bce(D(G(z)), 1)` 让 G 更新一步，在 D 的前向传播和反向传播**期间**冻结 D，让 D 的 `.grad` 保持原样，并把 D 的每一个 `requires_grad` 标志恢复成进来时的样子，即使这一步中途抛出异常也要如此（让异常照常抛出）。检查程序会在种子 000 的 G 和 D 上运行它：D 的第一层是有意冻结的，`.grad` 里存着之前的一个梯度。检查程序会把 `opt_G.step()` 时 G 的梯度和正确的梯度比较，检查 D 的 `.grad`、权重和标志，在 D 的前向传播开始时读取标志，并在 D 的前向传播中抛出一个错误，再运行一次这个训练步。整个函数体都由你来写：冻结、标志和 `try` 都不会替你写好。
+# 第 1 节发现了冻结出错的两种方式：事后调用 `D.requires_grad_(True)` 会打开有意冻结的层，而在这两行之间抛出异常的训练步会让 D 永远冻结下去。请写一个 `g_step(G, D, opt_G, z)`：用非饱和损失 `bce(D(G(z)), 1)` 让 G 更新一步，在 D 的前向传播和反向传播**期间**冻结 D，让 D 的 `.grad` 保持原样，并把 D 的每一个 `requires_grad` 标志恢复成进来时的样子，即使这一步中途抛出异常也要如此（让异常照常抛出）。检查程序会在原帖 000 的 G 和 D 上运行它：D 的第一层是有意冻结的，`.grad` 里存着之前的一个梯度。检查程序会把 `opt_G.step()` 时 G 的梯度和正确的梯度比较，检查 D 的 `.grad`、权重和标志，在 D 的前向传播开始时读取标志，并在 D 的前向传播中抛出一个错误，再运行一次这个训练步。整个函数体都由你来写：冻结、标志和 `try` 都不会替你写好。
 
 # %%
 def g_step(G, D, opt_G, z):

@@ -22,7 +22,7 @@
 #
 # **目标**。弄清 GAN 训练步中间另外三样机制的作用，每一样都在当前的 torch 上验证过：两个优化器共用一个 `GradScaler` 的混合精度训练，读取或修改梯度、统计保存字节数的钩子，以及 `torch.compile` 在 `retain_graph` 和 `.item()` 上带来的变化。最后动手写一个在 autocast 下运行、共用一个 `GradScaler`、并裁剪 D 的梯度的 GAN 训练步。第 09 课已经讲了前两样：冻结 D，以及 BatchNorm。
 #
-# **材料**。种子文章都没有讲到这么深；模型用的是种子 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
+# **材料**。原帖都没有讲到这么深；模型用的是原帖 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -50,7 +50,7 @@ bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 
 # %% [markdown]
 # ## 1 · 混合精度：autocast，以及两个优化器共用一个 GradScaler
 #
-# **为什么重要**。`torch.autocast` 让它一张清单上的运算以 16 位类型运行，另一张清单上的以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在种子 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
+# **为什么重要**。`torch.autocast` 让它一张清单上的运算以 16 位类型运行，另一张清单上的以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在原帖 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
 
 # %%
 torch.manual_seed(0)
@@ -461,7 +461,7 @@ else:
     print(NO_DONATION)
 
 # %% [markdown]
-# 可见在当前的 torch 上，这个错误取决于之前运行过什么：单独运行 `one_forward` 没问题，同一个策略跟在另一个训练步后面就会失败。因此有两种修复方法。一是像训练器那样，在编译之前关闭捐赠，代价是反向传播中本可以靠捐赠省下的内存。二是不保留计算图：第 05 课除 `one_forward` 以外的每种顺序（以及种子 003 的顺序，它反正也会失败）每个计算图都只用一次，可以在开启捐赠的情况下编译运行。梯度惩罚不能穿过用 AOT 后端（默认的 inductor，或 aot_eager）编译过的 D：它需要二阶反向传播（double backward），而这些后端编译出的图不支持，所以 `gan_lessons.training` 拒绝在 `wgan_gp` 下使用 `fast=True`（第 08 课展示了这个错误）。
+# 可见在当前的 torch 上，这个错误取决于之前运行过什么：单独运行 `one_forward` 没问题，同一个策略跟在另一个训练步后面就会失败。因此有两种修复方法。一是像训练器那样，在编译之前关闭捐赠，代价是反向传播中本可以靠捐赠省下的内存。二是不保留计算图：第 05 课除 `one_forward` 以外的每种顺序（以及原帖 003 的顺序，它反正也会失败）每个计算图都只用一次，可以在开启捐赠的情况下编译运行。梯度惩罚不能穿过用 AOT 后端（默认的 inductor，或 aot_eager）编译过的 D：它需要二阶反向传播（double backward），而这些后端编译出的图不支持，所以 `gan_lessons.training` 拒绝在 `wgan_gp` 下使用 `fast=True`（第 08 课展示了这个错误）。
 #
 # **图中断**。Dynamo 把 Python 代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()` 把张量变成 Python 数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain` 不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个 `.item()` 的 `logged_step`，它会报告几次图中断？把 `...` 换掉，然后运行这个单元格。
 
@@ -541,7 +541,7 @@ else:
 #
 # ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，裁剪 D 的梯度
 #
-# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN 的训练步是有先后顺序的，而且很多 GAN 代码库会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步 `d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D 的损失是 `(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D 更新；然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；两个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在种子 000 的 G 和 D 上以 `max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
+# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN 的训练步是有先后顺序的，而且很多 GAN 代码库会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步 `d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D 的损失是 `(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D 更新；然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；两个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以 `max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
 
 # %%
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):

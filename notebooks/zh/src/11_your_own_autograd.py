@@ -20,9 +20,9 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/11_your_own_autograd.ipynb)
 #
-# **目标**。自己搭一个反向模式的自动微分引擎（约 100 行），让它做到第 02 课和第 03 课在 PyTorch 里拆解过的三件事：保存每个反向计算需要的值（PyTorch 对少数运算会多存一些：卷积即使没有哪个梯度要读它的输入，也会保存输入，见第 09 课），在反向传播之后释放它们，并检查版本计数器；此外，和第 01 课的规则一样，它拒绝对需要梯度的叶子张量做原地操作。所有要紧的部分都由你来写：每个运算保存什么、连同哪个版本，反向传播本身，版本的计数和检查，以及叶子规则。每个动手步骤都在相同的程序上与 torch 对照检查：随机表达式上的梯度，以及 PyTorch 的三个错误——每个错误都恰好在 torch 报错的地方报出，别处一个也不报。接着，你用自己写的有限差分来检验梯度，这也是检验任何自动微分引擎的标准做法；你会画出自己的计算图，看清每个节点保存了什么；种子 001 和种子 000 中出错的那几步会在你的引擎上报出与 torch 相同的两个错误；最后，你的引擎会训练一个小网络，每一步都与 torch 分毫不差。本课只需要第 01 课到第 03 课的知识：学完第 03 课就可以直接学本课。本课按两节连堂安排。
+# **目标**。自己搭一个反向模式的自动微分引擎（约 100 行），让它做到第 02 课和第 03 课在 PyTorch 里拆解过的三件事：保存每个反向计算需要的值（PyTorch 对少数运算会多存一些：卷积即使没有哪个梯度要读它的输入，也会保存输入，见第 09 课），在反向传播之后释放它们，并检查版本计数器；此外，和第 01 课的规则一样，它拒绝对需要梯度的叶子张量做原地操作。所有要紧的部分都由你来写：每个运算保存什么、连同哪个版本，反向传播本身，版本的计数和检查，以及叶子规则。每个动手步骤都在相同的程序上与 torch 对照检查：随机表达式上的梯度，以及 PyTorch 的三个错误——每个错误都恰好在 torch 报错的地方报出，别处一个也不报。接着，你用自己写的有限差分来检验梯度，这也是检验任何自动微分引擎的标准做法；你会画出自己的计算图，看清每个节点保存了什么；原帖 001 和原帖 000 中出错的那几步会在你的引擎上报出与 torch 相同的两个错误；最后，你的引擎会训练一个小网络，每一步都与 torch 分毫不差。本课只需要第 01 课到第 03 课的知识：学完第 03 课就可以直接学本课。本课按两节连堂安排。
 #
-# **材料**。引擎的结构仿照 Andrej Karpathy 的 micrograd（一个知道自己父节点、带有 `_backward` 的 `Value`），而 micrograd 既没有需要释放的保存值，也没有版本计数器；我们拿来对照检查的，是 PyTorch 自己的节点（`grad_fn._saved_self`、`_saved_other`、`_saved_result`、`_saved_mat2`）和报错信息。出错的步骤来自种子 001（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`）和种子 000（聖光之護，“解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离”，php 中文网，2025-10-02）；种子的出处见[教师手册](../README.md#the-seeds)。
+# **材料**。引擎的结构仿照 Andrej Karpathy 的 micrograd（一个知道自己父节点、带有 `_backward` 的 `Value`），而 micrograd 既没有需要释放的保存值，也没有版本计数器；我们拿来对照检查的，是 PyTorch 自己的节点（`grad_fn._saved_self`、`_saved_other`、`_saved_result`、`_saved_mat2`）和报错信息。出错的步骤来自原帖 001（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`）和原帖 000（聖光之護，“解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离”，php 中文网，2025-10-02）；原帖的出处见[教师手册](../README.md#the-seeds)。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -642,13 +642,13 @@ drawn
 
 
 # %% [markdown]
-# ## 7 · 种子 001 和 000，在你的引擎上运行
+# ## 7 · 原帖 001 和 000，在你的引擎上运行
 #
-# **为什么重要**。第 02 课和第 03 课在 torch 上运行过种子中出错的那几步。把同样的步骤只写一遍，分别在 torch 和你的引擎上运行，就能看出你搭建的机制是不是这些错误背后的那个机制。这些步骤改写成只用引擎已有的运算：线性层写成 `x @ W + b`，`W` 按 `[in, out]` 存储（即 `nn.Linear` 保存的转置），并像 `nn.Linear` 那样原地初始化（所以参数从版本 1 开始）；优化器是 `no_grad` 下的一步 SGD；种子 000 的 sigmoid 换成 `exp`（两者都保存自己的输出）；它的损失换成求和（这些错误只取决于两个损失共享什么、保存了什么，与损失本身无关）。
+# **为什么重要**。第 02 课和第 03 课在 torch 上运行过原帖中出错的那几步。把同样的步骤只写一遍，分别在 torch 和你的引擎上运行，就能看出你搭建的机制是不是这些错误背后的那个机制。这些步骤改写成只用引擎已有的运算：线性层写成 `x @ W + b`，`W` 按 `[in, out]` 存储（即 `nn.Linear` 保存的转置），并像 `nn.Linear` 那样原地初始化（所以参数从版本 1 开始）；优化器是 `no_grad` 下的一步 SGD；原帖 000 的 sigmoid 换成 `exp`（两者都保存自己的输出）；它的损失换成求和（这些错误只取决于两个损失共享什么、保存了什么，与损失本身无关）。
 
 # %%
 def backends():
-    """torch 和引擎各自的 (name, leaf, no_grad)：种子的步骤只写一遍，两边共用。"""
+    """torch 和引擎各自的 (name, leaf, no_grad)：原帖的步骤只写一遍，两边共用。"""
     return [("torch", lambda data, rg=False: data.clone().requires_grad_(rg), torch.no_grad),
             ("ours", lambda data, rg=False: engine(data, requires_grad=rg), engine.no_grad)]
 
@@ -669,7 +669,7 @@ def sgd_step(params, no_grad, lr=0.1):
 
 
 def seed001(leaf, no_grad, retain_graph=False):
-    """种子 001 的 G/D 小例子：lossD 的反向传播，optimD 的一步更新，然后是与它共享 d = D(g) 的 lossG。"""
+    """原帖 001 的 G/D 小例子：lossD 的反向传播，optimD 的一步更新，然后是与它共享 d = D(g) 的 lossG。"""
     torch.manual_seed(0)
     (G_W, G_b), (D_W, D_b) = linear(leaf, no_grad, 2, 2), linear(leaf, no_grad, 2, 2)
     t = leaf(torch.tensor([[1., 2.]]), True)
@@ -683,7 +683,7 @@ def seed001(leaf, no_grad, retain_graph=False):
 
 
 def seed000(leaf, no_grad, retain_graph=False):
-    """种子 000 的 loss_nonsaturating 及其训练步骤：d_loss 的反向传播，d_optimizer 的一步更新，然后是 g_loss。"""
+    """原帖 000 的 loss_nonsaturating 及其训练步骤：d_loss 的反向传播，d_optimizer 的一步更新，然后是 g_loss。"""
     torch.manual_seed(0)
     G = [linear(leaf, no_grad, 64, 784)]
     D = [linear(leaf, no_grad, 784, 512), linear(leaf, no_grad, 512, 1)]   # D 的最后一层：[512, 1]
@@ -693,7 +693,7 @@ def seed000(leaf, no_grad, retain_graph=False):
             x = x @ W + b
         return x
     z, x_real = leaf(torch.randn(8, 64)), leaf(torch.rand(8, 784) * 2 - 1)
-    dgz = forward(D, forward(G, z)).exp()            # 种子原文：F.sigmoid(d(gz))
+    dgz = forward(D, forward(G, z)).exp()            # 原帖原文：F.sigmoid(d(gz))
     dx = forward(D, x_real)
     g_loss, d_loss = dgz.sum(), (dx + dgz).sum()
     d_loss.backward(retain_graph=retain_graph)
@@ -703,41 +703,41 @@ def seed000(leaf, no_grad, retain_graph=False):
 
 # %%
 for name, leaf, no_grad in backends():
-    print(f"种子 001 在 {name} 上：")
+    print(f"原帖 001 在 {name} 上：")
     with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
         seed001(leaf, no_grad)
 
 # %%
 messages = {}
 for name, leaf, no_grad in backends():
-    print(f"种子 001 加 retain_graph=True，在 {name} 上：")
+    print(f"原帖 001 加 retain_graph=True，在 {name} 上：")
     with expect_error(RuntimeError, r"\[2, 2\]\],? .*is at version 2; expected version 1"):
         try:
             seed001(leaf, no_grad, retain_graph=True)
         except RuntimeError as error:
             messages[name] = str(error)
             raise
-claim("同一个保存的值 [2, 2]，同样的版本 2 和 1，与第 03 课在 nn.Linear 上运行种子 001 的结果一致",
+claim("同一个保存的值 [2, 2]，同样的版本 2 和 1，与第 03 课在 nn.Linear 上运行原帖 001 的结果一致",
       lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [2, 2]", "2", "1"))
 
 # %%
 for name, leaf, no_grad in backends():
-    print(f"种子 000 在 {name} 上：")
+    print(f"原帖 000 在 {name} 上：")
     with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
         seed000(leaf, no_grad)
 
 # %%
 messages = {}
 for name, leaf, no_grad in backends():
-    print(f"种子 000 加 retain_graph=True，在 {name} 上：")
+    print(f"原帖 000 加 retain_graph=True，在 {name} 上：")
     with expect_error(RuntimeError, r"\[512, 1\]\],? .*is at version 2; expected version 1"):
         try:
             seed000(leaf, no_grad, retain_graph=True)
         except RuntimeError as error:
             messages[name] = str(error)
             raise
-claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存时是 1：正是种子 000 自己的报错",
+claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存时是 1：正是原帖 000 自己的报错",
       lesson11.version_parts(messages["torch"]) == lesson11.version_parts(messages["ours"])
       == ("torch.FloatTensor [512, 1]", "2", "1"))
 
@@ -835,7 +835,7 @@ claim("300 步里损失降到了原来的十分之一以下，并且每一步都
 # - 每个保存的值都连同它的版本一起保存；反向传播比较的是版本，而不是值，所以一次被撤销的修改仍然会报错，而在值被保存之前所做的修改则不会。
 # - 需要梯度的叶子张量只能在 `no_grad` 下原地修改，无论在反向传播之前还是之后；运算产生的值不是叶子张量。
 # - 中心差分不借助其他引擎就能检验反向计算；在 float32 下，`eps` 取得太小，就会输给舍入误差。
-# - 种子 001 和 000 在你的引擎上和在 torch 上一样出错：不加 `retain_graph` 时是节点已被释放，加上之后是保存的权重过期了。而一个先前向、再反向、然后在 `no_grad` 下更新的训练循环，在你的引擎上训练网络的结果与 torch 完全相同。
+# - 原帖 001 和 000 在你的引擎上和在 torch 上一样出错：不加 `retain_graph` 时是节点已被释放，加上之后是保存的权重过期了。而一个先前向、再反向、然后在 `no_grad` 下更新的训练循环，在你的引擎上训练网络的结果与 torch 完全相同。
 
 # %% [markdown]
 # ## 练习
