@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from gan_lessons import data, files, metrics, plots, training
-from gan_lessons.cli import MAX_SAMPLES, WORDS, Parser, parser, split_doctor, words  # noqa: F401 (WORDS: tests)
+from gan_lessons.cli import MAX_SAMPLES, WORDS, Parser, parser, speaking, split_doctor, words  # noqa: F401 (WORDS: tests)
 from gan_lessons.doctor import script
 from gan_lessons.i18n import _
 from gan_lessons.wording import reword
@@ -198,7 +198,8 @@ def cmd_doctor(a, script_args):
 
 def main(argv=None):
     argv, script_args = split_doctor(sys.argv[1:] if argv is None else list(argv))
-    args = parser().parse_args(argv)
+    with speaking():                     # argparse's own words (usage, errors) in the language in use
+        args = parser().parse_args(argv)
     if args.command == "doctor":         # before the SIGTERM handler: the script keeps Python's signal handling
         return cmd_doctor(args, script_args)
     command = {"train": cmd_train, "sample": cmd_sample, "evaluate": cmd_evaluate, "export": cmd_export,

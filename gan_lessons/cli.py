@@ -2,6 +2,9 @@
 refuse bad values in one line, and the flags that stand for TrainConfig's fields in messages. The commands
 themselves are in gan_lessons/__main__.py."""
 import argparse
+import re
+import unicodedata
+from contextlib import contextmanager
 
 from gan_lessons import metrics, strategies, training
 from gan_lessons.doctor import script
@@ -38,8 +41,65 @@ def seconds(text):
     return value
 
 
+# argparse's own words, as Python's argparse asks gettext for them; speaking() answers from this package's catalog,
+# so that a Chinese --help or error has no English of argparse's in it.
+ARGPARSE_WORDS = (N_("usage: "), N_("options"), N_("positional arguments"), N_("show this help message and exit"),
+                  N_("argument %(argument_name)s: %(message)s"), N_("invalid %(type)s value: %(value)r"),
+                  N_("invalid choice: %(value)r (choose from %(choices)s)"),
+                  N_("the following arguments are required: %s"), N_("unrecognized arguments: %s"),
+                  N_("expected one argument"), N_("expected at least one argument"), N_("expected at most one argument"),
+                  N_("ambiguous option: %(option)s could match %(matches)s"), N_("not allowed with argument %s"),
+                  N_("ignored explicit argument %r"), N_("one of the arguments %s is required"))
+
+
+@contextmanager
+def speaking():
+    """argparse's own words in the language in use, inside the block (parsing, --help, errors)."""
+    saved = argparse._, argparse.ngettext
+    argparse._ = _
+    argparse.ngettext = lambda singular, plural, n: _(singular) if n == 1 else _(plural)
+    try:
+        yield
+    finally:
+        argparse._, argparse.ngettext = saved
+
+
+def width(text: str) -> int:
+    """Columns a terminal gives the text: two for a wide (Chinese) character, one for the rest."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def wrap(text: str, columns: int) -> list:
+    """Lines of at most `columns` terminal columns: break at spaces, or between two Chinese characters."""
+    wide = "\u2e80-\u9fff\uff00-\uffef"
+    pieces = re.findall(rf"[{wide}]|[^\s{wide}]+|\s+", " ".join(text.split()))
+    lines, line = [], ""
+    for piece in pieces:
+        if line and width((line + piece).rstrip()) > columns and not piece.isspace():
+            lines.append(line.rstrip())
+            line = ""
+        if not (piece.isspace() and not line):
+            line += piece
+    return lines + ([line.rstrip()] if line.strip() else [])
+
+
+class Formatter(argparse.HelpFormatter):
+    """argparse's help, wrapped by the columns a terminal gives each character (a Chinese one takes two)."""
+
+    def _split_lines(self, text, columns):
+        return wrap(text, columns)
+
+    def _fill_text(self, text, columns, indent):
+        return "\n".join(indent + line for line in wrap(text, columns - len(indent)))
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with a bad argument reported on one line that says where the help is."""
+    """argparse, with a bad argument reported on one line that says where the help is, and help text wrapped by
+    display width (Formatter)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         command = self.prog.split()[-1] if self.prog != "python -m gan_lessons" else ""
@@ -70,11 +130,15 @@ def parser():
     sub = p.add_subparsers(dest="command", required=True)
     d = training.TrainConfig()
     t = sub.add_parser("train", help=_("train seed 000's GAN on MNIST"))
-    t.add_argument("--epochs", type=positive_int, default=d.epochs)
-    t.add_argument("--batch-size", type=positive_int, default=d.batch_size)
+    t.add_argument("--epochs", type=positive_int, default=d.epochs,
+                   help=_("passes over the training images (default {default})").format(default=d.epochs))
+    t.add_argument("--batch-size", type=positive_int, default=d.batch_size,
+                   help=_("images per step, 2 or more for BatchNorm (default {default})").format(default=d.batch_size))
     t.add_argument("--strategy", default=d.strategy, help=_("one of: {names}").format(names=", ".join(strategies.ALL)))
-    t.add_argument("--lr-g", type=float, default=d.lr_G)
-    t.add_argument("--lr-d", type=float, default=d.lr_D)
+    t.add_argument("--lr-g", type=float, default=d.lr_G,
+                   help=_("G's learning rate, Adam's (default {default})").format(default=d.lr_G))
+    t.add_argument("--lr-d", type=float, default=d.lr_D,
+                   help=_("D's learning rate, Adam's (default {default})").format(default=d.lr_D))
     t.add_argument("--beta1", type=float, default=d.beta1, help=_("Adam's beta1, in [0, 1) (WGAN-GP's paper: 0)"))
     t.add_argument("--beta2", type=float, default=d.beta2, help=_("Adam's beta2, in [0, 1) (WGAN-GP's paper: 0.9)"))
     t.add_argument("--n-critic", type=positive_int, default=d.n_critic,
@@ -85,10 +149,15 @@ def parser():
     t.add_argument("--no-tanh", dest="tanh", action="store_false",
                    help=_("train seed 000's G as written, with no final Tanh (one run of it trained badly: "
                           "lesson 06)"))
-    t.add_argument("--seed", type=seed_int, default=d.seed)
-    t.add_argument("--device", default=d.device)
-    t.add_argument("--out", default=d.out)
-    t.add_argument("--data", default=d.data)
+    t.add_argument("--seed", type=seed_int, default=d.seed,
+                   help=_("random seed: the same seed and settings give the same run (default {default})").format(
+                       default=d.seed))
+    t.add_argument("--device", default=d.device,
+                   help=_("auto (a GPU if there is one), cpu, cuda or cuda:N (default {default})").format(
+                       default=d.device))
+    t.add_argument("--out", default=d.out,
+                   help=_("the run's folder: checkpoints, samples, metrics (default {default})").format(default=d.out))
+    t.add_argument("--data", default=d.data, help=_("the folder MNIST is kept in (downloaded there if missing)"))
     t.add_argument("--limit", type=positive_int, default=None, help=_("train on the first N images only"))
     t.add_argument("--fast", action="store_true", help=_("torch.compile G and D"))
     t.add_argument("--resume", action="store_true", help=_("continue from OUT/last.pt"))
@@ -101,7 +170,7 @@ def parser():
     t.add_argument("--time-limit", type=seconds, default=None, metavar="SECONDS",
                    help=_("stop at the end of an epoch once the next one would end more than SECONDS after the "
                           "start (judged by the slowest epoch so far); continue later with --resume"))
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--no-progress", action="store_true", help=_("no progress bar (a log or CI)"))
     s = sub.add_parser("sample", help=_("write N generated images from a checkpoint to .npz or .pt"))
     s.add_argument("checkpoint")
     s.add_argument("-n", type=positive_int, default=64)
@@ -122,7 +191,7 @@ def parser():
     c.add_argument("--data", default=d.data)
     c.add_argument("--epochs", type=positive_int, default=4)
     r = sub.add_parser("doctor", help=_("run a Python script under the autograd doctor (lesson 07)"),
-                       usage="python -m gan_lessons doctor [-h] [--strict] (SCRIPT | -m MODULE) [ARGS ...]",
+                       usage="python -m gan_lessons doctor [-h] [--strict] (SCRIPT|-m MODULE) [ARGS...]",
                        description=_("Run SCRIPT (or MODULE) as `python SCRIPT ARGS` would, under the autograd "
                                      "doctor: on one of the autograd errors of lessons 01-04 and 08 it prints its "
                                      "diagnosis, then the usual traceback; it warns about the silent bugs it knows."),

@@ -345,7 +345,7 @@ def test_help_says_the_exit_codes(cli):
     done = cli("doctor", "--help")
     text = " ".join(done.stdout.split())
     assert done.returncode == 0
-    assert "usage: python -m gan_lessons doctor [-h] [--strict] (SCRIPT | -m MODULE) [ARGS ...]" in text
+    assert "usage: python -m gan_lessons doctor [-h] [--strict] (SCRIPT|-m MODULE) [ARGS...]" in text
     assert "--strict exit 3 if the doctor warned" in text and "2 for no such script or module" in text
 
 

@@ -120,8 +120,7 @@ def words_of(path) -> str:
     """A Chinese lesson's prose as a reader sees it: markdown only, without seed quotations, inline code, links'
     targets and HTML."""
     path = Path(path)
-    cells = ([c for c in build_notebook.cells(path)] if path.suffix == ".py" else
-             [nbformat.from_dict(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]])
+    cells = build_notebook.cells(path) if path.suffix == ".py" else nbformat.read(path, as_version=4).cells
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     text = re.sub(r"^\s*>.*$", "", text, flags=re.M)
     return re.sub(r"`[^`]*`|\]\([^)]*\)|<[^>]+>|「[^」]*」", " ", text)
