@@ -2,6 +2,7 @@
 python -m gan_lessons doctor SCRIPT (lesson 07). The commands; their parser is in gan_lessons/cli.py."""
 import json
 import signal
+from dataclasses import fields
 import sys
 import time
 from pathlib import Path
@@ -36,10 +37,7 @@ def _terminate(signum, frame):
 
 
 def cmd_train(a):
-    cfg = training.TrainConfig(epochs=a.epochs, batch_size=a.batch_size, strategy=a.strategy, lr_G=a.lr_g,
-                               lr_D=a.lr_d, seed=a.seed, device=a.device, out=a.out, data=a.data,
-                               limit=a.limit, fast=a.fast, tanh=a.tanh, beta1=a.beta1, beta2=a.beta2,
-                               n_critic=a.n_critic, gp_weight=a.gp_weight)
+    cfg = training.TrainConfig(**{f.name: getattr(a, f.name) for f in fields(training.TrainConfig) if f.metadata})
     out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0, "longest": 0.0}
     cfg.validate()                                   # every setting checked before any file is touched
     if a.resume and a.restart:

@@ -5,6 +5,7 @@ import argparse
 import re
 import unicodedata
 from contextlib import contextmanager
+from dataclasses import fields
 
 from gan_lessons import metrics, strategies, training
 from gan_lessons.doctor import script
@@ -108,12 +109,14 @@ class Parser(argparse.ArgumentParser):
 
 
 MAX_SAMPLES = 1_000_000
+# How the command line reads a TrainConfig field, by the kind its option() declares.
+KINDS = {"positive": positive_int, "seed": seed_int, "float": float, "text": str}
+SWITCHES = {"on": "store_true", "off": "store_false"}
 
 # The library's messages name each setting as a Python caller does (gan_lessons.wording); the command line says
 # these words instead. The one sentence among them (files.FREE_SPACE's) is translated where it is used: words().
-WORDS = {"epochs": "--epochs", "batch_size": "--batch-size", "lr_G": "--lr-g", "lr_D": "--lr-d", "beta1": "--beta1",
-         "beta2": "--beta2", "n_critic": "--n-critic", "gp_weight": "--gp-weight", "seed": "--seed",
-         "device": "--device", "out": "--out", "limit": "--limit", "fast=True": "--fast", "resume=True": "--resume",
+WORDS = {**{f.name: f.metadata["flag"] for f in fields(training.TrainConfig) if f.metadata},
+         "fast=True": "--fast", "resume=True": "--resume",
          "free_space": N_("free some disk space (or choose another --out) and run the command again")}
 
 
@@ -130,36 +133,15 @@ def parser():
     sub = p.add_subparsers(dest="command", required=True)
     d = training.TrainConfig()
     t = sub.add_parser("train", help=_("train seed 000's GAN on MNIST"))
-    t.add_argument("--epochs", type=positive_int, default=d.epochs,
-                   help=_("passes over the training images (default {default})").format(default=d.epochs))
-    t.add_argument("--batch-size", type=positive_int, default=d.batch_size,
-                   help=_("images per step, 2 or more for BatchNorm (default {default})").format(default=d.batch_size))
-    t.add_argument("--strategy", default=d.strategy, help=_("one of: {names}").format(names=", ".join(strategies.ALL)))
-    t.add_argument("--lr-g", type=float, default=d.lr_G,
-                   help=_("G's learning rate, Adam's (default {default})").format(default=d.lr_G))
-    t.add_argument("--lr-d", type=float, default=d.lr_D,
-                   help=_("D's learning rate, Adam's (default {default})").format(default=d.lr_D))
-    t.add_argument("--beta1", type=float, default=d.beta1, help=_("Adam's beta1, in [0, 1) (WGAN-GP's paper: 0)"))
-    t.add_argument("--beta2", type=float, default=d.beta2, help=_("Adam's beta2, in [0, 1) (WGAN-GP's paper: 0.9)"))
-    t.add_argument("--n-critic", type=positive_int, default=d.n_critic,
-                   help=_("wgan_gp: critic steps per G step (its paper: 5, with --lr-g/--lr-d 1e-4, --beta1 0 "
-                          "--beta2 0.9)"))
-    t.add_argument("--gp-weight", type=float, default=d.gp_weight,
-                   help=_("wgan_gp: the gradient penalty's weight, 0 or above (its paper: 10)"))
-    t.add_argument("--no-tanh", dest="tanh", action="store_false",
-                   help=_("train seed 000's G as written, with no final Tanh (one run of it trained badly: "
-                          "lesson 06)"))
-    t.add_argument("--seed", type=seed_int, default=d.seed,
-                   help=_("random seed: the same seed and settings give the same run (default {default})").format(
-                       default=d.seed))
-    t.add_argument("--device", default=d.device,
-                   help=_("auto (a GPU if there is one), cpu, cuda or cuda:N (default {default})").format(
-                       default=d.device))
-    t.add_argument("--out", default=d.out,
-                   help=_("the run's folder: checkpoints, samples, metrics (default {default})").format(default=d.out))
-    t.add_argument("--data", default=d.data, help=_("the folder MNIST is kept in (downloaded there if missing)"))
-    t.add_argument("--limit", type=positive_int, default=None, help=_("train on the first N images only"))
-    t.add_argument("--fast", action="store_true", help=_("torch.compile G and D"))
+    for f in fields(training.TrainConfig):          # one flag per field that declares one (config.option)
+        if not f.metadata:
+            continue
+        flag, kind, note = f.metadata["flag"], f.metadata["kind"], f.metadata["help"]
+        text = _(note).format(default=f.default, names=", ".join(strategies.ALL))
+        if kind in SWITCHES:
+            t.add_argument(flag, dest=f.name, action=SWITCHES[kind], help=text)
+        else:
+            t.add_argument(flag, dest=f.name, type=KINDS[kind], default=f.default, metavar=f.name.upper(), help=text)
     t.add_argument("--resume", action="store_true", help=_("continue from OUT/last.pt"))
     t.add_argument("--restart", action="store_true",
                    help=_("start over in an OUT that holds a run (replaces its files)"))

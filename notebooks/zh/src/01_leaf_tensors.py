@@ -156,7 +156,7 @@ describe(a=a, b=b, c=c, loss=loss)
 claim("a.grad等于b，正如乘积法则所说", torch.equal(a.grad, b), shown=f"a.grad = {a.grad.tolist()}")
 
 # %% [markdown]
-# ## 3 · 从活的张量画出计算图
+# ## 3 · 直接从当前的张量画出计算图
 #
 # **为什么重要**。“计算图”不是比喻：它是一串可以逐个走访的 `grad_fn` 对象。每个节点的 `next_functions` 列出为它提供输入的节点，它的运算有几个输入，就有几个槽位。要到达一个需要梯度的叶子张量，得经过一个 `AccumulateGrad` 节点，正是这个节点负责写入 `.grad`。画图之前先注意一点：`a * b` 有两个输入，其中只有 `a` 需要梯度。
 
@@ -240,7 +240,7 @@ claim("no_grad下的更新让a保持为需要梯度的叶子张量，并把它�
       a.is_leaf and a.requires_grad and a._version == 1)
 
 # %% [markdown]
-# `torch.optim.SGD` 做的正是这件事。同样的起点、同样的梯度、一次 `step()`，两个结果相等；而且这一步也以同样的方式让版本计数器加一（第 03 课就建立在这个计数器之上）。如果某个参数自上次 `zero_grad()` 以来没有被任何损失到达，它的 `.grad` 就是 `None`（例如在用分离后的假样本训练 D 的那一步里，G 的参数就是这样，见第 04 课），SGD 会让它保持原样：
+# `torch.optim.SGD` 做的正是这件事。同样的起点、同样的梯度、一次 `step()`，两个结果相等；而且这一步也以同样的方式让版本计数器加一（第 03 课就建立在这个计数器之上）。如果某个参数自上次 `zero_grad()` 以来没有参与任何损失的计算，它的 `.grad` 就是 `None`（例如在用分离后的假样本训练 D 的那一步里，G 的参数就是这样，见第 04 课），SGD 会让它保持原样：
 
 # %%
 a2 = torch.tensor([1., 2, 3], requires_grad=True)
@@ -374,7 +374,7 @@ solved = exercises.check_init(my_answer)
 assert solved, "init：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
-# 上面说的两点都验证一下：那行一行写法在一个新建的 `Linear` 上会报错；而 `torch.nn.init.normal_(m.weight, mean, 0.02)` 这种库里的写法是合法的，因为 `torch.nn.init` 中的每个函数自己都在 `torch.no_grad()` 下运行。
+# 上面说的两点都验证一下：那种一行的写法在一个新建的 `Linear` 上会报错；而 `torch.nn.init.normal_(m.weight, mean, 0.02)` 这种库里的写法是合法的，因为 `torch.nn.init` 中的每个函数自己都在 `torch.no_grad()` 下运行。
 
 # %%
 lin = nn.Linear(3, 3)

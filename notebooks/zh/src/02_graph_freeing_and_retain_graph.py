@@ -45,7 +45,7 @@ from gan_lessons import graphs
 # %% [markdown]
 # ## 1 · 计算图由前向传播构建，反向传播释放它保存的东西
 #
-# **为什么重要**。在你的代码运行之前，PyTorch 里并没有计算图：对需要梯度的张量做的每个运算，都会添加一个节点，并*保存*它的反向计算要用到的东西（一个输入、一个权重或一个输出）。`backward()` 用完这些保存的张量就把它们释放，所以内存不会每一步都增长。下面的渲染器画出活的计算图，并给每个保存的张量上色：绿色表示**存活**，灰色表示**已释放**，红色表示**过期**（第 03 课）。
+# **为什么重要**。在你的代码运行之前，PyTorch 里并没有计算图：对需要梯度的张量做的每个运算，都会添加一个节点，并*保存*它的反向计算要用到的东西（一个输入、一个权重或一个输出）。`backward()` 用完这些已保存张量就把它们释放，所以内存不会每一步都增长。下面的渲染器把当前的计算图画出来，并给每个已保存张量上色：绿色表示**存活**，灰色表示**已释放**，红色表示**过期**（第 03 课）。
 
 # %%
 G, D = nn.Linear(2, 2), nn.Linear(2, 1)
@@ -59,7 +59,7 @@ claim("tanh保存了它的输出；每个addmm保存了它的输入（mat1）和
 graph
 
 # %% [markdown]
-# `tanh` 保存的是它的**输出**（它的导数是 `1 - tanh²`），每个 `addmm` 保存了它的输入（`mat1`）和转置后的权重（`mat2`）。现在做一次反向传播。反向传播释放的是这些保存的张量；那么保存它们的节点呢？
+# `tanh` 保存的是它的**输出**（它的导数是 `1 - tanh²`），每个 `addmm` 保存了它的输入（`mat1`）和转置后的权重（`mat2`）。现在做一次反向传播。反向传播释放的是这些已保存张量；那么保存它们的节点呢？
 
 # %% tags=["predict"] reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"]
 loss.backward()
@@ -72,11 +72,11 @@ check("backward之后loss.grad_fn还在", prediction, loss.grad_fn is not None,
 
 # %%
 graph = graphs.draw({"loss": loss}, names)
-claim("一次反向传播之后，每个保存的张量都已释放", len(graph.saved) >= 5 and all(s.state == "freed" for s in graph.saved))
+claim("一次反向传播之后，每个已保存张量都已释放", len(graph.saved) >= 5 and all(s.state == "freed" for s in graph.saved))
 graph
 
 # %% [markdown]
-# 节点还在（只要 `loss` 还在，这些 `grad_fn` 对象就一直存在），但每个保存的张量都没了。这就是报错信息中“Saved intermediate values of the graph are freed when you call `.backward()`”这句话的意思。
+# 节点还在（只要 `loss` 还在，这些 `grad_fn` 对象就一直存在），但每个已保存张量都没了。这就是报错信息中“Saved intermediate values of the graph are freed when you call `.backward()`”这句话的意思。
 
 # %% [markdown]
 # **纠正原帖 004 给出的理由**。原帖 004 是这样解释释放的：
@@ -206,7 +206,7 @@ check("l1的计算图能到达model2", prediction, "model2." in tree,
 # %% [markdown]
 # ## 3 · `retain_graph=True` 保留了什么，代价是什么
 #
-# **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个保存的张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在原帖 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的保存的张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
+# **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个已保存张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在原帖 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的已保存张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
 
 # %% tags=["predict"] reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> 'about the same'"]
 from gan_lessons.models import Generator, Discriminator
@@ -374,7 +374,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 #
 # - 前向传播构建计算图，并为反向传播保存张量；`backward()` 释放它们。再对任何已释放的部分做反向传播，就会引发
 #   “Trying to backward through the graph a second time”。
-# - `retain_graph=True` 让每个保存的张量都继续存活：对一个 64 张图像的批量，原帖 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的 `one_forward`）。
+# - `retain_graph=True` 让每个已保存张量都继续存活：对一个 64 张图像的批量，原帖 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的 `one_forward`）。
 # - `detach()` 把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与 `retain_graph` 相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而 `retain_graph` 在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：原帖 004 的单层 model1 只保存它的输入 data，两层的 model1 则会引发版本错误。
 
 # %% [markdown]

@@ -86,7 +86,7 @@ claim("grad_outputs=v 给出 v 乘以每个元素的导数", torch.equal(grad(x 
       rounded(grad(x ** 3, x, grad_outputs=v)[0]))
 
 # %% [markdown]
-# **`retain_graph`**。和 `backward()` 一样，`autograd.grad` 会释放它用过的保存的张量（第 02 课）。
+# **`retain_graph`**。和 `backward()` 一样，`autograd.grad` 会释放它用过的已保存张量（第 02 课）。
 #
 # **`create_graph`**。设置 `create_graph=True` 时，返回的梯度本身就是一个计算图的输出，因此可以再对它求导：得到二阶导数，或者一个能训练 D 的惩罚。不设置时，梯度只是一个普通的数，没有 `grad_fn`。
 

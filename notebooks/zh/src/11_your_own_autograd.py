@@ -100,7 +100,7 @@ class Value:
         self.data = torch.as_tensor(data, dtype=torch.float32).clone()
         self.requires_grad = requires_grad
         self.parents = parents            # 计算出这个值的那些 Value；叶子没有
-        self._backward = None             # (grad, 按名字索引的保存的张量) -> 每个父节点一个梯度，或 None
+        self._backward = None             # (grad, 按名字索引的已保存张量) -> 每个父节点一个梯度，或 None
         self._saved = {}                  # _backward 需要的值：name -> (Value, 保存时它的版本)；释放后为 None
         self._version = 0                 # 这个值被原地修改过几次（第 3 节负责计数）
         self.grad = None                  # 叶子的梯度，由 backward 累加（第 2 节）
@@ -611,7 +611,7 @@ claim("在 float32 下，eps 取 1e-2 比取更大的值（差分本身的误差
 # %% [markdown]
 # ## 6 · 把你的计算图画出来
 #
-# **为什么重要**。第 02 课画过 torch 的计算图，并标出每个保存的张量是存活、已释放还是过期。`draw_engine` 用同样的方式画你的引擎的计算图，它读的只是你的 `Value` 所持有的东西：`parents`、`_saved` 保存了什么以及保存时的版本，还有反向传播释放之后留下的 `None`。
+# **为什么重要**。第 02 课画过 torch 的计算图，并标出每个已保存张量是存活、已释放还是过期。`draw_engine` 用同样的方式画你的引擎的计算图，它读的只是你的 `Value` 所持有的东西：`parents`、`_saved` 保存了什么以及保存时的版本，还有反向传播释放之后留下的 `None`。
 #
 # **先预测，再验证**。`loss = ((a * b).exp() * b).sum()`，只有 `a` 需要梯度；接着 `loss.backward(retain_graph=True)`；然后在 `no_grad` 下执行 `b.add_(1)`。
 
