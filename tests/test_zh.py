@@ -399,3 +399,72 @@ def test_the_doctor_s_chinese_diagnosis_has_no_space_between_chinese_characters(
                 x.sub_(1)
         text = caught.error.diagnosis.text()
     assert "sub_" in text and not re.search(r"[\u4e00-\u9fff] +[\u4e00-\u9fff]", text), text
+
+
+# Stored figures agree across the two editions --------------------------------------------------------------------
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w])")
+
+
+def _numbers(cell) -> list:
+    text = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            text.append("".join(out["text"]))
+        for key in ("text/plain", "text/markdown"):
+            if key in out.get("data", {}):
+                text.append("".join(out["data"][key]))
+    return [float(n) for n in _NUMBER.findall("\n".join(text))]
+
+
+def _far(a: list, b: list, factor: float = 2.0) -> list:
+    """Pairs of stored figures further apart than run-to-run noise (a factor of `factor`), and a count mismatch."""
+    if len(a) != len(b):
+        return [("count", len(a), len(b))]
+    return [(x, y) for x, y in zip(a, b) if max(abs(x), abs(y)) > 0 and
+            max(abs(x), abs(y)) / max(min(abs(x), abs(y)), 1e-12) > factor]
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_a_chinese_lesson_s_stored_measurements_agree_with_the_english_ones(path):
+    """The cells whose output nbval does not compare (timings, sizes of a run) hold the same figures in both
+    editions, up to run-to-run noise: a Chinese notebook executed long ago, or on another machine, shows."""
+    english = json.loads((ROOT / "notebooks" / path.name).read_text(encoding="utf-8"))["cells"]
+    chinese = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for k, (en, zh) in enumerate(zip(english, chinese)):
+        if en["cell_type"] == "code" and "nbval-ignore-output" in en["metadata"].get("tags", []):
+            far = _far(_numbers(en), _numbers(zh))
+            assert not far, f"{path.name}, cell {k}: stored figures differ from the English ones: {far[:5]}"
+
+
+def test_the_figures_check_can_fail():
+    assert _far([101.5, 79.0], [100.0, 80.0]) == [] and _far([101.5, 79.0], [30.0, 80.0]) == [(101.5, 30.0)]
+    assert _far([1.0], [1.0, 2.0]) == [("count", 1, 2)]
+
+
+# One typesetting convention --------------------------------------------------------------------------------------
+
+def _unspaced(markdown: str) -> list:
+    """Places where Chinese touches Latin letters, digits or inline code without a space (d2l-zh's convention puts
+    one there), in a lesson's own prose: seed quotations, links, HTML and addresses left out."""
+    text = re.sub(r"^\s*>.*$", "", markdown, flags=re.M)
+    text = re.sub(r"「[^」]*」|\]\([^)]*\)|<[^>]+>|https?://\S+", "", text)
+    text = re.sub(r"`[^`]*`", "`x`", text)
+    return re.findall(r"[\u4e00-\u9fff][A-Za-z0-9`]|[A-Za-z0-9`][\u4e00-\u9fff]", text)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks" / "zh" / "src").glob("[0-9][0-9]_*.py")),
+                         ids=lambda p: p.name)
+def test_chinese_prose_puts_a_space_between_chinese_and_latin(path):
+    found = [hit for c in build_notebook.cells(path) if c.cell_type == "markdown" for hit in _unspaced(c.source)]
+    assert not found, f"{path.name}: no space between Chinese and Latin or code: {found[:8]}"
+
+
+def test_the_spacing_check_can_fail():
+    assert _unspaced("认识到`step()`就是") == ["到`", "`就"] and _unspaced("认识到 `step()` 就是 G 的") == []
+    assert _unspaced("> 原帖照录：backward一样") == [] and _unspaced("（`修法：`）") == []
+
+
+def test_the_chinese_readme_puts_a_space_between_chinese_and_latin():
+    text = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8").replace("php中文网", "")   # a site's own name
+    assert not _unspaced(text), _unspaced(text)[:8]

@@ -21,7 +21,7 @@
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/03_inplace_and_versions.ipynb)
 #
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
-# version N; expected version M`。我们会看到它所说的那个计数器，用原帖 001 和原帖 000 复现这个报错，认识到`optimizer.step()` 就是那个谁都看不见的原地操作，并评判原帖 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
+# version N; expected version M`。我们会看到它所说的那个计数器，用原帖 001 和原帖 000 复现这个报错，认识到 `optimizer.step()` 就是那个谁都看不见的原地操作，并评判原帖 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #
 # **材料**。原帖 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），原帖 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），原帖 000（聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
