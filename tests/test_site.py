@@ -33,3 +33,10 @@ def test_make_test_builds_the_site_with_warnings_as_errors():
     # built before the tests, so that tests/test_site_browser.py opens this very build
     assert recipe.index("--no-print-directory site") < recipe.index("-m pytest")
     assert "jupyter-book build . --config site/_config.yml --toc site/_toc.yml" in site and " -W" in site
+
+
+def test_publishing_builds_the_same_site_and_deploys_it_to_pages():
+    workflow = (ROOT / ".github" / "workflows" / "site.yml").read_text(encoding="utf-8")
+    assert "run: make site" in workflow and "path: build/site/_build/html" in workflow
+    assert "actions/upload-pages-artifact" in workflow and "actions/deploy-pages" in workflow
+    assert re.search(r"pages: write", workflow) and re.search(r"branches: \[main\]", workflow)
