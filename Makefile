@@ -45,7 +45,7 @@ QUICK_SKIP := browser site_browser nbgrader colab cli_bad_input cli_reliability 
               doctor_real doctor_cases doctor_quiet wgan_gp fast_mode
 quick: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist loadscope -q tests $(foreach t,$(QUICK_SKIP),--ignore=tests/test_$(t).py)
+	$(PY) -m pytest -n 2 --dist loadscope -q tests $(foreach t,$(QUICK_SKIP),--ignore-glob='tests/*/test_$(t).py')
 
 # lab opens a working copy of the lessons, work/ (git-ignored), so running a lesson never changes the committed
 # notebooks. A lesson already in work/ is kept as it was left; delete it there to start that lesson afresh.
@@ -80,7 +80,7 @@ dot:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then ($(APT_INSTALL) graphviz || (apt-get update -qq && $(APT_INSTALL) graphviz)); \
 	else echo "graphviz 'dot' is missing; graphs will show as text. Install it with: sudo apt-get install graphviz"; fi
 
-# The Chinese lessons' figures need a font with CJK glyphs (Debian's Noto CJK); tests/test_zh.py checks that
+# The Chinese lessons' figures need a font with CJK glyphs (Debian's Noto CJK); tests/translations/test_zh.py checks that
 # one is found. Install it where we can, else say how.
 fonts:
 	@if fc-list 2>/dev/null | grep -q "CJK"; then :; \
@@ -107,7 +107,7 @@ notebooks: setup
 	$(PY) tools/student.py
 
 # Student copies free of answers, in notebooks/student/ and notebooks/zh/student/: nbgrader generate_assignment's release
-# with nbgrader_config.py (committed: Colab opens them; tests/test_student.py fails while they differ from a fresh one).
+# with nbgrader_config.py (committed: Colab opens them; tests/lessons/test_student.py fails while they differ from a fresh one).
 student: setup
 	$(PY) tools/student.py
 
@@ -152,7 +152,7 @@ check-colab: dot
 		sys.exit("not the pinned versions: " + "; ".join(wrong) if wrong else None)' $(COLAB_PINS)
 	$(COLAB_VENV)/bin/python -m pytest -n 2 --dist loadscope --nbval-lax notebooks
 	$(COLAB_VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadscope -k "test_widgets or ipython or load_ext" \
-		tests/test_widgets.py tests/test_doctor.py tests/test_doctor_cases.py tests/test_doctor_script.py
+		tests/package/test_widgets.py tests/doctor/test_doctor.py tests/doctor/test_doctor_cases.py tests/doctor/test_doctor_script.py
 
 # The GPU run (docs/training.md, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
 # dot, MNIST). On a GPU machine that reaches no package index: PART=all runs the three parts in order under one

@@ -243,7 +243,7 @@ def quality_dcgan_style(device, seeds=(0, 1, 2), bar=QUALITY_FID, max_epochs=8, 
 
 
 def markdown(result) -> str:
-    """The benchmark paragraph and tables of docs/training.md, rendered from a results file (tests/test_readme.py
+    """The benchmark paragraph and tables of docs/training.md, rendered from a results file (tests/project/test_readme.py
     checks the documentation holds exactly this)."""
     m, peak_, floor = result["machine"], result["peak"], result["floor"]
     lines = [f"Machine: {m['cpu']}, {m['cpu_cores']} cores, {m['torch_threads']} torch threads, load average "

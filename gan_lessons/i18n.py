@@ -5,7 +5,7 @@ filled with `.format(name=...)` after translation, so a catalog can move a place
 kept in a constant is marked with `N_()` where it is written and translated with `_()` where it is used.
 
 The catalog's source is gan_lessons/locale/zh_CN/LC_MESSAGES/gan_lessons.po; the compiled .mo beside it ships in
-the package. `python tools/messages.py` extracts the messages, updates the .po and compiles it (tests/test_zh.py
+the package. `python tools/messages.py` extracts the messages, updates the .po and compiles it (tests/translations/test_zh.py
 fails while a message has no translation, a translation loses a placeholder, or the .mo is stale).
 
 A lesson picks its language in the setup cell, `setup(seed=0, lang="zh")`; a script sets GAN_LESSONS_LANG=zh."""

@@ -15,7 +15,7 @@ from gan_lessons.i18n import _, set_language
 
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
-# Every notebook's first code cell is exactly this (tests/test_notebooks.py checks it), tagged nbval-ignore-output
+# Every notebook's first code cell is exactly this (tests/lessons/test_notebooks.py checks it), tagged nbval-ignore-output
 # (its output names the torch version and the device). Plain Python, no `%pip`: the lessons' text sources
 # (notebooks/src/) hold it as it is, and they are Python scripts too.
 SETUP_CELL = f"""# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.

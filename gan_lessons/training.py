@@ -166,7 +166,7 @@ class Interrupted(Exception):
 
 def _non_finite(trainer, last):
     """Stop without saving: last.pt keeps the last finite epoch (or does not exist). The remedy still names the
-    command line's flags, as tests/test_cli_reliability.py expects of train() itself."""
+    command line's flags, as tests/cli/test_cli_reliability.py expects of train() itself."""
     kept = (_("{last} still holds epoch {epoch}, the last finite one").format(
                 last=last, epoch=trainer.epoch if trainer.batch else trainer.epoch - 1)
             if last.exists() else _("no checkpoint was written"))

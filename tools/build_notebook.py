@@ -41,7 +41,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 SETUP_MARK = "#SETUP"
 SETUP_TAG = "nbval-ignore-output"      # the setup cell's output names the torch version and the device
 # What jupytext keeps of a notebook: of a cell only its tags and, on a prediction, what would give its answer away
-# (`reveals`: regexes that no cell above it may match; tests/test_active_lessons.py); of the notebook only what Colab
+# (`reveals`: regexes that no cell above it may match; tests/lessons/test_active_lessons.py); of the notebook only what Colab
 # reads to pick the runtime (`"accelerator": "GPU"`, `"colab": {"gpuType": "T4", ...}`), in a header where set.
 KEPT = ("tags", "reveals")
 NOTEBOOK_KEPT = ("accelerator", "colab")

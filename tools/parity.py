@@ -1,4 +1,4 @@
-"""Holds each Chinese lesson to its English one (tests/test_zh.py runs this on every pair).
+"""Holds each Chinese lesson to its English one (tests/translations/test_zh.py runs this on every pair).
 
 Two lessons agree when they have the same cells in the same order: the same cell types, the same tags, a heading
 where the other has one, and code that is identical once string literals and comments are set aside (the cells'

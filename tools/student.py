@@ -5,7 +5,7 @@ configuration) blanks the predictions, hides their explanations, moves what answ
 points the links from the copy's folder.
 
 The committed copies live in notebooks/student/ and notebooks/zh/student/ (Colab opens them from GitHub);
-tests/test_student.py fails when they differ from what this tool makes.
+tests/lessons/test_student.py fails when they differ from what this tool makes.
 
     python tools/student.py [--check]"""
 import argparse

@@ -1,7 +1,7 @@
 """What the doctor reports: a Diagnosis (kind, summary, facts, fixes with the lesson that teaches each, and the
 tempting wrong fixes with why each fails), the line of the student's code it points at, the DoctorWarning for
 silent bugs, and the fixes themselves, right and wrong. Each wrong fix is one a public thread on the error
-reached for; tests/test_doctor_wrong_fixes.py runs each one and shows it fail as its line says."""
+reached for; tests/doctor/test_doctor_wrong_fixes.py runs each one and shows it fail as its line says."""
 from dataclasses import dataclass, field
 
 from gan_lessons.i18n import N_, _, tidy

@@ -319,7 +319,7 @@ check("d_first_fresh_fake G forwards", prediction, fresh_fake_cost.G_forward,
 # *through* D, but it does not have to compute D's **parameter** gradients, which G's step throws away.
 # `d_first_frozen_D` turns them off with `D.requires_grad_(False)` around G's step (pix2pix and CycleGAN do this
 # with their `set_requires_grad`); `g_first_inputs` asks for G's gradients only, with
-# `loss_G.backward(inputs=list(G.parameters()))`. `tests/test_strategies.py` checks that D steps on **identical**
+# `loss_G.backward(inputs=list(G.parameters()))`. `tests/package/test_strategies.py` checks that D steps on **identical**
 # gradients in all six, and that `one_forward` and `g_first` give G identical gradients, which differ from those
 # of the D-first orders.
 

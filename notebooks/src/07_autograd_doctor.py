@@ -370,7 +370,7 @@ claim("one warning, naming the .data change", len(doc.diagnoses) == 1 and "`.dat
 # count), from modules one attribute inside your own objects (`agent.critic`), from the local variables of the
 # functions that are running, and, for a module that has no name anywhere, from its class (`Critic.net.2.weight`).
 # When one of these errors escapes a cell, the diagnosis appears under the usual traceback, which is the one you would
-# see without the doctor. Any other exception is shown exactly as without the extension (`tests/test_doctor.py`
+# see without the doctor. Any other exception is shown exactly as without the extension (`tests/doctor/test_doctor.py`
 # checks both). Here it catches a silent bug:
 
 # %%

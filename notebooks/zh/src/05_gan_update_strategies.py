@@ -285,7 +285,7 @@ check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost
 # %% [markdown]
 # `one_forward` 是原帖 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=` 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
 #
-# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用 `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
+# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用 `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/package/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
 
 # %% [markdown]
 # ## 4 · 实测开销

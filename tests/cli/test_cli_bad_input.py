@@ -135,5 +135,5 @@ def test_restart_replaces_the_run_and_stitches_no_old_grids(finished_run, tmp_pa
 
 
 def test_readme_states_the_number_of_cases():
-    training = (Path(__file__).parent.parent / "docs" / "training.md").read_text()
+    training = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
     assert f"runs {len(CASES)} such cases" in training

@@ -1,5 +1,5 @@
 """Timing claims (gan_lessons/timing.py): decided by a paired interval that may say "cannot decide", never by an idle
-machine. tests/test_timing_under_load.py runs the lessons' timing cells on a busy machine."""
+machine. tests/package/test_timing_under_load.py runs the lessons' timing cells on a busy machine."""
 import math
 
 import pytest

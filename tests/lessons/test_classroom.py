@@ -1,11 +1,11 @@
-"""Classroom mode: slide metadata and instructor notes (student copies: tests/test_student.py)."""
+"""Classroom mode: slide metadata and instructor notes (student copies: tests/lessons/test_student.py)."""
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 sys.path.insert(0, str(ROOT / "tools"))
 import build_notebook  # noqa: E402

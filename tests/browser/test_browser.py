@@ -17,7 +17,7 @@ import pytest
 
 from gan_lessons import strategies
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "build" / "screenshots"
 pytestmark = [pytest.mark.browser,

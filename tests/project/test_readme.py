@@ -11,7 +11,7 @@ import torch
 from gan_lessons import costs, graphs, metrics, strategies
 from gan_lessons.models import Discriminator, Generator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # the README and the pages it links to, read as one text: a figure may stand on any of them
 README = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 

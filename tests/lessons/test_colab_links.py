@@ -10,7 +10,7 @@ import pytest
 
 from gan_lessons.lesson import REPO_URL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 GITHUB = "https://github.com/"
@@ -76,7 +76,7 @@ def test_lesson_06_and_its_student_copy_ask_colab_for_a_gpu_runtime(path):
 
 def test_the_gpu_runtime_comes_from_the_source_header_and_drift_is_caught(tmp_path):
     """Lesson 06's text source sets it in its jupytext header; the build carries it into the notebook, and
-    build_notebook's check (tests/test_notebooks.py) reports a notebook that lost it."""
+    build_notebook's check (tests/lessons/test_notebooks.py) reports a notebook that lost it."""
     sys.path.insert(0, str(ROOT / "tools"))
     import build_notebook
     import nbformat

@@ -16,7 +16,7 @@ import pytest
 
 from gan_lessons import release
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ZH_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))   # the Chinese edition, held alike
 # check()'s verdict on a right prediction, and the sections no prediction belongs in, by language

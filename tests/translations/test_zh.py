@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_notebook  # noqa: E402
 import messages  # noqa: E402
@@ -286,7 +286,7 @@ def english_pieces() -> dict:
 
 
 def printed(path) -> str:
-    """Every text output a notebook stores (tests/test_notebooks.py reads them the same way)."""
+    """Every text output a notebook stores (tests/lessons/test_notebooks.py reads them the same way)."""
     from test_notebooks import _stored_text
     return "\n".join(_stored_text(Path(path)))
 

@@ -1,11 +1,11 @@
 """`python -m gan_lessons doctor SCRIPT`: a whole script under the doctor, as `python -m pdb` runs one.
 
 Each run is the real command in a subprocess, compared where it matters with plain `python SCRIPT`: the quiet
-corpus (tests/test_doctor_quiet.py, each test as its own script) exits 0 with no doctor output even under
+corpus (tests/doctor/test_doctor_quiet.py, each test as its own script) exits 0 with no doctor output even under
 --strict; a clean script's output and exit status are its own; sys.argv, sys.path[0], __name__ and __file__ are
 what python gives; names come from the script's globals and its functions' locals; warnings print once; --strict
 exits 3; no such script or module is one line and exit 2. Also: IPython 7.34's cell frames (`<cell line: N>`)
-name tensors as today's `<module>` frames do. (tests/test_doctor_cases.py runs the bug reports as scripts.)"""
+name tensors as today's `<module>` frames do. (tests/doctor/test_doctor_cases.py runs the bug reports as scripts.)"""
 import json
 import os
 import re

@@ -4,7 +4,7 @@ builds it with warnings as errors, so a broken link or page fails the suite."""
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOC = (ROOT / "site" / "_toc.yml").read_text(encoding="utf-8")
 CONFIG = (ROOT / "site" / "_config.yml").read_text(encoding="utf-8")
 
@@ -30,7 +30,7 @@ def test_make_test_builds_the_site_with_warnings_as_errors():
     recipe = text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     site = text.split("\nsite:", 1)[1].split("\n\n", 1)[0]
     assert "$(MAKE) --no-print-directory site" in recipe
-    # built before the tests, so that tests/test_site_browser.py opens this very build
+    # built before the tests, so that tests/browser/test_site_browser.py opens this very build
     assert recipe.index("--no-print-directory site") < recipe.index("-m pytest")
     assert "jupyter-book build . --config site/_config.yml --toc site/_toc.yml" in site and " -W" in site
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "build" / "timing_under_load.jsonl"
 # What makes a code cell a timing cell: it reads a clock, or calls what does.
 TIMES = re.compile(r"perf_counter|process_time|time\.time\(|timeit|interleaved_ms|\btiming\.|costs\.measure\(")

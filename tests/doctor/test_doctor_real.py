@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 spec = importlib.util.spec_from_file_location("doctor_real", BENCHMARKS / "doctor_real.py")
 doctor_real = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(doctor_real)

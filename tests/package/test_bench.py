@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))                     # bench imports dcgan_style from beside it
 spec = importlib.util.spec_from_file_location("bench", BENCHMARKS / "bench.py")
 bench = importlib.util.module_from_spec(spec)

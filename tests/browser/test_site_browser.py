@@ -10,7 +10,7 @@ from urllib.parse import unquote, urljoin, urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "build" / "site" / "_build" / "html"
 CHROMIUM = "/usr/bin/chromium"
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted((ROOT / "notebooks" / "zh").glob(

@@ -13,7 +13,7 @@ import pytest
 
 nbgrader_api = pytest.importorskip("nbgrader.api")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # (assignment, lesson, the exercise the partial submission gets right, a wrong answer for another one: its cell's
 # new source and a word its feedback must contain)
 WRONG_INIT = ("def init_weights(m):\n    if isinstance(m, nn.Linear):\n        m.weight.normal_(0.0, 0.02)\n\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONDA_TO_PYPI = {"pytorch": "torch", "python-graphviz": "graphviz"}
 NOT_PYTHON_PACKAGES = {"python", "graphviz", "pip", "font-ttf-noto-cjk"}
 

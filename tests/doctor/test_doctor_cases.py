@@ -1,4 +1,4 @@
-"""The doctor on real-world-style broken scripts: each file in tests/doctor_cases/ is a small
+"""The doctor on real-world-style broken scripts: each file in tests/doctor/doctor_cases/ is a small
 reproduction, written for this suite, of a bug a user reported in public (the source is cited in its docstring).
 Each runs as ONE notebook cell after `%load_ext gan_lessons`, models and optimizers built in that cell, and also
 under `with doctor():`. A diagnosis counts when it names the culprit tensor (a name from the file's

@@ -701,7 +701,7 @@ def test_a_tensor_a_submodule_keeps_is_named_by_its_owner_and_saved_by_names_the
 @pytest.mark.parametrize("how", ["frozen", "values"])
 def test_a_loss_without_a_graph_says_why(how):
     """backward() on a loss with no grad_fn: every parameter frozen, or a loss rebuilt from numbers (.item()). The
-    checkpoint form is tests/doctor_cases/34."""
+    checkpoint form is tests/doctor/doctor_cases/34."""
     net = nn.Linear(3, 1)
     if how == "frozen":
         net.requires_grad_(False)

@@ -720,7 +720,7 @@ def test_no_markdown_before_a_grader_names_the_bug_or_its_fix(copy):
     table), say none of that lab's TELLS."""
     import nbformat
     from pathlib import Path
-    cells = nbformat.read(Path(__file__).resolve().parents[1] / copy, as_version=4).cells
+    cells = nbformat.read(Path(__file__).resolve().parents[2] / copy, as_version=4).cells
     graders = [i for i, c in enumerate(cells) if c.cell_type == "code" and "my_answer" in c.source
                and "exercises.check_" in c.source]
     assert len(graders) == len(LABS_IN_ORDER), graders

@@ -1,7 +1,7 @@
 """Student copies (tools/student.py, which runs nbgrader generate_assignment with the repository's configuration):
 free of answers, still running, and committed up to date for Colab.
 
-The committed copies in notebooks/student/ are outside tests/test_notebooks.py's glob (notebooks/NN_*.ipynb):
+The committed copies in notebooks/student/ are outside tests/lessons/test_notebooks.py's glob (notebooks/NN_*.ipynb):
 those checks are about the answered lessons (executed, outputs stored). The ones that make sense for a copy,
 cleared and generated, are here; and pytest's `notebooks` testpath runs every committed copy under nbval."""
 import ast
@@ -19,10 +19,10 @@ from nbclient import NotebookClient
 
 from gan_lessons.lesson import SETUP_CELLS, check, hidden
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted(
     (ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))        # English, then Chinese (notebooks/zh/)
-# The headings a lesson's skeleton uses (tests/test_notebooks.py), by language.
+# The headings a lesson's skeleton uses (tests/lessons/test_notebooks.py), by language.
 HEADINGS = {"en": {"summary": "## Summary", "exercises": "## Exercises", "moved": "### Summary (read after the exercises)"},
             "zh": {"summary": "## 小结", "exercises": "## 练习", "moved": "### 小结（做完练习再读）"}}
 from gan_lessons import release as student  # noqa: E402  (what the release does beyond nbgrader's own steps)
@@ -111,7 +111,7 @@ def test_no_answer_is_left_in_a_student_copy(copies):
 
 
 def test_a_student_copy_keeps_what_the_lessons_rely_on(copies):
-    """tests/test_notebooks.py's conventions, where they apply to a cleared copy."""
+    """tests/lessons/test_notebooks.py's conventions, where they apply to a cleared copy."""
     for answered, copy, name in copies:
         assert _code(copy)[0][1] == SETUP_CELLS[_lang(name)], f"{name}: the setup cell changed"
         moved = sum(student.LATER in c.metadata.get("tags", []) for c in answered.cells)

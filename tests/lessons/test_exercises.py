@@ -1,6 +1,6 @@
 """Lesson 05's build exercise, around the checker: a step that raises is reported, not raised; costs.measure (which
 the checker uses to count passes) takes a function as well as a name. The checker's table of right and wrong answers
-is in tests/test_checkers_lesson05.py."""
+is in tests/lessons/test_checkers_lesson05.py."""
 from gan_lessons import costs, exercises
 from gan_lessons.exercises.lesson05 import reference_strategy
 
@@ -30,6 +30,6 @@ def test_measure_takes_a_function_as_well_as_a_name():
 def test_every_checker_module_reads_in_one_sitting():
     """No module of the checkers is over 300 lines: a lesson with many parts is a package, one module per part."""
     from pathlib import Path
-    folder = Path(__file__).resolve().parents[1] / "gan_lessons" / "exercises"
+    folder = Path(__file__).resolve().parents[2] / "gan_lessons" / "exercises"
     long = {str(p.relative_to(folder)): n for p in folder.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300}
     assert not long, long

@@ -14,7 +14,7 @@ import pytest
 
 from gan_lessons import graphs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import gpu  # noqa: E402
 

@@ -9,9 +9,9 @@ import pytest
 from gan_lessons import release
 from gan_lessons.lesson import SETUP_CELLS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-LESSONS = Path(__file__).resolve().parents[1] / "notebooks"
+LESSONS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(LESSONS.glob("[0-9][0-9]_*.ipynb")) + sorted((LESSONS / "zh").glob("[0-9][0-9]_*.ipynb"))
 # The skeleton's words, by language: title, goal, summary, exercises, and what opens every other section.
 SKELETON = {"en": ("# Lesson", "**Goal.**", "## Summary", "## Exercises", "**Why"),

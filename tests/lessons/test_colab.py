@@ -11,7 +11,7 @@ import pytest
 
 from gan_lessons.lesson import REPO_URL, SETUP_CELL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pip(*args, **kw):
@@ -83,7 +83,7 @@ def test_check_colab_installs_colabs_versions_with_the_package_and_checks_them_b
     install = next(line for line in plan.stdout.splitlines() if " -m pip install " in line).split()
     assert all(pin in install for pin in COLAB_PINS) and "'.[test]'" in install, install
     steps = [plan.stdout.index(s) for s in (" -m pip install ", "not the pinned versions", "--nbval-lax notebooks",
-                                             "tests/test_widgets.py")]
+                                             "tests/package/test_widgets.py")]
     assert steps == sorted(steps), steps
     readme = (ROOT / "docs" / "setup.md").read_text()
     named = ", ".join(f"{n} {v}" for n, v in (p.split("==") for p in COLAB_PINS[:4]))
