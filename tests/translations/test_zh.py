@@ -468,3 +468,12 @@ def test_the_spacing_check_can_fail():
 def test_the_chinese_readme_puts_a_space_between_chinese_and_latin():
     text = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8").replace("php中文网", "")   # a site's own name
     assert not _unspaced(text), _unspaced(text)[:8]
+
+
+def test_terms_are_introduced_chinese_first():
+    """d2l-zh's way: **分类器得分**（classifier score）, never **classifier score**（分类器得分）."""
+    english_first = re.compile(r"\*\*[A-Za-z][A-Za-z \-']*\*\*[（(][\u4e00-\u9fff]")
+    found = [(p.name, m.group()) for p in sorted((ROOT / "notebooks" / "zh" / "src").glob("[0-9][0-9]_*.py"))
+             for c in build_notebook.cells(p) if c.cell_type == "markdown" for m in english_first.finditer(c.source)]
+    assert not found, found
+    assert english_first.search("**coverage**（覆盖率）") and not english_first.search("**覆盖率**（coverage）")

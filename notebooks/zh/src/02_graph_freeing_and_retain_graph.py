@@ -311,7 +311,7 @@ claim("20步之后，retain_graph和detach得到的权重完全相同", same)
 # 连最后一位都相同：使用两个独立的优化器时，`retain_graph` 放进 model1 的那份梯度反正会被丢掉。`detach` 得到同样的结果，却不用保留计算图，也不用计算那份白白浪费的梯度。
 
 # %% [markdown]
-# ## 5 · detach 什么时候是错的：一个优化器管两个模型
+# ## 5 · 分离什么时候是错的：一个优化器管两个模型
 #
 # **为什么重要**。原帖 004 在最后提醒了一点：
 #
@@ -341,7 +341,7 @@ same = all(torch.equal(p, q) for p, q in zip(shared["retain_graph"][0].parameter
 claim("共用一个优化器时，两种修复方法训练出的model1权重不同", not same)
 
 # %% [markdown]
-# 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach` 改变了算法。经验法则：某个损失*不应*训练上游时，就在那里 detach（D 的损失不应训练 G）；上游*必须*由它训练时，绝不要 detach（G 的损失必须穿过 D 来训练 G，第 04 课）。
+# 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach` 改变了算法。经验法则：某个损失*不应*训练上游时，就在那里分离（D 的损失不应训练 G）；上游*必须*由它训练时，绝不要分离（G 的损失必须穿过 D 来训练 G，第 04 课）。
 
 # %% [markdown]
 # 共用优化器时 `retain_graph` 之所以能在这里运行，只是因为原帖 004 中 model1 的结构。在 `l2.backward()` 和 `l1.backward()` 之间，`optimizer2.step()` 现在也会原地修改 model1 的权重。原帖 004 的 model1 只是作用在 `data` 上的一个 `Linear`，而 `data` 不需要梯度，所以它的 `addmm` 只保存 `data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改 `data`，因此 `l1.backward()` 找不到任何过期的东西。给 model1 加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的 `addmm` 会保存转置后的权重，形状为 `[8, 2]`；共享的那一步修改了这个权重，`l1.backward()` 就会引发第 03 课的版本错误。（如果用两个独立的优化器，在 `l1.backward()` 之前不会有任何一步修改 `l1` 保存的东西，所以两层的 model1 在两种修复方法下都能运行。）
@@ -366,7 +366,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 # | 001：`lossG = (g + d.detach()).sum()` | 能运行，但 G 失去了经由 D 流回的梯度（第 04 课会测量它） |
 # | 004：原样的 model1/model2 循环 | 引发“Trying to backward through the graph a second time” |
 # | 004：`l2.backward(retain_graph=True)` 或 `model2(a.detach())` | 都能运行，并且得到的权重完全相同 |
-# | 004：一个优化器管两个模型（`itertools.chain`）时用 detach | 能运行，但 model1 悄无声息地得不到来自 `l2` 的梯度 |
+# | 004：一个优化器管两个模型（`itertools.chain`）时用分离 | 能运行，但 model1 悄无声息地得不到来自 `l2` 的梯度 |
 # | 004：一个优化器管两个模型时用 `retain_graph` | 能运行，只是因为 model1 只有一个 Linear 层：两层的 model1 会引发版本错误 |
 
 # %% [markdown] tags=["read-after-exercises"]

@@ -297,7 +297,7 @@ with expect_error(RuntimeError, "modified by an inplace operation") as caught:
 check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
-# **(c) 一个优化器管两个网络，再加上 detach**。什么错也不报。医生警告：更新时 G 的参数没有梯度（第 04 课）：
+# **(c) 一个优化器管两个网络，再加上分离**。什么错也不报。医生警告：更新时 G 的参数没有梯度（第 04 课）：
 
 # %%
 torch.manual_seed(0)
@@ -435,7 +435,7 @@ claim("作为脚本运行时，医生指出了过期的权重和修改它的那�
 # | `... modified by an inplace operation: [torch.FloatTensor [512, 1]], which is output 0 of AsStrided, is at version 2; expected version 1` | `optimizer.step()`（或任何原地操作）修改了一个尚未执行的反向传播所保存的张量；`[512, 1]` 是转置过的 `Linear` 权重 | 先完成所有穿过 D 的反向传播，再调用 `opt_D.step()`，或者在它之后重新做前向传播；给 D 的假样本要分离 | 03, 05 |
 # | 同上，但是 `which is output 0 of Sigmoid` / `Tanh` | 对一个激活值做 `ReLU(inplace=True)` 或 `+=`，而生成它的运算保存了自己的输出 | 改成非原地的写法，或者先 `clone()` | 03 |
 # | `Inference tensors cannot be saved for backward` | 在 `inference_mode` 下生成的张量被拿去训练 | 改用 `torch.no_grad()` | 04 |
-# | 不报错（梯度是错的） | 修改 `.data`；在 `*_with_logits` 之前做 `sigmoid`；一个优化器管两个网络时使用 detach | `no_grad()` / `clone()`；传入原始 logits；如果 model1 应该从第二个损失中学习，就不要分离：在任何 `step()` 之前完成所有反向传播（一旦 model1 有两层，二者之间夹一次共享的 `step()` 就会引发版本错误）；如果不应该，就分离，并给每个网络各配一个优化器 | 03, 05, 04, 02 |
+# | 不报错（梯度是错的） | 修改 `.data`；在 `*_with_logits` 之前做 `sigmoid`；一个优化器管两个网络时使用分离 | `no_grad()` / `clone()`；传入原始 logits；如果 model1 应该从第二个损失中学习，就不要分离：在任何 `step()` 之前完成所有反向传播（一旦 model1 有两层，二者之间夹一次共享的 `step()` 就会引发版本错误）；如果不应该，就分离，并给每个网络各配一个优化器 | 03, 05, 04, 02 |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
