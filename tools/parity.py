@@ -53,6 +53,17 @@ def _cells_of(path: Path) -> list:
     return build_notebook.cells(path)
 
 
+def prose_shape(markdown: str) -> dict:
+    """What a prose cell's translation keeps: its table rows (a verdict table's rows), list items, headings and bold
+    terms, counted."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "`x`", text)
+    return {"table rows": len([line for line in text.splitlines() if line.lstrip().startswith("|")]),
+            "list items": len(re.findall(r"^\s*[-*] ", text, re.M)),
+            "headings": len(re.findall(r"^#+ ", text, re.M)),
+            "bold terms": len(re.findall(r"\*\*[^*]+\*\*", text))}
+
+
 def _label(cell, k) -> str:
     first = cell.source.strip().splitlines()[0][:60] if cell.source.strip() else "(empty)"
     return f"cell {k} ({cell.cell_type}: {first!r})"
@@ -75,6 +86,9 @@ def differences(english: Path, chinese: Path) -> list:
             heads = [re.match(r"#+ ", c.source.lstrip()) for c in (a, b)]
             if [h.group() if h else None for h in heads][0] != [h.group() if h else None for h in heads][1]:
                 lines.append(f"{where}: the heading levels differ")
+            shapes = prose_shape(a.source), prose_shape(b.source)
+            lines += [f"{where}: {shapes[1][k]} {what}, the English cell has {shapes[0][k]}"
+                      for k, what in ((k, k) for k in shapes[0]) if shapes[0][k] != shapes[1][k]]
             continue
         if code_shape(a.source) != code_shape(b.source):
             lines.append(f"{where}: the code differs (string literals and comments aside)")

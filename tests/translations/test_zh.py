@@ -53,6 +53,13 @@ def test_the_parity_check_catches_a_lesson_changed_in_one_language(tmp_path):
     marker = tmp_path / "marker.py"
     marker.write_text(text.replace("# SOLUTION:", "# answer:", 1), encoding="utf-8")
     assert any("markers" in line for line in parity.differences(english, marker))
+    rows = [line for line in text.splitlines(keepends=True) if line.startswith("# | ")]
+    verdict = tmp_path / "verdict.py"          # a verdict row deleted from a table
+    verdict.write_text(text.replace(rows[-1], "", 1), encoding="utf-8")
+    assert any("table rows" in line for line in parity.differences(english, verdict))
+    unbolded = tmp_path / "unbolded.py"        # a bold term lost in translation
+    unbolded.write_text(text.replace("**Goal.**", "Goal.", 1), encoding="utf-8")
+    assert any("bold terms" in line for line in parity.differences(english, unbolded))
     translated = tmp_path / "translated.py"   # prose, comments and string literals may change: no difference
     translated.write_text(text.replace('"z does not require grad', '"z 不需要梯度').replace("# a tiny", "# 一个"),
                           encoding="utf-8")
