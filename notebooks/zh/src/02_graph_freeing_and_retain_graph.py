@@ -20,7 +20,7 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/02_graph_freeing_and_retain_graph.ipynb)
 #
-# **目标**。亲眼看到前向传播构建计算图、`backward()` 释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量 `retain_graph=True` 让多少东西继续留在内存里；在它的两种修复方法 `retain_graph` 和 `detach` 之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出原帖 004 修复后的训练步。
+# **目标**。亲眼看到前向传播构建计算图、`backward()` 释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量 `retain_graph=True` 让多少东西继续留在内存里；在这个报错的两种修复方法 `retain_graph` 和 `detach` 之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出原帖 004 修复后的训练步。
 #
 # **材料**。原帖 001（G/D 玩具例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和原帖 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。原帖都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
@@ -83,7 +83,7 @@ graph
 #
 # > 其实看简单点和我们之前的backward一样,当图进行了一次梯度更新,就会把一些梯度的缓存给清空,为了避免下次叠加
 #
-# 这句话的两半都不对。反向传播释放的是前向传播保存下来的东西（输入、权重、输出），从来不是梯度；释放也不是为了防止叠加。把计算图留住，第二次反向传播照样能运行，并且和第一次一样累加到 `.grad` 上：
+# 这句话的两半都不对。反向传播释放的是前向传播保存下来的东西（输入、权重、输出），从来不是梯度；释放也阻止不了梯度的累加。把计算图留住，第二次反向传播照样能运行，并且和第一次一样累加到 `.grad` 上：
 
 # %%
 w = torch.ones(3, requires_grad=True)
@@ -244,7 +244,7 @@ claim("retain_graph让每个保存的字节都留着，和参数差不多一样�
 # %% [markdown]
 # 使用 `retain_graph=True` 时，整个前向传播的激活值都会留在内存里，直到*下一次*反向传播，或者直到对计算图的最后一个引用消失。每保留一个计算图，它们的开销就和参数本身差不多。
 #
-# 它换来的是对**同一次**前向传播再做一次反向传播。当两个损失来自同一次前向传播时，另一种做法是为第二个损失再跑一遍前向传播；`retain_graph` 省下了这第二次前向传播，代价就是上面那些内存。第 05 课的 `one_forward` 策略就是这样从 D 的一次前向传播中同时得到 G 和 D 的损失。它不改变任何梯度：下面在一个小的 G 和 D 上计算两个损失，并用钩子统计 D 的前向传播次数。
+# 它换来的是对**同一次**前向传播再做一次反向传播。当两个损失来自同一次前向传播时，另一种做法是为第二个损失再跑一遍前向传播；`retain_graph` 省下了这第二次前向传播，代价就是上面那些内存。第 05 课的 `one_forward` 策略就是这样从 D 的一次前向传播中同时得到 G 和 D 的损失。`retain_graph` 不改变任何梯度：下面在一个小的 G 和 D 上计算两个损失，并用钩子统计 D 的前向传播次数。
 
 # %%
 torch.manual_seed(0)
@@ -344,7 +344,7 @@ claim("共用一个优化器时，两种修复方法训练出的model1权重不�
 # 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach` 改变了算法。经验法则：某个损失*不应*训练上游时，就在那里分离（D 的损失不应训练 G）；上游*必须*由它训练时，绝不要分离（G 的损失必须穿过 D 来训练 G，第 04 课）。
 
 # %% [markdown]
-# 共用优化器时 `retain_graph` 之所以能在这里运行，只是因为原帖 004 中 model1 的结构。在 `l2.backward()` 和 `l1.backward()` 之间，`optimizer2.step()` 现在也会原地修改 model1 的权重。原帖 004 的 model1 只是作用在 `data` 上的一个 `Linear`，而 `data` 不需要梯度，所以它的 `addmm` 只保存 `data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改 `data`，因此 `l1.backward()` 找不到任何过期的东西。给 model1 加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的 `addmm` 会保存转置后的权重，形状为 `[8, 2]`；共享的那一步修改了这个权重，`l1.backward()` 就会引发第 03 课的版本错误。（如果用两个独立的优化器，在 `l1.backward()` 之前不会有任何一步修改 `l1` 保存的东西，所以两层的 model1 在两种修复方法下都能运行。）
+# 共用优化器时 `retain_graph` 之所以能在这里运行，只是因为原帖 004 中 model1 的结构。在 `l2.backward()` 和 `l1.backward()` 之间，`optimizer2.step()` 现在也会原地修改 model1 的权重。原帖 004 的 model1 只是作用在 `data` 上的一个 `Linear`，而 `data` 不需要梯度，所以它的 `addmm` 只保存 `data`（只有要为输入计算梯度时，它才会保存权重）；没有哪一步会修改 `data`，因此 `l1.backward()` 找不到任何过期的东西。给 model1 加上第二层，这一层的输入就是第一层的输出，它需要梯度，于是这一层的 `addmm` 会保存转置后的权重，形状为 `[8, 2]`；共享优化器的那一步更新修改了这个权重，`l1.backward()` 就会引发第 03 课的版本错误。（如果用两个独立的优化器，在 `l1.backward()` 之前不会有任何一步修改 `l1` 保存的东西，所以两层的 model1 在两种修复方法下都能运行。）
 
 # %%
 saved = [s.name for s in graphs.saved_tensors(nn.Linear(10, 2)(torch.randn(4, 10)).grad_fn)]
@@ -374,7 +374,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 #
 # - 前向传播构建计算图，并为反向传播保存张量；`backward()` 释放它们。再对任何已释放的部分做反向传播，就会引发
 #   “Trying to backward through the graph a second time”。
-# - `retain_graph=True` 让每个已保存张量都继续存活：对一个 64 张图像的批量，原帖 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省下再跑一遍前向传播（第 05 课的 `one_forward`）。
+# - `retain_graph=True` 让每个已保存张量都继续存活：对一个 64 张图像的批量，原帖 000 的 G 和 D 保存的字节数与两个模型参数的字节数差不多（第 3 节）。它不改变任何梯度；它换来的是对同一次前向传播再做一次反向传播，从而省去重跑一遍前向传播的开销（第 05 课的 `one_forward`）。
 # - `detach()` 把共享的部分从第二个损失的计算图中切掉。使用两个独立的优化器时，它得到的权重与 `retain_graph` 相同，代价却更低。一个优化器管两个模型时，它会悄无声息地改变被训练的东西；而 `retain_graph` 在那里能运行，前提是第二次反向传播不需要任何被共享那一步修改过的东西：原帖 004 的单层 model1 只保存它的输入 data，两层的 model1 则会引发版本错误。
 
 # %% [markdown]
