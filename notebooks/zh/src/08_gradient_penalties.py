@@ -304,7 +304,7 @@ claim("但加上它，这一步保存的张量在之后仍然留在内存里", k
 # %% [markdown]
 # ## 6 · 真实图像上的 R1，以及惰性正则化
 #
-# **为什么重要**。R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 只在每第 *k* 个小批量（k = 16）计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
+# **为什么重要**。R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须设为需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 每 *k* 个小批量（k = 16）才计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
 
 # %%
 every, gamma = 16, 10.0
@@ -323,7 +323,7 @@ claim("在 D 保持不变时，一个 16 步的周期里，惰性 R1（γ/2 · 1
       f"最大差距 {(lazy_cycle - every_step).abs().max().item():.1e}")
 
 # %% [markdown]
-# D 保持不变时，两者相等只是线性的结果：上面那条论断不可能不成立，而且它对训练什么也没说，因为训练中 D 在两次该算的步之间会变。下面让 D 训练 16 步（Adam，损失是它在真实图像和噪声上的损失，每一步再加上 γ/2 · R1），并在每一步另外求出 R1 的梯度：惰性的估计是其中第一个的 16 倍，它所代表的量则是这 16 个梯度之和。惰性正则化保住的是惩罚的平均权重，而不是每一步的梯度；StyleGAN2 的作者报告说，这样做没有让他们的模型质量变差。
+# D 保持不变时，两者相等只是线性的结果：上面那条论断不可能不成立，而且它对训练什么也没说，因为训练时 D 在两次需要计算 R1 的步之间会变。下面让 D 训练 16 步（Adam，损失是它在真实图像和噪声上的损失，每一步再加上 γ/2 · R1），并在每一步另外求出 R1 的梯度：惰性的估计是其中第一个的 16 倍，它所代表的量则是这 16 个梯度之和。惰性正则化保住的是惩罚的平均权重，而不是每一步的梯度；StyleGAN2 的作者报告说，这样做没有让他们的模型质量变差。
 
 # %%
 D_live = copy.deepcopy(D)
@@ -445,7 +445,7 @@ print(f"一次评判器更新，7 次的中位数：不加惩罚 {without:.1f} m
       f"（{with_gp / without:.2f}x），批量大小 16，torch {torch.__version__}")
 
 # %% [markdown]
-# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用 AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 README 中的 `make check-colab`）。
+# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用 AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 docs/setup.md 中的 `make check-colab`，英文）。
 
 # %%
 D_compiled = torch.compile(D_small, backend="aot_eager")
@@ -513,7 +513,7 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 #
 # ### 动手实现：从零写出 WGAN-GP 的梯度惩罚
 #
-# 写出 `gradient_penalty(D, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量，每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值：一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小评判器上运行你的函数，把值和 D 的梯度与 WGAN-GP 的比较；值不对时，它会告诉你是哪种错误得出了你的数。
+# 写出 `gradient_penalty(D, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量，每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值：一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小评判器上运行你的函数，把值和 D 的梯度与 WGAN-GP 的比较；值不对时，它会告诉你是哪种错误导致了你得到的这个值。
 
 # %%
 def gradient_penalty(D, x_real, x_fake, eps):

@@ -50,7 +50,7 @@ bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 
 # %% [markdown]
 # ## 1 · 混合精度：autocast，以及两个优化器共用一个 GradScaler
 #
-# **为什么重要**。`torch.autocast` 让它一张清单上的运算以 16 位类型运行，另一张清单上的以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在原帖 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
+# **为什么重要**。`torch.autocast` 让一张清单上的运算以 16 位类型运行，另一张清单上的运算以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在原帖 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
 
 # %%
 torch.manual_seed(0)
@@ -76,7 +76,7 @@ claim("BCE损失的结果是float32：无论输入是什么类型，autocast都�
       logits.dtype == torch.bfloat16 and loss_G.dtype == torch.float32)
 
 # %% [markdown]
-# 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播会给它的权重的梯度什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
+# 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播给出的权重梯度会是什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
 
 # %% tags=["predict"] reveals=["-> torch.float32", "\u53cd\u5411\u4f20\u64ad\u5199\u8fdb\u53c2\u6570\u7684\u6bcf\u4e2a\u68af\u5ea6", "\u68af\u5ea6\u4e5f?\u90fd?\u4fdd\u6301 ?float32"]
 prediction = torch.float32  # SOLUTION: loss_G.backward()之后，G.net[0].weight.grad的dtype是什么（torch.float32还是torch.bfloat16）？
@@ -101,7 +101,7 @@ claim("float16超过65504就会溢出；bfloat16和float32一样，最大约为3
 
 
 # %% [markdown]
-# 在这台 CPU 上，用一个真实的梯度再看一遍这两点。钩子可以把梯度舍入成 float16 再转回来，就像 float16 的反向传播会带着它走的那样。下面把同一个很小的损失算两次：一次原样，一次先乘以 65536、得到梯度后再除以 65536，这正是 `GradScaler` 在反向传播前后所做的：
+# 在这台 CPU 上，用一个真实的梯度再看一遍这两点。钩子可以把梯度舍入成 float16 再转回来，模拟梯度在 float16 反向传播中实际的样子。下面把同一个很小的损失算两次：一次原样，一次先乘以 65536、得到梯度后再除以 65536，这正是 `GradScaler` 在反向传播前后所做的：
 
 # %%
 def through_float16(loss_scale, small=1e-7):
@@ -315,7 +315,7 @@ claim("用Adam时，G的第一次更新几乎不变：Adam会除以梯度自身�
 
 
 # %% [markdown]
-# Adam 的第一步对每个参数大约是 `lr * g / |g|`，所以梯度上的常数因子几乎被抵消（只有它的 `eps` 能察觉到）。乘在**整个**损失上的因子，或者把 G 收到的全部信号都按比例缩放的钩子，在 SGD 下相当于调学习率，在 Adam 下几乎不起作用。乘在和式中**某一项**上的权重则是另一回事：它改变和的梯度方向，从而改变训练最终停在哪里。WGAN-GP 的 `gp_weight=10`（第 08 课）就是这样的权重。来看最小的例子$(p-1)^2 + w\,(p+1)^2$，它的最小值点在$p = (1-w)/(1+w)$：
+# Adam 的第一步对每个参数大约是 `lr * g / |g|`，所以梯度上的常数因子几乎被抵消（只有它的 `eps` 能察觉到）。乘在**整个**损失上的因子，或者把 G 收到的全部信号都按比例缩放的钩子，在 SGD 下相当于调学习率，在 Adam 下几乎不起作用。乘在和式中**某一项**上的权重则是另一回事：它改变和的梯度方向，从而改变训练最终停在哪里。WGAN-GP 的 `gp_weight=10`（第 08 课）就是这样的权重。来看最简单的例子 $(p-1)^2 + w\,(p+1)^2$，它的最小值点在 $p = (1-w)/(1+w)$：
 
 # %%
 def adam_settles(w, scale=1.0, steps=3000):
@@ -351,7 +351,7 @@ claim("register_hook之后，torch.autograd.grad(loss_G, x_fake)返回的是经�
       torch.equal(hooked, plain * 0.5))
 
 # %% [markdown]
-# **统计保存的字节数**。用第 03 课的保存张量钩子来计数，结果可以手算核对：对形状为[8, 16]的批量 `x` 计算 `tanh(Linear(16, 32)(x))`。这一层的 `addmm` 保存 `x`（8 × 16 个浮点数，用于求权重的梯度）和转置后的权重（16 × 32，用于求 `x` 的梯度）；`tanh` 保存它的输出（8 × 32），因为它的导数是 1 − tanh²。每个浮点数 4 字节：512 + 2048 + 1024 = 3584。在这里，autograd 只保存它将要计算的那些梯度所需的东西（并非每个运算都这样节省：第 09 课可以看到，冻结的卷积层仍会保存它的输入），所以冻结这一层，或者让 `x` 不需要梯度，都会去掉其中一项：
+# **统计保存的字节数**。用第 03 课的保存张量钩子来计数，结果可以手算核对：对形状为 [8, 16] 的批量 `x` 计算 `tanh(Linear(16, 32)(x))`。这一层的 `addmm` 保存 `x`（8 × 16 个浮点数，用于求权重的梯度）和转置后的权重（16 × 32，用于求 `x` 的梯度）；`tanh` 保存它的输出（8 × 32），因为它的导数是 1 − tanh²。每个浮点数 4 字节：512 + 2048 + 1024 = 3584。在这里，autograd 只保存它将要计算的那些梯度所需的东西（并非每个运算都这样节省：第 09 课可以看到，冻结的卷积层仍会保存它的输入），所以冻结这一层，或者让 `x` 不需要梯度，都会去掉其中一项：
 
 # %%
 torch.manual_seed(0)
@@ -385,7 +385,7 @@ claim("三种情况下，pack钩子统计的结果都和手算的大小相等",
 # %% [markdown]
 # ## 3 · `torch.compile`：捐赠缓冲区与图中断
 #
-# **为什么重要**。`torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
+# **为什么重要**。`torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++ 代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
 
 # %%
 torch._logging.set_logs(dynamo=logging.ERROR)     # 不让dynamo自己的警告出现在输出里
@@ -517,7 +517,7 @@ else:
 
 
 # %% [markdown]
-# 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，省事的习惯是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备把活干完。
+# 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，开销小的做法是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备把活干完。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 人们常写的代码 | 在如今的 torch 上 |

@@ -20,7 +20,7 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/12_debugging_lab.ipynb)
 #
-# **目标**。修好六个出了错的训练步。它们都取自公开的缺陷报告，出错的方式也和真实代码里一样：一步里有两三个错误，有的会报错，有的悄无声息（能运行，但训练的东西是错的）；其中几个还附带网上流传的修法，它让报错消失，训练却仍然是错的。请先凭第 01 到 10 课学到的知识和评分器的反馈，自己把每一个修好；然后在第 7 节看看 自动微分医生对这六个问题怎么说。
+# **目标**。修好六个出了错的训练步。它们都取自公开的缺陷报告，出错的方式也和真实代码里一样：一步里有两三个错误，有的会报错，有的悄无声息（能运行，但训练的东西是错的）；其中几个还附带网上流传的修法，它让报错消失，训练却仍然是错的。请先凭第 01 到 10 课学到的知识和评分器的反馈，自己把每一个修好；然后在第 7 节看看自动微分医生对这六个问题怎么说。
 #
 # **材料**。每个训练步都保留了报告中代码的变量名和结构，只是把网络缩得很小，让它在 CPU 上远不到一秒就能跑完。这些报告都是公开的：
 #
@@ -129,7 +129,7 @@ assert solved, "srgan_step：还没有完成，或者还不对：上面几行说
 #
 # **为什么重要**。这是一个被广泛复制的代码库里的静默错误。
 #
-# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中每个反向传播起点处损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
+# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中，作为各次反向传播起点的那些损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
 
 # %%
 def train_broken(G, D, GD, z_, config, x):
@@ -308,7 +308,7 @@ assert solved, "wgan_gp：还没有完成，或者还不对：上面几行说明
 #
 # **为什么重要**。混合精度在反向传播之前把损失乘上一个缩放因子，在每次更新之前再把它除掉；把这件事做错的训练步照样能运行。
 #
-# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的缩放器从 2^10 开始，每次 `update()` 时只要没出现 inf 就增长 2 倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。下面的单元格打印训练日志：每个反向传播起点处未经缩放的损失（也就是 `loss.item()` 打印出来的值），以及每次调用之后的缩放因子，格式为“原样 / 参考解法”。
+# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的缩放器从 2^10 开始，每次 `update()` 时只要没出现 inf 就翻倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。下面的单元格打印训练日志：每个反向传播起点处未经缩放的损失（也就是 `loss.item()` 打印出来的值），以及每次调用之后的缩放因子，格式为“原样 / 参考解法”。
 
 # %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -345,7 +345,7 @@ check("第一次调用时离参考解法很远的优化器", prediction,
 
 
 # %% [markdown]
-# **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正是因此存活下来的。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
+# **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正因如此才一直没被发现。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
 
 # %%
 def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -381,7 +381,7 @@ assert solved, "amp_lab：还没有完成，或者还不对：上面几行说明
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用缩放器缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会被冲成零）。在上面的训练步里，G 绕过缩放器直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
+# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用缩放器缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会下溢为零）。在上面的训练步里，G 绕过缩放器直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
 
 # %% [markdown]
 # ## 5 · 一个 RNN 回归：反向传播报错
@@ -462,7 +462,7 @@ assert solved, "rnn_train：还没有完成，或者还不对：上面几行说�
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，那是 2018 年的 torch（教程是为 0.4 写的）；在今天的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
+# **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，不过那是在 2018 年的 torch 上（教程是为 0.4 版写的）；在今天的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
 
 # %% [markdown]
 # ## 6 · 编译后的 GAN：D 步报错，还有一个要检查的 EMA
