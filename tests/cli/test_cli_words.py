@@ -1,10 +1,10 @@
 """The command line speaks the lesson's language all the way: in Chinese, argparse's own words (usage, options,
 its errors) are Chinese too, every `train` option has a help line, and help text is wrapped by the columns a
 terminal gives each character (a Chinese one takes two)."""
+import io
 import os
 import re
-import subprocess
-import sys
+from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
@@ -14,9 +14,28 @@ ARGPARSE_ENGLISH = ("usage", "options", "show this help", "positional arguments"
                     "unrecognized", "required", "expected")
 
 
+class _Run:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
 def _run(*args, lang="zh", columns=80):
-    env = {**os.environ, "GAN_LESSONS_LANG": lang, "COLUMNS": str(columns)}
-    return subprocess.run([sys.executable, "-m", "gan_lessons", *args], capture_output=True, text=True, env=env)
+    """`python -m gan_lessons ARGS` in this process (the parser only: every case here ends in argparse)."""
+    from gan_lessons.__main__ import main
+    from gan_lessons.i18n import speaking
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in ("GAN_LESSONS_LANG", "COLUMNS")}
+    os.environ.update(GAN_LESSONS_LANG=lang, COLUMNS=str(columns))
+    try:
+        with speaking(lang), redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as stop:
+                code = stop.code
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return _Run(code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize("command", ["train", "sample", "evaluate", "export", "classifier", "doctor"])

@@ -1,6 +1,7 @@
 """Each lesson's text source and its notebook are a jupytext pair (tools/build_notebook.py): the source is exactly
 what jupytext writes for the committed notebook, `jupytext --sync` carries an edit from either side to the other, and a
 source opened as a notebook runs (its setup cell is the real one)."""
+import re
 import shutil
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def _cells(text):
 
 
 def _plain(text):
-    text = text.encode("ascii", "backslashreplace").decode("unicode_escape") if "\\u" in text else text
+    text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)     # jupytext's escapes, read back
     return [line for line in text.splitlines() if line.strip()]
 
 
