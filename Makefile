@@ -3,7 +3,7 @@
 #   make test         set up .venv and run the whole test suite (the linter, the website's build, unit tests, every
 #                     notebook under nbval, the website in a browser, the GPU run's rehearsal)
 # And the rest, each in a line (the comment above each target says more):
-#   make quick        a check in a few minutes: the linter and the unit tests, without notebooks, browser or training
+#   make quick        a check in about two minutes: the linter and the unit tests, without notebooks, browser or training
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
 #   make dot          graphviz's dot (apt where it can), for the graphs
@@ -41,7 +41,7 @@ APT_INSTALL := apt-get install -y -qq --no-install-recommends
 # quick leaves out what takes minutes (every notebook under nbval, the browser, nbgrader's round trip, Colab's
 # widgets, training runs, the doctor on whole scripts and its case suite, timing under load, the GPU rehearsal):
 # `make test` runs them all.
-QUICK_SKIP := browser site_browser nbgrader colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
+QUICK_SKIP := browser site_browser nbgrader jupytext student colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
               doctor_real doctor_cases doctor_quiet wgan_gp fast_mode
 quick: setup
 	$(PY) -m ruff check .
