@@ -2,9 +2,9 @@
 python -m gan_lessons doctor SCRIPT (lesson 07). The commands; their parser is in gan_lessons/cli.py."""
 import json
 import signal
-from dataclasses import fields
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import torch
