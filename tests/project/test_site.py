@@ -15,7 +15,7 @@ def test_the_site_holds_every_lesson_of_both_editions_and_every_page():
     zh = [f"notebooks/zh/{p.stem}" for p in sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))]
     docs = [f"docs/{p.stem}" for p in sorted((ROOT / "docs").glob("*.md"))]
     assert files[0] == "README" and len(files) == len(set(files))
-    assert set(lessons + zh + docs + ["README.zh-CN", "notebooks/README"]) == set(files[1:])
+    assert set(lessons + zh + docs + ["README.zh-CN", "CONTRIBUTING", "notebooks/README"]) == set(files[1:])
     assert all(list((ROOT / f).parent.glob(Path(f).name + ".*")) for f in files), "a page the toc names is missing"
 
 
