@@ -290,7 +290,7 @@ claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip
 #   `l1.backward()`；
 # - `detach`：`model2(a.detach())` 切断了计算图，所以 `l2.backward` 停在 model2，不会释放 model1 需要的任何东西。
 #
-# **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机数种子出发，分别用两种修复方法把这个循环运行 20 步，用的是原帖里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
+# **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机种子出发，分别用两种修复方法把这个循环运行 20 步，用的是原帖里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
 
 # %% tags=["predict"] reveals=["\u5f97\u5230\u7684\u6743\u91cd\u5b8c\u5168\u76f8\u540c", "\u8fde\u6700\u540e\u4e00\u4f4d\u90fd(\u76f8\u540c|\u4e00\u6837)"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}

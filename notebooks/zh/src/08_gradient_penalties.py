@@ -285,7 +285,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 
 # %% [markdown]
-# 写在 `create_graph=True` 旁边的 `retain_graph=False` 释放了 D 在真实图像上的前向传播，而损失还需要它。省略 `retain_graph`（这时它跟随 `create_graph`），同样的代码就能运行。至于最后的 `backward(retain_graph=True)`，它只是占着内存：在它之后，保存的张量仍然被持有。
+# 写在 `create_graph=True` 旁边的 `retain_graph=False` 释放了 D 在真实图像上的前向传播，而损失还需要它。省略 `retain_graph`（这时它跟随 `create_graph`），同样的代码就能运行。至于最后的 `backward(retain_graph=True)`，它只是占着内存：在它之后，已保存张量仍然被持有。
 
 # %%
 def r1_step(retain):

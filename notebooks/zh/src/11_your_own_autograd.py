@@ -418,7 +418,7 @@ check("b 被原地修改后又改回原值：backward 是否报错", prediction,
 # %% [markdown]
 # ### 动手实现，第 3 步：`_inplace` 计数，`unpack` 检查
 #
-# 两个方法。`_inplace(op, other)` 和占位实现一样，用 `op(self.data, self._value(other).data)` 修改 `self.data`，同时给这次修改计数：每一次原地修改都让这个值的版本加一。`unpack()` 按名字返回保存的张量（`self._saved` 的每一项是 `(value, 保存时它的版本)`）；如果某个值的版本在保存之后变了，就抛出 torch 的错误，内容是 torch 的报错信息里所带的那些：值的类型和形状，以及两个版本：`one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
+# 两个方法。`_inplace(op, other)` 和占位实现一样，用 `op(self.data, self._value(other).data)` 修改 `self.data`，同时给这次修改计数：每一次原地修改都让这个值的版本加一。`unpack()` 按名字返回已保存张量（`self._saved` 的每一项是 `(value, 保存时它的版本)`）；如果某个值的版本在保存之后变了，就抛出 torch 的错误，内容是 torch 的报错信息里所带的那些：值的类型和形状，以及两个版本：`one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
 # [3, 3]], is at version 1; expected version 0 instead.`（`value.data.type()` 是 `torch.FloatTensor`）。检查程序运行 69 个程序：第 2 节的那些，再加上对保存的值和未保存的值所做的修改——在前向传播之前、在它之后、在反向传播之后、在两次反向传播之间，以及改回原值。
 
 # %%

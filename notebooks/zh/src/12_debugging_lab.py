@@ -345,7 +345,7 @@ check("第一次调用时离参考解法很远的优化器", prediction,
 
 
 # %% [markdown]
-# **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的滑动估计），这样的训练步正因如此才一直没被发现。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
+# **修好它**。用 Adam 时，缩放错了在损失上几乎看不出来（Adam 会除以梯度大小的移动平均），这样的训练步正因如此才一直没被发现。评分器会对照每个优化器更新所用的梯度，检查它在自己的梯度含有 inf 的那次调用中是否跳过了更新，以及每次调用之后的缩放因子。
 
 # %%
 def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -381,12 +381,12 @@ assert solved, "amp_lab：还没有完成，或者还不对：上面几行说明
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），后来还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用缩放器缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会下溢为零）。在上面的训练步里，G 绕过缩放器直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
+# **报告，以及错在哪里（实验 4）**。neosr 让 G 和 D 共用一个 `GradScaler`（见其 PR #50），还不得不删掉多出来的第二次 `scaler.update()`（PR #9）。nerfacc 的示例用缩放器缩放损失，然后自己调用 `optimizer.step()`：“the gradients are now 1024x larger than they should be”（梯度现在比应有的大了 1024 倍，issue #307）；维护者在那里回答说这是有意为之，实际上就是 `(loss * 1024).backward()`，在 tiny-cuda-nn 上训练效果更好，并没有用混合精度（该项目更早的 issue #100 给出了原因：梯度小到 1e-17 左右，Adam 对它求平方时会下溢为零）。在上面的训练步里，G 绕过缩放器直接更新：用的是大了 1024 倍的梯度，在梯度含有 inf 的那次调用中也照样更新。修法：像 D 那样用 `scaler.step(optimizer_g)`，并且每次迭代只在两个 step 之后调用一次 `update()`。
 
 # %% [markdown]
 # ## 5 · 一个 RNN 回归：反向传播报错
 #
-# **为什么重要**。训练代码常常要把某样东西从一个批量保留到下一个批量：RNN 的隐状态、滑动估计值。
+# **为什么重要**。训练代码常常要把某样东西从一个批量保留到下一个批量：RNN 的隐状态、移动平均值。
 #
 # **代码**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state` 带到下一步。下面第二个单元格是人们最先想到的修法。
 
