@@ -9,7 +9,7 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import _shown, _user_frame
-from gan_lessons.doctor.naming import _candidates, _looks_like_gan
+from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.nodes import ForeignStep
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
 from gan_lessons.i18n import N_, _
@@ -58,9 +58,13 @@ def _tensors(x) -> list:
 
 
 class Checks:
-    """The doctor's warnings (mixed into `doctor`)."""
+    """The doctor's warnings about silent bugs, and its information lines: judged from the journal when the recorder
+    asks (at a backward, an optimizer step, an op), said once per kind and line, and kept in the journal."""
 
-    def _check_leftover_gradients(self, opt, name, contributors, closure=False):
+    def __init__(self, journal, namer):
+        self.journal, self.namer = journal, namer
+
+    def check_leftover_gradients(self, opt, name, contributors, closure=False):
         """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added
         to this optimizer's own: a zero_grad() is missing or misplaced. Or gradients this optimizer's own earlier
         step already applied: zero_grad() once before an inner loop of D steps (not with a closure, which makes
@@ -69,7 +73,7 @@ class Checks:
         stale = [b for b in contributors if b.used_by - {id(opt)}]
         if len(lines) > 1 and stale:
             own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
-            self._suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
+            self.suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
                                  name=name, stale=stale[0].where, own=own.where), {"where": _user_frame()},
                              [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")])
@@ -77,7 +81,7 @@ class Checks:
         evaluated = next((b for b in modes if b.modes == {False}), None)   # mode (not a frozen part in eval
         trained = next((b for b in modes if True in b.modes), None)        # mode in every pass: accumulation)
         if evaluated is not None and trained is not None:
-            self._suspicious(_("{name}.step() adds up gradients from a backward through modules in eval mode (the "
+            self.suspicious(_("{name}.step() adds up gradients from a backward through modules in eval mode (the "
                                "backward at {evaluated}: a validation pass?) and one through modules in train mode "
                                "(the backward at {trained}): the step trains on both").format(
                                  name=name, evaluated=evaluated.where, trained=trained.where),
@@ -94,18 +98,18 @@ class Checks:
                          "holds what the backward at {where} gave {count} earlier steps, because no zero_grad() ran "
                          "between the steps, so each step adds up every earlier pass's gradient")).format(
                 name=name, where=mine[0].where, count=len(mine))
-            self._suspicious(summary, {"where": where, "passes in .grad": len(contributors)},
+            self.suspicious(summary, {"where": where, "passes in .grad": len(contributors)},
                              [(_("call {name}.zero_grad() once per step, before the first backward that step adds "
                                  "up (not once before the loop; with gradient accumulation, not before every backward "
                                  "either)").format(name=name), "01")],
                              key="own gradients again")
 
-    def _check_foreign_gradients(self, name, params, contributors):
+    def check_foreign_gradients(self, name, params, contributors):
         """A GAN's D stepping on gradients from a backward that ran through D on into G (G's loss, or a D loss
         whose fake batch was not detached). Only for a D-like net whose other net has its own optimizer: one
         loss training two nets (an autoencoder, pix2pix's G) is correct."""
         mine = set(params)
-        names = self._known().params
+        names = self.namer.known().params
         if not params or not contributors or not _looks_like_gan(names.get(params[0], "")):
             return
         b = contributors[0]
@@ -113,23 +117,23 @@ class Checks:
         my_depth = min(d for p, d in depth.items() if p in mine) if mine & depth.keys() else None
         if my_depth is None:
             return
-        trained = {p for o in self._known_optimizers() for g in o.param_groups for p in g["params"]}
+        trained = {p for o in self.namer.known_optimizers() for g in o.param_groups for p in g["params"]}
         deeper = {names[p].split(".")[0] for p, d in depth.items()
                   if p not in mine and p in names and d > my_depth and p in trained}
         if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
             reached = {p for p in depth if p in names and names[p].split(".")[0] in deeper}
-            self.foreign.append(ForeignStep(b, name, _user_frame(), sorted(deeper), reached))
-            del self.foreign[:-20]
+            self.journal.foreign.append(ForeignStep(b, name, _user_frame(), sorted(deeper), reached))
+            del self.journal.foreign[:-20]
 
-    def _judge_foreign_gradients(self, name, params, contributors):
+    def judge_foreign_gradients(self, name, params, contributors):
         """At a step of the net a D step's backward ran on into (G): if that backward's gradient is still in G's
         .grad, one loss trains both nets (D stepped on G's loss, or G steps on D's): a warning. If G's .grad was
         cleared in between, the backward into G was only wasted work: an information line, not a warning."""
         mine = set(params)
-        for f in [f for f in self.foreign if f.params & mine]:
-            self.foreign.remove(f)
+        for f in [f for f in self.journal.foreign if f.params & mine]:
+            self.journal.foreign.remove(f)
             if any(b is f.backward for b in contributors):
-                self._suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
+                self.suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
                                    "{backward}: one loss trains both nets, so one of them steps on the other's loss "
                                    "(as G's loss runs through D, or D's loss on a fake batch that was not "
                                    "detached)").format(first=f.step, name=name, backward=f.backward.where),
@@ -137,19 +141,19 @@ class Checks:
                                  [(N_("call zero_grad() on each optimizer right before its own loss's backward, and "
                                       "detach the fake batch in D's loss"), "04")], key="one loss, two nets")
             else:
-                self._inform(_("the backward at {backward} went on from {first}'s parameters into {nets}, whose "
+                self.inform(_("the backward at {backward} went on from {first}'s parameters into {nets}, whose "
                                "gradients were cleared before {name}.step(): harmless, but that part of the backward "
                                "was wasted work").format(backward=f.backward.where, first=f.step,
                                                          nets=", ".join(f.nets), name=name),
                              {"where": f.where}, [(N_("detach the fake batch in D's loss to skip it"), "04")],
                              key="wasted backward")
 
-    def _check_frozen_step(self, name, params):
+    def check_frozen_step(self, name, params):
         """Every parameter of this optimizer frozen (requires_grad=False) when it steps: no backward can have
         reached them, so the step trains nothing (a lazy R1 step run while D was still frozen from G's step)."""
         if not params or any(p.requires_grad for p in params):
             return
-        line, caller = next((self.frozen_at[id(p)] for p in params if id(p) in self.frozen_at), (None, None))
+        line, caller = next((self.journal.frozen_at[id(p)] for p in params if id(p) in self.journal.frozen_at), (None, None))
         frozen = (_("{where}, called from {caller}").format(where=line, caller=caller) if caller is not None
                   else f"{line}") if line else None
         moved = any(p.grad is not None for p in params)
@@ -162,47 +166,39 @@ class Checks:
                    _("{name}.step() runs while all {count} of its parameters are frozen (requires_grad=False): the "
                      "backward before it could not reach them, so this step trains nothing")).format(
             name=name, count=len(params))
-        self._suspicious(summary, facts,
+        self.suspicious(summary, facts,
                          [(N_("unfreeze them (requires_grad_(True)) before the forward of this optimizer's loss, and "
                               "put each flag back right after the step that needed it frozen"), "09")],
                          key="frozen step")
 
-    def _known_optimizers(self):
-        known = {id(o): o for o in self.seen_optimizers}
-        for ns in [self.named] + self._namespaces():
-            for _name, o in _candidates(ns):
-                if isinstance(o, torch.optim.Optimizer):
-                    known.setdefault(id(o), o)
-        return known.values()
-
-    def _judge_data_mutations(self, roots):
+    def judge_data_mutations(self, roots):
         """A `.data` change is wrong only if a graph built before it saved the tensor: this backward will then
         use the new values with the old activations. Canonical WGAN clipping (after the step, before the next
         forward) stays quiet."""
-        if not self.pending_data:
+        if not self.journal.pending_data:
             return
-        oldest = min(v[3] for v in self.pending_data.values())
-        old_nodes = [fn for fn in graphs.walk(roots) if getattr(self.nodes.get(fn), "serial", oldest + 1) <= oldest]
-        for key, (ref, op, where, serial, left) in list(self.pending_data.items()):
+        oldest = min(v[3] for v in self.journal.pending_data.values())
+        old_nodes = [fn for fn in graphs.walk(roots) if getattr(self.journal.nodes.get(fn), "serial", oldest + 1) <= oldest]
+        for key, (ref, op, where, serial, left) in list(self.journal.pending_data.items()):
             tensor = ref()
-            nodes = [fn for fn in old_nodes if self.nodes.get(fn).serial <= serial]
+            nodes = [fn for fn in old_nodes if self.journal.nodes.get(fn).serial <= serial]
             if tensor is not None and nodes and any(s.param for fn in nodes
                                                     for s in graphs.saved_tensors(fn, {tensor: "x"})):
                 self._warn_data_mutation(tensor, op, where)
-                del self.pending_data[key]
+                del self.journal.pending_data[key]
             elif tensor is None or left <= 1:
-                del self.pending_data[key]
+                del self.journal.pending_data[key]
             else:
-                self.pending_data[key] = (ref, op, where, serial, left - 1)
+                self.journal.pending_data[key] = (ref, op, where, serial, left - 1)
 
     def _warn_data_mutation(self, tensor, op, where):
-        self._suspicious(_("`.data.{op}` changes {name} behind autograd's back: its version counter does not move, "
+        self.suspicious(_("`.data.{op}` changes {name} behind autograd's back: its version counter does not move, "
                            "so a graph that saved it gives a wrong gradient without any error").format(
-                             op=op, name=self._name(tensor)),
+                             op=op, name=self.namer.name(tensor)),
                          {"where": where}, [(N_("update under torch.no_grad() instead, or clone()"), "03")],
                          key=f".data.{op}")
 
-    def _constant_source(self, leaves, inputs):
+    def constant_source(self, leaves, inputs):
         """Before torch.autograd.grad without create_graph=True: (its line, the ids of the parameters its gradient
         depends on, whether it is taken with respect to weights), or None. Its result will be a constant, cut off
         from those parameters. A gradient with respect to weights is often meant as a constant (first-order MAML's
@@ -214,19 +210,19 @@ class Checks:
         params = {id(p) for p in leaves if weights or p not in inputs}
         return (_user_frame(), params, weights) if params else None
 
-    def _follow_constants(self, name, args, kwargs, out):
+    def follow_constants(self, name, args, kwargs, out):
         """After each op, once autograd.grad has returned a constant gradient: what is computed from it alone is a
         constant too; the op that mixes it with a tensor that requires grad (a penalty added to loss_D) is marked,
         by its node's serial, for the check at backward (_check_constant_gradients). Not inside a module's forward:
         there a constant is the module's input (an FGSM adversarial example, a Langevin sample), rightly so."""
         penalty = True
-        if name == "grad" and self.pending_grad is not None:
-            source, self.pending_grad = self.pending_grad, None
+        if name == "grad" and self.journal.pending_grad is not None:
+            source, self.journal.pending_grad = self.journal.pending_grad, None
         else:
             given = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (tuple, list)) else [a])
                      if isinstance(t, torch.Tensor)]
-            found = [(t, self.constants[id(t)][1]) for t in given
-                     if id(t) in self.constants and self.constants[id(t)][0]() is t]
+            found = [(t, self.journal.constants[id(t)][1]) for t in given
+                     if id(t) in self.journal.constants and self.journal.constants[id(t)][0]() is t]
             if not found:
                 return
             source = found[0][1]
@@ -236,24 +232,24 @@ class Checks:
         for t in _tensors(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
-                self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
-            elif penalty and not self.stack and \
-                    (info := self.nodes.get(getattr(t, "grad_fn", None))) is not None:
-                self.mixed[info.serial] = source
-                if len(self.mixed) > 1000:
-                    self.mixed = dict(list(self.mixed.items())[-500:])
+                self.journal.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
+            elif penalty and not self.journal.stack and \
+                    (info := self.journal.nodes.get(getattr(t, "grad_fn", None))) is not None:
+                self.journal.mixed[info.serial] = source
+                if len(self.journal.mixed) > 1000:
+                    self.journal.mixed = dict(list(self.journal.mixed.items())[-500:])
 
     def _forget_constant(self, key, ref):
-        if self.constants.get(key, (None,))[0] is ref:
-            del self.constants[key]
+        if self.journal.constants.get(key, (None,))[0] is ref:
+            del self.journal.constants[key]
 
-    def _check_constant_gradients(self, serials, filled):
+    def check_constant_gradients(self, serials, filled):
         """At a backward into `filled` (parameter ids): does its graph hold a constant gradient's penalty, made from
         a gradient of these same parameters? It adds a number to the loss and nothing to any gradient."""
-        for serial in serials & self.mixed.keys():
-            where, params = self.mixed[serial][:2]
+        for serial in serials & self.journal.mixed.keys():
+            where, params = self.journal.mixed[serial][:2]
             if where is not None and params & filled:
-                self._suspicious(_("the penalty built from the gradient at {file}:{line} (`{code}`) is a constant, "
+                self.suspicious(_("the penalty built from the gradient at {file}:{line} (`{code}`) is a constant, "
                                    "because torch.autograd.grad was called without create_graph=True: that gradient "
                                    "has no graph back to the parameters, so the penalty adds to the loss but trains "
                                    "nothing").format(file=_shown(where.file), line=where.line, code=where.code),
@@ -265,32 +261,32 @@ class Checks:
         """A new Diagnosis of `kind`, recorded; None when one of that key was already given at that line."""
         where = facts.get("where")
         seen = (key or summary, where.file if where else None, where.line if where else None)
-        if seen in self.warned:
+        if seen in self.journal.warned:
             return None
-        self.warned.add(seen)
+        self.journal.warned.add(seen)
         d = Diagnosis(kind, summary, facts, fixes)
-        self.diagnoses.append(d)
+        self.journal.diagnoses.append(d)
         return d
 
-    def _suspicious(self, summary, facts, fixes, key=None):
+    def suspicious(self, summary, facts, fixes, key=None):
         if (d := self._once("suspicious", summary, facts, fixes, key)) is not None:
             where = facts.get("where")
             warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
                                    where.line if where else 0)
 
-    def _inform(self, summary, facts, fixes, key=None):
+    def inform(self, summary, facts, fixes, key=None):
         """Not a warning (the training is right): one line of information on stderr, once per kind and line."""
         if (d := self._once("information", summary, facts, fixes, key)) is not None:
             details = d.text().split("\n")[1:]           # the facts and fixes under the summary line
             print("\n".join([_("autograd doctor (information, not a warning): {summary}").format(summary=summary)]
                             + details), file=sys.stderr)
 
-    def _nonleaf_grad(self, tensor, where):
-        if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.diagnoses):
+    def nonleaf_grad(self, tensor, where):
+        if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.journal.diagnoses):
             return                        # one diagnosis per line is enough
         d = Diagnosis("nonleaf_grad", _("`.grad` read on {name}, which is not a leaf: it is None").format(
-                          name=self._name(tensor)),
+                          name=self.namer.name(tensor)),
                       {"where": where}, [(N_("call .retain_grad() on it before backward(), or read a leaf's .grad"),
                                           "01")])
-        self.diagnoses.append(d)
+        self.journal.diagnoses.append(d)
         print(d.text(), file=sys.stderr)

@@ -8,7 +8,7 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
-from gan_lessons.doctor.recording import _tensors
+from gan_lessons.doctor.checks import _tensors
 from gan_lessons.doctor.versions import VersionErrors
 from gan_lessons.doctor.views import ViewErrors
 from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG,
@@ -18,12 +18,16 @@ from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_W
 from gan_lessons.i18n import N_, _
 
 
-class Diagnoses(VersionErrors, ViewErrors):
-    """The doctor's diagnoses (mixed into `doctor`); the version error's in versions.py."""
+class Diagnoser(VersionErrors, ViewErrors):
+    """The doctor's diagnoses of an error that escaped the block, read from the journal with the namer's names (the
+    version error's in versions.py, the view errors' in views.py)."""
+
+    def __init__(self, journal, namer):
+        self.journal, self.namer = journal, namer
 
     def diagnose(self, error) -> Diagnosis | None:
         message = str(error)
-        self.error_spaces = [tb.tb_frame.f_locals for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
+        self.namer.error_spaces = [tb.tb_frame.f_locals for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
         if "is being modified inplace" in message:
             return self._view_error(error)
         if "modified by an inplace operation" in message:
@@ -51,18 +55,13 @@ class Diagnoses(VersionErrors, ViewErrors):
             where = Where(file, line, linecache.getline(file, line).strip())
         return where, grad[-1] if grad else None
 
-    def _label(self, tensor):
-        """`x_hat` for a live variable (the failing function's locals included), else what _name says."""
-        name = next((k for k, v in self.names().variables.items() if v is tensor), None)
-        return f"`{name}`" if name else self._name(tensor)
-
     def _input_error(self, error):
         """torch.autograd.grad(outputs, inputs) where an input does not require grad: a gradient penalty's
         interpolates made without requires_grad_(True)."""
         where, frame = self._failing(error)
         inputs = list(frame.f_locals["t_inputs"]) if frame is not None else []
         culprit = next((t for t in inputs if isinstance(t, torch.Tensor) and not t.requires_grad), None)
-        label = self._label(culprit) if culprit is not None else _("an input")
+        label = self.namer.label(culprit) if culprit is not None else _("an input")
         facts = {"input": f"{label} {list(culprit.shape)}" if culprit is not None else "?", "call": str(where)}
         fix = (_("{name}.requires_grad_(True) before the forward that uses it (in a gradient penalty: on the "
                  "interpolates x_hat, right after mixing x_real and the detached x_fake)").format(name=label.strip("`"))
@@ -76,8 +75,8 @@ class Diagnoses(VersionErrors, ViewErrors):
     def _constant_error(self, error):
         """backward() on a penalty that is a constant, made from autograd.grad without create_graph=True (the loud
         form of the silent bug checks.py warns about); None for any other tensor without a grad_fn."""
-        sources = [self.constants[id(t)][1] for t in self._roots_of(error)
-                   if id(t) in self.constants and self.constants[id(t)][0]() is t]
+        sources = [self.journal.constants[id(t)][1] for t in self._roots_of(error)
+                   if id(t) in self.journal.constants and self.journal.constants[id(t)][0]() is t]
         if not sources or sources[0][0] is None:
             return None
         where = sources[0][0]
@@ -92,16 +91,16 @@ class Diagnoses(VersionErrors, ViewErrors):
         (torch.no_grad(), or torch.utils.checkpoint's reentrant variant on inputs that do not require grad), or a
         loss rebuilt from values (detach, .item(), torch.tensor)."""
         roots = [t for t in self._roots_of(error) if t.grad_fn is None and not t.requires_grad]
-        label = self._label(roots[0]) if roots else _("the loss")
+        label = self.namer.label(roots[0]) if roots else _("the loss")
         facts = {"backward": str(self._failing(error)[0])}
-        params = [p for p in self.param_names if isinstance(p, torch.nn.Parameter)]
+        params = [p for p in self.namer.params if isinstance(p, torch.nn.Parameter)]
         if params and not any(p.requires_grad for p in params):
             return Diagnosis("no_graph", _("{label} has no graph: every parameter the doctor knows of is frozen "
                                            "(requires_grad=False), so no operation recorded anything").format(
                                                label=label), facts,
                              [(N_("set requires_grad=True on the parameters this loss should train (or leave them "
                                   "out of any freezing loop)"), "09")])
-        module, where, caller = next(((m(), w, c) for m, w, c in reversed(self.no_grad_forwards) if m() is not None),
+        module, where, caller = next(((m(), w, c) for m, w, c in reversed(self.journal.no_grad_forwards) if m() is not None),
                                      (None, None, None))
         if module is not None:
             facts["where"] = (_("{inside}, called from {where}").format(inside=where, where=caller)
@@ -110,7 +109,7 @@ class Diagnoses(VersionErrors, ViewErrors):
                                            "ran its forward with gradients off (inside torch.no_grad(), or inside "
                                            "torch.utils.checkpoint's reentrant variant, whose output requires grad "
                                            "only if one of its inputs does)").format(
-                                               label=label, module=self._module_name(module)), facts,
+                                               label=label, module=self.namer.module_name(module)), facts,
                              [(N_("run the forward this loss trains outside torch.no_grad()"), "04"),
                               (N_("checkpoint with use_reentrant=False, or make the checkpointed block's input require "
                                   "grad (transformers: model.enable_input_require_grads())"), None)])
@@ -124,7 +123,7 @@ class Diagnoses(VersionErrors, ViewErrors):
         where, frame = self._failing(error)
         roots = self._roots_of(error)
         out = next((t for t in roots if t.numel() != 1), None)
-        label = self._label(out) if out is not None else _("the output")
+        label = self.namer.label(out) if out is not None else _("the output")
         shape = f" {list(out.shape)}" if out is not None else ""
         facts = {"output": _("{label}{shape}, not a single number").format(label=label, shape=shape),
                  "call": str(where)}
@@ -152,34 +151,34 @@ class Diagnoses(VersionErrors, ViewErrors):
             elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(_TORCH_DIR) \
                     and "outputs" in frame.f_locals:
                 roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
-        last = [r() for r in self.backwards[-1].roots] if self.backwards else []
+        last = [r() for r in self.journal.backwards[-1].roots] if self.journal.backwards else []
         return roots or [t for t in last if t is not None]
 
     def _freed_error(self, error):
         roots = self._roots_of(error)
-        infos = {info.serial: info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))}
+        infos = {info.serial: info for fn in graphs.walk(roots) if (info := self.journal.nodes.get(fn))}
         mine = set(infos)
 
         def same(b):
             return b.root_ids == {id(t) for t in roots}
 
-        earlier = [b for b in list(self.backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
-        again = [b for b in list(self.backwards)[:-1] if same(b) and not b.retain]
+        earlier = [b for b in list(self.journal.backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
+        again = [b for b in list(self.journal.backwards)[:-1] if same(b) and not b.retain]
         if not earlier and again:                  # the same loss, backward twice
             return Diagnosis("freed", _("the same loss was differentiated twice (backward() or autograd.grad), and "
                                         "the first call freed its graph"),
                              {"first backward": str(again[-1].where),
-                              "second backward": str(self.backwards[-1].where)}, _TWICE_FIXES, _TWICE_WRONG)
+                              "second backward": str(self.journal.backwards[-1].where)}, _TWICE_FIXES, _TWICE_WRONG)
         if not earlier:
             return Diagnosis("freed", _("this graph was already used by a backward without retain_graph"),
-                             {"backward": str(self.backwards[-1].where) if self.backwards else "?"}, _FREED_FIXES,
+                             {"backward": str(self.journal.backwards[-1].where) if self.journal.backwards else "?"}, _FREED_FIXES,
                              _FREED_WRONG)
         b = earlier[-1]
         shared = b.nodes & mine
-        modules = sorted({self._module_name(infos[n].module).split(".")[0] for n in shared
+        modules = sorted({self.namer.module_name(infos[n].module).split(".")[0] for n in shared
                           if infos[n].module is not None})
         lines = sorted({str(infos[n].where) for n in shared if infos[n].where})
-        held = self._variables_made_by(shared)
+        held = self.namer.variables_made_by(shared)
         part = (_("{count} autograd nodes, the forward of {modules} from {lines}, part of both losses")
                 if modules and lines else
                 _("{count} autograd nodes, the forward of {modules}, part of both losses") if modules else
@@ -191,8 +190,8 @@ class Diagnoses(VersionErrors, ViewErrors):
                 part=part, variables=", ".join(f"`{v}`" for v in held))
         facts = {"freed by": _("the backward at {where}").format(where=b.where),
                  "shared part": part,
-                 "failing backward": str(self.backwards[-1].where) if self.backwards else "?"}
-        failing = self.backwards[-1].where if self.backwards else None
+                 "failing backward": str(self.journal.backwards[-1].where) if self.journal.backwards else "?"}
+        failing = self.journal.backwards[-1].where if self.journal.backwards else None
         if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             carrier = self._carrier(roots, b.nodes)
@@ -212,10 +211,10 @@ class Diagnoses(VersionErrors, ViewErrors):
         def site(info):                    # the op and its lines: the call's, and the one inside the module
             return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
                     info.inside.line if info.inside else None)
-        edge = {site(info): info for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > last
-                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= last and info.where}
+        edge = {site(info): info for fn in graphs.walk(roots) if (mine := self.journal.nodes.get(fn)) and mine.serial > last
+                for nxt, _ in fn.next_functions if (info := self.journal.nodes.get(nxt)) and info.serial <= last and info.where}
         for key, made in edge.items():
-            now = [k for k, v in self.names().variables.items() if (info := self.nodes.get(v.grad_fn)) and info.serial > last
+            now = [k for k, v in self.namer.names().variables.items() if (info := self.journal.nodes.get(v.grad_fn)) and info.serial > last
                    and site(info) == key]
             if now:
                 return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "
@@ -223,11 +222,11 @@ class Diagnoses(VersionErrors, ViewErrors):
         return None
 
     def _leaf_error(self):
-        if self.last_leaf_inplace is None:
+        if self.journal.last_leaf_inplace is None:
             return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, _LEAF_FIXES,
                              _LEAF_WRONG)
-        w = self.last_leaf_inplace
-        name = self._name(w.leaf) if w.leaf in self.param_names else self._label(w.leaf)   # `model.w` before `p`
+        w = self.journal.last_leaf_inplace
+        name = self.namer.name(w.leaf) if w.leaf in self.namer.params else self.namer.label(w.leaf)   # `model.w` before `p`
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else
                                           _("{op} on {name}, a leaf that requires grad, while autograd is "

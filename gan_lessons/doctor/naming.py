@@ -3,6 +3,7 @@ the running and failing functions' locals, and class names for modules the hooks
 import re
 import sys
 import types
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -40,8 +41,8 @@ def _inside(name, v, depth, top=False):
     elif isinstance(v, (list, tuple)) and len(v) <= 64:
         for i, w in enumerate(v):
             yield from _inside(f"{name}[{i}]", w, depth - 1)
-    elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__") and not isinstance(v, Naming):   # not a doctor: its
-        # records hold the modules it saw, which would be named through it (`doc.stack[0]`)
+    elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__") and not _doctors(v):   # not a doctor or one of its
+        # parts: its records hold the modules it saw, which would be named through it (`doc.stack[0]`)
         try:
             inside = list(vars(v).items())
         except TypeError:
@@ -49,6 +50,10 @@ def _inside(name, v, depth, top=False):
         for a, w in inside:
             if not a.startswith("_"):
                 yield from _inside(f"{name}.{a}", w, depth - 1)
+
+
+def _doctors(v) -> bool:
+    return type(v).__module__.startswith("gan_lessons.doctor")
 
 
 _CELL = re.compile(r"<cell line: \d+>")
@@ -75,17 +80,30 @@ class Names:
     variables: dict              # {name: a tensor a variable, a module or an object holds}
 
 
-class Naming:
-    """The doctor's naming half (mixed into `doctor`)."""
+class Namer:
+    """The doctor's namer: names for what a diagnosis or a warning mentions, resolved when asked, from the names given
+    to doctor(...), the namespaces it reads (`namespaces`, a callable; by default the frame that entered the doctor)
+    and what the journal saw run (modules, optimizers, nodes)."""
+
+    def __init__(self, journal, named, namespaces=None):
+        self.journal, self.named, self.namespaces = journal, named, namespaces
+        self.frame, self.error_spaces = None, []     # the frame that entered the doctor; a failing error's frames
+        self.optimizer_objects = weakref.WeakValueDictionary()   # id: every optimizer names() found
+        self._names = self._names_key = self._known_names = self._known_key = None
+
+    def forget(self):
+        """Let go of the names resolved so far (they hold the student's modules and tensors) and of the frames."""
+        self._names = self._names_key = self._known_names = self._known_key = None
+        self.frame, self.error_spaces = None, []
 
     def names(self, extra=()):
         """Names, resolved now (a Names: modules, parameters, optimizers, variables). First come the
         names given to doctor(...), then the live namespace (variables, and modules one attribute inside other
         objects: `agent.critic`), then `extra` namespaces (an error's frames), then a class-based name for every
         module the hooks saw that is still unnamed (`Discriminator.net.7.weight`)."""
-        spaces = [self.named] + [ns for ns in self._namespaces()] + list(extra)
+        spaces = [self.named] + [ns for ns in self.spaces()] + list(extra)
         found = [(n, o) for ns in spaces for n, o in _candidates(ns)]
-        key = (tuple((n, id(o)) for n, o in found), len(self.seen_modules), len(self.seen_optimizers))
+        key = (tuple((n, id(o)) for n, o in found), len(self.journal.seen_modules), len(self.journal.seen_optimizers))
         if key == self._names_key:
             return self._names
         modules, params, optimizers, variables = {}, {}, {}, {}
@@ -110,21 +128,23 @@ class Naming:
                 params.setdefault(o, n)
             elif isinstance(o, torch.Tensor):
                 variables.setdefault(n, o)
-        seen = list(self.seen_modules)
+        seen = list(self.journal.seen_modules)
         inner = {sub for m in seen for sub in m.modules() if sub is not m}
         used = {}
         for m in sorted((m for m in seen if m not in modules and m not in inner), key=lambda m: type(m).__name__):
             base = type(m).__name__
             used[base] = used.get(base, 0) + 1
             add_module(base if used[base] == 1 else f"{base}#{used[base]}", m)
-        for opt in list(self.seen_optimizers):
+        for opt in list(self.journal.seen_optimizers):
             if id(opt) not in optimizers:
                 tops = sorted({params.get(p, "?").split(".")[0] for g in opt.param_groups for p in g["params"]})
                 optimizers[id(opt)] = f"{type(opt).__name__}({', '.join(tops)})"
         self._names, self._names_key = Names(modules, params, optimizers, variables), key
         return self._names
 
-    def _namespaces(self):
+    def spaces(self):
+        """The namespaces names are read from, in order: the block's (or the notebook's), the student's functions
+        running now, the failing error's frames, the globals of code run inside the block."""
         spaces = list(self.namespaces()) if self.namespaces is not None else \
             [self.frame.f_locals, self.frame.f_globals] if self.frame is not None else []
         frame, stack, outer = sys._getframe(1), [], []   # the student's functions running now: their local names;
@@ -137,63 +157,63 @@ class Naming:
         return spaces + stack + self.error_spaces + outer
 
     @property
-    def param_names(self):
+    def params(self):
         return self.names().params
 
-    def _known(self):
+    def known(self):
         """names() as of the last module or optimizer the hooks saw for the first time: for the hooks that run at
         every step, where resolving every name again (every namespace walked) would cost more than the step."""
-        key = (len(self.seen_modules), len(self.seen_optimizers))
-        if key != getattr(self, "_known_key", None):
+        key = (len(self.journal.seen_modules), len(self.journal.seen_optimizers))
+        if key != self._known_key:
             self._known_names, self._known_key = self.names(), key
         return self._known_names
 
-    def _untrained(self, opt, missing):
+    def untrained(self, opt, missing):
         """Of the parameters with no .grad at this step, those no other optimizer in sight holds (InfoGAN's heads: D's
         loss leaves them to the info optimizer) and whose module ran a forward (an embedding never called is unused,
         not cut off)."""
-        others = {id(q) for o in list(self.optimizer_objects.values()) + list(self.seen_optimizers) if o is not opt
+        others = {id(q) for o in list(self.optimizer_objects.values()) + list(self.journal.seen_optimizers) if o is not opt
                   for g in o.param_groups for q in g["params"]}
-        modules = self._known().modules
-        unused = {id(p) for m in modules if m not in self.seen_modules for p in m.parameters(recurse=False)}
+        modules = self.known().modules
+        unused = {id(p) for m in modules if m not in self.journal.seen_modules for p in m.parameters(recurse=False)}
         return [p for p in missing if id(p) not in others and id(p) not in unused]
 
-    def _module_name(self, module):
+    def module_name(self, module):
         return None if module is None else self.names().modules.get(module, type(module).__name__)
 
-    def _optimizer_name(self, opt):
-        return self._known().optimizers.get(id(opt)) or type(opt).__name__
+    def optimizer_name(self, opt):
+        return self.known().optimizers.get(id(opt)) or type(opt).__name__
 
-    def _variable(self, ptr, shape):
+    def variable(self, ptr, shape):
         """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,
         `laterals[0]`."""
-        params = self.param_names
+        params = self.params
         held = [(k, v) for k, v in self.names().variables.items() if v not in params and v.untyped_storage().data_ptr() == ptr]
         return next((k for k, v in held if tuple(v.shape) == tuple(shape)), None) or \
             next((k for k, v in held if v._base is None), None)      # the whole tensor a saved view is part of
 
-    def _variables_made_by(self, serials):
+    def variables_made_by(self, serials):
         """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`. A tensor an
         object keeps across calls (`G.w_avg`, `model.hidden`) whose graph reaches them comes first: it is what
         carries an old graph into a new pass, even where a plain variable of the old pass is still alive."""
         variables = self.names().variables
-        made = [k for k, v in variables.items() if (info := self.nodes.get(v.grad_fn)) and info.serial in serials]
+        made = [k for k, v in variables.items() if (info := self.journal.nodes.get(v.grad_fn)) and info.serial in serials]
         if any("." in k or "[" in k for k in made):       # kept by an object and made by the old graph
             return sorted(made, key=lambda k: "." not in k and "[" not in k)[:3]
         held = [(d, k) for k, v in variables.items() if k not in made and ("." in k or "[" in k)
-                and (d := self._distance(v.grad_fn, serials)) is not None]
+                and (d := self.distance(v.grad_fn, serials)) is not None]
         if made:
             return ([k for _, k in sorted(held)] + made)[:3]
         reached = []                      # a carried state: rebound since, its new value still reaches the old graph
         for k, v in variables.items():
-            distance = self._distance(v.grad_fn, serials)
+            distance = self.distance(v.grad_fn, serials)
             if distance is not None:
                 reached.append((distance, k))
         if held:
             return [k for _, k in sorted(held)][:3]
         return [k for d, k in sorted(reached) if d == min(reached)[0]][:3] if reached else []
 
-    def _distance(self, fn, serials, limit=200):
+    def distance(self, fn, serials, limit=200):
         """Steps from `fn` back to the nearest node whose serial is in `serials`, or None. Each step further back
         is taken only while fewer than `limit` nodes have been looked at."""
         looked, level = 0, -1
@@ -202,17 +222,31 @@ class Naming:
                 if looked >= limit:
                     return None
                 level = distance
-            if (info := self.nodes.get(f)) and info.serial in serials:
+            if (info := self.journal.nodes.get(f)) and info.serial in serials:
                 return distance
             looked += 1
         return None
 
-    def _name(self, tensor):
-        if tensor in self.param_names:
-            return self.param_names[tensor]
-        info = self.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
+    def name(self, tensor):
+        if tensor in self.params:
+            return self.params[tensor]
+        info = self.journal.nodes.get(tensor.grad_fn) if tensor.grad_fn is not None else None
         if info:
-            module = self._module_name(info.module)
+            module = self.module_name(info.module)
             return (_("the output of {op} in {module} at {where}") if module else
                     _("the output of {op} at {where}")).format(op=info.op, module=module, where=info.where)
         return _("a tensor of shape {shape}").format(shape=tuple(tensor.shape))
+
+    def label(self, tensor):
+        """`x_hat` for a live variable (the failing function's locals included), else what name() says."""
+        name = next((k for k, v in self.names().variables.items() if v is tensor), None)
+        return f"`{name}`" if name else self.name(tensor)
+
+    def known_optimizers(self):
+        """Every optimizer seen stepping or in sight in a namespace."""
+        known = {id(o): o for o in self.journal.seen_optimizers}
+        for ns in [self.named] + self.spaces():
+            for _name, o in _candidates(ns):
+                if isinstance(o, torch.optim.Optimizer):
+                    known.setdefault(id(o), o)
+        return known.values()

@@ -17,12 +17,12 @@ from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _froz
 from gan_lessons.i18n import N_, _
 
 
-class _Recorder(TorchFunctionMode):
-    """Sees every torch call in the block and keeps what a diagnosis may need."""
+class _Mode(TorchFunctionMode):
+    """Sees every torch call in the block and hands it to the recorder."""
 
-    def __init__(self, doc):
+    def __init__(self, recorder):
         super().__init__()
-        self.doc = doc
+        self.recorder, self.journal = recorder, recorder.journal
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -31,58 +31,64 @@ class _Recorder(TorchFunctionMode):
             attr = getattr(getattr(func, "__self__", None), "__name__", "")
             if attr in _QUIET_GETS if name == "__get__" else attr != "requires_grad":
                 return func(*args, **kwargs)    # reads and writes that cannot matter to a diagnosis
-        if self.doc.in_step and name != "backward" or name in _QUIET_CALLS or _compiling():
+        if self.journal.in_step and name != "backward" or name in _QUIET_CALLS or _compiling():
             return func(*args, **kwargs)  # an optimizer's own ops, torch.compile tracing: nothing to record
-        self.doc.in_step = False          # (a backward: a step that raised never reached its post-hook)
+        self.journal.in_step = False          # (a backward: a step that raised never reached its post-hook)
         try:
-            self.doc._before(func, name, args, kwargs)
+            self.recorder.before(func, name, args, kwargs)
         except Exception as error:  # bookkeeping must never break the student's code
-            self.doc.notes.append(_("doctor bookkeeping failed before {name}: {error}").format(
+            self.journal.note(_("doctor bookkeeping failed before {name}: {error}").format(
                 name=name, error=repr(error)))
         try:
             out = func(*args, **kwargs)     # a warning from here is shown at the student's line (_WarningsAsPython)
         except BaseException:
-            self.doc.versions_before = []   # a call that raised: its arguments are not held for the next one
+            self.journal.versions_before = []   # a call that raised: its arguments are not held for the next one
             raise
         try:
-            self.doc._after(name, args, kwargs, out)
+            self.recorder.after(name, args, kwargs, out)
         except Exception as error:
-            self.doc.notes.append(_("doctor bookkeeping failed after {name}: {error}").format(
+            self.journal.note(_("doctor bookkeeping failed after {name}: {error}").format(
                 name=name, error=repr(error)))
         return out
 
 
-class Recording:
-    """The doctor's recording half (mixed into `doctor`)."""
+class Recorder:
+    """The doctor's recorder: writes into the journal what the block does (each torch call, through its mode; each
+    module's forward and optimizer's step, through the global hooks the doctor installs) and asks the checks to judge
+    a backward or a step as it starts."""
 
-    def _before(self, func, name, args, kwargs):
+    def __init__(self, journal, namer, checks):
+        self.journal, self.namer, self.checks = journal, namer, checks
+        self.mode = _Mode(self)
+
+    def before(self, func, name, args, kwargs):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         # a write the call makes inside itself, into a tensor it is given (F.embedding's max_norm renormalises
         # its weight; a library op that updates a buffer): seen by its version afterwards (_after)
-        self.versions_before = [] if name in ("__get__", "__set__") or _is_inplace(name, kwargs) else \
+        self.journal.versions_before = [] if name in ("__get__", "__set__") or _is_inplace(name, kwargs) else \
             [(t, _version(t)) for t in args if isinstance(t, torch.Tensor)]
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
                 and target is not None and not target.is_leaf and not target.retains_grad and _called_from_user():
-            self._nonleaf_grad(target, _user_frame())
+            self.checks.nonleaf_grad(target, _user_frame())
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in _tensors(args[0]) if name == "_foreach_zero_" else [args[0]]:
-                self.zeroed[id(t)] = t._version + 1
-            if len(self.zeroed) > 10000:
-                self.zeroed.clear()
+                self.journal.zeroed[id(t)] = t._version + 1
+            if len(self.journal.zeroed) > 10000:
+                self.journal.zeroed.clear()
         if (flag := _frozen_flag(func, name, args, kwargs)) is not None and target is not None and target.is_leaf:
             if flag:
-                self.frozen_at.pop(id(target), None)
+                self.journal.frozen_at.pop(id(target), None)
             else:                         # where each parameter was frozen, for a step that then trains nothing
-                self.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
+                self.journal.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
         if target is not None and _is_inplace(name, kwargs):
             leaf = target if target.is_leaf else target._base      # a view of a leaf: its base is the leaf
             if leaf is not None and leaf.is_leaf and leaf.requires_grad and torch.is_grad_enabled():
-                self.last_leaf_inplace = LeafWrite(leaf, name, _user_frame(), leaf is not target, any(
+                self.journal.last_leaf_inplace = LeafWrite(leaf, name, _user_frame(), leaf is not target, any(
                     isinstance(a, torch.Tensor) and a.requires_grad for a in (*args[1:], *kwargs.values())))
-            alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
+            alias, alias_of = self.journal.data_aliases.get(id(target), (lambda: None, None))
             if alias() is target:             # the same live alias, not a new tensor that reused its id
                 # judged at the next backward: harmless unless a graph made before it saved the tensor
-                self.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), self.serial, 5)
+                self.journal.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), self.journal.serial, 5)
         if name == "backward" and target is not None:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))
@@ -90,35 +96,35 @@ class Recording:
             retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
             leaves = self._record_backward(_tensors(args[0]), create if retain is None else retain, inputs)
-            self.pending_grad = None if create else self._constant_source(leaves, inputs)
+            self.journal.pending_grad = None if create else self.checks.constant_source(leaves, inputs)
         if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
-            self._suspicious(_("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own "
+            self.checks.suspicious(_("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own "
                                "sigmoid"),
                              {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
                              [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
 
-    def _pause(self):
+    def pause(self):
         """Stop recording for an optimizer's step: its ops are not the student's. The recorder leaves torch's mode
         stack (cheaper than skipping a hundred ops one by one); where it is not on top (a mode the student entered
         inside the block, a step run from a backward hook) it stays and skips them."""
-        if not self.paused and _current_mode() is self.mode:
+        if not self.journal.paused and _current_mode() is self.mode:
             _pop_mode()
-            self.paused = True
+            self.journal.paused = True
         else:
-            self.in_step = True
+            self.journal.in_step = True
 
-    def _resume(self):
-        self.in_step = False
-        if self.paused:
+    def resume(self):
+        self.journal.in_step = False
+        if self.journal.paused:
             _push_mode(self.mode)
-            self.paused = False
+            self.journal.paused = False
 
     def _serials(self, roots):
         """The serials of the graph's nodes the doctor saw made; the modes (train, eval) of the modules that made
-        them are kept in self.modes."""
-        infos = [info for fn in graphs.walk(roots) if (info := self.nodes.get(fn))]
+        them are kept in self.journal.modes."""
+        infos = [info for fn in graphs.walk(roots) if (info := self.journal.nodes.get(fn))]
         weighted = {}                      # a loss module (no parameters) keeps its train mode: not counted
-        self.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
+        self.journal.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
             id(info.module), next(info.module.parameters(), None) is not None)}
         return {info.serial for info in infos}
 
@@ -132,129 +138,129 @@ class Recording:
         if inputs is not None:            # backward(inputs=...) fills only these
             keep = set(_tensors(inputs))
             depth = {p: d for p, d in depth.items() if p in keep}
-        self._judge_data_mutations(roots)
+        self.checks.judge_data_mutations(roots)
         nodes = self._serials(roots)
-        if self.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
-            self._check_constant_gradients(nodes, {id(p) for p in depth})
+        if self.journal.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
+            self.checks.check_constant_gradients(nodes, {id(p) for p in depth})
         # weak roots and node serials: a record must not keep a retained or unused graph alive
-        self.backwards.append(BackwardCall(
+        self.journal.backwards.append(BackwardCall(
             [weakref.ref(t) for t in roots], {id(t) for t in roots}, _user_frame(), bool(retain), nodes, depth,
-            self.modes, {p for p in depth if p.grad is None or self.zeroed.get(id(p.grad)) == p.grad._version}))
+            self.journal.modes, {p for p in depth if p.grad is None or self.journal.zeroed.get(id(p.grad)) == p.grad._version}))
         return leaves
 
-    def _after(self, name, args, kwargs, out):
+    def after(self, name, args, kwargs, out):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
                 and out.data_ptr() == target.data_ptr() and not out.requires_grad:
-            self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
-            if len(self.data_aliases) > 1000:
-                self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
+            self.journal.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
+            if len(self.journal.data_aliases) > 1000:
+                self.journal.data_aliases = {k: v for k, v in self.journal.data_aliases.items() if v[0]() is not None}
         written, op = _written(name, args, kwargs)
         if written is not None:
             before = node.next_functions if (node := _grad_fn(written)) is not None else ()
-            self.inplace.append(InplaceWrite(written.untyped_storage().data_ptr(), op, _user_frame(), written._version,
-                                             tuple(written.shape), self.serial, self.stack[-1] if self.stack else None,
-                                             self.nodes.get(before[0][0]) if before else None))  # what it held before
-        given, self.versions_before = self.versions_before, []     # held no longer than the call
+            self.journal.inplace.append(InplaceWrite(written.untyped_storage().data_ptr(), op, _user_frame(), written._version,
+                                             tuple(written.shape), self.journal.serial, self.journal.stack[-1] if self.journal.stack else None,
+                                             self.journal.nodes.get(before[0][0]) if before else None))  # what it held before
+        given, self.journal.versions_before = self.journal.versions_before, []     # held no longer than the call
         for t, before in given:
             now = _version(t)
             if before is not None and now is not None and now > before and t is not written:
-                self.inplace.append(InplaceWrite(
+                self.journal.inplace.append(InplaceWrite(
                     t.untyped_storage().data_ptr(), _("{op} (writing in place into a tensor it was given)").format(
-                        op=name), _user_frame(), now, tuple(t.shape), self.serial,
-                    self.stack[-1] if self.stack else None))
-        where, module = (self.sites[-1] if self.sites else None), (self.stack[-1] if self.stack else None)
+                        op=name), _user_frame(), now, tuple(t.shape), self.journal.serial,
+                    self.journal.stack[-1] if self.journal.stack else None))
+        where, module = (self.journal.sites[-1] if self.journal.sites else None), (self.journal.stack[-1] if self.journal.stack else None)
         inside = ...                  # the line inside the module, looked up once a node is new
         made = list(out) if isinstance(out, (tuple, list)) else [out]
         for t in made + ([written] if written is not None else []):   # an in-place op's new node is its target's
             todo = [_grad_fn(t)]
             while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
                 fn = todo.pop()
-                if fn is None or fn in self.nodes or hasattr(fn, "variable"):
+                if fn is None or fn in self.journal.nodes or hasattr(fn, "variable"):
                     continue
                 where = where or _user_frame()
                 if inside is ...:
-                    inside = _user_frame() if self.sites else None
+                    inside = _user_frame() if self.journal.sites else None
                     inside = None if inside == where else inside
-                self.serial = next(_SERIAL)
+                self.journal.serial = next(_SERIAL)
                 if isinstance(fn, BackwardCFunction) and fn is not _grad_fn(t):  # a custom Function applied earlier,
-                    self.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module, None,
-                                              self.serial)      # unseen: where it ran is not known
+                    self.journal.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module, None,
+                                              self.journal.serial)      # unseen: where it ran is not known
                     todo.extend(f for f, _ in fn.next_functions)
                     continue
-                self.nodes[fn] = NodeInfo(name, module, where, self.serial, inside, getattr(module, "training", None))
+                self.journal.nodes[fn] = NodeInfo(name, module, where, self.journal.serial, inside, getattr(module, "training", None))
                 todo.extend(f for f, _ in fn.next_functions)
-        if self.constants or name == "grad":     # empty until an autograd.grad without create_graph: no cost before
-            self._follow_constants(name, args, kwargs, out)
+        if self.journal.constants or name == "grad":     # empty until an autograd.grad without create_graph: no cost before
+            self.checks.follow_constants(name, args, kwargs, out)
 
-    def _pre_forward(self, module, args):
-        self._resume()                    # a step that raised never reached its post-hook
+    def pre_forward(self, module, args):
+        self.resume()                    # a step that raised never reached its post-hook
         if _compiling():
             return
         # ops inside a module are attributed to the student's line that called the outermost module
-        site = self.sites[-1] if self.sites else _user_frame()
-        if not torch.is_grad_enabled() and not any(id(m) in self.off for m in self.stack) \
+        site = self.journal.sites[-1] if self.journal.sites else _user_frame()
+        if not torch.is_grad_enabled() and not any(id(m) in self.journal.off for m in self.journal.stack) \
                 and any(p.requires_grad for p in module.parameters()):
             # the outermost trainable module run with gradients off (no_grad, a reentrant checkpoint's first
             # forward): its output has no graph, which is what a loss without a grad_fn is then made of
-            self.no_grad_forwards.append((weakref.ref(module), _user_frame(), _user_frame(nth=2)))
-            self.off.add(id(module))
-        self.seen_modules.add(module)
-        self.stack.append(module)
-        self.sites.append(site)
+            self.journal.no_grad_forwards.append((weakref.ref(module), _user_frame(), _user_frame(nth=2)))
+            self.journal.off.add(id(module))
+        self.journal.seen_modules.add(module)
+        self.journal.stack.append(module)
+        self.journal.sites.append(site)
 
-    def _post_forward(self, module, args, out):
+    def post_forward(self, module, args, out):
         if _compiling():
             return
-        if self.stack:
-            self.off.discard(id(self.stack.pop()))
-            where = self.sites.pop()
+        if self.journal.stack:
+            self.journal.off.discard(id(self.journal.stack.pop()))
+            where = self.journal.sites.pop()
             if type(module).__name__ == "OptimizedModule":   # torch.compile's wrapper: its graph runs as one node
                 for t in out if isinstance(out, (tuple, list)) else [out]:
                     fn = _grad_fn(t)
-                    if fn is not None and fn not in self.nodes:
-                        self.serial = next(_SERIAL)
-                        self.nodes[fn] = NodeInfo("compiled forward", module, where, self.serial)
+                    if fn is not None and fn not in self.journal.nodes:
+                        self.journal.serial = next(_SERIAL)
+                        self.journal.nodes[fn] = NodeInfo("compiled forward", module, where, self.journal.serial)
 
-    def _pre_step(self, opt, args, kwargs):
-        self._pause()                     # the doctor's own reads below are not recorded either
-        self.seen_optimizers.add(opt)
-        name = self._optimizer_name(opt)
+    def pre_step(self, opt, args, kwargs):
+        self.pause()                     # the doctor's own reads below are not recorded either
+        self.journal.seen_optimizers.add(opt)
+        name = self.namer.optimizer_name(opt)
         params = [p for g in opt.param_groups for p in g["params"]]
         # LBFGS and friends: the closure computes the gradients inside step()
         closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
         missing = [] if closure else [p for p in params if p.grad is None and p.requires_grad]
         if missing and len(missing) < len(params):      # some: not those another optimizer trains, or no forward used
-            missing = self._untrained(opt, missing)
-        missing = [self._known().params.get(p, "?") for p in missing]
+            missing = self.namer.untrained(opt, missing)
+        missing = [self.namer.known().params.get(p, "?") for p in missing]
         if missing:
             facts = {"where": _user_frame(), "parameters": missing[:6]}
             ours = {id(p) for p in params}
-            other = [p for p in (self.backwards[-1].depth if self.backwards else ()) if id(p) not in ours]
+            other = [p for p in (self.journal.backwards[-1].depth if self.journal.backwards else ()) if id(p) not in ours]
             if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
                 facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
-                                             "{names}").format(count=len(other), where=self.backwards[-1].where,
-                                                               names=", ".join(self._label(p) for p in other[:3]))
-            self._suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
+                                             "{names}").format(count=len(other), where=self.journal.backwards[-1].where,
+                                                               names=", ".join(self.namer.label(p) for p in other[:3]))
+            self.checks.suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
                                "will not change").format(name=name, missing=len(missing), total=len(params)),
                              facts, [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts "
                                          "them off, and a copy (copy.deepcopy, a write through .data) gives the loss "
                                          "other leaves than these parameters"), "04")])
-        self._check_frozen_step(name, params)
+        self.checks.check_frozen_step(name, params)
         contributors = self._contributors(params)
-        self._check_leftover_gradients(opt, name, contributors, closure)
-        self._judge_foreign_gradients(name, params, contributors)
-        self._check_foreign_gradients(name, params, contributors)
+        self.checks.check_leftover_gradients(opt, name, contributors, closure)
+        self.checks.judge_foreign_gradients(name, params, contributors)
+        self.checks.check_foreign_gradients(name, params, contributors)
         if closure:                       # else the step's own ops are not the student's: not seen until its
-            self._resume()                # post-hook
+            self.resume()                # post-hook
 
-    def _post_step(self, opt, args, kwargs):
-        self._pause()                     # (with a closure: recording until here)
+    def post_step(self, opt, args, kwargs):
+        self.pause()                     # (with a closure: recording until here)
         params = [p for g in opt.param_groups for p in g["params"]]
         for b in self._contributors(params):
             b.used_by.add(id(opt))
-        self.steps.append(Step(opt, _user_frame(), params, [p._version for p in params], self.serial))
-        self._resume()
+        self.journal.steps.append(Step(opt, _user_frame(), params, [p._version for p in params], self.journal.serial))
+        self.resume()
 
     def _contributors(self, params):
         """The backward passes whose gradients the parameters' .grad holds now: walking back from the latest,
@@ -263,7 +269,7 @@ class Recording:
         for p in params:
             if p.grad is None:            # set to None since (zero_grad()): nothing of any backward is left
                 continue
-            for b in reversed(self.backwards):
+            for b in reversed(self.journal.backwards):
                 if p in b.depth:
                     if not any(b is f for f in found):
                         found.append(b)

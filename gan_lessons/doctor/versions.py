@@ -1,4 +1,4 @@
-"""The version error, diagnosed (mixed into `doctor` through errors.Diagnoses): which saved tensor changed in
+"""The version error, diagnosed (part of the diagnoser, errors.Diagnoser): which saved tensor changed in
 place, which forward saved it, which optimizer step or op changed it, and what a later loss carried across that
 step. Also when the graph hides what it saved (a compiled module's backward): the one parameter with the error's
 shape and version."""
@@ -31,17 +31,17 @@ class VersionErrors:
                              {}, _STEP_FIXES + _INPLACE_FIXES)
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
                      next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
-        info = self.nodes.get(fn)
+        info = self.journal.nodes.get(fn)
         op, module, saved_at = (info.op, info.module, info.where) if info else (s.node, None, None)
         if info is not None and info.inside is not None and info.where is not None:
             saved_at = info.place()
-        module = self._module_name(module)
+        module = self.namer.module_name(module)
         transposed = bool(s.param and s.param.endswith(".T"))
         modifier, rec, stepped = self._modifier(s, info.serial if info else None)
         param, chosen = self._param_of(s), s
         if rec is not None and param is not None and rec.ptr != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
-        variable = None if s.param or rec is None else self._variable(rec.ptr, rec.shape)   # what was written
+        variable = None if s.param or rec is None else self.namer.variable(rec.ptr, rec.shape)   # what was written
         label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module, rec))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
@@ -89,22 +89,22 @@ class VersionErrors:
         that shape and version wrote; else []."""
         if shape is None or versions is None:
             return []
-        hidden = [fn for fn in graphs.walk(roots) if not graphs.saved_tensors(fn, self.param_names)
+        hidden = [fn for fn in graphs.walk(roots) if not graphs.saved_tensors(fn, self.namer.params)
                   and "Backward" in type(fn).__name__ and not hasattr(fn, "variable")
                   and type(fn).__name__ not in _PLAIN_NODES]
         if not hidden:
             return []
         opaque = next((fn for fn in hidden if not re.search(r"Backward\d+$", type(fn).__name__)), hidden[0])
         # a custom Function's or a compiled graph's node (no number after Backward) before torch's own (cat)
-        found = [(p, n) for p, n in self.param_names.items()
+        found = [(p, n) for p, n in self.namer.params.items()
                  if p._version == versions[0] and tuple(p.shape) in (shape, shape[::-1])]
-        found += [(t, n) for n, t in self.names().variables.items()         # a tensor a module or object keeps: a cache
+        found += [(t, n) for n, t in self.namer.names().variables.items()         # a tensor a module or object keeps: a cache
                   if t._version == versions[0] and tuple(t.shape) == shape and all(t is not p for p, _ in found)]
         if len(found) > 1:             # the one the latest in-place write of that shape and version wrote
-            rec = next((r for r in reversed(self.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
+            rec = next((r for r in reversed(self.journal.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
             found = [(t, n) for t, n in found if rec is not None and t.untyped_storage().data_ptr() == rec.ptr]
         if not found:                  # a tensor no name holds (a local of a forward): the write the doctor saw
-            rec = next((r for r in reversed(self.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
+            rec = next((r for r in reversed(self.journal.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
             return [(graphs.Saved(type(opaque).__name__, "?", "stale", shape, None, *versions), opaque)] if rec else []
         if len(found) != 1:
             return []
@@ -115,8 +115,8 @@ class VersionErrors:
     def _step_of(self, s):
         """The latest optimizer step over the parameter a saved tensor is (None for a non-parameter)."""
         name = (s.param or "").removesuffix(".T")
-        param = next((p for p, n in self.param_names.items() if n == name), None)
-        return next((step for step in reversed(self.steps) if any(p is param for p in step.params)), None) \
+        param = next((p for p, n in self.namer.params.items() if n == name), None)
+        return next((step for step in reversed(self.journal.steps) if any(p is param for p in step.params)), None) \
             if param is not None else None
 
     def _carried(self, roots, step, stale):
@@ -125,36 +125,36 @@ class VersionErrors:
         detach. None when the loss itself was made before the step (then the order of the updates is the bug)."""
         if step is None:
             return None
-        latest = max((info.serial for t in roots if (info := self.nodes.get(t.grad_fn))), default=0)
+        latest = max((info.serial for t in roots if (info := self.journal.nodes.get(t.grad_fn))), default=0)
         if latest <= step.serial:
             return None
         # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
         # the way to the node that saved the stale tensor
-        edge = {info.serial for fn in graphs.walk(roots) if (mine := self.nodes.get(fn)) and mine.serial > step.serial
-                for nxt, _ in fn.next_functions if (info := self.nodes.get(nxt)) and info.serial <= step.serial
+        edge = {info.serial for fn in graphs.walk(roots) if (mine := self.journal.nodes.get(fn)) and mine.serial > step.serial
+                for nxt, _ in fn.next_functions if (info := self.journal.nodes.get(nxt)) and info.serial <= step.serial
                 and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
-        names = self._variables_made_by(edge) if edge else []
+        names = self.namer.variables_made_by(edge) if edge else []
         if not names:
             return None
-        info = self.nodes.get(self.names().variables[names[0]].grad_fn)
+        info = self.journal.nodes.get(self.namer.names().variables[names[0]].grad_fn)
         return names[0], (info.where if info and info.serial in edge else None)
 
     def _saved(self, roots, stale=False):
         for fn in graphs.walk(roots):
-            for s in graphs.saved_tensors(fn, self.param_names):
+            for s in graphs.saved_tensors(fn, self.namer.params):
                 if not stale or s.state == "stale":
                     yield s, fn
 
     def _param_of(self, s):
         name = (s.param or "").removesuffix(".T")
-        return next((p for p, n in self.param_names.items() if n == name), None)
+        return next((p for p, n in self.namer.params.items() if n == name), None)
 
     def _saved_label(self, s, op, module, rec=None):
         """A saved tensor no variable holds, named by the node that made it (the op whose output the in-place write
         overwrote), or by the node that saved it: its output (ReLU saves its result), or what it took in."""
         made = rec.made if rec is not None else None
         if made is not None and tuple(rec.shape) == tuple(s.shape or ()):
-            name = self._module_name(made.module)
+            name = self.namer.module_name(made.module)
             return (_("the output of {op} in {module} at {where}") if name else _("the output of {op} at {where}")
                     ).format(op=made.op, module=name, where=made.place())
         if s.name == "result":
@@ -172,22 +172,22 @@ class VersionErrors:
         answer."""
         param = self._param_of(s)
         if param is not None:
-            for step in reversed(self.steps):     # a step before the forward that saved it changed nothing saved
+            for step in reversed(self.journal.steps):     # a step before the forward that saved it changed nothing saved
                 if any(p is param for p in step.params) and (saved is None or step.serial >= saved):
                     return _("{optimizer}.step() at {where} (in place, under no_grad)").format(
-                        optimizer=self._optimizer_name(step.optimizer), where=step.where), None, True
+                        optimizer=self.namer.optimizer_name(step.optimizer), where=step.where), None, True
             ptr = param.untyped_storage().data_ptr()
-            recs = [rec for rec in self.inplace if rec.ptr == ptr and (saved is None or rec.serial >= saved)]
+            recs = [rec for rec in self.journal.inplace if rec.ptr == ptr and (saved is None or rec.serial >= saved)]
         else:
             recs = []
-        recs += [rec for rec in reversed(self.inplace) if (rec.version, rec.shape) == (s.version_now, s.shape)]
-        recs += [rec for rec in reversed(self.inplace) if rec.version == s.version_now and s.shape is not None
+        recs += [rec for rec in reversed(self.journal.inplace) if (rec.version, rec.shape) == (s.version_now, s.shape)]
+        recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now and s.shape is not None
                  and math.prod(rec.shape) == math.prod(s.shape) and (saved is None or rec.serial >= saved)]
         if saved is not None:          # a part of a larger tensor: a write anywhere in it moved the one version counter
-            recs += [rec for rec in reversed(self.inplace) if rec.version == s.version_now
+            recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now
                      and rec.serial >= saved and math.prod(rec.shape) > math.prod(s.shape or (0,))]
         for rec in recs:
-            module = self._module_name(rec.module)
+            module = self.namer.module_name(rec.module)
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
                 op=rec.op, module=module, where=rec.where), rec, False
         return _("an in-place operation the doctor did not see"), None, False

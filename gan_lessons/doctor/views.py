@@ -1,4 +1,4 @@
-"""The view errors, diagnosed (mixed into `doctor` through errors.Diagnoses): an in-place write into a view autograd
+"""The view errors, diagnosed (part of the diagnoser, errors.Diagnoser): an in-place write into a view autograd
 forbids writing, raised at the write itself, in the forward. Three kinds, told apart by the error's own words:
 
 - the wrapper a module's full backward hook puts around its inputs and outputs ("Output 0 of BackwardHookFunction
@@ -54,8 +54,8 @@ class ViewErrors:
         facts = {"where": str(where)} if where is not None else {}
         if function and function.startswith("BackwardHookFunction"):
             return self._hook_view(view, writer, facts)
-        label = self._label(view) if view is not None else _("the tensor written")
-        info = self.nodes.get(view.grad_fn) if view is not None else None
+        label = self.namer.label(view) if view is not None else _("the tensor written")
+        info = self.journal.nodes.get(view.grad_fn) if view is not None else None
         if info is not None and info.where is not None:
             facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.where)
         if "returns multiple views" in message:
@@ -98,11 +98,11 @@ class ViewErrors:
         """A module's full backward hook wrapped the tensor an in-place op then wrote into."""
         hooked, place = writer, N_("its input")
         if writer is None or not _full_hooks(writer):
-            hooked_ones = [m for m in self.names().modules if _full_hooks(m)]
+            hooked_ones = [m for m in self.namer.names().modules if _full_hooks(m)]
             hooked = hooked_ones[0] if len(hooked_ones) == 1 else None
             place = N_("the output of {module}")
         hooks = _full_hooks(hooked) if hooked is not None else []
-        name, hooked_name = self._module_name(writer), self._module_name(hooked)
+        name, hooked_name = self.namer.module_name(writer), self.namer.module_name(hooked)
         if hooks:
             at = _defined_at(hooks[0])
             hook = getattr(hooks[0], "__qualname__", type(hooks[0]).__name__)

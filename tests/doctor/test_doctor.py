@@ -11,6 +11,7 @@ from torch import nn, optim
 
 from gan_lessons import strategies
 from gan_lessons.doctor import DoctorWarning, doctor
+from gan_lessons.doctor.recording import Recorder
 from gan_lessons.models import Discriminator, Generator
 
 SOURCE = Path(__file__).read_text().splitlines()
@@ -273,7 +274,7 @@ def test_ipython_extension_diagnoses_and_leaves_other_errors_alone(capsys):
 def test_failed_bookkeeping_leaves_a_note_and_the_code_runs(monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise KeyError("bookkeeping bug")
-    monkeypatch.setattr(doctor, "_before", broken)
+    monkeypatch.setattr(Recorder, "before", broken)
     G = nn.Linear(2, 2)
     expected = G(torch.ones(1, 2)).sum().item()
     with pytest.raises(RuntimeError, match="leaf Variable"):
@@ -285,7 +286,7 @@ def test_failed_bookkeeping_leaves_a_note_and_the_code_runs(monkeypatch, capsys)
     assert "autograd doctor note:" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("hook", ["_pre_forward", "_post_forward", "_pre_step", "_post_step"])
+@pytest.mark.parametrize("hook", ["pre_forward", "post_forward", "pre_step", "post_step"])
 def test_a_failing_hook_leaves_a_note_and_training_runs_as_without_the_doctor(monkeypatch, hook):
     def train(watched):
         torch.manual_seed(0)
@@ -301,11 +302,11 @@ def test_a_failing_hook_leaves_a_note_and_training_runs_as_without_the_doctor(mo
 
     def broken(*args, **kwargs):
         raise KeyError("bookkeeping bug")
-    monkeypatch.setattr(doctor, hook, broken)
+    monkeypatch.setattr(Recorder, hook, broken)
     watched, doc = train(True)
     assert torch.equal(plain, watched)
-    assert any(f"bookkeeping failed in {hook.strip('_')}" in note for note in doc.notes)
-    assert not doc.paused and torch.overrides._get_current_function_mode() is None   # nothing left behind
+    assert any(f"bookkeeping failed in {hook}" in note for note in doc.notes)
+    assert not doc.journal.paused and torch.overrides._get_current_function_mode() is None   # nothing left behind
 
 
 def test_long_loops_keep_bounded_records():
@@ -318,7 +319,8 @@ def test_long_loops_keep_bounded_records():
             net(torch.randn(3, 2)).sum().backward()
             opt.step()
             net.weight.data.mul_(1.0)
-    assert len(doc.backwards) <= 50 and len(doc.steps) <= 50 and len(doc.data_aliases) <= 1001
+        journal = doc.journal
+        assert len(journal.backwards) == 50 and len(journal.steps) == 50 and 0 < len(journal.data_aliases) <= 1001
 
 
 @pytest.mark.parametrize("after_sigmoid, warns", [
@@ -608,17 +610,17 @@ def test_the_constant_tracking_is_idle_without_autograd_grad():
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D) as doc:
         strategies.d_first_fresh_fake(G, D, opt_G, opt_D, torch.rand(8, 1, 28, 28), lambda n: torch.randn(n, 64))
-        assert doc.constants == {} and doc.mixed == {} and doc.pending_grad is None
+        assert doc.journal.constants == {} and doc.journal.mixed == {} and doc.journal.pending_grad is None
         logged = [torch.autograd.grad(D(torch.rand(2, 1, 28, 28).requires_grad_()).sum(), D.net[0].weight)[0]]
         # a gradient with respect to weights is followed too (a gradient-norm penalty is made from one), but
         # counts as a penalty only where, reduced to a number, it is added to a loss
-        assert len(doc.constants) == 1 and doc.mixed == {}
+        assert len(doc.journal.constants) == 1 and doc.journal.mixed == {}
         x = torch.rand(2, 1, 28, 28, requires_grad=True)
         grad, = torch.autograd.grad(D(x).sum(), x)
         norm = grad.norm()
-        assert len(doc.constants) == 3      # the weight gradient, the input gradient and its norm
+        assert len(doc.journal.constants) == 3      # the weight gradient, the input gradient and its norm
         del grad, norm, logged
-        assert len(doc.constants) == 0      # forgotten as soon as they are freed
+        assert len(doc.journal.constants) == 0      # forgotten as soon as they are freed
 
 
 # --- torch.compile: the doctor steps aside while it traces, and still names what changed -------------------------

@@ -1,11 +1,20 @@
-"""The doctor's parts, each alone: what ops.py reads of one torch call, the records the recorder keeps (small
-dataclasses, read by field), and what the namer resolves."""
+"""The doctor's parts, each alone: what ops.py reads of one torch call, the records the recorder keeps in the journal
+(small dataclasses, read by field), what the namer resolves, what the checks say and what the diagnoser finds, each
+part built on a journal of its own; and the journal let go of at the end of the block."""
+import gc
+import weakref
+
+import pytest
 import torch
 from torch import nn, optim
 
-from gan_lessons.doctor import doctor
-from gan_lessons.doctor.naming import Names
-from gan_lessons.doctor.nodes import BackwardCall, InplaceWrite, Step
+from gan_lessons.doctor import DoctorWarning, Where, doctor
+from gan_lessons.doctor.checks import Checks
+from gan_lessons.doctor.errors import Diagnoser
+from gan_lessons.doctor.journal import Journal
+from gan_lessons.doctor.naming import Namer, Names
+from gan_lessons.doctor.nodes import BackwardCall, InplaceWrite, LeafWrite, Step
+from gan_lessons.doctor.recording import Recorder
 from gan_lessons.doctor.ops import _frozen_flag, _is_inplace, _version, _written
 
 
@@ -42,13 +51,12 @@ def test_the_records_are_typed_and_say_what_happened():
         opt.step()
         scale = torch.ones(1)
         scale.mul_(2)
-    backward, step = doc.backwards[-1], doc.steps[-1]
+        backward, step, write = doc.journal.backwards[-1], doc.journal.steps[-1], doc.journal.inplace[-1]
     assert isinstance(backward, BackwardCall) and isinstance(step, Step)
     assert "loss.backward()" in backward.where.code and set(backward.depth) == set(net.parameters())
     assert backward.fresh == set(net.parameters()) and id(opt) in backward.used_by and not backward.retain
     assert step.optimizer is opt and "opt.step()" in step.where.code
     assert step.versions == [p._version for p in net.parameters()]
-    write = doc.inplace[-1]
     assert isinstance(write, InplaceWrite) and write.op == "mul_" and write.shape == (1,) and write.version == 1
     assert doc.notes == []
 
@@ -66,8 +74,6 @@ def test_the_namer_resolves_modules_parameters_optimizers_and_variables():
 
 
 def test_a_call_that_raises_leaves_no_argument_held():
-    import gc
-    import weakref
     with doctor() as doc:
         a = torch.ones(2, 3)
         held = weakref.ref(a)
@@ -75,7 +81,50 @@ def test_a_call_that_raises_leaves_no_argument_held():
             torch.mm(a, torch.ones(2, 3))           # shapes that cannot multiply: torch raises
         except RuntimeError:
             pass
-        assert doc.versions_before == []
+        assert doc.journal.versions_before == []
         del a
         gc.collect()
         assert held() is None                       # nothing of the doctor's keeps the argument alive
+
+
+def _parts(**named):
+    journal = Journal()
+    namer = Namer(journal, named, namespaces=lambda: [])
+    checks = Checks(journal, namer)
+    return journal, namer, checks, Recorder(journal, namer, checks), Diagnoser(journal, namer)
+
+
+def test_the_recorder_writes_the_journal_and_the_namer_reads_it_without_a_doctor():
+    journal, namer, checks, recorder, diagnoser = _parts()
+    D = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with recorder.mode:                         # the recorder alone: no hooks, no doctor
+        out = D(torch.ones(1, 2))
+        out.mul_(2)
+    write = journal.inplace[-1]
+    assert write.op == "mul_" and write.shape == (1, 2) and write.version == 1
+    info = journal.nodes.get(out.grad_fn)
+    assert info is not None and info.op == "mul_" and info.serial == journal.serial
+    namer.named["D"] = D                        # a name given later is read when a name is needed
+    assert namer.names().modules[D[0]] == "D.0" and namer.name(D[0].weight) == "D.0.weight"
+
+
+def test_the_checks_say_each_thing_once_per_line_and_keep_it_in_the_journal():
+    journal, namer, checks, recorder, diagnoser = _parts()
+    where = Where("train.py", 7, "opt_D.step()")
+    for _ in range(3):
+        checks.inform("wasted work", {"where": where}, [])
+    assert [d.kind for d in journal.diagnoses] == ["information"]
+    with pytest.warns(DoctorWarning, match="two losses"):
+        checks.suspicious("two losses", {"where": where}, [])
+    checks.suspicious("two losses", {"where": where}, [])     # the same line: said once
+    assert [d.kind for d in journal.diagnoses] == ["information", "suspicious"]
+
+
+def test_the_diagnoser_reads_a_leaf_write_from_the_journal_alone():
+    journal, namer, checks, recorder, diagnoser = _parts()
+    w = nn.Parameter(torch.ones(2))
+    namer.named["w"] = w
+    journal.last_leaf_inplace = LeafWrite(w, "add_", Where("train.py", 3, "w.add_(1)"), False, False)
+    error = RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    dx = diagnoser.diagnose(error)
+    assert dx.kind == "leaf_inplace" and dx.summary.startswith("add_ on w,") and dx.facts["where"].line == 3
