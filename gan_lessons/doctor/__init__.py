@@ -87,7 +87,8 @@ class doctor:
         if error is not None:
             error.__traceback__ = _clean(error.__traceback__)
             self.attach(error)
-        self.namer.frame, self.namer.error_spaces = None, []
+        journal.release()                 # what the doctor said stays; nothing of the student's is held
+        self.namer.forget()
         return False                      # never swallow
 
     def _guarded(self, name):

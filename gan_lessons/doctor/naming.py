@@ -21,7 +21,7 @@ def _candidates(namespace: dict, depth=3):
     other objects and lists, for their modules, optimizers and tensors (`agent.critic`, `maddpg.agents[0].actor`,
     `model.fake_B`, `laterals[0]`)."""
     for k, v in list(namespace.items()):
-        if not k.startswith("_"):
+        if not k.startswith("_") and k.isidentifier():      # not pytest's rewritten asserts' `@py_assert1`
             yield from _inside(k, v, depth, top=True)
 
 

@@ -106,6 +106,7 @@ def test_the_recorder_writes_the_journal_and_the_namer_reads_it_without_a_doctor
     assert info is not None and info.op == "mul_" and info.serial == journal.serial
     namer.named["D"] = D                        # a name given later is read when a name is needed
     assert namer.names().modules[D[0]] == "D.0" and namer.name(D[0].weight) == "D.0.weight"
+    assert namer.label(torch.zeros(3)) == "a tensor of shape (3,)"
 
 
 def test_the_checks_say_each_thing_once_per_line_and_keep_it_in_the_journal():
@@ -128,3 +129,20 @@ def test_the_diagnoser_reads_a_leaf_write_from_the_journal_alone():
     error = RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     dx = diagnoser.diagnose(error)
     assert dx.kind == "leaf_inplace" and dx.summary.startswith("add_ on w,") and dx.facts["where"].line == 3
+
+
+def test_the_doctor_lets_go_of_the_student_s_objects_when_the_block_ends():
+    def train():
+        G = nn.Linear(2, 2)
+        opt_G = optim.SGD(G.parameters(), lr=0.1)
+        with doctor() as doc:
+            for _ in range(2):
+                opt_G.zero_grad()
+                G(torch.ones(1, 2)).pow(2).sum().backward()
+                opt_G.step()
+            assert doc.journal.steps and doc.names().modules[G] == "G"
+        return weakref.ref(G), weakref.ref(opt_G), doc
+    G, opt_G, doc = train()
+    gc.collect()
+    assert G() is None and opt_G() is None      # the doctor, still alive, holds neither
+    assert doc.notes == [] and not doc.journal.steps

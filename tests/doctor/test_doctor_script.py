@@ -116,6 +116,34 @@ def test_a_clean_script_output_and_exit_status_are_its_own(tmp_path, cli, code):
     assert watched.returncode == {"None": 0, "4": 4}.get(code, 1)
 
 
+ALIVE_AT_EXIT = """
+import atexit, torch
+from torch import nn, optim
+
+def alive():            # no gc.collect(): what is still referenced, as a script's own atexit handler sees it
+    import gc
+    print("modules alive at exit:", sum(isinstance(o, nn.Module) for o in gc.get_objects()))
+
+atexit.register(alive)
+
+def main():
+    G = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
+    opt_G = optim.SGD(G.parameters(), lr=0.1)
+    for _ in range(3):
+        opt_G.zero_grad()
+        G(torch.ones(2, 2)).sum().backward()
+        opt_G.step()
+
+main()
+"""
+
+
+def test_the_script_s_models_are_not_kept_alive_by_the_doctor(tmp_path, cli):
+    script = write(tmp_path, "train.py", ALIVE_AT_EXIT)
+    plain, watched = python("-W", "ignore", str(script)), cli("doctor", str(script))
+    assert plain.stdout == "modules alive at exit: 0\n" and watched.stdout == plain.stdout, watched.stdout
+
+
 def test_an_error_the_doctor_does_not_know_is_python_s_own(tmp_path, cli):
     script = write(tmp_path, "broken.py", "import torch\n\ndef f(x):\n    return x / {}[x]\n\nf(torch.ones(1))\n")
     plain, watched = python(str(script)), cli("doctor", str(script))
