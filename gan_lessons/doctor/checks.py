@@ -17,8 +17,8 @@ from gan_lessons.i18n import N_, _
 # Ops that only reshape: a sigmoid behind them still feeds its values to the loss (`.view(-1)`, `.squeeze()`).
 
 
-_RESHAPES = ("View", "UnsafeView", "Reshape", "ReshapeAlias", "AsStrided", "Squeeze", "Unsqueeze", "Flatten", "Unflatten", "Permute", "T", "Transpose",
-             "Clone", "Select", "Slice", "Index")
+_RESHAPES = ("View", "UnsafeView", "Reshape", "ReshapeAlias", "AsStrided", "Squeeze", "Unsqueeze", "Flatten",
+             "Unflatten", "Permute", "T", "Transpose", "Clone", "Select", "Slice", "Index")
 
 
 def _after_sigmoid(t) -> bool:
@@ -153,7 +153,8 @@ class Checks:
         reached them, so the step trains nothing (a lazy R1 step run while D was still frozen from G's step)."""
         if not params or any(p.requires_grad for p in params):
             return
-        line, caller = next((self.journal.frozen_at[id(p)] for p in params if id(p) in self.journal.frozen_at), (None, None))
+        frozen_at = self.journal.frozen_at
+        line, caller = next((frozen_at[id(p)] for p in params if id(p) in frozen_at), (None, None))
         frozen = (_("{where}, called from {caller}").format(where=line, caller=caller) if caller is not None
                   else f"{line}") if line else None
         moved = any(p.grad is not None for p in params)
@@ -175,21 +176,22 @@ class Checks:
         """A `.data` change is wrong only if a graph built before it saved the tensor: this backward will then
         use the new values with the old activations. Canonical WGAN clipping (after the step, before the next
         forward) stays quiet."""
-        if not self.journal.pending_data:
+        journal = self.journal
+        if not journal.pending_data:
             return
-        oldest = min(v[3] for v in self.journal.pending_data.values())
-        old_nodes = [fn for fn in graphs.walk(roots) if getattr(self.journal.nodes.get(fn), "serial", oldest + 1) <= oldest]
-        for key, (ref, op, where, serial, left) in list(self.journal.pending_data.items()):
+        oldest = min(v[3] for v in journal.pending_data.values())
+        old_nodes = [fn for fn in graphs.walk(roots) if getattr(journal.nodes.get(fn), "serial", oldest + 1) <= oldest]
+        for key, (ref, op, where, serial, left) in list(journal.pending_data.items()):
             tensor = ref()
-            nodes = [fn for fn in old_nodes if self.journal.nodes.get(fn).serial <= serial]
+            nodes = [fn for fn in old_nodes if journal.nodes.get(fn).serial <= serial]
             if tensor is not None and nodes and any(s.param for fn in nodes
                                                     for s in graphs.saved_tensors(fn, {tensor: "x"})):
                 self._warn_data_mutation(tensor, op, where)
-                del self.journal.pending_data[key]
+                del journal.pending_data[key]
             elif tensor is None or left <= 1:
-                del self.journal.pending_data[key]
+                del journal.pending_data[key]
             else:
-                self.journal.pending_data[key] = (ref, op, where, serial, left - 1)
+                journal.pending_data[key] = (ref, op, where, serial, left - 1)
 
     def _warn_data_mutation(self, tensor, op, where):
         self.suspicious(_("`.data.{op}` changes {name} behind autograd's back: its version counter does not move, "
@@ -215,14 +217,15 @@ class Checks:
         constant too; the op that mixes it with a tensor that requires grad (a penalty added to loss_D) is marked,
         by its node's serial, for the check at backward (_check_constant_gradients). Not inside a module's forward:
         there a constant is the module's input (an FGSM adversarial example, a Langevin sample), rightly so."""
+        journal = self.journal
         penalty = True
-        if name == "grad" and self.journal.pending_grad is not None:
-            source, self.journal.pending_grad = self.journal.pending_grad, None
+        if name == "grad" and journal.pending_grad is not None:
+            source, journal.pending_grad = journal.pending_grad, None
         else:
             given = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (tuple, list)) else [a])
                      if isinstance(t, torch.Tensor)]
-            found = [(t, self.journal.constants[id(t)][1]) for t in given
-                     if id(t) in self.journal.constants and self.journal.constants[id(t)][0]() is t]
+            found = [(t, journal.constants[id(t)][1]) for t in given
+                     if id(t) in journal.constants and journal.constants[id(t)][0]() is t]
             if not found:
                 return
             source = found[0][1]
@@ -232,12 +235,12 @@ class Checks:
         for t in _tensors(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
-                self.journal.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
-            elif penalty and not self.journal.stack and \
-                    (info := self.journal.nodes.get(getattr(t, "grad_fn", None))) is not None:
-                self.journal.mixed[info.serial] = source
-                if len(self.journal.mixed) > 1000:
-                    self.journal.mixed = dict(list(self.journal.mixed.items())[-500:])
+                journal.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
+            elif penalty and not journal.stack and \
+                    (info := journal.nodes.get(getattr(t, "grad_fn", None))) is not None:
+                journal.mixed[info.serial] = source
+                if len(journal.mixed) > 1000:
+                    journal.mixed = dict(list(journal.mixed.items())[-500:])
 
     def _forget_constant(self, key, ref):
         if self.journal.constants.get(key, (None,))[0] is ref:
@@ -259,13 +262,14 @@ class Checks:
 
     def _once(self, kind, summary, facts, fixes, key=None):
         """A new Diagnosis of `kind`, recorded; None when one of that key was already given at that line."""
+        journal = self.journal
         where = facts.get("where")
         seen = (key or summary, where.file if where else None, where.line if where else None)
-        if seen in self.journal.warned:
+        if seen in journal.warned:
             return None
-        self.journal.warned.add(seen)
+        journal.warned.add(seen)
         d = Diagnosis(kind, summary, facts, fixes)
-        self.journal.diagnoses.append(d)
+        journal.diagnoses.append(d)
         return d
 
     def suspicious(self, summary, facts, fixes, key=None):

@@ -100,7 +100,8 @@ class Diagnoser(VersionErrors, ViewErrors):
                                                label=label), facts,
                              [(N_("set requires_grad=True on the parameters this loss should train (or leave them "
                                   "out of any freezing loop)"), "09")])
-        module, where, caller = next(((m(), w, c) for m, w, c in reversed(self.journal.no_grad_forwards) if m() is not None),
+        module, where, caller = next(((m(), w, c) for m, w, c in reversed(self.journal.no_grad_forwards)
+                                      if m() is not None),
                                      (None, None, None))
         if module is not None:
             facts["where"] = (_("{inside}, called from {where}").format(inside=where, where=caller)
@@ -155,6 +156,7 @@ class Diagnoser(VersionErrors, ViewErrors):
         return roots or [t for t in last if t is not None]
 
     def _freed_error(self, error):
+        backwards = self.journal.backwards
         roots = self._roots_of(error)
         infos = {info.serial: info for fn in graphs.walk(roots) if (info := self.journal.nodes.get(fn))}
         mine = set(infos)
@@ -162,16 +164,16 @@ class Diagnoser(VersionErrors, ViewErrors):
         def same(b):
             return b.root_ids == {id(t) for t in roots}
 
-        earlier = [b for b in list(self.journal.backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
-        again = [b for b in list(self.journal.backwards)[:-1] if same(b) and not b.retain]
+        earlier = [b for b in list(backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
+        again = [b for b in list(backwards)[:-1] if same(b) and not b.retain]
         if not earlier and again:                  # the same loss, backward twice
             return Diagnosis("freed", _("the same loss was differentiated twice (backward() or autograd.grad), and "
                                         "the first call freed its graph"),
                              {"first backward": str(again[-1].where),
-                              "second backward": str(self.journal.backwards[-1].where)}, _TWICE_FIXES, _TWICE_WRONG)
+                              "second backward": str(backwards[-1].where)}, _TWICE_FIXES, _TWICE_WRONG)
         if not earlier:
             return Diagnosis("freed", _("this graph was already used by a backward without retain_graph"),
-                             {"backward": str(self.journal.backwards[-1].where) if self.journal.backwards else "?"}, _FREED_FIXES,
+                             {"backward": str(backwards[-1].where) if backwards else "?"}, _FREED_FIXES,
                              _FREED_WRONG)
         b = earlier[-1]
         shared = b.nodes & mine
@@ -190,8 +192,8 @@ class Diagnoser(VersionErrors, ViewErrors):
                 part=part, variables=", ".join(f"`{v}`" for v in held))
         facts = {"freed by": _("the backward at {where}").format(where=b.where),
                  "shared part": part,
-                 "failing backward": str(self.journal.backwards[-1].where) if self.journal.backwards else "?"}
-        failing = self.journal.backwards[-1].where if self.journal.backwards else None
+                 "failing backward": str(backwards[-1].where) if backwards else "?"}
+        failing = backwards[-1].where if backwards else None
         if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             carrier = self._carrier(roots, b.nodes)
@@ -211,11 +213,12 @@ class Diagnoser(VersionErrors, ViewErrors):
         def site(info):                    # the op and its lines: the call's, and the one inside the module
             return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
                     info.inside.line if info.inside else None)
-        edge = {site(info): info for fn in graphs.walk(roots) if (mine := self.journal.nodes.get(fn)) and mine.serial > last
-                for nxt, _ in fn.next_functions if (info := self.journal.nodes.get(nxt)) and info.serial <= last and info.where}
+        nodes = self.journal.nodes
+        edge = {site(info): info for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > last
+                for nxt, _ in fn.next_functions if (info := nodes.get(nxt)) and info.serial <= last and info.where}
         for key, made in edge.items():
-            now = [k for k, v in self.namer.names().variables.items() if (info := self.journal.nodes.get(v.grad_fn)) and info.serial > last
-                   and site(info) == key]
+            now = [k for k, v in self.namer.names().variables.items()
+                   if (info := nodes.get(v.grad_fn)) and info.serial > last and site(info) == key]
             if now:
                 return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "
                          "it for this pass").format(where=made.place(), names=", ".join(f"`{k}`" for k in now[:3]))
@@ -226,7 +229,8 @@ class Diagnoser(VersionErrors, ViewErrors):
             return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, _LEAF_FIXES,
                              _LEAF_WRONG)
         w = self.journal.last_leaf_inplace
-        name = self.namer.name(w.leaf) if w.leaf in self.namer.params else self.namer.label(w.leaf)   # `model.w` before `p`
+        namer = self.namer
+        name = namer.name(w.leaf) if w.leaf in namer.params else namer.label(w.leaf)   # `model.w` before `p`
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else
                                           _("{op} on {name}, a leaf that requires grad, while autograd is "

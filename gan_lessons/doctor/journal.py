@@ -22,6 +22,8 @@ class Journal:
     foreign: list = field(default_factory=list)         # ForeignStep: judged at the other net's step (checks.py)
     last_leaf_inplace: object = None                     # LeafWrite
     serial: int = 0                                      # the serial of the last node recorded
+    first_seq: int = 0           # autograd's own number for the first node this thread made once the block began:
+                                 # a node numbered below it was made before (not adopted by the op that reaches it)
     stack: list = field(default_factory=list)           # the modules whose forward is running, outermost first
     sites: list = field(default_factory=list)           # the student's line that called each of them
     modes: set = field(default_factory=set)             # .training of the modules that made the last graph walked

@@ -172,7 +172,8 @@ class Namer:
         """Of the parameters with no .grad at this step, those no other optimizer in sight holds (InfoGAN's heads: D's
         loss leaves them to the info optimizer) and whose module ran a forward (an embedding never called is unused,
         not cut off)."""
-        others = {id(q) for o in list(self.optimizer_objects.values()) + list(self.journal.seen_optimizers) if o is not opt
+        optimizers = list(self.optimizer_objects.values()) + list(self.journal.seen_optimizers)
+        others = {id(q) for o in optimizers if o is not opt
                   for g in o.param_groups for q in g["params"]}
         modules = self.known().modules
         unused = {id(p) for m in modules if m not in self.journal.seen_modules for p in m.parameters(recurse=False)}
@@ -188,7 +189,8 @@ class Namer:
         """The name of a live variable (not a parameter) whose storage is `ptr`: the `h` a ReLU changed,
         `laterals[0]`."""
         params = self.params
-        held = [(k, v) for k, v in self.names().variables.items() if v not in params and v.untyped_storage().data_ptr() == ptr]
+        held = [(k, v) for k, v in self.names().variables.items()
+                if v not in params and v.untyped_storage().data_ptr() == ptr]
         return next((k for k, v in held if tuple(v.shape) == tuple(shape)), None) or \
             next((k for k, v in held if v._base is None), None)      # the whole tensor a saved view is part of
 
@@ -197,7 +199,8 @@ class Namer:
         object keeps across calls (`G.w_avg`, `model.hidden`) whose graph reaches them comes first: it is what
         carries an old graph into a new pass, even where a plain variable of the old pass is still alive."""
         variables = self.names().variables
-        made = [k for k, v in variables.items() if (info := self.journal.nodes.get(v.grad_fn)) and info.serial in serials]
+        nodes = self.journal.nodes
+        made = [k for k, v in variables.items() if (info := nodes.get(v.grad_fn)) and info.serial in serials]
         if any("." in k or "[" in k for k in made):       # kept by an object and made by the old graph
             return sorted(made, key=lambda k: "." not in k and "[" not in k)[:3]
         held = [(d, k) for k, v in variables.items() if k not in made and ("." in k or "[" in k)

@@ -30,13 +30,18 @@ def _is_inplace(name, kwargs) -> bool:
 
 
 def _written(name, args, kwargs):
-    """The tensor an op writes into, with the op as a diagnosis shows it: x for x.add_(...) and the inplace= forms;
-    `buf` for an out= call (F.normalize(..., out=buf), a hand-written spectral norm's power iteration); else None."""
-    target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-    if target is not None and _is_inplace(name, kwargs):
-        return target, f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
+    """The tensors an op writes into, with the op as a diagnosis shows it: [x] for x.add_(...) and the inplace= forms;
+    every tensor of the first list for a foreach op (torch._foreach_lerp_(ema_params, params, 0.1), an EMA's update
+    written the fast way); [buf] for an out= call (F.normalize(..., out=buf), a hand-written spectral norm's power
+    iteration); else ([], None)."""
+    first = args[0] if args else None
+    if _is_inplace(name, kwargs):
+        if isinstance(first, torch.Tensor):
+            return [first], f"{name}(inplace=True)" if kwargs.get("inplace") is True else name
+        if name.startswith("_foreach_") and isinstance(first, (list, tuple)):
+            return [t for t in first if isinstance(t, torch.Tensor)], name
     out = kwargs.get("out")
-    return (out, f"{name}(out=...)") if isinstance(out, torch.Tensor) else (None, None)
+    return ([out], f"{name}(out=...)") if isinstance(out, torch.Tensor) else ([], None)
 
 
 def _frozen_flag(func, name, args, kwargs):

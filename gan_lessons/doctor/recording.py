@@ -25,29 +25,30 @@ class _Mode(TorchFunctionMode):
         self.recorder, self.journal = recorder, recorder.journal
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        journal = self.journal
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":
             attr = getattr(getattr(func, "__self__", None), "__name__", "")
             if attr in _QUIET_GETS if name == "__get__" else attr != "requires_grad":
                 return func(*args, **kwargs)    # reads and writes that cannot matter to a diagnosis
-        if self.journal.in_step and name != "backward" or name in _QUIET_CALLS or _compiling():
+        if journal.in_step and name != "backward" or name in _QUIET_CALLS or _compiling():
             return func(*args, **kwargs)  # an optimizer's own ops, torch.compile tracing: nothing to record
-        self.journal.in_step = False          # (a backward: a step that raised never reached its post-hook)
+        journal.in_step = False          # (a backward: a step that raised never reached its post-hook)
         try:
             self.recorder.before(func, name, args, kwargs)
         except Exception as error:  # bookkeeping must never break the student's code
-            self.journal.note(_("doctor bookkeeping failed before {name}: {error}").format(
+            journal.note(_("doctor bookkeeping failed before {name}: {error}").format(
                 name=name, error=repr(error)))
         try:
             out = func(*args, **kwargs)     # a warning from here is shown at the student's line (_WarningsAsPython)
         except BaseException:
-            self.journal.versions_before = []   # a call that raised: its arguments are not held for the next one
+            journal.versions_before = []   # a call that raised: its arguments are not held for the next one
             raise
         try:
             self.recorder.after(name, args, kwargs, out)
         except Exception as error:
-            self.journal.note(_("doctor bookkeeping failed after {name}: {error}").format(
+            journal.note(_("doctor bookkeeping failed after {name}: {error}").format(
                 name=name, error=repr(error)))
         return out
 
@@ -62,33 +63,34 @@ class Recorder:
         self.mode = _Mode(self)
 
     def before(self, func, name, args, kwargs):
+        journal = self.journal
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         # a write the call makes inside itself, into a tensor it is given (F.embedding's max_norm renormalises
         # its weight; a library op that updates a buffer): seen by its version afterwards (_after)
-        self.journal.versions_before = [] if name in ("__get__", "__set__") or _is_inplace(name, kwargs) else \
+        journal.versions_before = [] if name in ("__get__", "__set__") or _is_inplace(name, kwargs) else \
             [(t, _version(t)) for t in args if isinstance(t, torch.Tensor)]
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
                 and target is not None and not target.is_leaf and not target.retains_grad and _called_from_user():
             self.checks.nonleaf_grad(target, _user_frame())
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in _tensors(args[0]) if name == "_foreach_zero_" else [args[0]]:
-                self.journal.zeroed[id(t)] = t._version + 1
-            if len(self.journal.zeroed) > 10000:
-                self.journal.zeroed.clear()
+                journal.zeroed[id(t)] = t._version + 1
+            if len(journal.zeroed) > 10000:
+                journal.zeroed.clear()
         if (flag := _frozen_flag(func, name, args, kwargs)) is not None and target is not None and target.is_leaf:
             if flag:
-                self.journal.frozen_at.pop(id(target), None)
+                journal.frozen_at.pop(id(target), None)
             else:                         # where each parameter was frozen, for a step that then trains nothing
-                self.journal.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
+                journal.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
         if target is not None and _is_inplace(name, kwargs):
             leaf = target if target.is_leaf else target._base      # a view of a leaf: its base is the leaf
             if leaf is not None and leaf.is_leaf and leaf.requires_grad and torch.is_grad_enabled():
-                self.journal.last_leaf_inplace = LeafWrite(leaf, name, _user_frame(), leaf is not target, any(
+                journal.last_leaf_inplace = LeafWrite(leaf, name, _user_frame(), leaf is not target, any(
                     isinstance(a, torch.Tensor) and a.requires_grad for a in (*args[1:], *kwargs.values())))
-            alias, alias_of = self.journal.data_aliases.get(id(target), (lambda: None, None))
+            alias, alias_of = journal.data_aliases.get(id(target), (lambda: None, None))
             if alias() is target:             # the same live alias, not a new tensor that reused its id
                 # judged at the next backward: harmless unless a graph made before it saved the tensor
-                self.journal.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), self.journal.serial, 5)
+                journal.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), journal.serial, 5)
         if name == "backward" and target is not None:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))
@@ -96,40 +98,44 @@ class Recorder:
             retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
             leaves = self._record_backward(_tensors(args[0]), create if retain is None else retain, inputs)
-            self.journal.pending_grad = None if create else self.checks.constant_source(leaves, inputs)
+            journal.pending_grad = None if create else self.checks.constant_source(leaves, inputs)
         if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
+            effect = _double_sigmoid_effect(args[1] if len(args) > 1 else None)
             self.checks.suspicious(_("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own "
-                               "sigmoid"),
-                             {"where": _user_frame(), "effect": _double_sigmoid_effect(args[1] if len(args) > 1 else None)},
-                             [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
+                                     "sigmoid"), {"where": _user_frame(), "effect": effect},
+                                   [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
 
     def pause(self):
         """Stop recording for an optimizer's step: its ops are not the student's. The recorder leaves torch's mode
         stack (cheaper than skipping a hundred ops one by one); where it is not on top (a mode the student entered
         inside the block, a step run from a backward hook) it stays and skips them."""
-        if not self.journal.paused and _current_mode() is self.mode:
+        journal = self.journal
+        if not journal.paused and _current_mode() is self.mode:
             _pop_mode()
-            self.journal.paused = True
+            journal.paused = True
         else:
-            self.journal.in_step = True
+            journal.in_step = True
 
     def resume(self):
-        self.journal.in_step = False
-        if self.journal.paused:
+        journal = self.journal
+        journal.in_step = False
+        if journal.paused:
             _push_mode(self.mode)
-            self.journal.paused = False
+            journal.paused = False
 
     def _serials(self, roots):
         """The serials of the graph's nodes the doctor saw made; the modes (train, eval) of the modules that made
         them are kept in self.journal.modes."""
-        infos = [info for fn in graphs.walk(roots) if (info := self.journal.nodes.get(fn))]
+        journal = self.journal
+        infos = [info for fn in graphs.walk(roots) if (info := journal.nodes.get(fn))]
         weighted = {}                      # a loss module (no parameters) keeps its train mode: not counted
-        self.journal.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
+        journal.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
             id(info.module), next(info.module.parameters(), None) is not None)}
         return {info.serial for info in infos}
 
     def _record_backward(self, roots, retain, inputs):
         """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
+        journal = self.journal
         depth = {}
         for fn, d in graphs.breadth_first(t.grad_fn for t in roots):
             if hasattr(fn, "variable"):
@@ -140,91 +146,97 @@ class Recorder:
             depth = {p: d for p, d in depth.items() if p in keep}
         self.checks.judge_data_mutations(roots)
         nodes = self._serials(roots)
-        if self.journal.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
+        if journal.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
             self.checks.check_constant_gradients(nodes, {id(p) for p in depth})
         # weak roots and node serials: a record must not keep a retained or unused graph alive
-        self.journal.backwards.append(BackwardCall(
+        journal.backwards.append(BackwardCall(
             [weakref.ref(t) for t in roots], {id(t) for t in roots}, _user_frame(), bool(retain), nodes, depth,
-            self.journal.modes, {p for p in depth if p.grad is None or self.journal.zeroed.get(id(p.grad)) == p.grad._version}))
+            journal.modes, {p for p in depth if p.grad is None or journal.zeroed.get(id(p.grad)) == p.grad._version}))
         return leaves
 
     def after(self, name, args, kwargs, out):
+        journal = self.journal
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
                 and out.data_ptr() == target.data_ptr() and not out.requires_grad:
-            self.journal.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
-            if len(self.journal.data_aliases) > 1000:
-                self.journal.data_aliases = {k: v for k, v in self.journal.data_aliases.items() if v[0]() is not None}
+            journal.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
+            if len(journal.data_aliases) > 1000:
+                journal.data_aliases = {k: v for k, v in journal.data_aliases.items() if v[0]() is not None}
+        module = journal.stack[-1] if journal.stack else None
         written, op = _written(name, args, kwargs)
-        if written is not None:
-            before = node.next_functions if (node := _grad_fn(written)) is not None else ()
-            self.journal.inplace.append(InplaceWrite(written.untyped_storage().data_ptr(), op, _user_frame(), written._version,
-                                             tuple(written.shape), self.journal.serial, self.journal.stack[-1] if self.journal.stack else None,
-                                             self.journal.nodes.get(before[0][0]) if before else None))  # what it held before
-        given, self.journal.versions_before = self.journal.versions_before, []     # held no longer than the call
+        for w in written:
+            before = node.next_functions if (node := _grad_fn(w)) is not None else ()
+            journal.inplace.append(InplaceWrite(w.untyped_storage().data_ptr(), op, _user_frame(), w._version,
+                                                tuple(w.shape), journal.serial, module,
+                                                journal.nodes.get(before[0][0]) if before else None))  # held before
+        given, journal.versions_before = journal.versions_before, []     # held no longer than the call
         for t, before in given:
             now = _version(t)
-            if before is not None and now is not None and now > before and t is not written:
-                self.journal.inplace.append(InplaceWrite(
+            if before is not None and now is not None and now > before and all(t is not w for w in written):
+                journal.inplace.append(InplaceWrite(
                     t.untyped_storage().data_ptr(), _("{op} (writing in place into a tensor it was given)").format(
-                        op=name), _user_frame(), now, tuple(t.shape), self.journal.serial,
-                    self.journal.stack[-1] if self.journal.stack else None))
-        where, module = (self.journal.sites[-1] if self.journal.sites else None), (self.journal.stack[-1] if self.journal.stack else None)
+                        op=name), _user_frame(), now, tuple(t.shape), journal.serial, module))
+        where = journal.sites[-1] if journal.sites else None
         inside = ...                  # the line inside the module, looked up once a node is new
         made = list(out) if isinstance(out, (tuple, list)) else [out]
-        for t in made + ([written] if written is not None else []):   # an in-place op's new node is its target's
+        for t in made + written:      # an in-place op's new node is its target's
             todo = [_grad_fn(t)]
             while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
                 fn = todo.pop()
-                if fn is None or fn in self.journal.nodes or hasattr(fn, "variable"):
+                if fn is None or fn in journal.nodes or hasattr(fn, "variable") \
+                        or fn._sequence_nr() < journal.first_seq:   # made before the block: not by this op
                     continue
                 where = where or _user_frame()
                 if inside is ...:
-                    inside = _user_frame() if self.journal.sites else None
+                    inside = _user_frame() if journal.sites else None
                     inside = None if inside == where else inside
-                self.journal.serial = next(_SERIAL)
+                journal.serial = next(_SERIAL)
                 if isinstance(fn, BackwardCFunction) and fn is not _grad_fn(t):  # a custom Function applied earlier,
-                    self.journal.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module, None,
-                                              self.journal.serial)      # unseen: where it ran is not known
+                    journal.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module,
+                                                 None, journal.serial)      # unseen: where it ran is not known
                     todo.extend(f for f, _ in fn.next_functions)
                     continue
-                self.journal.nodes[fn] = NodeInfo(name, module, where, self.journal.serial, inside, getattr(module, "training", None))
+                journal.nodes[fn] = NodeInfo(name, module, where, journal.serial, inside,
+                                             getattr(module, "training", None))
                 todo.extend(f for f, _ in fn.next_functions)
-        if self.journal.constants or name == "grad":     # empty until an autograd.grad without create_graph: no cost before
+        if journal.constants or name == "grad":   # empty until an autograd.grad without create_graph: no cost before
             self.checks.follow_constants(name, args, kwargs, out)
 
     def pre_forward(self, module, args):
+        journal = self.journal
         self.resume()                    # a step that raised never reached its post-hook
         if _compiling():
             return
         # ops inside a module are attributed to the student's line that called the outermost module
-        site = self.journal.sites[-1] if self.journal.sites else _user_frame()
-        if not torch.is_grad_enabled() and not any(id(m) in self.journal.off for m in self.journal.stack) \
+        site = journal.sites[-1] if journal.sites else _user_frame()
+        if not torch.is_grad_enabled() and not any(id(m) in journal.off for m in journal.stack) \
                 and any(p.requires_grad for p in module.parameters()):
             # the outermost trainable module run with gradients off (no_grad, a reentrant checkpoint's first
             # forward): its output has no graph, which is what a loss without a grad_fn is then made of
-            self.journal.no_grad_forwards.append((weakref.ref(module), _user_frame(), _user_frame(nth=2)))
-            self.journal.off.add(id(module))
-        self.journal.seen_modules.add(module)
-        self.journal.stack.append(module)
-        self.journal.sites.append(site)
+            journal.no_grad_forwards.append((weakref.ref(module), _user_frame(), _user_frame(nth=2)))
+            journal.off.add(id(module))
+        journal.seen_modules.add(module)
+        journal.stack.append(module)
+        journal.sites.append(site)
 
     def post_forward(self, module, args, out):
+        journal = self.journal
         if _compiling():
             return
-        if self.journal.stack:
-            self.journal.off.discard(id(self.journal.stack.pop()))
-            where = self.journal.sites.pop()
+        if journal.stack:
+            journal.off.discard(id(journal.stack.pop()))
+            where = journal.sites.pop()
             if type(module).__name__ == "OptimizedModule":   # torch.compile's wrapper: its graph runs as one node
                 for t in out if isinstance(out, (tuple, list)) else [out]:
                     fn = _grad_fn(t)
-                    if fn is not None and fn not in self.journal.nodes:
-                        self.journal.serial = next(_SERIAL)
-                        self.journal.nodes[fn] = NodeInfo("compiled forward", module, where, self.journal.serial)
+                    if fn is not None and fn not in journal.nodes:
+                        journal.serial = next(_SERIAL)
+                        journal.nodes[fn] = NodeInfo("compiled forward", module, where, journal.serial)
 
     def pre_step(self, opt, args, kwargs):
+        journal = self.journal
         self.pause()                     # the doctor's own reads below are not recorded either
-        self.journal.seen_optimizers.add(opt)
+        journal.seen_optimizers.add(opt)
         name = self.namer.optimizer_name(opt)
         params = [p for g in opt.param_groups for p in g["params"]]
         # LBFGS and friends: the closure computes the gradients inside step()
@@ -236,10 +248,10 @@ class Recorder:
         if missing:
             facts = {"where": _user_frame(), "parameters": missing[:6]}
             ours = {id(p) for p in params}
-            other = [p for p in (self.journal.backwards[-1].depth if self.journal.backwards else ()) if id(p) not in ours]
+            other = [p for p in (journal.backwards[-1].depth if journal.backwards else ()) if id(p) not in ours]
             if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
                 facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
-                                             "{names}").format(count=len(other), where=self.journal.backwards[-1].where,
+                                             "{names}").format(count=len(other), where=journal.backwards[-1].where,
                                                                names=", ".join(self.namer.label(p) for p in other[:3]))
             self.checks.suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
                                "will not change").format(name=name, missing=len(missing), total=len(params)),

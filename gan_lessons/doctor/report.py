@@ -78,6 +78,11 @@ _GAN_FIXES = [(N_("in a GAN: detach the fake batch in D's loss, and take G's gra
                   "or from a fresh D forward after it"), "05")]
 _INPLACE_FIXES = [(N_("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
                       "inplace=False)"), "03")]
+_PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weights as they were (an EMA or a copy "
+                          "between models belongs after the optimizer's step)"), "05"),
+                      (N_("if no loss should train through this model (a teacher, an EMA or target network), run its "
+                          "forward under torch.no_grad() or freeze it (requires_grad_(False)): no graph then saves its "
+                          "weights"), "04")]
 _CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
                       "stops at this pass"), "02")]
 _FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),

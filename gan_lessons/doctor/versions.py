@@ -5,11 +5,15 @@ shape and version."""
 import dataclasses
 import math
 import re
+import threading
+
+import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
-                                       _INPLACE_WRONG, _STEP_FIXES, _STEP_WRONG)
+                                       _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STEP_FIXES,
+                                       _STEP_WRONG)
 from gan_lessons.i18n import _
 
 # Nodes of ordinary ops whose saved tensors autograd shows; any other node with none shown may hide what it saved.
@@ -42,10 +46,15 @@ class VersionErrors:
         if rec is not None and param is not None and rec.ptr != param.untyped_storage().data_ptr():
             s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
         variable = None if s.param or rec is None else self.namer.variable(rec.ptr, rec.shape)   # what was written
+        if variable is None and not s.param and s.name == "result":     # a node's own output: `y = torch.exp(x)`,
+            variable = next((k for k, v in self.namer.names().variables.items()      # written in place since
+                             if v._version == s.version_now and tuple(v.shape) == tuple(s.shape or ())
+                             and (v.grad_fn is fn or any(f is fn for f, _ in getattr(v.grad_fn, "next_functions",
+                                                                                      ())))), None)
         label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module, rec))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
-        base = param.shape if param is not None and s.param else rec.shape if variable else None
+        base = param.shape if param is not None and s.param else rec.shape if variable and rec is not None else None
         if base is not None and not transposed and tuple(base) != tuple(s.shape or ()):
             tensor = _("{label} {base} (saved as a view of shape {shape})").format(
                 label=label, shape=list(s.shape or []), base=list(base))
@@ -78,6 +87,9 @@ class VersionErrors:
                 fixes = [(_("make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
                             "value (a running average, a state for the next pass), keep {name}.detach()").format(
                               name=name), "05")] + fixes
+        elif s.param and rec is not None and isinstance(param, torch.nn.Parameter):   # written by an op, not a
+            # step: an EMA, load_state_dict, a copy between models
+            fixes, wrong = _PARAM_WRITE_FIXES, _INPLACE_WRONG
         else:
             fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
         return Diagnosis("version", summary, facts, fixes, wrong)
@@ -98,13 +110,14 @@ class VersionErrors:
         # a custom Function's or a compiled graph's node (no number after Backward) before torch's own (cat)
         found = [(p, n) for p, n in self.namer.params.items()
                  if p._version == versions[0] and tuple(p.shape) in (shape, shape[::-1])]
-        found += [(t, n) for n, t in self.namer.names().variables.items()         # a tensor a module or object keeps: a cache
+        found += [(t, n) for n, t in self.namer.names().variables.items()   # a tensor a module or object keeps: a cache
                   if t._version == versions[0] and tuple(t.shape) == shape and all(t is not p for p, _ in found)]
+        inplace = self.journal.inplace
         if len(found) > 1:             # the one the latest in-place write of that shape and version wrote
-            rec = next((r for r in reversed(self.journal.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
+            rec = next((r for r in reversed(inplace) if (r.version, r.shape) == (versions[0], shape)), None)
             found = [(t, n) for t, n in found if rec is not None and t.untyped_storage().data_ptr() == rec.ptr]
         if not found:                  # a tensor no name holds (a local of a forward): the write the doctor saw
-            rec = next((r for r in reversed(self.journal.inplace) if (r.version, r.shape) == (versions[0], shape)), None)
+            rec = next((r for r in reversed(inplace) if (r.version, r.shape) == (versions[0], shape)), None)
             return [(graphs.Saved(type(opaque).__name__, "?", "stale", shape, None, *versions), opaque)] if rec else []
         if len(found) != 1:
             return []
@@ -130,8 +143,9 @@ class VersionErrors:
             return None
         # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
         # the way to the node that saved the stale tensor
-        edge = {info.serial for fn in graphs.walk(roots) if (mine := self.journal.nodes.get(fn)) and mine.serial > step.serial
-                for nxt, _ in fn.next_functions if (info := self.journal.nodes.get(nxt)) and info.serial <= step.serial
+        nodes = self.journal.nodes
+        edge = {info.serial for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > step.serial
+                for nxt, _ in fn.next_functions if (info := nodes.get(nxt)) and info.serial <= step.serial
                 and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
         names = self.namer.variables_made_by(edge) if edge else []
         if not names:
@@ -166,13 +180,13 @@ class VersionErrors:
     def _modifier(self, s, saved=None):
         """(what changed the saved tensor, the in-place record or None, whether an optimizer step did: the first
         says so only in words, in the language in use). `saved`: the serial of the node that saved it; a step or
-        write before that node changed nothing it saved (the first write after it is the one named). A stale tensor can no longer be read, so a name given by
-        shape and version alone is a guess: when no step or op changed that tensor but an op the doctor saw wrote one
-        of that shape up to that version (an out= write into a buffer a forward saved, then replaced), that op is the
-        answer."""
+        write before that node changed nothing it saved (the first write after it is the one named). A stale tensor
+        can no longer be read, so a name given by shape and version alone is a guess: when no step or op changed that
+        tensor but an op the doctor saw wrote one of that shape up to that version (an out= write into a buffer a
+        forward saved, then replaced), that op is the answer. When none did, why not (_unseen)."""
         param = self._param_of(s)
         if param is not None:
-            for step in reversed(self.journal.steps):     # a step before the forward that saved it changed nothing saved
+            for step in reversed(self.journal.steps):   # a step before the forward that saved it changed nothing saved
                 if any(p is param for p in step.params) and (saved is None or step.serial >= saved):
                     return _("{optimizer}.step() at {where} (in place, under no_grad)").format(
                         optimizer=self.namer.optimizer_name(step.optimizer), where=step.where), None, True
@@ -190,4 +204,20 @@ class VersionErrors:
             module = self.namer.module_name(rec.module)
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
                 op=rec.op, module=module, where=rec.where), rec, False
-        return _("an in-place operation the doctor did not see"), None, False
+        return self._unseen(saved), None, False
+
+    def _unseen(self, saved):
+        """Why no write the doctor saw changed the tensor, as far as the evidence tells: the doctor watches the torch
+        calls its own thread makes in Python, inside its block."""
+        if saved is None:
+            return _("an in-place write the doctor did not see: the forward that saved the tensor ran before the "
+                     "doctor began watching (outside the `with doctor()` block, or in an earlier cell), and so may "
+                     "the write")
+        others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+        if others:
+            return _("an in-place write the doctor did not see, made after the forward that saved the tensor: "
+                     "other threads run beside the one that entered the doctor ({names}), and it watches only that "
+                     "one").format(names=", ".join(others[:3]))
+        return _("an in-place write the doctor did not see, made after the forward that saved the tensor: by code "
+                 "it does not watch (another thread that has ended; C++ or CUDA code below torch's Python API, as a "
+                 "custom extension or a collective that broadcasts buffers; the inside of a compiled region)")

@@ -799,3 +799,52 @@ def test_the_doctor_never_names_a_tensor_through_itself():
     text = raised.value.diagnosis.text()
     assert "model.1.w" in text and "doc." not in text, text
     assert doc.notes == []
+
+
+# --- writes the doctor cannot see: it says why, as far as the evidence tells ----------------------------------------
+def test_a_write_from_another_thread_is_said_to_be_unseen_and_why():
+    import threading
+    written, done = threading.Event(), threading.Event()
+    workers = []
+
+    def block():
+        x = torch.ones(2, 3, requires_grad=True)
+        y = torch.exp(x)
+        workers.append(threading.Thread(target=lambda: (y.add_(1), written.set(), done.wait()), name="refresher"))
+        workers[0].start()
+        written.wait()
+        y.sum().backward()
+    try:
+        error, dx = diagnose(block)       # the worker still runs while the doctor diagnoses
+    finally:
+        done.set()
+        workers[0].join()
+    assert dx.kind == "version" and dx.summary.startswith("`y` changed in place")     # a node's own output, named
+    said = dx.facts["modified by"]
+    assert "did not see" in said and "other threads run beside the one that entered the doctor (" in said
+    assert "refresher" in said.split("doctor (")[1]          # (beside any other thread of the test run's own)
+
+
+def test_a_graph_made_before_the_block_is_said_to_be_why_the_write_was_not_seen():
+    x = torch.ones(2, 3, requires_grad=True)
+    y = torch.exp(x)
+    y.add_(1)
+
+    def block():
+        y.sum().backward()
+    error, dx = diagnose(block)
+    assert "the forward that saved the tensor ran before the doctor began watching" in dx.facts["modified by"]
+
+
+def test_a_parameter_written_by_an_op_gets_the_fixes_of_order_and_freezing_not_clone():
+    student, teacher = nn.Linear(3, 2), nn.Linear(3, 2)
+
+    def block():
+        x = torch.ones(4, 3, requires_grad=True)     # (a weight is saved for the gradient of its input)
+        loss = (student(x) - teacher(x)).pow(2).sum()
+        teacher.load_state_dict(student.state_dict())
+        loss.backward()
+    error, dx = diagnose(block, student=student, teacher=teacher)
+    assert dx.facts["tensor"].startswith("teacher.weight") and dx.facts["modified by"].startswith("copy_ at line")
+    fixes = " ".join(fix for fix, _ in dx.fixes)
+    assert "after the backward" in fixes and "requires_grad_(False)" in fixes and "clone()" not in fixes

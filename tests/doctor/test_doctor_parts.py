@@ -23,10 +23,12 @@ def test_ops_tell_an_in_place_call_from_an_out_of_place_one():
     assert _is_inplace("relu", {"inplace": True}) and not _is_inplace("relu", {"inplace": False})
     assert not _is_inplace("add", {}) and not _is_inplace("__add__", {}) and not _is_inplace("requires_grad_", {})
     x, buf = torch.ones(2), torch.empty(2)
-    assert _written("mul_", (x, 2), {}) == (x, "mul_")
-    assert _written("dropout", (x,), {"inplace": True}) == (x, "dropout(inplace=True)")
-    assert _written("add", (x, 1), {"out": buf}) == (buf, "add(out=...)")
-    assert _written("add", (x, 1), {}) == (None, None)
+    assert _written("mul_", (x, 2), {}) == ([x], "mul_")
+    assert _written("dropout", (x,), {"inplace": True}) == ([x], "dropout(inplace=True)")
+    assert _written("add", (x, 1), {"out": buf}) == ([buf], "add(out=...)")
+    assert _written("add", (x, 1), {}) == ([], None)
+    assert _written("_foreach_lerp_", ([x, buf], [buf, x], 0.1), {}) == ([x, buf], "_foreach_lerp_")
+    assert _written("_foreach_add", ([x], 1), {}) == ([], None)          # out of place: new tensors
     with torch.inference_mode():
         made = torch.ones(1)
     assert _version(x) == 0 and _version(made) is None
