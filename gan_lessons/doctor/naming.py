@@ -240,6 +240,19 @@ class Namer:
                     _("the output of {op} at {where}")).format(op=info.op, module=module, where=info.where)
         return _("a tensor of shape {shape}").format(shape=tuple(tensor.shape))
 
+    def optimizer_state(self):
+        """(name, optimizer, tensor) for every tensor in the state of the optimizers in sight, named by optimizer,
+        parameter and key: `opt_D.state[D.0.weight].exp_avg_sq`."""
+        names = self.names()
+        found = []
+        for opt in self.known_optimizers():
+            opt_name = names.optimizers.get(id(opt)) or type(opt).__name__
+            for p, state in list(opt.state.items()):
+                for key, t in state.items():
+                    if isinstance(t, torch.Tensor) and t.dim() > 0:
+                        found.append((f"{opt_name}.state[{names.params.get(p, '?')}].{key}", opt, t))
+        return found
+
     def label(self, tensor):
         """`x_hat` for a live variable (the failing function's locals included), else what name() says."""
         name = next((k for k, v in self.names().variables.items() if v is tensor), None)

@@ -83,6 +83,8 @@ _PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weig
                       (N_("if no loss should train through this model (a teacher, an EMA or target network), run its "
                           "forward under torch.no_grad() or freeze it (requires_grad_(False)): no graph then saves its "
                           "weights"), "04")]
+_STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
+                     "the state in place, by design"), "03")]
 _CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
                       "stops at this pass"), "02")]
 _FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),

@@ -12,8 +12,8 @@ import torch
 from gan_lessons import graphs
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
-                                       _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STEP_FIXES,
-                                       _STEP_WRONG)
+                                       _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES,
+                                       _STEP_FIXES, _STEP_WRONG)
 from gan_lessons.i18n import _
 
 # Nodes of ordinary ops whose saved tensors autograd shows; any other node with none shown may hide what it saved.
@@ -51,6 +51,11 @@ class VersionErrors:
                              if v._version == s.version_now and tuple(v.shape) == tuple(s.shape or ())
                              and (v.grad_fn is fn or any(f is fn for f, _ in getattr(v.grad_fn, "next_functions",
                                                                                       ())))), None)
+        in_state = False
+        if variable is None and not s.param and rec is None:     # an optimizer's state, changed by its own step
+            state = self._optimizer_state(s, info.serial if info else None)
+            if state is not None:
+                (variable, modifier), in_state = state, True
         label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module, rec))
         tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
@@ -87,6 +92,8 @@ class VersionErrors:
                 fixes = [(_("make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
                             "value (a running average, a state for the next pass), keep {name}.detach()").format(
                               name=name), "05")] + fixes
+        elif in_state:
+            fixes, wrong = _STATE_FIXES, []
         elif s.param and rec is not None and isinstance(param, torch.nn.Parameter):   # written by an op, not a
             # step: an EMA, load_state_dict, a copy between models
             fixes, wrong = _PARAM_WRITE_FIXES, _INPLACE_WRONG
@@ -152,6 +159,22 @@ class VersionErrors:
             return None
         info = self.journal.nodes.get(self.namer.names().variables[names[0]].grad_fn)
         return names[0], (info.where if info and info.serial in edge else None)
+
+    def _optimizer_state(self, s, saved):
+        """(name, what changed it) when the one tensor of an optimizer's state with the saved tensor's shape and
+        version is what a graph saved (Adam's exp_avg_sq used in a loss), and that optimizer stepped after the node
+        that saved it: its step updated the state in place. None otherwise."""
+        held = [(name, opt) for name, opt, t in self.namer.optimizer_state()
+                if tuple(t.shape) == tuple(s.shape or ()) and t._version == s.version_now]
+        if len(held) != 1:
+            return None
+        name, opt = held[0]
+        step = next((step for step in reversed(self.journal.steps) if step.optimizer is opt
+                     and (saved is None or step.serial >= saved)), None)
+        if step is None:
+            return None
+        return name, _("{optimizer}.step() at {where}, which updates its state in place").format(
+            optimizer=self.namer.optimizer_name(opt), where=step.where)
 
     def _saved(self, roots, stale=False):
         for fn in graphs.walk(roots):

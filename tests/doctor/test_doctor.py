@@ -848,3 +848,23 @@ def test_a_parameter_written_by_an_op_gets_the_fixes_of_order_and_freezing_not_c
     assert dx.facts["tensor"].startswith("teacher.weight") and dx.facts["modified by"].startswith("copy_ at line")
     fixes = " ".join(fix for fix, _ in dx.fixes)
     assert "after the backward" in fixes and "requires_grad_(False)" in fixes and "clone()" not in fixes
+
+
+def test_an_optimizer_s_state_a_graph_saved_is_named_and_its_step_is_the_modifier():
+    torch.manual_seed(0)
+    net = nn.Linear(4, 1)
+    opt = optim.Adam(net.parameters(), lr=1e-3)
+    net(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+
+    def block():
+        opt.zero_grad()
+        precond = opt.state[net.weight]["exp_avg_sq"]
+        loss = net(torch.randn(8, 4)).pow(2).mean() + (net.weight * precond).sum()   # mul saves the state
+        loss.backward(retain_graph=True)
+        opt.step()                                                                   # state-step
+        loss.backward()
+    error, dx = diagnose(block, net=net, opt=opt)
+    assert dx.facts["tensor"] == "`opt.state[net.weight].exp_avg_sq` [1, 4]"
+    assert dx.facts["modified by"].startswith(f"opt.step() at line {line_of('state-step')} ")
+    assert [fix for fix, _ in dx.fixes][0].startswith("read a copy of the optimizer's state")
