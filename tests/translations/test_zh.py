@@ -484,3 +484,63 @@ def test_terms_are_introduced_chinese_first():
              for c in build_notebook.cells(p) if c.cell_type == "markdown" for m in english_first.finditer(c.source)]
     assert not found, found
     assert english_first.search("**coverage**（覆盖率）") and not english_first.search("**覆盖率**（coverage）")
+
+
+# Quote marks: 「」 for the posts' titles and words, “” for the course's own (the glossary's convention) --------------
+
+SEEDS = sorted((ROOT.parent / "shared" / "seeds").glob("*.txt"))
+
+
+def _plain(text: str) -> str:
+    """Text as it is compared with the posts: full-width forms folded, whitespace and punctuation dropped."""
+    import unicodedata
+    return re.sub(r"[\s\W_]+", "", unicodedata.normalize("NFKC", text)).lower()
+
+
+def _quote_marks_problems(text: str, posts: str) -> list:
+    """What breaks the convention in one piece of Chinese prose (inline code and the posts' block quotes aside): a
+    「」 that holds words no post has (an elision …… may join pieces that each appear, in order), a “” with Chinese
+    text that is a post's words (outside a 「」, where a post's own quotes are kept), marks left unpaired."""
+    text = re.sub(r"(?m)^\s*>.*$", "", re.sub(r"`[^`\n]*`", "", text))
+    problems = []
+    for opened, closed in ("「」", "“”"):
+        if text.count(opened) != text.count(closed):
+            problems.append(f"{opened} and {closed} unpaired")
+    for quote in re.findall(r"「([^」]*)」", text):
+        at = 0
+        for piece in filter(None, map(_plain, re.split(r"…+|\.\.\.", quote))):
+            at = posts.find(piece, at)
+            if at < 0:
+                problems.append(f"「{quote}」 is not a post's words: the course's own quotes take “”")
+                break
+    outside = re.sub(r"「[^」]*」", "", text)
+    for quote in re.findall(r"“([^”]*)”", outside):
+        if CJK.search(quote) and len(_plain(quote)) >= 4 and _plain(quote) in posts:
+            problems.append(f"“{quote}” quotes a post: a post's words take 「」")
+    return problems
+
+
+def _chinese_prose():
+    for path in ZH_NOTEBOOKS:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                yield path.name, "".join(cell["source"])
+    yield "README.zh-CN.md", (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not SEEDS, reason="the posts (../shared/seeds) are not beside the project")
+def test_quote_marks_follow_the_glossary():
+    posts = _plain(" ".join(p.read_text(encoding="utf-8") for p in SEEDS))
+    problems = [f"{name}: {p}" for name, text in _chinese_prose() for p in _quote_marks_problems(text, posts)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_quote_mark_check_catches_each_kind_of_mistake():
+    posts = _plain("解决 PyTorch GAN 训练中的梯度计算错误：inplace 操作与计算图分离。策略一")
+    assert _quote_marks_problems("原帖「解决 PyTorch GAN 训练中的梯度计算错误」说", posts) == []
+    assert _quote_marks_problems("标题「解决……计算图分离」", posts) == []                # an elision
+    assert _quote_marks_problems("代码 `print(“x”)` 与 `「x」` 不算", posts) == []        # inline code aside
+    assert "not a post's words" in _quote_marks_problems("我们说「梯度会累加」", posts)[0]
+    assert "a post's words take 「」" in _quote_marks_problems("原帖说“操作与计算图分离”", posts)[0]
+    assert "unpaired" in _quote_marks_problems("原帖「策略一", posts)[0]
+    assert _quote_marks_problems("本课说“梯度会累加”", posts) == []
