@@ -22,7 +22,8 @@ from gan_lessons.exercises.lesson05 import check_strategy
 from gan_lessons.exercises.lesson06 import check_resume
 from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check_seed000_step, reference_seed000_step
-from gan_lessons.exercises.lesson08 import check_gradient_penalty, check_lazy_r1
+from gan_lessons.exercises.lesson08 import check_lazy_r1
+from gan_lessons.exercises.lesson08_gp import check_gradient_penalty
 from gan_lessons.exercises.lesson09 import check_frozen_g_step, reference_frozen_g_step
 from gan_lessons.exercises.lesson10 import check_amp_step, reference_amp_step
 from gan_lessons.exercises.lesson11 import (check_freeing, check_leaf_rule, check_numerical_grad, check_saving,

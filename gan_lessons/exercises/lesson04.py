@@ -11,10 +11,14 @@ from gan_lessons.i18n import N_, _
 
 # --- lesson 04: a D step that keeps its hands off G ----------------------------------------------------------
 def _gan(batch=8):
-    """Seed 000's models, a batch, and D's .grad holding an earlier gradient (as it does mid-training)."""
+    """Seed 000's models, a batch, and D's .grad holding an earlier gradient (as it does mid-training). D's last
+    layer is scaled up so that its scores spread past the hinge's margins, as a trained D's do (at initialisation
+    every score is near 0, where the hinge loss and a plain Wasserstein loss give the same gradient)."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(0)
     G, D = Generator(), Discriminator()
+    with torch.no_grad():
+        D.net[-2].weight.mul_(80)
     opt_D = optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
     z, x_real = torch.randn(batch, G.z_dim), torch.rand(batch, 1, 28, 28) * 2 - 1
     F.binary_cross_entropy_with_logits(D(torch.rand(batch, 1, 28, 28)), torch.ones(batch)).backward()
@@ -22,27 +26,26 @@ def _gan(batch=8):
 
 
 def reference_d_step(G, D, opt_D, z, x_real):
-    """D's step of lesson 04: the fake batch detached, so loss_D trains D only."""
+    """D's step of lesson 04's build, on the hinge loss (SAGAN's, BigGAN's): the fake batch detached, so loss_D
+    trains D only."""
     x_fake = G(z).detach()
-    loss_real = F.binary_cross_entropy_with_logits(D(x_real), torch.ones(len(x_real)))
-    loss_fake = F.binary_cross_entropy_with_logits(D(x_fake), torch.zeros(len(z)))
-    loss_D = loss_real + loss_fake
+    loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
     return loss_D
 
 
-def _d_step_written(scale=1.0, swap_labels=False, detach_output=False, zero_grad="before"):
-    """The reference D step written another way: its loss scaled (right: lesson 05 averages the two terms), or with
-    the labels swapped, D's *output* on the fakes detached, or opt_D.zero_grad() missing or after the backward
-    (wrong, with hints below)."""
+def _d_step_written(scale=1.0, swap_signs=False, detach_output=False, zero_grad="before", hinge=True):
+    """The reference D step written another way: its loss scaled (right: the mean of the two terms), or with the
+    signs swapped, D's *output* on the fakes detached, no hinge (the scores themselves, a Wasserstein critic's loss),
+    or opt_D.zero_grad() missing or after the backward (wrong, with hints below)."""
     def step(G, D, opt_D, z, x_real):
-        real, fake = (0.0, 1.0) if swap_labels else (1.0, 0.0)
+        real, fake = (1, -1) if swap_signs else (-1, 1)      # the hinge pushes real scores up, fake scores down
         x_fake = G(z)
-        fake_logits = D(x_fake).detach() if detach_output else D(x_fake.detach())
-        loss_D = scale * (F.binary_cross_entropy_with_logits(D(x_real), torch.full((len(x_real),), real))
-                          + F.binary_cross_entropy_with_logits(fake_logits, torch.full((len(z),), fake)))
+        fake_scores = D(x_fake).detach() if detach_output else D(x_fake.detach())
+        margin = F.relu if hinge else (lambda t: t)
+        loss_D = scale * (margin(1 + real * D(x_real)).mean() + margin(1 + fake * fake_scores).mean())
         if zero_grad == "before":
             opt_D.zero_grad()
         loss_D.backward()
@@ -55,7 +58,10 @@ def _d_step_written(scale=1.0, swap_labels=False, detach_output=False, zero_grad
 D_STEP_MISTAKE_HINTS = [
     (dict(detach_output=True), N_("the fake term no longer reaches D: D's *output* on the fakes was detached, so only "
                                   "the real images train D. What must be cut from G's graph is what goes into D")),
-    (dict(swap_labels=True), N_("the labels are swapped: D must score x_real as 1 and the fakes as 0")),
+    (dict(swap_signs=True), N_("the signs are swapped: this loss pushes D's scores on x_real down and on the fakes "
+                               "up")),
+    (dict(hinge=False), N_("there is no hinge: without the relu every score keeps pulling on D however far past its "
+                           "margin it is, where the hinge loss stops at 1 for the real images and -1 for the fakes")),
     (dict(zero_grad=None), N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it "
                               "before loss_D.backward()")),
     (dict(zero_grad="after"), N_("D's gradients were cleared after loss_D.backward(), which throws the new gradient "
@@ -65,7 +71,6 @@ D_STEP_MISTAKE_HINTS = [
 D_STEP_MISTAKES = [(_d_step_written(scale=scale, **how), hint) for how, hint in D_STEP_MISTAKE_HINTS
                    for scale in (1.0, 0.5)]
 D_STEP_HINTS = AUTOGRAD_HINTS + [
-    ("must be the same as input size", N_("D returns one logit per image, shape [B]: labels of shape [B]")),
     ("does not require grad and does not have a grad_fn",
      N_("loss_D has no graph: only the fake batch may be made under torch.no_grad(), D's forward needs its graph")),
 ]
@@ -88,9 +93,9 @@ def _run_d_step(step):
 
 
 def check_d_step(d_step) -> bool:
-    """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on seed 000's models, real images labelled 1 and
-    fakes 0, with D's .grad holding an earlier gradient. Every D parameter must get the right gradient at
-    opt_D.step(), and loss_D's backward must not go into G."""
+    """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on the hinge loss, on seed 000's models, with D's .grad
+    holding an earlier gradient. Every D parameter must get the right gradient at opt_D.step(), and loss_D's
+    backward must not go into G."""
     name = "d_step"
     if unanswered(name, d_step, _("your d_step")):
         return False
@@ -111,8 +116,8 @@ def check_d_step(d_step) -> bool:
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
     reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0])
     problems += [_(mistake)] if mistake else compare_steps(
-        mine, reference, _("labels 1 for x_real and 0 for the fakes, opt_D.zero_grad() before "
-                           "loss_D.backward()"))
+        mine, reference, _("check your loss against the exercise's hinge loss, term by term, and where D's .grad "
+                           "is cleared"))
     return verdict(name, problems, _("D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
                                       "backward never enters G"))
 

@@ -1,8 +1,9 @@
-"""Lesson 08's exercises, both written from scratch: WGAN-GP's gradient penalty (check_gradient_penalty) and a lazy
-R1 term (check_lazy_r1). Each checker runs the student's function on a small critic and image-shaped batches, and
-compares the value and D's gradients with the reference; a wrong value is matched against the mistakes people make
-(one norm for the whole batch, the norm across channels, the gradient of D's weights, a lazy weight not multiplied by
-the interval, ...), so that the hint names the mistake."""
+"""Lesson 08's exercises, both written from scratch: WGAN-GP's gradient penalty for a conditional critic D(x_cond, x),
+as pix2pix's is (check_gradient_penalty, in lesson08_gp.py), and a lazy R1 term (check_lazy_r1). Each checker runs the student's
+function on a small critic and image-shaped batches, and compares the value and D's gradients with the reference; a
+wrong value is matched against the mistakes people make (one norm for the whole batch, the norm across channels, the
+gradient with respect to both of D's inputs or to D's weights, a lazy weight not multiplied by the interval, ...), so
+that the hint names the mistake."""
 from contextlib import contextmanager
 
 import torch
@@ -24,14 +25,6 @@ _CONSTANT = ("does not require grad and does not have a grad_fn",
 _UNPACK = ("too many values to unpack",
            N_("torch.autograd.grad returns one gradient per input, and you passed several (D's parameters?): the "
               "penalty is on the gradient with respect to D's input, one tensor"))
-_GP_HINTS = [
-    ("must match the size of tensor",
-     N_("eps holds one number per image, shape (N,): reshape it to (N, 1, 1, 1), e.g. eps.view(-1, 1, 1, 1), so "
-        "that each image's pixels share its own eps")),
-    ("One of the differentiated Tensors does not require grad",
-     N_("x_hat must require grad before D sees it: x_hat = (...).requires_grad_(True), made from a detached "
-        "x_fake")),
-    _SCALAR, _SECOND, _CONSTANT, _UNPACK]
 _R1_HINTS = [
     ("One of the differentiated Tensors does not require grad",
      N_("x_real must require grad before D sees it (data never does): x_real = "
@@ -62,34 +55,6 @@ def _weight_grad(D, x):
     scores = D(x.detach())
     return torch.autograd.grad(scores, next(D.parameters()), grad_outputs=torch.ones_like(scores),
                                create_graph=True)[0]
-
-
-def _gp_mistakes(D, x_real, x_fake, eps):
-    """(value, hint) of the wrong penalties people write, on the checker's batch."""
-    e = eps.view(-1, 1, 1, 1)
-    x_hat = e * x_real + (1 - e) * x_fake.detach()
-    g = _grad_at(D, x_hat)
-    norms = g.flatten(1).norm(2, dim=1)
-    return [
-        (((g.norm(2) - 1) ** 2), _("one norm over the whole batch's gradient: the penalty is on each image's own "
-                                   "gradient norm, g.flatten(1).norm(2, dim=1), one norm per image, then the mean "
-                                   "of (norm - 1)²")),
-        (((g.norm(2, dim=1) - 1) ** 2).mean(), _("g.norm(2, dim=1) of an image-shaped gradient (N, C, H, W) is a "
-                                                 "norm across the channels at each pixel: flatten each image's "
-                                                 "gradient first, g.flatten(1).norm(2, dim=1)")),
-        (((norms - 1) ** 2).sum(), _("the sum over the batch: the penalty is the batch mean")),
-        ((norms.mean() - 1) ** 2, _("(mean norm - 1)²: square each image's (norm - 1) first, then take the mean")),
-        ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP's target norm is 1, (norm - 1)²")),
-        (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖ - 1)², not (‖g‖² - 1)²")),
-        ((((_grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
-         .mean(), _("one eps for the whole batch: each image gets its own eps, eps.view(-1, 1, 1, 1)")),
-        ((((_grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
-         _("eps and 1 - eps swapped: x_hat = eps * x_real + (1 - eps) * x_fake")),
-        (((_weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "
-                                                                                 "to D's weights: the penalty is on "
-                                                                                 "the gradient with respect to D's "
-                                                                                 "input, x_hat")),
-    ]
 
 
 def _r1_mistakes(D, x_real, every, gamma):
@@ -203,39 +168,6 @@ def _graph_problems(penalty, reference, D, G):
                               "one").format(parameter=pname))
             break
     return problems
-
-
-def check_gradient_penalty(gradient_penalty) -> bool:
-    """Lesson 08: the student's gradient_penalty(D, x_real, x_fake, eps), images (N, C, H, W) and eps of shape (N,),
-    against WGAN-GP's: its value, a graph back to D's parameters (and not to G's), D's gradients."""
-    from gan_lessons.strategies import gradient_penalty as reference_penalty
-    name = "gradient_penalty"
-    if unanswered(name, gradient_penalty, _("your gradient_penalty")):
-        return False
-    D, G, x_real, x_fake, eps = _critic()
-    reference = reference_penalty(D, x_real, x_fake, eps=eps)
-    inputs = []
-    handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
-    try:
-        with _watched("gradient_penalty") as used:
-            penalty, error = _call(name, gradient_penalty, "gradient_penalty", _GP_HINTS, D, x_real, x_fake,
-                                   eps.clone())
-    finally:
-        handle.remove()
-    if error is not None:
-        return _not_run(name, error)
-    problems = _shape_problem(penalty) or _value_problems(
-        penalty, reference, _gp_mistakes(D, x_real, x_fake, eps),
-        _("the penalty is {value:.5f}, the right one {right:.5f}: {hint}")) or _graph_problems(
-        penalty, reference, D, G)
-    if not problems and inputs and any(leaf.numel() == len(eps) for leaf in _leaves(inputs[0])):
-        problems = [_("eps requires grad, so x_hat is not a leaf and the penalty's backward runs on into eps: eps is "
-                      "a random mixing weight, not something to differentiate. Mix tensors that require no grad, "
-                      "then call requires_grad_(True) on x_hat itself")]
-    if not problems and used:
-        problems = [_("it calls strategies.gradient_penalty: write the penalty yourself, with torch.autograd.grad")]
-    return verdict(name, problems, _("the right value, a graph back to D's parameters (create_graph=True), D's "
-                                      "gradients equal to WGAN-GP's, and nothing reaches G"))
 
 
 def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:

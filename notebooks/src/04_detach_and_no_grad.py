@@ -411,21 +411,22 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 #
 # ### Build it: a D step that trains D and nothing else
 #
-# Write `d_step(G, D, opt_D, z, x_real)`: one step of D on `bce(D(x_real), 1) + bce(D(G(z)), 0)`, where `bce` is
-# `F.binary_cross_entropy_with_logits` and D returns one logit per image (shape `[B]`). It must train D, and its
-# backward must not go into G (section 3). Return `loss_D`. The checker runs it on seed 000's models with D's
-# `.grad` holding an earlier gradient, as it does mid-training; it reads D's gradients at `opt_D.step()` (with
-# `register_step_pre_hook`) and compares them with the right ones (the sum of the two terms or their mean), and it
-# watches G's parameters for any gradient computed along the way. The whole body is yours.
+# SAGAN and BigGAN train D with the **hinge loss** instead of BCE: D's score on a real image is pushed up until it
+# reaches 1, its score on a fake pushed down until it reaches -1, and a score past its margin adds nothing. Write
+# `d_step(G, D, opt_D, z, x_real)`: one step of D on `relu(1 − D(x_real)).mean() + relu(1 + D(G(z))).mean()`, where D
+# returns one score per image (shape `[B]`) and `relu` is `F.relu`. It must train D, and its backward must not go
+# into G (section 3). Return `loss_D`. The checker runs it on seed 000's models, D's scores spread past the margins
+# and its `.grad` holding an earlier gradient, as they are mid-training; it reads D's gradients at `opt_D.step()`
+# (with `register_step_pre_hook`) and compares them with the right ones (the sum of the two terms or their mean),
+# and it watches G's parameters for any gradient computed along the way. The whole body is yours.
 
 # %%
 def d_step(G, D, opt_D, z, x_real):
-    """One D step: x_real labelled 1, G's fakes labelled 0; trains D, and its backward never enters G."""
+    """One D step on the hinge loss: real scores pushed up to 1, fake scores down to -1; trains D, and its backward
+    never enters G."""
     ### BEGIN SOLUTION
     x_fake = G(z).detach()                    # cut from G: D's backward stops here
-    loss_real = F.binary_cross_entropy_with_logits(D(x_real), torch.ones(len(x_real)))
-    loss_fake = F.binary_cross_entropy_with_logits(D(x_fake), torch.zeros(len(z)))
-    loss_D = loss_real + loss_fake
+    loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()

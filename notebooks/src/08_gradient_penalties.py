@@ -24,8 +24,8 @@
 # `grad_outputs`, `retain_graph`, `create_graph`, `inputs`. Then build WGAN-GP's gradient penalty one line at a
 # time, meet each error it raises on the way, and find out what a penalty computed without `create_graph=True`
 # does. Go on to R1 on real images, lazy regularisation, `n_critic` critic steps per G step, what a
-# penalty costs, measured, and why `torch.compile`'s ahead-of-time backends cannot take it. In the exercises you write WGAN-GP's penalty and
-# lazy R1 yourself, from scratch.
+# penalty costs, measured, and why `torch.compile`'s ahead-of-time backends cannot take it. In the exercises you write WGAN-GP's penalty for a
+# conditional critic (two inputs, one gradient) and lazy R1 yourself, from scratch.
 #
 # **Material.** None of the five seeds reaches gradient penalties; this lesson goes past them. The facts come
 # from the papers: WGAN-GP (Gulrajani et al., *Improved Training of Wasserstein GANs*, 2017: penalty weight 10,
@@ -587,23 +587,27 @@ claim("the loss through the compiled D, the penalty through D_compiled._orig_mod
 # %% [markdown]
 # ## Exercises
 #
-# ### Build it: WGAN-GP's gradient penalty, from scratch
+# ### Build it: the gradient penalty of a conditional critic
 #
-# Write `gradient_penalty(D, x_real, x_fake, eps)` for image batches of shape `(N, C, H, W)`, with one `eps` per
-# image given as a tensor of shape `(N,)`. It returns the batch mean of `(‖∇x_hat D(x_hat)‖₂ − 1)²` at
-# `x_hat = eps·x_real + (1 − eps)·x_fake`: one number, as a 0-dim tensor, that trains D and not G (`x_fake` comes
-# straight from G, graph and all). Take the gradient with `torch.autograd.grad`, not with
-# `strategies.gradient_penalty`. The checker runs your function on a small critic and compares the value and D's
-# gradients with WGAN-GP's; when the value is wrong, it says which mistake gives your number.
+# pix2pix and other image-to-image GANs judge a pair: the critic scores an image `x` given the image it was made
+# from, `D(x_cond, x)`. Write `gradient_penalty(D, x_cond, x_real, x_fake, eps)` for batches of images of shape
+# `(N, C, H, W)` (the three alike), with one `eps` per image given as a tensor of shape `(N,)`. It returns WGAN-GP's
+# penalty on the image alone: the batch mean of `(‖∇x D(x_cond, x_hat)‖₂ − 1)²` at
+# `x_hat = eps·x_real + (1 − eps)·x_fake`, where the real and the fake image share their condition. One number, as a
+# 0-dim tensor, that trains D and not G (`x_fake` comes straight from G, graph and all). Take the gradient with
+# `torch.autograd.grad`, not with `strategies.gradient_penalty`. The checker runs your function on a small
+# conditional critic and compares the value and D's gradients with the right penalty's; when the value is wrong, it
+# says which mistake gives your number.
 
 # %%
-def gradient_penalty(D, x_real, x_fake, eps):
-    """WGAN-GP's penalty for images (N, C, H, W) and eps of shape (N,): the batch mean of (‖∇ D(x_hat)‖₂ − 1)² at
-    x_hat = eps·x_real + (1 − eps)·x_fake, as a 0-dim tensor that trains D, not G."""
+def gradient_penalty(D, x_cond, x_real, x_fake, eps):
+    """WGAN-GP's penalty for a conditional critic D(x_cond, x), images (N, C, H, W) and eps of shape (N,): the batch
+    mean of (‖∇x D(x_cond, x_hat)‖₂ − 1)² at x_hat = eps·x_real + (1 − eps)·x_fake, as a 0-dim tensor that trains D,
+    not G."""
     ### BEGIN SOLUTION
     eps = eps.view(-1, 1, 1, 1)                             # one eps per image, over all its pixels
     x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)                               # the condition is given: no gradient is taken for it
     g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
     norms = g.flatten(1).norm(2, dim=1)                     # one norm per image
     return ((norms - 1) ** 2).mean()

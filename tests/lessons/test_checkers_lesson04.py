@@ -27,11 +27,11 @@ def test_unanswered_and_the_student_copys_stub_say_not_solved_yet(capsys, checke
     assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out, out
 
 
-# --- d_step: right answers, written differently ----------------------------------------------------------------
-def d_step_averaged(G, D, opt_D, z, x_real):            # lesson 05's convention: the mean of the two terms
+# --- d_step: right answers, written differently (the hinge loss: relu(1 - D(x_real)) and relu(1 + D(fakes))) ------
+def d_step_averaged(G, D, opt_D, z, x_real):            # the mean of the two terms, with clamp for relu
     x_fake = G(z).detach()
     opt_D.zero_grad()
-    loss_D = (bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))) / 2
+    loss_D = ((1 - D(x_real)).clamp(min=0).mean() + (1 + D(x_fake)).clamp(min=0).mean()) / 2
     loss_D.backward()
     opt_D.step()
     return loss_D
@@ -40,32 +40,46 @@ def d_step_averaged(G, D, opt_D, z, x_real):            # lesson 05's convention
 def d_step_no_grad(G, D, opt_D, z, x_real):              # the fake batch made without a graph at all
     with torch.no_grad():
         x_fake = G(z)
-    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    loss_D = torch.relu(1.0 - D(x_real)).mean() + torch.relu(1.0 + D(x_fake)).mean()
     D.zero_grad()
     loss_D.backward()
     opt_D.step()
 
 
-def d_step_concatenated(G, D, opt_D, z, x_real):         # one BCE on one batch of reals and fakes (D has no BatchNorm)
+def d_step_concatenated(G, D, opt_D, z, x_real):         # one batch of reals and fakes, signs as targets
     x = torch.cat([x_real, G(z).detach()])
-    labels = torch.cat([torch.ones(len(x_real)), torch.zeros(len(z))])
+    y = torch.cat([torch.ones(len(x_real)), -torch.ones(len(z))])
     opt_D.zero_grad()
-    loss_D = bce(D(x), labels)
+    loss_D = F.relu(1 - y * D(x)).mean()                  # the mean over 2B: half the sum of the two means
     loss_D.backward()
     opt_D.step()
     return loss_D
 
 
-@pytest.mark.parametrize("d_step", [exercises.reference_d_step, d_step_averaged, d_step_no_grad, d_step_concatenated])
+def d_step_minimum(G, D, opt_D, z, x_real):              # -min(0, s - 1), as the SAGAN paper writes the hinge
+    x_fake = G(z).detach()
+    zero = torch.zeros(())
+    loss_D = -torch.minimum(zero, D(x_real) - 1).mean() - torch.minimum(zero, -D(x_fake) - 1).mean()
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+@pytest.mark.parametrize("d_step", [exercises.reference_d_step, d_step_averaged, d_step_no_grad, d_step_concatenated,
+                                    d_step_minimum])
 def test_right_d_steps_are_accepted(capsys, d_step):
     ok, out = run(capsys, exercises.check_d_step, d_step)
     assert ok is True and out.startswith("✓"), out
 
 
 # --- d_step: wrong answers, each named -------------------------------------------------------------------------
+def hinge(real_scores, fake_scores):
+    return F.relu(1 - real_scores).mean() + F.relu(1 + fake_scores).mean()
+
+
 def d_step_undetached(G, D, opt_D, z, x_real):          # the fake batch not detached: loss_D fills G's .grad
     x_fake = G(z)
-    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    loss_D = hinge(D(x_real), D(x_fake))
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
@@ -77,15 +91,23 @@ def d_step_clears_G_afterwards(G, D, opt_D, z, x_real):  # not detached, G's .gr
 
 
 def d_step_output_detached(G, D, opt_D, z, x_real):     # detaches D's output: the fake term trains nothing
-    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(G(z)).detach(), torch.zeros(len(z)))
+    loss_D = hinge(D(x_real), D(G(z)).detach())
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
 
 
-def d_step_swapped_labels(G, D, opt_D, z, x_real):
+def d_step_swapped_signs(G, D, opt_D, z, x_real):
     x_fake = G(z).detach()
-    loss_D = bce(D(x_real), torch.zeros(len(x_real))) + bce(D(x_fake), torch.ones(len(z)))
+    loss_D = F.relu(1 + D(x_real)).mean() + F.relu(1 - D(x_fake)).mean()
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+
+
+def d_step_no_hinge(G, D, opt_D, z, x_real):            # a Wasserstein critic's loss: no margin
+    x_fake = G(z).detach()
+    loss_D = D(x_fake).mean() - D(x_real).mean()
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
@@ -93,14 +115,14 @@ def d_step_swapped_labels(G, D, opt_D, z, x_real):
 
 def d_step_no_zero_grad(G, D, opt_D, z, x_real):        # D's .grad still holds the earlier gradient
     x_fake = G(z).detach()
-    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    loss_D = hinge(D(x_real), D(x_fake))
     loss_D.backward()
     opt_D.step()
 
 
 def d_step_zero_grad_late(G, D, opt_D, z, x_real):      # zero_grad between backward and step
     x_fake = G(z).detach()
-    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
+    loss_D = hinge(D(x_real), D(x_fake))
     loss_D.backward()
     opt_D.zero_grad()
     opt_D.step()
@@ -108,22 +130,22 @@ def d_step_zero_grad_late(G, D, opt_D, z, x_real):      # zero_grad between back
 
 def d_step_all_no_grad(G, D, opt_D, z, x_real):         # the whole loss under no_grad: nothing to backward
     with torch.no_grad():
-        loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(G(z)), torch.zeros(len(z)))
+        loss_D = hinge(D(x_real), D(G(z)))
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
 
 
-def d_step_labels_column(G, D, opt_D, z, x_real):       # seed 000's labels of shape [B, 1]
+def d_step_bce(G, D, opt_D, z, x_real):                 # section 3's loss, not the exercise's
     x_fake = G(z).detach()
-    loss_D = bce(D(x_real), torch.ones(len(x_real), 1)) + bce(D(x_fake), torch.zeros(len(z), 1))
+    loss_D = bce(D(x_real), torch.ones(len(x_real))) + bce(D(x_fake), torch.zeros(len(z)))
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
 
 
-def d_step_output_detached_averaged(G, D, opt_D, z, x_real):   # the same slip in an averaged loss, as lesson 05 writes it
-    loss_D = 0.5 * (bce(D(x_real), torch.ones(len(x_real))) + bce(D(G(z)).detach(), torch.zeros(len(z))))
+def d_step_output_detached_averaged(G, D, opt_D, z, x_real):   # the same slip in an averaged loss
+    loss_D = 0.5 * hinge(D(x_real), D(G(z)).detach())
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
@@ -139,11 +161,12 @@ def d_step_freezes_G(G, D, opt_D, z, x_real):           # G frozen for the step,
     (d_step_clears_G_afterwards, ["still ran through G", "still joined to G's graph"]),
     (d_step_output_detached, ["the fake term no longer reaches D", "D's *output* on the fakes was detached"]),
     (d_step_output_detached_averaged, ["the fake term no longer reaches D", "D's *output* on the fakes was detached"]),
-    (d_step_swapped_labels, ["the labels are swapped"]),
+    (d_step_swapped_signs, ["the signs are swapped"]),
+    (d_step_no_hinge, ["there is no hinge"]),
     (d_step_no_zero_grad, ["still held an earlier gradient", "nothing cleared it before loss_D.backward()"]),
     (d_step_zero_grad_late, ["cleared after loss_D.backward(), which throws the new gradient away"]),
     (d_step_all_no_grad, ["loss_D has no graph", "only the fake batch may be made under torch.no_grad()"]),
-    (d_step_labels_column, ["labels of shape [B]"]),
+    (d_step_bce, ["another direction", "the exercise's hinge loss, term by term"]),
     (d_step_freezes_G, ["no longer require grad"]),
 ])
 def test_each_wrong_d_step_is_named(capsys, d_step, named):
@@ -151,13 +174,13 @@ def test_each_wrong_d_step_is_named(capsys, d_step, named):
     assert ok is False and out.startswith("✗"), out
     for words in named:
         assert words in out, (words, out)
-    for fix in ("x_fake.detach()", "D(x_fake.detach())", "opt_D.zero_grad() before"):
+    for fix in ("x_fake.detach()", "D(x_fake.detach())", "relu(1 -", "zero_grad() before"):
         assert fix not in out, (fix, out)                       # the mistake named, not the fix's code printed
 
 
-def test_an_undetached_step_is_not_also_blamed_for_labels(capsys):
+def test_an_undetached_step_is_not_also_blamed_for_its_loss(capsys):
     ok, out = run(capsys, exercises.check_d_step, d_step_undetached)
-    assert out.count("✗") == 1 and "labels" not in out, out
+    assert out.count("✗") == 1 and "hinge" not in out, out
 
 
 # --- sample: right answers, written differently ----------------------------------------------------------------

@@ -17,28 +17,28 @@ def stub(*args):
     raise NotImplementedError()
 
 
-# --- gradient_penalty(D, x_real, x_fake, eps): images (N, C, H, W), eps of shape (N,) --------------------------
-def gp_reference(D, x_real, x_fake, eps):
+# --- gradient_penalty(D, x_cond, x_real, x_fake, eps): images (N, C, H, W), eps of shape (N,) --------------------------
+def gp_reference(D, x_cond, x_real, x_fake, eps):
     eps = eps.view(-1, 1, 1, 1)
     x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)
     g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
     norms = g.flatten(1).norm(2, dim=1)
     return ((norms - 1) ** 2).mean()
 
 
-def gp_sum_sqrt(D, x_real, x_fake, eps):             # .sum() instead of grad_outputs, sqrt of the sum of squares
+def gp_sum_sqrt(D, x_cond, x_real, x_fake, eps):             # .sum() instead of grad_outputs, sqrt of the sum of squares
     e = eps[:, None, None, None]
     x_hat = e * x_real.detach() + (1 - e) * x_fake.detach()
     x_hat.requires_grad_()
-    g = grad(D(x_hat).sum(), x_hat, create_graph=True)[0]
+    g = grad(D(x_cond, x_hat).sum(), x_hat, create_graph=True)[0]
     norm = torch.sqrt((g ** 2).sum(dim=(1, 2, 3)))
     return torch.mean((norm - 1.0) ** 2)
 
 
-def gp_lerp_linalg(D, x_real, x_fake, eps):          # lerp, detach after mixing, linalg.vector_norm
+def gp_lerp_linalg(D, x_cond, x_real, x_fake, eps):          # lerp, detach after mixing, linalg.vector_norm
     x_hat = torch.lerp(x_fake, x_real, eps.reshape(-1, *[1] * (x_real.dim() - 1))).detach().requires_grad_(True)
-    out = D(x_hat)
+    out = D(x_cond, x_hat)
     (g,) = torch.autograd.grad(outputs=out, inputs=[x_hat], grad_outputs=[torch.ones_like(out)], create_graph=True,
                                retain_graph=True)
     return (torch.linalg.vector_norm(g.flatten(start_dim=1), dim=1) - 1).pow(2).mean()
@@ -47,13 +47,13 @@ def gp_lerp_linalg(D, x_real, x_fake, eps):          # lerp, detach after mixing
 def gp_written(create_graph=True, detach=True, reshape=True, per_image=True, flatten=True, mean=True,
                first_eps=False, ones=True):
     """A penalty as a student writes it, with one of the usual mistakes switched on."""
-    def gradient_penalty(D, x_real, x_fake, eps):
+    def gradient_penalty(D, x_cond, x_real, x_fake, eps):
         e = eps.view(-1, 1, 1, 1) if reshape else eps
         if first_eps:
             e = eps[0]
         x_hat = e * x_real + (1 - e) * (x_fake.detach() if detach else x_fake)
         x_hat.requires_grad_(True)
-        scores = D(x_hat)
+        scores = D(x_cond, x_hat)
         g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores) if ones else None, create_graph=create_graph)
         if not per_image:
             return (g.norm(2) - 1) ** 2
@@ -62,51 +62,87 @@ def gp_written(create_graph=True, detach=True, reshape=True, per_image=True, fla
     return gradient_penalty
 
 
-def gp_weights(D, x_real, x_fake, eps):              # the gradient of D's weights, not of its input
+def gp_weights(D, x_cond, x_real, x_fake, eps):              # the gradient of D's weights, not of its input
     eps = eps.view(-1, 1, 1, 1)
     x_hat = eps * x_real + (1 - eps) * x_fake.detach()
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)
     g = grad(scores, list(D.parameters()), grad_outputs=torch.ones_like(scores), create_graph=True)[0]
     return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 
 
-def gp_weights_unpacked(D, x_real, x_fake, eps):     # the same, unpacked as one gradient
+def gp_weights_unpacked(D, x_cond, x_real, x_fake, eps):     # the same, unpacked as one gradient
     eps = eps.view(-1, 1, 1, 1)
     x_hat = eps * x_real + (1 - eps) * x_fake.detach()
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)
     g, = grad(scores, D.parameters(), grad_outputs=torch.ones_like(scores), create_graph=True)
     return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 
 
-def gp_no_requires_grad(D, x_real, x_fake, eps):     # x_hat made from detached tensors, never requires grad
+def gp_no_requires_grad(D, x_cond, x_real, x_fake, eps):     # x_hat made from detached tensors, never requires grad
     eps = eps.view(-1, 1, 1, 1)
     x_hat = eps * x_real + (1 - eps) * x_fake.detach()
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)
     g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
     return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 
 
-def gp_not_detached(D, x_real, x_fake, eps):         # x_hat carries G's graph: runs, and the penalty reaches G
+def gp_not_detached(D, x_cond, x_real, x_fake, eps):         # x_hat carries G's graph: runs, and the penalty reaches G
     eps = eps.view(-1, 1, 1, 1)
     x_hat = eps * x_real + (1 - eps) * x_fake
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)
     g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
     return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 
 
-def gp_eps_requires_grad(D, x_real, x_fake, eps):    # eps made to require grad: x_hat's graph runs into it
+def gp_eps_requires_grad(D, x_cond, x_real, x_fake, eps):    # eps made to require grad: x_hat's graph runs into it
     eps = eps.view(-1, 1, 1, 1).requires_grad_(True)
     x_hat = eps * x_real + (1 - eps) * x_fake.detach()
+    scores = D(x_cond, x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_package(D, x_cond, x_real, x_fake, eps):              # not written at all
+    return strategies.gradient_penalty(lambda x: D(x_cond, x), x_real, x_fake, eps=eps)
+
+
+def gp_both_inputs(D, x_cond, x_real, x_fake, eps):  # the gradient of both inputs, one norm over the pair
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    x_cond = x_cond.detach().requires_grad_(True)
+    scores = D(x_cond, x_hat)
+    g_cond, g_img = grad(scores, (x_cond, x_hat), grad_outputs=torch.ones_like(scores), create_graph=True)
+    g = torch.cat([g_cond.flatten(1), g_img.flatten(1)], dim=1)
+    return ((g.norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_swapped_inputs(D, x_cond, x_real, x_fake, eps):   # the image where the condition goes
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    scores = D(x_hat, x_cond)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
+def gp_unconditional(D, x_cond, x_real, x_fake, eps):    # D called as section 3's critic, without its condition
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
     scores = D(x_hat)
     g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
     return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 
 
-def gp_package(D, x_real, x_fake, eps):              # not written at all
-    return strategies.gradient_penalty(D, x_real, x_fake, eps=eps)
+def gp_image_only_of_two(D, x_cond, x_real, x_fake, eps):   # both inputs require grad, the image's gradient kept
+    eps = eps.view(-1, 1, 1, 1)
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    cond = x_cond.clone().requires_grad_(True)
+    scores = D(cond, x_hat)
+    _, g = grad(scores.sum(), [cond, x_hat], create_graph=True)
+    return (g.flatten(1).norm(dim=1).sub(1).square()).mean()
 
 
-@pytest.mark.parametrize("answer", [gp_reference, gp_sum_sqrt, gp_lerp_linalg], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("answer", [gp_reference, gp_sum_sqrt, gp_lerp_linalg, gp_image_only_of_two],
+                         ids=lambda f: f.__name__)
 def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answer):
     ok, out = run(capsys, exercises.check_gradient_penalty, answer)
     assert ok is True and out.startswith("✓ gradient_penalty"), out
@@ -126,6 +162,9 @@ def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answ
     (gp_no_requires_grad, ["does not require grad", "requires_grad_(True)"]),
     (gp_not_detached, ["reaches G", "detached"]),
     (gp_package, ["calls strategies.gradient_penalty", "torch.autograd.grad"]),
+    (gp_both_inputs, ["both of D's inputs", "the image's gradient alone"]),
+    (gp_swapped_inputs, ["puts the image where the condition goes", "condition first"]),
+    (gp_unconditional, ["missing 1 required positional argument", "D is conditional"]),
 ], ids=lambda a: getattr(a, "__qualname__", "")[:40])
 def test_gradient_penalty_names_each_mistake(capsys, answer, words):
     ok, out = run(capsys, exercises.check_gradient_penalty, answer)
@@ -235,12 +274,12 @@ def test_lazy_r1_not_solved_yet(capsys):
 
 # --- the penalty and R1 built from small factories -----------------------------------------------------------------
 def penalty(create_graph=True, detach=True, leaf=True, ones=True, target=1.0):
-    def gradient_penalty(D, x_real, x_fake, eps):
+    def gradient_penalty(D, x_cond, x_real, x_fake, eps):
         eps = eps.view(-1, 1, 1, 1)                  # one eps per image (lesson 08's checker passes shape (N,))
         x_hat = eps * x_real + (1 - eps) * (x_fake.detach() if detach else x_fake)
         if leaf:
             x_hat = x_hat.detach().requires_grad_(True)
-        scores = D(x_hat)
+        scores = D(x_cond, x_hat)
         g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores) if ones else None,
                                  create_graph=create_graph)
         return ((g.flatten(1).norm(2, dim=1) - target) ** 2).mean()

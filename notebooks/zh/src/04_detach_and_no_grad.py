@@ -375,16 +375,14 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 #
 # ### 动手实现：只训练 D、不碰别的东西的 D 训练步
 #
-# 写一个 `d_step(G, D, opt_D, z, x_real)`：以 `bce(D(x_real), 1) + bce(D(G(z)), 0)` 为损失，让 D 更新一步，其中 `bce` 是 `F.binary_cross_entropy_with_logits`，D 对每张图像返回一个 logit（形状为 `[B]`）。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在原帖 000 的模型上运行它，并让 D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
+# SAGAN 和 BigGAN 训练 D 时用的不是 BCE，而是**铰链损失**（hinge loss）：D 对真实图像的打分被往上推，到 1 为止；对生成样本的打分被往下压，到 -1 为止；超出间隔的打分不再贡献任何东西。写一个 `d_step(G, D, opt_D, z, x_real)`：以 `relu(1 − D(x_real)).mean() + relu(1 + D(G(z))).mean()` 为损失，让 D 更新一步，其中 D 对每张图像返回一个打分（形状为 `[B]`），`relu` 是 `F.relu`。它必须训练 D，而且它的反向传播不能进入 G（第 3 节）。返回 `loss_D`。检查程序在原帖 000 的模型上运行它，D 的打分已越过间隔、D 的 `.grad` 里先存着一个之前的梯度，就像训练进行到一半时那样；它在 `opt_D.step()` 时读取 D 的梯度（用 `register_step_pre_hook`），与正确的梯度（两项之和或两项的平均）比较，并监视 G 的参数，看过程中有没有为它们算出任何梯度。整个函数体都由你来写。
 
 # %%
 def d_step(G, D, opt_D, z, x_real):
-    """D 的一步：x_real 的标签为 1，G 生成的假样本标签为 0；训练 D，且反向传播从不进入 G。"""
+    """D 在铰链损失上的一步：真实图像的打分推到 1，生成样本的打分压到 -1；训练 D，且反向传播从不进入 G。"""
     ### BEGIN SOLUTION
     x_fake = G(z).detach()                    # 与 G 切断：D 的反向传播到这里为止
-    loss_real = F.binary_cross_entropy_with_logits(D(x_real), torch.ones(len(x_real)))
-    loss_fake = F.binary_cross_entropy_with_logits(D(x_fake), torch.zeros(len(z)))
-    loss_D = loss_real + loss_fake
+    loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()

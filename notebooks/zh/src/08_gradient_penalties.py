@@ -21,7 +21,7 @@
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/08_gradient_penalties.ipynb)
 #
 # **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并弄清不加 `create_graph=True` 算出的惩罚会怎样。接下来是真实图像上的 R1、惰性正则化（lazy
-# regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出 WGAN-GP 的惩罚和惰性 R1。
+# regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出条件评判器的 WGAN-GP 惩罚（两个输入，只对其中一个求梯度）和惰性 R1。
 #
 # **材料**。五篇原帖都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为(0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
 
@@ -511,18 +511,19 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：从零写出 WGAN-GP 的梯度惩罚
+# ### 动手实现：条件评判器的梯度惩罚
 #
-# 写出 `gradient_penalty(D, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量，每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值：一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小评判器上运行你的函数，把值和 D 的梯度与 WGAN-GP 的比较；值不对时，它会告诉你是哪种错误导致了你得到的这个值。
+# pix2pix 等图像到图像的 GAN 评判的是一对图像：评判器在给定生成所依据的那张图像的条件下，给图像 `x` 打分，即 `D(x_cond, x)`。写出 `gradient_penalty(D, x_cond, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量（三者形状相同），每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回只针对图像的 WGAN-GP 惩罚：`(‖∇x D(x_cond, x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值，真实图像和生成图像共用同一个条件。结果是一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小的条件评判器上运行你的函数，把值和 D 的梯度与正确惩罚的比较；值不对时，它会告诉你是哪种错误导致了你得到的这个值。
 
 # %%
-def gradient_penalty(D, x_real, x_fake, eps):
-    """WGAN-GP 的惩罚，图像形状为 (N, C, H, W)，eps 形状为 (N,)：(‖∇ D(x_hat)‖₂ − 1)² 在
-    x_hat = eps·x_real + (1 − eps)·x_fake 处的批量均值，作为训练 D、不训练 G 的 0 维张量返回。"""
+def gradient_penalty(D, x_cond, x_real, x_fake, eps):
+    """条件评判器 D(x_cond, x) 的 WGAN-GP 惩罚，图像形状为 (N, C, H, W)，eps 形状为 (N,)：
+    (‖∇x D(x_cond, x_hat)‖₂ − 1)² 在 x_hat = eps·x_real + (1 − eps)·x_fake 处的批量均值，作为训练 D、不训练 G 的
+    0 维张量返回。"""
     ### BEGIN SOLUTION
     eps = eps.view(-1, 1, 1, 1)                             # 每张图像一个 eps，作用于它的所有像素
     x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
-    scores = D(x_hat)
+    scores = D(x_cond, x_hat)                               # 条件是给定的：不对它求梯度
     g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
     norms = g.flatten(1).norm(2, dim=1)                     # 每张图像一个范数
     return ((norms - 1) ** 2).mean()

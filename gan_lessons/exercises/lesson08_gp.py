@@ -1,0 +1,133 @@
+"""Lesson 08's first build: WGAN-GP's gradient penalty for a conditional critic D(x_cond, x), as pix2pix's is. The
+checker binds the condition (D_c(x) = D(x_cond, x)) to compare with the package's unconditional penalty and to reuse
+lesson08.py's list of the mistakes people make, plus the one a second input invites: a gradient with respect to both
+inputs."""
+import torch
+from torch import nn
+
+from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.lesson08 import (_CONSTANT, _SCALAR, _SECOND, _UNPACK, _call, _grad_at, _graph_problems,
+                                            _leaves, _not_run, _shape_problem, _value_problems, _watched,
+                                            _weight_grad)
+from gan_lessons.i18n import N_, _
+from gan_lessons.models import Reshape
+
+_GP_HINTS = [
+    ("must match the size of tensor",
+     N_("eps holds one number per image, shape (N,): reshape it to (N, 1, 1, 1), e.g. eps.view(-1, 1, 1, 1), so "
+        "that each image's pixels share its own eps")),
+    ("One of the differentiated Tensors does not require grad",
+     N_("x_hat must require grad before D sees it: x_hat = (...).requires_grad_(True), made from a detached "
+        "x_fake")),
+    ("missing 1 required positional argument",
+     N_("D is conditional: it takes two arguments, D(x_cond, x), the condition first")),
+    _SCALAR, _SECOND, _CONSTANT, _UNPACK]
+class _Conditional(nn.Module):
+    """A conditional critic, as pix2pix's: D(x_cond, x) scores an image x given the image it was made from."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(36, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), Reshape())
+
+    def forward(self, x_cond, x):
+        return self.net(torch.cat([x_cond.flatten(1), x.flatten(1)], dim=1))
+
+
+class _Given(nn.Module):
+    """D with its condition bound: D_c(x) = D(x_cond, x), so the unconditional penalties apply to it."""
+
+    def __init__(self, D, x_cond, swapped=False):
+        super().__init__()
+        self.D, self.x_cond, self.swapped = D, x_cond, swapped
+
+    def forward(self, x):
+        return self.D(x, self.x_cond) if self.swapped else self.D(self.x_cond, x)
+
+
+def _conditional_critic():
+    """The conditional critic, a G that maps a condition to an image (the fakes still carry G's graph), one batch of 5
+    conditions, 5 real images and 5 fakes (2-channel, 3x3), and one eps per image, shape (5,)."""
+    torch.manual_seed(8)
+    D = _Conditional()
+    G = nn.Sequential(nn.Flatten(), nn.Linear(18, 18), nn.Unflatten(1, (2, 3, 3)))
+    x_cond, x_real = torch.randn(5, 2, 3, 3), torch.randn(5, 2, 3, 3)
+    return D, G, x_cond, x_real, G(x_cond), torch.rand(5, generator=torch.Generator().manual_seed(3))
+
+
+def _both_inputs(D, x_cond, x_hat):
+    """What a student gets who takes the gradient with respect to both of D's inputs and one norm over the pair."""
+    c, x = x_cond.detach().requires_grad_(True), x_hat.detach().requires_grad_(True)
+    scores = D(c, x)
+    g_c, g_x = torch.autograd.grad(scores, (c, x), grad_outputs=torch.ones_like(scores), create_graph=True)
+    return torch.cat([g_c.flatten(1), g_x.flatten(1)], dim=1)
+
+
+def _gp_mistakes(D, x_real, x_fake, eps):
+    """(value, hint) of the wrong penalties people write, on the checker's batch."""
+    e = eps.view(-1, 1, 1, 1)
+    x_hat = e * x_real + (1 - e) * x_fake.detach()
+    g = _grad_at(D, x_hat)
+    norms = g.flatten(1).norm(2, dim=1)
+    return [
+        (((g.norm(2) - 1) ** 2), _("one norm over the whole batch's gradient: the penalty is on each image's own "
+                                   "gradient norm, g.flatten(1).norm(2, dim=1), one norm per image, then the mean "
+                                   "of (norm - 1)²")),
+        (((g.norm(2, dim=1) - 1) ** 2).mean(), _("g.norm(2, dim=1) of an image-shaped gradient (N, C, H, W) is a "
+                                                 "norm across the channels at each pixel: flatten each image's "
+                                                 "gradient first, g.flatten(1).norm(2, dim=1)")),
+        (((norms - 1) ** 2).sum(), _("the sum over the batch: the penalty is the batch mean")),
+        ((norms.mean() - 1) ** 2, _("(mean norm - 1)²: square each image's (norm - 1) first, then take the mean")),
+        ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP's target norm is 1, (norm - 1)²")),
+        (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖ - 1)², not (‖g‖² - 1)²")),
+        ((((_grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
+         .mean(), _("one eps for the whole batch: each image gets its own eps, eps.view(-1, 1, 1, 1)")),
+        ((((_grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
+         _("eps and 1 - eps swapped: x_hat = eps * x_real + (1 - eps) * x_fake")),
+        (((_weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "
+                                                                                 "to D's weights: the penalty is on "
+                                                                                 "the gradient with respect to D's "
+                                                                                 "input, x_hat")),
+    ]
+
+
+def check_gradient_penalty(gradient_penalty) -> bool:
+    """Lesson 08: the student's gradient_penalty(D, x_cond, x_real, x_fake, eps) for a conditional critic D(x_cond, x),
+    images (N, C, H, W) and eps of shape (N,), against WGAN-GP's on the image: its value, a graph back to D's
+    parameters (and not to G's), D's gradients."""
+    from gan_lessons.strategies import gradient_penalty as reference_penalty
+    name = "gradient_penalty"
+    if unanswered(name, gradient_penalty, _("your gradient_penalty")):
+        return False
+    D, G, x_cond, x_real, x_fake, eps = _conditional_critic()
+    given = _Given(D, x_cond)
+    reference = reference_penalty(given, x_real, x_fake, eps=eps)
+    inputs = []
+    handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[-1]))
+    try:
+        with _watched("gradient_penalty") as used:
+            penalty, error = _call(name, gradient_penalty, "gradient_penalty", _GP_HINTS, D, x_cond.clone(), x_real,
+                                   x_fake, eps.clone())
+    finally:
+        handle.remove()
+    if error is not None:
+        return _not_run(name, error)
+    e = eps.view(-1, 1, 1, 1)
+    both = _both_inputs(D, x_cond, e * x_real + (1 - e) * x_fake.detach()).norm(2, dim=1)
+    mistakes = [(((both - 1) ** 2).mean(), _("that is the norm of the gradient with respect to both of D's inputs, "
+                                             "the condition's and the image's: the penalty is on the image's "
+                                             "gradient alone (the condition is given, the same for real and fake)")),
+                (reference_penalty(_Given(D, x_cond, swapped=True), x_real, x_fake, eps=eps),
+                 _("D(x_hat, x_cond) puts the image where the condition goes: D takes the condition first, "
+                   "D(x_cond, x)"))]
+    problems = _shape_problem(penalty) or _value_problems(
+        penalty, reference, mistakes + _gp_mistakes(given, x_real, x_fake, eps),
+        _("the penalty is {value:.5f}, the right one {right:.5f}: {hint}")) or _graph_problems(
+        penalty, reference, D, G)
+    if not problems and inputs and any(leaf.numel() == len(eps) for leaf in _leaves(inputs[0])):
+        problems = [_("eps requires grad, so x_hat is not a leaf and the penalty's backward runs on into eps: eps is "
+                      "a random mixing weight, not something to differentiate. Mix tensors that require no grad, "
+                      "then call requires_grad_(True) on x_hat itself")]
+    if not problems and used:
+        problems = [_("it calls strategies.gradient_penalty: write the penalty yourself, with torch.autograd.grad")]
+    return verdict(name, problems, _("the right value, a graph back to D's parameters (create_graph=True), D's "
+                                      "gradients equal to WGAN-GP's, and nothing reaches G"))
