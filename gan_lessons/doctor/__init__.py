@@ -18,7 +18,6 @@ what a diagnosis says, with right and wrong fixes; frames.py finds the student's
 python would; extension.py is `%load_ext gan_lessons`; script.py is `python -m gan_lessons doctor SCRIPT`."""
 import sys
 
-import torch
 from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -71,10 +70,8 @@ class doctor:
                         nn_module.register_module_forward_hook(self._guarded("post_forward")),
                         register_optimizer_step_pre_hook(self._guarded("pre_step")),
                         register_optimizer_step_post_hook(self._guarded("post_step"))]
-        with torch.enable_grad():         # autograd numbers the nodes a thread makes: the next one is the first
-            self.journal.first_seq = torch.ones(1, requires_grad=True).mul(1).grad_fn._sequence_nr() + 1
         self.warnings = _WarningsAsPython().__enter__()
-        self.recorder.mode.__enter__()
+        self.recorder.start()
         return self
 
     def __exit__(self, kind, error, tb):

@@ -62,6 +62,16 @@ class Recorder:
         self.journal, self.namer, self.checks = journal, namer, checks
         self.mode = _Mode(self)
 
+    def start(self):
+        """Begin recording: note autograd's number for the next node this thread makes (nodes numbered below it were
+        made before the block), then enter the mode."""
+        try:
+            with torch.inference_mode(False), torch.enable_grad():     # (a block entered under inference_mode)
+                self.journal.first_seq = torch.ones(1, requires_grad=True).mul(1).grad_fn._sequence_nr() + 1
+        except Exception as error:        # no number: every unseen node reached is adopted, as it was
+            self.journal.note(_("doctor bookkeeping failed at the start: {error}").format(error=repr(error)))
+        self.mode.__enter__()
+
     def before(self, func, name, args, kwargs):
         journal = self.journal
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None

@@ -148,3 +148,10 @@ def test_the_doctor_lets_go_of_the_student_s_objects_when_the_block_ends():
     gc.collect()
     assert G() is None and opt_G() is None      # the doctor, still alive, holds neither
     assert doc.notes == [] and not doc.journal.steps
+
+
+def test_a_doctor_entered_under_inference_mode_starts_and_leaves_no_note():
+    with torch.inference_mode():
+        with doctor() as doc:
+            y = torch.ones(2) * 2
+    assert y.tolist() == [2.0, 2.0] and doc.notes == [] and doc.journal.first_seq > 0
