@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from gan_lessons import data, files, metrics, plots, training
+from gan_lessons import data, distributed, files, metrics, plots, training
 from gan_lessons.cli import MAX_SAMPLES, WORDS, Parser, parser, speaking, split_doctor, words  # noqa: F401 (WORDS: tests)
 from gan_lessons.doctor import script
 from gan_lessons.i18n import _
@@ -39,6 +39,7 @@ def _terminate(signum, frame):
 def cmd_train(a):
     cfg = training.TrainConfig(**{f.name: getattr(a, f.name) for f in fields(training.TrainConfig) if f.metadata})
     out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0, "longest": 0.0}
+    main = (ranks := distributed.ranks()) is None or ranks.main    # under torchrun, rank 0 alone writes and prints
     cfg.validate()                                   # every setting checked before any file is touched
     if a.resume and a.restart:
         raise training.ConfigError(_("--resume continues a run and --restart starts it over: choose one"))
@@ -47,13 +48,13 @@ def cmd_train(a):
     if (out / "last.pt").exists() and not (a.resume or a.restart):
         raise training.ConfigError(_("--out {out} holds a run (last.pt): continue it with --resume, start over with "
                                      "--restart (replaces its files), or choose another --out").format(out=out))
-    if a.restart:
+    if a.restart and main:
         for old in [*out.glob("grid_*.png"), *(out / name for name in files.RUN_FILES)]:
             old.unlink(missing_ok=True)
-    classifier = metrics.load_classifier() if a.eval_each > 0 else None
-    if a.eval_each > 0 and not a.resume:
+    classifier = metrics.load_classifier() if a.eval_each > 0 and main else None
+    if a.eval_each > 0 and not a.resume and main:
         (out / "eval.jsonl").unlink(missing_ok=True)
-    if not a.no_progress:
+    if not a.no_progress and main:
         from tqdm.auto import tqdm
         bar = tqdm(total=cfg.epochs, unit=_("epoch"), dynamic_ncols=True)
 
@@ -63,8 +64,9 @@ def cmd_train(a):
             bar.set_postfix(loss_D=f"{loss_D.item():.3f}", loss_G=f"{loss_G.item():.3f}", img_s=f"{rate:.0f}")
 
     def on_epoch(trainer):
-        plots.save_grid(trainer.sample(), out / f"grid_{trainer.epoch:03d}.png")
-        if a.eval_each > 0:
+        if main:
+            plots.save_grid(trainer.sample(), out / f"grid_{trainer.epoch:03d}.png")
+        if a.eval_each > 0 and main:
             t0 = time.perf_counter()
             m = metrics.evaluate(training.generate(trainer.G, a.eval_each, seed=a.seed), cfg.data, classifier)
             with open(out / "eval.jsonl", "a") as f:
@@ -86,11 +88,15 @@ def cmd_train(a):
     finally:
         if bar is not None:
             bar.close()
+    if not main:
+        distributed.stop()
+        return
     if "stopped" in clock:
         print(_("stopped after epoch {epoch} of {epochs}: one more would end past --time-limit {limit:g} s; "
                 "continue with --resume").format(epoch=trainer.epoch, epochs=cfg.epochs, limit=a.time_limit))
     try:
         finish_run(a, cfg, trainer, out, time.perf_counter() - started - clock["eval"], clock.get("stopped"))
+        distributed.stop()
     except KeyboardInterrupt:
         raise training.Interrupted(_("interrupted after training, before metrics.json was written; {out}/last.pt "
                                      "holds the whole run: run the same command with --resume to finish").format(
@@ -104,9 +110,12 @@ def finish_run(a, cfg, trainer, out, train_seconds, stopped=None):
     plots.save_losses(trainer.history, out / "losses.png")
     epoch_seconds = sum(h["seconds"] for h in trainer.history)
     images = len(trainer.history) * trainer.steps_per_epoch * cfg.batch_size
-    record = {"command": "python -m gan_lessons " + " ".join(sys.argv[1:]),
+    launcher = f"torchrun --nproc_per_node={trainer.ranks.world} -m" if trainer.ranks else "python -m"
+    record = {"command": f"{launcher} gan_lessons " + " ".join(sys.argv[1:]),
               "config": trainer.state()["config"], "device": str(trainer.device), "torch": torch.__version__,
               **({"gpu": torch.cuda.get_device_name(trainer.device)} if trainer.device.type == "cuda" else {}),
+              **({"processes": trainer.ranks.world, "batch_per_process": cfg.batch_size // trainer.ranks.world}
+                 if trainer.ranks else {}),
               "history": trainer.history, "train_seconds_this_run": round(train_seconds, 2),
               "images_per_second": round(images / epoch_seconds, 1)}
     if stopped:
@@ -215,8 +224,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(_("stopped: {command} interrupted; nothing was written").format(command=args.command), file=sys.stderr)
         return 130
-    except training.NonFinite as error:
-        print(_("error: {message}").format(message=error), file=sys.stderr)
+    except (training.NonFinite, training.PeerLost) as error:
+        if isinstance(error, training.PeerLost):     # torchrun now stops this process too: it has nothing left to do
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(_("error: {message}").format(message=reword(error, words())), file=sys.stderr)
         return 1
     except (training.ConfigError, files.CheckpointError, data.MNISTUnavailable) as error:
         print(_("error: {message}").format(message=reword(error, words())), file=sys.stderr)

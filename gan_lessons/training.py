@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from gan_lessons import data, strategies
+from gan_lessons import data, distributed, strategies
 from gan_lessons.config import ConfigError, TrainConfig, resolve_device
 from gan_lessons.files import CheckpointError, load_checkpoint, save_checkpoint
 from gan_lessons.i18n import N_, _
@@ -26,6 +26,11 @@ from gan_lessons.wording import worded
 
 class NonFinite(RuntimeError):
     """Training produced NaN or infinite losses or weights; nothing non-finite was saved."""
+
+
+class PeerLost(RuntimeError):
+    """Under torchrun, another process of the run stopped (it crashed or was killed); the last epoch's checkpoint
+    is kept."""
 
 
 # Where the notebooks put their runs: beside the MNIST cache, never inside the repository's notebooks/ folder.
@@ -52,6 +57,10 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg.validate()
         self.device = resolve_device(cfg.device)
+        self.ranks = distributed.ranks()              # several processes under torchrun, or None
+        if self.ranks is not None:
+            _check_ranks(cfg, self.ranks)
+            self.device = distributed.start(self.ranks, self.device)
         torch.manual_seed(cfg.seed)
         self.G = Generator(cfg.z_dim, cfg.tanh).to(self.device)
         self.D = Discriminator().to(self.device)
@@ -62,12 +71,15 @@ class Trainer:
         if len(images[: cfg.limit]) < cfg.batch_size:
             raise worded(ConfigError, _("{batch_size} {size} is larger than the {n} training images: no full batch, "
                                         "so no step; choose a smaller {batch_size}"), size=cfg.batch_size, n=len(images[: cfg.limit]))
-        self.out = _writable(Path(cfg.out))                              # the first thing written: after every check
+        self.out = _writable(Path(cfg.out)) if self.main else Path(cfg.out)   # the first thing written: after checks
         self.images = images[: cfg.limit].to(self.device)              # uint8, 47 MB for all 60k
         self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
         self.noise_gen = torch.Generator(self.device).manual_seed(cfg.seed + 2)
         self.fixed_z = torch.randn(64, cfg.z_dim, generator=torch.Generator().manual_seed(cfg.seed + 3)).to(self.device)
         self.epoch, self.batch, self.history = 0, 0, []
+        # what a step trains: G and D themselves, or under DDP their wrappers (sampling and saving use G and D)
+        self.nets = (self.G, self.D) if self.ranks is None else \
+            (distributed.wrap(self.G, self.device), distributed.wrap(self.D, self.device))
         self.order_state = self.order_gen.get_state()
         self._losses = torch.zeros(2, device=self.device)   # this epoch's loss sums so far
         self.stop_requested = False
@@ -78,11 +90,21 @@ class Trainer:
             self.step_fn = _compiled_step(self)
 
     @property
+    def main(self) -> bool:
+        """Does this process write the run's files? (The only one, or rank 0.)"""
+        return self.ranks is None or self.ranks.main
+
+    @property
     def steps_per_epoch(self):
         return len(self.images) // self.cfg.batch_size                  # drop_last: static shapes
 
     def noise(self, n):
-        return torch.randn(n, self.cfg.z_dim, device=self.device, generator=self.noise_gen)
+        """n noise vectors; under several processes, this process's slice of the draw one process would make for
+        all of them (so every process draws different noise, and together the one-process run's)."""
+        if self.ranks is None:
+            return torch.randn(n, self.cfg.z_dim, device=self.device, generator=self.noise_gen)
+        z = torch.randn(n * self.ranks.world, self.cfg.z_dim, device=self.device, generator=self.noise_gen)
+        return z[self.ranks.rank * n:(self.ranks.rank + 1) * n]
 
     def state(self) -> dict:
         return {"G": self.G.state_dict(), "D": self.D.state_dict(), "opt_G": self.opt_G.state_dict(),
@@ -101,8 +123,12 @@ class Trainer:
         self.noise_gen.set_state(state["noise_state"])
         self._losses = state["losses"].to(self.device)
 
-    def checkpoint(self):
-        save_checkpoint(self.out / "last.pt", self.state())
+    def checkpoint(self, wait=True):
+        """last.pt, written by the main process; with `wait`, the others wait for it (they read it to resume)."""
+        if self.main:
+            save_checkpoint(self.out / "last.pt", self.state())
+        if wait:
+            distributed.barrier()
 
     def finite(self) -> bool:
         """Are the losses so far and every weight finite? (One device sync: called once an epoch.)"""
@@ -116,16 +142,19 @@ class Trainer:
         self.order_gen.set_state(self.order_state)
         order = torch.randperm(len(self.images), generator=self.order_gen).to(self.device)
         bs = self.cfg.batch_size
+        share, rank = (bs, 0) if self.ranks is None else (bs // self.ranks.world, self.ranks.rank)
         while self.batch < self.steps_per_epoch:
-            x_real = data.to_unit_range(self.images[order[self.batch * bs:(self.batch + 1) * bs]])
-            loss_D, loss_G = self.step_fn(self.G, self.D, self.opt_G, self.opt_D, x_real, self.noise)
+            first = self.batch * bs + rank * share          # this process's slice of the batch
+            x_real = data.to_unit_range(self.images[order[first:first + share]])
+            loss_D, loss_G = self.step_fn(*self.nets, self.opt_G, self.opt_D, x_real, self.noise)
             self._losses = self._losses + torch.stack([loss_D.detach(), loss_G.detach()])  # no .item(): no sync
             self.batch += 1
             if on_step:
                 on_step(self, loss_D, loss_G)
             if self.stop_requested:
                 raise KeyboardInterrupt
-        loss_D, loss_G = (self._losses / self.steps_per_epoch).tolist()
+        sums = self._losses if self.ranks is None else distributed.mean(self._losses)   # over the processes
+        loss_D, loss_G = (sums / self.steps_per_epoch).tolist()
         self.history.append({"epoch": self.epoch + 1, "loss_D": round(loss_D, 4), "loss_G": round(loss_G, 4)})
         self.epoch, self.batch = self.epoch + 1, 0
         self._losses = torch.zeros(2, device=self.device)
@@ -138,6 +167,15 @@ class Trainer:
         x = self.G(self.fixed_z if z is None else z)
         self.G.train(was)
         return x.clamp(-1, 1)
+
+
+def _check_ranks(cfg, r):
+    if cfg.batch_size % r.world:
+        raise worded(ConfigError, _("{batch_size} {size} does not split evenly over the {world} processes: choose a "
+                                    "multiple of {world}"), size=cfg.batch_size, world=r.world)
+    if cfg.fast:
+        raise worded(ConfigError, _("{fast=True} is not available with several processes (torch.compile under "
+                                    "DistributedDataParallel is not supported by this trainer); drop {fast=True}"))
 
 
 def _compiled_step(trainer):
@@ -212,15 +250,29 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
             if not trainer.finite():
                 _non_finite(trainer, last)
             trainer.checkpoint()
-            if on_epoch and on_epoch(trainer):
+            stop = bool(on_epoch and on_epoch(trainer))
+            if trainer.ranks is not None:    # every process stops after the same epoch (rank 0 keeps the clock)
+                stop = distributed.decided(stop)
+            if stop:
                 break
             if trainer.stop_requested:      # Ctrl-C during the checkpoint or on_epoch: the checkpoint is complete
                 raise worded(Interrupted, _("interrupted after epoch {epoch}; checkpoint written to {last}; continue "
                                             "with {resume=True}"), epoch=trainer.epoch, last=last)
+    except Exception as error:
+        if trainer.ranks is None or not distributed.lost(error):
+            raise
+        facts = dict(rank=trainer.ranks.rank, world=trainer.ranks.world, reason=distributed.reason(error))
+        if last.exists():
+            raise worded(PeerLost, _("another process of this run stopped, so process {rank} of {world} stops too "
+                                     "({reason}); {last} holds epoch {epoch}: run the same command with "
+                                     "{resume=True} to continue"), last=last, epoch=trainer.epoch, **facts) from None
+        raise worded(PeerLost, _("another process of this run stopped, so process {rank} of {world} stops too "
+                                 "({reason}), before the first checkpoint: run the same command again"),
+                     **facts) from None
     except KeyboardInterrupt:
         if not trainer.finite():
             _non_finite(trainer, last)
-        trainer.checkpoint()
+        trainer.checkpoint(wait=False)      # the other processes may have stopped elsewhere: nobody to wait for
         raise worded(Interrupted, _("interrupted at epoch {epoch}, batch {batch}; checkpoint written to {last}; "
                                     "continue with {resume=True}"), epoch=trainer.epoch + 1, batch=trainer.batch, last=last) from None
     finally:
