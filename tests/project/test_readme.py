@@ -178,3 +178,10 @@ def test_doctor_on_public_repositories_matches_its_results_files():
                 f"{s['injected_silent_named']} of the {s['injected_silent_that_change_the_weights']} silent ones that "
                 f"change the final weights are named") in said, name
         assert all(f"`{d.split('/')[-1]}`" in said for d in s["different"])
+
+
+def test_distributed_cost_sentence_matches_its_results_file():
+    o = json.loads((ROOT / "benchmarks/results/2026-11-27_distributed_cpu.json").read_text())
+    said = " ".join(README.split())
+    assert (f"{o['ms_two_median']} ms a step with two processes against {o['ms_one_median']} ms with one, a median "
+            f"paired ratio of {o['ratio_median']}x ({o['ratio_min']} to {o['ratio_max']})") in said
