@@ -15,7 +15,7 @@ which records the gradients each optimizer steps on. Every checker is importable
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT
 from gan_lessons.exercises.steps import recorded_steps
 from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
-from gan_lessons.exercises.lesson02 import check_seed004_step, reference_seed004_step
+from gan_lessons.exercises.lesson02 import check_chain_step, reference_chain_step
 from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_saved
 from gan_lessons.exercises.lesson04 import check_d_step, check_sample, reference_d_step
 from gan_lessons.exercises.lesson05 import check_strategy
@@ -34,7 +34,7 @@ from gan_lessons.exercises.lesson12 import (check_amp_lab, check_biggan_train, c
 __all__ = [
     "DOCTOR_KINDS", "ELLIPSIS_HINT", "recorded_steps",
     "check_sgd_step", "check_init",                                  # lesson 01
-    "check_seed004_step", "reference_seed004_step",                  # lesson 02
+    "check_chain_step", "reference_chain_step",                      # lesson 02
     "check_stale_saved", "reference_stale_saved",                    # lesson 03
     "check_d_step", "reference_d_step", "check_sample",              # lesson 04
     "check_strategy",                                                # lesson 05

@@ -1,5 +1,10 @@
-"""Lesson 02's exercise: seed 004's step, fixed (check_seed004_step)."""
+"""Lesson 02's exercise: a chain of three models, each trained by the losses that should train it (check_chain_step).
+
+model1 -> model2 -> model3, each with its loss: l1 trains model1; l2 trains model2 and model1 (model2 is a head on
+model1's output); l3 trains model3 alone (a probe that must not change what it reads). The checker records the
+gradients each optimizer steps on, splits a wrong one into the losses it came from, and counts what is wasted."""
 from contextlib import contextmanager
+from itertools import combinations
 
 import torch
 import torch.nn.functional as F
@@ -7,142 +12,227 @@ from torch import nn, optim
 from torch.overrides import TorchFunctionMode
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
-from gan_lessons.exercises.steps import compare_steps, recorded_steps, same_steps
+from gan_lessons.exercises.steps import close, compare_steps, flat, recorded_steps, same_steps
 from gan_lessons.i18n import N_, _
 
 CALLS = 3
+LOSSES = ("l1", "l2", "l3")
+TRAINS = {"optimizer1": ("l1", "l2"), "optimizer2": ("l2",), "optimizer3": ("l3",)}   # what each optimizer steps on
+REACHES = {"optimizer1": LOSSES, "optimizer2": ("l2", "l3"), "optimizer3": ("l3",)}    # what could reach its model
 
 
-def _seed004_models():
+def _chain_models():
     torch.manual_seed(0)
-    model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
-    optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
-    optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
+    model1, model2, model3 = nn.Linear(10, 2), nn.Linear(2, 2), nn.Linear(2, 2)
+    optimizers = [optim.Adam(m.parameters(), lr=0.001, betas=(0.5, 0.999)) for m in (model1, model2, model3)]
     data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-    return model1, model2, optimizer1, optimizer2, data, label
+    return model1, model2, model3, *optimizers, data, label
 
 
-def reference_seed004_step(model1, model2, optimizer1, optimizer2, data, label):
-    """One step of seed 004's loop with the detach fix (lesson 02): l2 stops at model2, so its backward frees
-    nothing l1 needs, computes no gradient for model1, and no graph is kept."""
+def reference_chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
+    """One step of the chain: l3 stops at model3, l2 goes on into model1; one backward for the three losses."""
     a = model1(data)
-    b = model2(a.detach())
-    l1, l2 = F.cross_entropy(a, label), F.cross_entropy(b, label)
-    optimizer2.zero_grad()
-    l2.backward()
-    optimizer2.step()
-    optimizer1.zero_grad()
-    l1.backward()
-    optimizer1.step()
+    b = model2(a)
+    c = model3(b.detach())
+    loss = F.cross_entropy(a, label) + F.cross_entropy(b, label) + F.cross_entropy(c, label)
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.zero_grad()
+    loss.backward()
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.step()
 
 
-class _RetainedBackwards(TorchFunctionMode):
-    """Counts the backward() calls made with retain_graph=True."""
+def _reachable(root):
+    """The autograd nodes a backward from `root` goes through (parameters' accumulators aside, which every graph
+    over the same parameters shares)."""
+    seen, todo = set(), [root.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen or type(node).__name__ == "AccumulateGrad":
+            continue
+        seen.add(node)
+        todo.extend(n for n, _i in node.next_functions)
+    return seen
+
+
+class _Backwards(TorchFunctionMode):
+    """Records each backward() call: whether it kept its graph, and the nodes it goes through (read before it runs,
+    while the graph is whole)."""
 
     def __init__(self):
         super().__init__()
-        self.count = 0
+        self.calls = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.backward and (kwargs or {}).get("retain_graph"):
-            self.count += 1
+        if func is torch.Tensor.backward and args and args[0].grad_fn is not None:
+            self.calls.append((bool((kwargs or {}).get("retain_graph")), _reachable(args[0])))
         return func(*args, **(kwargs or {}))
+
+    def needless_retains(self) -> int:
+        """The backward() calls that kept their graph though no later backward goes through any of it."""
+        return sum(retain and not any(nodes & later for _r, later in self.calls[i + 1:])
+                   for i, (retain, nodes) in enumerate(self.calls))
 
 
 @contextmanager
-def _watched(model1):
-    """Within the block: how many gradients autograd computes for model1.weight, and how many backward() calls
-    keep their graph."""
-    into_model1 = []
-    handle = model1.weight.register_hook(lambda grad: into_model1.append(1))
+def _watched(models):
+    """Within the block: how often each model runs forward, and how often a gradient comes back into model2's
+    output (into its part of the graph)."""
+    counts = {"forwards": [0] * len(models), "into_model2": 0}
+
+    def arrived(grad):
+        counts["into_model2"] += 1
+
+    def forward_hook(k):
+        def hook(module, args, output):
+            counts["forwards"][k] += 1
+            if k == 1 and output.requires_grad:
+                output.register_hook(arrived)
+        return hook
+    handles = [m.register_forward_hook(forward_hook(k)) for k, m in enumerate(models)]
     try:
-        with _RetainedBackwards() as retained:
-            yield into_model1, retained
+        with _Backwards() as backwards:
+            yield counts, backwards
     finally:
-        handle.remove()
+        for h in handles:
+            h.remove()
 
 
-def _run_seed004(step, calls=CALLS):
-    """Run step `calls` times on seed 004's models: the gradients each optimizer steps on, how many gradients reached
-    model1.weight, how many backward() calls retained their graph, and the error, if one came out of step."""
-    model1, model2, optimizer1, optimizer2, data, label = _seed004_models()
-    names = {p: f"model1.{n}" for n, p in model1.named_parameters()}
-    names.update({p: f"model2.{n}" for n, p in model2.named_parameters()})
+def _run_chain(step, calls=CALLS):
+    """Run step `calls` times on fresh models: the gradients each optimizer stepped on, the forward and gradient
+    counts, the needless retains, and the error, if one came out of step."""
+    model1, model2, model3, *optimizers, data, label = _chain_models()
+    models = (model1, model2, model3)
+    names = {p: f"model{k + 1}.{n}" for k, m in enumerate(models) for n, p in m.named_parameters()}
     run = {"error": None}
-    with recorded_steps({"optimizer1": optimizer1, "optimizer2": optimizer2}, names) as records:
-        with _watched(model1) as (into_model1, retained):
+    with recorded_steps(dict(zip(TRAINS, optimizers)), names) as records:
+        with _watched(models) as (counts, backwards):
             try:
                 for _call in range(calls):
-                    step(model1, model2, optimizer1, optimizer2, data, label)
+                    step(*models, *optimizers, data, label)
             except Exception as error:  # reported by the checker
                 run["error"] = error
-    run.update(records=records, into_model1=len(into_model1), retained=retained.count)
+    run.update(records=records, needless=backwards.needless_retains(), **counts)
     return run
 
 
-SEED004_HINTS = [
+def _parts():
+    """Each loss's own gradient for each optimizer's parameters, on the fresh models, as if nothing were cut."""
+    model1, model2, model3, *optimizers, data, label = _chain_models()
+    a = model1(data)
+    b = model2(a)
+    losses = dict(zip(LOSSES, (F.cross_entropy(a, label), F.cross_entropy(b, label),
+                               F.cross_entropy(model3(b), label))))
+    parts = {}
+    for opt_name, optimizer in zip(TRAINS, optimizers):
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        parts[opt_name] = {}
+        for loss in REACHES[opt_name]:
+            grads = torch.autograd.grad(losses[loss], params, retain_graph=True)
+            parts[opt_name][loss] = torch.cat([g.flatten() for g in grads])
+    return parts
+
+
+def _which_losses(got, parts):
+    """The set of losses whose gradients add up to `got`, or None when no set of them does."""
+    scale = max(v.abs().max().item() for v in parts.values())
+    for size in range(len(parts) + 1):
+        for chosen in combinations(parts, size):
+            total = sum((parts[k] for k in chosen), torch.zeros_like(got))
+            if close(got, total, 1e-5, scale):
+                return set(chosen)
+    return None
+
+
+def _names(losses):
+    return " + ".join(sorted(losses)) if losses else _("no loss")
+
+
+def _mixed_up(mine):
+    """One line per optimizer whose first step took its gradient from other losses than the ones that train it,
+    naming them; [] when each first step is right or is no sum of the losses' gradients."""
+    parts, problems = _parts(), []
+    for opt_name, should in TRAINS.items():
+        steps = mine.get(opt_name, [])
+        if not steps or any(g is None for g in steps[0].values()):
+            continue
+        got = _which_losses(flat(steps[0]), parts[opt_name])
+        if got is None or got == set(should):
+            continue
+        why = []
+        if "l3" in got:
+            why.append(_("l3 must train model3 alone, yet its gradient went on into the models before it"))
+        if "l2" in set(should) - got:
+            why.append(_("l2 must train model1 too, yet something cut the path from b back to a"))
+        if not why:
+            why.append(_("each model steps on the losses named in the exercise, and on those alone"))
+        problems.append(_("at its first step, {optimizer} stepped on the gradient of {got}, where it should step on "
+                          "that of {should}: {why}").format(optimizer=opt_name, got=_names(got),
+                                                            should=_names(should), why="; ".join(why)))
+    return problems
+
+
+HINTS = [
     ("backward through the graph a second time",
-     N_("l2.backward() went on into model1 and freed its part of the graph, which l1.backward() still needs: what "
-        "model2 is given is still joined to model1's graph (section 4)")),
+     N_("one backward freed a part of the graph that a later backward still goes back through: for each part two "
+        "of your losses share, ask whether both of them should train it (sections 4 and 5)")),
     ("does not require grad and does not have a grad_fn",
-     N_("that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through; "
-        "l1 trains model1 through a itself")),
+     N_("that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through")),
 ] + AUTOGRAD_HINTS
 
 
-def _first_calls_agree(mine, reference) -> bool:
-    """Whether each optimizer's first step got the right gradients (so a later difference is carried over)."""
-    return all(same_steps(mine.get(k, [])[:1], steps[:1]) for k, steps in reference.items())
+def _waste(run, calls):
+    """What a run whose gradients are right still wastes, one line each."""
+    problems = []
+    if run["into_model2"] > calls:
+        problems.append(_("the gradients are right, but a backward went on from model3 into model2 and computed "
+                          "gradients there and in model1 that a zero_grad() then threw away: l3 does not stop at "
+                          "model3"))
+    extra = [f"model{k + 1}" for k, n in enumerate(run["forwards"]) if n > calls]
+    if extra:
+        problems.append(_("the gradients are right, but {models} ran more than one forward per call: each model's "
+                          "output is computed once and feeds everything that reads it").format(models=", ".join(extra)))
+    if run["needless"]:
+        problems.append(_("the gradients are right, but {count} backward() call(s) in {calls} calls of your step kept "
+                          "their graph (retain_graph=True) though no later backward went through any of it: every "
+                          "saved tensor of that graph stayed alive for nothing (section 3)").format(
+            count=run["needless"], calls=calls))
+    return problems
 
 
-def check_seed004_step(fixed_step, calls=CALLS) -> bool:
-    """Lesson 02. fixed_step(model1, model2, optimizer1, optimizer2, data, label): one step of seed 004's loop that
-    runs, gives every parameter, at its optimizer's step, the gradient the loop means (l1's for model1, l2's for
-    model2), and wastes nothing: l2's backward computes no gradient for model1 that optimizer1.zero_grad() would
-    throw away, and no backward keeps a graph (retain_graph=True) that no later backward needs."""
-    name = "fixed_step"
-    if unanswered(name, fixed_step, _("your fixed_step")):
+def check_chain_step(chain_step, calls=CALLS) -> bool:
+    """Lesson 02. chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label): one step of
+    the chain that runs and gives every model, at its optimizer's step, the gradient of the losses that train it
+    (l1 and l2 for model1, l2 for model2, l3 for model3), each step on a fresh gradient, and wastes nothing: no
+    gradient of l3 computed in model2 or model1, one forward per model, no graph kept that no backward needs."""
+    name = "chain_step"
+    if unanswered(name, chain_step, _("your chain_step")):
         return False
-    reference = _run_seed004(reference_seed004_step, calls)
-    run = _run_seed004(fixed_step, calls)
+    reference = _run_chain(reference_chain_step, calls)
+    run = _run_chain(chain_step, calls)
     if run["error"] is not None:
         if stub_left(name, run["error"]):
             return False
-        return verdict(name, [raised("fixed_step", run["error"], SEED004_HINTS)], "")
-    mine, leaks = run["records"], run["into_model1"] > reference["into_model1"]
-    problems = compare_steps(mine, reference["records"], _("l1 alone must train model1, and l2 alone model2, each "
-                                                            "after its own zero_grad()"))
-    cleared = [k for k, steps in mine.items() if k in reference["records"] and steps and all(
-        g is None or not g.any() for step in steps for g in step.values())]
-    if problems and cleared:
-        problems = [_("at every {optimizer}.step() its parameters' .grad held nothing (None or zeros): they were "
-                      "cleared after the backward of its loss and before the step, which then steps on "
-                      "nothing").format(optimizer=cleared[0])]
-    elif problems and all(len(mine.get(k, [])) == len(v) for k, v in reference["records"].items()):
-        if leaks and not same_steps(mine["optimizer1"][:1], reference["records"]["optimizer1"][:1]):
-            problems = [_("model1 stepped on l1's gradient plus l2's: l2's backward went on into model1 and nothing "
-                          "cleared it before optimizer1.step(), so one loss's gradient is counted in another's step: "
-                          "what model2 is given is still joined to model1's graph")]
-        elif _first_calls_agree(mine, reference["records"]):
-            stale = [k for k, steps in reference["records"].items() if not same_steps(mine[k], steps)]
+        return verdict(name, [raised(name, run["error"], HINTS)], "")
+    mine, right = run["records"], reference["records"]
+    problems = compare_steps(mine, right)
+    if problems:
+        counted = all(len(mine.get(k, [])) == len(v) for k, v in right.items())
+        cleared = [k for k, steps in mine.items() if steps and all(
+            g is None or not g.any() for step in steps for g in step.values())]
+        first_right = counted and all(same_steps(mine[k][:1], v[:1]) for k, v in right.items())
+        if cleared:
+            problems = [_("at every {optimizer}.step() its parameters' .grad held nothing (None or zeros): they were "
+                          "cleared after the backward and before the step, which then steps on nothing").format(
+                optimizer=cleared[0])]
+        elif first_right:
+            stale = next(k for k, v in right.items() if not same_steps(mine[k], v))
             problems = [_("the first call is right, the later ones are not: at {optimizer}.step() the .grad still "
-                          "held the previous call's gradient, and backward() adds to it (lesson 01); call "
-                          "{optimizer}.zero_grad() before the backward of its loss, in every call").format(
-                optimizer=stale[0])]
-    if not problems and leaks:
-        problems.append(_("the gradients are right, but l2's backward went on into model1 and computed a gradient "
-                          "there that optimizer1.zero_grad() throws away, and retain_graph=True kept model1's saved "
-                          "tensors alive for l1: what model2 is given is still joined to model1's graph, so l2 does "
-                          "not stop at model2 (section 4)") if run["retained"] else
-                        _("the gradients are right, but l2's backward went on into model1 and computed a gradient "
-                          "there that optimizer1.zero_grad() throws away (a second forward of model1 for model2?): "
-                          "what model2 is given is still joined to model1's graph, so l2 does not stop at model2 "
-                          "(section 4)"))
-    elif not problems and run["retained"]:
-        problems.append(_("the gradients are right, but {retained} backward() call(s) in {calls} calls of your step "
-                          "used retain_graph=True, which keeps every saved tensor of that graph alive (section 3) "
-                          "though no later backward goes through it: no graph here is used twice").format(
-            retained=run['retained'], calls=calls))
-    return verdict(name, problems, _("it runs, all 4 parameters get their own loss's gradient at every optimizer "
-                                     "step ({calls} calls), l2 stops at model2, and no graph is kept").format(
-        calls=calls))
+                          "held the previous call's gradient, and backward() adds to it (lesson 01); each optimizer "
+                          "needs its zero_grad() before the backward, in every call").format(optimizer=stale)]
+        elif counted:
+            problems = _mixed_up(mine) or problems
+    problems = problems or _waste(run, calls)
+    return verdict(name, problems, _("it runs, model1 steps on l1 and l2, model2 on l2 and model3 on l3 at every "
+                                     "step ({calls} calls), l3 stops at model3, each model runs once a call and no "
+                                     "graph is kept for nothing").format(calls=calls))

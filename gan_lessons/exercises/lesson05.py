@@ -1,129 +1,155 @@
-"""Lesson 05's exercise: a GAN update strategy, written whole, that wastes no D gradient (check_strategy). It runs
-on seed 000's G and D, whose .grad holds an earlier gradient; the gradients each optimizer steps on are compared
-with reference_strategy's and with known wrong steps', and costs.measure counts the passes."""
-import torch
+"""Lesson 05's exercise: a GAN update strategy with n_critic D steps per G step, written whole, that wastes no D
+gradient and no G forward (check_strategy). It runs on seed 000's G and D, whose .grad holds an earlier gradient,
+with n_critic 2 and 3; the gradients each optimizer steps on are compared with reference_strategy's and with known
+wrong steps', and costs.measure counts the passes."""
+from functools import partial
 
+import torch
 from gan_lessons.costs import fresh_gan, measure
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
-from gan_lessons.strategies import bce
+import torch.nn.functional as F
+
+CHUNK = 8           # each D step's real batch, and G's fake batch
+N_CRITICS = (2, 3)  # the checker runs the step with each
 
 
-def reference_strategy(G, D, opt_G, opt_D, x_real, noise):
-    """Lesson 05: d_first_fresh_fake's order, G's backward limited to G's parameters: D's gradient once a step."""
+def reference_strategy(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """Lesson 05, BigGAN's step: the hinge loss, n_critic D steps, each on its chunk of x_real and the same chunk of one fake batch made without a
+    graph (one G forward for all of them), then one G step on a fresh fake batch of one chunk's size through the
+    updated D, G's backward limited to G's parameters: D's gradient once per D step, G run twice per step."""
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))                    # D's fake batch: no graph back to G
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
+        fakes = G(noise(len(x_real))).chunk(n_critic)     # one G forward makes every D step's fake batch
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()
+        loss_D.backward()
+        opt_D.step()
     opt_G.zero_grad()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)             # a fresh fake, through the updated D
+    loss_G = -D(G(noise(len(x_chunk)))).mean()            # a fresh fake, through the updated D
     loss_G.backward(inputs=list(G.parameters()))          # G's .grad only: D's is not computed
     opt_G.step()
     return loss_D, loss_G
 
 
-def _written(zero_D=True, zero_G=True, fake_graph=False, order="D, G", summed=False):
-    """reference_strategy, or one way of getting it wrong (or right, differently): without opt_D's or opt_G's
-    zero_grad(); D's fake batch with a graph back to G, opt_G.zero_grad() once before it (D's step trains G); D's
-    terms summed; in another order: "G before D's step" (D's fake batch drawn first, then G's whole step, then D's)
-    or "G, D" (G's whole step first, then D's fake batch from the updated G)."""
-    def step(G, D, opt_G, opt_D, x_real, noise):
-        n = len(x_real)
+def _written(zero_D="each", zero_G=True, fake_graph=False, order="D, G", averaged=False, chunked=True, per_step=False,
+             same_fake=False, g_batch="chunk"):
+    """reference_strategy, or one way of getting it wrong (or right, differently): opt_D.zero_grad() "each" D step,
+    "once" before them or never (None); without opt_G's zero_grad(); D's fake batch with a graph back to G,
+    opt_G.zero_grad() once before it (D's steps train G); D's two terms averaged, not summed; in another order: "G before D's steps"
+    (D's fake batch made first, then G's whole step, then D's) or "G, D" (G's whole step first); every D step on all
+    of x_real (chunked=False); a G forward of its own for each D step's fake batch (per_step=True); one fake chunk
+    for every D step (same_fake=True); G's fake batch as large as x_real (g_batch="all")."""
+    def step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+        chunks = x_real.chunk(n_critic) if chunked else [x_real] * n_critic
+        m = len(x_real) // n_critic
 
-        def fake_for_D():
+        def fakes():
             if fake_graph:
                 opt_G.zero_grad()
-                return G(noise(n))
-            with torch.no_grad():
-                return G(noise(n))
+            with torch.enable_grad() if fake_graph else torch.no_grad():
+                made = [G(noise(m)) for _c in chunks] if per_step else list(G(noise(len(x_real))).chunk(n_critic))
+            if not chunked and not per_step:
+                made = [torch.cat(made)] * n_critic
+            return [made[0]] * n_critic if same_fake else made
 
-        def d_step(x_fake):
-            if zero_D:
+        def d_steps(made):
+            if zero_D == "once":
                 opt_D.zero_grad()
-            loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / (1 if summed else 2)
-            loss_D.backward()
-            opt_D.step()
+            for x_chunk, x_fake in zip(chunks, made):
+                if zero_D == "each":
+                    opt_D.zero_grad()
+                loss_D = (F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()) / (2 if averaged else 1)
+                loss_D.backward(retain_graph=fake_graph)   # one G graph under every chunk
+                opt_D.step()
             return loss_D
 
         def g_step():
             if zero_G and not fake_graph:
                 opt_G.zero_grad()
-            loss_G = bce(D(G(noise(n))), 1)
+            loss_G = -D(G(noise(len(x_real) if g_batch == "all" else m))).mean()
             loss_G.backward(inputs=list(G.parameters()))
             opt_G.step()
             return loss_G
         if order == "G, D":
             loss_G = g_step()
-            return d_step(fake_for_D()), loss_G
-        x_fake = fake_for_D()
-        if order == "G before D's step":
+            return d_steps(fakes()), loss_G
+        made = fakes()
+        if order == "G before D's steps":
             loss_G = g_step()
-            return d_step(x_fake), loss_G
-        loss_D = d_step(x_fake)
-        return loss_D, g_step()
+            return d_steps(made), loss_G
+        return d_steps(made), g_step()
     return step
 
 
 # Hints and messages are marked with N_() here and translated with _() where they are shown.
-TRAINS_G = N_("D's step trains G: D's fake batch has a graph back to G, so loss_D.backward() added D's loss into G's "
-              ".grad before G stepped")
-STALE_D = N_("G's gradient was taken through D as it was before opt_D.step(), where in this order G answers the D "
+TRAINS_G = N_("D's steps train G: D's fake batches have a graph back to G, so loss_D.backward() added D's loss into "
+              "G's .grad before G stepped")
+WHOLE = N_("every D step saw the whole of x_real, where the k-th D step reads the k-th of its n_critic equal "
+           "chunks")
+PER_STEP = N_("each D step made its fake batch with a G forward of its own, where one G forward on one noise "
+              "draw of len(x_real) makes all of them, cut into n_critic chunks as x_real is")
+STALE_D = N_("G's gradient was taken through D as it was before D's last step, where in this order G answers the D "
              "that has just stepped")
 MISTAKES = [
-    (_written(zero_D=False), N_("D's gradient at opt_D.step() still holds the earlier .grad: backward adds "
-                                "into .grad, and nothing emptied D's since its last step")),
-    (_written(zero_G=False), N_("G's gradient at opt_G.step() still holds the earlier .grad: backward adds "
-                                "into .grad, and nothing emptied G's since its last step")),
+    (_written(zero_D=None), N_("D's gradient at opt_D.step() still holds the earlier .grad: backward adds into .grad, "
+                               "and nothing emptied D's since its last step")),
+    (_written(zero_D="once"), N_("D's second step stepped on its own gradient plus the first one's: backward adds "
+                                 "into .grad, and nothing emptied D's between its steps")),
+    (_written(zero_G=False), N_("G's gradient at opt_G.step() still holds the earlier .grad: backward adds into .grad, "
+                                "and nothing emptied G's since its last step")),
     (_written(fake_graph=True), TRAINS_G),
-    (_written(order="G before D's step"), STALE_D),
+    (_written(order="G before D's steps"), STALE_D),
     (_written(order="G, D"), STALE_D),
+    (_written(chunked=False), WHOLE),
+    (_written(per_step=True), PER_STEP),
+    (_written(same_fake=True), N_("every D step scored the same fake batch, where the k-th D step scores the k-th "
+                                  "chunk of the fake batch")),
+    (_written(g_batch="all"), N_("G's fake batch has len(x_real) samples, where it is one chunk's size, as each of D's "
+                                 "fake batches")),
 ]
 HINTS = AUTOGRAD_HINTS + [
     ("does not require grad and does not have a grad_fn",
-     N_("loss_G has no graph back to G: it is built from the fake batch made without a graph (under no_grad, or "
+     N_("loss_G has no graph back to G: it is built from a fake batch made without a graph (under no_grad, or "
         "detached) for D")),
 ]
 STALE_FORWARD = N_("loss_G reuses a D forward made before opt_D.step(), which changed D's weights in place since: "
                    "the backward needs the weights that forward saved")
 
 
-def _problem(seed=0):
-    """Seed 000's G and D, batch 16, Adam for each; every .grad holds an earlier gradient (0.01), as after a step."""
-    G, D, x_real, noise = fresh_gan(seed, batch=16)
+def _problem(n_critic, seed=0):
+    """Seed 000's G and D, a real batch of CHUNK images per D step, Adam for each; every .grad holds an earlier
+    gradient (0.01), as after a step."""
+    G, D, x_real, noise = fresh_gan(seed, batch=CHUNK * n_critic)
     for p in (*G.parameters(), *D.parameters()):
         p.grad = torch.full_like(p, 0.01)
     return G, D, torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()), x_real, noise
 
 
-def _run(step, seed=0):
-    """One call of step on _problem(seed): (the gradients each optimizer stepped on, D, the error raised or None)."""
-    G, D, opt_G, opt_D, x_real, noise = _problem(seed)
+def _run(step, n_critic, seed=0):
+    """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None)."""
+    G, D, opt_G, opt_D, x_real, noise = _problem(n_critic, seed)
     names = {p: f"{net}.{n}" for net, m in (("G", G), ("D", D)) for n, p in m.named_parameters()}
     with recorded_steps({"opt_D": opt_D, "opt_G": opt_G}, names) as records:
         try:
-            step(G, D, opt_G, opt_D, x_real, noise)
+            step(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
         except Exception as error:  # reported as feedback
             return records, D, error
     return records, D, None
-
-
-def _record(step):
-    return _run(step)[0]
 
 
 def _gradient_problems(mine, right, missing_only=False):
     """One line per optimizer whose step count or gradients differ from the right answer's (missing_only: only for
     an optimizer that stepped with a parameter's .grad None)."""
     problems = []
-    for opt, what in (("opt_D", N_("D's loss is the mean of bce(D(x_real), 1) and bce(D(x_fake), 0), x_fake from "
+    for opt, what in (("opt_D", N_("D's k-th loss is relu(1 - D(x_chunk)).mean() + relu(1 + D(x_fake)).mean(), x_chunk "
+                                   "the k-th chunk of x_real and x_fake the k-th chunk of one fake batch of len(x_real), from "
                                    "the first noise draw")),
-                      ("opt_G", N_("G's loss is bce(D(G(z)), 1) on a fresh z (the second noise draw), through D "
-                                   "after its step"))):
+                      ("opt_G", N_("G's loss is -D(G(z)).mean() on a fresh z (the last noise draw), through D after "
+                                   "its last step"))):
         got = mine[opt]
-        if missing_only and not (len(got) == 1 and any(g is None for g in got[0].values())):
+        if missing_only and not (got and any(g is None for g in got[-1].values())):
             continue
         problems += compare_steps({opt: got}, {opt: right[opt]}, _(what))
     return problems
@@ -134,46 +160,68 @@ def _times(n):
     return {0: _("never"), 1: _("once"), 2: _("twice")}.get(n) or _("{count:g} times").format(count=n)
 
 
-def check_strategy(step) -> bool:
-    """Lesson 05. step(G, D, opt_G, opt_D, x_real, noise): d_first_fresh_fake's order (D first, on a fake batch made
-    without a graph; then G on a fresh fake batch, through the updated D) in which D's gradient is computed once a
-    step. Runs it on seed 000's G and D, whose .grad holds an earlier gradient, compares the gradients each optimizer
-    steps on with the right ones, counts passes with costs.measure, and prints one line per thing still wrong."""
-    name = getattr(step, "__name__", _("your step"))
-    if unanswered(name, step, _("your strategy function")):
-        return False
-    mine, D, error = _run(step)
-    if stub_left(name, error, N_("your step")):
-        return False
-    if error is not None:
-        stale = "modified by an inplace operation" in str(error) and mine["opt_D"]
-        return verdict(name, [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
-                                     if stale else HINTS)], "")
-    cost = measure(step, *fresh_gan(batch=16), steps=1, warmup=0, memory=False)
+def _problems(step, n_critic, mine, D):
+    """What is still wrong with a step that ran, for one n_critic."""
+    record = lambda answer: _run(answer, n_critic)[0]     # noqa: E731
+    cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
+                   memory=False)
     if cost.error:
-        return verdict(name, [_("run again on a fresh G and D, the step raised RuntimeError: {error}").format(
-            error=cost.error)], "")
-    right = right_answer(mine, [reference_strategy, _written(summed=True)], _record)
-    hint = None if matching(mine, right) else known_mistake(mine, MISTAKES, _record)
+        return [_("run again on a fresh G and D, the step raised RuntimeError: {error}").format(error=cost.error)]
+    right = right_answer(mine, [reference_strategy, _written(averaged=True)], record)
+    hint = None if matching(mine, right) else known_mistake(mine, MISTAKES, record)
     if hint:
         problems = [_(hint)]
     else:
         problems = _gradient_problems(mine, right)
-        if cost.G_forward == 1:      # then G's gradient differs: say why, unless it is missing altogether
+        if len(mine["opt_D"]) != n_critic:
+            pass                            # the step count is the problem, and first_difference says it
+        elif cost.G_forward == 1:      # then G's gradient differs: say why, unless it is missing altogether
             problems = _gradient_problems(mine, right, missing_only=True) or [
-                _("G runs once per step: G's loss reuses D's fake batch (as d_first_frozen_D and g_first_inputs "
-                  "do); this exercise asks for d_first_fresh_fake's order, with a fresh G forward for G's loss")]
+                _("G runs once per step: G's loss reuses the fake batch made for D; this exercise asks for a fresh G "
+                  "forward for G's loss")]
         elif cost.G_forward != 2:
-            problems.append(_("G runs {times} per step; this order runs it twice: a fake batch for D without a "
-                              "graph, and a fresh one for G's loss").format(times=_times(cost.G_forward)))
-    if cost.D_grad_passes > 1:
-        problems.append(_("D's gradient is computed {times} per step, once for nothing, as in g_first: G's backward "
-                          "still fills D's .grad, which no step of D uses").format(times=_times(cost.D_grad_passes)))
+            problems.append(_("G runs {times} per step, where this order runs it twice whatever n_critic is: once "
+                              "without a graph for all of D's fake batches, once for G's loss").format(
+                times=_times(cost.G_forward)))
+    if cost.D_grad_passes > n_critic:
+        problems.append(_("D's gradient is computed {times} per step where D steps {steps} times, once for nothing, "
+                          "as in g_first: G's backward still fills D's .grad, which no step of D uses").format(
+            times=_times(cost.D_grad_passes), steps=n_critic))
     if cost.G_grad_passes > 1 and hint != TRAINS_G:                 # that hint already says D's loss reaches G
-        problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G, through the fake batch "
-                          "D sees").format(times=_times(cost.G_grad_passes)))
+        problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G, through the fake "
+                          "batches D sees").format(times=_times(cost.G_grad_passes)))
     if not all(p.requires_grad for p in D.parameters()):
         problems.append(_("D is still frozen after the step: its parameters no longer require grad when the step "
                           "returns"))
-    return verdict(name, problems, _("D and G step on the right gradients, D's gradient is computed once per step "
-                                     "(not twice), and G runs twice, as d_first_fresh_fake does"))
+    return problems
+
+
+def check_strategy(step) -> bool:
+    """Lesson 05. step(G, D, opt_G, opt_D, x_real, noise, n_critic=2): n_critic D steps (each on its chunk of x_real
+    and the same chunk of one fake batch made without a graph), then one G step on a fresh fake batch through the
+    updated D, with D's gradient computed once per D step. Runs it with n_critic 2 and 3 on seed 000's G
+    and D, whose .grad holds an earlier gradient, compares the gradients each optimizer steps on with the right ones,
+    counts passes with costs.measure, and prints one line per thing still wrong."""
+    name = getattr(step, "__name__", _("your step"))
+    if unanswered(name, step, _("your strategy function")):
+        return False
+    for n_critic in N_CRITICS:
+        mine, D, error = _run(step, n_critic)
+        if stub_left(name, error, N_("your step")):
+            return False
+        if isinstance(error, TypeError) and "n_critic" in str(error):
+            return verdict(name, [_("your step takes no n_critic: its signature is my_step(G, D, opt_G, opt_D, "
+                                    "x_real, noise, n_critic=2)")], "")
+        if error is not None:
+            stale = "modified by an inplace operation" in str(error) and mine["opt_D"]
+            problems = [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
+                               if stale else HINTS)]
+        else:
+            problems = _problems(step, n_critic, mine, D)
+        if problems:
+            if n_critic != N_CRITICS[0]:
+                problems = [_("with n_critic={n_critic}: {problem}").format(n_critic=n_critic, problem=p)
+                            for p in problems]
+            return verdict(name, problems, "")
+    return verdict(name, [], _("with n_critic 2 and 3, D and G step on the right gradients, D's gradient is "
+                               "computed once per D step (never in G's step), and G runs twice a step"))

@@ -1,6 +1,7 @@
-"""Lesson 10's exercise: a GAN step under autocast with ONE GradScaler for both optimizers, D's gradient norm
-clipped (check_amp_step)."""
+"""Lesson 10's exercise: a GAN step under autocast with ONE GradScaler for both optimizers, D's gradient accumulated
+over micro-batches and its norm clipped (check_amp_step)."""
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +12,7 @@ from gan_lessons.exercises.steps import flat, recorded_steps
 from gan_lessons.i18n import N_, _
 
 MAX_NORM = 0.1        # D's gradient norm on the checker's batch is about 0.27: the clip is active
+ACCUM = 2             # D's micro-batches per step, in the checker's runs
 
 _AMP_HINTS = [
     ("unscale_() has already been called on this optimizer since the last update()",
@@ -28,14 +30,19 @@ def _bce(logits, target):
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 
 
-def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2, _clear_each=False):
     """Lesson 10: d_first_reuse_fake under autocast (bfloat16 on the CPU), one GradScaler for both optimizers, D's
-    gradient norm clipped to max_norm on the unscaled gradients."""
+    gradient added up over `accum` micro-batches and its norm clipped to max_norm on the unscaled gradients.
+    (_clear_each: a known wrong version, D's .grad emptied before each micro-batch.)"""
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-        loss_D = (_bce(D(x_real), 1) + _bce(D(x_fake.detach()), 0)) / 2
     opt_D.zero_grad()
-    scaler.scale(loss_D).backward()
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        if _clear_each:
+            opt_D.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (_bce(D(x_part), 1) + _bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
     scaler.unscale_(opt_D)                               # the true gradients, for the clip
     nn.utils.clip_grad_norm_(D.parameters(), max_norm)
     scaler.step(opt_D)
@@ -91,6 +98,9 @@ def _run_amp(amp_step, poison=None):
     dtypes = {"G": [], "D": []}
     handles = [net.net[0].register_forward_hook(lambda m, a, out, key=key: dtypes[key].append(out.dtype))
                for key, net in (("G", G), ("D", D))]
+    d_batches = []        # the batch of each D forward before opt_D's step through the scaler
+    handles.append(D.register_forward_hook(lambda m, args, out: d_batches.append(len(args[0])) if "step(opt_D)" not in
+                                           scaler.calls else None))
     if poison:
         def overflow(grad):
             grad = grad.clone()
@@ -100,7 +110,7 @@ def _run_amp(amp_step, poison=None):
     run = {"error": None, "scale before": scaler.get_scale()}
     with recorded_steps({"opt_G": opt_G, "opt_D": opt_D}, names) as records:
         try:
-            amp_step(G, D, opt_G, opt_D, scaler, x_real, z, MAX_NORM)
+            amp_step(G, D, opt_G, opt_D, scaler, x_real, z, MAX_NORM, accum=ACCUM)
         except Exception as error:  # reported by the checker
             run["error"] = error
         finally:
@@ -108,7 +118,8 @@ def _run_amp(amp_step, poison=None):
                 h.remove()
     moved = {key: any(not torch.equal(p.detach(), b) for p, b in zip(net.parameters(), before[net]))
              for key, net in (("G", G), ("D", D))}
-    run.update(records=records, calls=scaler.calls, dtypes=dtypes, moved=moved, scale=scaler.get_scale())
+    run.update(records=records, calls=scaler.calls, dtypes=dtypes, moved=moved, scale=scaler.get_scale(),
+               d_batches=d_batches, micro_batch=len(x_real) // ACCUM)
     return run
 
 
@@ -123,6 +134,11 @@ def _call_problems(run):
             problems.append(_("{net}'s first layer computed in float32: run the forwards (G(z), every D(...)) and "
                               "the losses under torch.autocast(\"cpu\", dtype=torch.bfloat16)").format(net=key))
             break
+    largest = max(run["d_batches"], default=0)
+    if largest > run["micro_batch"]:
+        problems.append(_("D ran on {count} samples at once before its step, where each of its accum={accum} "
+                          "micro-batches holds {size}: D's loss is added up over the micro-batches, one backward "
+                          "each").format(count=largest, accum=ACCUM, size=run["micro_batch"]))
     updates = calls.count("update")
     if updates != 1:
         problems.append(_("scaler.update() ran {updates} times in one call of amp_step: call it once per "
@@ -140,6 +156,11 @@ def _call_problems(run):
 def _gradient_problems(run, reference):
     """G's and D's gradients at their optimizer's step, compared with the reference step's."""
     problems, scale = [], run["scale before"]
+    last_only = _run_amp(partial(reference_amp_step, _clear_each=True))["records"]["opt_D"]
+    if len(run["records"]["opt_D"]) == 1 and len(last_only) == 1 and \
+            (flat(run["records"]["opt_D"][0]) - flat(last_only[0])).norm() <= 1e-2 * flat(last_only[0]).norm():
+        return [_("D's gradient at opt_D.step() is its last micro-batch's alone: D's .grad was emptied between the "
+                  "micro-batches' backwards, so the earlier ones were lost")]
     for opt, net in (("opt_D", "D"), ("opt_G", "G")):
         mine, right = run["records"][opt], reference["records"][opt]
         if len(mine) != 1:
@@ -173,8 +194,9 @@ def _gradient_problems(run, reference):
                               "same; use scaler.scale({loss}).backward()").format(net=net, optimizer=opt, scale=scale,
                                                                                   loss=loss))
         else:
-            what = (_("D's loss is (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2, after opt_D.zero_grad(), "
-                      "clipped to max_norm") if net == "D" else
+            what = (_("D's loss on each of its accum micro-batches (x_real and x_fake cut into accum equal chunks) is "
+                      "(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2, divided by accum, their gradients added up "
+                      "after one opt_D.zero_grad() and clipped to max_norm") if net == "D" else
                     _("G's loss is bce(D(x_fake), 1) through D after D's step, after opt_G.zero_grad()"))
             problems.append(_("{net}'s gradient at {optimizer}.step() differs from the right one (relative "
                               "difference {difference:.3f}): {what}").format(
@@ -212,9 +234,9 @@ def _overflow_problems(amp_step):
 
 
 def check_amp_step(amp_step) -> bool:
-    """Lesson 10. amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm): one d_first_reuse_fake step with
-    the forwards and losses under torch.autocast("cpu", dtype=torch.bfloat16), both losses scaled by the one
-    scaler, D's gradient norm clipped to max_norm on the true (unscaled) gradients, both optimizers stepped through
+    """Lesson 10. amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2): one d_first_reuse_fake step
+    with the forwards and losses under torch.autocast("cpu", dtype=torch.bfloat16), both losses scaled by the one
+    scaler, D's gradient added up over accum micro-batches, its norm clipped to max_norm on the true (unscaled) gradients, both optimizers stepped through
     the scaler, and scaler.update() once at the end. Also run with an inf in D's, then in G's gradient."""
     name = "amp_step"
     if unanswered(name, amp_step, _("your amp_step")):
@@ -226,6 +248,9 @@ def check_amp_step(amp_step) -> bool:
     run = _run_amp(amp_step)
     if stub_left(name, run["error"], "amp_step"):
         return False
+    if isinstance(run["error"], TypeError) and "accum" in str(run["error"]):
+        return verdict(name, [_("your amp_step takes no accum: its signature is amp_step(G, D, opt_G, opt_D, scaler, "
+                                "x_real, z, max_norm, accum=2)")], "")
     if run["error"] is not None:
         return verdict(name, [raised("amp_step", run["error"], _AMP_HINTS)], "")
     problems = _call_problems(run)
@@ -233,6 +258,6 @@ def check_amp_step(amp_step) -> bool:
         problems = _gradient_problems(run, _run_amp(reference_amp_step))
     if not problems:
         problems = _overflow_problems(amp_step)
-    return verdict(name, problems, _("autocast forwards, both losses scaled by one GradScaler, D clipped on its true "
-                                     "gradient, G and D step on the right gradients, an inf skips only its own "
+    return verdict(name, problems, _("autocast forwards, both losses scaled by one GradScaler, D's gradient added up "
+                                     "over its micro-batches and clipped on its true value, G and D step on the right gradients, an inf skips only its own "
                                      "optimizer's step, and one update() halves the scale"))

@@ -415,40 +415,43 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 # %% [markdown]
 # ## Exercises
 #
-# ### Build it: seed 004's step, fixed
+# ### Build it: a chain of three models
 #
-# Write the whole body of one step of seed 004's loop, `fixed_step(model1, model2, optimizer1, optimizer2, data,
-# label)`:
-# - model1's logits `a = model1(data)` and its loss `l1 = F.cross_entropy(a, label)`; `optimizer1` steps model1 on
-#   l1's gradient alone;
-# - model2's logits `b`, computed from `a`, and its loss `l2 = F.cross_entropy(b, label)`; `optimizer2` steps
-#   model2 on l2's gradient alone;
-# - each step on a fresh gradient, in every call;
-# - nothing wasted: no backward through a freed graph, no gradient computed that an optimizer throws away, no
-#   graph kept alive that no later backward needs.
+# Add a third model to seed 004's two: `model3 = nn.Linear(2, 2)` reads model2's logits. Each model has its loss,
+# from the same `label`: `a = model1(data)` and `l1`, `b = model2(a)` and `l2`, `c = model3(b)` and `l3`
+# (`F.cross_entropy` each). Write one step, `chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3,
+# data, label)`, in which
+# - model1 steps on the gradient of l1 **and** l2 (model2 is a head on model1's output, so l2 must train model1
+#   as well, as in section 5);
+# - model2 steps on the gradient of l2 alone;
+# - model3 steps on the gradient of l3 alone (a probe: it must not change what it reads);
+# - every optimizer steps on this call's gradient, in every call;
+# - nothing is wasted: each model runs forward once a call, no gradient is computed that an optimizer then throws
+#   away, and no graph is kept that no later backward goes through.
 #
-# The checker runs your step three times on seed 004's models and, with `register_step_pre_hook`, reads every
-# parameter's `.grad` at each `optimizer.step()`. It also counts the gradients that reach model1 and the backward
-# calls that keep their graph, and names what is still wrong.
+# As many backward calls as you like, in any order. The checker runs your step three times on fresh models and, with
+# `register_step_pre_hook`, reads every parameter's `.grad` at each `optimizer.step()`; a wrong gradient is split
+# into the losses it came from. It also counts forwards, the gradients that come back into model2, and the graphs
+# kept for nothing.
 
 # %%
-def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
-    """One step of seed 004's loop: l2 trains model2, l1 trains model1, and nothing is computed or kept in vain."""
+def chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
+    """One step of the chain: l1 and l2 train model1, l2 trains model2, l3 trains model3 alone."""
     ### BEGIN SOLUTION
     a = model1(data)
-    b = model2(a.detach())          # l2 stops at model2: its backward frees nothing l1 needs
-    l1, l2 = F.cross_entropy(a, label), F.cross_entropy(b, label)
-    optimizer2.zero_grad()
-    l2.backward()
-    optimizer2.step()
-    optimizer1.zero_grad()
-    l1.backward()
-    optimizer1.step()
+    b = model2(a)                   # l2 goes on into model1: no cut here
+    c = model3(b.detach())          # l3 stops at model3
+    loss = F.cross_entropy(a, label) + F.cross_entropy(b, label) + F.cross_entropy(c, label)
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.zero_grad()
+    loss.backward()                 # one backward: each loss reaches only what it may
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.step()
     ### END SOLUTION
 
-my_answer = fixed_step  # SOLUTION: point this at your fixed_step
+my_answer = chain_step  # SOLUTION: point this at your chain_step
 
 # %% tags=["test"]
 from gan_lessons import exercises
-solved = exercises.check_seed004_step(my_answer)
-assert solved, "seed004_step: not solved yet, or not right: the lines above say what is missing"
+solved = exercises.check_chain_step(my_answer)
+assert solved, "chain_step: not solved yet, or not right: the lines above say what is missing"

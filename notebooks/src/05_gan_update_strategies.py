@@ -440,33 +440,39 @@ print(shown["graph"])
 # %% [markdown]
 # ## Exercises
 #
-# **Build a strategy that wastes no D gradient.** Write the whole body of `my_step`: d_first_fresh_fake's order
-# (section 3), but with D's gradient computed **once** per step, by D's loss alone. The contract:
+# **Build BigGAN's step: the hinge loss, several D steps per G step.** WGAN and many GANs after it step D
+# `n_critic` times for every G step; BigGAN does it with the hinge loss of lesson 04. Write the whole body of
+# `my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2)`: D first, as in `d_first_fresh_fake` (section 3), D's
+# part repeated, with D's gradient computed only by D's own steps. The contract:
 #
-# - D steps first, on `x_real` and on a fake batch that has no graph back to G, made from the first `noise(...)`
-#   draw; D's loss is the mean of its real and fake terms (`strategies.bce`).
-# - Then G steps, on a fresh fake batch from the second draw, scored by the **updated** D: `bce(D(x_fake), 1)`.
-# - No gradient is computed for nothing, every `.grad` an optimizer steps on is this step's alone, and D is left as
-#   trainable as it was. Return `(loss_D, loss_G)`.
+# - `x_real` is cut into `n_critic` equal chunks, in order. D's fake batches come from **one** G forward: one
+#   `noise(len(x_real))` draw, made into a fake batch with no graph back to G and cut into `n_critic` chunks the same
+#   way. D's k-th step reads the k-th real chunk and the k-th fake chunk; its loss is the hinge loss
+#   `F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()` (the mean of the two terms is right too).
+# - Then G steps once, on a fresh fake batch of one chunk's size from the next draw, scored by D **after** its last
+#   step: `-D(x_fake).mean()`.
+# - No gradient and no forward is computed for nothing (G runs twice a step, whatever `n_critic` is), every `.grad`
+#   an optimizer steps on is that step's alone, and D is left as trainable as it was. Return `(loss_D, loss_G)`,
+#   `loss_D` from D's last step.
 #
-# Section 3 shows two ways to skip D's gradient in G's step; either is right. `exercises.check_strategy` runs your
-# function on seed 000's G and D, whose `.grad` still holds an earlier gradient, compares the gradients both
-# optimizers step on with the right ones, counts passes with the hooks of section 4, and says what is still wrong.
+# `exercises.check_strategy` runs your function with `n_critic` 2 and 3 on seed 000's G and D, whose `.grad` still
+# holds an earlier gradient, compares the gradients both optimizers step on with the right ones, counts passes with
+# the hooks of section 4, and says what is still wrong.
 
 # %%
-bce = strategies.bce
-
-def my_step(G, D, opt_G, opt_D, x_real, noise):
-    """D's step, then G's, as in d_first_fresh_fake; D's gradient computed once per step. Returns (loss_D, loss_G)."""
+def my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """BigGAN's step: n_critic hinge-loss D steps on chunks of x_real and of one fake batch, then one G step;
+    D's gradient only in D's steps, G run twice. Returns (loss_D, loss_G)."""
     ### BEGIN SOLUTION
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
+        fakes = G(noise(len(x_real))).chunk(n_critic)     # one G forward makes every D step's fake batch
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()
+        loss_D.backward()
+        opt_D.step()
     opt_G.zero_grad()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
+    loss_G = -D(G(noise(len(x_chunk)))).mean()            # a fresh fake, through the updated D
     loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G

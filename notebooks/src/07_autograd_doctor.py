@@ -502,7 +502,7 @@ claim("as a script, the doctor names the stale weight and the step that changed 
 # %% [markdown]
 # ## Exercises
 #
-# ### Build it: seed 000's step, until the doctor has nothing to say
+# ### Fix it: seed 000's step, until the doctor has nothing to say
 #
 # Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D's
 # loss on a fake batch that is not detached, whose backward runs on into `g` through the graph G's loss needs. Write seed 000's training step as one function that keeps its plan

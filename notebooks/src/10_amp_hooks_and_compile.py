@@ -628,29 +628,37 @@ else:
 # %% [markdown]
 # ## Exercises
 #
-# ### Build it: a GAN step under autocast, one GradScaler, D's gradient clipped
+# ### Build it: a GAN step under autocast, one GradScaler, D's gradient accumulated and clipped
 #
-# Section 1 ran one scaler for two independent networks, both backwards first. A GAN step is ordered, and many GAN
-# codebases clip D's gradient norm. Write `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`: one
-# `d_first_reuse_fake` step (lesson 05): `x_fake = G(z)`; D's loss `(bce(D(x_real), 1) + bce(D(x_fake.detach()),
-# 0)) / 2`, and D steps; then G's loss `bce(D(x_fake), 1)` through the updated D, and G steps. The forwards and the
-# losses run under `torch.autocast("cpu", dtype=torch.bfloat16)`; both losses are scaled by the one `scaler` passed
-# in; D's gradient norm is clipped to `max_norm` with `torch.nn.utils.clip_grad_norm_`, measured on the true
-# gradient; an inf or NaN in one network's gradients skips that network's step only; and the scale is updated once
-# for the iteration. The checker runs it on seed 000's G and D with `max_norm=0.1` (D's gradient norm there is about
-# 0.27), notes every call on the scaler, compares the gradient each optimizer steps on with the right one, and runs
-# it twice more: with an inf in one of D's gradients, then in one of G's. The whole body is yours.
+# Section 1 ran one scaler for two independent networks, one backward each. A GAN step is ordered; BigGAN-style code
+# adds D's gradient up over several micro-batches when a whole batch does not fit, and many GAN codebases clip D's
+# gradient norm. Write `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`: one
+# `d_first_reuse_fake` step (lesson 05). `x_fake = G(z)`; then D's gradient over `accum` micro-batches: `x_real` and
+# `x_fake` (detached) each cut into `accum` equal chunks, in order, and for each pair `x_part, fake_part` the loss
+# `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`, divided by `accum`, with its own backward; D steps once, on the
+# sum. Then G's loss `bce(D(x_fake), 1)` through the updated D, and G steps. The forwards and the losses run under
+# `torch.autocast("cpu", dtype=torch.bfloat16)`; every loss is scaled by the one `scaler` passed in; D's summed
+# gradient norm is clipped to `max_norm` with `torch.nn.utils.clip_grad_norm_`, measured on the true gradient; an
+# inf or NaN in one network's gradients skips that network's step only; and the scale is updated once for the
+# iteration. The checker runs it on seed 000's G and D with a batch of 8, `accum=2` and `max_norm=0.1` (D's
+# gradient norm there is about 0.27), notes every call on the scaler and the batch of every D forward, compares the
+# gradient each optimizer steps on with the right one, and runs it twice more: with an inf in one of D's gradients,
+# then in one of G's. The whole body is yours.
+
 
 # %%
-def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
-    """One d_first_reuse_fake step under bfloat16 autocast: one GradScaler for opt_D and opt_G, D's gradient norm
-    clipped to max_norm on its true value, an overflow skipping only its own network's step."""
+def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """One d_first_reuse_fake step under bfloat16 autocast: one GradScaler for opt_D and opt_G, D's gradient
+    added up over accum micro-batches and clipped to max_norm on its true value, an overflow skipping only its own
+    network's step."""
     ### BEGIN SOLUTION
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-        loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
-    opt_D.zero_grad()
-    scaler.scale(loss_D).backward()
+    opt_D.zero_grad()                                    # once: the micro-batches add up into .grad
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
     scaler.unscale_(opt_D)                               # the true gradient, for the clip
     nn.utils.clip_grad_norm_(D.parameters(), max_norm)
     scaler.step(opt_D)                                   # skipped if D's gradient holds an inf or NaN

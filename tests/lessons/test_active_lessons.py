@@ -8,6 +8,7 @@
   cannot pass the check by being empty.
 - Every lesson has a build exercise: a reference body of at least 5 lines between nbgrader's solution markers.
 - The instructor notes plan every lesson within a 60-minute slot, or a double slot of at most 100 minutes, said so."""
+import difflib
 import re
 from pathlib import Path
 
@@ -177,24 +178,55 @@ def test_no_output_above_a_prediction_shows_its_answer_by_value(lesson):
 
 
 def _code_lines(text) -> list:
-    """A cell's substantive code lines, whitespace and comments aside (30 characters or more)."""
+    """Code as lines, each with its whitespace runs made one space, comments and blank lines aside."""
     lines = [re.sub(r"\s+", " ", line.split("#")[0]).strip() for line in text.splitlines()]
-    return [line for line in lines if len(line) >= 30]
+    return [line for line in lines if line]
+
+
+FIX_IT = re.compile(r"^#+ (Fix it|动手修复)\b", re.M)     # a build that fixes a listing shown above it, by design
+COPIED = 0.8     # a build's reference and the closest stretch of code above it: difflib's ratio, at most this
+
+
+def _fixes_a_listing(cells, i) -> bool:
+    """Whether the build in cell i sits under a "Fix it" heading."""
+    heading = next((c.source for c in reversed(cells[:i]) if c.cell_type == "markdown" and
+                    re.search(r"^#+ ", c.source, re.M)), "")
+    return bool(FIX_IT.search(heading))
+
+
+def _closest_stretch(mine, cells) -> tuple:
+    """The stretch of code the student has seen in `cells` (their code, an earlier build's reference aside since
+    the student writes it, and what they print, a listing shown with show_source included) that is most like
+    `mine`, as (difflib's ratio, the stretch): each window of as many lines as `mine`."""
+    best = (0.0, [])
+    text = "\n".join(mine)
+    for cell in cells:
+        if cell.cell_type != "code":
+            continue
+        for seen in (release.SOLUTION_BLOCK.sub("", cell.source), _outputs(cell)):
+            lines = _code_lines(seen)
+            for start in range(max(1, len(lines) - len(mine) + 1)):
+                window = lines[start:start + len(mine)]
+                ratio = difflib.SequenceMatcher(None, text, "\n".join(window), autojunk=False).ratio()
+                best = max(best, (ratio, window))
+    return best
 
 
 def test_no_build_is_copied_from_the_code_above_it(lesson):
-    """A build asks for code the student has not just been shown: at most three quarters of its reference's
-    substantive lines may stand in earlier code cells. Lesson 12's builds fix the public code it shows, by design."""
+    """A build asks for code the student has not just been shown: no stretch of the code above it (as the student
+    sees it) is as close to its reference as a copy with a few names changed (difflib's ratio above COPIED). Builds
+    that fix a listing shown above them ("Fix it") are left out, and so is lesson 12, whose labs all do."""
     name, nb, _ = lesson
     if name.endswith("12_debugging_lab.ipynb"):
         return
     for i, cell in enumerate(nb.cells):
-        for block in (release.SOLUTION_BLOCK.finditer(cell.source) if cell.cell_type == "code" else []):
+        if cell.cell_type != "code" or _fixes_a_listing(nb.cells, i):
+            continue
+        for block in release.SOLUTION_BLOCK.finditer(cell.source):
             mine = _code_lines("\n".join(block.group().splitlines()[1:-1]))
-            above = {line for c in nb.cells[:i] if c.cell_type == "code" for line in _code_lines(c.source)}
-            copied = [line for line in mine if line in above]
-            assert len(mine) < 3 or len(copied) <= 0.75 * len(mine), \
-                f"{name}, cell {i}: {len(copied)} of the build's {len(mine)} lines stand above it ({copied[:2]})"
+            ratio, stretch = _closest_stretch(mine, nb.cells[:i])
+            assert len(mine) < 4 or ratio <= COPIED, \
+                f"{name}, cell {i}: the build's reference is {ratio:.2f} like code shown above it ({stretch[:2]})"
 
 
 def test_the_balance_value_and_copy_checks_can_fail():
@@ -209,5 +241,26 @@ def test_the_balance_value_and_copy_checks_can_fail():
         test_true_and_false_answers_are_balanced(("x.ipynb", nb, nb))
     with pytest.raises(AssertionError, match="shows"):
         test_no_output_above_a_prediction_shows_its_answer_by_value(("x.ipynb", nb, nb))
-    with pytest.raises(AssertionError, match="stand above it"):
+    with pytest.raises(AssertionError, match="like code shown above it"):
+        test_no_build_is_copied_from_the_code_above_it(("x.ipynb", nb, nb))
+
+
+def test_the_copy_check_sees_a_near_copy_and_not_the_student_s_own_work():
+    shown = "loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2\nopt_D.zero_grad()\nloss_D.backward()\nopt_D.step()"
+    near = ("    loss_D = (bce(D(x_chunk), 1) + bce(D(x_fake), 0)) / 2\n    opt_D.zero_grad()\n    loss_D.backward()\n"
+            "    opt_D.step()\n    return loss_D")
+    build = f"def f():\n    ### BEGIN SOLUTION\n{near}\n    ### END SOLUTION\n"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(shown), nbformat.v4.new_code_cell(build)]
+    with pytest.raises(AssertionError, match="the build's reference is 0.89 like"):
+        test_no_build_is_copied_from_the_code_above_it(("x.ipynb", nb, nb))
+    nb.cells[0] = nbformat.v4.new_code_cell(build.replace("def f", "def g"))      # an earlier build: the student's
+    test_no_build_is_copied_from_the_code_above_it(("x.ipynb", nb, nb))
+    nb.cells = [nbformat.v4.new_code_cell(shown), nbformat.v4.new_markdown_cell("### Fix it: the listing above"),
+                nbformat.v4.new_code_cell(build)]
+    test_no_build_is_copied_from_the_code_above_it(("x.ipynb", nb, nb))
+    listing = nbformat.v4.new_code_cell("show_source(d_step)", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": f"```python\ndef d_step():\n{near}\n```"})])
+    nb.cells = [listing, nbformat.v4.new_code_cell(build)]                        # a listing printed by a cell
+    with pytest.raises(AssertionError, match="like code shown above it"):
         test_no_build_is_copied_from_the_code_above_it(("x.ipynb", nb, nb))

@@ -1,26 +1,33 @@
-"""Lesson 05's build exercise, a strategy written whole that wastes no D gradient: exercises.check_strategy accepts
-right answers written differently, names each wrong one's mistake, and says "not solved yet" to the stub and `...`."""
+"""Lesson 05's build exercise, a strategy with n_critic D steps per G step, written whole, that wastes no D gradient:
+exercises.check_strategy accepts right answers written differently, names each wrong one's mistake, and says "not
+solved yet" to the stub and `...`."""
 import pytest
 import torch
 
-from gan_lessons import exercises, strategies
+from gan_lessons import exercises
 from gan_lessons.exercises.lesson05 import reference_strategy
-from gan_lessons.strategies import bce
+import torch.nn.functional as F
+
+
+def hinge_D(real_scores, fake_scores):
+    return F.relu(1 - real_scores).mean() + F.relu(1 + fake_scores).mean()
 
 
 # --- right answers, written differently ---------------------------------------------------------------------------
-def frozen_D(G, D, opt_G, opt_D, x_real, noise):
-    """G's step with D frozen (requires_grad_(False)) instead of backward(inputs=...)."""
+def frozen_D_sliced(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """Chunks by slicing, G's step with D frozen (requires_grad_(False)) instead of backward(inputs=...)."""
+    m = len(x_real) // n_critic
     with torch.no_grad():
         x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
+    for k in range(n_critic):
+        opt_D.zero_grad()
+        loss_D = (F.relu(1 - D(x_real[k * m:(k + 1) * m])).mean() + F.relu(1 + D(x_fake[k * m:(k + 1) * m])).mean()) / 2
+        loss_D.backward()
+        opt_D.step()
     D.requires_grad_(False)
     try:
         opt_G.zero_grad()
-        loss_G = bce(D(G(noise(len(x_real)))), 1)
+        loss_G = -D(G(noise(m))).mean()
         loss_G.backward()
         opt_G.step()
     finally:
@@ -28,204 +35,248 @@ def frozen_D(G, D, opt_G, opt_D, x_real, noise):
     return loss_D, loss_G
 
 
-def detached_summed_autograd_grad(G, D, opt_G, opt_D, x_real, noise):
-    """detach() instead of no_grad, D's two terms summed, module zero_grad(), G's gradient from autograd.grad."""
-    x_fake = G(noise(len(x_real))).detach()
-    D.zero_grad()
-    loss_D = bce(D(x_real), 1) + bce(D(x_fake), 0)
-    loss_D.backward()
-    opt_D.step()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
+def detached_summed_autograd_grad(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """split() and detach() instead of chunk() and no_grad, D's terms summed, module zero_grad(), G's gradient from
+    autograd.grad."""
+    size = len(x_real) // n_critic
+    fakes = torch.split(G(noise(len(x_real))).detach(), size)
+    for x_chunk, x_fake in zip(torch.split(x_real, size), fakes):
+        D.zero_grad()
+        loss_D = torch.clamp(1 - D(x_chunk), min=0).mean() + torch.clamp(1 + D(x_fake), min=0).mean()
+        loss_D.backward()
+        opt_D.step()
+    loss_G = -D(G(noise(size))).mean()
     for p, g in zip(G.parameters(), torch.autograd.grad(loss_G, list(G.parameters()))):
         p.grad = g
     opt_G.step()
     return loss_D, loss_G
 
 
-def both_zero_grads_first(G, D, opt_G, opt_D, x_real, noise):
-    """Both zero_grad() calls at the top, as one_forward does them."""
-    opt_D.zero_grad()
+def zero_grads_at_the_top(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """opt_G.zero_grad() first; D's loop by index."""
     opt_G.zero_grad()
+    reals = x_real.chunk(n_critic)
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
+        fakes = G(noise(len(x_real))).chunk(n_critic)
+    for k in range(n_critic):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(reals[k]), D(fakes[k]))
+        loss_D.backward()
+        opt_D.step()
+    loss_G = -D(G(noise(len(reals[0])))).mean()
     loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G
 
 
-@pytest.mark.parametrize("step", [reference_strategy, frozen_D, detached_summed_autograd_grad, both_zero_grads_first])
+@pytest.mark.parametrize("step", [reference_strategy, frozen_D_sliced, detached_summed_autograd_grad,
+                                  zero_grads_at_the_top])
 def test_right_answers_written_differently_get_one_tick(step, capsys):
     assert exercises.check_strategy(step) is True
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"✓ {step.__name__}:") and "once per step" in out[0]
+    assert len(out) == 1 and out[0].startswith(f"✓ {step.__name__}:") and "once per D step" in out[0]
 
 
 # --- wrong answers, as students write them ------------------------------------------------------------------------
-def wastes_D_gradient(G, D, opt_G, opt_D, x_real, noise):
-    """d_first_fresh_fake as it stands: G's plain backward also fills D's .grad, as g_first's does."""
-    return strategies.d_first_fresh_fake(G, D, opt_G, opt_D, x_real, noise)
+def written(**kwargs):
+    """The reference written with one change (the checker's own table of mistakes is built the same way; the wrong
+    answers below are written out by hand)."""
+    from gan_lessons.exercises.lesson05 import _written
+    return _written(**kwargs)
 
 
-def G_through_stale_D(G, D, opt_G, opt_D, x_real, noise):
-    """G's backward before D's step (both steps at the end): G's gradient comes from the D before its update."""
+def wastes_D_gradient(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """G's plain backward also fills D's .grad."""
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
+        fakes = G(noise(len(x_real))).chunk(n_critic)
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
     opt_G.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
-    loss_D.backward(inputs=list(D.parameters()))
-    loss_G.backward(inputs=list(G.parameters()))
-    opt_D.step()
-    opt_G.step()
-    return loss_D, loss_G
-
-
-def G_step_first(G, D, opt_G, opt_D, x_real, noise):
-    """G's whole step first, its noise drawn first: G answers the D before its step."""
-    opt_G.zero_grad()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
-    loss_G.backward(inputs=list(G.parameters()))
-    opt_G.step()
-    with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    return loss_D, loss_G
-
-
-def reuses_D_forward_from_before_its_step(G, D, opt_G, opt_D, x_real, noise):
-    """loss_G built from a D forward made before opt_D.step(): the version error."""
-    with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    logits_G = D(G(noise(len(x_real))))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    opt_G.zero_grad()
-    loss_G = bce(logits_G, 1)
-    loss_G.backward(inputs=list(G.parameters()))
-    opt_G.step()
-    return loss_D, loss_G
-
-
-def D_step_trains_G(G, D, opt_G, opt_D, x_real, noise):
-    """No detach and no no_grad for D's fake batch, opt_G.zero_grad() once at the top: D's loss lands in G's .grad."""
-    opt_G.zero_grad()
-    x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
-    loss_G.backward(inputs=list(G.parameters()))
-    opt_G.step()
-    return loss_D, loss_G
-
-
-def D_loss_reaches_G_but_cleared(G, D, opt_G, opt_D, x_real, noise):
-    """No detach, but opt_G.zero_grad() right before G's backward: G's gradient is right, computed twice."""
-    x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    opt_G.zero_grad()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
-    loss_G.backward(inputs=list(G.parameters()))
-    opt_G.step()
-    return loss_D, loss_G
-
-
-def forgot_D_zero_grad(G, D, opt_G, opt_D, x_real, noise):
-    with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    opt_G.zero_grad()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
-    loss_G.backward(inputs=list(G.parameters()))
-    opt_G.step()
-    return loss_D, loss_G
-
-
-def forgot_G_zero_grad(G, D, opt_G, opt_D, x_real, noise):
-    with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    D.requires_grad_(False)
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
+    loss_G = -D(G(noise(len(x_chunk)))).mean()
     loss_G.backward()
     opt_G.step()
-    D.requires_grad_(True)
     return loss_D, loss_G
 
 
-def reuses_fake_made_without_graph(G, D, opt_G, opt_D, x_real, noise):
-    """G's loss on the no_grad fake batch, D frozen: nothing in loss_G requires grad."""
+def zero_grad_before_the_loop(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
+        fakes = G(noise(len(x_real))).chunk(n_critic)
     opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    D.requires_grad_(False)
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
     opt_G.zero_grad()
-    loss_G = bce(D(x_fake), 1)
-    loss_G.backward()
-    opt_G.step()
-    D.requires_grad_(True)
-    return loss_D, loss_G
-
-
-def inputs_never_reach_G(G, D, opt_G, opt_D, x_real, noise):
-    """backward(inputs=G's parameters) on the no_grad fake: runs, and G's .grad stays None."""
-    with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
-    opt_G.zero_grad()
-    loss_G = bce(D(x_fake), 1)
+    loss_G = -D(G(noise(len(x_chunk)))).mean()
     loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G
 
 
-def leaves_D_frozen(G, D, opt_G, opt_D, x_real, noise):
-    out = frozen_D(G, D, opt_G, opt_D, x_real, noise)
+def whole_batch_each_time(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    with torch.no_grad():
+        x_fake = G(noise(len(x_real)))
+    for _k in range(n_critic):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_real), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    opt_G.zero_grad()
+    loss_G = -D(G(noise(len(x_real) // n_critic))).mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def a_G_forward_per_D_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """d_first_fresh_fake's D step in a loop: a G forward of its own for each D step."""
+    for x_chunk in x_real.chunk(n_critic):
+        with torch.no_grad():
+            x_fake = G(noise(len(x_chunk)))
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    opt_G.zero_grad()
+    loss_G = -D(G(noise(len(x_chunk)))).mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def one_fake_chunk_for_all(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    with torch.no_grad():
+        x_fake = G(noise(len(x_real))).chunk(n_critic)[0]
+    for x_chunk in x_real.chunk(n_critic):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    opt_G.zero_grad()
+    loss_G = -D(G(noise(len(x_chunk)))).mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def two_critic_steps_always(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """n_critic ignored: always two D steps, on the two halves."""
+    return reference_strategy(G, D, opt_G, opt_D, x_real, noise)
+
+
+def full_size_G_batch(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    with torch.no_grad():
+        fakes = G(noise(len(x_real))).chunk(n_critic)
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    opt_G.zero_grad()
+    loss_G = -D(G(noise(len(x_real)))).mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def G_step_first(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """G's whole step first: G answers the D before its steps (and its noise comes first)."""
+    opt_G.zero_grad()
+    loss_G = -D(G(noise(len(x_real) // n_critic))).mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    with torch.no_grad():
+        fakes = G(noise(len(x_real))).chunk(n_critic)
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    return loss_D, loss_G
+
+
+def D_steps_train_G(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """No detach and no no_grad for D's fake batch, opt_G.zero_grad() once at the top."""
+    opt_G.zero_grad()
+    fakes = G(noise(len(x_real))).chunk(n_critic)
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward(retain_graph=True)
+        opt_D.step()
+    loss_G = -D(G(noise(len(x_chunk)))).mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def reuses_D_forward_from_before_its_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """loss_G's D forward made before D's last step: the version error."""
+    with torch.no_grad():
+        fakes = G(noise(len(x_real))).chunk(n_critic)
+    for k, (x_chunk, x_fake) in enumerate(zip(x_real.chunk(n_critic), fakes)):
+        if k == n_critic - 1:
+            logits_G = D(G(noise(len(x_chunk))))
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    opt_G.zero_grad()
+    loss_G = -logits_G.mean()
+    loss_G.backward(inputs=list(G.parameters()))
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def reuses_fake_made_without_graph(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """G's loss on the last no_grad fake chunk: nothing in loss_G requires grad."""
+    with torch.no_grad():
+        fakes = G(noise(len(x_real))).chunk(n_critic)
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = hinge_D(D(x_chunk), D(x_fake))
+        loss_D.backward()
+        opt_D.step()
+    D.requires_grad_(False)
+    opt_G.zero_grad()
+    loss_G = -D(x_fake).mean()
+    try:
+        loss_G.backward()
+    finally:
+        D.requires_grad_(True)
+    opt_G.step()
+    return loss_D, loss_G
+
+
+def leaves_D_frozen(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    out = frozen_D_sliced(G, D, opt_G, opt_D, x_real, noise, n_critic)
     D.requires_grad_(False)
     return out
 
 
+def no_n_critic(G, D, opt_G, opt_D, x_real, noise):
+    return reference_strategy(G, D, opt_G, opt_D, x_real, noise)
+
+
 WRONG = [
-    (wastes_D_gradient, ["D's gradient is computed twice per step, once for nothing", "G's backward still fills D's",
-                         "which no step of D uses"]),
-    (G_through_stale_D, ["G's gradient was taken through D as it was before opt_D.step()",
-                         "G answers the D that has just stepped"]),
-    (G_step_first, ["G's gradient was taken through D as it was before opt_D.step()"]),
+    (wastes_D_gradient, ["D's gradient is computed 3 times per step where D steps 2 times, once for nothing",
+                         "G's backward still fills D's"]),
+    (zero_grad_before_the_loop, ["D's second step stepped on its own gradient plus the first one's"]),
+    (whole_batch_each_time, ["every D step saw the whole of x_real"]),
+    (a_G_forward_per_D_step, ["each D step made its fake batch with a G forward of its own"]),
+    (one_fake_chunk_for_all, ["every D step scored the same fake batch"]),
+    (two_critic_steps_always, ["with n_critic=3:", "opt_D.step() ran 2 time(s) where the reference steps it 3"]),
+    (full_size_G_batch, ["G's fake batch has len(x_real) samples"]),
+    (G_step_first, ["G's gradient was taken through D as it was before D's last step"]),
+    (D_steps_train_G, ["D's steps train G", "graph back to G"]),
     (reuses_D_forward_from_before_its_step, ["modified by an inplace operation",
                                              "reuses a D forward made before opt_D.step()"]),
-    (D_step_trains_G, ["D's step trains G", "graph back to G"]),
-    (D_loss_reaches_G_but_cleared, ["G's gradient is computed twice per step", "D's loss still reaches G"]),
-    (forgot_D_zero_grad, ["D's gradient at opt_D.step() still holds the earlier .grad", "nothing emptied D's"]),
-    (forgot_G_zero_grad, ["G's gradient at opt_G.step() still holds the earlier .grad", "nothing emptied G's"]),
     (reuses_fake_made_without_graph, ["does not require grad", "made without a graph"]),
-    (inputs_never_reach_G, ["opt_G stepped with", "without a gradient", "never reached it"]),
-    (strategies.d_first_frozen_D, ["G runs once per step", "fresh G forward for G's loss"]),
     (leaves_D_frozen, ["D is still frozen after the step", "no longer require grad"]),
+    (no_n_critic, ["your step takes no n_critic"]),
 ]
 
 
@@ -236,9 +287,16 @@ def test_each_wrong_answer_is_told_its_mistake(step, words, capsys):
     assert out.startswith("✗") and "✓" not in out
     for w in words:
         assert w in out, (w, out)
-    fix_code = [c for c in ("zero_grad()", "torch.no_grad()", ".detach()", "requires_grad_(", "inputs=list(")
+    fix_code = [c for c in ("zero_grad()", "torch.no_grad()", ".detach()", "requires_grad_(", "inputs=list(", ".chunk(")
                 if c in out]
     assert not fix_code, (fix_code, out)           # the mistake is named; the fix is the student's to write
+
+
+@pytest.mark.parametrize("kwargs", [dict(zero_D=None), dict(zero_G=False), dict(order="G, D")])
+def test_the_checker_s_table_of_mistakes_is_recognised(kwargs, capsys):
+    assert exercises.check_strategy(written(**kwargs)) is False
+    out = capsys.readouterr().out
+    assert "still holds the earlier .grad" in out or "before D's last step" in out, out
 
 
 def test_a_wasteful_step_gets_only_the_waste_named(capsys):
@@ -248,7 +306,7 @@ def test_a_wasteful_step_gets_only_the_waste_named(capsys):
 
 # --- not solved yet -------------------------------------------------------------------------------------------------
 def test_the_student_copys_stub_and_an_ellipsis_say_not_solved_yet(capsys):
-    def my_step(G, D, opt_G, opt_D, x_real, noise):
+    def my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
         raise NotImplementedError()
 
     assert exercises.check_strategy(my_step) is False

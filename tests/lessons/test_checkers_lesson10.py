@@ -18,17 +18,26 @@ def run(capsys, answer):
 
 
 def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, autocast=True, own_scaler=False,
-             clip=True, g_target=1):
+             clip=True, g_target=1, zero_each=False, unscale_each=False, whole_batch=False):
     """The reference step, or one of the mistakes it is written to catch."""
-    def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+    def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
         ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else torch.enable_grad
         scaler_G = torch.amp.GradScaler("cpu") if own_scaler else scaler
         with ctx():
             x_fake = G(z)
-            loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
         opt_D.zero_grad()
-        scaler.scale(loss_D).backward()
-        if clip_first:
+        parts = [(x_real, x_fake.detach())] if whole_batch else zip(x_real.chunk(accum), x_fake.detach().chunk(accum))
+        for x_part, fake_part in parts:
+            if zero_each:
+                opt_D.zero_grad()
+            with ctx():
+                loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+            scaler.scale(loss_D if whole_batch else loss_D / accum).backward()
+            if unscale_each:
+                scaler.unscale_(opt_D)
+        if unscale_each:
+            pass
+        elif clip_first:
             nn.utils.clip_grad_norm_(D.parameters(), max_norm)
             scaler.unscale_(opt_D)
         elif clip:
@@ -52,14 +61,17 @@ def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, au
     return step
 
 
-def amp_step_split(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
-    """Right, written differently: D's two terms each scaled and backpropagated, backward inside autocast,
-    the clip by hand, zero_grad to zeros."""
+def amp_step_split(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """Right, written differently: micro-batches by slicing, D's two terms each scaled and backpropagated, backward
+    inside autocast, the clip by hand, zero_grad to zeros."""
     opt_D.zero_grad(set_to_none=False)
+    m = len(x_real) // accum
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-        scaler.scale(bce(D(x_real), 1) / 2).backward()
-        scaler.scale(bce(D(x_fake.detach()), 0) / 2).backward()
+        for k in range(accum):
+            part = slice(k * m, (k + 1) * m)
+            scaler.scale(bce(D(x_real[part]), 1) / (2 * accum)).backward()
+            scaler.scale(bce(D(x_fake[part].detach()), 0) / (2 * accum)).backward()
     scaler.unscale_(opt_D)
     norm = torch.cat([p.grad.flatten() for p in D.parameters()]).norm()
     if norm > max_norm:
@@ -73,12 +85,16 @@ def amp_step_split(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
     scaler.update()
 
 
-def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
-    """Right, written differently: G's step through a frozen D (lesson 09), a fresh G(z) for it."""
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss_D = bce(D(x_real), 1) / 2 + bce(D(G(z).detach()), 0) / 2
+def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """Right, written differently: D's fake micro-batches from G under no_grad, G's step through a frozen D (lesson
+    09) on a fresh G(z)."""
     opt_D.zero_grad()
-    scaler.scale(loss_D).backward()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        fakes = G(z).chunk(accum)
+    for x_part, fake_part in zip(x_real.chunk(accum), fakes):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = bce(D(x_part), 1) / 2 + bce(D(fake_part), 0) / 2
+        scaler.scale(loss_D / accum).backward()
     scaler.unscale_(opt_D)
     torch.nn.utils.clip_grad_norm_(list(D.parameters()), max_norm=max_norm)
     scaler.step(opt_D)
@@ -94,7 +110,7 @@ def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
     scaler.update()
 
 
-def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     # YOUR CODE HERE
     raise NotImplementedError()
 
@@ -114,8 +130,11 @@ def test_right_answers_are_accepted(capsys, answer):
     (amp_step(scale_G=False), ["loss_G was not scaled", "scaler.scale(loss_G).backward()"]),
     (amp_step(autocast=False), ["computed in float32", "torch.autocast"]),
     (amp_step(own_scaler=True), ["not through scaler.step(opt_G) on the scaler passed in"]),
+    (amp_step(zero_each=True), ["its last micro-batch's alone", "emptied between the micro-batches' backwards"]),
+    (amp_step(unscale_each=True), ["unscale_() has already been called", "at most once per optimizer per iteration"]),
+    (amp_step(whole_batch=True), ["D ran on 8 samples at once", "accum=2 micro-batches holds 4"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
-        "no autocast", "a second scaler"])
+        "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches"])
 def test_each_mistake_is_named(capsys, answer, words):
     ok, out = run(capsys, answer)
     assert ok is False and out.startswith("✗"), out
@@ -137,3 +156,10 @@ def test_not_solved_yet(capsys):
     assert ok is False and out.startswith("?") and "not solved yet" in out
     ok, out = run(capsys, 3)
     assert ok is False and "not a function" in out
+
+
+def test_a_step_without_accum_is_told_its_signature(capsys):
+    def old_signature(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
+        exercises.reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)
+    ok, out = run(capsys, old_signature)
+    assert ok is False and "takes no accum" in out, out

@@ -380,35 +380,35 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：修复后的原帖 004 训练步
+# ### 动手实现：三个模型连成一串
 #
-# 写出原帖 004 循环中一步的完整函数体，即 `fixed_step(model1, model2, optimizer1, optimizer2, data, label)`：
-# - model1 的 logits `a = model1(data)` 和它的损失 `l1 = F.cross_entropy(a, label)`；`optimizer1` 只根据 l1 的梯度更新
-#   model1；
-# - model2 的 logits `b`（由 `a` 计算得到）和它的损失 `l2 = F.cross_entropy(b, label)`；`optimizer2` 只根据 l2 的梯度更新 model2；
-# - 每一次调用中，每个优化器的每次更新都基于新算出的梯度；
-# - 没有任何浪费：不对已释放的计算图做反向传播，不计算会被优化器扔掉的梯度，也不保留之后没有哪次反向传播需要的计算图。
+# 在原帖 004 的两个模型之后再接一个模型：`model3 = nn.Linear(2, 2)`，它读 model2 的 logits。每个模型都有自己的损失，标签都是同一个 `label`：`a = model1(data)` 与 `l1`，`b = model2(a)` 与 `l2`，`c = model3(b)` 与 `l3`（都用 `F.cross_entropy`）。写出一个训练步 `chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label)`，要求：
+# - model1 根据 l1 **和** l2 的梯度更新（model2 是 model1 输出上的一个头，所以 l2 也要训练 model1，同第 5 节）；
+# - model2 只根据 l2 的梯度更新；
+# - model3 只根据 l3 的梯度更新（它是一个探针：不能改变它所读的东西）；
+# - 每一次调用中，每个优化器都基于本次调用算出的梯度更新；
+# - 没有任何浪费：每个模型每次调用只做一次前向传播，不计算会被优化器扔掉的梯度，也不保留之后没有哪次反向传播会经过的计算图。
 #
-# 检查程序会在原帖 004 的模型上运行你的训练步三次，并借助 `register_step_pre_hook` 在每次 `optimizer.step()` 时读取每个参数的 `.grad`。它还会统计到达 model1 的梯度，以及保留了计算图的反向传播调用次数，并指出还有哪里不对。
+# 反向传播调用几次、按什么顺序都可以。检查程序会在新建的模型上运行你的训练步三次，并借助 `register_step_pre_hook` 在每次 `optimizer.step()` 时读取每个参数的 `.grad`；梯度不对时，它会把这个梯度拆成来自各个损失的部分。它还会统计前向传播的次数、传回 model2 的梯度，以及白白保留的计算图。
 
 # %%
-def fixed_step(model1, model2, optimizer1, optimizer2, data, label):
-    """原帖 004 循环的一步：l2训练model2，l1训练model1，没有白做的计算，也没有白留的计算图。"""
+def chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
+    """这一串模型的一个训练步：l1 和 l2 训练 model1，l2 训练 model2，l3 只训练 model3。"""
     ### BEGIN SOLUTION
     a = model1(data)
-    b = model2(a.detach())          # l2停在model2：它的反向传播不会释放l1需要的任何东西
-    l1, l2 = F.cross_entropy(a, label), F.cross_entropy(b, label)
-    optimizer2.zero_grad()
-    l2.backward()
-    optimizer2.step()
-    optimizer1.zero_grad()
-    l1.backward()
-    optimizer1.step()
+    b = model2(a)                   # l2要继续传进model1：这里不能切断
+    c = model3(b.detach())          # l3停在model3
+    loss = F.cross_entropy(a, label) + F.cross_entropy(b, label) + F.cross_entropy(c, label)
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.zero_grad()
+    loss.backward()                 # 一次反向传播：每个损失只到达它该到达的地方
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.step()
     ### END SOLUTION
 
-my_answer = fixed_step  # SOLUTION: 把它指向你的fixed_step
+my_answer = chain_step  # SOLUTION: 把它指向你的chain_step
 
 # %% tags=["test"]
 from gan_lessons import exercises
-solved = exercises.check_seed004_step(my_answer)
-assert solved, "seed004_step：还没有完成，或者还不对：上面几行说明了缺什么"
+solved = exercises.check_chain_step(my_answer)
+assert solved, "chain_step：还没有完成，或者还不对：上面几行说明了缺什么"

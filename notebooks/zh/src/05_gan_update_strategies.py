@@ -394,28 +394,28 @@ print(shown["graph"])
 # %% [markdown]
 # ## 练习
 #
-# **动手实现一种不浪费 D 梯度的策略**。写出 `my_step` 的完整函数体：采用 d_first_fresh_fake 的顺序（第 3 节），但每一步只计算**一次** D 的梯度，而且只由 D 的损失来计算。要求如下：
+# **动手实现 BigGAN 的训练步：铰链损失，每次更新 G 之前更新 D 多次**。WGAN 以及其后的许多 GAN 每更新一次 G，就更新 D `n_critic` 次；BigGAN 这样做时用的是第 04 课的铰链损失。写出 `my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2)` 的完整函数体：像 `d_first_fresh_fake`（第 3 节）那样先更新 D，把 D 的那部分重复多次，并且 D 的梯度只在 D 自己的更新中计算。要求如下：
 #
-# - D 先更新，输入是 `x_real` 和一个不连回 G 的计算图的假样本批量，这个批量由第一次 `noise(...)` 抽样生成；D 的损失是真实样本项和假样本项的平均（用 `strategies.bce`）。
-# - 然后 G 更新，用第二次抽样生成的新的假样本批量，由**更新后的** D 打分：`bce(D(x_fake), 1)`。
-# - 不白算任何梯度；优化器据以更新的每个 `.grad` 都只来自这一步；D 的可训练状态与开始时相同。返回 `(loss_D, loss_G)`。
+# - 把 `x_real` 按顺序均分成 `n_critic` 块。D 用的假样本只来自**一次** G 的前向传播：抽取一次 `noise(len(x_real))`，生成一个不连回 G 的计算图的假样本批量，再按同样的方式均分成 `n_critic` 块。D 的第 k 次更新读真实样本的第 k 块和假样本的第 k 块；D 的损失是铰链损失 `F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()`（取两项的平均也对）。
+# - 然后 G 更新一次，用下一次抽样生成的、大小为一块的新假样本批量，由 D **最后一次更新之后**打分：`-D(x_fake).mean()`。
+# - 不白算任何梯度，也不白做任何前向传播（无论 `n_critic` 是多少，G 每步都只运行两次）；优化器据以更新的每个 `.grad` 都只来自那一次更新；D 的可训练状态与开始时相同。返回 `(loss_D, loss_G)`，其中 `loss_D` 来自 D 的最后一次更新。
 #
-# 第 3 节给出了在 G 的那一步跳过 D 梯度的两种办法，用哪一种都对。`exercises.check_strategy` 会在原帖 000 的 G 和 D 上运行你的函数（它们的 `.grad` 里还留着之前的梯度），把两个优化器据以更新的梯度与正确的梯度相比较，用第 4 节的钩子统计遍数，并指出还有哪里不对。
+# `exercises.check_strategy` 会在原帖 000 的 G 和 D 上（它们的 `.grad` 里还留着之前的梯度）分别以 `n_critic` 为 2 和 3 运行你的函数，把两个优化器据以更新的梯度与正确的梯度相比较，用第 4 节的钩子统计遍数，并指出还有哪里不对。
 
 # %%
-bce = strategies.bce
-
-def my_step(G, D, opt_G, opt_D, x_real, noise):
-    """先更新 D，再更新 G，顺序同 d_first_fresh_fake；每一步只计算一次 D 的梯度。返回 (loss_D, loss_G)。"""
+def my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+    """BigGAN 的训练步：D 以铰链损失在 x_real 和同一批假样本的各块上更新 n_critic 次，然后 G 更新一次；D 的梯度只在 D 的更新中计算，G 运行两次。
+    返回 (loss_D, loss_G)。"""
     ### BEGIN SOLUTION
     with torch.no_grad():
-        x_fake = G(noise(len(x_real)))
-    opt_D.zero_grad()
-    loss_D = (bce(D(x_real), 1) + bce(D(x_fake), 0)) / 2
-    loss_D.backward()
-    opt_D.step()
+        fakes = G(noise(len(x_real))).chunk(n_critic)     # 一次G前向传播生成D每次更新的假样本
+    for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+        opt_D.zero_grad()
+        loss_D = F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()
+        loss_D.backward()
+        opt_D.step()
     opt_G.zero_grad()
-    loss_G = bce(D(G(noise(len(x_real)))), 1)
+    loss_G = -D(G(noise(len(x_chunk)))).mean()            # 新的假样本，穿过更新后的D
     loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G

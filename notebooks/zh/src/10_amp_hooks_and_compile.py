@@ -539,20 +539,22 @@ else:
 # %% [markdown]
 # ## 练习
 #
-# ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，裁剪 D 的梯度
+# ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，累积并裁剪 D 的梯度
 #
-# 第 1 节让一个缩放器服务两个互不相干的网络，先做完两次反向传播。GAN 的训练步是有先后顺序的，而且很多 GAN 代码库会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm)`，做一步 `d_first_reuse_fake`（第 05 课）：`x_fake = G(z)`；D 的损失是 `(bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2`，D 更新；然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；两个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以 `max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
+# 第 1 节让一个缩放器服务两个互不相干的网络，每个网络各做一次反向传播。GAN 的训练步是有先后顺序的；整个批量放不进显存时，BigGAN 一类的代码会把 D 的梯度在几个微批量上累积起来，而很多 GAN 代码库还会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`，做一步 `d_first_reuse_fake`（第 05 课）。先算 `x_fake = G(z)`；然后在 `accum` 个微批量上求 D 的梯度：把 `x_real` 和（分离后的）`x_fake` 各按顺序均分成 `accum` 块，对每一对 `x_part, fake_part` 计算损失 `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`，除以 `accum`，各做一次反向传播；D 根据累积的梯度只更新一次。然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；每个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 累积后的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以批量 8、`accum=2`、`max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用和 D 每次前向传播的批量大小，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
 
 # %%
-def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm):
-    """bfloat16 autocast下的一步d_first_reuse_fake：opt_D和opt_G共用一个GradScaler，D的梯度范数按真实值
-    裁剪到max_norm，溢出只跳过对应网络的更新。"""
+def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """bfloat16 autocast下的一步d_first_reuse_fake：opt_D和opt_G共用一个GradScaler，D的梯度在accum个微批量上
+    累积，按真实值裁剪到max_norm，溢出只跳过对应网络的更新。"""
     ### BEGIN SOLUTION
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-        loss_D = (bce(D(x_real), 1) + bce(D(x_fake.detach()), 0)) / 2
-    opt_D.zero_grad()
-    scaler.scale(loss_D).backward()
+    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在.grad里
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
     scaler.unscale_(opt_D)                               # 先还原真实梯度，再裁剪
     nn.utils.clip_grad_norm_(D.parameters(), max_norm)
     scaler.step(opt_D)                                   # D的梯度里有inf或NaN时会跳过
