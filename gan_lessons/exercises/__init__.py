@@ -30,6 +30,7 @@ from gan_lessons.exercises.lesson11 import (check_freeing, check_leaf_rule, chec
                                             check_training, check_versions, engine_or_reference)
 from gan_lessons.exercises.lesson12 import (check_amp_lab, check_biggan_train, check_compiled_step, check_rnn_train,
                                             check_srgan_step, check_wgan_gp, lab_problem)
+from gan_lessons.exercises.lesson13 import check_ddp_accumulation
 
 __all__ = [
     "DOCTOR_KINDS", "ELLIPSIS_HINT", "recorded_steps",
@@ -47,4 +48,5 @@ __all__ = [
     "engine_or_reference",                                           # lesson 11
     "check_srgan_step", "check_biggan_train", "check_wgan_gp", "check_amp_lab", "check_rnn_train",
     "check_compiled_step", "lab_problem",                            # lesson 12
+    "check_ddp_accumulation",                                        # lesson 13
 ]

@@ -114,7 +114,7 @@ def test_every_lesson_generates_with_the_configuration_as_it_is(tmp_path):
         code, out = nbgrader(tmp_path, "generate_assignment", assignment)
         assert code == 0, out
         released = sorted((tmp_path / "release" / assignment).glob("*.ipynb"))
-        assert len(released) == 12
+        assert len(released) == 13
         for path in released:
             nb = nbformat.read(path, as_version=4)
             for cell in nb.cells:

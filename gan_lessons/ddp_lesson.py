@@ -1,0 +1,270 @@
+"""Lesson 13's experiments: each is a plain function(rank, world, ...) that processes.run() calls in every process of
+a gloo group (two processes on the CPU), and returns what that process saw. Small G and D, so each runs in well
+under a second; seed 000's networks behave the same way.
+
+The vocabulary is the lessons': G, D, x_real, x_fake, z, loss_D, opt_D; `ddp` is D wrapped in DistributedDataParallel."""
+import contextlib
+import os
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from gan_lessons import strategies
+
+BATCH = 8        # each process's batch
+
+
+def make_D(batch_norm=True, seed=0):
+    """A small D: 8 features in, one score out; BatchNorm in the middle unless batch_norm=False."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16) if batch_norm else nn.Identity(), nn.LeakyReLU(0.2),
+                         nn.Linear(16, 1))
+
+
+def make_G(seed=1):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+
+
+def batch(rank, seed=100):
+    """This process's own real batch: another one on every rank."""
+    return torch.randn(BATCH, 8, generator=torch.Generator().manual_seed(seed + rank))
+
+
+class CountingHook:
+    """A DDP communication hook that averages each bucket over the processes, as DDP's own does, and counts the
+    buckets it sends (one all_reduce each)."""
+
+    def __init__(self):
+        self.sent = 0
+
+    def send(self, state, bucket):
+        self.sent += 1
+        world = dist.get_world_size()
+        return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda f: f.value()[0] / world)
+
+
+def _grads(module):
+    return torch.cat([p.grad.flatten() for p in module.parameters()])
+
+
+def averaged(rank, world):
+    """One backward of D's loss on this process's batch, without DDP and with it: the gradient each saw, and how
+    many buckets DDP sent."""
+    x_real = batch(rank)
+    D = make_D()
+    (-D(x_real).mean()).backward()
+    own = _grads(D)
+    D = make_D()
+    ddp, hook = DDP(D), CountingHook()
+    ddp.register_comm_hook(None, hook.send)
+    (-ddp(x_real).mean()).backward()
+    return {"own": own, "after_ddp": _grads(D), "buckets_sent": hook.sent,
+            "bucket_sizes": ddp._get_ddp_logging_data().get("bucket_sizes")}
+
+
+def buffers(rank, world, broadcast_buffers=True):
+    """Rank 1 writes 5 into D's running mean; then one DDP forward. What each process's running mean holds after,
+    and its version counter before and after the forward."""
+    D = make_D()
+    ddp = DDP(D, broadcast_buffers=broadcast_buffers)
+    running = D[1].running_mean
+    if rank == 1:
+        with torch.no_grad():
+            running.fill_(5.0)
+    before = running._version
+    ddp(batch(rank))
+    return {"running_mean": running.clone(), "version": (before, running._version)}
+
+
+def two_forwards(rank, world, copy_between=False):
+    """Seed 000's D step under DDP: D on x_real, D on x_fake, one backward of the summed loss. copy_between: a
+    copy_ into D's running mean between the forwards and the backward, as code that syncs statistics by hand does."""
+    D = make_D()
+    ddp = DDP(D)
+    x_real, x_fake = batch(rank), batch(rank, seed=200)
+    loss_D = F.softplus(-ddp(x_real)).mean() + F.softplus(ddp(x_fake)).mean()
+    if copy_between:
+        with torch.no_grad():
+            D[1].running_mean.copy_(D[1].running_mean * 0.5)
+    loss_D.backward()
+    return {"version": D[1].running_mean._version}
+
+
+def sync_batch_norm(rank, world):
+    """BatchNorm made SyncBatchNorm, as DDP's docs suggest, then one forward on the CPU."""
+    D = nn.SyncBatchNorm.convert_sync_batchnorm(make_D())
+    DDP(D)(batch(rank))
+
+
+class ConditionalD(nn.Module):
+    """A conditional D with an auxiliary classifier head (AC-GAN): a score and 10 class logits from one body."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2))
+        self.score, self.classes = nn.Linear(16, 1), nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.score(h), self.classes(h)
+
+
+def unused_head(rank, world, iterations=2, find_unused_parameters=False, static_graph=False):
+    """D steps on its score alone: the class head reaches no loss. Returns the iterations that ran, and DDP's record
+    of the parameters it found unused."""
+    D = ConditionalD()
+    ddp = DDP(D, find_unused_parameters=find_unused_parameters, static_graph=static_graph)
+    opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
+    ran = 0
+    for _i in range(iterations):
+        score, _classes = ddp(batch(rank))
+        opt_D.zero_grad()
+        (-score.mean()).backward()
+        opt_D.step()
+        ran += 1
+    return {"ran": ran, "unused_parameter_size": ddp._get_ddp_logging_data().get("unused_parameter_size", 0),
+            "classes_grad": D.classes.weight.grad}
+
+
+def seed003(rank, world):
+    """Seed 003's strategy 1 (retain_graph, D steps, then G's backward through D's old graph), G and D under DDP."""
+    G, D = make_G(), make_D(batch_norm=False)
+    gen = torch.Generator().manual_seed(rank)
+    strategies.retain_graph_seed003(DDP(G), DDP(D), torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()),
+                                    batch(rank), lambda n: torch.randn(n, 4, generator=gen))
+
+
+def accumulate(rank, world, step, source=None, accum=2, calls=2):
+    """A D step over `accum` micro-batches, DDP-wrapped D (`step` is a name in this module or, with `source`, a
+    student's function): the gradient D stepped on at each call, and the buckets DDP sent per call."""
+    D = make_D(batch_norm=False)
+    ddp, hook = DDP(D), CountingHook()
+    ddp.register_comm_hook(None, hook.send)
+    opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
+    seen, sent = [], []
+    opt_D.register_step_pre_hook(lambda opt, args, kwargs: seen.append(_grads(D).clone()))
+    function = _student(source, step) if source else globals()[step]
+    for call in range(calls):
+        before = hook.sent
+        function(ddp, opt_D, batch(rank, seed=100 + 10 * call), batch(rank, seed=300 + 10 * call), accum)
+        sent.append(hook.sent - before)
+    return {"grads": seen, "sent": sent}
+
+
+def _student(source, name):
+    """A student's function from its source, with what a notebook cell of this lesson has imported."""
+    import contextlib
+    space = {"torch": torch, "nn": nn, "F": F, "contextlib": contextlib, "nullcontext": contextlib.nullcontext,
+             "DDP": DDP}
+    exec(compile(source, "<your function>", "exec"), space)
+    return space[name]
+
+
+def d_step_accumulated(ddp, opt_D, x_real, x_fake, accum):
+    """The reference: D's hinge loss over `accum` micro-batches, averaged over the processes once, at the last."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        last = k == len(pairs) - 1
+        with (contextlib.nullcontext() if last else ddp.no_sync()):   # all-reduce at the last backward only
+            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+            loss_D.backward()
+    opt_D.step()
+
+
+def d_step_synced_each(ddp, opt_D, x_real, x_fake, accum):
+    """The same without no_sync(): DDP averages after every micro-batch."""
+    opt_D.zero_grad()
+    for real, fake in zip(x_real.chunk(accum), x_fake.chunk(accum)):
+        ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def one_process_reference(world, accum=2, calls=2, last_only=False):
+    """What one process with the whole global batch steps on: D's gradient at each call, no DDP. (last_only: a
+    known wrong step, each process's last micro-batch alone, its loss still divided by accum.)"""
+    D = make_D(batch_norm=False)
+    opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
+    seen = []
+    opt_D.register_step_pre_hook(lambda opt, args, kwargs: seen.append(_grads(D).clone()))
+    for call in range(calls):
+        part = (lambda x: x.chunk(accum)[-1]) if last_only else (lambda x: x)
+        x_real = torch.cat([part(batch(r, seed=100 + 10 * call)) for r in range(world)])
+        x_fake = torch.cat([part(batch(r, seed=300 + 10 * call)) for r in range(world)])
+        opt_D.zero_grad()
+        ((F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()) / (accum if last_only else 1)).backward()
+        opt_D.step()
+    return seen
+
+
+def frozen_and_penalty(rank, world, steps=3, weight=10.0):
+    """Three WGAN-GP steps with G and D under DDP: D's loss with a gradient penalty (create_graph through the DDP
+    D), then G's step through D frozen. D's and G's weights after, for the replicas to be compared."""
+    G, D = make_G(), make_D(batch_norm=False)
+    g, d = DDP(G), DDP(D)
+    opt_G, opt_D = torch.optim.Adam(G.parameters(), 1e-3), torch.optim.Adam(D.parameters(), 1e-3)
+    gen = torch.Generator().manual_seed(rank)
+    for _s in range(steps):
+        x_real, z = batch(rank), torch.randn(BATCH, 4, generator=gen)
+        x_fake = g(z).detach()
+        eps = torch.rand(BATCH, 1, generator=gen)
+        x_hat = (eps * x_real + (1 - eps) * x_fake).requires_grad_(True)
+        grad, = torch.autograd.grad(d(x_hat).sum(), x_hat, create_graph=True)
+        penalty = ((grad.norm(dim=1) - 1) ** 2).mean()
+        opt_D.zero_grad()
+        (d(x_fake).mean() - d(x_real).mean() + weight * penalty).backward()
+        opt_D.step()
+        D.requires_grad_(False)
+        opt_G.zero_grad()
+        (-d(g(z)).mean()).backward()
+        opt_G.step()
+        D.requires_grad_(True)
+    return {"D": torch.cat([p.detach().flatten() for p in D.parameters()]),
+            "G": torch.cat([p.detach().flatten() for p in G.parameters()])}
+
+
+def noise_and_files(rank, world, seed_per_rank=False):
+    """Each process seeds and draws z as one-process code does (the same seed, or the seed plus the rank); rank 0
+    alone saves D, the others wait at a barrier and load it."""
+    torch.manual_seed(0 + (rank if seed_per_rank else 0))
+    z = torch.randn(BATCH, 4)
+    path = os.path.join(tempfile.gettempdir(), f"gan_lessons_ddp_{os.getppid()}.pt")
+    D = make_D(seed=7)
+    if rank == 0:
+        torch.save(D.state_dict(), path)
+    dist.barrier()                              # nobody reads before rank 0 has written
+    loaded = torch.load(path)
+    dist.barrier()
+    if rank == 0:
+        os.remove(path)
+    return {"z": z, "loaded_equal": all(torch.equal(loaded[k], v) for k, v in D.state_dict().items())}
+
+
+
+def flag_costs(rank, world, steps=50, rounds=5):
+    """Milliseconds per D step (forward, backward, step; both heads in the loss) with DDP's defaults, with
+    find_unused_parameters=True and with static_graph=True, in alternating rounds: the median of each."""
+    import statistics
+    import time
+    times = {"default": [], "find_unused_parameters": [], "static_graph": []}
+    for _r in range(rounds):
+        for flag in times:
+            D = ConditionalD()
+            ddp = DDP(D, **({} if flag == "default" else {flag: True}))
+            opt_D = torch.optim.SGD(D.parameters(), lr=0.01)
+            for s in range(steps + 2):
+                dist.barrier()
+                start = time.perf_counter()
+                score, classes = ddp(batch(rank))
+                opt_D.zero_grad()
+                (-score.mean() + F.cross_entropy(classes, torch.arange(BATCH) % 10)).backward()
+                opt_D.step()
+                if s >= 2:                                      # the first two set up DDP's buckets and graph
+                    times[flag].append((time.perf_counter() - start) * 1e3)
+    return {flag: statistics.median(t) for flag, t in times.items()}

@@ -1,0 +1,73 @@
+"""Lesson 13's exercise: D's step with its gradient accumulated over micro-batches under DistributedDataParallel,
+averaged over the processes once a step (check_ddp_accumulation). The checker runs the student's function in two
+processes (processes.run), records the gradient D steps on in each, and compares it with what one process steps on
+with the whole global batch; a communication hook counts the buckets DDP sends."""
+import inspect
+
+import torch
+
+from gan_lessons import ddp_lesson, processes
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import Steps, compare_steps
+from gan_lessons.i18n import N_, _
+
+CALLS = 2
+ACCUM = 2
+
+HINTS = [
+    ("is not defined", N_("the worker processes run your function alone, without this notebook's other cells: "
+                          "import what it uses inside the function (torch, F, nn and contextlib are there)")),
+] + AUTOGRAD_HINTS
+
+
+def _records(grads):
+    """One process's gradients, one per call, as the grading engine's records of opt_D's steps."""
+    return Steps({"opt_D": [{"D": g} for g in grads]}, [(k, "opt_D") for k in range(len(grads))])
+
+
+def _run(function):
+    """(what each process returned, None) or (None, the error one raised)."""
+    source = inspect.getsource(function)
+    try:
+        return processes.run(ddp_lesson.accumulate, step=function.__name__, source=source, accum=ACCUM,
+                             calls=CALLS), None
+    except Exception as error:  # reported by the checker
+        return None, error
+
+
+def check_ddp_accumulation(d_step) -> bool:
+    """Lesson 13. d_step(ddp, opt_D, x_real, x_fake, accum): D's hinge loss over `accum` micro-batches with D wrapped
+    in DDP, one opt_D.step(); right when, in both processes and at every call, D steps on the gradient one process
+    steps on with the whole global batch, and DDP sends each bucket once a step."""
+    name = "d_step"
+    if unanswered(name, d_step, _("your d_step")):
+        return False
+    try:
+        inspect.getsource(d_step)
+    except (OSError, TypeError):
+        return verdict(name, [_("its source cannot be read, and the two processes need it: define d_step with def "
+                                "in a cell of this notebook")], "")
+    runs, error = _run(d_step)
+    if stub_left(name, error):
+        return False
+    if error is not None:
+        return verdict(name, [raised(name, error, HINTS)], "")
+    reference = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS))
+    mine = [_records(r["grads"]) for r in runs]
+    if len(mine[0]["opt_D"]) == CALLS and len(mine[1]["opt_D"]) == CALLS and not all(
+            torch.equal(a, b) for a, b in zip(runs[0]["grads"], runs[1]["grads"])):
+        return verdict(name, [_("the two processes stepped on different gradients: DDP never averaged them over the "
+                                "processes. Averaging happens in a backward through the DDP-wrapped D outside "
+                                "no_sync()")], "")
+    problems = compare_steps(mine[0], reference, _("one process with the whole global batch steps on the mean of "
+                                                   "the hinge loss over it"))
+    last = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS, last_only=True))
+    if problems and not compare_steps(mine[0], last):
+        problems = [_("D stepped on its last micro-batch's gradient alone: .grad was emptied between the "
+                      "micro-batches' backwards, so the earlier ones were lost")]
+    if not problems and any(sent != 1 for sent in runs[0]["sent"]):
+        problems = [_("the gradients are right, but DDP sent each bucket {sent} times a step: it averaged after every "
+                      "micro-batch, where only the sum of them needs averaging, once").format(sent=max(runs[0]["sent"]))]
+    return verdict(name, problems, _("in both processes and at each of {calls} calls D steps on the gradient one "
+                                     "process steps on with the whole global batch, and DDP sends each bucket once a "
+                                     "step").format(calls=CALLS))

@@ -1,0 +1,397 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 13 · Several GPUs: what DistributedDataParallel changes in a GAN step
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/13_several_gpus.ipynb)
+#
+# **Goal.** The day a GAN moves to several GPUs, the errors of lessons 01 to 10 come back in new forms, and a few
+# new ones arrive. `DistributedDataParallel` (DDP) runs one copy of G and D per device, each on its own slice of
+# the batch, and keeps the copies equal by averaging their gradients. This lesson shows what that adds to a step and
+# where it breaks: parameters no loss reaches, BatchNorm's buffers, seed 003's order, gradient accumulation, noise
+# and files.
+#
+# **How it runs here.** Every experiment runs in two processes that this notebook starts on the CPU, joined by
+# PyTorch's gloo backend, exactly as `torchrun --nproc_per_node=2` would start them on two GPUs with NCCL. What DDP
+# does to autograd is the same on both; the speed is not (the note at the end says what a GPU changes). Each
+# experiment is a plain function in `gan_lessons/ddp_lesson.py`, `f(rank, world, ...)`, called in both processes
+# by `processes.run`, which returns what each process returned, rank 0 first. Planned at 55 minutes.
+
+# %% tags=["nbval-ignore-output"]
+# Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="en")
+
+# %%
+import inspect
+from IPython.display import Markdown, display
+from gan_lessons import ddp_lesson, processes
+
+def show_source(*functions):
+    for f in functions:
+        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
+
+def same(a, b):
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+
+# %% [markdown]
+# ## 1 · What DDP adds to a step
+#
+# **Why it matters.** Every distributed bug below comes from one of three things DDP adds, and none of them is
+# visible in the training code: a hook on every parameter that averages gradients during `backward()`, the buckets
+# those gradients travel in, and a copy of rank 0's buffers into every process before each forward.
+#
+# Wrapping is one line, `ddp = DistributedDataParallel(D)`; the training code then calls `ddp(x)` where it called
+# `D(x)`. Each process below computes D's loss on its **own** batch (a different one per rank) and calls
+# `backward()`, once on a plain D and once on a DDP-wrapped D from the same weights:
+
+# %%
+show_source(ddp_lesson.averaged)
+
+# %% [markdown]
+# **Predict, then check.** After `backward()` through the DDP-wrapped D, rank 1's `D` holds a `.grad`. Is it the
+# gradient of rank 1's own loss, as on one process?
+
+# %% tags=["predict"] reveals=["the mean of the two processes' own gradients", "is not rank 1's own"]
+prediction = False  # SOLUTION: is rank 1's .grad after the DDP backward the gradient of rank 1's own loss? (True/False)
+rank0, rank1 = processes.run(ddp_lesson.averaged)
+check("rank 1's .grad is its own loss's gradient", prediction, same(rank1["after_ddp"], rank1["own"]),
+      why="DDP's hooks average each gradient over the processes during the backward itself: every process ends "
+          "with the mean of the two processes' own gradients, so rank 1's .grad is not rank 1's own.")
+
+# %%
+mean_of_own = (rank0["own"] + rank1["own"]) / 2
+claim("after the DDP backward, each process holds the mean of the processes' own gradients",
+      same(rank0["after_ddp"], mean_of_own) and same(rank1["after_ddp"], mean_of_own))
+claim("and the two processes hold the same gradient, to the last bit: their optimizers take the same step",
+      torch.equal(rank0["after_ddp"], rank1["after_ddp"]))
+claim("the gradients travelled in one bucket (D is small), sent once in the backward",
+      rank0["buckets_sent"] == 1, shown=f"bucket sizes {rank0['bucket_sizes']} parameters' entries")
+
+# %% [markdown]
+# The averaging happens **inside** `backward()`: DDP registers a hook that fires when a parameter's gradient is
+# ready, and sends the gradients in buckets (25 MiB by default) as they fill, so communication overlaps the rest of
+# the backward. The counting hook above (`register_comm_hook`) sees each bucket go. That is why a loss that does not
+# reach every parameter, or a backward skipped on one process, breaks DDP: the other processes wait for a bucket
+# that never comes.
+#
+# **Buffers.** BatchNorm's running statistics are buffers, not parameters: no gradient averages them. Instead, by
+# default (`broadcast_buffers=True`) DDP copies rank 0's buffers into every process at the start of each forward.
+# Below, rank 1 writes 5 into its D's running mean, and each process then runs one forward of its own batch.
+
+# %%
+show_source(ddp_lesson.buffers)
+
+# %% [markdown]
+# **Predict, then check.** After that forward, does rank 1's running mean still show its 5 (about 4.5, after one
+# update with momentum 0.1)?
+
+# %% tags=["predict"] reveals=["copied rank 0's buffers in", "the 5 is gone"]
+prediction = False  # SOLUTION: does rank 1's running mean still show the 5 after one DDP forward? (True/False)
+rank0, rank1 = processes.run(ddp_lesson.buffers)
+check("rank 1's running mean keeps its 5", prediction, bool(rank1["running_mean"].mean() > 1),
+      why="before the forward, DDP copied rank 0's buffers in; the 5 is gone, and the forward's update started "
+          "from rank 0's statistics.")
+
+# %%
+print(f"rank 1's running mean, first 3: {rounded(rank1['running_mean'][:3])}")
+claim("the copy left rank 1's buffer near rank 0's (both near 0), not near 4.5", bool(rank1["running_mean"].abs().max() < 0.5))
+claim("and left the buffer's version counter where it was: on this torch the copy does not count as a write",
+      rank1["version"][0] == rank1["version"][1], shown=f"version {rank1['version'][0]} -> {rank1['version'][1]}")
+kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
+claim("with broadcast_buffers=False each process keeps its own statistics: rank 1 still shows its 5",
+      bool(kept1["running_mean"].mean() > 4), shown=f"rank 1 {rounded(kept1['running_mean'][:3])}")
+from torch.nn.parallel import DistributedDataParallel
+if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+    print(f"torch {torch.__version__} offers forward_sync_buffers for the copy before each forward, and warns that "
+          f"broadcast_buffers is deprecated; broadcast_buffers=False also skips the copy DDP makes when it wraps.")
+
+# %% [markdown]
+# ## 2 · BatchNorm's buffers and the version error
+#
+# **Why it matters.** "DDP + BatchNorm + two forwards of D" is one of the most reported GAN errors of its kind
+# (pytorch/pytorch#22095, #65907, #110363; rosinality/stylegan2-pytorch#236; Project-MONAI/GenerativeModels#352):
+# D runs on the real batch and on the fake batch, then one backward raises lesson 03's version error on a tensor
+# the size of BatchNorm's running mean. The cause was DDP's buffer copy at the second forward: an in-place write to
+# a buffer that the first forward's graph had saved. On this torch DDP makes that copy without counting it as a
+# write (the version counter stayed put above), so the classic case runs:
+
+# %%
+show_source(ddp_lesson.two_forwards)
+results = processes.run(ddp_lesson.two_forwards)
+claim("two D forwards, then one backward, run under DDP on this torch", len(results) == 2)
+
+# %% [markdown]
+# The mechanism is intact: any write into a saved buffer between the forwards and the backward raises the error,
+# from DDP or from your own code. Code that syncs BatchNorm statistics by hand does exactly that:
+
+# %%
+with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16\]\] is at version \d+; expected version \d+"):
+    processes.run(ddp_lesson.two_forwards, copy_between=True)
+
+# %% [markdown]
+# The two fixes people post each remove the write, at a price.
+#
+# - `broadcast_buffers=False`: no copy at all, so nothing is written. The price, measured in section 1: each
+#   process's running statistics drift apart, so `D.eval()` gives different scores on different processes, and
+#   the checkpoint (rank 0's) holds rank 0's statistics only.
+# - `SyncBatchNorm`: BatchNorm computes its batch statistics over all processes, one all-reduce in every BatchNorm
+#   forward; the buffers then agree without a copy. It needs GPUs:
+
+# %%
+show_source(ddp_lesson.sync_batch_norm)
+with expect_error(ValueError, "SyncBatchNorm layers only work with GPU modules"):
+    processes.run(ddp_lesson.sync_batch_norm)
+
+# %%
+gap = (kept0["running_mean"] - kept1["running_mean"]).abs().max().item()
+claim("broadcast_buffers=False: after one forward the two processes' running means differ", gap > 1,
+      shown=f"largest difference {gap:.3f}")
+
+# %% [markdown]
+# ## 3 · A parameter no loss reaches
+#
+# **Why it matters.** An AC-GAN-style D has two heads: a real/fake score and class logits. A step whose loss uses
+# only the score (a D step on unlabelled data, or a G step) leaves the class head without a gradient. On one
+# process that is harmless: its `.grad` stays `None`. Under DDP the other processes wait for that head's bucket.
+
+# %%
+show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
+
+# %% [markdown]
+# **Predict, then check.** `unused_head(iterations=1)` runs one D step, `iterations=2` two. In which iteration,
+# 1 or 2, does DDP raise?
+
+# %% tags=["predict"] reveals=["at the start of the second", "iteration 2 raises"]
+prediction = 2  # SOLUTION: in which iteration (1 or 2) does DDP raise?
+try:
+    processes.run(ddp_lesson.unused_head, iterations=1)
+    first_raised = False
+except RuntimeError:
+    first_raised = True
+check("the iteration that raises", prediction, 1 if first_raised else 2,
+      why="the first backward ends with the class head's bucket never reduced; DDP finds out at the start of the "
+          "second forward, and says so: iteration 2 raises.")
+
+# %%
+with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration before starting a new one"):
+    processes.run(ddp_lesson.unused_head, iterations=2)
+
+# %% [markdown]
+# The message offers `find_unused_parameters=True`: DDP then walks the autograd graph from the forward's outputs at
+# every iteration and marks what no loss reached as ready. It runs:
+
+# %%
+ran = processes.run(ddp_lesson.unused_head, iterations=3, find_unused_parameters=True)
+claim("find_unused_parameters=True: three iterations run, and the class head has no gradient",
+      all(r["ran"] == 3 and r["classes_grad"] is None for r in ran))
+
+# %% [markdown]
+# `static_graph=True`, the other flag the documentation offers, records the graph in the first iteration and
+# reuses it. It does not rescue this D: two iterations run, and the third raises, with a message that says the graph
+# changed.
+
+# %%
+with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration"):
+    processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True)
+
+# %% [markdown]
+# What the flags cost, on a D whose loss uses both heads (so nothing is unused), in this notebook's two CPU
+# processes: the median milliseconds per D step, five alternating rounds of 50 steps each. The figures are this
+# machine's; the walk `find_unused_parameters` adds grows with the graph. The best fix is the one that costs
+# nothing: give every head a loss in every step (a zero-weighted term, `0 * classes.sum()`, is enough), or keep
+# the auxiliary head outside the DDP module.
+
+# %% tags=["nbval-ignore-output"]
+costs = processes.run(ddp_lesson.flag_costs)[0]
+for flag, ms in costs.items():
+    print(f"{flag:<24} {ms:6.2f} ms a step")
+
+# %% [markdown]
+# ## 4 · Seed 003's order under DDP
+#
+# **Why it matters.** Seed 003's strategy 1 (lesson 05) keeps D's graph with `retain_graph=True`, steps D, then
+# backpropagates G's loss through the stale graph. DDP changes nothing about that: the step still writes D's weights
+# in place before a backward that saved them.
+
+# %%
+with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16, 1\]\]"):
+    processes.run(ddp_lesson.seed003)
+
+# %% [markdown]
+# The fix is lesson 05's: any order that takes G's gradient before `opt_D.step()`, or through a fresh D forward
+# after it. `python -m gan_lessons train --strategy ...` under `torchrun` runs every lesson strategy with DDP.
+
+# %% [markdown]
+# ## 5 · Accumulating D's gradient: `no_sync()`
+#
+# **Why it matters.** BigGAN adds D's gradient up over several micro-batches when one batch does not fit (lesson
+# 10 did it with a `GradScaler`). Under DDP every backward averages over the processes, so a step of two
+# micro-batches communicates twice, where averaging the sum once gives the same gradient. Here is the step written
+# as on one process:
+
+# %%
+show_source(ddp_lesson.d_step_synced_each)
+
+# %% [markdown]
+# **Predict, then check.** With `accum=2`, how many times a step does DDP send D's one bucket?
+
+# %% tags=["predict"] reveals=["once per backward", "two micro-batches, two sends"]
+prediction = 2  # SOLUTION: how many times a step does DDP send D's bucket with accum=2?
+synced = processes.run(ddp_lesson.accumulate, step="d_step_synced_each")
+check("buckets sent per step", prediction, synced[0]["sent"][0],
+      why="DDP averages in every backward through the wrapped D, once per backward: two micro-batches, two sends.")
+
+# %%
+one_process = ddp_lesson.one_process_reference(world=2)
+claim("the gradient is right all the same: each process steps on what one process steps on with the global batch",
+      all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)))
+
+# %% [markdown]
+# `with ddp.no_sync():` turns the averaging off for the backwards inside it: their gradients add up in `.grad`
+# locally, and the first backward **outside** it averages the sum. The exercise asks for that step.
+
+# %% [markdown]
+# ## 6 · Freezing D and a gradient penalty under DDP
+#
+# **Why it matters.** Lessons 08 and 09 built a WGAN-GP step with D frozen for G's step and a penalty that
+# backpropagates through D twice (`create_graph=True`). Both touch what DDP hooks into: a frozen D has parameters
+# that get no gradient in G's step; the penalty's `autograd.grad` computes gradients without putting them in `.grad`.
+# Three steps of both, in two processes:
+
+# %%
+show_source(ddp_lesson.frozen_and_penalty)
+rank0, rank1 = processes.run(ddp_lesson.frozen_and_penalty)
+claim("after three steps, D's copies in the two processes are equal to the last bit", torch.equal(rank0["D"], rank1["D"]))
+claim("and so are G's", torch.equal(rank0["G"], rank1["G"]))
+
+# %% [markdown]
+# Both work: `requires_grad_(False)` takes D's parameters out of the backward, and DDP expects no gradient from
+# parameters that do not require one; `autograd.grad` does not fire DDP's hooks, which wait for the `.grad` the
+# final `backward()` fills. (`autograd.grad` with respect to D's **parameters** through the DDP module is another
+# matter: DDP does not average what never reaches `.grad`.)
+
+# %% [markdown]
+# ## 7 · Noise, seeds and files
+#
+# **Why it matters.** Code written for one process seeds once and draws `z`. Run as it is in every process, it
+# also writes its checkpoints from every process.
+
+# %%
+show_source(ddp_lesson.noise_and_files)
+
+# %% [markdown]
+# **Predict, then check.** Every process calls `torch.manual_seed(0)`, then `torch.randn(8, 4)`. Do the two
+# processes draw the same `z`?
+
+# %% tags=["predict"] reveals=["identical noise", "half the fakes"]
+prediction = True  # SOLUTION: do the processes draw the same z? (True/False)
+rank0, rank1 = processes.run(ddp_lesson.noise_and_files)
+check("the two processes draw the same z", prediction, torch.equal(rank0["z"], rank1["z"]),
+      why="the same seed gives the same stream in every process: identical noise, so half the fakes of the global "
+          "batch are copies of the other half.")
+
+# %%
+own0, own1 = processes.run(ddp_lesson.noise_and_files, seed_per_rank=True)
+claim("seeded with seed + rank, the processes draw different z", not torch.equal(own0["z"], own1["z"]))
+claim("rank 0 alone wrote the checkpoint; after a barrier, every process read the same weights",
+      own0["loaded_equal"] and own1["loaded_equal"])
+
+# %% [markdown]
+# Two ways to give every process its own noise: seed with the rank added (above), or draw the global batch's noise
+# from one shared stream and take your slice, which is what `python -m gan_lessons train` does under `torchrun`,
+# so that two processes together draw exactly the noise one process would. Files: one process writes
+# (`if dist.get_rank() == 0`), the others wait at `dist.barrier()` before they read; the trainer does the same.
+
+# %% [markdown] tags=["read-after-exercises"]
+# | on several processes | what happens | what to do |
+# |---|---|---|
+# | a parameter no loss reaches (a second head) | the next iteration raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step, or `find_unused_parameters=True` (a graph walk every iteration), or `static_graph=True` |
+# | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing; but a `copy_` into a buffer between the forwards and the backward still raises the version error |
+# | `broadcast_buffers=False` | no buffer copy; each process's running statistics drift apart | evaluate and save from one process, or use SyncBatchNorm |
+# | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; one all-reduce per BatchNorm forward |
+# | seed 003's order | the same version error as on one process | lesson 05's orders |
+# | accumulation over micro-batches | right gradient, one all-reduce per backward | `no_sync()` for all but the last micro-batch |
+# | D frozen for G's step; a gradient penalty | replicas stay equal | nothing |
+# | the same seed in every process | the same noise in every process | seed + rank, or a slice of one shared draw |
+# | files | every process writes | rank 0 writes, the others wait at a barrier |
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## Summary
+#
+# - DDP averages every gradient over the processes **during** `backward()`, in buckets, through a hook on each
+#   parameter; every process then holds the same gradient and takes the same step. Before each forward it copies
+#   rank 0's buffers into every process (`broadcast_buffers=True`).
+# - A parameter that no loss reaches makes the next iteration raise; `find_unused_parameters=True` and
+#   `static_graph=True` make it run, at a cost; a loss term for every head costs nothing.
+# - On this torch the buffer copy no longer trips the version check, so D's two forwards before one backward run;
+#   a write of your own into a saved buffer still raises lesson 03's error. `broadcast_buffers=False` lets the
+#   statistics drift; `SyncBatchNorm` needs GPUs.
+# - Seed 003's order fails as on one process. Freezing D and a gradient penalty work. Accumulation wants
+#   `no_sync()`. Each process needs its own noise; one process writes the files.
+# - On GPUs (one process each, NCCL), the averaging overlaps the backward and each device does a real share of the
+#   work. On this 2-core CPU a second process buys nothing: `docs/training.md` gives the measured step times.
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Build it: D's step over micro-batches, averaged once
+#
+# Write `d_step(ddp, opt_D, x_real, x_fake, accum)`: one D step with D's gradient added up over `accum`
+# micro-batches, where `ddp` is D wrapped in DDP. Cut `x_real` and `x_fake` into `accum` equal chunks, in order;
+# for each pair, D's hinge loss `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`, divided by `accum`,
+# and its own backward; one `opt_D.step()`, on a fresh gradient in every call. DDP must average **once** a step:
+# every backward but the last inside `ddp.no_sync()`.
+#
+# The checker runs your function in two processes, each on its own batch, two calls each, and compares the gradient
+# D steps on in each process with the gradient one process steps on with the two batches together; a counting hook
+# checks that DDP sends its bucket once a step. Your function runs in the two processes alone, without this
+# notebook's other cells: `torch`, `F`, `nn` and `contextlib` are there, import anything else inside it.
+
+# %%
+import contextlib
+
+def d_step(ddp, opt_D, x_real, x_fake, accum):
+    """D's hinge loss over accum micro-batches under DDP, averaged over the processes once, at the last backward."""
+    ### BEGIN SOLUTION
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        last = k == len(pairs) - 1
+        with contextlib.nullcontext() if last else ddp.no_sync():
+            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+            loss_D.backward()
+    opt_D.step()
+    ### END SOLUTION
+
+my_answer = d_step  # SOLUTION: point this at your d_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_ddp_accumulation(my_answer)
+assert solved, "d_step: not solved yet, or not right: the lines above say what is missing"

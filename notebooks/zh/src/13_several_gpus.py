@@ -1,0 +1,323 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,reveals,-all
+#     formats: ipynb,src//py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,accelerator,colab,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 第 13 课 · 多块 GPU：分布式数据并行给 GAN 的训练步带来了什么
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_several_gpus.ipynb)
+#
+# **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并通过对梯度求平均让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
+#
+# **在这里怎么运行**。每个实验都在本笔记本于 CPU 上启动的两个进程里运行，两个进程由 PyTorch 的 gloo 后端连在一起，和 `torchrun --nproc_per_node=2` 在两块 GPU 上用 NCCL 启动它们的方式完全一样。DDP 对自动微分做的事在两种情况下相同，速度则不同（本课最后会说明换成 GPU 后有什么变化）。每个实验都是 `gan_lessons/ddp_lesson.py` 里的一个普通函数 `f(rank, world, ...)`，由 `processes.run` 在两个进程里分别调用，并按 0 号进程在前的顺序返回每个进程的结果。本课计划用时 55 分钟。
+
+# %% tags=["nbval-ignore-output"]
+# 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
+import subprocess
+import sys
+if "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchviz", "gan-lessons @ git+https://github.com/gan-lessons/gan-lessons"],
+                   check=True)
+
+import torch
+from torch import nn, optim
+import torch.nn.functional as F
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+
+device, QUICK = setup(seed=0, lang="zh")
+
+# %%
+import inspect
+from IPython.display import Markdown, display
+from gan_lessons import ddp_lesson, processes
+
+def show_source(*functions):
+    for f in functions:
+        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
+
+def same(a, b):
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+
+# %% [markdown]
+# ## 1 · DDP 给训练步添了什么
+#
+# **为什么重要**。下面每一个分布式错误都来自 DDP 添加的三样东西之一，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间对梯度求平均；梯度在进程间传送时装进的桶（bucket）；以及每次前向传播之前，把 0 号进程的缓冲区复制到每个进程。
+#
+# 包装只要一行：`ddp = DistributedDataParallel(D)`；训练代码随后在原来调用 `D(x)` 的地方调用 `ddp(x)`。下面每个进程都在**自己的**批量上（每个进程编号，即 rank，各不相同）计算 D 的损失并调用 `backward()`：一次用普通的 D，一次用权重相同、经 DDP 包装的 D。
+
+# %%
+show_source(ddp_lesson.averaged)
+
+# %% [markdown]
+# **先预测，再验证**。经过 DDP 包装的 D 做完 `backward()` 之后，1 号进程的 `D` 里有了 `.grad`。它是不是 1 号进程自己那个损失的梯度，和单进程时一样？
+
+# %% tags=["predict"] reveals=["两个进程各自梯度的平均值", "不是 1 号进程自己的"]
+prediction = False  # SOLUTION: DDP 反向传播之后，1 号进程的 .grad 是不是它自己那个损失的梯度？（True/False）
+rank0, rank1 = processes.run(ddp_lesson.averaged)
+check("1 号进程的 .grad 是它自己那个损失的梯度", prediction, same(rank1["after_ddp"], rank1["own"]),
+      why="DDP 的钩子在反向传播过程中就对每个梯度在各进程间求平均：每个进程最后拿到的都是两个进程各自梯度的平均值，"
+          "所以 1 号进程的 .grad 不是 1 号进程自己的。")
+
+# %%
+mean_of_own = (rank0["own"] + rank1["own"]) / 2
+claim("DDP 反向传播之后，每个进程拿到的都是各进程自身梯度的平均值",
+      same(rank0["after_ddp"], mean_of_own) and same(rank1["after_ddp"], mean_of_own))
+claim("两个进程的梯度逐位相同：它们的优化器会做出相同的更新",
+      torch.equal(rank0["after_ddp"], rank1["after_ddp"]))
+claim("梯度装在一个桶里（D 很小），在反向传播中发送了一次",
+      rank0["buckets_sent"] == 1, shown=f"桶的大小：{rank0['bucket_sizes']} 个参数元素")
+
+# %% [markdown]
+# 求平均发生在 `backward()` **之内**：某个参数的梯度一算好，DDP 注册的钩子就会触发，梯度按桶（默认 25 MiB）装满一个发一个，因此通信和反向传播的其余部分是重叠进行的。上面那个计数用的钩子（`register_comm_hook`）能看到每个桶发出去。这也解释了为什么一个没有到达所有参数的损失，或者某个进程跳过了一次反向传播，会让 DDP 出错：其他进程在等一个永远不会来的桶。
+#
+# **缓冲区**。BatchNorm 的移动平均统计量是缓冲区，不是参数：没有梯度会去平均它们。DDP 的做法是：默认情况下（`broadcast_buffers=True`），每次前向传播开始时，把 0 号进程的缓冲区复制到每个进程。下面，1 号进程先把它的 D 的移动平均值写成 5，然后每个进程用自己的批量做一次前向传播。
+
+# %%
+show_source(ddp_lesson.buffers)
+
+# %% [markdown]
+# **先预测，再验证**。这次前向传播之后，1 号进程的移动平均值里还看得到那个 5 吗（以 0.1 的动量更新一次后约为 4.5）？
+
+# %% tags=["predict"] reveals=["0 号进程的缓冲区复制了进来", "那个 5 已经没了"]
+prediction = False  # SOLUTION: 经过一次 DDP 前向传播，1 号进程的移动平均值里还有那个 5 吗？（True/False）
+rank0, rank1 = processes.run(ddp_lesson.buffers)
+check("1 号进程的移动平均值保留了它的 5", prediction, bool(rank1["running_mean"].mean() > 1),
+      why="前向传播之前，DDP 把 0 号进程的缓冲区复制了进来；那个 5 已经没了，这次前向传播的更新是从 0 号进程的统计量开始的。")
+
+# %%
+print(f"1 号进程的移动平均值，前 3 个：{rounded(rank1['running_mean'][:3])}")
+claim("复制之后，1 号进程的缓冲区接近 0 号进程的（都接近 0），而不是接近 4.5", bool(rank1["running_mean"].abs().max() < 0.5))
+claim("而且缓冲区的版本计数器没有变：在这个版本的 torch 上，这次复制不算一次写入",
+      rank1["version"][0] == rank1["version"][1], shown=f"版本 {rank1['version'][0]} -> {rank1['version'][1]}")
+kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
+claim("broadcast_buffers=False 时，每个进程保留自己的统计量：1 号进程仍然看得到它的 5",
+      bool(kept1["running_mean"].mean() > 4), shown=f"1 号进程 {rounded(kept1['running_mean'][:3])}")
+from torch.nn.parallel import DistributedDataParallel
+if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+    print(f"torch {torch.__version__} 为每次前向传播之前的复制提供了 forward_sync_buffers，并提示 broadcast_buffers "
+          f"已被弃用；broadcast_buffers=False 还会跳过 DDP 包装模型时做的那次复制。")
+
+# %% [markdown]
+# ## 2 · BatchNorm 的缓冲区与版本错误
+#
+# **为什么重要**。“DDP + BatchNorm + D 的两次前向传播”是同类 GAN 错误里被报告得最多的一种（pytorch/pytorch#22095、#65907、#110363；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因是 DDP 在第二次前向传播时复制缓冲区：这是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上，DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行：
+
+# %%
+show_source(ddp_lesson.two_forwards)
+results = processes.run(ddp_lesson.two_forwards)
+claim("在这个版本的 torch 上，DDP 下先做 D 的两次前向传播再做一次反向传播，可以运行", len(results) == 2)
+
+# %% [markdown]
+# 机制本身还在：在前向传播和反向传播之间，只要有任何写入碰到了被保存的缓冲区，无论来自 DDP 还是你自己的代码，都会报这个错。手动同步 BatchNorm 统计量的代码做的正是这件事：
+
+# %%
+with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16\]\] is at version \d+; expected version \d+"):
+    processes.run(ddp_lesson.two_forwards, copy_between=True)
+
+# %% [markdown]
+# 网上流传的两个修法都去掉了这次写入，各有代价。
+#
+# - `broadcast_buffers=False`：根本不复制，也就没有写入。代价在第 1 节已经测过：各进程的移动平均统计量会各自漂移，于是 `D.eval()` 在不同进程上给出不同的分数，而检查点（0 号进程写的）只保存了 0 号进程的统计量。
+# - `SyncBatchNorm`：BatchNorm 在所有进程上一起计算批量统计量，每次 BatchNorm 前向传播都要做一次全规约（all-reduce）；这样缓冲区不用复制也一致。它需要 GPU：
+
+# %%
+show_source(ddp_lesson.sync_batch_norm)
+with expect_error(ValueError, "SyncBatchNorm layers only work with GPU modules"):
+    processes.run(ddp_lesson.sync_batch_norm)
+
+# %%
+gap = (kept0["running_mean"] - kept1["running_mean"]).abs().max().item()
+claim("broadcast_buffers=False：一次前向传播之后，两个进程的移动平均值就不一样了", gap > 1,
+      shown=f"最大差值 {gap:.3f}")
+
+# %% [markdown]
+# ## 3 · 没有任何损失到达的参数
+#
+# **为什么重要**。AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D，或者更新 G），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，其他进程会一直等这个头所在的桶。
+
+# %%
+show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
+
+# %% [markdown]
+# **先预测，再验证**。`unused_head(iterations=1)` 让 D 更新一步，`iterations=2` 更新两步。DDP 在第几次迭代（1 还是 2）报错？
+
+# %% tags=["predict"] reveals=["在第二次迭代开始时", "第 2 次迭代报错"]
+prediction = 2  # SOLUTION: DDP 在第几次迭代（1 或 2）报错？
+try:
+    processes.run(ddp_lesson.unused_head, iterations=1)
+    first_raised = False
+except RuntimeError:
+    first_raised = True
+check("报错的那次迭代", prediction, 1 if first_raised else 2,
+      why="第一次反向传播结束时，类别头所在的桶从未被规约；DDP 在第二次迭代开始时的前向传播里才发现这一点并报出来：第 2 次迭代报错。")
+
+# %%
+with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration before starting a new one"):
+    processes.run(ddp_lesson.unused_head, iterations=2)
+
+# %% [markdown]
+# 报错信息建议 `find_unused_parameters=True`：DDP 会在每次迭代时从前向传播的输出出发遍历一遍计算图，把没有被任何损失到达的参数标记为已就绪。它能运行：
+
+# %%
+ran = processes.run(ddp_lesson.unused_head, iterations=3, find_unused_parameters=True)
+claim("find_unused_parameters=True：三次迭代都能运行，类别头没有梯度",
+      all(r["ran"] == 3 and r["classes_grad"] is None for r in ran))
+
+# %% [markdown]
+# 文档给出的另一个选项 `static_graph=True` 会在第一次迭代时记下计算图，之后重复使用。它救不了这个 D：前两次迭代能运行，第三次报错，报错信息说计算图变了。
+
+# %%
+with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration"):
+    processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True)
+
+# %% [markdown]
+# 这两个选项的代价：D 的损失同时用到两个头（没有未使用的参数），在本笔记本的两个 CPU 进程里，D 每更新一步用时的中位数（毫秒），共五轮，轮流测量，每轮 50 步。这些数字只属于这台机器；`find_unused_parameters` 多出的那次遍历随计算图变大而变长。最好的修法是不花任何代价的那个：让每个头在每一步都有一个损失项（一个权重为零的项 `0 * classes.sum()` 就够了），或者把辅助头放在 DDP 模块之外。
+
+# %% tags=["nbval-ignore-output"]
+costs = processes.run(ddp_lesson.flag_costs)[0]
+for flag, ms in costs.items():
+    print(f"{flag:<24} 每步 {ms:6.2f} 毫秒")
+
+# %% [markdown]
+# ## 4 · DDP 下原帖 003 的顺序
+#
+# **为什么重要**。原帖 003 的策略 1（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在一次保存了 D 的权重的反向传播之前，原地改写了这些权重。
+
+# %%
+with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16, 1\]\]"):
+    processes.run(ddp_lesson.seed003)
+
+# %% [markdown]
+# 修法就是第 05 课的：任何一种在 `opt_D.step()` 之前求 G 的梯度的顺序，或者在它之后重新做一次 D 的前向传播。在 `torchrun` 下，`python -m gan_lessons train --strategy ...` 能用 DDP 运行每一种课程里的策略。
+
+# %% [markdown]
+# ## 5 · 累积 D 的梯度：`no_sync()`
+#
+# **为什么重要**。一个批量放不下时，BigGAN 会把 D 的梯度在几个微批量上累积起来（第 10 课配合 `GradScaler` 做过）。在 DDP 下，每次反向传播都会在进程间求平均，所以一步两个微批量就要通信两次，而把总和平均一次就能得到同样的梯度。下面是按单进程写法写的这个训练步：
+
+# %%
+show_source(ddp_lesson.d_step_synced_each)
+
+# %% [markdown]
+# **先预测，再验证**。`accum=2` 时，DDP 每一步会把 D 的那一个桶发送几次？
+
+# %% tags=["predict"] reveals=["每次反向传播一次", "两个微批量，发送两次"]
+prediction = 2  # SOLUTION: accum=2 时，DDP 每一步发送几次 D 的桶？
+synced = processes.run(ddp_lesson.accumulate, step="d_step_synced_each")
+check("每一步发送桶的次数", prediction, synced[0]["sent"][0],
+      why="每次穿过被包装的 D 的反向传播，DDP 都会求一次平均，即每次反向传播一次：两个微批量，发送两次。")
+
+# %%
+one_process = ddp_lesson.one_process_reference(world=2)
+claim("梯度照样是对的：每个进程据以更新的，和单个进程用整个全局批量据以更新的一样",
+      all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)))
+
+# %% [markdown]
+# `with ddp.no_sync():` 会关掉其中那些反向传播的求平均：它们的梯度在本地的 `.grad` 里累加，而它**之外**的第一次反向传播会对总和求平均。练习要你写的就是这样一个训练步。
+
+# %% [markdown]
+# ## 6 · DDP 下冻结 D 与梯度惩罚
+#
+# **为什么重要**。第 08 课和第 09 课写过一个 WGAN-GP 训练步：G 更新时冻结 D，梯度惩罚两次穿过 D 做反向传播（`create_graph=True`）。这两样都碰到了 DDP 装钩子的地方：冻结的 D 有些参数在 G 的更新中得不到梯度；惩罚项的 `autograd.grad` 算出梯度，却不放进 `.grad`。在两个进程里把两者都运行三步：
+
+# %%
+show_source(ddp_lesson.frozen_and_penalty)
+rank0, rank1 = processes.run(ddp_lesson.frozen_and_penalty)
+claim("三步之后，两个进程里 D 的副本逐位相同", torch.equal(rank0["D"], rank1["D"]))
+claim("G 的副本也一样", torch.equal(rank0["G"], rank1["G"]))
+
+# %% [markdown]
+# 两者都没问题：`requires_grad_(False)` 把 D 的参数从反向传播里拿掉了，而 DDP 不会等待不需要梯度的参数；`autograd.grad` 不会触发 DDP 的钩子，这些钩子等的是最后那次 `backward()` 填进 `.grad` 的梯度。（如果穿过 DDP 模块对 D 的**参数**调用 `autograd.grad`，那就是另一回事了：DDP 不会去平均从未进入 `.grad` 的梯度。）
+
+# %% [markdown]
+# ## 7 · 噪声、随机种子与文件
+#
+# **为什么重要**。为单进程写的代码设一次随机种子，然后抽取 `z`。原样在每个进程里运行，它还会在每个进程里写检查点。
+
+# %%
+show_source(ddp_lesson.noise_and_files)
+
+# %% [markdown]
+# **先预测，再验证**。每个进程都调用 `torch.manual_seed(0)`，然后调用 `torch.randn(8, 4)`。两个进程抽到的 `z` 相同吗？
+
+# %% tags=["predict"] reveals=["噪声完全相同", "一半假样本"]
+prediction = True  # SOLUTION: 两个进程抽到的 z 相同吗？（True/False）
+rank0, rank1 = processes.run(ddp_lesson.noise_and_files)
+check("两个进程抽到的 z 相同", prediction, torch.equal(rank0["z"], rank1["z"]),
+      why="同一个随机种子在每个进程里给出同一个随机数序列：噪声完全相同，于是全局批量里有一半假样本是另一半的复制品。")
+
+# %%
+own0, own1 = processes.run(ddp_lesson.noise_and_files, seed_per_rank=True)
+claim("用“随机种子 + 进程编号”作为随机种子后，两个进程抽到的 z 不同", not torch.equal(own0["z"], own1["z"]))
+claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进程读到的权重都相同",
+      own0["loaded_equal"] and own1["loaded_equal"])
+
+# %% [markdown]
+# 让每个进程拿到自己的噪声有两种办法：像上面那样把进程编号加到随机种子上；或者从一个共享的随机数流里抽取整个全局批量的噪声，再各取自己的一片。`torchrun` 下的 `python -m gan_lessons train` 用的是后一种，这样两个进程合起来抽到的噪声，恰好就是单个进程会抽到的。文件：只让一个进程写（`if dist.get_rank() == 0`），其他进程先在 `dist.barrier()` 处等待，再去读；训练程序也是这样做的。
+
+# %% [markdown] tags=["read-after-exercises"]
+# | 在多个进程上 | 会发生什么 | 怎么办 |
+# |---|---|---|
+# | 某个参数没有任何损失到达（第二个头） | 下一次迭代报错“Expected to have finished reduction in the prior iteration” | 让它在每一步都有一个损失项，或者 `find_unused_parameters=True`（每次迭代多遍历一次计算图），或者 `static_graph=True` |
+# | BatchNorm，D 做两次前向传播、一次反向传播 | 在这个版本的 torch 上能运行：DDP 复制缓冲区不再算作写入 | 无需处理；但在前向传播和反向传播之间对缓冲区做 `copy_`，仍会抛出版本错误 |
+# | `broadcast_buffers=False` | 不复制缓冲区；各进程的移动平均统计量各自漂移 | 只在一个进程上评估和保存，或者使用 SyncBatchNorm |
+# | CPU 上的 `SyncBatchNorm` | 报错“SyncBatchNorm layers only work with GPU modules” | 只能用于 GPU；每次 BatchNorm 前向传播做一次全规约 |
+# | 原帖 003 的顺序 | 和单进程时一样的版本错误 | 第 05 课的那些顺序 |
+# | 在微批量上累积梯度 | 梯度正确，但每次反向传播都做一次全规约 | 除最后一个微批量外，其余都放进 `no_sync()` |
+# | G 更新时冻结 D；梯度惩罚 | 各副本保持一致 | 无需处理 |
+# | 每个进程用同一个随机种子 | 每个进程抽到相同的噪声 | 随机种子加上进程编号，或者各取一次共享抽样的一片 |
+# | 文件 | 每个进程都写 | 0 号进程写，其他进程在屏障处等待 |
+
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。每次前向传播之前，它把 0 号进程的缓冲区复制到每个进程（`broadcast_buffers=True`）。
+# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 和 `static_graph=True` 能让它运行，但有代价；给每个头都加一个损失项则不花任何代价。
+# - 在这个版本的 torch 上，复制缓冲区不再触发版本检查，所以 D 先做两次前向传播再做一次反向传播可以运行；而你自己对已保存的缓冲区的写入仍会抛出第 03 课的错误。`broadcast_buffers=False` 让统计量各自漂移；`SyncBatchNorm` 需要 GPU。
+# - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件。
+# - 在 GPU 上（每块 GPU 一个进程，使用 NCCL），求平均和反向传播重叠进行，每个设备分担的是实实在在的工作。在这台 2 核 CPU 上，第二个进程带不来任何好处：`docs/training.md` 给出了实测的每步用时。
+
+# %% [markdown]
+# ## 练习
+#
+# ### 动手实现：在微批量上累积、只平均一次的 D 训练步
+#
+# 写一个 `d_step(ddp, opt_D, x_real, x_fake, accum)`：D 的一步更新，D 的梯度在 `accum` 个微批量上累积，其中 `ddp` 是经 DDP 包装的 D。把 `x_real` 和 `x_fake` 按顺序各均分成 `accum` 块；对每一对，计算 D 的铰链损失 `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`，除以 `accum`，各做一次反向传播；只调用一次 `opt_D.step()`，每次调用都基于新算出的梯度。DDP 每一步只能求**一次**平均：除最后一次之外的每次反向传播，都要放在 `ddp.no_sync()` 里。
+#
+# 检查程序会在两个进程里运行你的函数，每个进程用自己的批量，各调用两次；它把每个进程中 D 据以更新的梯度，与单个进程把两个批量合在一起时据以更新的梯度相比较，并用一个计数钩子检查 DDP 每一步只发送一次桶。你的函数是在那两个进程里单独运行的，看不到本笔记本其他单元格里的东西：`torch`、`F`、`nn` 和 `contextlib` 已经有了，其他要用的请在函数内部导入。
+
+# %%
+import contextlib
+
+def d_step(ddp, opt_D, x_real, x_fake, accum):
+    """DDP 下 D 在 accum 个微批量上的铰链损失，只在最后一次反向传播时在进程间求一次平均。"""
+    ### BEGIN SOLUTION
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        last = k == len(pairs) - 1
+        with contextlib.nullcontext() if last else ddp.no_sync():
+            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+            loss_D.backward()
+    opt_D.step()
+    ### END SOLUTION
+
+my_answer = d_step  # SOLUTION: 把它指向你的 d_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_ddp_accumulation(my_answer)
+assert solved, "d_step：还没有完成，或者还不对：上面几行说明了缺什么"
