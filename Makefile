@@ -39,10 +39,11 @@ APT_INSTALL := apt-get install -y -qq --no-install-recommends
 .PHONY: lab test quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
 
 # quick leaves out what takes minutes (every notebook under nbval, the browser, nbgrader's round trip, Colab's
-# widgets, training runs, the doctor on whole scripts and its case suite, timing under load, the GPU rehearsal):
+# widgets, training runs, two-process runs, the doctor on whole scripts and its case suite, timing under load, the
+# GPU rehearsal):
 # `make test` runs them all.
 QUICK_SKIP := browser site_browser nbgrader jupytext student colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
-              doctor_real doctor_cases doctor_quiet wgan_gp fast_mode
+              doctor_real doctor_cases doctor_quiet wgan_gp fast_mode doctor_ranks processes checkers_lesson13 train_distributed
 quick: setup
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist loadscope -q tests $(foreach t,$(QUICK_SKIP),--ignore-glob='tests/*/test_$(t).py')

@@ -268,3 +268,19 @@ def flag_costs(rank, world, steps=50, rounds=5):
                 if s >= 2:                                      # the first two set up DDP's buckets and graph
                     times[flag].append((time.perf_counter() - start) * 1e3)
     return {flag: statistics.median(t) for flag, t in times.items()}
+
+
+def stalls(rank, world, seconds=30):
+    """Rank 1 never returns in time (for processes.run's timeout); rank 0 returns at once."""
+    import time
+    if rank == 1:
+        time.sleep(seconds)
+    return rank
+
+
+def raises_on(rank, world, which=1):
+    """Rank `which` raises a ValueError (for processes.run's errors); the others wait at a barrier that never ends."""
+    if rank == which:
+        raise ValueError(f"rank {rank} could not go on")
+    dist.barrier()
+    return rank

@@ -6,8 +6,8 @@ form a gloo process group on this machine, as torchrun would start them, and bri
 The processes are started with "spawn" (a fresh interpreter each: what Jupyter and Colab need, since a kernel's own
 functions cannot be sent to a forked child safely), so the function must live in an importable module; a student's
 function is sent as its source (`source=`). If a process raises, run() raises the same kind of error with the same
-message, from the lowest rank that raised, with `.rank` set; a process that hangs (its peer gone) is stopped at
-`timeout`."""
+message, with `.rank` set: the lowest rank's, an error that only says a peer went away coming last. A process that
+hangs (its peer gone) is stopped at `timeout`."""
 import builtins
 import os
 import queue
@@ -43,6 +43,12 @@ class Failure:
         error = kind(self.message)
         error.rank = self.rank
         return error
+
+
+def _peer_lost(failure) -> bool:
+    """Whether a process failed only because another one went away (what gloo and NCCL say then)."""
+    return "Dist" in failure.kind or any(w in failure.message for w in ("closed by peer", "reset by peer",
+                                                                          "Connection refused"))
 
 
 def _free_port() -> int:
@@ -102,8 +108,8 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
         child.join(timeout=5)
         if child.is_alive():
             child.terminate()
-    if failures:
-        raise min(failures, key=lambda f: f.rank).error()
+    if failures:          # a process's own error before the errors of the peers that lost it
+        raise min(failures, key=lambda f: (_peer_lost(f), f.rank)).error()
     if len(got) < world:
         raise TimeoutError(_("{count} of {world} processes returned nothing within {timeout} s").format(
             count=world - len(got), world=world, timeout=timeout))

@@ -25,6 +25,7 @@ from gan_lessons.doctor.checks import Checks
 from gan_lessons.doctor.errors import Diagnoser
 from gan_lessons.doctor.extension import active, load_ipython_extension, unload_ipython_extension
 from gan_lessons.doctor.frames import _WarningsAsPython, _clean
+from gan_lessons.doctor import ranks
 from gan_lessons.doctor.journal import Journal
 from gan_lessons.doctor.naming import Namer
 from gan_lessons.doctor.recording import Recorder
@@ -115,7 +116,10 @@ class doctor:
         if diagnosis is not None:
             self.diagnoses.append(diagnosis)
             error.diagnosis = diagnosis
-            print(diagnosis.text(), file=sys.stderr)
+            if ranks.first_to_say(diagnosis.text()):          # under torchrun: once for all the processes
+                print(ranks.said(diagnosis.text()), file=sys.stderr)
         for note in self.notes[-1:]:
-            print(_("autograd doctor note: {note}").format(note=note), file=sys.stderr)
+            line = _("autograd doctor note: {note}").format(note=note)
+            if ranks.first_to_say(line):
+                print(ranks.said(line), file=sys.stderr)
         return diagnosis

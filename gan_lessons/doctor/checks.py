@@ -8,6 +8,7 @@ import weakref
 import torch
 
 from gan_lessons import graphs
+from gan_lessons.doctor import ranks
 from gan_lessons.doctor.frames import _shown, _user_frame
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.nodes import ForeignStep
@@ -273,17 +274,17 @@ class Checks:
         return d
 
     def suspicious(self, summary, facts, fixes, key=None):
-        if (d := self._once("suspicious", summary, facts, fixes, key)) is not None:
+        if (d := self._once("suspicious", summary, facts, fixes, key)) is not None and ranks.first_to_say(d.text()):
             where = facts.get("where")
-            warnings.warn_explicit(d.text(), DoctorWarning, _shown(where.file) if where else "<unknown>",
+            warnings.warn_explicit(ranks.said(d.text()), DoctorWarning, _shown(where.file) if where else "<unknown>",
                                    where.line if where else 0)
 
     def inform(self, summary, facts, fixes, key=None):
         """Not a warning (the training is right): one line of information on stderr, once per kind and line."""
-        if (d := self._once("information", summary, facts, fixes, key)) is not None:
+        if (d := self._once("information", summary, facts, fixes, key)) is not None and ranks.first_to_say(d.text()):
             details = d.text().split("\n")[1:]           # the facts and fixes under the summary line
-            print("\n".join([_("autograd doctor (information, not a warning): {summary}").format(summary=summary)]
-                            + details), file=sys.stderr)
+            print(ranks.said("\n".join([_("autograd doctor (information, not a warning): {summary}").format(
+                summary=summary)] + details)), file=sys.stderr)
 
     def nonleaf_grad(self, tensor, where):
         if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.journal.diagnoses):
@@ -293,4 +294,5 @@ class Checks:
                       {"where": where}, [(N_("call .retain_grad() on it before backward(), or read a leaf's .grad"),
                                           "01")])
         self.journal.diagnoses.append(d)
-        print(d.text(), file=sys.stderr)
+        if ranks.first_to_say(d.text()):
+            print(ranks.said(d.text()), file=sys.stderr)

@@ -9,7 +9,7 @@ from gan_lessons.i18n import N_, _, tidy
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
            "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb",
-           "09": "09_freezing_and_batchnorm.ipynb"}
+           "09": "09_freezing_and_batchnorm.ipynb", "13": "13_several_gpus.ipynb"}
 
 
 class DoctorWarning(UserWarning):
@@ -83,6 +83,10 @@ _PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weig
                       (N_("if no loss should train through this model (a teacher, an EMA or target network), run its "
                           "forward under torch.no_grad() or freeze it (requires_grad_(False)): no graph then saves its "
                           "weights"), "04")]
+_BUFFER_FIXES = [(N_("write the buffer after the backward, not between the forwards and it (a hand-made sync of "
+                      "statistics belongs after the step)"), "13"),
+                 (N_("one forward of the wrapped module per backward; or DDP(..., broadcast_buffers=False), each "
+                     "process then keeping statistics of its own; or SyncBatchNorm, on GPUs"), "13")]
 _STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
                      "the state in place, by design"), "03")]
 _CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "

@@ -12,7 +12,7 @@ import torch
 from gan_lessons import graphs
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
-                                       _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES,
+                                       _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES, _BUFFER_FIXES,
                                        _STEP_FIXES, _STEP_WRONG)
 from gan_lessons.i18n import _
 
@@ -94,6 +94,8 @@ class VersionErrors:
                               name=name), "05")] + fixes
         elif in_state:
             fixes, wrong = _STATE_FIXES, []
+        elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps
+            fixes, wrong = _BUFFER_FIXES, _INPLACE_WRONG
         elif s.param and rec is not None and isinstance(param, torch.nn.Parameter):   # written by an op, not a
             # step: an EMA, load_state_dict, a copy between models
             fixes, wrong = _PARAM_WRITE_FIXES, _INPLACE_WRONG
@@ -227,11 +229,33 @@ class VersionErrors:
             module = self.namer.module_name(rec.module)
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
                 op=rec.op, module=module, where=rec.where), rec, False
-        return self._unseen(saved), None, False
+        return self._unseen(saved, s), None, False
 
-    def _unseen(self, saved):
+    def _ddp_of(self, s):
+        """(the name of the DistributedDataParallel wrapper in sight whose module holds the stale tensor as a buffer,
+        the wrapper), or None."""
+        from torch.nn.parallel import DistributedDataParallel
+        tensor = self._param_of(s)
+        if tensor is None:
+            return None
+        return next(((name, m) for m, name in self.namer.names().modules.items()
+                     if isinstance(m, DistributedDataParallel) and any(b is tensor for b in m.module.buffers())), None)
+
+    def _unseen(self, saved, s=None):
         """Why no write the doctor saw changed the tensor, as far as the evidence tells: the doctor watches the torch
-        calls its own thread makes in Python, inside its block."""
+        calls its own thread makes in Python, inside its block. A buffer of a module under DDP: DDP's own copy of
+        rank 0's buffers before each forward, where this torch counts it as a write."""
+        ddp = self._ddp_of(s) if s is not None else None
+        if ddp is not None:
+            name, wrapper = ddp
+            if getattr(wrapper, "broadcast_buffers", False) and not _ddp_keeps_versions():
+                return _("{ddp}'s copy of rank 0's buffers into every process at the start of each forward "
+                         "(DistributedDataParallel, broadcast_buffers=True), an in-place write made in C++ that the "
+                         "doctor does not see: two forwards of {ddp} before one backward meet it").format(ddp=name)
+            return _("an in-place write the doctor did not see, made after the forward that saved the tensor: it is a "
+                     "buffer of {ddp}, under DistributedDataParallel, whose own copy of rank 0's buffers does not "
+                     "count as a write on this torch; so the write is another one below torch's Python API (a C++ "
+                     "extension, a compiled region, another thread)").format(ddp=name)
         if saved is None:
             return _("an in-place write the doctor did not see: the forward that saved the tensor ran before the "
                      "doctor began watching (outside the `with doctor()` block, or in an earlier cell), and so may "
@@ -244,3 +268,15 @@ class VersionErrors:
         return _("an in-place write the doctor did not see, made after the forward that saved the tensor: by code "
                  "it does not watch (another thread that has ended; C++ or CUDA code below torch's Python API, as a "
                  "custom extension or a collective that broadcasts buffers; the inside of a compiled region)")
+
+
+def _ddp_keeps_versions() -> bool:
+    """Whether this torch's DDP copies buffers without counting the copy as a write (torch 2.x keeps their version
+    counters with torch.autograd._unsafe_preserve_version_counter; older ones did not)."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+    try:
+        return "_unsafe_preserve_version_counter" in inspect.getsource(DistributedDataParallel._sync_buffers)
+    except (AttributeError, OSError, TypeError):
+        return False

@@ -1,0 +1,132 @@
+"""The doctor under torchrun: every process is diagnosed and each diagnosis is said once, by rank 0 where it has
+it; and the doctor knows DDP's buffers when it names what changed a saved tensor."""
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from gan_lessons.doctor import doctor, ranks, versions
+
+
+@pytest.fixture
+def run_of_two(monkeypatch):
+    """This process as one of two started by torchrun, in a run of its own."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", uuid.uuid4().hex)
+    monkeypatch.setattr(ranks, "LATER", 0.0)
+
+
+def test_rank_0_says_a_text_and_another_rank_keeps_quiet(run_of_two, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    assert ranks.first_to_say("a diagnosis") and ranks.said("a diagnosis") == "a diagnosis"
+    monkeypatch.setenv("RANK", "1")
+    assert not ranks.first_to_say("a diagnosis")                     # the same text: said once for both
+    assert ranks.first_to_say("what rank 0 did not find")           # rank 1's own, with its rank
+    assert ranks.said("what rank 0 did not find\n  - fact") == "what rank 0 did not find [rank 1]\n  - fact"
+
+
+def test_one_process_always_says_it(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert ranks.rank() is None and ranks.first_to_say("x") and ranks.first_to_say("x")
+    monkeypatch.setenv("WORLD_SIZE", "not a number")
+    assert ranks.rank() is None
+
+
+BN_SYNCED_BY_HAND = """
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    D = DDP(nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.LeakyReLU(0.2), nn.Linear(16, 1)))
+    x_real, x_fake = torch.randn(8, 8), torch.randn(8, 8)
+    loss_D = F.softplus(-D(x_real)).mean() + F.softplus(D(x_fake)).mean()
+    with torch.no_grad():
+        D.module[1].running_mean.copy_(D.module[1].running_mean * 0.5)
+    loss_D.backward()
+"""
+
+SEED003_UNDER_DDP = """
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from gan_lessons import strategies
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    G, D = DDP(nn.Sequential(nn.Linear(4, 8))), DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))
+    opt_G, opt_D = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+    strategies.retain_graph_seed003(G, D, opt_G, opt_D, torch.randn(8, 8), lambda n: torch.randn(n, 4))
+"""
+
+
+def _torchrun(tmp_path, code):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(code))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GAN_LESSONS_LANG": "en"}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "gan_lessons", "doctor", str(script)], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=300)
+
+
+def test_two_processes_meet_a_hand_made_buffer_sync_and_the_diagnosis_is_said_once(tmp_path):
+    run = _torchrun(tmp_path, BN_SYNCED_BY_HAND)
+    assert run.returncode != 0
+    assert run.stderr.count("[rank0]: RuntimeError: one of the variables needed") == 1     # both processes failed,
+    assert run.stderr.count("[rank1]: RuntimeError: one of the variables needed") == 1     # each with its error
+    headlines = [line for line in run.stderr.splitlines() if line.startswith("autograd doctor:")]
+    assert headlines == ["autograd doctor: D.module.1.running_mean changed in place after the forward saved it"]
+    assert "modified by: copy_ at line 14" in run.stderr and "(lesson 13, notebooks/13_several_gpus.ipynb)" in run.stderr
+    assert "[rank 1]" not in run.stderr
+
+
+def test_seed_003_under_ddp_is_diagnosed_once_and_names_the_step(tmp_path):
+    run = _torchrun(tmp_path, SEED003_UNDER_DDP)
+    headlines = [line for line in run.stderr.splitlines() if line.startswith("autograd doctor:")]
+    assert len(headlines) == 1, run.stderr[-3000:]
+    assert "modified by: opt_D.step()" in run.stderr, run.stderr[-3000:]
+
+
+@pytest.fixture
+def one_process_group():
+    """A gloo group of one process, so that DDP wraps a module in this process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("keeps_versions", [False, True])
+def test_a_write_to_a_ddp_buffer_the_doctor_did_not_see_is_put_to_ddp_s_copy_where_it_counts(
+        one_process_group, monkeypatch, capsys, keeps_versions):
+    """A write below torch's Python API (as DDP's own copy on a torch that counts it, or a C++ extension's):
+    torch.autograd.graph.increment_version stands in for it."""
+    monkeypatch.setattr(versions, "_ddp_keeps_versions", lambda: keeps_versions)
+    torch.manual_seed(0)
+    D = DDP(nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 1)))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        with doctor(D=D) as doc:
+            loss_D = F.softplus(-D(torch.randn(8, 8))).mean() + F.softplus(D(torch.randn(8, 8))).mean()
+            torch.autograd.graph.increment_version(D.module[1].running_mean)
+            loss_D.backward()
+    modifier = doc.diagnoses[0].facts["modified by"]
+    if keeps_versions:
+        assert "below torch's Python API" in modifier and "does not count as a write on this torch" in modifier
+    else:
+        assert modifier.startswith("D's copy of rank 0's buffers into every process at the start of each forward")
+    assert any("broadcast_buffers=False" in fix for fix, _n in doc.diagnoses[0].fixes)
