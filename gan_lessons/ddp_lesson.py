@@ -115,21 +115,20 @@ class ConditionalD(nn.Module):
         return self.score(h), self.classes(h)
 
 
-def unused_head(rank, world, iterations=2, find_unused_parameters=False, static_graph=False):
-    """D steps on its score alone: the class head reaches no loss. Returns the iterations that ran, and DDP's record
-    of the parameters it found unused."""
+def unused_head(rank, world, iterations=2, find_unused_parameters=False, static_graph=False, zero_term=False):
+    """D steps on its score alone: the class head reaches no loss (zero_term: it does, through 0 * classes.sum()).
+    Returns the iterations that ran, and the class head's gradient after the last."""
     D = ConditionalD()
     ddp = DDP(D, find_unused_parameters=find_unused_parameters, static_graph=static_graph)
     opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
     ran = 0
     for _i in range(iterations):
-        score, _classes = ddp(batch(rank))
+        score, classes = ddp(batch(rank))
         opt_D.zero_grad()
-        (-score.mean()).backward()
+        (-score.mean() + (0 * classes.sum() if zero_term else 0)).backward()
         opt_D.step()
         ran += 1
-    return {"ran": ran, "unused_parameter_size": ddp._get_ddp_logging_data().get("unused_parameter_size", 0),
-            "classes_grad": D.classes.weight.grad}
+    return {"ran": ran, "classes_grad": D.classes.weight.grad}
 
 
 def seed003(rank, world):
@@ -205,9 +204,12 @@ def one_process_reference(world, accum=2, calls=2, last_only=False):
 
 def frozen_and_penalty(rank, world, steps=3, weight=10.0):
     """Three WGAN-GP steps with G and D under DDP: D's loss with a gradient penalty (create_graph through the DDP
-    D), then G's step through D frozen. D's and G's weights after, for the replicas to be compared."""
+    D), then G's step through D frozen. D's and G's weights after, for the replicas to be compared, and the buckets
+    D's DDP sent in all and during the penalty's autograd.grad."""
     G, D = make_G(), make_D(batch_norm=False)
-    g, d = DDP(G), DDP(D)
+    g, d, hook = DDP(G), DDP(D), CountingHook()
+    d.register_comm_hook(None, hook.send)
+    sent_by_grad = 0
     opt_G, opt_D = torch.optim.Adam(G.parameters(), 1e-3), torch.optim.Adam(D.parameters(), 1e-3)
     gen = torch.Generator().manual_seed(rank)
     for _s in range(steps):
@@ -215,7 +217,9 @@ def frozen_and_penalty(rank, world, steps=3, weight=10.0):
         x_fake = g(z).detach()
         eps = torch.rand(BATCH, 1, generator=gen)
         x_hat = (eps * x_real + (1 - eps) * x_fake).requires_grad_(True)
+        before = hook.sent
         grad, = torch.autograd.grad(d(x_hat).sum(), x_hat, create_graph=True)
+        sent_by_grad += hook.sent - before
         penalty = ((grad.norm(dim=1) - 1) ** 2).mean()
         opt_D.zero_grad()
         (d(x_fake).mean() - d(x_real).mean() + weight * penalty).backward()
@@ -225,7 +229,8 @@ def frozen_and_penalty(rank, world, steps=3, weight=10.0):
         (-d(g(z)).mean()).backward()
         opt_G.step()
         D.requires_grad_(True)
-    return {"D": torch.cat([p.detach().flatten() for p in D.parameters()]),
+    return {"sent_by_grad": sent_by_grad, "sent": hook.sent,
+            "D": torch.cat([p.detach().flatten() for p in D.parameters()]),
             "G": torch.cat([p.detach().flatten() for p in G.parameters()])}
 
 

@@ -271,8 +271,8 @@ class VersionErrors:
 
 
 def _ddp_keeps_versions() -> bool:
-    """Whether this torch's DDP copies buffers without counting the copy as a write (torch 2.x keeps their version
-    counters with torch.autograd._unsafe_preserve_version_counter; older ones did not)."""
+    """Whether this torch's DDP copies buffers without counting the copy as a write: read from its source (torch
+    2.13's wraps the copy in torch.autograd._unsafe_preserve_version_counter; older ones did not)."""
     import inspect
 
     from torch.nn.parallel import DistributedDataParallel

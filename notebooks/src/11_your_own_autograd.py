@@ -660,7 +660,7 @@ assert solved_numerical, "numerical_grad: not solved yet, or not right: the line
 # carries about 7 digits, so rounding, divided by `eps`, grows as `eps` shrinks, while the error of the difference
 # itself shrinks.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
 gradient = lesson11.numerical_grad_or_finished(numerical_grad, solved_numerical)
 problem = training_problem()

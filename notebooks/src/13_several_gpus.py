@@ -160,8 +160,8 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 # - `broadcast_buffers=False`: no copy at all, so nothing is written. The price, measured in section 1: each
 #   process's running statistics drift apart, so `D.eval()` gives different scores on different processes, and
 #   the checkpoint (rank 0's) holds rank 0's statistics only.
-# - `SyncBatchNorm`: BatchNorm computes its batch statistics over all processes, one all-reduce in every BatchNorm
-#   forward; the buffers then agree without a copy. It needs GPUs:
+# - `SyncBatchNorm`: BatchNorm computes its batch statistics over all processes, with a collective in every
+#   BatchNorm forward and backward; the buffers then agree without a copy. It needs GPUs:
 
 # %%
 show_source(ddp_lesson.sync_batch_norm)
@@ -223,14 +223,18 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
 # %% [markdown]
 # What the flags cost, on a D whose loss uses both heads (so nothing is unused), in this notebook's two CPU
 # processes: the median milliseconds per D step, five alternating rounds of 50 steps each. The figures are this
-# machine's; the walk `find_unused_parameters` adds grows with the graph. The best fix is the one that costs
-# nothing: give every head a loss in every step (a zero-weighted term, `0 * classes.sum()`, is enough), or keep
-# the auxiliary head outside the DDP module.
+# machine's; the walk `find_unused_parameters` adds grows with the graph. The fix that needs no flag: give every
+# head a loss term in every step; a zero-weighted one is enough (below).
 
 # %% tags=["nbval-ignore-output"]
 costs = processes.run(ddp_lesson.flag_costs)[0]
 for flag, ms in costs.items():
     print(f"{flag:<24} {ms:6.2f} ms a step")
+
+# %%
+ran = processes.run(ddp_lesson.unused_head, iterations=3, zero_term=True)
+claim("with 0 * classes.sum() in D's loss and no flag, three iterations run; the class head's gradient is zero",
+      all(r["ran"] == 3 and r["classes_grad"] is not None and not r["classes_grad"].any() for r in ran))
 
 # %% [markdown]
 # ## 4 · Seed 003's order under DDP
@@ -289,12 +293,13 @@ show_source(ddp_lesson.frozen_and_penalty)
 rank0, rank1 = processes.run(ddp_lesson.frozen_and_penalty)
 claim("after three steps, D's copies in the two processes are equal to the last bit", torch.equal(rank0["D"], rank1["D"]))
 claim("and so are G's", torch.equal(rank0["G"], rank1["G"]))
+claim("the penalty's autograd.grad made DDP send nothing; D's buckets went in the backwards of D's loss",
+      rank0["sent_by_grad"] == 0 and rank0["sent"] == 3, shown=f"{rank0['sent']} sends in 3 steps")
 
 # %% [markdown]
-# Both work: `requires_grad_(False)` takes D's parameters out of the backward, and DDP expects no gradient from
-# parameters that do not require one; `autograd.grad` does not fire DDP's hooks, which wait for the `.grad` the
-# final `backward()` fills. (`autograd.grad` with respect to D's **parameters** through the DDP module is another
-# matter: DDP does not average what never reaches `.grad`.)
+# Both work: `requires_grad_(False)` takes D's parameters out of G's backward, and DDP sends nothing for them; the
+# penalty's `autograd.grad` computes a gradient with respect to `x_hat` only, which puts nothing in D's `.grad` and
+# fires none of DDP's hooks: D's gradient, penalty included, is averaged once, in the backward of D's loss.
 
 # %% [markdown]
 # ## 7 · Noise, seeds and files
@@ -331,10 +336,10 @@ claim("rank 0 alone wrote the checkpoint; after a barrier, every process read th
 # %% [markdown] tags=["read-after-exercises"]
 # | on several processes | what happens | what to do |
 # |---|---|---|
-# | a parameter no loss reaches (a second head) | the next iteration raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step, or `find_unused_parameters=True` (a graph walk every iteration), or `static_graph=True` |
+# | a parameter no loss reaches (a second head) | the next iteration raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step (`0 * classes.sum()` will do), or `find_unused_parameters=True` (a graph walk every iteration); `static_graph=True` does not fix this D |
 # | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing; but a `copy_` into a buffer between the forwards and the backward still raises the version error |
 # | `broadcast_buffers=False` | no buffer copy; each process's running statistics drift apart | evaluate and save from one process, or use SyncBatchNorm |
-# | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; one all-reduce per BatchNorm forward |
+# | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; a collective in every BatchNorm forward and backward |
 # | seed 003's order | the same version error as on one process | lesson 05's orders |
 # | accumulation over micro-batches | right gradient, one all-reduce per backward | `no_sync()` for all but the last micro-batch |
 # | D frozen for G's step; a gradient penalty | replicas stay equal | nothing |
@@ -347,8 +352,9 @@ claim("rank 0 alone wrote the checkpoint; after a barrier, every process read th
 # - DDP averages every gradient over the processes **during** `backward()`, in buckets, through a hook on each
 #   parameter; every process then holds the same gradient and takes the same step. Before each forward it copies
 #   rank 0's buffers into every process (`broadcast_buffers=True`).
-# - A parameter that no loss reaches makes the next iteration raise; `find_unused_parameters=True` and
-#   `static_graph=True` make it run, at a cost; a loss term for every head costs nothing.
+# - A parameter that no loss reaches makes the next iteration raise; `find_unused_parameters=True` makes it run,
+#   with a walk of the graph every iteration; a loss term for every head, even a zero-weighted one, needs no flag.
+#   `static_graph=True` did not fix it here.
 # - On this torch the buffer copy no longer trips the version check, so D's two forwards before one backward run;
 #   a write of your own into a saved buffer still raises lesson 03's error. `broadcast_buffers=False` lets the
 #   statistics drift; `SyncBatchNorm` needs GPUs.

@@ -581,7 +581,7 @@ assert solved_numerical, "numerical_grad：还没有完成，或者还不对：�
 # %% [markdown]
 # 现在拿你的引擎的反向传播和你的有限差分对照：一个小网络的损失对它第一个权重矩阵（32 个元素）的梯度，`eps` 取三个值。引擎用 float32 计算，一个数只有大约 7 位有效数字，所以舍入误差除以 `eps` 之后，`eps` 越小它就越大；而差分本身的误差则随 `eps` 变小而变小。
 
-# %%
+# %% tags=["nbval-ignore-output"]
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
 gradient = lesson11.numerical_grad_or_finished(numerical_grad, solved_numerical)
 problem = training_problem()

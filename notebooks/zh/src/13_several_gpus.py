@@ -131,7 +131,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 # 网上流传的两个修法都去掉了这次写入，各有代价。
 #
 # - `broadcast_buffers=False`：根本不复制，也就没有写入。代价在第 1 节已经测过：各进程的移动平均统计量会各自漂移，于是 `D.eval()` 在不同进程上给出不同的分数，而检查点（0 号进程写的）只保存了 0 号进程的统计量。
-# - `SyncBatchNorm`：BatchNorm 在所有进程上一起计算批量统计量，每次 BatchNorm 前向传播都要做一次全规约（all-reduce）；这样缓冲区不用复制也一致。它需要 GPU：
+# - `SyncBatchNorm`：BatchNorm 在所有进程上一起计算批量统计量，每次 BatchNorm 的前向传播和反向传播都要做一次进程间的集合通信；这样缓冲区不用复制也一致。它需要 GPU：
 
 # %%
 show_source(ddp_lesson.sync_batch_norm)
@@ -184,12 +184,17 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
     processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True)
 
 # %% [markdown]
-# 这两个选项的代价：D 的损失同时用到两个头（没有未使用的参数），在本笔记本的两个 CPU 进程里，D 每更新一步用时的中位数（毫秒），共五轮，轮流测量，每轮 50 步。这些数字只属于这台机器；`find_unused_parameters` 多出的那次遍历随计算图变大而变长。最好的修法是不花任何代价的那个：让每个头在每一步都有一个损失项（一个权重为零的项 `0 * classes.sum()` 就够了），或者把辅助头放在 DDP 模块之外。
+# 这两个选项的代价：D 的损失同时用到两个头（没有未使用的参数），在本笔记本的两个 CPU 进程里，D 每更新一步用时的中位数（毫秒），共五轮，轮流测量，每轮 50 步。这些数字只属于这台机器；`find_unused_parameters` 多出的那次遍历随计算图变大而变长。不需要任何选项的修法：让每个头在每一步都有一个损失项，权重为零的项就够了（见下）。
 
 # %% tags=["nbval-ignore-output"]
 costs = processes.run(ddp_lesson.flag_costs)[0]
 for flag, ms in costs.items():
     print(f"{flag:<24} 每步 {ms:6.2f} 毫秒")
+
+# %%
+ran = processes.run(ddp_lesson.unused_head, iterations=3, zero_term=True)
+claim("D 的损失里加上 0 * classes.sum()、不设任何选项时，三次迭代都能运行；类别头的梯度为零",
+      all(r["ran"] == 3 and r["classes_grad"] is not None and not r["classes_grad"].any() for r in ran))
 
 # %% [markdown]
 # ## 4 · DDP 下原帖 003 的顺序
@@ -238,9 +243,11 @@ show_source(ddp_lesson.frozen_and_penalty)
 rank0, rank1 = processes.run(ddp_lesson.frozen_and_penalty)
 claim("三步之后，两个进程里 D 的副本逐位相同", torch.equal(rank0["D"], rank1["D"]))
 claim("G 的副本也一样", torch.equal(rank0["G"], rank1["G"]))
+claim("惩罚项的 autograd.grad 没有让 DDP 发送任何东西；D 的桶是在 D 的损失的反向传播中发送的",
+      rank0["sent_by_grad"] == 0 and rank0["sent"] == 3, shown=f"3 步中发送 {rank0['sent']} 次")
 
 # %% [markdown]
-# 两者都没问题：`requires_grad_(False)` 把 D 的参数从反向传播里拿掉了，而 DDP 不会等待不需要梯度的参数；`autograd.grad` 不会触发 DDP 的钩子，这些钩子等的是最后那次 `backward()` 填进 `.grad` 的梯度。（如果穿过 DDP 模块对 D 的**参数**调用 `autograd.grad`，那就是另一回事了：DDP 不会去平均从未进入 `.grad` 的梯度。）
+# 两者都没问题：`requires_grad_(False)` 把 D 的参数从 G 的反向传播里拿掉了，DDP 也就不为它们发送任何东西；惩罚项的 `autograd.grad` 只对 `x_hat` 求梯度，不往 D 的 `.grad` 里放任何东西，也不触发 DDP 的任何钩子：D 的梯度（连同惩罚项）只在 D 的损失的反向传播中求一次平均。
 
 # %% [markdown]
 # ## 7 · 噪声、随机种子与文件
@@ -271,10 +278,10 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 # %% [markdown] tags=["read-after-exercises"]
 # | 在多个进程上 | 会发生什么 | 怎么办 |
 # |---|---|---|
-# | 某个参数没有任何损失到达（第二个头） | 下一次迭代报错“Expected to have finished reduction in the prior iteration” | 让它在每一步都有一个损失项，或者 `find_unused_parameters=True`（每次迭代多遍历一次计算图），或者 `static_graph=True` |
+# | 某个参数没有任何损失到达（第二个头） | 下一次迭代报错“Expected to have finished reduction in the prior iteration” | 让它在每一步都有一个损失项（`0 * classes.sum()` 即可），或者 `find_unused_parameters=True`（每次迭代多遍历一次计算图）；`static_graph=True` 修不好这个 D |
 # | BatchNorm，D 做两次前向传播、一次反向传播 | 在这个版本的 torch 上能运行：DDP 复制缓冲区不再算作写入 | 无需处理；但在前向传播和反向传播之间对缓冲区做 `copy_`，仍会抛出版本错误 |
 # | `broadcast_buffers=False` | 不复制缓冲区；各进程的移动平均统计量各自漂移 | 只在一个进程上评估和保存，或者使用 SyncBatchNorm |
-# | CPU 上的 `SyncBatchNorm` | 报错“SyncBatchNorm layers only work with GPU modules” | 只能用于 GPU；每次 BatchNorm 前向传播做一次全规约 |
+# | CPU 上的 `SyncBatchNorm` | 报错“SyncBatchNorm layers only work with GPU modules” | 只能用于 GPU；每次 BatchNorm 的前向传播和反向传播都做一次集合通信 |
 # | 原帖 003 的顺序 | 和单进程时一样的版本错误 | 第 05 课的那些顺序 |
 # | 在微批量上累积梯度 | 梯度正确，但每次反向传播都做一次全规约 | 除最后一个微批量外，其余都放进 `no_sync()` |
 # | G 更新时冻结 D；梯度惩罚 | 各副本保持一致 | 无需处理 |
@@ -285,7 +292,7 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 # ## 小结
 #
 # - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。每次前向传播之前，它把 0 号进程的缓冲区复制到每个进程（`broadcast_buffers=True`）。
-# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 和 `static_graph=True` 能让它运行，但有代价；给每个头都加一个损失项则不花任何代价。
+# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 能让它运行，代价是每次迭代多遍历一次计算图；给每个头都加一个损失项（哪怕权重为零）则不需要任何选项。`static_graph=True` 在这里没能修好它。
 # - 在这个版本的 torch 上，复制缓冲区不再触发版本检查，所以 D 先做两次前向传播再做一次反向传播可以运行；而你自己对已保存的缓冲区的写入仍会抛出第 03 课的错误。`broadcast_buffers=False` 让统计量各自漂移；`SyncBatchNorm` 需要 GPU。
 # - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件。
 # - 在 GPU 上（每块 GPU 一个进程，使用 NCCL），求平均和反向传播重叠进行，每个设备分担的是实实在在的工作。在这台 2 核 CPU 上，第二个进程带不来任何好处：`docs/training.md` 给出了实测的每步用时。
