@@ -178,7 +178,7 @@ def d_step_accumulated(ddp, opt_D, x_real, x_fake, accum):
 
 
 def d_step_synced_each(ddp, opt_D, x_real, x_fake, accum):
-    """The same without no_sync(): DDP averages after every micro-batch."""
+    """D's hinge loss over `accum` micro-batches, written as on one process."""
     opt_D.zero_grad()
     for real, fake in zip(x_real.chunk(accum), x_fake.chunk(accum)):
         ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()

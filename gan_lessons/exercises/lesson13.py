@@ -57,8 +57,8 @@ def check_ddp_accumulation(d_step) -> bool:
     if len(mine[0]["opt_D"]) == CALLS and len(mine[1]["opt_D"]) == CALLS and not all(
             torch.equal(a, b) for a, b in zip(runs[0]["grads"], runs[1]["grads"])):
         return verdict(name, [_("the two processes stepped on different gradients: DDP never averaged them over the "
-                                "processes. Averaging happens in a backward through the DDP-wrapped D outside "
-                                "no_sync()")], "")
+                                "processes. Averaging happens in a forward and backward through the DDP-wrapped D "
+                                "outside no_sync()")], "")
     problems = compare_steps(mine[0], reference, _("one process with the whole global batch steps on the mean of "
                                                    "the hinge loss over it"))
     last = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS, last_only=True))

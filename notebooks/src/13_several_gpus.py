@@ -22,13 +22,13 @@
 #
 # **Goal.** The day a GAN moves to several GPUs, the errors of lessons 01 to 10 come back in new forms, and a few
 # new ones arrive. `DistributedDataParallel` (DDP) runs one copy of G and D per device, each on its own slice of
-# the batch, and keeps the copies equal by averaging their gradients. This lesson shows what that adds to a step and
+# the batch, and keeps the copies equal. This lesson shows what that adds to a step and
 # where it breaks: parameters no loss reaches, BatchNorm's buffers, seed 003's order, gradient accumulation, noise
 # and files.
 #
 # **How it runs here.** Every experiment runs in two processes that this notebook starts on the CPU, joined by
-# PyTorch's gloo backend, exactly as `torchrun --nproc_per_node=2` would start them on two GPUs with NCCL. What DDP
-# does to autograd is the same on both; the speed is not (the note at the end says what a GPU changes). Each
+# PyTorch's gloo backend, as `torchrun --nproc_per_node=2` would start them on two GPUs with NCCL. What DDP does
+# to autograd is the same on both (SyncBatchNorm aside: GPUs only); the speed is not (the note at the end says what a GPU changes). Each
 # experiment is a plain function in `gan_lessons/ddp_lesson.py`, `f(rank, world, ...)`, called in both processes
 # by `processes.run`, which returns what each process returned, rank 0 first. Planned at 55 minutes.
 
@@ -63,8 +63,8 @@ def same(a, b):
 # ## 1 · What DDP adds to a step
 #
 # **Why it matters.** Every distributed bug below comes from one of three things DDP adds, and none of them is
-# visible in the training code: a hook on every parameter that averages gradients during `backward()`, the buckets
-# those gradients travel in, and a copy of rank 0's buffers into every process before each forward.
+# visible in the training code: a hook on every parameter that acts during `backward()`, the buckets gradients
+# travel in between the processes, and something it does to the buffers before each forward.
 #
 # Wrapping is one line, `ddp = DistributedDataParallel(D)`; the training code then calls `ddp(x)` where it called
 # `D(x)`. Each process below computes D's loss on its **own** batch (a different one per rank) and calls
@@ -91,18 +91,18 @@ claim("after the DDP backward, each process holds the mean of the processes' own
 claim("and the two processes hold the same gradient, to the last bit: their optimizers take the same step",
       torch.equal(rank0["after_ddp"], rank1["after_ddp"]))
 claim("the gradients travelled in one bucket (D is small), sent once in the backward",
-      rank0["buckets_sent"] == 1, shown=f"bucket sizes {rank0['bucket_sizes']} parameters' entries")
+      rank0["buckets_sent"] == 1, shown=f"bucket sizes {rank0['bucket_sizes']} bytes: D's 193 float32 entries")
 
 # %% [markdown]
 # The averaging happens **inside** `backward()`: DDP registers a hook that fires when a parameter's gradient is
 # ready, and sends the gradients in buckets (25 MiB by default) as they fill, so communication overlaps the rest of
 # the backward. The counting hook above (`register_comm_hook`) sees each bucket go. That is why a loss that does not
-# reach every parameter, or a backward skipped on one process, breaks DDP: the other processes wait for a bucket
-# that never comes.
+# reach every parameter breaks DDP: the bucket that holds the parameter never fills, so it is never averaged, and
+# DDP notices at the next forward (section 3).
 #
-# **Buffers.** BatchNorm's running statistics are buffers, not parameters: no gradient averages them. Instead, by
-# default (`broadcast_buffers=True`) DDP copies rank 0's buffers into every process at the start of each forward.
-# Below, rank 1 writes 5 into its D's running mean, and each process then runs one forward of its own batch.
+# **Buffers.** BatchNorm's running statistics are buffers, not parameters: no gradient reaches them, so the hooks
+# cannot keep them equal. Below, rank 1 writes 5 into its D's running mean, and each process then runs one forward
+# of its own batch, with DDP's default for buffers (`broadcast_buffers=True`).
 
 # %%
 show_source(ddp_lesson.buffers)
@@ -128,18 +128,19 @@ claim("with broadcast_buffers=False each process keeps its own statistics: rank 
       bool(kept1["running_mean"].mean() > 4), shown=f"rank 1 {rounded(kept1['running_mean'][:3])}")
 from torch.nn.parallel import DistributedDataParallel
 if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-    print(f"torch {torch.__version__} offers forward_sync_buffers for the copy before each forward, and warns that "
-          f"broadcast_buffers is deprecated; broadcast_buffers=False also skips the copy DDP makes when it wraps.")
+    print(f"torch {torch.__version__}'s DDP also takes forward_sync_buffers, a newer name for the copy before "
+          f"each forward.")
 
 # %% [markdown]
 # ## 2 · BatchNorm's buffers and the version error
 #
-# **Why it matters.** "DDP + BatchNorm + two forwards of D" is one of the most reported GAN errors of its kind
-# (pytorch/pytorch#22095, #65907, #110363; rosinality/stylegan2-pytorch#236; Project-MONAI/GenerativeModels#352):
+# **Why it matters.** "DDP + BatchNorm + two forwards of D" is one of the most reported DDP errors in GAN code
+# (pytorch/pytorch#22095, #175024; rosinality/stylegan2-pytorch#236; Project-MONAI/GenerativeModels#352):
 # D runs on the real batch and on the fake batch, then one backward raises lesson 03's version error on a tensor
 # the size of BatchNorm's running mean. The cause was DDP's buffer copy at the second forward: an in-place write to
-# a buffer that the first forward's graph had saved. On this torch DDP makes that copy without counting it as a
-# write (the version counter stayed put above), so the classic case runs:
+# a buffer that the first forward's graph had saved. On this torch (the setup cell prints its version) DDP makes
+# that copy without counting it as a write (the version counter stayed put above), so the classic case runs; on a
+# torch whose DDP counts it, the same code raises, and the fixes below apply:
 
 # %%
 show_source(ddp_lesson.two_forwards)
@@ -157,9 +158,9 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 # %% [markdown]
 # The two fixes people post each remove the write, at a price.
 #
-# - `broadcast_buffers=False`: no copy at all, so nothing is written. The price, measured in section 1: each
-#   process's running statistics drift apart, so `D.eval()` gives different scores on different processes, and
-#   the checkpoint (rank 0's) holds rank 0's statistics only.
+# - `broadcast_buffers=False`: no copy at all, so nothing is written. The price: each process keeps statistics of
+#   its own (rank 1's 5 survived in section 1; with different batches they drift apart), so `D.eval()` can score
+#   differently on different processes, and the checkpoint (rank 0's) holds rank 0's statistics only.
 # - `SyncBatchNorm`: BatchNorm computes its batch statistics over all processes, with a collective in every
 #   BatchNorm forward and backward; the buffers then agree without a copy. It needs GPUs:
 
@@ -170,15 +171,16 @@ with expect_error(ValueError, "SyncBatchNorm layers only work with GPU modules")
 
 # %%
 gap = (kept0["running_mean"] - kept1["running_mean"]).abs().max().item()
-claim("broadcast_buffers=False: after one forward the two processes' running means differ", gap > 1,
+claim("broadcast_buffers=False: after one forward, rank 1's running mean is still its own, far from rank 0's",
+      gap > 1,
       shown=f"largest difference {gap:.3f}")
 
 # %% [markdown]
 # ## 3 · A parameter no loss reaches
 #
 # **Why it matters.** An AC-GAN-style D has two heads: a real/fake score and class logits. A step whose loss uses
-# only the score (a D step on unlabelled data, or a G step) leaves the class head without a gradient. On one
-# process that is harmless: its `.grad` stays `None`. Under DDP the other processes wait for that head's bucket.
+# only the score (a D step on unlabelled data) leaves the class head without a gradient. On one process that is
+# harmless: its `.grad` stays `None`. Under DDP that head's bucket never fills.
 
 # %%
 show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
@@ -203,8 +205,9 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
     processes.run(ddp_lesson.unused_head, iterations=2)
 
 # %% [markdown]
-# The message offers `find_unused_parameters=True`: DDP then walks the autograd graph from the forward's outputs at
-# every iteration and marks what no loss reached as ready. It runs:
+# The message offers `find_unused_parameters=True`: DDP then does extra work at every iteration to settle the
+# parameters that got no gradient (PyTorch's documentation: a walk of the autograd graph from the forward's
+# outputs). It runs:
 
 # %%
 ran = processes.run(ddp_lesson.unused_head, iterations=3, find_unused_parameters=True)
@@ -213,8 +216,8 @@ claim("find_unused_parameters=True: three iterations run, and the class head has
 
 # %% [markdown]
 # `static_graph=True`, the other flag the documentation offers, records the graph in the first iteration and
-# reuses it. It does not rescue this D: two iterations run, and the third raises, with a message that says the graph
-# changed.
+# reuses it. It does not rescue this D: by the third iteration it raises, with a message that says the graph
+# changed, though this D's graph is the same at every iteration.
 
 # %%
 with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration"):
@@ -241,7 +244,7 @@ claim("with 0 * classes.sum() in D's loss and no flag, three iterations run; the
 #
 # **Why it matters.** Seed 003's strategy 1 (lesson 05) keeps D's graph with `retain_graph=True`, steps D, then
 # backpropagates G's loss through the stale graph. DDP changes nothing about that: the step still writes D's weights
-# in place before a backward that saved them.
+# in place before the backward of a graph that saved them.
 
 # %%
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16, 1\]\]"):
@@ -249,15 +252,14 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 
 # %% [markdown]
 # The fix is lesson 05's: any order that takes G's gradient before `opt_D.step()`, or through a fresh D forward
-# after it. `python -m gan_lessons train --strategy ...` under `torchrun` runs every lesson strategy with DDP.
+# after it. `python -m gan_lessons train --strategy ...` under `torchrun` runs every lesson strategy with DDP
+# (seed 003's raises the same error there).
 
 # %% [markdown]
 # ## 5 · Accumulating D's gradient: `no_sync()`
 #
 # **Why it matters.** BigGAN adds D's gradient up over several micro-batches when one batch does not fit (lesson
-# 10 did it with a `GradScaler`). Under DDP every backward averages over the processes, so a step of two
-# micro-batches communicates twice, where averaging the sum once gives the same gradient. Here is the step written
-# as on one process:
+# 10 did it with a `GradScaler`). Here is that step written as on one process, with D wrapped in DDP:
 
 # %%
 show_source(ddp_lesson.d_step_synced_each)
@@ -277,8 +279,10 @@ claim("the gradient is right all the same: each process steps on what one proces
       all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)))
 
 # %% [markdown]
-# `with ddp.no_sync():` turns the averaging off for the backwards inside it: their gradients add up in `.grad`
-# locally, and the first backward **outside** it averages the sum. The exercise asks for that step.
+# Averaging the sum once gives the same gradient. `with ddp.no_sync():` turns the averaging off for the passes
+# run inside it, forward **and** backward (DDP decides at the forward whether the next backward averages): their
+# gradients add up in `.grad` locally, and the first forward and backward **outside** it average the sum. The
+# exercise asks for that step.
 
 # %% [markdown]
 # ## 6 · Freezing D and a gradient penalty under DDP
@@ -337,7 +341,7 @@ claim("rank 0 alone wrote the checkpoint; after a barrier, every process read th
 # | on several processes | what happens | what to do |
 # |---|---|---|
 # | a parameter no loss reaches (a second head) | the next iteration raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step (`0 * classes.sum()` will do), or `find_unused_parameters=True` (a graph walk every iteration); `static_graph=True` does not fix this D |
-# | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing; but a `copy_` into a buffer between the forwards and the backward still raises the version error |
+# | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing on this torch (on one whose DDP counts it: the buffer fixes below); a `copy_` into a buffer between the forwards and the backward still raises the version error |
 # | `broadcast_buffers=False` | no buffer copy; each process's running statistics drift apart | evaluate and save from one process, or use SyncBatchNorm |
 # | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; a collective in every BatchNorm forward and backward |
 # | seed 003's order | the same version error as on one process | lesson 05's orders |
@@ -371,13 +375,14 @@ claim("rank 0 alone wrote the checkpoint; after a barrier, every process read th
 # Write `d_step(ddp, opt_D, x_real, x_fake, accum)`: one D step with D's gradient added up over `accum`
 # micro-batches, where `ddp` is D wrapped in DDP. Cut `x_real` and `x_fake` into `accum` equal chunks, in order;
 # for each pair, D's hinge loss `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`, divided by `accum`,
-# and its own backward; one `opt_D.step()`, on a fresh gradient in every call. DDP must average **once** a step:
-# every backward but the last inside `ddp.no_sync()`.
+# and its own backward; one `opt_D.step()`, each call starting from an emptied gradient. DDP must average **once**
+# a step: every micro-batch but the last, its forward and its backward, inside `ddp.no_sync()`.
 #
 # The checker runs your function in two processes, each on its own batch, two calls each, and compares the gradient
 # D steps on in each process with the gradient one process steps on with the two batches together; a counting hook
 # checks that DDP sends its bucket once a step. Your function runs in the two processes alone, without this
-# notebook's other cells: `torch`, `F`, `nn` and `contextlib` are there, import anything else inside it.
+# notebook's other cells (a helper defined in another cell is not there, and what it prints is not shown): `torch`,
+# `F`, `nn` and `contextlib` are there; define or import anything else inside it.
 
 # %%
 import contextlib

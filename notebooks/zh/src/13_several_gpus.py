@@ -20,9 +20,9 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_several_gpus.ipynb)
 #
-# **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并通过对梯度求平均让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
+# **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
 #
-# **在这里怎么运行**。每个实验都在本笔记本于 CPU 上启动的两个进程里运行，两个进程由 PyTorch 的 gloo 后端连在一起，和 `torchrun --nproc_per_node=2` 在两块 GPU 上用 NCCL 启动它们的方式完全一样。DDP 对自动微分做的事在两种情况下相同，速度则不同（本课最后会说明换成 GPU 后有什么变化）。每个实验都是 `gan_lessons/ddp_lesson.py` 里的一个普通函数 `f(rank, world, ...)`，由 `processes.run` 在两个进程里分别调用，并按 0 号进程在前的顺序返回每个进程的结果。本课计划用时 55 分钟。
+# **在这里怎么运行**。每个实验都在本笔记本于 CPU 上启动的两个进程里运行，两个进程由 PyTorch 的 gloo 后端连在一起，和 `torchrun --nproc_per_node=2` 在两块 GPU 上用 NCCL 启动它们的方式一样。DDP 对自动微分做的事在两种情况下相同（只能用于 GPU 的 SyncBatchNorm 除外），速度则不同（本课最后会说明换成 GPU 后有什么变化）。每个实验都是 `gan_lessons/ddp_lesson.py` 里的一个普通函数 `f(rank, world, ...)`，由 `processes.run` 在两个进程里分别调用，并按 0 号进程在前的顺序返回每个进程的结果。本课计划用时 55 分钟。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -54,9 +54,9 @@ def same(a, b):
 # %% [markdown]
 # ## 1 · DDP 给训练步添了什么
 #
-# **为什么重要**。下面每一个分布式错误都来自 DDP 添加的三样东西之一，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间对梯度求平均；梯度在进程间传送时装进的桶（bucket）；以及每次前向传播之前，把 0 号进程的缓冲区复制到每个进程。
+# **为什么重要**。下面每一个分布式错误都来自 DDP 添加的三样东西之一，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间起作用；梯度在进程间传送时装进的桶（bucket）；以及每次前向传播之前它对缓冲区做的一件事。
 #
-# 包装只要一行：`ddp = DistributedDataParallel(D)`；训练代码随后在原来调用 `D(x)` 的地方调用 `ddp(x)`。下面每个进程都在**自己的**批量上（每个进程编号，即 rank，各不相同）计算 D 的损失并调用 `backward()`：一次用普通的 D，一次用权重相同、经 DDP 包装的 D。
+# 包装只要一行：`ddp = DistributedDataParallel(D)`；训练代码随后在原来调用 `D(x)` 的地方调用 `ddp(x)`。下面每个进程都在**自己的**批量上（每个进程的批量都不同；进程编号即 rank）计算 D 的损失并调用 `backward()`：一次用普通的 D，一次用权重相同、经 DDP 包装的 D。
 
 # %%
 show_source(ddp_lesson.averaged)
@@ -78,12 +78,12 @@ claim("DDP 反向传播之后，每个进程拿到的都是各进程自身梯度
 claim("两个进程的梯度逐位相同：它们的优化器会做出相同的更新",
       torch.equal(rank0["after_ddp"], rank1["after_ddp"]))
 claim("梯度装在一个桶里（D 很小），在反向传播中发送了一次",
-      rank0["buckets_sent"] == 1, shown=f"桶的大小：{rank0['bucket_sizes']} 个参数元素")
+      rank0["buckets_sent"] == 1, shown=f"桶的大小：{rank0['bucket_sizes']} 字节，即 D 的 193 个 float32 元素")
 
 # %% [markdown]
-# 求平均发生在 `backward()` **之内**：某个参数的梯度一算好，DDP 注册的钩子就会触发，梯度按桶（默认 25 MiB）装满一个发一个，因此通信和反向传播的其余部分是重叠进行的。上面那个计数用的钩子（`register_comm_hook`）能看到每个桶发出去。这也解释了为什么一个没有到达所有参数的损失，或者某个进程跳过了一次反向传播，会让 DDP 出错：其他进程在等一个永远不会来的桶。
+# 求平均发生在 `backward()` **之内**：某个参数的梯度一算好，DDP 注册的钩子就会触发，梯度按桶（默认 25 MiB）装满一个发一个，因此通信和反向传播的其余部分是重叠进行的。上面那个计数用的钩子（`register_comm_hook`）能看到每个桶发出去。这也解释了为什么一个没有用到所有参数的损失会让 DDP 出错：装着那个参数的桶永远装不满，也就永远不会被求平均，DDP 在下一次前向传播时发现这一点（第 3 节）。
 #
-# **缓冲区**。BatchNorm 的移动平均统计量是缓冲区，不是参数：没有梯度会去平均它们。DDP 的做法是：默认情况下（`broadcast_buffers=True`），每次前向传播开始时，把 0 号进程的缓冲区复制到每个进程。下面，1 号进程先把它的 D 的移动平均值写成 5，然后每个进程用自己的批量做一次前向传播。
+# **缓冲区**。BatchNorm 的运行统计量是缓冲区，不是参数：没有梯度会到达它们，钩子也就没法让它们保持一致。下面，1 号进程先把它的 D 的移动平均值写成 5，然后每个进程用自己的批量做一次前向传播，缓冲区用 DDP 的默认设置（`broadcast_buffers=True`）。
 
 # %%
 show_source(ddp_lesson.buffers)
@@ -107,13 +107,12 @@ claim("broadcast_buffers=False 时，每个进程保留自己的统计量：1 �
       bool(kept1["running_mean"].mean() > 4), shown=f"1 号进程 {rounded(kept1['running_mean'][:3])}")
 from torch.nn.parallel import DistributedDataParallel
 if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-    print(f"torch {torch.__version__} 为每次前向传播之前的复制提供了 forward_sync_buffers，并提示 broadcast_buffers "
-          f"已被弃用；broadcast_buffers=False 还会跳过 DDP 包装模型时做的那次复制。")
+    print(f"torch {torch.__version__} 的 DDP 还接受 forward_sync_buffers，这是每次前向传播之前那次复制的新名字。")
 
 # %% [markdown]
 # ## 2 · BatchNorm 的缓冲区与版本错误
 #
-# **为什么重要**。“DDP + BatchNorm + D 的两次前向传播”是同类 GAN 错误里被报告得最多的一种（pytorch/pytorch#22095、#65907、#110363；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因是 DDP 在第二次前向传播时复制缓冲区：这是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上，DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行：
+# **为什么重要**。“DDP + BatchNorm + D 的两次前向传播”是 GAN 代码里最常被报告的 DDP 错误之一（pytorch/pytorch#22095、#175024；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因是 DDP 在第二次前向传播时复制缓冲区：这是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上（准备工作那一格打印了它的版本），DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行；在把这次复制算作写入的 torch 上，同样的代码会报错，这时就要用下面的修法：
 
 # %%
 show_source(ddp_lesson.two_forwards)
@@ -130,7 +129,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 # %% [markdown]
 # 网上流传的两个修法都去掉了这次写入，各有代价。
 #
-# - `broadcast_buffers=False`：根本不复制，也就没有写入。代价在第 1 节已经测过：各进程的移动平均统计量会各自漂移，于是 `D.eval()` 在不同进程上给出不同的分数，而检查点（0 号进程写的）只保存了 0 号进程的统计量。
+# - `broadcast_buffers=False`：根本不复制，也就没有写入。代价是每个进程保留自己的统计量（第 1 节里 1 号进程的 5 保留了下来；批量不同，统计量就会各自漂移），于是 `D.eval()` 在不同进程上可能给出不同的分数，而检查点（0 号进程写的）只保存了 0 号进程的统计量。
 # - `SyncBatchNorm`：BatchNorm 在所有进程上一起计算批量统计量，每次 BatchNorm 的前向传播和反向传播都要做一次进程间的集合通信；这样缓冲区不用复制也一致。它需要 GPU：
 
 # %%
@@ -140,13 +139,13 @@ with expect_error(ValueError, "SyncBatchNorm layers only work with GPU modules")
 
 # %%
 gap = (kept0["running_mean"] - kept1["running_mean"]).abs().max().item()
-claim("broadcast_buffers=False：一次前向传播之后，两个进程的移动平均值就不一样了", gap > 1,
+claim("broadcast_buffers=False：一次前向传播之后，1 号进程的移动平均值仍是它自己的，和 0 号进程的相差很远", gap > 1,
       shown=f"最大差值 {gap:.3f}")
 
 # %% [markdown]
 # ## 3 · 没有任何损失到达的参数
 #
-# **为什么重要**。AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D，或者更新 G），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，其他进程会一直等这个头所在的桶。
+# **为什么重要**。AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，这个头所在的桶永远装不满。
 
 # %%
 show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
@@ -169,7 +168,7 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
     processes.run(ddp_lesson.unused_head, iterations=2)
 
 # %% [markdown]
-# 报错信息建议 `find_unused_parameters=True`：DDP 会在每次迭代时从前向传播的输出出发遍历一遍计算图，把没有被任何损失到达的参数标记为已就绪。它能运行：
+# 报错信息建议 `find_unused_parameters=True`：DDP 会在每次迭代时多做一些工作，处理那些没有得到梯度的参数（PyTorch 的文档说：从前向传播的输出出发遍历一遍计算图）。它能运行：
 
 # %%
 ran = processes.run(ddp_lesson.unused_head, iterations=3, find_unused_parameters=True)
@@ -177,7 +176,7 @@ claim("find_unused_parameters=True：三次迭代都能运行，类别头没有�
       all(r["ran"] == 3 and r["classes_grad"] is None for r in ran))
 
 # %% [markdown]
-# 文档给出的另一个选项 `static_graph=True` 会在第一次迭代时记下计算图，之后重复使用。它救不了这个 D：前两次迭代能运行，第三次报错，报错信息说计算图变了。
+# 文档给出的另一个选项 `static_graph=True` 会在第一次迭代时记下计算图，之后重复使用。它救不了这个 D：到第三次迭代时就会报错，报错信息说计算图变了，尽管这个 D 的计算图每次迭代都一样。
 
 # %%
 with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration"):
@@ -199,19 +198,19 @@ claim("D 的损失里加上 0 * classes.sum()、不设任何选项时，三次�
 # %% [markdown]
 # ## 4 · DDP 下原帖 003 的顺序
 #
-# **为什么重要**。原帖 003 的策略 1（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在一次保存了 D 的权重的反向传播之前，原地改写了这些权重。
+# **为什么重要**。原帖 003 的策略 1（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在反向传播之前原地改写了 D 的权重，而这次反向传播所用的计算图保存了这些权重。
 
 # %%
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16, 1\]\]"):
     processes.run(ddp_lesson.seed003)
 
 # %% [markdown]
-# 修法就是第 05 课的：任何一种在 `opt_D.step()` 之前求 G 的梯度的顺序，或者在它之后重新做一次 D 的前向传播。在 `torchrun` 下，`python -m gan_lessons train --strategy ...` 能用 DDP 运行每一种课程里的策略。
+# 修法就是第 05 课的：任何一种在 `opt_D.step()` 之前求 G 的梯度的顺序，或者在它之后重新做一次 D 的前向传播。在 `torchrun` 下，`python -m gan_lessons train --strategy ...` 能用 DDP 运行每一种课程里的策略（原帖 003 的顺序在那里同样报错）。
 
 # %% [markdown]
 # ## 5 · 累积 D 的梯度：`no_sync()`
 #
-# **为什么重要**。一个批量放不下时，BigGAN 会把 D 的梯度在几个微批量上累积起来（第 10 课配合 `GradScaler` 做过）。在 DDP 下，每次反向传播都会在进程间求平均，所以一步两个微批量就要通信两次，而把总和平均一次就能得到同样的梯度。下面是按单进程写法写的这个训练步：
+# **为什么重要**。一个批量放不下时，BigGAN 会把 D 的梯度在几个微批量上累积起来（第 10 课配合 `GradScaler` 做过）。下面是按单进程写法写的这个训练步，D 经过了 DDP 包装：
 
 # %%
 show_source(ddp_lesson.d_step_synced_each)
@@ -231,12 +230,12 @@ claim("梯度照样是对的：每个进程据以更新的，和单个进程用�
       all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)))
 
 # %% [markdown]
-# `with ddp.no_sync():` 会关掉其中那些反向传播的求平均：它们的梯度在本地的 `.grad` 里累加，而它**之外**的第一次反向传播会对总和求平均。练习要你写的就是这样一个训练步。
+# 把总和平均一次就能得到同样的梯度。`with ddp.no_sync():` 会关掉在它里面运行的那些前向传播**和**反向传播的求平均（DDP 在前向传播时就决定了下一次反向传播是否求平均）：它们的梯度在本地的 `.grad` 里累加，而它**之外**的第一次前向传播和反向传播会对总和求平均。练习要你写的就是这样一个训练步。
 
 # %% [markdown]
 # ## 6 · DDP 下冻结 D 与梯度惩罚
 #
-# **为什么重要**。第 08 课和第 09 课写过一个 WGAN-GP 训练步：G 更新时冻结 D，梯度惩罚两次穿过 D 做反向传播（`create_graph=True`）。这两样都碰到了 DDP 装钩子的地方：冻结的 D 有些参数在 G 的更新中得不到梯度；惩罚项的 `autograd.grad` 算出梯度，却不放进 `.grad`。在两个进程里把两者都运行三步：
+# **为什么重要**。第 08 课和第 09 课写过一个 WGAN-GP 训练步：G 更新时冻结 D，梯度惩罚需要穿过 D 做二阶反向传播（`create_graph=True`）。这两样都碰到了 DDP 装钩子的地方：冻结的 D 有些参数在 G 的更新中得不到梯度；惩罚项的 `autograd.grad` 算出梯度，却不放进 `.grad`。在两个进程里把两者都运行三步：
 
 # %%
 show_source(ddp_lesson.frozen_and_penalty)
@@ -279,8 +278,8 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 # | 在多个进程上 | 会发生什么 | 怎么办 |
 # |---|---|---|
 # | 某个参数没有任何损失到达（第二个头） | 下一次迭代报错“Expected to have finished reduction in the prior iteration” | 让它在每一步都有一个损失项（`0 * classes.sum()` 即可），或者 `find_unused_parameters=True`（每次迭代多遍历一次计算图）；`static_graph=True` 修不好这个 D |
-# | BatchNorm，D 做两次前向传播、一次反向传播 | 在这个版本的 torch 上能运行：DDP 复制缓冲区不再算作写入 | 无需处理；但在前向传播和反向传播之间对缓冲区做 `copy_`，仍会抛出版本错误 |
-# | `broadcast_buffers=False` | 不复制缓冲区；各进程的移动平均统计量各自漂移 | 只在一个进程上评估和保存，或者使用 SyncBatchNorm |
+# | BatchNorm，D 做两次前向传播、一次反向传播 | 在这个版本的 torch 上能运行：DDP 复制缓冲区不再算作写入 | 在这个版本的 torch 上无需处理（在把复制算作写入的 torch 上，用下面缓冲区的修法）；在前向传播和反向传播之间对缓冲区做 `copy_`，仍会抛出版本错误 |
+# | `broadcast_buffers=False` | 不复制缓冲区；各进程的运行统计量各自漂移 | 只在一个进程上评估和保存，或者使用 SyncBatchNorm |
 # | CPU 上的 `SyncBatchNorm` | 报错“SyncBatchNorm layers only work with GPU modules” | 只能用于 GPU；每次 BatchNorm 的前向传播和反向传播都做一次集合通信 |
 # | 原帖 003 的顺序 | 和单进程时一样的版本错误 | 第 05 课的那些顺序 |
 # | 在微批量上累积梯度 | 梯度正确，但每次反向传播都做一次全规约 | 除最后一个微批量外，其余都放进 `no_sync()` |
@@ -302,9 +301,9 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 #
 # ### 动手实现：在微批量上累积、只平均一次的 D 训练步
 #
-# 写一个 `d_step(ddp, opt_D, x_real, x_fake, accum)`：D 的一步更新，D 的梯度在 `accum` 个微批量上累积，其中 `ddp` 是经 DDP 包装的 D。把 `x_real` 和 `x_fake` 按顺序各均分成 `accum` 块；对每一对，计算 D 的铰链损失 `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`，除以 `accum`，各做一次反向传播；只调用一次 `opt_D.step()`，每次调用都基于新算出的梯度。DDP 每一步只能求**一次**平均：除最后一次之外的每次反向传播，都要放在 `ddp.no_sync()` 里。
+# 写一个 `d_step(ddp, opt_D, x_real, x_fake, accum)`：D 的一步更新，D 的梯度在 `accum` 个微批量上累积，其中 `ddp` 是经 DDP 包装的 D。把 `x_real` 和 `x_fake` 按顺序各均分成 `accum` 块；对每一对，计算 D 的铰链损失 `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`，除以 `accum`，各做一次反向传播；只调用一次 `opt_D.step()`，每次调用 d_step 都要从清零的梯度开始。DDP 每一步只能求**一次**平均：除最后一个微批量之外，每个微批量的前向传播和反向传播都要放在 `ddp.no_sync()` 里。
 #
-# 检查程序会在两个进程里运行你的函数，每个进程用自己的批量，各调用两次；它把每个进程中 D 据以更新的梯度，与单个进程把两个批量合在一起时据以更新的梯度相比较，并用一个计数钩子检查 DDP 每一步只发送一次桶。你的函数是在那两个进程里单独运行的，看不到本笔记本其他单元格里的东西：`torch`、`F`、`nn` 和 `contextlib` 已经有了，其他要用的请在函数内部导入。
+# 检查程序会在两个进程里运行你的函数，每个进程用自己的批量，各调用两次；它把每个进程中 D 据以更新的梯度，与单个进程把两个批量合在一起时据以更新的梯度相比较，并用一个计数钩子检查 DDP 每一步只发送一次桶。你的函数是在那两个进程里单独运行的，看不到本笔记本其他单元格里的东西（在别的单元格里定义的辅助函数不在那里，它打印的内容也不会显示）：`torch`、`F`、`nn` 和 `contextlib` 已经有了，其他要用的请在函数内部定义或导入。
 
 # %%
 import contextlib
