@@ -116,10 +116,7 @@ class doctor:
         if diagnosis is not None:
             self.diagnoses.append(diagnosis)
             error.diagnosis = diagnosis
-            if ranks.first_to_say(diagnosis.text()):          # under torchrun: once for all the processes
-                print(ranks.said(diagnosis.text()), file=sys.stderr)
+            ranks.tell(diagnosis.text())                      # under torchrun: once for all the processes
         for note in self.notes[-1:]:
-            line = _("autograd doctor note: {note}").format(note=note)
-            if ranks.first_to_say(line):
-                print(ranks.said(line), file=sys.stderr)
+            ranks.tell(_("autograd doctor note: {note}").format(note=note))
         return diagnosis

@@ -1,7 +1,6 @@
 """The silent bugs the doctor warns about: a sigmoid into a *_with_logits loss, a `.data` change a pending graph
 saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, and a
 gradient penalty made from torch.autograd.grad without create_graph=True."""
-import sys
 import warnings
 import weakref
 
@@ -281,10 +280,10 @@ class Checks:
 
     def inform(self, summary, facts, fixes, key=None):
         """Not a warning (the training is right): one line of information on stderr, once per kind and line."""
-        if (d := self._once("information", summary, facts, fixes, key)) is not None and ranks.first_to_say(d.text()):
+        if (d := self._once("information", summary, facts, fixes, key)) is not None:
             details = d.text().split("\n")[1:]           # the facts and fixes under the summary line
-            print(ranks.said("\n".join([_("autograd doctor (information, not a warning): {summary}").format(
-                summary=summary)] + details)), file=sys.stderr)
+            ranks.tell("\n".join([_("autograd doctor (information, not a warning): {summary}").format(
+                summary=summary)] + details))
 
     def nonleaf_grad(self, tensor, where):
         if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.journal.diagnoses):
@@ -294,5 +293,4 @@ class Checks:
                       {"where": where}, [(N_("call .retain_grad() on it before backward(), or read a leaf's .grad"),
                                           "01")])
         self.journal.diagnoses.append(d)
-        if ranks.first_to_say(d.text()):
-            print(ranks.said(d.text()), file=sys.stderr)
+        ranks.tell(d.text())

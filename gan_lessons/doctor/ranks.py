@@ -8,6 +8,7 @@ what all of them found, and another rank says only what rank 0 did not find (nam
 processes share the folder; on several machines, each machine's processes say it once."""
 import hashlib
 import os
+import sys
 import tempfile
 import time
 
@@ -57,3 +58,9 @@ def said(text: str) -> str:
         return text
     first, _sep, rest = text.partition("\n")
     return _("{line} [rank {rank}]").format(line=first, rank=r) + ("\n" + rest if rest else "")
+
+
+def tell(text: str) -> None:
+    """Print `text` on stderr, as this process says it, when it is the first of its run to say it."""
+    if first_to_say(text):
+        print(said(text), file=sys.stderr)
