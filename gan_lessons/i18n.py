@@ -12,6 +12,7 @@ A lesson picks its language in the setup cell, `setup(seed=0, lang="zh")`; a scr
 import gettext
 import os
 import re
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -98,3 +99,34 @@ def tidy(text: str) -> str:
     if language() != "zh":
         return text
     return re.sub(rf"(?<=[{_CJK}]) +(?=[{_CJK}])", "", text)
+
+
+class Text(str):
+    """A translated label that lines up in a table whatever its language: `f"{tr('strategy'):<22}"` pads to 22
+    columns of screen, where a Chinese character takes two (str's own padding counts it as one)."""
+
+    def __format__(self, spec: str) -> str:
+        aligned = re.fullmatch(r"(.)?([<>^])(\d+)", spec)
+        if not aligned:
+            return str.__format__(str(self), spec)
+        fill, align, width = aligned.group(1) or " ", aligned.group(2), int(aligned.group(3))
+        gap = max(0, width - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in self))
+        left = {"<": 0, ">": gap, "^": gap // 2}[align]
+        return fill * left + str(self) + fill * (gap - left)
+
+
+def tr(message: str, **values) -> Text:
+    """A lesson's own words (a table's header, a figure's legend, a label before a value) in the language in use,
+    through the same catalog as the package's messages: `tr("{n} of {total} G parameters have a .grad", n=3,
+    total=4)`. The lesson's code is the same in both editions; tools/messages.py extracts the messages."""
+    return Text(tidy(_(message).format(**values)) if values else _(message))
+
+
+# The answers a prediction may name in words: a check shows them, and accepts them, in the lesson's language too.
+CHOICES = (N_("both"), N_("neither"), N_("none"), N_("error"), N_("moves"), N_("stays"), N_("far fewer bytes"),
+           N_("about the same"), N_("far more bytes"))
+
+
+def choice(answer):
+    """`answer` in the language in use when it is one of CHOICES, else `answer` itself."""
+    return _(answer) if isinstance(answer, str) and answer in CHOICES else answer

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gan_lessons.i18n import _, set_language
+from gan_lessons.i18n import _, choice, set_language, tr  # noqa: F401 (tr: the setup cell imports it from here)
 
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
@@ -28,7 +28,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="en")"""
 # The Chinese lessons' setup cell (notebooks/zh/): the same code, its comment in Chinese, and lang="zh".
@@ -167,10 +167,11 @@ def check(question: str, prediction, actual, why: str = "") -> None:
     if prediction is ...:
         not_solved(question, _("your prediction"))
         return
-    right = same_answer(prediction, actual)
+    shown = choice(actual)           # "both" is 两者 in a Chinese lesson, and either is right
+    right = same_answer(prediction, actual) or same_answer(prediction, shown)
     verdict = _("right") if right else _("not quite: you predicted {prediction}").format(prediction=repr(prediction))
     print(_("{mark} {question} -> {actual} ({verdict})").format(mark="✓" if right else "✗", question=question,
-                                                                actual=repr(actual), verdict=verdict))
+                                                                actual=repr(shown), verdict=verdict))
     if why:
         print(_("  why: {why}").format(why=why))
 
@@ -241,7 +242,7 @@ def hidden(encoded: str, namespace=None, local=None) -> str:
 
 def describe(**tensors) -> None:
     """One row per tensor: requires_grad, is_leaf, grad_fn and .grad (non-leaves say why they have none)."""
-    print(f"{'name':<10}{'requires_grad':<15}{'is_leaf':<9}{'grad_fn':<18}grad")
+    print(f"{tr('name'):<10}{'requires_grad':<15}{'is_leaf':<9}{'grad_fn':<18}grad")
     for name, t in tensors.items():
         fn = type(t.grad_fn).__name__ if t.grad_fn is not None else "None"
         if t.is_leaf or t.retains_grad:

@@ -1,6 +1,7 @@
 """The package's message catalog (gan_lessons/i18n.py says how messages are written): extract, translate, compile.
 
-    python tools/messages.py                  extract every `_()`/`N_()` message from gan_lessons/, update the
+    python tools/messages.py                  extract every `_()`/`N_()` message from gan_lessons/ and every
+                                              `tr()` label of the English lessons (notebooks/src/), update the
                                               template (.pot) and the Chinese catalog (.po), compile the .mo
     python tools/messages.py --add FILE.json  also take translations from {"English message": "中文", ...}
     python tools/messages.py --check          list what is wrong and exit 1: a message with no translation, a
@@ -25,7 +26,8 @@ LOCALE = PACKAGE / "locale"
 POT = LOCALE / "gan_lessons.pot"
 PO = LOCALE / "zh_CN" / "LC_MESSAGES" / "gan_lessons.po"
 MO = PO.with_suffix(".mo")
-KEYWORDS = {"_": None, "N_": None}
+LESSONS = ROOT / "notebooks" / "src"
+KEYWORDS = {"_": None, "N_": None, "tr": None}
 HEADER = dict(project="gan-lessons", version="0.1.0", copyright_holder="gan-lessons", msgid_bugs_address="",
               fuzzy=False)
 
@@ -33,9 +35,14 @@ HEADER = dict(project="gan-lessons", version="0.1.0", copyright_holder="gan-less
 def template() -> Catalog:
     """Every message the package marks, with where it is written (paths relative to the repository)."""
     pot = Catalog(**HEADER)
-    for filename, lineno, message, comments, context in extract_from_dir(
-            PACKAGE, method_map=[("**.py", "python")], keywords=KEYWORDS, comment_tags=("TRANSLATORS:",)):
-        pot.add(message, locations=[(f"gan_lessons/{filename}", lineno)], auto_comments=comments, context=context)
+    for folder in (PACKAGE, LESSONS):
+        for filename, lineno, message, comments, context in extract_from_dir(
+                folder, method_map=[("**.py", "python")], keywords=KEYWORDS, comment_tags=("TRANSLATORS:",)):
+            where = f"{folder.relative_to(ROOT).as_posix()}/{filename}"
+            if pot.get(message, context=context) is not None:        # a label both a lesson and the package use
+                pot[message].locations.append((where, lineno))
+            else:
+                pot.add(message, locations=[(where, lineno)], auto_comments=comments, context=context)
     return pot
 
 

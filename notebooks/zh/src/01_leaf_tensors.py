@@ -35,7 +35,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="zh")
 
@@ -61,7 +61,7 @@ describe(a=a, b=b, loss=loss)
 # %%
 G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))   # 一个很小的“生成器”
 z = torch.randn(1, 4)        # 噪声：由我们创建，不需要梯度
-x_fake = G(z)                # 由作用在G的参数上的运算产生
+x_fake = G(z)                # 由作用在 G 的参数上的运算产生
 doubled_z = z * 2            # 由运算产生，但作用的张量不需要梯度
 
 # %% [markdown]
@@ -70,19 +70,19 @@ doubled_z = z * 2            # 由运算产生，但作用的张量不需要梯�
 # %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False\\W*\u7684\u5f20\u91cf\\W*(\u603b\u662f|\u90fd\u662f|\u4e00\u5f8b\u662f)\u53f6\u5b50\u5f20\u91cf"]
 prediction = True  # SOLUTION: `doubled_z = z * 2` 是叶子张量吗？（True/False）
 check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
-      why="z不需要梯度，所以没有任何运算被跟踪：凡是requires_grad=False的张量都是叶子张量，"
+      why="z 不需要梯度，所以没有任何运算被跟踪：凡是 requires_grad=False 的张量都是叶子张量，"
           "不管它是怎么产生的。")
 
 # %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*\u8fd4\u56de\u7684\u5f20\u91cf\u6ca1\u6709\\s*grad_fn"]
 prediction = False  # SOLUTION: `x_fake.detach()` 有 grad_fn 吗？（True/False）
 check("x_fake.detach() 有 grad_fn", prediction, x_fake.detach().grad_fn is not None,
-      why="detach()返回的张量没有grad_fn，并且requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
+      why="detach()返回的张量没有 grad_fn，并且 requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
 
 # %% tags=["predict"] reveals=["\u53c2\u6570\u90fd?\u662f\u53f6\u5b50\u5f20\u91cf", "\u4e00\u4e2a\u6743\u91cd\u548c\u4e00\u4e2a\u504f\u7f6e\\W*\u5171\\s*4"]
-prediction = 4  # SOLUTION: G的参数张量中，有几个是需要梯度的叶子张量？（一个数）
-check("G中既是叶子张量、又需要梯度的参数张量个数", prediction,
+prediction = 4  # SOLUTION: G 的参数张量中，有几个是需要梯度的叶子张量？（一个数）
+check("G 中既是叶子张量、又需要梯度的参数张量个数", prediction,
       sum(p.is_leaf and p.requires_grad for p in G.parameters()),
-      why="两个Linear层各有一个权重和一个偏置，共4个；ReLU没有参数。模块自己创建参数，并设置"
+      why="两个 Linear 层各有一个权重和一个偏置，共 4 个；ReLU 没有参数。模块自己创建参数，并设置"
           "requires_grad=True，所以它们不是由任何被跟踪的运算产生的。")
 
 # %% [markdown]
@@ -109,13 +109,13 @@ loss = c.sum()
 loss.backward()
 
 # %% tags=["predict"] reveals=["\u53ea\u6709\u9700\u8981\u68af\u5ea6\u7684\u53f6\u5b50\u5f20\u91cf\u624d\u4f1a?(\u5f97\u5230|\u6709)", "b\\.grad = None"]
-prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的.grad里有梯度？（名字组成的列表，例如["a", "c"]）
+prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的.grad 里有梯度？（名字组成的列表，例如["a", "c"]）
 import warnings
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore")               # 读取c.grad会发出警告；接下来几个单元格会说明原因
+    warnings.simplefilter("ignore")               # 读取 c.grad 会发出警告；接下来几个单元格会说明原因
     filled = [name for name, t in {"a": a, "b": b, "c": c}.items() if t.grad is not None]
-check("backward()填充了.grad的张量", prediction, filled,
-      why="只有需要梯度的叶子张量才会得到.grad：b是叶子张量，但没有任何计算需要它的梯度；c是非叶子张量，"
+check("backward()填充了.grad 的张量", prediction, filled,
+      why="只有需要梯度的叶子张量才会得到.grad：b 是叶子张量，但没有任何计算需要它的梯度；c 是非叶子张量，"
           "它的梯度在反向传播途中算出来，但不会被保留。")
 
 # %% [markdown]
@@ -127,7 +127,7 @@ print("b.grad =", b.grad)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     b_grad = b.grad
-claim("b.grad是None，读取它也不会有任何警告：b是不需要梯度的叶子张量",
+claim("b.grad 是 None，读取它也不会有任何警告：b 是不需要梯度的叶子张量",
       b_grad is None and not caught)
 
 # %% [markdown]
@@ -153,7 +153,7 @@ describe(a=a, b=b, c=c, loss=loss)
 # `c.grad` 全是 1（对求和来说，d loss / d c 处处为 1），而 `a.grad` 等于 `b`，正如乘积法则所说。下面的检查拿自动微分的结果与这条法则比较，用的是 PyTorch 自己算出的值，而不是抄来的数字：
 
 # %%
-claim("a.grad等于b，正如乘积法则所说", torch.equal(a.grad, b), shown=f"a.grad = {a.grad.tolist()}")
+claim("a.grad 等于 b，正如乘积法则所说", torch.equal(a.grad, b), shown=f"a.grad = {a.grad.tolist()}")
 
 # %% [markdown]
 # ## 3 · 直接从当前的张量画出计算图
@@ -167,9 +167,9 @@ loss = (a * b).sum()
 mul = loss.grad_fn.next_functions[0][0]          # a * b 的节点
 
 # %% tags=["predict"] reveals=["`b`\\s*\u6ca1\u6709(\u81ea\u5df1\u7684)?\u8282\u70b9", "b\\s*\u5728\\s*MulBackward0\\s*\u4e2d\u7684\u69fd\u4f4d\u662f\u7a7a\u7684"]
-prediction = False  # SOLUTION: b在loss的计算图里有自己的节点吗（mul中对应b的槽位里有东西吗）？（True/False）
-check("b在loss的计算图里有节点", prediction, mul.next_functions[1][0] is not None,
-      why="没有任何计算需要b的梯度，所以自动微分不为它记录节点：它的槽位是None。")
+prediction = False  # SOLUTION: b 在 loss 的计算图里有自己的节点吗（mul 中对应 b 的槽位里有东西吗）？（True/False）
+check("b 在 loss 的计算图里有节点", prediction, mul.next_functions[1][0] is not None,
+      why="没有任何计算需要 b 的梯度，所以自动微分不为它记录节点：它的槽位是 None。")
 
 # %% [markdown]
 # torchviz 可以把计算图画出来。蓝色方框是需要梯度的叶子张量；`b` 没有节点，因为没有任何计算需要它的梯度。
@@ -186,8 +186,8 @@ graphs.show(torchviz.make_dot(loss, params={"a": a, "b": b}), {"loss": loss}, na
 # %%
 accumulate = mul.next_functions[0][0]
 print(type(loss.grad_fn).__name__, "->", type(mul).__name__, "->", type(accumulate).__name__)
-claim("链末端的AccumulateGrad节点持有的正是叶子张量a本身", accumulate.variable is a)
-claim("b在MulBackward0中的槽位是空的：没有任何计算需要b的梯度", mul.next_functions[1][0] is None,
+claim("链末端的 AccumulateGrad 节点持有的正是叶子张量 a 本身", accumulate.variable is a)
+claim("b 在 MulBackward0 中的槽位是空的：没有任何计算需要 b 的梯度", mul.next_functions[1][0] is None,
       shown=f"next_functions: {[type(f).__name__ if f else None for f, _ in mul.next_functions]}")
 
 # %% [markdown]
@@ -222,21 +222,21 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 print("梯度：", a.grad, "| 更新前的版本：", a._version)
 
 # %% tags=["predict"] reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"]
-prediction = True  # SOLUTION: 在torch.no_grad()下执行`a -= 0.1 * a.grad`，能正常运行并且运行后a仍是需要梯度的叶子张量吗？（True/False）
+prediction = True  # SOLUTION: 在 torch.no_grad()下执行 `a -= 0.1 * a.grad`，能正常运行并且运行后 a 仍是需要梯度的叶子张量吗？（True/False）
 try:
     with torch.no_grad():
-        a -= 0.1 * a.grad          # 去掉no_grad()，同样这一行就会引发第4节的错误
+        a -= 0.1 * a.grad          # 去掉 no_grad()，同样这一行就会引发第 4 节的错误
     ran = True
 except RuntimeError:
     ran = False
-check("no_grad下的更新能运行，并且a仍是需要梯度的叶子张量", prediction,
+check("no_grad 下的更新能运行，并且 a 仍是需要梯度的叶子张量", prediction,
       ran and a.is_leaf and a.requires_grad,
-      why="关闭记录后，这次原地更新不属于任何计算图，也就没有什么会让a变成某个运算的输出："
+      why="关闭记录后，这次原地更新不属于任何计算图，也就没有什么会让 a 变成某个运算的输出："
           "叶子张量仍然是叶子张量，自动微分也就没有理由拒绝。")
 
 # %%
 print("更新后：", a.detach(), "| is_leaf:", a.is_leaf, "| 更新后的版本：", a._version)
-claim("no_grad下的更新让a保持为需要梯度的叶子张量，并把它的版本加了1",
+claim("no_grad 下的更新让 a 保持为需要梯度的叶子张量，并把它的版本加了 1",
       a.is_leaf and a.requires_grad and a._version == 1)
 
 # %% [markdown]
@@ -248,9 +248,9 @@ spare = torch.tensor([5.], requires_grad=True)           # 在优化器里，但
 opt = optim.SGD([a2, spare], lr=0.1)
 (a2 * a2).sum().backward()
 opt.step()
-print("SGD的结果：", a2.detach(), "| 与手动更新相等：", torch.equal(a2, a), "| 版本：", a2._version)
-claim("SGD的step得到的值与手动更新相同，版本也相同", torch.equal(a2, a) and a2._version == a._version)
-claim("SGD跳过.grad为None的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
+print("SGD 的结果：", a2.detach(), "| 与手动更新相等：", torch.equal(a2, a), "| 版本：", a2._version)
+claim("SGD 的 step 得到的值与手动更新相同，版本也相同", torch.equal(a2, a) and a2._version == a._version)
+claim("SGD 跳过.grad 为 None 的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
 
 # %% [markdown]
 # ## 6 · 第二次 `backward()` 遇上已有内容的 `.grad`
@@ -262,13 +262,13 @@ D = nn.Linear(3, 1)
 opt_D = optim.SGD(D.parameters(), lr=0.1)
 x = torch.ones(1, 3)
 for step in range(3):
-    loss_D = D(x).sum()                       # d loss_D / d D.weight 就是x：每一步都是全1
-    loss_D.backward()                         # 注意：这个循环里没有opt_D.zero_grad()
+    loss_D = D(x).sum()                       # d loss_D / d D.weight 就是 x：每一步都是全 1
+    loss_D.backward()                         # 注意：这个循环里没有 opt_D.zero_grad()
 
 # %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"]
-prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad里是什么？（由3个数组成的列表）
-check("3次反向传播、中间没有zero_grad之后的D.weight.grad", prediction, D.weight.grad[0].tolist(),
-      why="每次反向传播都加上x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用opt_D.zero_grad()本可以把它清零。")
+prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad 里是什么？（由 3 个数组成的列表）
+check("3 次反向传播、中间没有 zero_grad 之后的 D.weight.grad", prediction, D.weight.grad[0].tolist(),
+      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用 opt_D.zero_grad()本可以把它清零。")
 
 # %% [markdown]
 # `backward()` 会把新的梯度**加到**`.grad` 已有的值上。这是有意的设计：两次反向传播写进同一个 `.grad`，得到的恰好是两个损失之和的梯度，所以 `loss_D = loss_real + loss_fake` 可以拆成两次 `backward` 调用。这也是为什么每个训练步都要从 `opt.zero_grad()` 开始。两点都验证一下：
@@ -277,9 +277,9 @@ check("3次反向传播、中间没有zero_grad之后的D.weight.grad", predicti
 w = torch.tensor([1., 2, 3], requires_grad=True)
 (w * w).sum().backward()
 first = w.grad.clone()
-(w * w).sum().backward()                      # 同样的损失再来一次，中间没有zero_grad
-claim("第二次backward会加到.grad上：现在它是第一次梯度的两倍", torch.equal(w.grad, 2 * first),
-      shown=f"第一次{first.tolist()}，现在{w.grad.tolist()}")
+(w * w).sum().backward()                      # 同样的损失再来一次，中间没有 zero_grad
+claim("第二次 backward 会加到.grad 上：现在它是第一次梯度的两倍", torch.equal(w.grad, 2 * first),
+      shown=f"第一次 {first.tolist()}，现在 {w.grad.tolist()}")
 
 w.grad = None
 ((w * w).sum() + (3 * w).sum()).backward()    # 对求和后的损失做一次反向传播
@@ -325,17 +325,17 @@ claim("两次反向传播写进同一个.grad，得到的是损失之和的梯�
 
 # %%
 def sgd_step(params, lr):
-    """SGD对每个有梯度的参数所做的更新，对叶子张量也合法；随后清除它的.grad。"""
+    """SGD 对每个有梯度的参数所做的更新，对叶子张量也合法；随后清除它的.grad。"""
     ### BEGIN SOLUTION
     with torch.no_grad():
         for p in params:
-            if p.grad is None:          # 没有任何损失到达p：SGD不动它
+            if p.grad is None:          # 没有任何损失到达 p：SGD 不动它
                 continue
             p -= lr * p.grad
             p.grad = None
     ### END SOLUTION
 
-my_answer = sgd_step  # SOLUTION: 把它指向你的sgd_step（不加括号）
+my_answer = sgd_step  # SOLUTION: 把它指向你的 sgd_step（不加括号）
 
 # %% tags=["test"]
 from gan_lessons import exercises
@@ -356,17 +356,17 @@ assert solved, "sgd_step：还没有完成，或者还不对：上面几行说�
 
 # %%
 def init_weights(m):
-    """模块m的DCGAN初始值，供model.apply(init_weights)使用。"""
+    """模块 m 的 DCGAN 初始值，供 model.apply(init_weights)使用。"""
     ### BEGIN SOLUTION
     if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
         mean = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0
         with torch.no_grad():
             m.weight.normal_(mean, 0.02)
-            if m.bias is not None:  # DCGAN的卷积层用bias=False构建
+            if m.bias is not None:  # DCGAN 的卷积层用 bias=False 构建
                 m.bias.zero_()
     ### END SOLUTION
 
-my_answer = init_weights  # SOLUTION: 把它指向你的init_weights（不加括号）
+my_answer = init_weights  # SOLUTION: 把它指向你的 init_weights（不加括号）
 
 # %% tags=["test"]
 from gan_lessons import exercises
@@ -384,4 +384,4 @@ version = lin.weight._version
 nn.init.normal_(lin.weight, 0.0, 0.02)
 claim("nn.init.normal_原地修改了参数，并让它仍是需要梯度的叶子张量",
       lin.weight._version > version and lin.weight.is_leaf and lin.weight.requires_grad,
-      shown=f"版本{version} -> {lin.weight._version}")
+      shown=f"版本 {version} -> {lin.weight._version}")

@@ -35,7 +35,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="zh")
 
@@ -54,7 +54,7 @@ loss = D(torch.tanh(G(z))).mean()
 names = graphs.param_names(G=G, D=D, z=z)
 graph = graphs.draw({"loss": loss}, names)
 saved = sorted((s.node, s.name) for s in graph.saved if s.node in ("AddmmBackward0", "TanhBackward0"))
-claim("tanh保存了它的输出；每个addmm保存了它的输入（mat1）和转置后的权重（mat2）",
+claim("tanh 保存了它的输出；每个 addmm 保存了它的输入（mat1）和转置后的权重（mat2）",
       saved == [("AddmmBackward0", "mat1")] * 2 + [("AddmmBackward0", "mat2")] * 2 + [("TanhBackward0", "result")])
 graph
 
@@ -63,9 +63,9 @@ graph
 
 # %% tags=["predict"] reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"]
 loss.backward()
-prediction = True  # SOLUTION: loss.backward()之后，loss还有它的grad_fn吗（loss.grad_fn is not None）？（True/False）
-check("backward之后loss.grad_fn还在", prediction, loss.grad_fn is not None,
-      why="backward释放的是节点保存的东西，而不是节点本身：只要loss还在，这些grad_fn对象就一直存在。")
+prediction = True  # SOLUTION: loss.backward()之后，loss 还有它的 grad_fn 吗（loss.grad_fn is not None）？（True/False）
+check("backward 之后 loss.grad_fn 还在", prediction, loss.grad_fn is not None,
+      why="backward 释放的是节点保存的东西，而不是节点本身：只要 loss 还在，这些 grad_fn 对象就一直存在。")
 
 # %% [markdown]
 # 反向传播之后，再画一次同一个计算图：
@@ -111,7 +111,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 # %% tags=["predict"] reveals=["\u4e0d\u4fdd\u5b58\u4efb\u4f55\u5f20\u91cf", "\u6ca1\u6709(\u4efb\u4f55)?\u4e1c\u897f\u53ef\u4ee5?\u91ca\u653e"]
 x = torch.ones(3, requires_grad=True)
 y = (x + 1).sum()
-prediction = False  # SOLUTION: 连续调用两次y.backward()会报错吗？（True/False）提示：`x + 1`需要保存什么？
+prediction = False  # SOLUTION: 连续调用两次 y.backward()会报错吗？（True/False）提示：`x + 1` 需要保存什么？
 try:
     y.backward(); y.backward()
     raised_twice = False
@@ -119,17 +119,17 @@ except RuntimeError:
     raised_twice = True
 check("对(x + 1).sum()反向传播两次会报错", prediction, raised_twice,
       why="加法和求和不保存任何张量（它们的梯度不需要任何值），所以没有东西可以释放；"
-          "x.grad只是累积了两次。")
+          "x.grad 只是累积了两次。")
 
 # %% [markdown]
 # 乘法就不一样了，哪怕乘的是常数：`x * 2` 会保存那个 2（对每个操作数，只要与它相乘的另一方需要梯度，`mul` 就会保存它，留给另一方求梯度用），第一次反向传播就会把它释放。
 
 # %%
-claim("对(x + 1).sum()的两次反向传播在x.grad里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
+claim("对(x + 1).sum()的两次反向传播在 x.grad 里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
       shown=f"x.grad = {x.grad.tolist()}")
 doubled = (x * 2).sum()
 saved = graphs.saved_tensors(doubled.grad_fn.next_functions[0][0])
-claim("x * 2保存了一个张量，就是作为`other`的那个2", [(s.name, s.shape) for s in saved] == [("other", ())],
+claim("x * 2 保存了一个张量，就是作为 `other` 的那个 2", [(s.name, s.shape) for s in saved] == [("other", ())],
       shown=[s.name for s in saved])
 doubled.backward()
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
@@ -141,7 +141,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 # %%
 def seed001_toy(retain_graph=False, detach=False):
-    """原帖 001 的代码，与原文一致；返回G的梯度。"""
+    """原帖 001 的代码，与原文一致；返回 G 的梯度。"""
     torch.manual_seed(0)
     G, D = nn.Linear(2, 2), nn.Linear(2, 2)
     optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
@@ -169,7 +169,7 @@ import itertools
 
 def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
     """原帖 004 的循环。fix：None、"retain_graph"或"detach"。返回两个模型和最后一步的损失。
-    hidden：None表示原帖中的单层model1，给出一个宽度则表示两层的model1（第5节）。"""
+    hidden：None 表示原帖中的单层 model1，给出一个宽度则表示两层的 model1（第 5 节）。"""
     torch.manual_seed(0)
     model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
     if hidden is not None:
@@ -198,10 +198,10 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 a = model1(torch.randn(4, 10))
 l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
-prediction = False  # SOLUTION: l1自己的计算图会到达model2的任何参数吗？（True/False）
+prediction = False  # SOLUTION: l1 自己的计算图会到达 model2 的任何参数吗？（True/False）
 tree = graphs.text_tree({"l1": l1}, graphs.param_names(model1=model1, model2=model2))
-check("l1的计算图能到达model2", prediction, "model2." in tree,
-      why="l1只需要model1的计算图；它之所以报错，是因为l2.backward()先把两者共享的那部分释放了。")
+check("l1 的计算图能到达 model2", prediction, "model2." in tree,
+      why="l1 只需要 model1 的计算图；它之所以报错，是因为 l2.backward()先把两者共享的那部分释放了。")
 
 # %% [markdown]
 # ## 3 · `retain_graph=True` 保留了什么，代价是什么
@@ -218,11 +218,11 @@ loss_D = F.softplus(-D(x_real)).mean() + F.softplus(D(G(z))).mean()
 saved = [graphs.saved_bytes({"loss_D": loss_D}, params)]
 param_bytes = sum(p.numel() * p.element_size() for p in params)
 
-prediction = "about the same"  # SOLUTION: 一个批量保存的张量，与G和D全部参数的字节数相比："far fewer bytes"（不到十分之一）、"about the same"还是"far more bytes"（超过十倍）？
+prediction = "about the same"  # SOLUTION: 一个批量保存的张量，与 G 和 D 全部参数的字节数相比："far fewer bytes"（不到十分之一）、"about the same"还是"far more bytes"（超过十倍）？
 ratio = saved[0] / param_bytes
 check("一个批量保存的张量的字节数，与参数的字节数相比", prediction,
       "far fewer bytes" if ratio < 0.1 else "far more bytes" if ratio > 10 else "about the same",
-      why=f"保存的张量是参数字节数的{ratio:.2f}倍：64张28 x 28的图像一层接一层留下的激活值，"
+      why=f"保存的张量是参数字节数的 {ratio:.2f} 倍：64 张 28 x 28 的图像一层接一层留下的激活值，"
           f"和各层的权重差不多一样重。")
 
 # %% [markdown]
@@ -236,9 +236,9 @@ loss_D.backward()
 saved.append(graphs.saved_bytes({"loss_D": loss_D}, params))
 print("前向传播之后，保存的张量：", mib(saved[0]))
 print("backward(retain_graph=True)之后：", mib(saved[1]))
-print("再做一次普通的backward()之后：", mib(saved[2]))
-print("作为对照，G和D的全部参数：", mib(param_bytes))
-claim("retain_graph让每个保存的字节都留着，和参数差不多一样多，直到一次普通的backward把它们释放",
+print("再做一次普通的 backward()之后：", mib(saved[2]))
+print("作为对照，G 和 D 的全部参数：", mib(param_bytes))
+claim("retain_graph 让每个保存的字节都留着，和参数差不多一样多，直到一次普通的 backward 把它们释放",
       saved[1] == saved[0] and 0.8 < saved[0] / param_bytes < 1.2 and saved[2] == 0)
 
 # %% [markdown]
@@ -273,8 +273,8 @@ def two_forwards():
 
 d_forwards.clear(); reused = one_forward(); n_reused = len(d_forwards)
 d_forwards.clear(); again = two_forwards(); n_again = len(d_forwards)
-claim("retain_graph：两个损失都来自D的同一次前向传播", n_reused == 1, f"{n_reused}次前向传播")
-claim("没有它，第二个损失需要D再做一次前向传播", n_again == 2, f"{n_again}次前向传播")
+claim("retain_graph：两个损失都来自 D 的同一次前向传播", n_reused == 1, f"{n_reused} 次前向传播")
+claim("没有它，第二个损失需要 D 再做一次前向传播", n_again == 2, f"{n_again} 次前向传播")
 claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip(reused, again)))
 
 # %% [markdown]
@@ -297,14 +297,14 @@ runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
 prediction = True  # SOLUTION: 两种修复方法最后在两个模型里得到的权重是否一模一样？（True/False）
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],
                                               [*runs["detach"][0].parameters(), *runs["detach"][1].parameters()]))
-check("retain_graph和detach最后的权重一样", prediction, same,
-      why="唯一的差别是l2在model1的.grad里留下的梯度，而optimizer1.zero_grad()会在l1.backward()之前把它清掉："
-          "optimizer1从来不会用它来更新。")
+check("retain_graph 和 detach 最后的权重一样", prediction, same,
+      why="唯一的差别是 l2 在 model1 的.grad 里留下的梯度，而 optimizer1.zero_grad()会在 l1.backward()之前把它清掉："
+          "optimizer1 从来不会用它来更新。")
 
 # %%
 for fix, (m1, m2, l1, l2) in runs.items():
     print(f"{fix:<13} l1={l1:.4f} l2={l2:.4f}")
-claim("20步之后，retain_graph和detach得到的权重完全相同", same)
+claim("20 步之后，retain_graph 和 detach 得到的权重完全相同", same)
 
 
 # %% [markdown]
@@ -330,15 +330,15 @@ def model1_grad_after_l2(fix):
     return model1.weight.grad
 
 grad = {fix: model1_grad_after_l2(fix) for fix in ("retain_graph", "detach")}
-claim("retain_graph：l2到达了model1", grad["retain_graph"] is not None, f"范数{grad['retain_graph'].norm():.4f}")
-claim("detach：model1的梯度是None", grad["detach"] is None)
+claim("retain_graph：l2 到达了 model1", grad["retain_graph"] is not None, f"范数 {grad['retain_graph'].norm():.4f}")
+claim("detach：model1 的梯度是 None", grad["detach"] is None)
 
 # %%
 shared = {fix: seed004_loop(fix, shared_optimizer=True) for fix in ("retain_graph", "detach")}
 for fix, (m1, m2, l1, l2) in shared.items():
     print(f"{fix:<13} l1={l1:.4f} l2={l2:.4f}")
 same = all(torch.equal(p, q) for p, q in zip(shared["retain_graph"][0].parameters(), shared["detach"][0].parameters()))
-claim("共用一个优化器时，两种修复方法训练出的model1权重不同", not same)
+claim("共用一个优化器时，两种修复方法训练出的 model1 权重不同", not same)
 
 # %% [markdown]
 # 共用一个优化器时，两种修复方法训练出的是**不同的**模型：`detach` 改变了算法。经验法则：某个损失*不应*训练上游时，就在那里分离（D 的损失不应训练 G）；上游*必须*由它训练时，绝不要分离（G 的损失必须穿过 D 来训练 G，第 04 课）。
@@ -348,10 +348,10 @@ claim("共用一个优化器时，两种修复方法训练出的model1权重不�
 
 # %%
 saved = [s.name for s in graphs.saved_tensors(nn.Linear(10, 2)(torch.randn(4, 10)).grad_fn)]
-claim("原帖 004 的单层model1只保存它的输入data", saved == ["mat1"], saved)
+claim("原帖 004 的单层 model1 只保存它的输入 data", saved == ["mat1"], saved)
 
 deep = {fix: seed004_loop(fix, hidden=8) for fix in ("retain_graph", "detach")}
-claim("两层的model1、两个独立的优化器：两种修复方法都能运行，得到的权重完全相同",
+claim("两层的 model1、两个独立的优化器：两种修复方法都能运行，得到的权重完全相同",
       all(torch.equal(p, q) for p, q in zip(deep["retain_graph"][0].parameters(), deep["detach"][0].parameters())))
 
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.FloatTensor \[8, 2\]\], which is output 0 of AsStrided(Backward0)?, is at version 2; expected version 1"):
@@ -396,8 +396,8 @@ def chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data,
     """这一串模型的一个训练步：l1 和 l2 训练 model1，l2 训练 model2，l3 只训练 model3。"""
     ### BEGIN SOLUTION
     a = model1(data)
-    b = model2(a)                   # l2要继续传进model1：这里不能切断
-    c = model3(b.detach())          # l3停在model3
+    b = model2(a)                   # l2 要继续传进 model1：这里不能切断
+    c = model3(b.detach())          # l3 停在 model3
     loss = F.cross_entropy(a, label) + F.cross_entropy(b, label) + F.cross_entropy(c, label)
     for optimizer in (optimizer1, optimizer2, optimizer3):
         optimizer.zero_grad()
@@ -406,7 +406,7 @@ def chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data,
         optimizer.step()
     ### END SOLUTION
 
-my_answer = chain_step  # SOLUTION: 把它指向你的chain_step
+my_answer = chain_step  # SOLUTION: 把它指向你的 chain_step
 
 # %% tags=["test"]
 from gan_lessons import exercises

@@ -43,7 +43,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="zh")
 
@@ -117,7 +117,7 @@ for _ in range(1000):
 with torch.no_grad():
     after = G(z_shown).flatten()
 
-for label, x in (("真实数据", x_shown), ("训练前的G", before), ("训练后的G", after)):
+for label, x in (("真实数据", x_shown), ("训练前的 G", before), ("训练后的 G", after)):
     print(f"{label:<9} 均值 {x.mean():5.2f}   标准差 {x.std():.2f}")
 claim("训练后，G 的均值与真实均值相差不到 0.15（训练开始时它在 0 附近）",
       abs(after.mean() - x_shown.mean()).item() < 0.15, shown=f"{after.mean():.2f} 对 {x_shown.mean():.2f}")
@@ -408,14 +408,14 @@ def my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
     返回 (loss_D, loss_G)。"""
     ### BEGIN SOLUTION
     with torch.no_grad():
-        fakes = G(noise(len(x_real))).chunk(n_critic)     # 一次G前向传播生成D每次更新的假样本
+        fakes = G(noise(len(x_real))).chunk(n_critic)     # 一次 G 前向传播生成 D 每次更新的假样本
     for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
         opt_D.zero_grad()
         loss_D = F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()
         loss_D.backward()
         opt_D.step()
     opt_G.zero_grad()
-    loss_G = -D(G(noise(len(x_chunk)))).mean()            # 新的假样本，穿过更新后的D
+    loss_G = -D(G(noise(len(x_chunk)))).mean()            # 新的假样本，穿过更新后的 D
     loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G

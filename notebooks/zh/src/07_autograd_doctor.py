@@ -37,7 +37,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="zh")
 

@@ -35,7 +35,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="zh")
 
@@ -43,7 +43,7 @@ device, QUICK = setup(seed=0, lang="zh")
 from gan_lessons import costs, strategies
 from gan_lessons.models import Generator, Discriminator
 
-bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 0)：D损失中的假样本项
+bce = strategies.bce       # bce(logits, 1)：G 的非饱和损失；bce(logits, 0)：D 损失中的假样本项
 
 
 # %% [markdown]
@@ -53,7 +53,7 @@ bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 
 
 # %%
 def counted(G, D, run):
-    """运行一次run()；统计G和D的前向传播次数、反向传播次数、每个参数的梯度累积次数，以及保存的KiB数。"""
+    """运行一次 run()；统计 G 和 D 的前向传播次数、反向传播次数、每个参数的梯度累积次数，以及保存的 KiB 数。"""
     n = dict.fromkeys(["G forward", "G backward", "D forward", "D backward", "G grads", "D grads"], 0)
     def add(key):
         n[key] += 1
@@ -86,7 +86,7 @@ def counted(G, D, run):
 
 
 def after_D_step():
-    """原帖 000 的G和D，D已经更新过一步：D的.grad里是D这一步更新所用的梯度。"""
+    """原帖 000 的 G 和 D，D 已经更新过一步：D 的.grad 里是 D 这一步更新所用的梯度。"""
     torch.manual_seed(0)
     G, D = Generator(), Discriminator()
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
@@ -129,18 +129,18 @@ for how, (n, _) in results.items():
 # %%
 (plain, G_plain), (frozen, G_frozen), (inputs, G_inputs), (detached, G_detached) = results.values()
 same = lambda a, b: all(x is not None and torch.equal(x, y) for x, y in zip(a, b))
-claim("普通的反向传播也会计算D的梯度，并把它累加到D的.grad上", plain["D grads"] == 1
+claim("普通的反向传播也会计算 D 的梯度，并把它累加到 D 的.grad 上", plain["D grads"] == 1
       and not plain["D untouched"])
-claim("冻结D：G得到的梯度和普通反向传播完全相同，D的.grad原封不动，也没有为D求梯度",
+claim("冻结 D：G 得到的梯度和普通反向传播完全相同，D 的.grad 原封不动，也没有为 D 求梯度",
       same(G_frozen, G_plain) and frozen["D untouched"] and frozen["D grads"] == 0)
-claim("backward(inputs=G的参数)：效果一样，G的梯度完全相同，D的.grad原封不动",
+claim("backward(inputs=G 的参数)：效果一样，G 的梯度完全相同，D 的.grad 原封不动",
       same(G_inputs, G_plain) and inputs["D untouched"] and inputs["D grads"] == 0)
-claim("两种写法都仍有一次经过D的反向传播：G的梯度必须穿过D",
+claim("两种写法都仍有一次经过 D 的反向传播：G 的梯度必须穿过 D",
       frozen["D backward"] == inputs["D backward"] == 1)
-claim("D(x_fake.detach())：G的14个参数都得不到梯度，没有反向传播到达G，而D的.grad变了",
+claim("D(x_fake.detach())：G 的 14 个参数都得不到梯度，没有反向传播到达 G，而 D 的.grad 变了",
       all(g is None for g in G_detached) and detached["G backward"] == 0 and not detached["D untouched"],
-      f"G的 {len(G_detached)} 个参数中有 {sum(g is None for g in G_detached)} 个没有.grad")
-claim("冻结D时，D的前向传播保存的比用backward(inputs=...)时少，因为后者要到反向传播时才做决定",
+      f"G 的 {len(G_detached)} 个参数中有 {sum(g is None for g in G_detached)} 个没有.grad")
+claim("冻结 D 时，D 的前向传播保存的比用 backward(inputs=...)时少，因为后者要到反向传播时才做决定",
       frozen["saved KiB"] < inputs["saved KiB"] == plain["saved KiB"],
       f"冻结：{frozen['saved KiB']:.1f} KiB；inputs=：{inputs['saved KiB']:.1f} KiB")
 
@@ -161,7 +161,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 # **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你对 D 的第一个 Conv 层的预测，然后运行这个单元格。
 
 # %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"]
-prediction = False  # SOLUTION: 冻结D之后，D的第一个Conv层就不再为反向传播保存它的输入了吗？（True或False）
+prediction = False  # SOLUTION: 冻结 D 之后，D 的第一个 Conv 层就不再为反向传播保存它的输入了吗？（True 或 False）
 
 def saves_its_input(layer, shape):
     """在需要梯度的输入上运行该层的前向传播，返回它是否为反向传播保存了这个输入。"""
@@ -175,7 +175,7 @@ layers = {name: m for name, m in D.named_modules() if isinstance(m, (nn.Conv2d, 
 shapes = {}
 def record_input_shape(name):
     def hook(module, args, out):
-        shapes[name] = args[0].shape          # 返回None：输出保持原样
+        shapes[name] = args[0].shape          # 返回 None：输出保持原样
     return hook
 handles = [m.register_forward_hook(record_input_shape(name)) for name, m in layers.items()]
 with torch.no_grad():
@@ -188,16 +188,16 @@ D.requires_grad_(True)
 for name, m in layers.items():
     print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
           f"{'saves' if frozen_saves[name] else 'does not save'} its input")
-check("冻结的Conv层不再保存它的输入", prediction, not frozen_saves["net.0"],
+check("冻结的 Conv 层不再保存它的输入", prediction, not frozen_saves["net.0"],
       why="无论谁需要梯度，卷积的反向函数都会保存输入；只有输入自身的梯度需要权重，而权重的梯度需要输入。")
 
 # %%
 linear_kib = sum(shapes[n].numel() * 4 for n, m in layers.items() if isinstance(m, nn.Linear)) / 1024
-claim("冻结的D里，每个Conv层仍然保存它的输入（无论谁需要梯度，ConvolutionBackward0都会保存它），"
-      "而Linear层都不保存", all(frozen_saves[n] == isinstance(m, nn.Conv2d) for n, m in layers.items()))
-claim("上面表格里冻结所省下的，恰好是D的两个Linear层的输入",
+claim("冻结的 D 里，每个 Conv 层仍然保存它的输入（无论谁需要梯度，ConvolutionBackward0 都会保存它），"
+      "而 Linear 层都不保存", all(frozen_saves[n] == isinstance(m, nn.Conv2d) for n, m in layers.items()))
+claim("上面表格里冻结所省下的，恰好是 D 的两个 Linear 层的输入",
       abs((plain["saved KiB"] - frozen["saved KiB"]) - linear_kib) < 1e-6,
-      f"省下 {plain['saved KiB'] - frozen['saved KiB']:.1f} KiB；Linear层的输入 {linear_kib:.1f} KiB")
+      f"省下 {plain['saved KiB'] - frozen['saved KiB']:.1f} KiB；Linear 层的输入 {linear_kib:.1f} KiB")
 
 
 # %% [markdown]
@@ -207,7 +207,7 @@ claim("上面表格里冻结所省下的，恰好是D的两个Linear层的输入
 
 # %%
 def frozen_D_run():
-    """原帖 000 的模型和优化器，和d_first_frozen_D更新时用的一样。"""
+    """原帖 000 的模型和优化器，和 d_first_frozen_D 更新时用的一样。"""
     G, D, x_real, noise = costs.fresh_gan(batch=8)
     return G, D, optim.Adam(G.parameters()), optim.Adam(D.parameters()), x_real, noise
 
@@ -216,24 +216,24 @@ D.net[0].requires_grad_(False)                       # 有意冻结，一直冻�
 first_layer = D.net[0].weight.detach().clone()
 for _ in range(2):
     strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)
-claim("走过一步d_first_frozen_D之后，D中有意冻结的第一层又需要梯度了",
+claim("走过一步 d_first_frozen_D 之后，D 中有意冻结的第一层又需要梯度了",
       D.net[0].weight.requires_grad)
 claim("于是下一步就训练了它，而且没有任何提示", not torch.equal(first_layer, D.net[0].weight),
       f"最大 |变化| {(D.net[0].weight - first_layer).abs().max():.2e}")
 
 G, D, opt_G, opt_D, x_real, noise = frozen_D_run()
 def ctrl_c(module, args):
-    if not D.net[7].weight.requires_grad:            # 只在G的更新步中D被冻结时触发
+    if not D.net[7].weight.requires_grad:            # 只在 G 的更新步中 D 被冻结时触发
         raise KeyboardInterrupt
 handle = D.register_forward_pre_hook(ctrl_c)
 try:
     strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)
 except KeyboardInterrupt:
-    print("G的更新步中出现了KeyboardInterrupt")
+    print("G 的更新步中出现了 KeyboardInterrupt")
 handle.remove()
 still_frozen = sum(not p.requires_grad for p in D.parameters())
-claim("在G的更新步中被中断后，D一直处于冻结状态", still_frozen == len(list(D.parameters())),
-      f"D的 {len(list(D.parameters()))} 个参数中有 {still_frozen} 个被冻结")
+claim("在 G 的更新步中被中断后，D 一直处于冻结状态", still_frozen == len(list(D.parameters())),
+      f"D 的 {len(list(D.parameters()))} 个参数中有 {still_frozen} 个被冻结")
 with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
     strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)      # 再运行一次这个单元格
 
@@ -249,10 +249,10 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad"):
 torch.manual_seed(0)
 G = Generator()
 z = torch.randn(16, G.z_dim)
-bn = G.net[1]                                    # G的第一个BatchNorm1d
+bn = G.net[1]                                    # G 的第一个 BatchNorm1d
 
 def bn_moves(run):
-    """运行一次；返回（running_mean是否变了，num_batches_tracked增加了多少）。"""
+    """运行一次；返回（running_mean 是否变了，num_batches_tracked 增加了多少）。"""
     mean, batches = bn.running_mean.clone(), bn.num_batches_tracked.item()
     run()
     return not torch.equal(mean, bn.running_mean), bn.num_batches_tracked.item() - batches
@@ -262,7 +262,7 @@ def forward_without_graph():
         G(z)
 
 changed, counted_batches = bn_moves(forward_without_graph)
-claim("训练模式下，即使在no_grad中：running_mean也会变，num_batches_tracked加1",
+claim("训练模式下，即使在 no_grad 中：running_mean 也会变，num_batches_tracked 加 1",
       changed and counted_batches == 1)
 G.eval()
 changed, counted_batches = bn_moves(forward_without_graph)
@@ -273,7 +273,7 @@ claim("评估模式：两者都不变", not changed and counted_batches == 0)
 # 可见，不管有没有计算图，运行统计量数的都是前向传播的次数。那么第 05 课的每种顺序，一步下来会做几次这样的前向传播？**先预测，再验证**。这里问的是 `d_first_fresh_fake`：下一个单元格在新建的 G 上把六种顺序各运行一步，并打印之后 G 的第一个 BatchNorm 的 `num_batches_tracked`。
 
 # %% tags=["predict"] reveals=["d_first_fresh_fake +\u4e00\u6b65\u4e4b\u540e num_batches_tracked = 2", "\u8fd0\u884c\u7edf\u8ba1\u91cf\u4e24\u6b21", "\u8c03\u7528\u4e24\u6b21 ?G"]
-prediction = 2  # SOLUTION: 在新建的G上运行一步d_first_fresh_fake之后，G的第一个BatchNorm的num_batches_tracked是多少？
+prediction = 2  # SOLUTION: 在新建的 G 上运行一步 d_first_fresh_fake 之后，G 的第一个 BatchNorm 的 num_batches_tracked 是多少？
 steps_run = ["one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"]
 tracked = {}
 for name in steps_run:
@@ -282,12 +282,12 @@ for name in steps_run:
     strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
     tracked[name] = G.net[1].num_batches_tracked.item()
     print(f"{name:<20} 一步之后 num_batches_tracked = {tracked[name]}")
-check("一步d_first_fresh_fake之后的num_batches_tracked", prediction, tracked["d_first_fresh_fake"],
-      why="在这个顺序里G要做两次前向传播（先在no_grad下为D生成假样本批量，再为G自己的损失生成一批），"
+check("一步 d_first_fresh_fake 之后的 num_batches_tracked", prediction, tracked["d_first_fresh_fake"],
+      why="在这个顺序里 G 要做两次前向传播（先在 no_grad 下为 D 生成假样本批量，再为 G 自己的损失生成一批），"
           "而训练模式下的每次前向传播都会更新运行统计量，无论有没有计算图。")
 
 # %%
-claim("d_first_fresh_fake每一步更新G的运行统计量两次，其余每种顺序都只更新一次",
+claim("d_first_fresh_fake 每一步更新 G 的运行统计量两次，其余每种顺序都只更新一次",
       tracked["d_first_fresh_fake"] == 2 and all(v == 1 for k, v in tracked.items() if k != "d_first_fresh_fake"))
 
 # %% [markdown]
@@ -302,7 +302,7 @@ x_real, x_fake = torch.randn(8, 2) + 3, torch.randn(8, 2)
 stats = D_bn[1]
 
 def through_D(*batches):
-    """依次返回D_bn对每个批量的logits（训练模式，从重置后的运行统计量开始）。"""
+    """依次返回 D_bn 对每个批量的 logits（训练模式，从重置后的运行统计量开始）。"""
     stats.reset_running_stats()
     with torch.no_grad():
         logits = [D_bn(batch) for batch in batches]
@@ -310,9 +310,9 @@ def through_D(*batches):
 
 (separate, _), mean_separate, n_separate = through_D(x_real, x_fake)
 (mixed_batch,), mean_mixed, n_mixed = through_D(torch.cat([x_real, x_fake]))
-mixed = mixed_batch[:8]                          # 8张真实图像的logits
+mixed = mixed_batch[:8]                          # 8 张真实图像的 logits
 gap = (separate - mixed).abs().max().item()
-claim("训练模式：同样的8张真实图像，在全真实的批量和混合批量里得到的D的logits不同",
+claim("训练模式：同样的 8 张真实图像，在全真实的批量和混合批量里得到的 D 的 logits 不同",
       gap > 1e-3, f"最大 |差值| {gap:.4f}")
 claim("分开的两个批量更新两次运行统计量，拼接后的批量只更新一次，而且得到的均值不同",
       n_separate == 2 and n_mixed == 1 and not torch.allclose(mean_separate, mean_mixed))
@@ -320,14 +320,14 @@ claim("分开的两个批量更新两次运行统计量，拼接后的批量只�
 other_fakes = torch.randn(8, 2) - 3
 with torch.no_grad():
     mixed_again = D_bn(torch.cat([x_real, other_fakes]))[:8]
-claim("在混合批量里，只换掉假样本，D对真实图像的logits也会变",
+claim("在混合批量里，只换掉假样本，D 对真实图像的 logits 也会变",
       not torch.allclose(mixed, mixed_again), f"最大 |差值| {(mixed - mixed_again).abs().max():.4f}")
 
 D_bn.eval()
 with torch.no_grad():
     eval_gap = (D_bn(x_real) - D_bn(torch.cat([x_real, x_fake]))[:8]).abs().max().item()
 D_bn.train()
-claim("评估模式：两种方式得到的logits相同，每张图像的规范化只取决于它自己", eval_gap == 0)
+claim("评估模式：两种方式得到的 logits 相同，每张图像的规范化只取决于它自己", eval_gap == 0)
 
 
 # %% [markdown]
@@ -358,8 +358,8 @@ claim("评估模式：两种方式得到的logits相同，每张图像的规范�
 
 # %%
 def g_step(G, D, opt_G, z):
-    """穿过冻结D的一次G更新；D的.grad和requires_grad标志保持原样，出错时也一样。
-    返回loss_G。"""
+    """穿过冻结 D 的一次 G 更新；D 的.grad 和 requires_grad 标志保持原样，出错时也一样。
+    返回 loss_G。"""
     ### BEGIN SOLUTION
     flags = [p.requires_grad for p in D.parameters()]
     D.requires_grad_(False)
@@ -374,7 +374,7 @@ def g_step(G, D, opt_G, z):
     return loss_G
     ### END SOLUTION
 
-my_answer = g_step  # SOLUTION: 把它指向你的g_step
+my_answer = g_step  # SOLUTION: 把它指向你的 g_step
 
 # %% tags=["test"]
 from gan_lessons import exercises

@@ -35,7 +35,7 @@ if "google.colab" in sys.modules:
 import torch
 from torch import nn, optim
 import torch.nn.functional as F
-from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded
+from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check, describe, rounded, tr
 
 device, QUICK = setup(seed=0, lang="zh")
 
@@ -45,7 +45,7 @@ from gan_lessons import strategies
 from gan_lessons.lesson import headline
 from gan_lessons.models import Generator, Discriminator
 
-bce = strategies.bce       # bce(logits, 1)：G的非饱和损失；bce(logits, 0)：D损失中的假样本项
+bce = strategies.bce       # bce(logits, 1)：G 的非饱和损失；bce(logits, 0)：D 损失中的假样本项
 
 # %% [markdown]
 # ## 1 · 混合精度：autocast，以及两个优化器共用一个 GradScaler
@@ -69,23 +69,23 @@ for h in handles:
 for kind, seen in sorted(dtypes.items()):
     print(f"{kind:<12} 输出 {', '.join(sorted(str(t) for t in seen))}")
 print(f"x_fake {x_fake.dtype}, logits {logits.dtype}, loss_G {loss_G.dtype}")
-claim("CPU上的autocast下，每个Linear和Conv2d都以bfloat16计算",
+claim("CPU 上的 autocast 下，每个 Linear 和 Conv2d 都以 bfloat16 计算",
       dtypes["Linear"] == dtypes["Conv2d"] == {torch.bfloat16})
-claim("BatchNorm和ReLU沿用输入给它们的bfloat16", dtypes["BatchNorm1d"] == dtypes["ReLU"] == {torch.bfloat16})
-claim("BCE损失的结果是float32：无论输入是什么类型，autocast都以float32运行它",
+claim("BatchNorm 和 ReLU 沿用输入给它们的 bfloat16", dtypes["BatchNorm1d"] == dtypes["ReLU"] == {torch.bfloat16})
+claim("BCE 损失的结果是 float32：无论输入是什么类型，autocast 都以 float32 运行它",
       logits.dtype == torch.bfloat16 and loss_G.dtype == torch.float32)
 
 # %% [markdown]
 # 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播给出的权重梯度会是什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
 
 # %% tags=["predict"] reveals=["-> torch.float32", "\u53cd\u5411\u4f20\u64ad\u5199\u8fdb\u53c2\u6570\u7684\u6bcf\u4e2a\u68af\u5ea6", "\u68af\u5ea6\u4e5f?\u90fd?\u4fdd\u6301 ?float32"]
-prediction = torch.float32  # SOLUTION: loss_G.backward()之后，G.net[0].weight.grad的dtype是什么（torch.float32还是torch.bfloat16）？
+prediction = torch.float32  # SOLUTION: loss_G.backward()之后，G.net[0].weight.grad 的 dtype 是什么（torch.float32 还是 torch.bfloat16）？
 loss_G.backward()
-check("autocast下的反向传播之后参数梯度的dtype", prediction, G.net[0].weight.grad.dtype,
-      why="autocast为每个运算转换出副本；参数本身仍是float32，它的梯度也取参数的类型。")
+check("autocast 下的反向传播之后参数梯度的 dtype", prediction, G.net[0].weight.grad.dtype,
+      why="autocast 为每个运算转换出副本；参数本身仍是 float32，它的梯度也取参数的类型。")
 
 # %%
-claim("参数保持float32，反向传播写进参数的每个梯度也是float32",
+claim("参数保持 float32，反向传播写进参数的每个梯度也是 float32",
       all(p.dtype == p.grad.dtype == torch.float32 for p in G.parameters()))
 
 # %% [markdown]
@@ -95,8 +95,8 @@ claim("参数保持float32，反向传播写进参数的每个梯度也是float3
 
 # %%
 tiny = torch.tensor(1e-8)
-claim("大小为1e-8的梯度在float16中舍入为0，在bfloat16中不会", tiny.half().item() == 0 and tiny.bfloat16().item() > 0)
-claim("float16超过65504就会溢出；bfloat16和float32一样，最大约为3.4e38",
+claim("大小为 1e-8 的梯度在 float16 中舍入为 0，在 bfloat16 中不会", tiny.half().item() == 0 and tiny.bfloat16().item() > 0)
+claim("float16 超过 65504 就会溢出；bfloat16 和 float32 一样，最大约为 3.4e38",
       torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
 
 
@@ -132,9 +132,9 @@ claim("而大于 65504 的梯度在 float16 中变成 inf：GradScaler 随后会
 # **一个缩放器，两个优化器**。PyTorch 的 AMP 示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过 `scaler.step(opt)` 来更新，它会先对梯度做反缩放，发现 inf 或 NaN 就跳过这次更新；所有更新做完之后调用 `scaler.update()`**，每次迭代只调用一次**。在当前的 torch 上，`torch.amp.GradScaler("cpu")` 存在而且可用，所以这些都能在这里运行。最小的例子和 PyTorch 针对多个模型和优化器的示例一样：两个很小的网络代替 G 和 D，各有自己的损失和 Adam 优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往 G 的一个梯度里写入 inf，就像 float16 溢出时那样：于是在 `scaler.step(opt_D)` 运行时，G 的 `.grad` 里有这个 inf。
 
 # %%
-HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # 较旧的torch（2.1）没有它
-NO_AMP_SCALER = (f"torch {torch.__version__} 没有torch.amp.GradScaler（torch 2.1没有它，参考版本torch "
-                 f"2.13有）：已跳过，未检查")
+HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # 较旧的 torch（2.1）没有它
+NO_AMP_SCALER = (f"torch {torch.__version__} 没有 torch.amp.GradScaler（torch 2.1 没有它，参考版本 torch "
+                 f"2.13 有）：已跳过，未检查")
 
 def growth_run(iterations, growth_interval, init_scale=4.0):
     """一个小模型在同一个 GradScaler 下连续 `iterations` 次正常迭代，每次之后的缩放因子。"""
@@ -152,12 +152,12 @@ def growth_run(iterations, growth_interval, init_scale=4.0):
     return scales
 
 def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
-    """两个小网络在一个GradScaler下的两次迭代，第二次G的梯度里有inf；逐次迭代返回：哪个网络变了、
-    迭代前后的缩放因子，以及opt_G的Adam步数。"""
+    """两个小网络在一个 GradScaler 下的两次迭代，第二次 G 的梯度里有 inf；逐次迭代返回：哪个网络变了、
+    迭代前后的缩放因子，以及 opt_G 的 Adam 步数。"""
     torch.manual_seed(0)
     G_toy, D_toy = nn.Linear(4, 4).to(device_type), nn.Linear(4, 1).to(device_type)
     opt_G, opt_D = optim.Adam(G_toy.parameters()), optim.Adam(D_toy.parameters())
-    scaler = torch.amp.GradScaler(device_type, init_scale=init_scale)     # 默认值就是2**16
+    scaler = torch.amp.GradScaler(device_type, init_scale=init_scale)     # 默认值就是 2**16
     x = torch.randn(8, 4, device=device_type)
     report = []
     for inf_in_G in (False, True):
@@ -171,7 +171,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
         scaler.scale(loss_D).backward()
         scaler.scale(loss_G).backward()
         if inf_in_G:
-            G_toy.weight.grad[0, 0] = float("inf")      # 在两个优化器更新之前写进G的.grad
+            G_toy.weight.grad[0, 0] = float("inf")      # 在两个优化器更新之前写进 G 的.grad
         scaler.step(opt_D)
         scaler.step(opt_G)
         scaler.update()                                 # 两次更新之后，只调用一次
@@ -185,32 +185,32 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
 # **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把 `...` 换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
 
 # %% tags=["predict"] reveals=["G\u7684\u68af\u5ea6\u6709inf +G\u66f4\u65b0\uff1aFalse +D\u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"]
-prediction = "D"  # SOLUTION: 共用一个GradScaler，G的一个梯度里有inf：哪个优化器会更新，"G"、"D"、"both"还是"neither"？
+prediction = "D"  # SOLUTION: 共用一个 GradScaler，G 的一个梯度里有 inf：哪个优化器会更新，"G"、"D"、"both"还是"neither"？
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
-    for label, r in (("正常迭代", clean), ("G的梯度有inf", poisoned)):
-        print(f"{label:<16} G更新：{r['G moved']!s:<6} D更新：{r['D moved']!s:<6} "
-              f"缩放因子 {r['scale'][0]:g} -> {r['scale'][1]:g}   opt_G的Adam步数：{r['opt_G steps']}")
+    for label, r in (("正常迭代", clean), ("G 的梯度有 inf", poisoned)):
+        print(f"{label:<16} G 更新：{r['G moved']!s:<6} D 更新：{r['D moved']!s:<6} "
+              f"缩放因子 {r['scale'][0]:g} -> {r['scale'][1]:g}   opt_G 的 Adam 步数：{r['opt_G steps']}")
     stepped = {(True, True): "both", (True, False): "G", (False, True): "D", (False, False): "neither"}
-    check("G的梯度里有inf时执行更新的优化器", prediction,
+    check("G 的梯度里有 inf 时执行更新的优化器", prediction,
           stepped[poisoned["G moved"], poisoned["D moved"]],
-          why="每次scaler.step(opt)只对这一个优化器的梯度做反缩放和检查；D的梯度都是有限值。")
+          why="每次 scaler.step(opt)只对这一个优化器的梯度做反缩放和检查；D 的梯度都是有限值。")
 else:
     print(NO_AMP_SCALER)
 
 # %%
 if HAS_AMP_SCALER:
-    claim("正常迭代：两个优化器都更新，缩放因子保持65536", clean["G moved"] and clean["D moved"]
+    claim("正常迭代：两个优化器都更新，缩放因子保持 65536", clean["G moved"] and clean["D moved"]
           and clean["scale"] == (65536.0, 65536.0))
     scales = growth_run(iterations=5, growth_interval=3)
-    claim("缩放因子要连续经过growth_interval次正常迭代才会翻倍（这里是3次，默认是2000次）",
+    claim("缩放因子要连续经过 growth_interval 次正常迭代才会翻倍（这里是 3 次，默认是 2000 次）",
           scales == [4.0, 4.0, 8.0, 8.0, 8.0] and torch.amp.GradScaler("cpu").get_growth_interval() == 2000,
-          f"5次正常迭代后各自的缩放因子：{scales}")
-    claim("G的梯度里有inf：opt_G跳过这次更新，G不变，Adam的步数也不增加",
+          f"5 次正常迭代后各自的缩放因子：{scales}")
+    claim("G 的梯度里有 inf：opt_G 跳过这次更新，G 不变，Adam 的步数也不增加",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
-    claim("这次迭代里opt_D仍然照常更新，尽管那时G的.grad里有inf：每个优化器只检查自己的梯度",
+    claim("这次迭代里 opt_D 仍然照常更新，尽管那时 G 的.grad 里有 inf：每个优化器只检查自己的梯度",
           poisoned["D moved"])
-    claim("而那唯一一次update()把缩放因子减半", poisoned["scale"] == (65536.0, 32768.0))
+    claim("而那唯一一次 update()把缩放因子减半", poisoned["scale"] == (65536.0, 32768.0))
 else:
     print(NO_AMP_SCALER)
 
@@ -226,15 +226,15 @@ if HAS_AMP_SCALER:
     x = torch.randn(8, 4)
     true_grad, = torch.autograd.grad(layer(x).pow(2).mean(), layer.weight)
     scaler.scale(layer(x).pow(2).mean()).backward()
-    claim("scaler.scale(loss).backward()之后，.grad里是梯度乘以缩放因子",
+    claim("scaler.scale(loss).backward()之后，.grad 里是梯度乘以缩放因子",
           torch.allclose(layer.weight.grad, true_grad * scaler.get_scale()), f"缩放因子 {scaler.get_scale():g}")
     scaler.unscale_(opt)
-    claim("scaler.unscale_(opt)原地把它除回去：.grad就是真实梯度",
+    claim("scaler.unscale_(opt)原地把它除回去：.grad 就是真实梯度",
           torch.allclose(layer.weight.grad, true_grad))
     before = layer.weight.detach().clone()
     scaler.step(opt)
     scaler.update()
-    claim("之后的scaler.step(opt)直接用这个梯度更新：变化量是lr乘以真实梯度",
+    claim("之后的 scaler.step(opt)直接用这个梯度更新：变化量是 lr 乘以真实梯度",
           torch.allclose(before - layer.weight.detach(), 0.1 * true_grad))
 else:
     print(NO_AMP_SCALER)
@@ -245,12 +245,12 @@ else:
 # %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available() and HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run("cuda", torch.float16, init_scale=2.0**10)
-    claim("CUDA上用float16：正常迭代让G和D都更新；G的梯度里有inf时只跳过G的更新，并把缩放因子"
+    claim("CUDA 上用 float16：正常迭代让 G 和 D 都更新；G 的梯度里有 inf 时只跳过 G 的更新，并把缩放因子"
           "减半", clean["G moved"] and clean["D moved"] and not poisoned["G moved"]
           and poisoned["D moved"] and poisoned["scale"][1] == poisoned["scale"][0] / 2)
 else:
-    print("这里没有CUDA设备（或者没有torch.amp.GradScaler）：跳过GPU上的float16运行，未检查。"
-          "上面在CPU上用bfloat16的运行已经检查过同样的GradScaler逻辑。")
+    print("这里没有 CUDA 设备（或者没有 torch.amp.GradScaler）：跳过 GPU 上的 float16 运行，未检查。"
+          "上面在 CPU 上用 bfloat16 的运行已经检查过同样的 GradScaler 逻辑。")
 
 # %% [markdown]
 # ## 2 · 钩子：读取梯度、修改梯度、统计保存了什么
@@ -268,7 +268,7 @@ seen = []
 handle = x_fake.register_hook(lambda grad: seen.append(grad.clone()))
 loss_G.backward()
 handle.remove()
-claim("x_fake上的钩子收到的恰好是torch.autograd.grad(loss_G, x_fake)：也就是G从D那里得到的梯度",
+claim("x_fake 上的钩子收到的恰好是 torch.autograd.grad(loss_G, x_fake)：也就是 G 从 D 那里得到的梯度",
       len(seen) == 1 and torch.equal(seen[0], want), f"形状 {list(seen[0].shape)}，范数 {seen[0].norm():.4f}")
 
 
@@ -277,7 +277,7 @@ claim("x_fake上的钩子收到的恰好是torch.autograd.grad(loss_G, x_fake)�
 
 # %%
 def G_update(factor, make_opt):
-    """一步之后G的参数变化量，其中有个钩子把x_fake处的梯度乘以`factor`。"""
+    """一步之后 G 的参数变化量，其中有个钩子把 x_fake 处的梯度乘以 `factor`。"""
     torch.manual_seed(0)
     G, D = Generator(), Discriminator()
     opt_G = make_opt(G.parameters())
@@ -294,7 +294,7 @@ sgd = lambda params: optim.SGD(params, lr=0.1)
 adam = lambda params: optim.Adam(params, lr=1e-3)
 
 # %% tags=["predict"] reveals=["\u7528 ?SGD ?\u65f6\uff0cG ?\u7684\u66f4\u65b0\u4e5f\u51cf\u534a", "\u7528 ?Adam ?\u65f6\uff0cG ?\u7684\u7b2c\u4e00\u6b21\u66f4\u65b0\u51e0\u4e4e\u4e0d\u53d8", "\u68af\u5ea6\u4e0a\u7684\u5e38\u6570\u56e0\u5b50\u51e0\u4e4e\u88ab?(\u62b5\u6d88|\u7ea6\u6389)"]
-prediction = "SGD"  # SOLUTION: 钩子把x_fake处的梯度减半。谁对G的第一次更新也会减半，"SGD"还是"Adam"？
+prediction = "SGD"  # SOLUTION: 钩子把 x_fake 处的梯度减半。谁对 G 的第一次更新也会减半，"SGD"还是"Adam"？
 grads_1, sgd_1 = G_update(1.0, sgd)
 grads_half, sgd_half = G_update(0.5, sgd)
 _, adam_1 = G_update(1.0, adam)
@@ -303,14 +303,14 @@ halved = lambda hooked, plain: torch.allclose(hooked, plain / 2, atol=1e-7)
 followers = [name for name, hooked, plain in (("SGD", sgd_half, sgd_1), ("Adam", adam_half, adam_1))
              if halved(hooked, plain)]
 check("更新随梯度一起减半的优化器", prediction, " and ".join(followers) or "neither",
-      why="SGD的一步是lr * grad；Adam的第一步约为lr * grad / |grad|，所以常数因子被约掉了。")
+      why="SGD 的一步是 lr * grad；Adam 的第一步约为 lr * grad / |grad|，所以常数因子被约掉了。")
 
 # %%
 relative = lambda a, b: ((a - b).norm() / b.norm()).item()
-claim("在x_fake处减半后，G的每个梯度都恰好减半", torch.equal(grads_half, grads_1 / 2))
-claim("用SGD时，G的更新也减半", torch.allclose(sgd_half, sgd_1 / 2, atol=1e-6),
+claim("在 x_fake 处减半后，G 的每个梯度都恰好减半", torch.equal(grads_half, grads_1 / 2))
+claim("用 SGD 时，G 的更新也减半", torch.allclose(sgd_half, sgd_1 / 2, atol=1e-6),
       f"与没有钩子时的更新相比，相对差异为 {relative(sgd_half, sgd_1):.3f}")
-claim("用Adam时，G的第一次更新几乎不变：Adam会除以梯度自身的大小",
+claim("用 Adam 时，G 的第一次更新几乎不变：Adam 会除以梯度自身的大小",
       relative(adam_half, adam_1) < 0.01, f"相对差异 {relative(adam_half, adam_1):.4f}")
 
 
@@ -319,7 +319,7 @@ claim("用Adam时，G的第一次更新几乎不变：Adam会除以梯度自身�
 
 # %%
 def adam_settles(w, scale=1.0, steps=3000):
-    """从p = 0.5出发，Adam在scale * ((p - 1)² + w (p + 1)²)上最终把p带到哪里。"""
+    """从 p = 0.5 出发，Adam 在 scale * ((p - 1)² + w (p + 1)²)上最终把 p 带到哪里。"""
     p = torch.tensor(0.5, requires_grad=True)
     opt = optim.Adam([p], lr=0.01)
     for _ in range(steps):
@@ -330,10 +330,10 @@ def adam_settles(w, scale=1.0, steps=3000):
 
 ends = {(w, scale): adam_settles(w, scale) for w in (1, 10) for scale in (1, 10)}
 for (w, scale), p_end in ends.items():
-    print(f"单项权重 w = {w:<3} 整个损失的因子 {scale:<3} Adam停在 p = {p_end}")
-claim("整个损失上的因子不会改变Adam停下的位置",
+    print(f"单项权重 w = {w:<3} 整个损失的因子 {scale:<3} Adam 停在 p = {p_end}")
+claim("整个损失上的因子不会改变 Adam 停下的位置",
       ends[1, 1] == ends[1, 10] and ends[10, 1] == ends[10, 10])
-claim("某一项上的权重会改变它：w = 1时p = 0，w = 10时p = -0.818 = (1 - 10) / (1 + 10)",
+claim("某一项上的权重会改变它：w = 1 时 p = 0，w = 10 时 p = -0.818 = (1 - 10) / (1 + 10)",
       ends[1, 1] == 0 and ends[10, 1] == round(-9 / 11, 3), f"{ends[1, 1]}, {ends[10, 1]}")
 
 # %% [markdown]
@@ -347,7 +347,7 @@ loss_G = bce(D(x_fake), 1)
 plain, = torch.autograd.grad(loss_G, x_fake, retain_graph=True)
 x_fake.register_hook(lambda grad: grad * 0.5)
 hooked, = torch.autograd.grad(loss_G, x_fake)
-claim("register_hook之后，torch.autograd.grad(loss_G, x_fake)返回的是经钩子修改后的梯度",
+claim("register_hook 之后，torch.autograd.grad(loss_G, x_fake)返回的是经钩子修改后的梯度",
       torch.equal(hooked, plain * 0.5))
 
 # %% [markdown]
@@ -358,7 +358,7 @@ torch.manual_seed(0)
 layer = nn.Linear(16, 32)
 
 def saved_bytes(x_requires_grad, layer_frozen):
-    """autograd为tanh(layer(x))保存的张量的字节数和形状。"""
+    """autograd 为 tanh(layer(x))保存的张量的字节数和形状。"""
     layer.requires_grad_(not layer_frozen)
     x = torch.randn(8, 16, requires_grad=x_requires_grad)
     shapes = []
@@ -376,7 +376,7 @@ measured = {"x and layer require grad": saved_bytes(True, False), "layer frozen"
             "x needs no grad": saved_bytes(False, False)}
 for case, (count, shapes) in measured.items():
     print(f"{case:<26} 保存了 {shapes}：{count} 字节（手算 {by_hand[case]}）")
-claim("三种情况下，pack钩子统计的结果都和手算的大小相等",
+claim("三种情况下，pack 钩子统计的结果都和手算的大小相等",
       all(measured[k][0] == by_hand[k] for k in by_hand), ", ".join(f"{v[0]}" for v in measured.values()))
 
 # %% [markdown]
@@ -388,25 +388,25 @@ claim("三种情况下，pack钩子统计的结果都和手算的大小相等",
 # **为什么重要**。`torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++ 代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
 
 # %%
-torch._logging.set_logs(dynamo=logging.ERROR)     # 不让dynamo自己的警告出现在输出里
+torch._logging.set_logs(dynamo=logging.ERROR)     # 不让 dynamo 自己的警告出现在输出里
 import torch._functorch.config as functorch_config
 
 try:
     torch._dynamo.reset()
     torch.compile(nn.Linear(2, 1), backend="aot_eager")(torch.ones(1, 2)).sum().backward()
     compile_works = True
-    print("torch.compile在这里可用（后端aot_eager）")
+    print("torch.compile 在这里可用（后端 aot_eager）")
 except Exception as error:                        # 任何失败：如实说明，并跳过本节的检查
     compile_works = False
-    print(f"torch.compile在这台机器上无法使用（{type(error).__name__}: {headline(str(error))}）。"
+    print(f"torch.compile 在这台机器上无法使用（{type(error).__name__}: {headline(str(error))}）。"
           "下面会跳过第 3 节的检查，每个单元格都会说明；本课其余部分不受影响。")
-SKIPPED = "已跳过，未检查：torch.compile在这台机器上不可用（见上文）"
+SKIPPED = "已跳过，未检查：torch.compile 在这台机器上不可用（见上文）"
 
 # %% [markdown]
 # **捐赠缓冲区**。AOTAutograd 为普通的 `backward()` 编译反向传播时，会把前向传播保存的激活值标记为*捐赠的*（donated）：反向传播可以复用它们的内存，因为以后再也没有谁需要它们。带 `retain_graph=True` 的反向传播承诺的恰恰相反，所以 torch 拒绝它。在 torch 2.13 上，反向传播在第一次运行时才编译，先到的那次反向传播说了算：如果是普通的反向传播，缓冲区就被捐赠，之后再经过同一个编译图做 `retain_graph=True` 的反向传播就会报错。最小的例子：
 
 # %%
-HAS_DONATION = compile_works and hasattr(functorch_config, "donated_buffer")    # 较旧的torch里没有
+HAS_DONATION = compile_works and hasattr(functorch_config, "donated_buffer")    # 较旧的 torch 里没有
 NO_DONATION = (f"已跳过，未检查：torch {torch.__version__} 没有捐赠缓冲区"
                f"（torch._functorch.config.donated_buffer）" if compile_works else SKIPPED)
 if HAS_DONATION:
@@ -429,7 +429,7 @@ else:
 
 # %%
 def compiled_steps(order, donate=True, compile_=True):
-    """在很小的编译版G和D上依次运行`order`里的策略；返回之后G和D的权重。"""
+    """在很小的编译版 G 和 D 上依次运行 `order` 里的策略；返回之后 G 和 D 的权重。"""
     torch._dynamo.reset()
     torch.manual_seed(0)
     G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
@@ -448,14 +448,14 @@ if HAS_DONATION:
     with expect_error(RuntimeError, "compiled with non-empty donated buffers"):
         compiled_steps(["d_first_fresh_fake", "one_forward"])
     alone = compiled_steps(["one_forward", "one_forward"])
-    claim("只运行两步one_forward没问题：它们第一次经过D的反向传播保留了计算图，所以什么也没有捐赠",
+    claim("只运行两步 one_forward 没问题：它们第一次经过 D 的反向传播保留了计算图，所以什么也没有捐赠",
           bool(torch.isfinite(alone).all()))
     retain_free = ["d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"]
     claim("从不保留计算图的五种顺序，在开启捐赠的情况下编译，可以一个接一个地运行",
           bool(torch.isfinite(compiled_steps(retain_free * 2)).all()))
     eager = compiled_steps(["d_first_fresh_fake", "one_forward"], compile_=False)
     fixed = compiled_steps(["d_first_fresh_fake", "one_forward"], donate=False)
-    claim("设置donated_buffer=False后，同样的两步可以运行，而且结果和eager模式的PyTorch一致",
+    claim("设置 donated_buffer=False 后，同样的两步可以运行，而且结果和 eager 模式的 PyTorch 一致",
           torch.allclose(fixed, eager, atol=1e-6), f"最大 |差值| {(fixed - eager).abs().max():.1e}")
 else:
     print(NO_DONATION)
@@ -466,7 +466,7 @@ else:
 # **图中断**。Dynamo 把 Python 代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()` 把张量变成 Python 数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain` 不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个 `.item()` 的 `logged_step`，它会报告几次图中断？把 `...` 换掉，然后运行这个单元格。
 
 # %% tags=["predict"] reveals=["\u56fe\uff1a2 \u4e2a\uff0c\u56fe\u4e2d\u65ad\uff1a1 \u6b21", "\u4e00\u6b21\u56fe\u4e2d\u65ad", "\u628a\u51fd\u6570(\u5207|\u62c6|\u5206)\u6210\u4e24\u4e2a\u56fe"]
-prediction = 1  # SOLUTION: 对只含一个.item()的logged_step，torch._dynamo.explain会报告几次图中断？
+prediction = 1  # SOLUTION: 对只含一个.item()的 logged_step，torch._dynamo.explain 会报告几次图中断？
 torch.manual_seed(0)
 D_small = nn.Linear(4, 1)
 
@@ -479,8 +479,8 @@ if compile_works:
     torch._dynamo.reset()
     report = torch._dynamo.explain(logged_step)(torch.randn(8, 4))
     print(f"图：{report.graph_count} 个，图中断：{report.graph_break_count} 次")
-check("logged_step中的图中断次数", prediction, report.graph_break_count if compile_works else SKIPPED,
-      why="dynamo默认不能把Python数字留在图里：它在.item()处结束当前的图，在它之后再开始"
+check("logged_step 中的图中断次数", prediction, report.graph_break_count if compile_works else SKIPPED,
+      why="dynamo 默认不能把 Python 数字留在图里：它在.item()处结束当前的图，在它之后再开始"
           "另一个。")
 
 # %%
@@ -489,16 +489,16 @@ if compile_works:
     print(f"原因：{reason}")
     claim("一个.item()把函数切成两个图：一次图中断", report.graph_break_count == 1
           and report.graph_count == 2)
-    claim("而且原因里提到了Tensor.item", "Tensor.item" in reason)   # 具体措辞因版本而异
+    claim("而且原因里提到了 Tensor.item", "Tensor.item" in reason)   # 具体措辞因版本而异
     torch._dynamo.reset()
     with torch._dynamo.config.patch(capture_scalar_outputs=True):
         captured = torch._dynamo.explain(logged_step)(torch.randn(8, 4))
-    claim("设置capture_scalar_outputs=True后，这个数字留在图里：没有图中断",
+    claim("设置 capture_scalar_outputs=True 后，这个数字留在图里：没有图中断",
           captured.graph_break_count == 0 and captured.graph_count == 1)
 
     def branching_step(x):
         loss_D = F.softplus(D_small(x)).mean()
-        if loss_D.item() > 10:                     # 由Python根据这个数字做判断
+        if loss_D.item() > 10:                     # 由 Python 根据这个数字做判断
             loss_D = loss_D * 0
         return loss_D * 2
 
@@ -506,12 +506,12 @@ if compile_works:
     try:
         with torch._dynamo.config.patch(capture_scalar_outputs=True):
             branching = torch._dynamo.explain(branching_step)(torch.randn(8, 4))
-    except Exception as error:                     # 较旧的dynamo（torch 2.1）自己就会在这个例子上失败
+    except Exception as error:                     # 较旧的 dynamo（torch 2.1）自己就会在这个例子上失败
         branching = None
-        print(f"torch {torch.__version__}：dynamo.explain在这个分支上抛出{type(error).__name__}："
+        print(f"torch {torch.__version__}：dynamo.explain 在这个分支上抛出 {type(error).__name__}："
               "已跳过，未检查")
     if branching is not None:
-        claim("但即使这样，Python根据这个数字做分支判断仍然会造成图中断", branching.graph_break_count == 1)
+        claim("但即使这样，Python 根据这个数字做分支判断仍然会造成图中断", branching.graph_break_count == 1)
 else:
     print(SKIPPED)
 
@@ -545,19 +545,19 @@ else:
 
 # %%
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-    """bfloat16 autocast下的一步d_first_reuse_fake：opt_D和opt_G共用一个GradScaler，D的梯度在accum个微批量上
-    累积，按真实值裁剪到max_norm，溢出只跳过对应网络的更新。"""
+    """bfloat16 autocast 下的一步 d_first_reuse_fake：opt_D 和 opt_G 共用一个 GradScaler，D 的梯度在 accum 个微批量上
+    累积，按真实值裁剪到 max_norm，溢出只跳过对应网络的更新。"""
     ### BEGIN SOLUTION
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在.grad里
+    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在.grad 里
     for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
         scaler.scale(loss_D / accum).backward()
     scaler.unscale_(opt_D)                               # 先还原真实梯度，再裁剪
     nn.utils.clip_grad_norm_(D.parameters(), max_norm)
-    scaler.step(opt_D)                                   # D的梯度里有inf或NaN时会跳过
+    scaler.step(opt_D)                                   # D 的梯度里有 inf 或 NaN 时会跳过
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss_G = bce(D(x_fake), 1)
     opt_G.zero_grad()
@@ -566,7 +566,7 @@ def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     scaler.update()                                      # 两次更新之后，只调用一次
     ### END SOLUTION
 
-my_answer = amp_step  # SOLUTION: 把它指向你的amp_step
+my_answer = amp_step  # SOLUTION: 把它指向你的 amp_step
 
 # %% tags=["test"]
 from gan_lessons import exercises
