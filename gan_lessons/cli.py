@@ -102,6 +102,9 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", Formatter)
         super().__init__(*args, **kwargs)
 
+    def format_help(self):          # a Chinese section's heading ends in a full-width colon: 选项：
+        return re.sub(r"^([\u4e00-\u9fff]+):$", r"\1：", super().format_help(), flags=re.M)
+
     def error(self, message):
         command = self.prog.split()[-1] if self.prog != "python -m gan_lessons" else ""
         self.exit(2, (_("error: {message} (see: python -m gan_lessons {command} --help)").format(

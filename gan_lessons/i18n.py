@@ -118,8 +118,9 @@ class Text(str):
 def tr(message: str, **values) -> Text:
     """A lesson's own words (a table's header, a figure's legend, a label before a value) in the language in use,
     through the same catalog as the package's messages: `tr("{n} of {total} G parameters have a .grad", n=3,
-    total=4)`. The lesson's code is the same in both editions; tools/messages.py extracts the messages."""
-    return Text(tidy(_(message).format(**values)) if values else _(message))
+    total=4)`. The lesson's code is the same in both editions; tools/messages.py extracts the messages. The
+    translation is filled in as written (no tidy(): a label's spaces may be a table's padding)."""
+    return Text(_(message).format(**values) if values else _(message))
 
 
 # The answers a prediction may name in words: a check shows them, and accepts them, in the lesson's language too.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gan_lessons.i18n import _, choice, set_language, tr  # noqa: F401 (tr: the setup cell imports it from here)
+from gan_lessons.i18n import _, choice, set_language, tr
 
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 

@@ -9,6 +9,7 @@
 
 Babel does the extracting, reading, writing and compiling, as its documentation describes."""
 import argparse
+import ast
 import io
 import json
 import string
@@ -32,17 +33,35 @@ HEADER = dict(project="gan-lessons", version="0.1.0", copyright_holder="gan-less
               fuzzy=False)
 
 
+def marked_calls(path: Path) -> list:
+    """[(line, message)] of every `_()`, `N_()` or `tr()` call with a literal message in a file, those inside an
+    f-string's braces included (Babel's tokenizer does not look there before Python 3.12); a lesson's IPython syntax
+    (`!python ...`) is turned into Python first."""
+    source = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        from IPython.core.inputtransformer2 import TransformerManager
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    return sorted((node.lineno, node.args[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in KEYWORDS
+                  and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
+
+
 def template() -> Catalog:
-    """Every message the package marks, with where it is written (paths relative to the repository)."""
+    """Every message the package marks and every label the English lessons translate, with where it is written
+    (paths relative to the repository)."""
     pot = Catalog(**HEADER)
-    for folder in (PACKAGE, LESSONS):
-        for filename, lineno, message, comments, context in extract_from_dir(
-                folder, method_map=[("**.py", "python")], keywords=KEYWORDS, comment_tags=("TRANSLATORS:",)):
-            where = f"{folder.relative_to(ROOT).as_posix()}/{filename}"
-            if pot.get(message, context=context) is not None:        # a label both a lesson and the package use
-                pot[message].locations.append((where, lineno))
-            else:
-                pot.add(message, locations=[(where, lineno)], auto_comments=comments, context=context)
+    for filename, lineno, message, comments, context in extract_from_dir(
+            PACKAGE, method_map=[("**.py", "python")], keywords=KEYWORDS, comment_tags=("TRANSLATORS:",)):
+        pot.add(message, locations=[(f"gan_lessons/{filename}", lineno)], auto_comments=comments, context=context)
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(LESSONS.glob("*.py")):
+        for lineno, message in marked_calls(path):
+            where = (path.relative_to(ROOT).as_posix(), lineno)
+            if pot.get(message) is None:
+                pot.add(message, locations=[where])
+            elif where not in pot[message].locations:              # a label both a lesson and the package use
+                pot[message].locations.append(where)
     return pot
 
 

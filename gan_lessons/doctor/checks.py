@@ -283,7 +283,7 @@ class Checks:
         if (d := self._once("information", summary, facts, fixes, key)) is not None:
             details = d.text().split("\n")[1:]           # the facts and fixes under the summary line
             ranks.tell("\n".join([_("autograd doctor (information, not a warning): {summary}").format(
-                summary=summary)] + details))
+                summary=d.summary)] + details))
 
     def nonleaf_grad(self, tensor, where):
         if any(d.kind == "nonleaf_grad" and d.facts["where"] == where for d in self.journal.diagnoses):

@@ -37,6 +37,10 @@ class Diagnosis:
     fixes: list = field(default_factory=list)   # (fix, lesson number or None: no lesson teaches it yet)
     wrong: list = field(default_factory=list)   # (a tempting wrong fix and why it fails, lesson number or None)
 
+    def __post_init__(self):      # a lesson may print the summary or a fact alone: typeset as text() is
+        self.summary = tidy(self.summary)
+        self.facts = {k: tidy(v) if isinstance(v, str) else v for k, v in self.facts.items()}
+
     def text(self) -> str:
         """What the student reads, in the language in use: the facts' keys and the fixes of the tables below are
         kept in English (code and tests read them) and translated here."""

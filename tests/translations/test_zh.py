@@ -322,6 +322,47 @@ def test_a_chinese_lesson_prints_no_english_message_of_the_package(path):
     assert not found, f"English package messages in {path.name}: {found[:5]}"
 
 
+def lesson_labels(number: str) -> dict:
+    """{English piece: label}: the words of each `tr()` label of one English lesson that the catalog translates,
+    between its placeholders, where a piece holds an English word (not a name like `x_fake` or a unit)."""
+    from babel.messages.pofile import read_po
+    with open(messages.PO, "rb") as f:
+        po = read_po(f)
+    pieces = {}
+    for path in (ROOT / "notebooks" / "src").glob(f"{number}_*.py"):
+        for _, label in messages.marked_calls(path):
+            translated = po.get(label)
+            if translated is None or translated.string == label:
+                continue
+            for piece in re.split(r"\{[^{}]*\}", label):
+                piece = piece.strip(" .,:;|()\n")
+                if re.search(r"(?<![\w.])[A-Za-z][a-z]{2,}(?![\w(])", piece):
+                    pieces[piece] = label
+    return pieces
+
+
+def _shows(text: str, piece: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(piece)}(?![\w(])", text) is not None
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_a_chinese_lesson_prints_none_of_its_labels_in_english(path):
+    """A table's header, a row's label, a label before a value: what the English lesson prints through tr(), the
+    Chinese one prints in Chinese."""
+    text = printed(path)
+    found = sorted({label for piece, label in lesson_labels(path.name[:2]).items() if _shows(text, piece)})
+    assert not found, f"{path.name} prints English labels: {found[:6]}"
+
+
+def test_the_label_search_can_fail():
+    """Lesson 05's English output holds its labels; a Chinese output with one English header is caught."""
+    pieces = lesson_labels("05")
+    english = printed(ROOT / "notebooks" / "05_gan_update_strategies.ipynb")
+    assert len(pieces) > 10 and sum(_shows(english, piece) for piece in pieces) > 10
+    planted = printed(ZH / "05_gan_update_strategies.ipynb") + "\nstrategy               G fwd/bwd"
+    assert any(_shows(planted, piece) for piece in pieces)
+
+
 SEED_000 = '''
 import torch
 from torch import nn
@@ -467,6 +508,36 @@ def test_chinese_prose_puts_a_space_between_chinese_and_latin(path):
     assert not found, f"{path.name}: no space between Chinese and Latin or code: {found[:8]}"
 
 
+def _code_text(path) -> list:
+    """The Chinese words a lesson's code cells hold: their string literals and comments (a seed's code quoted in
+    「」 left out)."""
+    import ast
+    from IPython.core.inputtransformer2 import TransformerManager
+    found = []
+    for cell in build_notebook.cells(path):
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(TransformerManager().transform_cell(cell.source))
+        found += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        found += [line.split("#", 1)[1] for line in cell.source.splitlines() if "#" in line]
+    return [text for text in found if re.search(r"[\u4e00-\u9fff]", text) and "「" not in text]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks" / "zh" / "src").glob("[0-9][0-9]_*.py")),
+                         ids=lambda p: p.name)
+def test_chinese_code_strings_and_comments_put_a_space_between_chinese_and_latin(path):
+    """What a Chinese lesson's code prints (a claim, a check's reason) and says in comments follows the prose's
+    convention too."""
+    found = [hit for text in _code_text(path) for hit in _unspaced(text)]
+    assert not found, f"{path.name}: no space between Chinese and Latin or code in the code cells: {found[:8]}"
+
+
+def test_the_spacing_check_of_code_can_fail(tmp_path):
+    lesson = tmp_path / "99_planted.py"
+    lesson.write_text('# %%\nclaim("CPU上的autocast", True)  # G的梯度\nx = "plain English"\n', encoding="utf-8")
+    assert [hit for text in _code_text(lesson) for hit in _unspaced(text)] == ["U上", "的a", "G的"]
+
+
 def test_the_spacing_check_can_fail():
     assert _unspaced("认识到`step()`就是") == ["到`", "`就"] and _unspaced("认识到 `step()` 就是 G 的") == []
     assert _unspaced("> 原帖照录：backward一样") == [] and _unspaced("（`修法：`）") == []
@@ -544,3 +615,51 @@ def test_the_quote_mark_check_catches_each_kind_of_mistake():
     assert "a post's words take 「」" in _quote_marks_problems("原帖说“操作与计算图分离”", posts)[0]
     assert "unpaired" in _quote_marks_problems("原帖「策略一", posts)[0]
     assert _quote_marks_problems("本课说“梯度会累加”", posts) == []
+
+
+# A lesson's own labels and word answers, through the catalog --------------------------------------------------
+
+def test_tr_speaks_the_lesson_s_language_and_pads_by_screen_columns():
+    from gan_lessons.i18n import speaking, tr
+    with speaking("zh"):
+        assert tr("both") == "两者"
+        assert f"{tr('both'):<6}|" == "两者  |"          # two characters, four columns, two spaces
+        assert f"{tr('both'):>6}|" == "  两者|" and f"{tr('both'):^8}|" == "  两者  |"
+    with speaking("en"):
+        assert f"{tr('both'):<6}|" == "both  |" and tr("a label no catalog has") == "a label no catalog has"
+        assert tr("{n} of {total}", n=3, total=4) == "3 of 4"
+
+
+def test_the_catalog_finds_a_label_inside_an_f_string_and_in_a_lesson_s_shell_cell(tmp_path):
+    lesson = tmp_path / "99_planted.py"
+    lesson.write_text('# %%\n!python -m gan_lessons --help\nprint(f"{tr(\'strategy\'):<22}{x}")\n'
+                      'print(tr("{a} of {b}", a=1, b=2))\n', encoding="utf-8")
+    assert messages.marked_calls(lesson) == [(3, "strategy"), (4, "{a} of {b}")]
+
+
+def test_every_label_of_the_english_lessons_is_in_the_catalog():
+    pot = messages.template()
+    labels = {label for path in (ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")
+              for _, label in messages.marked_calls(path)}
+    assert len(labels) > 50 and all(pot.get(label) is not None for label in labels)
+    assert any(f.startswith("notebooks/src/") for m in pot for f, _ in m.locations)
+
+
+def test_a_word_answer_is_right_in_either_language_and_shown_in_the_lesson_s(capsys):
+    from gan_lessons.i18n import speaking
+    from gan_lessons.lesson import check
+    with speaking("zh"):
+        check("哪个网络有 .grad", "两者", "both")
+        check("哪个网络有 .grad", "both", "both")
+        check("哪个网络有 .grad", "G", "both")
+        check("G 会不会变", "会变", "moves")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("✓") and "'两者'" in lines[0] and "both" not in lines[0]
+    assert lines[1].startswith("✓")
+    assert lines[2].startswith("✗") and "'两者'" in lines[2]
+    assert lines[3].startswith("✓")
+    with speaking("en"):
+        check("nets with .grad", "both", "both")
+        check("nets with .grad", "D", "both")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "✓ nets with .grad -> 'both' (right)" and lines[1].startswith("✗")
