@@ -239,7 +239,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
-print("grad:", a.grad, "| version before:", a._version)
+print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
 # %% tags=["predict"] reveals=["leaf stays a leaf", "kept a a leaf"]
 prediction = True  # SOLUTION: does `a -= 0.1 * a.grad` under torch.no_grad() run AND leave a a leaf that requires grad? (True/False)
@@ -255,7 +255,8 @@ check("the update under no_grad runs and a is still a leaf that requires grad", 
           "operation: the leaf stays a leaf, and autograd has no reason to refuse.")
 
 # %%
-print("after :", a.detach(), "| is_leaf:", a.is_leaf, "| version after:", a._version)
+print(tr("after : {value} | is_leaf: {is_leaf} | version after: {version}", value=a.detach(), is_leaf=a.is_leaf,
+         version=a._version))
 claim("the update under no_grad kept a a leaf that requires grad, and bumped its version by one",
       a.is_leaf and a.requires_grad and a._version == 1)
 
@@ -271,7 +272,8 @@ spare = torch.tensor([5.], requires_grad=True)           # in the optimizer, but
 opt = optim.SGD([a2, spare], lr=0.1)
 (a2 * a2).sum().backward()
 opt.step()
-print("SGD result:", a2.detach(), "| equal to the manual update:", torch.equal(a2, a), "| version:", a2._version)
+print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {version}", value=a2.detach(),
+         equal=torch.equal(a2, a), version=a2._version))
 claim("SGD's step gives the manual update's values and the same version", torch.equal(a2, a) and a2._version == a._version)
 claim("SGD skips a parameter whose .grad is None: it is left as it was", spare.grad is None and spare.item() == 5.0)
 

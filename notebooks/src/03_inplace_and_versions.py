@@ -61,10 +61,10 @@ x += 1;            timeline.append(("x += 1", x._version))
 x.add_(1);         timeline.append(("x.add_(1)", x._version))
 x.relu_();         timeline.append(("x.relu_()", x._version))
 x[0] = 5;          timeline.append(("x[0] = 5", x._version))
-x.mul(2);          timeline.append(("x.mul(2)   (out of place)", x._version))
-x = x + 1;         timeline.append(("x = x + 1  (a NEW tensor)", x._version))
+x.mul(2);          timeline.append((tr("x.mul(2)   (out of place)"), x._version))
+x = x + 1;         timeline.append((tr("x = x + 1  (a NEW tensor)"), x._version))
 for step, version in timeline:
-    print(f"{step:<28} version {version}")
+    print(tr("{step:<28} version {version}", step=step, version=version))
 versions = [version for _, version in timeline]
 claim("each in-place op bumped the version by exactly 1", versions[:5] == [0, 1, 2, 3, 4], versions[:5])
 claim("x.mul(2), out of place, left it unchanged", versions[5] == versions[4], versions[4:6])
@@ -92,7 +92,7 @@ opt.step()
 versions.append(layer.weight._version)
 opt.step()
 versions.append(layer.weight._version)
-print("weight version at creation, after one opt.step(), after another:", versions)
+print(tr("weight version at creation, after one opt.step(), after another: {versions}", versions=versions))
 claim("init bumps the version once, and each Adam step once more", versions == [1, 2, 3], versions)
 
 # %% [markdown]
@@ -112,7 +112,7 @@ y.mul_(2)
 exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # what ExpBackward0 keeps
 check("exp's saved tensor unchanged after y.mul_(2)", prediction, exp_saved[0].state == "alive",
       why=f"exp saves its output y (its derivative is exp(a), which is y), and mul_ changed y in place: the saved "
-          f"`{exp_saved[0].name}` is {exp_saved[0].state}, at version {exp_saved[0].version_now}, saved at "
+          f"`{exp_saved[0].name}` is {tr(exp_saved[0].state)}, at version {exp_saved[0].version_now}, saved at "
           f"{exp_saved[0].version_saved}.")
 
 # %%
@@ -123,7 +123,8 @@ for name, make in [("a + 1", lambda t: t + 1), ("a * a", lambda t: t * t), ("a *
                    ("a * 2", lambda t: t * 2), ("a.exp()", lambda t: t.exp()), ("a.sigmoid()", lambda t: t.sigmoid())]:
     out = make(a)
     made[name] = [s.name for s in graphs.saved_tensors(out.grad_fn)]
-    print(f"{name:<12} {type(out.grad_fn).__name__:<16} saves: {made[name] or 'nothing'}")
+    print(tr("{op:<12} {node:<16} saves: {saved}", op=name, node=type(out.grad_fn).__name__,
+             saved=made[name] or tr("nothing")))
 claim("a + 1 saves nothing; a * a keeps a twice; exp and sigmoid save their output",
       made["a + 1"] == [] and made["a * a"] == ["other", "self"] and made["a.exp()"] == made["a.sigmoid()"] == ["result"])
 claim("a * b with a constant b saves b (`other`) and not a (`self`)", made["a * b"] == ["other"], made["a * b"])
@@ -148,7 +149,7 @@ a = torch.ones(3, requires_grad=True)
 y = a + 1
 y.add_(1)
 y.sum().backward()
-print("a + 1 then add_: backward fine, a.grad =", a.grad)
+print(tr("a + 1 then add_: backward fine, a.grad = {grad}", grad=a.grad))
 
 # %% [markdown]
 # The same test on `y = a * b` with a constant `b`. Only `b` was saved, so changing `a` in place afterwards
@@ -288,7 +289,8 @@ with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], wh
 # %%
 stale = [s for s in graphs.draw({"g_loss": g_loss}, graphs.param_names(G=g, D=d)).saved if s.state == "stale"]
 for s in stale:
-    print(f"{s.node}.{s.name} = {s.param} {s.shape}: version {s.version_now}, saved at {s.version_saved}")
+    print(tr("{node}.{name} = {param} {shape}: version {now}, saved at {saved}", node=s.node, name=s.name,
+             param=s.param, shape=s.shape, now=s.version_now, saved=s.version_saved))
 claim("every weight of D that the forward saved is stale, D's last layer (net.7) first, as PyTorch reports",
       len(stale) == 4 and all(s.param.startswith("D.") for s in stale) and stale[0].param == "D.net.7.weight.T",
       [s.param for s in stale])
@@ -325,7 +327,8 @@ def seed000_backwards(step_between):
         return before, after, str(error)
 
 no_step, with_step = seed000_backwards(False), seed000_backwards(True)
-print("D.net[7].weight versions before and after d_loss.backward: without the step", no_step[:2], "| with it", with_step[:2])
+print(tr("D.net[7].weight versions before and after d_loss.backward: without the step {without} | with it {with_step}",
+         without=no_step[:2], with_step=with_step[:2]))
 claim("d_loss.backward(retain_graph=True) leaves D's weight at the version it had", no_step[0] == no_step[1] == with_step[1])
 claim("without d_optimizer.step() between them, g_loss.backward() runs", no_step[2] is None)
 claim("with d_optimizer.step() between them, g_loss.backward() raises the version error",
@@ -350,7 +353,7 @@ claim("with d_optimizer.step() between them, g_loss.backward() raises the versio
 # %%
 safe = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 1))
 safe(torch.randn(2, 4)).sum().backward()
-print("Linear -> ReLU(inplace=True): backward fine (addmm does not save its output)")
+print(tr("Linear -> ReLU(inplace=True): backward fine (addmm does not save its output)"))
 
 broken = nn.Sequential(nn.Linear(4, 4), nn.Sigmoid(), nn.ReLU(inplace=True), nn.Linear(4, 1))
 with expect_error(RuntimeError, "modified by an inplace operation.*which is output 0 of Sigmoid(Backward0)?,"):
@@ -412,13 +415,13 @@ with torch.no_grad():
     x += 1
 torch.sum(x).backward()
 grad_no_grad = x.grad
-print("no_grad   :", rounded(grad_no_grad), "x =", rounded(x), "version:", x._version)
+print("no_grad   :", rounded(grad_no_grad), "x =", rounded(x), tr("version: {version}", version=x._version))
 
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)   # remedy 4: .data
 x_data = x.data
 x_data += 1
 torch.sum(x).backward()
-print(".data     :", rounded(x.grad), "x =", rounded(x), "version:", x._version)
+print(".data     :", rounded(x.grad), "x =", rounded(x), tr("version: {version}", version=x._version))
 claim("for sum, all three give the gradient [1, 1, 1]",
       all(torch.equal(g, torch.ones(3)) for g in (grad_clone, grad_no_grad, x.grad)))
 claim(".data changed x without bumping its version", x._version == 0 and torch.equal(x.detach(), torch.tensor([2.0, 3.0, 4.0])),
@@ -438,7 +441,7 @@ def fresh():
 x, y = fresh()
 y.sum().backward()
 correct = x.grad
-print("correct gradient         :", rounded(correct))
+print(tr("{label:<25}: {value}", label=tr("correct gradient"), value=rounded(correct)))
 
 x, y = fresh()
 with expect_error(RuntimeError, "is at version 1; expected version 0"):
@@ -471,7 +474,8 @@ try:
     raised = False
 except RuntimeError:
     raised = True
-print(".data, silently          :", rounded(x.grad), " <- 2 * (x + 1): the forward used x, the backward used x + 1")
+print(tr("{label:<25}: {value}  <- {note}", label=tr(".data, silently"), value=rounded(x.grad),
+         note=tr("2 * (x + 1): the forward used x, the backward used x + 1")))
 claim(".data: backward raised no error", not raised)
 claim(".data: the gradient is not the correct one", not torch.equal(x.grad, correct),
       f"{rounded(x.grad)} vs {rounded(correct)}")
@@ -481,7 +485,8 @@ claim(".data: the gradient is 2 * (x + 1), the values written after the forward"
 x, y = fresh()
 x_shifted = torch.add(x, 1)     # avoid in-place (seed 002's first remedy, given as prose only): a new tensor
 (y.sum() + x_shifted.sum()).backward()
-print("avoid in-place           :", rounded(x.grad), " <- 2x from y, plus 1 from x + 1")
+print(tr("{label:<25}: {value}  <- {note}", label=tr("avoid in-place"), value=rounded(x.grad),
+         note=tr("2x from y, plus 1 from x + 1")))
 claim("avoid in-place: the correct gradient (2x + 1), and x is still at version 0",
       torch.equal(x.grad, correct + 1) and x._version == 0, f"{rounded(x.grad)}, version {x._version}")
 
@@ -489,7 +494,7 @@ x, y = fresh()
 x2 = x.clone()
 x2 += 1                         # clone: the saved x is untouched
 y.sum().backward()
-print("clone                    :", rounded(x.grad))
+print(tr("{label:<25}: {value}", label="clone", value=rounded(x.grad)))
 claim("clone: the correct gradient", torch.equal(x.grad, correct))
 
 # %%
@@ -523,7 +528,8 @@ images = torch.rand(4, 3 * 32 * 32)          # stands in for a CIFAR-10 batch (n
 model = nn.Linear(3 * 32 * 32, 10)
 images += 0.1                                 # no clone needed: images is a leaf without grad
 F.cross_entropy(model(images), torch.tensor([0, 1, 2, 3])).backward()
-print("in-place augmentation on the input batch: fine; model.weight.grad set:", model.weight.grad is not None)
+print(tr("in-place augmentation on the input batch: fine; model.weight.grad set: {filled}",
+         filled=model.weight.grad is not None))
 
 # %% [markdown] tags=["read-after-exercises"]
 # **The seed listings, judged.**
@@ -641,7 +647,7 @@ def forward_line_blamed():
             if where.startswith("  File") and re.search(r"ipykernel_\d+|<ipython", where)]
 
 code = forward_line_blamed()
-print("code lines in anomaly detection's forward traceback:", code)
+print(tr("code lines in anomaly detection's forward traceback: {lines}", lines=code))
 claim("it blames the forward line `d = D(g)`", any("d = D(g)" in line for line in code))
 claim("it never mentions optimD.step()", not any("step" in line for line in code))
 

@@ -129,8 +129,8 @@ for _ in range(1000):
 with torch.no_grad():
     after = G(z_shown).flatten()
 
-for label, x in (("real", x_shown), ("G before", before), ("G after", after)):
-    print(f"{label:<9} mean {x.mean():5.2f}   std {x.std():.2f}")
+for label, x in ((tr("real"), x_shown), (tr("G before"), before), (tr("G after"), after)):
+    print(tr("{label:<9} mean {mean:5.2f}   std {std:.2f}", label=label, mean=x.mean(), std=x.std()))
 claim("after training, G's mean is within 0.15 of the real mean (it started near 0)",
       abs(after.mean() - x_shown.mean()).item() < 0.15, shown=f"{after.mean():.2f} vs {x_shown.mean():.2f}")
 claim("and G's std is within half the real std of the real std",
@@ -138,11 +138,11 @@ claim("and G's std is within half the real std of the real std",
       shown=f"{after.std():.2f} vs {x_shown.std():.2f}, from {before.std():.2f} before training")
 
 plt.figure(figsize=(7, 2.6))
-for label, x in (("real", x_shown), ("G before training", before), ("G after 1000 steps", after)):
+for label, x in ((tr("real"), x_shown), (tr("G before training"), before), (tr("G after 1000 steps"), after)):
     plt.hist(x.numpy(), bins=80, range=(-1.5, 5), density=True, alpha=0.5, label=label)
 plt.xlabel("x")
 plt.legend(loc="upper center")
-plt.title("1-D GAN: real samples, and G's before and after training")
+plt.title(tr("1-D GAN: real samples, and G's before and after training"))
 plt.show()
 
 # %% [markdown]
@@ -245,10 +245,10 @@ with warnings.catch_warnings():
 grad_correct, = torch.autograd.grad(correct.sum(), logits)
 grad_seed000, = torch.autograd.grad(seed000.sum(), logits)
 shrink = grad_correct / grad_seed000
-print("D's logit for a fake              :", rounded(logits))
-print("loss_G, double sigmoid            :", rounded(seed000))
-print("d loss_G / d logit, correct       :", rounded(grad_correct))
-print("d loss_G / d logit, double sigmoid:", rounded(grad_seed000, 6))
+print(tr("D's logit for a fake              :"), rounded(logits))
+print(tr("loss_G, double sigmoid            :"), rounded(seed000))
+print(tr("d loss_G / d logit, correct       :"), rounded(grad_correct))
+print(tr("d loss_G / d logit, double sigmoid:"), rounded(grad_seed000, 6))
 claim("the shrink factor grows without bound as D rejects the fake more confidently",
       bool((shrink[:-1] > shrink[1:]).all()) and 40_000 < shrink[0].item() < 50_000 and 700 < shrink[1].item() < 900,
       shown=f"{shrink[1]:.0f}x at logit -6, {shrink[0]:.0f}x at logit -10")
@@ -345,15 +345,15 @@ for name in strategies.STRATEGIES:
     G, D, x_real, noise = fresh_gan()
     results[name] = costs.measure(name, G, D, x_real, noise, steps=3 if QUICK else 20, warmup=1 if QUICK else 5)
 
-print(f"{'strategy':<22}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved MiB':>11}"
-      f"{'alloc. peak MiB':>17}")
+print("{:<22}{:>10}{:>10}{:>9}{:>9}{:>11}{:>17}".format(tr("strategy"), tr("G fwd/bwd"), tr("D fwd/bwd"), tr("G grads"),
+                                                        tr("D grads"), tr("saved MiB"), tr("alloc. peak MiB")))
 for name, c in results.items():
     if c.error:
-        print(f"{name:<22} raises: {headline(c.error)}")
+        print(f"{name:<22}", tr("raises: {error}", error=headline(c.error)))
     else:
         print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
               f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
-print("batch 64 |", results["g_first"].memory, "| allocator:", "CUDA" if device.type == "cuda" else "CPU")
+print(tr("batch 64 |"), results["g_first"].memory, tr("| allocator:"), "CUDA" if device.type == "cuda" else "CPU")
 
 # %% [markdown]
 # What the counts say about seed 003's argument (each line computed from the table):
@@ -379,7 +379,7 @@ claim("4. d_first_fresh_fake pays one extra G forward", r["d_first_fresh_fake"].
 # %% tags=["nbval-ignore-output"]
 display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
-print("time relative to d_first_reuse_fake:",
+print(tr("time relative to d_first_reuse_fake:"),
       {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
 
 # %% [markdown]
@@ -414,8 +414,8 @@ panel
 
 # %%
 shown = panel.shown[panel.buttons.value]
-print("default strategy:", panel.buttons.value)
-print("final (loss_D, loss_G):", tuple(round(v, 4) for v in shown["final"]))
+print(tr("default strategy:"), panel.buttons.value)
+print(tr("final (loss_D, loss_G):"), tuple(round(v, 4) for v in shown["final"]))
 print(shown["graph"])
 
 # %% [markdown] tags=["read-after-exercises"]
@@ -516,8 +516,9 @@ with FlopCounterMode(display=False) as counter:
     D(x_real)
 d_forward = counter.get_total_flops() / 1e9
 for name, g in gflop.items():
-    print(f"{name:<22}{g:6.3f} GFLOP  ({g / gflop['d_first_reuse_fake']:.2f} of d_first_reuse_fake)")
-print(f"one D forward, batch 64: {d_forward:.3f} GFLOP")
+    print(tr("{name:<22}{value:6.3f} GFLOP  ({ratio:.2f} of d_first_reuse_fake)", name=name, value=g,
+             ratio=g / gflop["d_first_reuse_fake"]))
+print(tr("one D forward, batch 64: {value:.3f} GFLOP", value=d_forward))
 claim("one_forward does the least arithmetic of the six",
       min(gflop, key=gflop.get) == "one_forward", shown=f"{gflop['one_forward']:.3f} GFLOP")
 claim("d_first_frozen_D does one D forward's worth less than d_first_reuse_fake (the wasted D gradient), and "
@@ -543,9 +544,10 @@ timed = timing.until_decided(lambda rounds: costs.interleaved_ms(names, rounds=r
                              "one_forward", "d_first_reuse_fake")
 for name, t in timed.items():
     ratio = timing.paired(timed, name, "d_first_reuse_fake").median
-    print(f"{name:<20} median {statistics.median(t):6.1f} ms | paired ratio to d_first_reuse_fake "
-          f"{ratio:.2f} (FLOPs {gflop[name] / gflop['d_first_reuse_fake']:.2f}) | one step ranged "
-          f"{min(t):.1f} to {max(t):.1f} ms")
+    print(tr("{name:<20} median {median:6.1f} ms | paired ratio to d_first_reuse_fake {ratio:.2f} "
+             "(FLOPs {flops:.2f}) | one step ranged {low:.1f} to {high:.1f} ms", name=name,
+             median=statistics.median(t), ratio=ratio, flops=gflop[name] / gflop["d_first_reuse_fake"],
+             low=min(t), high=max(t)))
 verdict = timing.claim_timing("timed in alternation, one_forward takes less time per step than d_first_reuse_fake",
                               timing.paired(timed, "one_forward", "d_first_reuse_fake"))
 

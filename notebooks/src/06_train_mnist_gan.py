@@ -80,9 +80,11 @@ check("images.dtype", prediction, images.dtype,
           "take 4 times that); each batch is converted to floats in [-1, 1] when it is used.")
 
 # %%
-print("training images:", tuple(images.shape), images.dtype, f"{images.numel() * images.element_size() / 1e6:.1f} MB")
-print("one batch in G's range:", tuple(data.to_unit_range(images[:64]).shape),
-      "min", data.to_unit_range(images[:64]).min().item(), "max", data.to_unit_range(images[:64]).max().item())
+print(tr("training images:"), tuple(images.shape), images.dtype,
+      f"{images.numel() * images.element_size() / 1e6:.1f} MB")
+batch = data.to_unit_range(images[:64])
+print(tr("one batch in G's range: {shape} min {low} max {high}", shape=tuple(batch.shape), low=batch.min().item(),
+         high=batch.max().item()))
 claim("the 60,000 training images take under 50 MB as uint8", images.dtype == torch.uint8 and len(images) == 60000 and images.numel() * images.element_size() < 50e6,
       on='the MNIST files on this machine')
 
@@ -121,16 +123,16 @@ check("steps per epoch", prediction, small.steps_per_epoch,
 full = TrainConfig(out=str(training.RUNS / "lesson06"), device=str(device))   # RUNS: outside notebooks/
 quick = dataclasses.replace(full, epochs=4, limit=6400, lr_G=6e-4, lr_D=6e-4)   # 400 steps
 cfg = quick if QUICK else full
-print("quick mode:" if QUICK else "full run:", {k: v for k, v in dataclasses.asdict(cfg).items()
-                                               if v != getattr(TrainConfig(), k) and k != "out"})
-print("steps per epoch:", cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
+print(tr("quick mode:") if QUICK else tr("full run:"), {k: v for k, v in dataclasses.asdict(cfg).items()
+                                                       if v != getattr(TrainConfig(), k) and k != "out"})
+print(tr("steps per epoch:"), cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
 
 # %% tags=["nbval-ignore-output"]
 from tqdm.auto import tqdm
 from IPython.display import clear_output
 
 grids = []
-bar = tqdm(total=cfg.epochs, desc=f"training ({'quick' if QUICK else 'full'})", unit="epoch")
+bar = tqdm(total=cfg.epochs, desc=tr("training (quick)") if QUICK else tr("training (full)"), unit=tr("epoch"))
 def on_epoch(trainer):
     grids.append(trainer.sample().cpu())
     bar.update(1)
@@ -140,7 +142,7 @@ trainer = training.train(cfg, on_epoch=on_epoch)
 bar.close()
 clear_output()   # the live bar goes; its finished line stays (a stored widget would read 0%)
 print(bar)
-print("seconds per epoch:", [h["seconds"] for h in trainer.history])
+print(tr("seconds per epoch:"), [h["seconds"] for h in trainer.history])
 
 # %% [markdown]
 # The grid uses the same 64 noise vectors after every epoch, so the panels are comparable:
@@ -149,9 +151,10 @@ print("seconds per epoch:", [h["seconds"] for h in trainer.history])
 fig, axes = plt.subplots(1, len(grids), figsize=(3 * len(grids), 3.2))
 for i, (ax, grid) in enumerate(zip(axes, grids)):
     ax.imshow(plots.grid_array(grid))
-    ax.set_title(f"epoch {i + 1}")
+    ax.set_title(tr("epoch {n}", n=i + 1))
     ax.axis("off")
-fig.suptitle(f"fixed-noise samples ({'quick mode: ' + str(cfg.limit) + ' images' if QUICK else 'full run'})")
+fig.suptitle(tr("fixed-noise samples (quick mode: {n} images)", n=cfg.limit) if QUICK
+             else tr("fixed-noise samples (full run)"))
 plt.show()
 
 # %% [markdown]
@@ -168,7 +171,7 @@ plt.show()
 # - Smooth curves tell you nothing about sample quality, or about how many digit classes G produces.
 
 # %%
-plots.loss_figure({cfg.strategy: trainer.history}, title="losses per epoch (this run)")
+plots.loss_figure({cfg.strategy: trainer.history}, title=tr("losses per epoch (this run)"))
 plt.show()
 
 # %% [markdown]
@@ -185,7 +188,7 @@ plt.show()
 # Real training images score the baseline a perfect generator would reach.
 
 # %%
-print("shipped classifier:", json.loads((metrics.ASSETS / "classifier.json").read_text()))
+print(tr("shipped classifier:"), json.loads((metrics.ASSETS / "classifier.json").read_text()))
 
 # %% tags=["nbval-ignore-output"]
 n = 2000 if QUICK else 10000
@@ -197,8 +200,8 @@ torch.manual_seed(cfg.seed)
 G_untrained = Generator(cfg.z_dim, cfg.tanh).eval()    # the same architecture, at its initial weights
 with torch.no_grad():
     untrained = metrics.evaluate(G_untrained(torch.randn(n, cfg.z_dim)).clamp(-1, 1))
-print(f"{'':<24}{'MNIST-FID':>10}{'score':>8}  coverage")
-for name, m in (("this run", ours), ("the same G, untrained", untrained), ("real train images", real)):
+print("{:<24}{:>10}{:>8}  {}".format("", "MNIST-FID", tr("score"), tr("coverage")))
+for name, m in ((tr("this run"), ours), (tr("the same G, untrained"), untrained), (tr("real train images"), real)):
     print(f"{name:<24}{m['mnist_fid']:>10.2f}{m['classifier_score']:>8.2f}  {m['coverage']}")
 claim("G learned every digit: each of the ten is at least 0.5% of its samples", min(ours["coverage"]) >= 0.005,
       shown=f"rarest digit {min(range(10), key=lambda d: ours['coverage'][d])}: {min(ours['coverage']):.1%}",
@@ -224,23 +227,25 @@ claim("the coverage shares sum to 1", abs(sum(ours["coverage"]) - 1) < 1e-3, on=
 # %%
 record_path = metrics.ASSETS / "generator.json"
 if not record_path.exists():
-    print("no pretrained generator shipped: train one with `python -m gan_lessons train` and export it")
+    print(tr("no pretrained generator shipped: train one with `python -m gan_lessons train` and export it"))
 else:
     record = json.loads(record_path.read_text())
     G_pre = training.load_generator(metrics.ASSETS / "generator.pt")
-    print("loaded the shipped generator | trained on", record["device"], "|", record["config"]["epochs"],
-          "epochs, strategy", record["config"]["strategy"], "| command:", record["command"])
-    print("recorded metrics (10k samples):", {k: record["metrics"][k] for k in ("mnist_fid", "classifier_score")},
-          "| real-train baseline:", {k: record["baseline"][k] for k in ("mnist_fid", "classifier_score")})
+    print(tr("loaded the shipped generator | trained on {device} | {epochs} epochs, strategy {strategy} | "
+             "command: {command}", device=record["device"], epochs=record["config"]["epochs"],
+             strategy=record["config"]["strategy"], command=record["command"]))
+    print(tr("recorded metrics (10k samples):"), {k: record["metrics"][k] for k in ("mnist_fid", "classifier_score")},
+          tr("| real-train baseline:"), {k: record["baseline"][k] for k in ("mnist_fid", "classifier_score")})
     shares = record["metrics"]["coverage"]
-    print("coverage: rarest digit", min(range(10), key=lambda d: shares[d]), f"({min(shares):.1%}),",
-          "commonest", max(range(10), key=lambda d: shares[d]), f"({max(shares):.1%})")
+    print(tr("coverage: rarest digit {rare} ({rare_share:.1%}), commonest {common} ({common_share:.1%})",
+             rare=min(range(10), key=lambda d: shares[d]), rare_share=min(shares),
+             common=max(range(10), key=lambda d: shares[d]), common_share=max(shares)))
     with torch.no_grad():
         sample = G_pre(torch.randn(64, G_pre.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
     plt.figure(figsize=(4, 4))
     plt.imshow(plots.grid_array(sample))
     plt.axis("off")
-    plt.title("shipped generator, fixed noise")
+    plt.title(tr("shipped generator, fixed noise"))
     plt.show()
 
 # %% [markdown]
@@ -263,8 +268,8 @@ else:
 
 # %%
 x_real = data.to_unit_range(images[:2000])
-print("real pixels: min", x_real.min().item(), "max", x_real.max().item(),
-      "| share exactly -1:", round((x_real == -1).float().mean().item(), 3))
+print(tr("real pixels: min {low} max {high} | share exactly -1: {share}", low=x_real.min().item(),
+         high=x_real.max().item(), share=round((x_real == -1).float().mean().item(), 3)))
 claim("real pixels lie in [-1, 1], and most of them are exactly -1", x_real.min() >= -1 and x_real.max() <= 1
       and (x_real == -1).float().mean() > 0.5, on='the MNIST files on this machine')
 
@@ -275,21 +280,22 @@ claim("real pixels lie in [-1, 1], and most of them are exactly -1", x_real.min(
 
 # %% tags=["predict"] reveals=["which no real digit has: (0\\.[5-9]|1\\.0)", "\\d+% of its samples have a pixel outside"]
 prediction = True  # SOLUTION: after 20 epochs, do more than half of the seed's G's samples have a pixel outside [-1, 1]? (True/False)
-shipped = {"with Tanh": "generator", "seed's G (--no-tanh)": "generator_no_tanh"}
+shipped = {tr("with Tanh"): "generator", tr("seed's G (--no-tanh)"): "generator_no_tanh"}   # the names as shown
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}
 z = torch.randn(2000, 64, generator=torch.Generator().manual_seed(0))
 with torch.no_grad():
     raw = {name: G_s(z) for name, G_s in gens.items()}          # no clamp: what D sees in training
-outside = (raw["seed's G (--no-tanh)"].abs() > 1).flatten(1).any(1).float().mean().item()
+outside = (raw[tr("seed's G (--no-tanh)")].abs() > 1).flatten(1).any(1).float().mean().item()
 check("over half of the samples leave [-1, 1]", prediction, outside > 0.5,
       why=f"{outside:.0%} of its samples have a pixel outside [-1, 1]: training against D did not pull them in.")
 
 # %%
 for name, x in raw.items():
-    print(f"{name:<22} pixels from {x.min().item():5.2f} to {x.max().item():4.2f} | share exactly -1: "
-          f"{(x == -1).float().mean().item():.3f} | share outside [-1, 1]: {(x.abs() > 1).float().mean().item():.3f}")
-    print(f"{'':<22} samples with a pixel outside [-1, 1], which no real digit has: "
-          f"{(x.abs() > 1).flatten(1).any(1).float().mean().item():.3f}")
+    print(tr("{name:<22} pixels from {low:5.2f} to {high:4.2f} | share exactly -1: {at_minus_one:.3f} | share "
+             "outside [-1, 1]: {outside:.3f}", name=name, low=x.min().item(), high=x.max().item(),
+             at_minus_one=(x == -1).float().mean().item(), outside=(x.abs() > 1).float().mean().item()))
+    print(f"{'':<22}", tr("samples with a pixel outside [-1, 1], which no real digit has: {share:.3f}",
+                          share=(x.abs() > 1).flatten(1).any(1).float().mean().item()))
 
 # %% [markdown]
 # D can use such pixels as a cue that has nothing to do with the strokes. That is a likely reason for what
@@ -305,10 +311,10 @@ differ = sorted(k for k in a if a.get(k) != b.get(k))
 claim("the two shipped runs differ only in the tanh flag and the output folder", differ == ["out", "tanh"], differ,
       on='the two runs shipped with the lessons')
 plots.fid_figure({name: r["eval_each_epoch"] for name, r in records.items()},
-                 title="MNIST-FID after each epoch (2,000 samples)")
+                 title=tr("MNIST-FID after each epoch (2,000 samples)"))
 plt.show()
 live = {name: metrics.evaluate(x.clamp(-1, 1)) for name, x in raw.items()}
-print(f"{'':<24}{'MNIST-FID':>10}{'score':>8}  digits under 2% of samples")
+print("{:<24}{:>10}{:>8}  {}".format("", "MNIST-FID", tr("score"), tr("digits under 2% of samples")))
 for name, m in live.items():
     print(f"{name:<24}{m['mnist_fid']:>10.1f}{m['classifier_score']:>8.2f}  "
           f"{[d for d in range(10) if m['coverage'][d] < 0.02]}")
@@ -320,7 +326,7 @@ for ax, (name, x) in zip(axes, raw.items()):
 plt.show()
 
 # %%
-tanh_m, seed_m = live["with Tanh"], live["seed's G (--no-tanh)"]
+tanh_m, seed_m = live[tr("with Tanh")], live[tr("seed's G (--no-tanh)")]
 claim("the run with Tanh has the lower MNIST-FID", tanh_m["mnist_fid"] < seed_m["mnist_fid"],
       shown=f"{tanh_m['mnist_fid']:.1f} vs {seed_m['mnist_fid']:.1f}", on='the two runs shipped with the lessons')
 claim("the run with Tanh has the higher classifier score", tanh_m["classifier_score"] > seed_m["classifier_score"],
@@ -359,11 +365,11 @@ for strategy, t in trained.items():
     with torch.no_grad():
         fakes = G_s(torch.randn(2000, G_s.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
     runs[strategy] = (t.history, metrics.evaluate(fakes))
-plots.loss_figure({s: h for s, (h, _) in runs.items()}, title="two strategies, same seed")
+plots.loss_figure({s: h for s, (h, _) in runs.items()}, title=tr("two strategies, same seed"))
 plt.show()
 for s, (_, m) in runs.items():
-    print(f"{s:<20} MNIST-FID {m['mnist_fid']:.2f}  score {m['classifier_score']:.2f}  "
-          f"rarest digit {min(m['coverage']):.1%}")
+    print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
+             fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
     claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005,
           on='these runs')
 

@@ -106,7 +106,8 @@ with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\]"):
 # %%
 diagnosis = doc.diagnoses[-1]
 print(diagnosis.kind, "|", diagnosis.facts["tensor"])
-print("warnings raised in the block:", [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"])
+print(tr("warnings raised in the block: {warnings}",
+         warnings=[headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]))
 warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("the diagnosis is a version error on d.net.7.weight.T", diagnosis.kind == "version"
       and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"), on="this package's doctor")
@@ -338,7 +339,7 @@ with doctor(G=G, D=D, opt=opt) as doc:
     opt.zero_grad()
     F.softplus(D(G(torch.randn(4, 4)).detach())).mean().backward()
     opt.step()
-print("warnings:", [headline(d.summary) for d in doc.diagnoses])
+print(tr("warnings: {warnings}", warnings=[headline(d.summary) for d in doc.diagnoses]))
 claim("one warning: the step runs while G's 2 parameters have no .grad",
       len(doc.diagnoses) == 1 and "2 of its 4 parameters have no .grad" in doc.diagnoses[0].summary
       and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"], on="this package's doctor")
@@ -357,7 +358,7 @@ with doctor(D=D) as doc:
     for p in D.parameters():
         p.data.clamp_(-0.01, 0.01)              # too early: the forward above saved these weights
     out.mean().backward()
-print("warnings:", [headline(d.summary) for d in doc.diagnoses])
+print(tr("warnings: {warnings}", warnings=[headline(d.summary) for d in doc.diagnoses]))
 claim("one warning, naming the .data change", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary,
       on="this package's doctor")
 

@@ -153,7 +153,8 @@ claim("the penalty's graph holds the derivative of D's LeakyReLU, and reaches bo
       "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
       and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
       ", ".join(nodes))
-graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small), title="a gradient penalty's graph (create_graph=True)")
+graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
+            title=tr("a gradient penalty's graph (create_graph=True)"))
 
 # %% [markdown]
 # ## 3 · WGAN-GP's penalty, one line at a time
@@ -199,7 +200,7 @@ check("g.shape", prediction, tuple(g.shape),
 
 # %%
 gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
-print("per-image gradient norms:", rounded(g.flatten(1).norm(2, dim=1)[:4]), "...")
+print(tr("per-image gradient norms: {norms} ...", norms=rounded(g.flatten(1).norm(2, dim=1)[:4])))
 claim("gan_lessons.strategies.gradient_penalty computes the same penalty",
       torch.allclose(gp, strategies.gradient_penalty(D, x_real, x_fake, eps=eps)), f"{gp.item():.4f}")
 
@@ -259,7 +260,8 @@ wasserstein, gp_const = critic_loss(D, create_graph=False)
 no_graph = D_grads(wasserstein + 10 * gp_const)
 wasserstein, gp_live = critic_loss(D, create_graph=True)
 right = D_grads(wasserstein + 10 * gp_live)
-print(f"penalty without create_graph: {gp_const.item():.4f}; with it: {gp_live.item():.4f}")
+print(tr("penalty without create_graph: {without:.4f}; with it: {with_it:.4f}", without=gp_const.item(),
+         with_it=gp_live.item()))
 claim("without create_graph the penalty has the same value", torch.allclose(gp_const, gp_live.detach()))
 
 # %% tags=["predict"] reveals=["exactly those of the loss without any penalty", "trains nothing", "gradient (on|with respect to) D('s weights)? is zero"]
@@ -503,8 +505,9 @@ def ms_per_critic_step(gp_weight, repeats=7):
 
 ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # warm-up
 without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
-print(f"critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
-      f"({with_gp / without:.2f}x), batch 16, torch {torch.__version__}")
+print(tr("critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
+         "({ratio:.2f}x), batch 16, torch {version}", without=without, with_gp=with_gp, ratio=with_gp / without,
+         version=torch.__version__))
 
 # %% [markdown]
 # **A penalty cannot run through AOTAutograd.** The usual way to make a step cheaper is `torch.compile(D)`.

@@ -131,13 +131,14 @@ def G_step(how):
     n["D untouched"] = all(torch.equal(before, p.grad) for before, p in zip(D_grad, D.parameters()))
     return n, [None if p.grad is None else p.grad.clone() for p in G.parameters()]
 
-ways = ["plain backward", "D.requires_grad_(False)", "backward(inputs=G's)", "D(x_fake.detach())"]
+ways = [tr("plain backward"), "D.requires_grad_(False)", "backward(inputs=G's)", "D(x_fake.detach())"]
 results = {how: G_step(how) for how in ways}
-print(f"{'G step':<25}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved KiB':>11}  D's .grad")
+print(f"{tr('G step'):<25}{tr('G fwd/bwd'):>10}{tr('D fwd/bwd'):>10}{tr('G grads'):>9}{tr('D grads'):>9}"
+      f"{tr('saved KiB'):>11}", tr("D's .grad"), sep="  ")
 for how, (n, _) in results.items():
     print(f"{how:<25}{n['G forward']:>6}/{n['G backward']:<3}{n['D forward']:>6}/{n['D backward']:<3}"
           f"{n['G grads']:>9g}{n['D grads']:>9g}{n['saved KiB']:>11.1f}  "
-          f"{'untouched' if n['D untouched'] else 'changed'}")
+          f"{tr('untouched') if n['D untouched'] else tr('changed')}")
 
 # %%
 (plain, G_plain), (frozen, G_frozen), (inputs, G_inputs), (detached, G_detached) = results.values()
@@ -208,8 +209,9 @@ D.requires_grad_(False)
 frozen_saves = {name: saves_its_input(m, shapes[name]) for name, m in layers.items()}
 D.requires_grad_(True)
 for name, m in layers.items():
-    print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
-          f"{'saves' if frozen_saves[name] else 'does not save'} its input")
+    print(tr("D.{name:<6} {layer:<7} input {shape:<16} frozen: {verdict}", name=name, layer=type(m).__name__,
+             shape=str(list(shapes[name])),
+             verdict=tr("saves its input") if frozen_saves[name] else tr("does not save its input")))
 check("a frozen Conv layer skips saving its input", prediction, not frozen_saves["net.0"],
       why="a convolution's backward function saves its input whatever requires grad; only the input's own "
           "gradient needs the weight, and the weight's gradient needs the input.")
@@ -257,7 +259,7 @@ handle = D.register_forward_pre_hook(ctrl_c)
 try:
     strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)
 except KeyboardInterrupt:
-    print("KeyboardInterrupt during G's step")
+    print(tr("KeyboardInterrupt during G's step"))
 handle.remove()
 still_frozen = sum(not p.requires_grad for p in D.parameters())
 claim("interrupted during G's step, D is left frozen", still_frozen == len(list(D.parameters())),
@@ -317,7 +319,7 @@ for name in steps_run:
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
     strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
     tracked[name] = G.net[1].num_batches_tracked.item()
-    print(f"{name:<20} num_batches_tracked after one step: {tracked[name]}")
+    print(tr("{name:<20} num_batches_tracked after one step: {count}", name=name, count=tracked[name]))
 check("num_batches_tracked after one d_first_fresh_fake step", prediction, tracked["d_first_fresh_fake"],
       why="G runs twice in that order (D's fake batch under no_grad, then G's own), and each training-mode forward "
           "updates the running statistics, graph or no graph.")

@@ -78,7 +78,7 @@ with torch.autocast("cpu", dtype=torch.bfloat16):
 for h in handles:
     h.remove()
 for kind, seen in sorted(dtypes.items()):
-    print(f"{kind:<12} outputs {', '.join(sorted(str(t) for t in seen))}")
+    print(tr("{kind:<12} outputs {dtypes}", kind=kind, dtypes=", ".join(sorted(str(t) for t in seen))))
 print(f"x_fake {x_fake.dtype}, logits {logits.dtype}, loss_G {loss_G.dtype}")
 claim("under autocast on the CPU, every Linear and Conv2d computes in bfloat16",
       dtypes["Linear"] == dtypes["Conv2d"] == {torch.bfloat16})
@@ -138,8 +138,8 @@ for scale in (1.0, 2.0**16):
     true, got = through_float16(scale)
     rounded_away[scale] = int((got == 0).sum())
     error = ((got - true).abs() / true.abs()).max().item()
-    print(f"loss scale {scale:>7g}: {rounded_away[scale]} of {got.numel()} gradient entries rounded to 0, "
-          f"largest relative error {error:.3g}")
+    print(tr("loss scale {scale:>7g}: {zeros} of {entries} gradient entries rounded to 0, largest relative error "
+             "{error:.3g}", scale=scale, zeros=rounded_away[scale], entries=got.numel(), error=error))
 claim("unscaled, most of this gradient rounds to 0 in float16", rounded_away[1.0] > got.numel() / 2)
 claim("scaled by 65536 first, none of it does, and each entry is within 1% of the true gradient",
       rounded_away[2.0**16] == 0 and error < 0.01)
@@ -158,8 +158,8 @@ claim("and a gradient above 65504 becomes inf in float16: the step a GradScaler 
 
 # %%
 HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # missing on older torch (2.1)
-NO_AMP_SCALER = (f"torch {torch.__version__} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference torch "
-                 f"2.13 has it): skipped, not checked")
+NO_AMP_SCALER = tr("torch {version} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference torch 2.13 has "
+                   "it): skipped, not checked", version=torch.__version__)
 
 def growth_run(iterations, growth_interval, init_scale=4.0):
     """The scale after each of `iterations` clean iterations of a tiny model under one GradScaler."""
@@ -214,9 +214,10 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
 prediction = "D"  # SOLUTION: one GradScaler, an inf in one of G's gradients: which optimizer steps, "G", "D", "both" or "neither"?
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
-    for label, r in (("clean iteration", clean), ("inf in G's grad", poisoned)):
-        print(f"{label:<16} G moved: {r['G moved']!s:<6} D moved: {r['D moved']!s:<6} "
-              f"scale {r['scale'][0]:g} -> {r['scale'][1]:g}   opt_G's Adam step count: {r['opt_G steps']}")
+    for label, r in ((tr("clean iteration"), clean), (tr("inf in G's grad"), poisoned)):
+        print(tr("{label:<16} G moved: {G_moved!s:<6} D moved: {D_moved!s:<6} scale {before:g} -> {after:g}   "
+                 "opt_G's Adam step count: {steps}", label=label, G_moved=r["G moved"], D_moved=r["D moved"],
+                 before=r["scale"][0], after=r["scale"][1], steps=r["opt_G steps"]))
     stepped = {(True, True): "both", (True, False): "G", (False, True): "D", (False, False): "neither"}
     check("optimizer that steps when G's gradient holds an inf", prediction,
           stepped[poisoned["G moved"], poisoned["D moved"]],
@@ -282,8 +283,8 @@ if torch.cuda.is_available() and HAS_AMP_SCALER:
           "halves the scale", clean["G moved"] and clean["D moved"] and not poisoned["G moved"]
           and poisoned["D moved"] and poisoned["scale"][1] == poisoned["scale"][0] / 2)
 else:
-    print("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. The "
-          "bfloat16 run above, on the CPU, checked the same GradScaler logic.")
+    print(tr("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. "
+             "The bfloat16 run above, on the CPU, checked the same GradScaler logic."))
 
 # %% [markdown]
 # ## 2 · Hooks: read a gradient, change it, count what is saved
@@ -374,7 +375,8 @@ def adam_settles(w, scale=1.0, steps=3000):
 
 ends = {(w, scale): adam_settles(w, scale) for w in (1, 10) for scale in (1, 10)}
 for (w, scale), p_end in ends.items():
-    print(f"term weight w = {w:<3} whole-loss factor {scale:<3} Adam settles at p = {p_end}")
+    print(tr("term weight w = {w:<3} whole-loss factor {scale:<3} Adam settles at p = {p}", w=w, scale=scale,
+             p=p_end))
 claim("a factor on the whole loss does not move where Adam settles",
       ends[1, 1] == ends[1, 10] and ends[10, 1] == ends[10, 10])
 claim("a weight on one term does: p = 0 with w = 1, p = -0.818 = (1 - 10) / (1 + 10) with w = 10",
@@ -419,12 +421,13 @@ def saved_bytes(x_requires_grad, layer_frozen):
     layer.requires_grad_(True)
     return sum(4 * s[0] * s[1] for s in shapes), shapes
 
-by_hand = {"x and layer require grad": 4 * (8 * 16 + 16 * 32 + 8 * 32),
-           "layer frozen": 4 * (16 * 32 + 8 * 32), "x needs no grad": 4 * (8 * 16 + 8 * 32)}
-measured = {"x and layer require grad": saved_bytes(True, False), "layer frozen": saved_bytes(True, True),
-            "x needs no grad": saved_bytes(False, False)}
+by_hand = {tr("x and layer require grad"): 4 * (8 * 16 + 16 * 32 + 8 * 32),
+           tr("layer frozen"): 4 * (16 * 32 + 8 * 32), tr("x needs no grad"): 4 * (8 * 16 + 8 * 32)}
+measured = {tr("x and layer require grad"): saved_bytes(True, False), tr("layer frozen"): saved_bytes(True, True),
+            tr("x needs no grad"): saved_bytes(False, False)}
 for case, (count, shapes) in measured.items():
-    print(f"{case:<26} saved {shapes}: {count} bytes (by hand {by_hand[case]})")
+    print(tr("{case:<26} saved {shapes}: {count} bytes (by hand {by_hand})", case=case, shapes=shapes, count=count,
+             by_hand=by_hand[case]))
 claim("the pack hook's count equals the sizes worked out by hand, in all three cases",
       all(measured[k][0] == by_hand[k] for k in by_hand), ", ".join(f"{v[0]}" for v in measured.values()))
 
@@ -453,12 +456,13 @@ try:
     torch._dynamo.reset()
     torch.compile(nn.Linear(2, 1), backend="aot_eager")(torch.ones(1, 2)).sum().backward()
     compile_works = True
-    print("torch.compile works here (backend aot_eager)")
+    print(tr("torch.compile works here (backend aot_eager)"))
 except Exception as error:                        # any failure: say so, and skip this section's checks
     compile_works = False
-    print(f"torch.compile does NOT work on this machine ({type(error).__name__}: {headline(str(error))}). "
-          "The checks of section 3 are skipped below, each cell says so; the rest of the lesson is unaffected.")
-SKIPPED = "skipped, not checked: torch.compile does not work on this machine (see above)"
+    print(tr("torch.compile does NOT work on this machine ({error_type}: {error}). The checks of section 3 are "
+             "skipped below, each cell says so; the rest of the lesson is unaffected.",
+             error_type=type(error).__name__, error=headline(str(error))))
+SKIPPED = tr("skipped, not checked: torch.compile does not work on this machine (see above)")
 
 # %% [markdown]
 # **Donated buffers.** When AOTAutograd compiles a backward for a plain `backward()`, it marks the activations the
@@ -469,8 +473,8 @@ SKIPPED = "skipped, not checked: torch.compile does not work on this machine (se
 
 # %%
 HAS_DONATION = compile_works and hasattr(functorch_config, "donated_buffer")    # not in older torch
-NO_DONATION = (f"skipped, not checked: torch {torch.__version__} has no donated buffers "
-               f"(torch._functorch.config.donated_buffer)" if compile_works else SKIPPED)
+NO_DONATION = (tr("skipped, not checked: torch {version} has no donated buffers "
+                  "(torch._functorch.config.donated_buffer)", version=torch.__version__) if compile_works else SKIPPED)
 if HAS_DONATION:
     torch._dynamo.reset()
     torch.manual_seed(0)
@@ -553,7 +557,8 @@ def logged_step(x):
 if compile_works:
     torch._dynamo.reset()
     report = torch._dynamo.explain(logged_step)(torch.randn(8, 4))
-    print(f"graphs: {report.graph_count}, graph breaks: {report.graph_break_count}")
+    print(tr("graphs: {graphs}, graph breaks: {breaks}", graphs=report.graph_count,
+             breaks=report.graph_break_count))
 check("graph breaks in logged_step", prediction, report.graph_break_count if compile_works else SKIPPED,
       why="dynamo cannot keep a Python number in the graph by default: it ends the graph at .item() and starts "
           "another after it.")
@@ -561,7 +566,7 @@ check("graph breaks in logged_step", prediction, report.graph_break_count if com
 # %%
 if compile_works:
     reason = report.break_reasons[0].reason.splitlines()[0]
-    print(f"reason: {reason}")
+    print(tr("reason: {reason}", reason=reason))
     claim("one .item() splits the function into two graphs: one graph break", report.graph_break_count == 1
           and report.graph_count == 2)
     claim("and the reason names Tensor.item", "Tensor.item" in reason)   # its wording varies by version
@@ -583,8 +588,8 @@ if compile_works:
             branching = torch._dynamo.explain(branching_step)(torch.randn(8, 4))
     except Exception as error:                     # older dynamo (torch 2.1) fails on this case itself
         branching = None
-        print(f"torch {torch.__version__}: dynamo.explain raises {type(error).__name__} on the branch: skipped, "
-              "not checked")
+        print(tr("torch {version}: dynamo.explain raises {error_type} on the branch: skipped, not checked",
+                 version=torch.__version__, error_type=type(error).__name__))
     if branching is not None:
         claim("but a Python branch on the number breaks the graph even then", branching.graph_break_count == 1)
 else:

@@ -101,7 +101,7 @@ check("tensors torch saves for y = (a * b).exp() * c", prediction, len(kept),
 
 # %%
 for node, attribute, shape in kept:
-    print(f"{node:<14} {attribute:<14} shape {shape}")
+    print(tr("{node:<14} {attribute:<14} shape {shape}", node=node, attribute=attribute, shape=shape))
 claim("torch kept b, exp's output and c, and not a", len(kept) == 3 and
       all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
 
@@ -310,7 +310,7 @@ rows.append(("a.exp()", ["result" if e_t.grad_fn._saved_result is not None else 
              ["result" if v is e else "input" for v, _ in e._saved.values()],
              torch.equal(e_t.grad_fn._saved_result, e_t.detach())))
 for what, theirs, ours, same_values in rows:
-    print(f"{what:<32} torch keeps {theirs!s:<20} ours keeps {ours}")
+    print(tr("{what:<32} torch keeps {theirs:<20} ours keeps {ours}", what=what, theirs=str(theirs), ours=ours))
 claim("your engine keeps what torch's MulBackward0 and ExpBackward0 keep, in every case",
       all(theirs == ours and same_values for _, theirs, ours, same_values in rows))
 claim("mul keeps the OTHER operand for an operand's gradient, and exp its output",
@@ -399,17 +399,18 @@ assert solved_freeing, "freeing: not solved yet, or not right: the lines above s
 
 # %%
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing)
-programs = {"x * 2, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
-                                     "loss.backward()\nloss.backward()",
-            "x + 1, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x + 1).sum()\n"
-                                     "loss.backward()\nloss.backward()",
-            "x * 2, retain_graph": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
-                                   "loss.backward(retain_graph=True)\nloss.backward()"}
+programs = {tr("x * 2, backward twice"): "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                         "loss.backward()\nloss.backward()",
+            tr("x + 1, backward twice"): "x = leaf([3], requires_grad=True)\nloss = (x + 1).sum()\n"
+                                         "loss.backward()\nloss.backward()",
+            tr("x * 2, retain_graph"): "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                       "loss.backward(retain_graph=True)\nloss.backward()"}
 agree = []
 for what, program in programs.items():
     theirs, ours = lesson11.run(program, torch), lesson11.run(program, engine)
-    said = lambda o: headline(o.message) if o.kind else f"no error, x.grad = {rounded(o.grads['x'])}"
-    print(f"{what:<23} torch: {said(theirs)}\n{'':<23} ours:  {said(ours)}")
+    said = lambda o: headline(o.message) if o.kind else tr("no error, x.grad = {grad}", grad=rounded(o.grads['x']))
+    print(tr("{what:<23} torch: {outcome}", what=what, outcome=said(theirs)))
+    print(tr("{what:<23} ours:  {outcome}", what="", outcome=said(ours)))
     agree.append(theirs.kind == ours.kind and (theirs.kind is not None or torch.equal(theirs.grads["x"], ours.grads["x"])))
 claim("the same outcome from both: an error on x * 2 backward twice, 2 + 2 on x + 1, and 4 with retain_graph",
       all(agree))
@@ -524,8 +525,9 @@ programs = {"y = a.exp(); y.mul_(2)": "a = leaf([3], requires_grad=True)\ny = a.
 agree = []
 for what, program in programs.items():
     theirs, ours = lesson11.run(program, torch), lesson11.run(program, engine)
-    print(f"{what:<24} torch: {theirs.message.split('. Hint')[0] if theirs.kind else 'no error'}\n"
-          f"{'':<24} ours:  {ours.message or 'no error'}")
+    print(tr("{what:<24} torch: {outcome}", what=what,
+             outcome=theirs.message.split('. Hint')[0] if theirs.kind else tr("no error")))
+    print(tr("{what:<24} ours:  {outcome}", what="", outcome=ours.message or tr("no error")))
     agree.append(theirs.kind == ours.kind and lesson11.version_parts(theirs.message) == lesson11.version_parts(ours.message)
                  and (theirs.kind is not None or torch.equal(theirs.grads["a"], ours.grads["a"])))
 claim("the same outcome from both, the same shapes and versions in the messages", all(agree))
@@ -681,7 +683,8 @@ differences = {}
 for eps in (1e-1, 1e-2, 1e-4):
     numerical = gradient(lambda data: loss_of(data)[0].data.item(), problem.params[0].clone(), eps)
     differences[eps] = ((numerical - W1.grad).abs().max() / W1.grad.abs().max()).item()
-    print(f"eps {eps:g}: the largest difference is {differences[eps]:.0e} of the largest gradient entry")
+    print(tr("eps {eps:g}: the largest difference is {difference:.0e} of the largest gradient entry",
+             eps=eps, difference=differences[eps]))
 claim("with eps 1e-2, backward and finite differences agree within 1e-3 of the largest entry",
       differences[1e-2] < 1e-3)
 claim("in float32, eps 1e-2 agrees better than a larger eps (the difference's own error) and than a smaller one "
@@ -740,6 +743,11 @@ def backends():
             ("ours", lambda data, rg=False: engine(data, requires_grad=rg), engine.no_grad)]
 
 
+def shown_as(name):
+    """A backend's name as printed: torch, or ours (your engine)."""
+    return name if name == "torch" else tr("ours")
+
+
 def linear(leaf, no_grad, n_in, n_out):
     """A linear layer's parameters, W [in, out] and b [out], initialised in place as nn.Linear does."""
     W, b = leaf(torch.randn(n_in, n_out), True), leaf(torch.randn(n_out), True)
@@ -790,14 +798,14 @@ def seed000(leaf, no_grad, retain_graph=False):
 
 # %%
 for name, leaf, no_grad in backends():
-    print(f"seed 001 on {name}:")
+    print(tr("seed 001 on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
         seed001(leaf, no_grad)
 
 # %%
 messages = {}
 for name, leaf, no_grad in backends():
-    print(f"seed 001 with retain_graph=True on {name}:")
+    print(tr("seed 001 with retain_graph=True on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, r"\[2, 2\]\],? .*is at version 2; expected version 1"):
         try:
             seed001(leaf, no_grad, retain_graph=True)
@@ -810,14 +818,14 @@ claim("the same saved value, [2, 2], at the same versions, 2 and 1, as lesson 03
 
 # %%
 for name, leaf, no_grad in backends():
-    print(f"seed 000 on {name}:")
+    print(tr("seed 000 on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
         seed000(leaf, no_grad)
 
 # %%
 messages = {}
 for name, leaf, no_grad in backends():
-    print(f"seed 000 with retain_graph=True on {name}:")
+    print(tr("seed 000 with retain_graph=True on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, r"\[512, 1\]\],? .*is at version 2; expected version 1"):
         try:
             seed000(leaf, no_grad, retain_graph=True)
@@ -902,12 +910,12 @@ ours = train([engine(p, requires_grad=True) for p in problem.params], engine(pro
 theirs = torch_fit(problem, 300, 0.1)
 plt.figure(figsize=(6, 2.6))
 plt.semilogy(theirs, label="torch", lw=5, alpha=0.35)
-plt.semilogy(ours, label="your engine", lw=1)
-plt.xlabel("step")
-plt.ylabel("mean squared error")
+plt.semilogy(ours, label=tr("your engine"), lw=1)
+plt.xlabel(tr("step"))
+plt.ylabel(tr("mean squared error"))
 plt.legend()
 plt.show()
-print(f"loss {ours[0]:.3f} at the start, {ours[-1]:.4f} after 300 steps")
+print(tr("loss {start:.3f} at the start, {end:.4f} after 300 steps", start=ours[0], end=ours[-1]))
 apart = [k for k, (mine, torchs) in enumerate(zip(ours, theirs)) if abs(mine - torchs) > 1e-4 * abs(torchs) + 1e-6]
 claim("the loss fell more than 10 times in 300 steps, and is torch's at every step (within 1e-4)",
       ours[-1] < ours[0] / 10 and not apart, f"first step apart: {apart[0]}" if apart else None)

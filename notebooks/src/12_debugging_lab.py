@@ -645,9 +645,9 @@ def doctor_said(lab_name, seen):
     """What the doctor watching this cell said since it had said `seen` things: each diagnosis's kind and first line."""
     said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses[seen:]]
     for kind, line in said[lab_name]:
-        print(f"{lab_name}: {kind}: {line}")
+        print(tr("{lab_name}: {kind}: {line}", lab_name=lab_name, kind=kind, line=line))
     if not said[lab_name]:
-        print(f"{lab_name}: the doctor says nothing")
+        print(tr("{lab_name}: the doctor says nothing", lab_name=lab_name))
 
 
 # %% tags=["predict"] reveals=["found three of the six", "names or warns about -> 3"]

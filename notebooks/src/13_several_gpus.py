@@ -119,7 +119,7 @@ check("rank 1's running mean keeps its 5", prediction, bool(rank1["running_mean"
           "from rank 0's statistics.")
 
 # %%
-print(f"rank 1's running mean, first 3: {rounded(rank1['running_mean'][:3])}")
+print(tr("rank 1's running mean, first 3: {values}", values=rounded(rank1['running_mean'][:3])))
 claim("the copy left rank 1's buffer near rank 0's (both near 0), not near 4.5", bool(rank1["running_mean"].abs().max() < 0.5))
 claim("and left the buffer's version counter where it was: on this torch the copy does not count as a write",
       rank1["version"][0] == rank1["version"][1], shown=f"version {rank1['version'][0]} -> {rank1['version'][1]}")
@@ -128,8 +128,8 @@ claim("with broadcast_buffers=False each process keeps its own statistics: rank 
       bool(kept1["running_mean"].mean() > 4), shown=f"rank 1 {rounded(kept1['running_mean'][:3])}")
 from torch.nn.parallel import DistributedDataParallel
 if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-    print(f"torch {torch.__version__}'s DDP also takes forward_sync_buffers, a newer name for the copy before "
-          f"each forward.")
+    print(tr("torch {version}'s DDP also takes forward_sync_buffers, a newer name for the copy before "
+             "each forward.", version=torch.__version__))
 
 # %% [markdown]
 # ## 2 · BatchNorm's buffers and the version error
@@ -232,7 +232,7 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
 # %% tags=["nbval-ignore-output"]
 costs = processes.run(ddp_lesson.flag_costs)[0]
 for flag, ms in costs.items():
-    print(f"{flag:<24} {ms:6.2f} ms a step")
+    print(tr("{flag:<24} {ms:6.2f} ms a step", flag=tr("default") if flag == "default" else flag, ms=ms))
 
 # %%
 ran = processes.run(ddp_lesson.unused_head, iterations=3, zero_term=True)

@@ -219,7 +219,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
-print("梯度：", a.grad, "| 更新前的版本：", a._version)
+print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
 # %% tags=["predict"] reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"]
 prediction = True  # SOLUTION: 在 torch.no_grad()下执行 `a -= 0.1 * a.grad`，能正常运行并且运行后 a 仍是需要梯度的叶子张量吗？（True/False）
@@ -235,7 +235,8 @@ check("no_grad 下的更新能运行，并且 a 仍是需要梯度的叶子张�
           "叶子张量仍然是叶子张量，自动微分也就没有理由拒绝。")
 
 # %%
-print("更新后：", a.detach(), "| is_leaf:", a.is_leaf, "| 更新后的版本：", a._version)
+print(tr("after : {value} | is_leaf: {is_leaf} | version after: {version}", value=a.detach(), is_leaf=a.is_leaf,
+         version=a._version))
 claim("no_grad 下的更新让 a 保持为需要梯度的叶子张量，并把它的版本加了 1",
       a.is_leaf and a.requires_grad and a._version == 1)
 
@@ -248,7 +249,8 @@ spare = torch.tensor([5.], requires_grad=True)           # 在优化器里，但
 opt = optim.SGD([a2, spare], lr=0.1)
 (a2 * a2).sum().backward()
 opt.step()
-print("SGD 的结果：", a2.detach(), "| 与手动更新相等：", torch.equal(a2, a), "| 版本：", a2._version)
+print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {version}", value=a2.detach(),
+         equal=torch.equal(a2, a), version=a2._version))
 claim("SGD 的 step 得到的值与手动更新相同，版本也相同", torch.equal(a2, a) and a2._version == a._version)
 claim("SGD 跳过.grad 为 None 的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
 

@@ -208,7 +208,7 @@ check("l1 的计算图能到达 model2", prediction, "model2." in tree,
 #
 # **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个已保存张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在原帖 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的已保存张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
 
-# %% tags=["predict"] reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> 'about the same'"]
+# %% tags=["predict"] reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> '\u5dee\u4e0d\u591a'"]
 from gan_lessons.models import Generator, Discriminator
 
 G, D = Generator(), Discriminator()
@@ -218,7 +218,7 @@ loss_D = F.softplus(-D(x_real)).mean() + F.softplus(D(G(z))).mean()
 saved = [graphs.saved_bytes({"loss_D": loss_D}, params)]
 param_bytes = sum(p.numel() * p.element_size() for p in params)
 
-prediction = "about the same"  # SOLUTION: 一个批量保存的张量，与 G 和 D 全部参数的字节数相比："far fewer bytes"（不到十分之一）、"about the same"还是"far more bytes"（超过十倍）？
+prediction = "差不多"  # SOLUTION: 一个批量的已保存张量，与 G 和 D 全部参数的字节数相比：“少得多”（不到十分之一）、“差不多”还是“多得多”（超过十倍）？
 ratio = saved[0] / param_bytes
 check("一个批量保存的张量的字节数，与参数的字节数相比", prediction,
       "far fewer bytes" if ratio < 0.1 else "far more bytes" if ratio > 10 else "about the same",
@@ -234,10 +234,10 @@ loss_D.backward(retain_graph=True)
 saved.append(graphs.saved_bytes({"loss_D": loss_D}, params))
 loss_D.backward()
 saved.append(graphs.saved_bytes({"loss_D": loss_D}, params))
-print("前向传播之后，保存的张量：", mib(saved[0]))
-print("backward(retain_graph=True)之后：", mib(saved[1]))
-print("再做一次普通的 backward()之后：", mib(saved[2]))
-print("作为对照，G 和 D 的全部参数：", mib(param_bytes))
+print(tr("{label:<38}: {size}", label=tr("saved tensors after forward"), size=mib(saved[0])))
+print(tr("{label:<38}: {size}", label=tr("after backward(retain_graph=True)"), size=mib(saved[1])))
+print(tr("{label:<38}: {size}", label=tr("after a second, plain backward()"), size=mib(saved[2])))
+print(tr("{label:<38}: {size}", label=tr("for scale, all parameters of G and D"), size=mib(param_bytes)))
 claim("retain_graph 让每个保存的字节都留着，和参数差不多一样多，直到一次普通的 backward 把它们释放",
       saved[1] == saved[0] and 0.8 < saved[0] / param_bytes < 1.2 and saved[2] == 0)
 

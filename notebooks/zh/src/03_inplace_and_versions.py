@@ -55,10 +55,10 @@ x += 1;            timeline.append(("x += 1", x._version))
 x.add_(1);         timeline.append(("x.add_(1)", x._version))
 x.relu_();         timeline.append(("x.relu_()", x._version))
 x[0] = 5;          timeline.append(("x[0] = 5", x._version))
-x.mul(2);          timeline.append(("x.mul(2)   (非原地)", x._version))
-x = x + 1;         timeline.append(("x = x + 1  (一个新张量)", x._version))
+x.mul(2);          timeline.append((tr("x.mul(2)   (out of place)"), x._version))
+x = x + 1;         timeline.append((tr("x = x + 1  (a NEW tensor)"), x._version))
 for step, version in timeline:
-    print(f"{step:<28} 版本 {version}")
+    print(tr("{step:<28} version {version}", step=step, version=version))
 versions = [version for _, version in timeline]
 claim("每次原地操作都让版本正好加 1", versions[:5] == [0, 1, 2, 3, 4], versions[:5])
 claim("非原地的 x.mul(2) 没有改变版本", versions[5] == versions[4], versions[4:6])
@@ -86,7 +86,7 @@ opt.step()
 versions.append(layer.weight._version)
 opt.step()
 versions.append(layer.weight._version)
-print("权重的版本：刚创建时、一次 opt.step() 之后、再一次之后：", versions)
+print(tr("weight version at creation, after one opt.step(), after another: {versions}", versions=versions))
 claim("初始化让版本加 1，之后每步 Adam 再加 1", versions == [1, 2, 3], versions)
 
 # %% [markdown]
@@ -102,7 +102,7 @@ y.mul_(2)
 exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # ExpBackward0 保存的东西
 check("y.mul_(2) 之后 exp 保存的张量没有变", prediction, exp_saved[0].state == "alive",
       why=f"exp 保存的是它的输出 y（它的导数 exp(a) 就是 y），而 mul_ 原地修改了 y：保存的 "
-          f"`{exp_saved[0].name}` 现在是 {exp_saved[0].state} 状态，当前版本 {exp_saved[0].version_now}，保存时为 "
+          f"`{exp_saved[0].name}` 现在{tr(exp_saved[0].state)}，当前版本 {exp_saved[0].version_now}，保存时为 "
           f"{exp_saved[0].version_saved}。")
 
 # %%
@@ -113,7 +113,8 @@ for name, make in [("a + 1", lambda t: t + 1), ("a * a", lambda t: t * t), ("a *
                    ("a * 2", lambda t: t * 2), ("a.exp()", lambda t: t.exp()), ("a.sigmoid()", lambda t: t.sigmoid())]:
     out = make(a)
     made[name] = [s.name for s in graphs.saved_tensors(out.grad_fn)]
-    print(f"{name:<12} {type(out.grad_fn).__name__:<16} 保存：{made[name] or 'nothing'}")
+    print(tr("{op:<12} {node:<16} saves: {saved}", op=name, node=type(out.grad_fn).__name__,
+             saved=made[name] or tr("nothing")))
 claim("a + 1 什么也不保存；a * a 把 a 保存两次；exp 和 sigmoid 保存它们的输出",
       made["a + 1"] == [] and made["a * a"] == ["other", "self"] and made["a.exp()"] == made["a.sigmoid()"] == ["result"])
 claim("b 是常量时，a * b 保存 b（`other`），不保存 a（`self`）", made["a * b"] == ["other"], made["a * b"])
@@ -137,7 +138,7 @@ a = torch.ones(3, requires_grad=True)
 y = a + 1
 y.add_(1)
 y.sum().backward()
-print("先 a + 1 再 add_：反向传播正常，a.grad =", a.grad)
+print(tr("a + 1 then add_: backward fine, a.grad = {grad}", grad=a.grad))
 
 # %% [markdown]
 # 对常量 `b` 的 `y = a * b` 做同样的测试。这里只保存了 `b`，所以之后原地修改 `a`（这里放在 `no_grad` 下，和 `optimizer.step()` 修改参数的方式一样）不会破坏反向传播，`a` 的梯度仍然是 `b`；而原地修改 `b` 就会破坏它。
@@ -263,7 +264,8 @@ with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\], wh
 # %%
 stale = [s for s in graphs.draw({"g_loss": g_loss}, graphs.param_names(G=g, D=d)).saved if s.state == "stale"]
 for s in stale:
-    print(f"{s.node}.{s.name} = {s.param} {s.shape}：当前版本 {s.version_now}，保存时为 {s.version_saved}")
+    print(tr("{node}.{name} = {param} {shape}: version {now}, saved at {saved}", node=s.node, name=s.name,
+             param=s.param, shape=s.shape, now=s.version_now, saved=s.version_saved))
 claim("前向传播保存的 D 的每个权重都已过期，排在第一个的是 D 的最后一层（net.7），和 PyTorch 的报告一致",
       len(stale) == 4 and all(s.param.startswith("D.") for s in stale) and stale[0].param == "D.net.7.weight.T",
       [s.param for s in stale])
@@ -298,7 +300,8 @@ def seed000_backwards(step_between):
         return before, after, str(error)
 
 no_step, with_step = seed000_backwards(False), seed000_backwards(True)
-print("d_loss.backward 前后 D.net[7].weight 的版本：没有更新时", no_step[:2], "| 有更新时", with_step[:2])
+print(tr("D.net[7].weight versions before and after d_loss.backward: without the step {without} | with it {with_step}",
+         without=no_step[:2], with_step=with_step[:2]))
 claim("d_loss.backward(retain_graph=True) 不改变 D 的权重的版本", no_step[0] == no_step[1] == with_step[1])
 claim("两次反向传播之间没有 d_optimizer.step() 时，g_loss.backward() 能运行", no_step[2] is None)
 claim("两次反向传播之间有 d_optimizer.step() 时，g_loss.backward() 抛出版本错误",
@@ -323,7 +326,7 @@ claim("两次反向传播之间有 d_optimizer.step() 时，g_loss.backward() �
 # %%
 safe = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 1))
 safe(torch.randn(2, 4)).sum().backward()
-print("Linear -> ReLU(inplace=True)：反向传播正常（addmm 不保存它的输出）")
+print(tr("Linear -> ReLU(inplace=True): backward fine (addmm does not save its output)"))
 
 broken = nn.Sequential(nn.Linear(4, 4), nn.Sigmoid(), nn.ReLU(inplace=True), nn.Linear(4, 1))
 with expect_error(RuntimeError, "modified by an inplace operation.*which is output 0 of Sigmoid(Backward0)?,"):
@@ -384,13 +387,13 @@ with torch.no_grad():
     x += 1
 torch.sum(x).backward()
 grad_no_grad = x.grad
-print("no_grad   :", rounded(grad_no_grad), "x =", rounded(x), "版本：", x._version)
+print("no_grad   :", rounded(grad_no_grad), "x =", rounded(x), tr("version: {version}", version=x._version))
 
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)   # 方法 4：.data
 x_data = x.data
 x_data += 1
 torch.sum(x).backward()
-print(".data     :", rounded(x.grad), "x =", rounded(x), "版本：", x._version)
+print(".data     :", rounded(x.grad), "x =", rounded(x), tr("version: {version}", version=x._version))
 claim("对 sum 来说，三种方法给出的梯度都是 [1, 1, 1]",
       all(torch.equal(g, torch.ones(3)) for g in (grad_clone, grad_no_grad, x.grad)))
 claim(".data 改了 x，却没有让它的版本加 1", x._version == 0 and torch.equal(x.detach(), torch.tensor([2.0, 3.0, 4.0])),
@@ -408,7 +411,7 @@ def fresh():
 x, y = fresh()
 y.sum().backward()
 correct = x.grad
-print("正确的梯度        :", rounded(correct))
+print(tr("{label:<25}: {value}", label=tr("correct gradient"), value=rounded(correct)))
 
 x, y = fresh()
 with expect_error(RuntimeError, "is at version 1; expected version 0"):
@@ -420,7 +423,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # `no_grad` 绕不过版本检查。`.data` 不会让版本加 1（本节第一个单元格已经展示过），所以它能绕过去。那么反向传播会算出什么？
 
 # %% tags=["predict"] reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"]
-prediction = [4.0, 6.0, 8.0]  # SOLUTION: x = [1, 2, 3] 时 y = x * x，然后执行 `x.data += 1` 和 y.sum().backward()：x.grad 是多少（写成列表），还是 "error"？
+prediction = [4.0, 6.0, 8.0]  # SOLUTION: x = [1, 2, 3] 时 y = x * x，然后执行 `x.data += 1` 和 y.sum().backward()：x.grad 是多少（写成列表），还是“报错”？
 x, y = fresh()
 x.data += 1                     # .data：版本不变
 try:
@@ -440,7 +443,8 @@ try:
     raised = False
 except RuntimeError:
     raised = True
-print(".data（悄无声息） :", rounded(x.grad), " <- 2 * (x + 1)：前向传播用的是 x，反向传播用的却是 x + 1")
+print(tr("{label:<25}: {value}  <- {note}", label=tr(".data, silently"), value=rounded(x.grad),
+         note=tr("2 * (x + 1): the forward used x, the backward used x + 1")))
 claim(".data：反向传播没有报错", not raised)
 claim(".data：梯度不是正确的那个", not torch.equal(x.grad, correct),
       f"{rounded(x.grad)}，正确的是 {rounded(correct)}")
@@ -450,7 +454,8 @@ claim(".data：梯度是 2 * (x + 1)，用的是前向传播之后写入的值",
 x, y = fresh()
 x_shifted = torch.add(x, 1)     # 避免原地操作（原帖 002 的第一种方法，原文只有文字描述）：得到一个新张量
 (y.sum() + x_shifted.sum()).backward()
-print("避免原地操作      :", rounded(x.grad), " <- 来自 y 的 2x，加上来自 x + 1 的 1")
+print(tr("{label:<25}: {value}  <- {note}", label=tr("avoid in-place"), value=rounded(x.grad),
+         note=tr("2x from y, plus 1 from x + 1")))
 claim("避免原地操作：梯度正确（2x + 1），而且 x 仍处于版本 0",
       torch.equal(x.grad, correct + 1) and x._version == 0, f"{rounded(x.grad)}，版本 {x._version}")
 
@@ -458,7 +463,7 @@ x, y = fresh()
 x2 = x.clone()
 x2 += 1                         # clone：保存的 x 没有被碰过
 y.sum().backward()
-print("clone             :", rounded(x.grad))
+print(tr("{label:<25}: {value}", label="clone", value=rounded(x.grad)))
 claim("clone：梯度正确", torch.equal(x.grad, correct))
 
 # %%
@@ -488,7 +493,8 @@ images = torch.rand(4, 3 * 32 * 32)          # 代替一个 CIFAR-10 批量（�
 model = nn.Linear(3 * 32 * 32, 10)
 images += 0.1                                 # 不需要 clone：images 是不需要梯度的叶子张量
 F.cross_entropy(model(images), torch.tensor([0, 1, 2, 3])).backward()
-print("在输入批量上原地做数据增强：没问题；model.weight.grad 已填上：", model.weight.grad is not None)
+print(tr("in-place augmentation on the input batch: fine; model.weight.grad set: {filled}",
+         filled=model.weight.grad is not None))
 
 # %% [markdown] tags=["read-after-exercises"]
 # **评判原帖里的代码**。
@@ -590,7 +596,7 @@ def forward_line_blamed():
             if where.startswith("  File") and re.search(r"ipykernel_\d+|<ipython", where)]
 
 code = forward_line_blamed()
-print("异常检测的前向 traceback 里的代码行：", code)
+print(tr("code lines in anomaly detection's forward traceback: {lines}", lines=code))
 claim("它把问题归到前向传播的那一行 `d = D(g)`", any("d = D(g)" in line for line in code))
 claim("它从不提 optimD.step()", not any("step" in line for line in code))
 

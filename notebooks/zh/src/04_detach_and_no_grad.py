@@ -108,7 +108,7 @@ claim("只有 inference_mode 产生推理张量", inference == ["inference_mode"
 # 三个看起来差不多的假样本批量：背后都没有计算图，值也都一样。D 的训练步用一个假样本批量训练 D：先算 `D(x_fake)`，再算损失，然后反向传播到 D 的权重。
 
 # %% tags=["predict"] reveals=["Inference tensors cannot be saved", "\u7edd\u4e0d\u7528\u4e8e[^\u3002\\n]*\u8bad\u7ec3"]
-prediction = "inference_mode"  # SOLUTION: 让 D = nn.Linear(4, 1) 分别在这三个批量上训练；哪些会报错？写 "none"，或者把它们的名字用 ", " 连起来
+prediction = "inference_mode"  # SOLUTION: 让 D = nn.Linear(4, 1) 分别在这三个批量上训练；哪些会报错？写“都不会”，或者把它们的名字用 ", " 连起来
 D = nn.Linear(4, 1)
 raising = []
 for name, x_fake in made.items():
@@ -445,7 +445,7 @@ def G_after_a_D_step(set_to_none):
 
 
 # %% tags=["predict"] reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G"]
-prediction = "moves"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G 会变（"moves"）还是不变（"stays"）？
+prediction = "会变"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G “会变”还是“不变”？
 check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
       why=".grad 为零的参数照样会被更新，而 Adam 这一步的大小来自它的移动平均，G 之前走的那一步已经把它们填上了。"

@@ -117,8 +117,8 @@ for _ in range(1000):
 with torch.no_grad():
     after = G(z_shown).flatten()
 
-for label, x in (("真实数据", x_shown), ("训练前的 G", before), ("训练后的 G", after)):
-    print(f"{label:<9} 均值 {x.mean():5.2f}   标准差 {x.std():.2f}")
+for label, x in ((tr("real"), x_shown), (tr("G before"), before), (tr("G after"), after)):
+    print(tr("{label:<9} mean {mean:5.2f}   std {std:.2f}", label=label, mean=x.mean(), std=x.std()))
 claim("训练后，G 的均值与真实均值相差不到 0.15（训练开始时它在 0 附近）",
       abs(after.mean() - x_shown.mean()).item() < 0.15, shown=f"{after.mean():.2f} 对 {x_shown.mean():.2f}")
 claim("G 的标准差与真实标准差相差不到真实标准差的一半",
@@ -126,11 +126,11 @@ claim("G 的标准差与真实标准差相差不到真实标准差的一半",
       shown=f"{after.std():.2f} 对 {x_shown.std():.2f}，训练前为 {before.std():.2f}")
 
 plt.figure(figsize=(7, 2.6))
-for label, x in (("真实数据", x_shown), ("训练前的 G", before), ("训练 1000 步后的 G", after)):
+for label, x in ((tr("real"), x_shown), (tr("G before training"), before), (tr("G after 1000 steps"), after)):
     plt.hist(x.numpy(), bins=80, range=(-1.5, 5), density=True, alpha=0.5, label=label)
 plt.xlabel("x")
 plt.legend(loc="upper center")
-plt.title("一维 GAN：真实样本，以及训练前后 G 的样本")
+plt.title(tr("1-D GAN: real samples, and G's before and after training"))
 plt.show()
 
 # %% [markdown]
@@ -221,10 +221,10 @@ with warnings.catch_warnings():
 grad_correct, = torch.autograd.grad(correct.sum(), logits)
 grad_seed000, = torch.autograd.grad(seed000.sum(), logits)
 shrink = grad_correct / grad_seed000
-print("D 对假样本的 logit              ：", rounded(logits))
-print("loss_G，双重 sigmoid            ：", rounded(seed000))
-print("d loss_G / d logit，正确        ：", rounded(grad_correct))
-print("d loss_G / d logit，双重 sigmoid：", rounded(grad_seed000, 6))
+print(tr("D's logit for a fake              :"), rounded(logits))
+print(tr("loss_G, double sigmoid            :"), rounded(seed000))
+print(tr("d loss_G / d logit, correct       :"), rounded(grad_correct))
+print(tr("d loss_G / d logit, double sigmoid:"), rounded(grad_seed000, 6))
 claim("D 越有把握地判定假样本为假，缩小的倍数就越大，没有上限",
       bool((shrink[:-1] > shrink[1:]).all()) and 40_000 < shrink[0].item() < 50_000 and 700 < shrink[1].item() < 900,
       shown=f"logit -6 处 {shrink[1]:.0f} 倍，logit -10 处 {shrink[0]:.0f} 倍")
@@ -251,7 +251,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # ```
 
 # %% tags=["predict"] reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "also fills D's grads", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"]
-prediction = "both"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是 "both"？
+prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad：“G”、“D” 还是“两者”？
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
 has = lambda net: all(p.grad is not None for p in net.parameters())
@@ -310,15 +310,15 @@ for name in strategies.STRATEGIES:
     G, D, x_real, noise = fresh_gan()
     results[name] = costs.measure(name, G, D, x_real, noise, steps=3 if QUICK else 20, warmup=1 if QUICK else 5)
 
-print(f"{'strategy':<22}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved MiB':>11}"
-      f"{'alloc. peak MiB':>17}")
+print("{:<22}{:>10}{:>10}{:>9}{:>9}{:>11}{:>17}".format(tr("strategy"), tr("G fwd/bwd"), tr("D fwd/bwd"), tr("G grads"),
+                                                        tr("D grads"), tr("saved MiB"), tr("alloc. peak MiB")))
 for name, c in results.items():
     if c.error:
-        print(f"{name:<22} 报错：{headline(c.error)}")
+        print(f"{name:<22}", tr("raises: {error}", error=headline(c.error)))
     else:
         print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
               f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
-print("批量 64 |", results["g_first"].memory, "| 分配器：", "CUDA" if device.type == "cuda" else "CPU")
+print(tr("batch 64 |"), results["g_first"].memory, tr("| allocator:"), "CUDA" if device.type == "cuda" else "CPU")
 
 # %% [markdown]
 # 这些计数对原帖 003 的论证说明了什么（每一行都由上表算出）：
@@ -343,7 +343,7 @@ claim("4. d_first_fresh_fake 多付出一次 G 的前向传播", r["d_first_fres
 # %% tags=["nbval-ignore-output"]
 display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
-print("相对 d_first_reuse_fake 的耗时：",
+print(tr("time relative to d_first_reuse_fake:"),
       {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
 
 # %% [markdown]
@@ -375,8 +375,8 @@ panel
 
 # %%
 shown = panel.shown[panel.buttons.value]
-print("默认策略：", panel.buttons.value)
-print("最终的 (loss_D, loss_G)：", tuple(round(v, 4) for v in shown["final"]))
+print(tr("default strategy:"), panel.buttons.value)
+print(tr("final (loss_D, loss_G):"), tuple(round(v, 4) for v in shown["final"]))
 print(shown["graph"])
 
 # %% [markdown] tags=["read-after-exercises"]
@@ -455,8 +455,9 @@ with FlopCounterMode(display=False) as counter:
     D(x_real)
 d_forward = counter.get_total_flops() / 1e9
 for name, g in gflop.items():
-    print(f"{name:<22}{g:6.3f} GFLOP  （d_first_reuse_fake 的 {g / gflop['d_first_reuse_fake']:.2f} 倍）")
-print(f"D 的一次前向传播（批量 64）：{d_forward:.3f} GFLOP")
+    print(tr("{name:<22}{value:6.3f} GFLOP  ({ratio:.2f} of d_first_reuse_fake)", name=name, value=g,
+             ratio=g / gflop["d_first_reuse_fake"]))
+print(tr("one D forward, batch 64: {value:.3f} GFLOP", value=d_forward))
 claim("在六种策略中，one_forward 的运算量最少",
       min(gflop, key=gflop.get) == "one_forward", shown=f"{gflop['one_forward']:.3f} GFLOP")
 claim("d_first_frozen_D 比 d_first_reuse_fake 少一次 D 前向传播的运算量（那次白算的 D 梯度），"
@@ -476,9 +477,10 @@ timed = timing.until_decided(lambda rounds: costs.interleaved_ms(names, rounds=r
                              "one_forward", "d_first_reuse_fake")
 for name, t in timed.items():
     ratio = timing.paired(timed, name, "d_first_reuse_fake").median
-    print(f"{name:<20} 中位数 {statistics.median(t):6.1f} ms | 与 d_first_reuse_fake 的配对比值 "
-          f"{ratio:.2f}（FLOPs 之比 {gflop[name] / gflop['d_first_reuse_fake']:.2f}）| 单步从 "
-          f"{min(t):.1f} 到 {max(t):.1f} ms")
+    print(tr("{name:<20} median {median:6.1f} ms | paired ratio to d_first_reuse_fake {ratio:.2f} "
+             "(FLOPs {flops:.2f}) | one step ranged {low:.1f} to {high:.1f} ms", name=name,
+             median=statistics.median(t), ratio=ratio, flops=gflop[name] / gflop["d_first_reuse_fake"],
+             low=min(t), high=max(t)))
 verdict = timing.claim_timing("交替计时时，one_forward 每步的用时少于 d_first_reuse_fake",
                               timing.paired(timed, "one_forward", "d_first_reuse_fake"))
 

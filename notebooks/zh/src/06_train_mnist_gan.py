@@ -68,9 +68,11 @@ check("images.dtype", prediction, images.dtype,
           "每个批量在使用时才转换成 [-1, 1] 中的浮点数。")
 
 # %%
-print("训练图像：", tuple(images.shape), images.dtype, f"{images.numel() * images.element_size() / 1e6:.1f} MB")
-print("一个转换到 G 取值范围的批量：", tuple(data.to_unit_range(images[:64]).shape),
-      "最小值", data.to_unit_range(images[:64]).min().item(), "最大值", data.to_unit_range(images[:64]).max().item())
+print(tr("training images:"), tuple(images.shape), images.dtype,
+      f"{images.numel() * images.element_size() / 1e6:.1f} MB")
+batch = data.to_unit_range(images[:64])
+print(tr("one batch in G's range: {shape} min {low} max {high}", shape=tuple(batch.shape), low=batch.min().item(),
+         high=batch.max().item()))
 claim("60,000 张训练图像以 uint8 存储，占用不到 50 MB", images.dtype == torch.uint8 and len(images) == 60000 and images.numel() * images.element_size() < 50e6,
       on='这台机器上的 MNIST 文件')
 
@@ -104,16 +106,16 @@ check("每个迭代周期的步数", prediction, small.steps_per_epoch,
 full = TrainConfig(out=str(training.RUNS / "lesson06"), device=str(device))   # RUNS：在 notebooks/ 之外
 quick = dataclasses.replace(full, epochs=4, limit=6400, lr_G=6e-4, lr_D=6e-4)   # 400 步
 cfg = quick if QUICK else full
-print("快速模式：" if QUICK else "完整运行：", {k: v for k, v in dataclasses.asdict(cfg).items()
-                                               if v != getattr(TrainConfig(), k) and k != "out"})
-print("每个迭代周期的步数：", cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
+print(tr("quick mode:") if QUICK else tr("full run:"), {k: v for k, v in dataclasses.asdict(cfg).items()
+                                                       if v != getattr(TrainConfig(), k) and k != "out"})
+print(tr("steps per epoch:"), cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
 
 # %% tags=["nbval-ignore-output"]
 from tqdm.auto import tqdm
 from IPython.display import clear_output
 
 grids = []
-bar = tqdm(total=cfg.epochs, desc=f"训练（{'quick' if QUICK else 'full'}）", unit="epoch")
+bar = tqdm(total=cfg.epochs, desc=tr("training (quick)") if QUICK else tr("training (full)"), unit=tr("epoch"))
 def on_epoch(trainer):
     grids.append(trainer.sample().cpu())
     bar.update(1)
@@ -123,7 +125,7 @@ trainer = training.train(cfg, on_epoch=on_epoch)
 bar.close()
 clear_output()   # 清掉实时进度条，只留下它结束时的那一行（存下来的控件会显示 0%）
 print(bar)
-print("每个迭代周期的秒数：", [h["seconds"] for h in trainer.history])
+print(tr("seconds per epoch:"), [h["seconds"] for h in trainer.history])
 
 # %% [markdown]
 # 每个迭代周期之后，网格都使用同样的 64 个噪声向量，所以各个面板可以相互比较：
@@ -132,9 +134,10 @@ print("每个迭代周期的秒数：", [h["seconds"] for h in trainer.history])
 fig, axes = plt.subplots(1, len(grids), figsize=(3 * len(grids), 3.2))
 for i, (ax, grid) in enumerate(zip(axes, grids)):
     ax.imshow(plots.grid_array(grid))
-    ax.set_title(f"迭代周期 {i + 1}")
+    ax.set_title(tr("epoch {n}", n=i + 1))
     ax.axis("off")
-fig.suptitle(f"固定噪声下的样本（{'quick mode: ' + str(cfg.limit) + ' images' if QUICK else 'full run'}）")
+fig.suptitle(tr("fixed-noise samples (quick mode: {n} images)", n=cfg.limit) if QUICK
+             else tr("fixed-noise samples (full run)"))
 plt.show()
 
 # %% [markdown]
@@ -147,7 +150,7 @@ plt.show()
 # - 平滑的曲线既说明不了样本的质量，也说明不了 G 能生成多少类数字。
 
 # %%
-plots.loss_figure({cfg.strategy: trainer.history}, title="每个迭代周期的损失（本次运行）")
+plots.loss_figure({cfg.strategy: trainer.history}, title=tr("losses per epoch (this run)"))
 plt.show()
 
 # %% [markdown]
@@ -162,7 +165,7 @@ plt.show()
 # 真实训练图像的得分，就是完美的生成器能达到的基线。
 
 # %%
-print("随包发布的分类器：", json.loads((metrics.ASSETS / "classifier.json").read_text()))
+print(tr("shipped classifier:"), json.loads((metrics.ASSETS / "classifier.json").read_text()))
 
 # %% tags=["nbval-ignore-output"]
 n = 2000 if QUICK else 10000
@@ -174,8 +177,8 @@ torch.manual_seed(cfg.seed)
 G_untrained = Generator(cfg.z_dim, cfg.tanh).eval()    # 同样的架构，取初始权重
 with torch.no_grad():
     untrained = metrics.evaluate(G_untrained(torch.randn(n, cfg.z_dim)).clamp(-1, 1))
-print(f"{'':<24}{'MNIST-FID':>10}{'score':>8}  coverage")
-for name, m in (("本次运行", ours), ("同一个 G，未训练", untrained), ("真实训练图像", real)):
+print("{:<24}{:>10}{:>8}  {}".format("", "MNIST-FID", tr("score"), tr("coverage")))
+for name, m in ((tr("this run"), ours), (tr("the same G, untrained"), untrained), (tr("real train images"), real)):
     print(f"{name:<24}{m['mnist_fid']:>10.2f}{m['classifier_score']:>8.2f}  {m['coverage']}")
 claim("G 学会了每个数字：十个数字各占其样本的至少 0.5%", min(ours["coverage"]) >= 0.005,
       shown=f"最少的数字是 {min(range(10), key=lambda d: ours['coverage'][d])}：{min(ours['coverage']):.1%}", on='这次训练')
@@ -197,23 +200,25 @@ claim("各数字的覆盖率之和为 1", abs(sum(ours["coverage"]) - 1) < 1e-3,
 # %%
 record_path = metrics.ASSETS / "generator.json"
 if not record_path.exists():
-    print("包里没有预训练的生成器：用 `python -m gan_lessons train` 训练一个并导出")
+    print(tr("no pretrained generator shipped: train one with `python -m gan_lessons train` and export it"))
 else:
     record = json.loads(record_path.read_text())
     G_pre = training.load_generator(metrics.ASSETS / "generator.pt")
-    print("已加载随包发布的生成器 | 训练设备", record["device"], "|", record["config"]["epochs"],
-          "个迭代周期，策略", record["config"]["strategy"], "| 命令：", record["command"])
-    print("记录的指标（1 万个样本）：", {k: record["metrics"][k] for k in ("mnist_fid", "classifier_score")},
-          "| 真实训练图像的基线：", {k: record["baseline"][k] for k in ("mnist_fid", "classifier_score")})
+    print(tr("loaded the shipped generator | trained on {device} | {epochs} epochs, strategy {strategy} | "
+             "command: {command}", device=record["device"], epochs=record["config"]["epochs"],
+             strategy=record["config"]["strategy"], command=record["command"]))
+    print(tr("recorded metrics (10k samples):"), {k: record["metrics"][k] for k in ("mnist_fid", "classifier_score")},
+          tr("| real-train baseline:"), {k: record["baseline"][k] for k in ("mnist_fid", "classifier_score")})
     shares = record["metrics"]["coverage"]
-    print("覆盖率：最少的数字", min(range(10), key=lambda d: shares[d]), f"（{min(shares):.1%}），",
-          "最多的数字", max(range(10), key=lambda d: shares[d]), f"（{max(shares):.1%}）")
+    print(tr("coverage: rarest digit {rare} ({rare_share:.1%}), commonest {common} ({common_share:.1%})",
+             rare=min(range(10), key=lambda d: shares[d]), rare_share=min(shares),
+             common=max(range(10), key=lambda d: shares[d]), common_share=max(shares)))
     with torch.no_grad():
         sample = G_pre(torch.randn(64, G_pre.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
     plt.figure(figsize=(4, 4))
     plt.imshow(plots.grid_array(sample))
     plt.axis("off")
-    plt.title("随包发布的生成器，固定噪声")
+    plt.title(tr("shipped generator, fixed noise"))
     plt.show()
 
 # %% [markdown]
@@ -226,8 +231,8 @@ else:
 
 # %%
 x_real = data.to_unit_range(images[:2000])
-print("真实像素：最小值", x_real.min().item(), "最大值", x_real.max().item(),
-      "| 恰好为 -1 的比例：", round((x_real == -1).float().mean().item(), 3))
+print(tr("real pixels: min {low} max {high} | share exactly -1: {share}", low=x_real.min().item(),
+         high=x_real.max().item(), share=round((x_real == -1).float().mean().item(), 3)))
 claim("真实像素都在 [-1, 1] 之内，而且大多数恰好是 -1", x_real.min() >= -1 and x_real.max() <= 1
       and (x_real == -1).float().mean() > 0.5, on='这台机器上的 MNIST 文件')
 
@@ -236,21 +241,22 @@ claim("真实像素都在 [-1, 1] 之内，而且大多数恰好是 -1", x_real.
 
 # %% tags=["predict"] reveals=["\u771f\u5b9e\u6570\u5b57\u6ca1\u6709\u8fd9\u6837\u7684\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"]
 prediction = True  # SOLUTION: 训练 20 个迭代周期后，原帖的 G 的样本中，是否超过一半有像素落在 [-1, 1] 之外？（True/False）
-shipped = {"with Tanh": "generator", "seed's G (--no-tanh)": "generator_no_tanh"}
+shipped = {tr("with Tanh"): "generator", tr("seed's G (--no-tanh)"): "generator_no_tanh"}   # 显示出来的名称
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}
 z = torch.randn(2000, 64, generator=torch.Generator().manual_seed(0))
 with torch.no_grad():
     raw = {name: G_s(z) for name, G_s in gens.items()}          # 不做 clamp：这就是训练时 D 看到的
-outside = (raw["seed's G (--no-tanh)"].abs() > 1).flatten(1).any(1).float().mean().item()
+outside = (raw[tr("seed's G (--no-tanh)")].abs() > 1).flatten(1).any(1).float().mean().item()
 check("超过一半的样本跑出了 [-1, 1]", prediction, outside > 0.5,
       why=f"它有 {outside:.0%} 的样本有像素落在 [-1, 1] 之外：与 D 对抗的训练并没有把它们拉回来。")
 
 # %%
 for name, x in raw.items():
-    print(f"{name:<22} 像素从 {x.min().item():5.2f} 到 {x.max().item():4.2f} | 恰好为 -1 的比例："
-          f"{(x == -1).float().mean().item():.3f} | 在 [-1, 1] 之外的比例：{(x.abs() > 1).float().mean().item():.3f}")
-    print(f"{'':<22} 有像素落在 [-1, 1] 之外的样本（真实数字没有这样的）："
-          f"{(x.abs() > 1).flatten(1).any(1).float().mean().item():.3f}")
+    print(tr("{name:<22} pixels from {low:5.2f} to {high:4.2f} | share exactly -1: {at_minus_one:.3f} | share "
+             "outside [-1, 1]: {outside:.3f}", name=name, low=x.min().item(), high=x.max().item(),
+             at_minus_one=(x == -1).float().mean().item(), outside=(x.abs() > 1).float().mean().item()))
+    print(f"{'':<22}", tr("samples with a pixel outside [-1, 1], which no real digit has: {share:.3f}",
+                          share=(x.abs() > 1).flatten(1).any(1).float().mean().item()))
 
 # %% [markdown]
 # D 可以把这样的像素当作线索，而这条线索与笔画毫无关系。这是下面结果的一个可能原因，而不是已被证明的原因：这里我们只测量症状（上面）和两次运行的结果（下面）。
@@ -263,10 +269,10 @@ a, b = (r["config"] for r in records.values())
 differ = sorted(k for k in a if a.get(k) != b.get(k))
 claim("两次随包发布的运行只在 tanh 开关和输出文件夹上不同", differ == ["out", "tanh"], differ, on='课程附带的两次训练')
 plots.fid_figure({name: r["eval_each_epoch"] for name, r in records.items()},
-                 title="每个迭代周期之后的 MNIST-FID（2,000 个样本）")
+                 title=tr("MNIST-FID after each epoch (2,000 samples)"))
 plt.show()
 live = {name: metrics.evaluate(x.clamp(-1, 1)) for name, x in raw.items()}
-print(f"{'':<24}{'MNIST-FID':>10}{'score':>8}  占样本不到 2% 的数字")
+print("{:<24}{:>10}{:>8}  {}".format("", "MNIST-FID", tr("score"), tr("digits under 2% of samples")))
 for name, m in live.items():
     print(f"{name:<24}{m['mnist_fid']:>10.1f}{m['classifier_score']:>8.2f}  "
           f"{[d for d in range(10) if m['coverage'][d] < 0.02]}")
@@ -278,7 +284,7 @@ for ax, (name, x) in zip(axes, raw.items()):
 plt.show()
 
 # %%
-tanh_m, seed_m = live["with Tanh"], live["seed's G (--no-tanh)"]
+tanh_m, seed_m = live[tr("with Tanh")], live[tr("seed's G (--no-tanh)")]
 claim("加了 Tanh 的运行，MNIST-FID 更低", tanh_m["mnist_fid"] < seed_m["mnist_fid"],
       shown=f"{tanh_m['mnist_fid']:.1f} 对 {seed_m['mnist_fid']:.1f}", on='课程附带的两次训练')
 claim("加了 Tanh 的运行，分类器得分更高", tanh_m["classifier_score"] > seed_m["classifier_score"], on='课程附带的两次训练')
@@ -306,11 +312,11 @@ for strategy, t in trained.items():
     with torch.no_grad():
         fakes = G_s(torch.randn(2000, G_s.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
     runs[strategy] = (t.history, metrics.evaluate(fakes))
-plots.loss_figure({s: h for s, (h, _) in runs.items()}, title="两种策略，同一个随机种子")
+plots.loss_figure({s: h for s, (h, _) in runs.items()}, title=tr("two strategies, same seed"))
 plt.show()
 for s, (_, m) in runs.items():
-    print(f"{s:<20} MNIST-FID {m['mnist_fid']:.2f}  得分 {m['classifier_score']:.2f}  "
-          f"最少的数字占 {min(m['coverage']):.1%}")
+    print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
+             fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
     claim(f"{s} 的运行学会了每个数字（每个数字都至少占样本的 0.5%）", min(m["coverage"]) >= 0.005, on='这两次训练')
 
 

@@ -92,7 +92,8 @@ with expect_error(RuntimeError, r"\[torch\.(cuda\.)?FloatTensor \[512, 1\]\]"):
 # %%
 diagnosis = doc.diagnoses[-1]
 print(diagnosis.kind, "|", diagnosis.facts["tensor"])
-print("代码块里发出的警告：", [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"])
+print(tr("warnings raised in the block: {warnings}",
+         warnings=[headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]))
 warned = [headline(d.summary) for d in doc.diagnoses if d.kind == "suspicious"]
 claim("诊断是 d.net.7.weight.T 上的版本错误", diagnosis.kind == "version"
       and diagnosis.facts["tensor"].startswith("d.net.7.weight.T [512, 1]"), on='本课程的自动微分医生')
@@ -307,7 +308,7 @@ with doctor(G=G, D=D, opt=opt) as doc:
     opt.zero_grad()
     F.softplus(D(G(torch.randn(4, 4)).detach())).mean().backward()
     opt.step()
-print("警告：", [headline(d.summary) for d in doc.diagnoses])
+print(tr("warnings: {warnings}", warnings=[headline(d.summary) for d in doc.diagnoses]))
 claim("一条警告：更新时 G 的 2 个参数没有 .grad",
       len(doc.diagnoses) == 1 and "4 个参数里有 2 个没有 .grad" in doc.diagnoses[0].summary
       and doc.diagnoses[0].facts.get("parameters") == ["G.weight", "G.bias"], on='本课程的自动微分医生')
@@ -323,7 +324,7 @@ with doctor(D=D) as doc:
     for p in D.parameters():
         p.data.clamp_(-0.01, 0.01)              # 太早了：上面的前向传播保存了这些权重
     out.mean().backward()
-print("警告：", [headline(d.summary) for d in doc.diagnoses])
+print(tr("warnings: {warnings}", warnings=[headline(d.summary) for d in doc.diagnoses]))
 claim("一条警告，指出了 .data 修改", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary, on='本课程的自动微分医生')
 
 # %% [markdown]

@@ -131,7 +131,8 @@ claim("惩罚的计算图里有 D 的 LeakyReLU 的导数，并且连到了 D �
       "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
       and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
       ", ".join(nodes))
-graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small), title="梯度惩罚的计算图（create_graph=True）")
+graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
+            title=tr("a gradient penalty's graph (create_graph=True)"))
 
 # %% [markdown]
 # ## 3 · 一行一行地搭出 WGAN-GP 的惩罚
@@ -172,7 +173,7 @@ check("g.shape", prediction, tuple(g.shape),
 
 # %%
 gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
-print("每张图像的梯度范数：", rounded(g.flatten(1).norm(2, dim=1)[:4]), "...")
+print(tr("per-image gradient norms: {norms} ...", norms=rounded(g.flatten(1).norm(2, dim=1)[:4])))
 claim("gan_lessons.strategies.gradient_penalty 算出的惩罚与此相同",
       torch.allclose(gp, strategies.gradient_penalty(D, x_real, x_fake, eps=eps)), f"{gp.item():.4f}")
 
@@ -225,7 +226,8 @@ wasserstein, gp_const = critic_loss(D, create_graph=False)
 no_graph = D_grads(wasserstein + 10 * gp_const)
 wasserstein, gp_live = critic_loss(D, create_graph=True)
 right = D_grads(wasserstein + 10 * gp_live)
-print(f"不加 create_graph 的惩罚：{gp_const.item():.4f}；加上它：{gp_live.item():.4f}")
+print(tr("penalty without create_graph: {without:.4f}; with it: {with_it:.4f}", without=gp_const.item(),
+         with_it=gp_live.item()))
 claim("不加 create_graph，惩罚的值也一样", torch.allclose(gp_const, gp_live.detach()))
 
 # %% tags=["predict"] reveals=["\u4e0e\u4e0d\u52a0\u4efb\u4f55\u60e9\u7f5a\u7684\u635f\u5931.{0,10}\u5b8c\u5168\u76f8\u540c", "\u4ec0\u4e48\u4e5f\u8bad\u7ec3\u4e0d\u4e86", "(\u5173\u4e8e|\u5bf9) ?D ?(\u7684\u6743\u91cd)?\u7684\u68af\u5ea6\u4e3a\u96f6"]
@@ -441,8 +443,9 @@ def ms_per_critic_step(gp_weight, repeats=7):
 
 ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # 预热
 without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
-print(f"一次评判器更新，7 次的中位数：不加惩罚 {without:.1f} ms，加上惩罚 {with_gp:.1f} ms "
-      f"（{with_gp / without:.2f}x），批量大小 16，torch {torch.__version__}")
+print(tr("critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
+         "({ratio:.2f}x), batch 16, torch {version}", without=without, with_gp=with_gp, ratio=with_gp / without,
+         version=torch.__version__))
 
 # %% [markdown]
 # **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用 AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 docs/setup.md 中的 `make check-colab`，英文）。

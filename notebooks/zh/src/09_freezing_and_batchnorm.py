@@ -118,13 +118,14 @@ def G_step(how):
     n["D untouched"] = all(torch.equal(before, p.grad) for before, p in zip(D_grad, D.parameters()))
     return n, [None if p.grad is None else p.grad.clone() for p in G.parameters()]
 
-ways = ["plain backward", "D.requires_grad_(False)", "backward(inputs=G's)", "D(x_fake.detach())"]
+ways = [tr("plain backward"), "D.requires_grad_(False)", "backward(inputs=G's)", "D(x_fake.detach())"]
 results = {how: G_step(how) for how in ways}
-print(f"{'G step':<25}{'G fwd/bwd':>10}{'D fwd/bwd':>10}{'G grads':>9}{'D grads':>9}{'saved KiB':>11}  D's .grad")
+print(f"{tr('G step'):<25}{tr('G fwd/bwd'):>10}{tr('D fwd/bwd'):>10}{tr('G grads'):>9}{tr('D grads'):>9}"
+      f"{tr('saved KiB'):>11}", tr("D's .grad"), sep="  ")
 for how, (n, _) in results.items():
     print(f"{how:<25}{n['G forward']:>6}/{n['G backward']:<3}{n['D forward']:>6}/{n['D backward']:<3}"
           f"{n['G grads']:>9g}{n['D grads']:>9g}{n['saved KiB']:>11.1f}  "
-          f"{'untouched' if n['D untouched'] else 'changed'}")
+          f"{tr('untouched') if n['D untouched'] else tr('changed')}")
 
 # %%
 (plain, G_plain), (frozen, G_frozen), (inputs, G_inputs), (detached, G_detached) = results.values()
@@ -160,7 +161,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 #
 # **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你对 D 的第一个 Conv 层的预测，然后运行这个单元格。
 
-# %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"]
+# %% tags=["predict"] reveals=["Conv2d +\u8f93\u5165 .*\u51bb\u7ed3\u65f6\uff1a\u4fdd\u5b58\u5b83\u7684\u8f93\u5165", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"]
 prediction = False  # SOLUTION: 冻结 D 之后，D 的第一个 Conv 层就不再为反向传播保存它的输入了吗？（True 或 False）
 
 def saves_its_input(layer, shape):
@@ -186,8 +187,9 @@ D.requires_grad_(False)
 frozen_saves = {name: saves_its_input(m, shapes[name]) for name, m in layers.items()}
 D.requires_grad_(True)
 for name, m in layers.items():
-    print(f"D.{name:<6} {type(m).__name__:<7} input {list(shapes[name])!s:<16} frozen: "
-          f"{'saves' if frozen_saves[name] else 'does not save'} its input")
+    print(tr("D.{name:<6} {layer:<7} input {shape:<16} frozen: {verdict}", name=name, layer=type(m).__name__,
+             shape=str(list(shapes[name])),
+             verdict=tr("saves its input") if frozen_saves[name] else tr("does not save its input")))
 check("冻结的 Conv 层不再保存它的输入", prediction, not frozen_saves["net.0"],
       why="无论谁需要梯度，卷积的反向函数都会保存输入；只有输入自身的梯度需要权重，而权重的梯度需要输入。")
 
@@ -229,7 +231,7 @@ handle = D.register_forward_pre_hook(ctrl_c)
 try:
     strategies.d_first_frozen_D(G, D, opt_G, opt_D, x_real, noise)
 except KeyboardInterrupt:
-    print("G 的更新步中出现了 KeyboardInterrupt")
+    print(tr("KeyboardInterrupt during G's step"))
 handle.remove()
 still_frozen = sum(not p.requires_grad for p in D.parameters())
 claim("在 G 的更新步中被中断后，D 一直处于冻结状态", still_frozen == len(list(D.parameters())),
@@ -281,7 +283,7 @@ for name in steps_run:
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
     strategies.get(name)(G, D, opt_G, opt_D, x_real, noise)
     tracked[name] = G.net[1].num_batches_tracked.item()
-    print(f"{name:<20} 一步之后 num_batches_tracked = {tracked[name]}")
+    print(tr("{name:<20} num_batches_tracked after one step: {count}", name=name, count=tracked[name]))
 check("一步 d_first_fresh_fake 之后的 num_batches_tracked", prediction, tracked["d_first_fresh_fake"],
       why="在这个顺序里 G 要做两次前向传播（先在 no_grad 下为 D 生成假样本批量，再为 G 自己的损失生成一批），"
           "而训练模式下的每次前向传播都会更新运行统计量，无论有没有计算图。")

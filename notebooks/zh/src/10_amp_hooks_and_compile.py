@@ -67,7 +67,7 @@ with torch.autocast("cpu", dtype=torch.bfloat16):
 for h in handles:
     h.remove()
 for kind, seen in sorted(dtypes.items()):
-    print(f"{kind:<12} 输出 {', '.join(sorted(str(t) for t in seen))}")
+    print(tr("{kind:<12} outputs {dtypes}", kind=kind, dtypes=", ".join(sorted(str(t) for t in seen))))
 print(f"x_fake {x_fake.dtype}, logits {logits.dtype}, loss_G {loss_G.dtype}")
 claim("CPU 上的 autocast 下，每个 Linear 和 Conv2d 都以 bfloat16 计算",
       dtypes["Linear"] == dtypes["Conv2d"] == {torch.bfloat16})
@@ -120,8 +120,8 @@ for scale in (1.0, 2.0**16):
     true, got = through_float16(scale)
     rounded_away[scale] = int((got == 0).sum())
     error = ((got - true).abs() / true.abs()).max().item()
-    print(f"损失缩放 {scale:>7g}：{got.numel()} 个梯度元素中有 {rounded_away[scale]} 个舍入为 0，"
-          f"最大相对误差 {error:.3g}")
+    print(tr("loss scale {scale:>7g}: {zeros} of {entries} gradient entries rounded to 0, largest relative error "
+             "{error:.3g}", scale=scale, zeros=rounded_away[scale], entries=got.numel(), error=error))
 claim("不缩放时，这个梯度的大部分在 float16 中舍入为 0", rounded_away[1.0] > got.numel() / 2)
 claim("先乘以 65536，就没有元素舍入为 0，而且每个元素与真实梯度的相对误差都在 1% 以内",
       rounded_away[2.0**16] == 0 and error < 0.01)
@@ -133,8 +133,8 @@ claim("而大于 65504 的梯度在 float16 中变成 inf：GradScaler 随后会
 
 # %%
 HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # 较旧的 torch（2.1）没有它
-NO_AMP_SCALER = (f"torch {torch.__version__} 没有 torch.amp.GradScaler（torch 2.1 没有它，参考版本 torch "
-                 f"2.13 有）：已跳过，未检查")
+NO_AMP_SCALER = tr("torch {version} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference torch 2.13 has "
+                   "it): skipped, not checked", version=torch.__version__)
 
 def growth_run(iterations, growth_interval, init_scale=4.0):
     """一个小模型在同一个 GradScaler 下连续 `iterations` 次正常迭代，每次之后的缩放因子。"""
@@ -184,13 +184,14 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
 # %% [markdown]
 # **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把 `...` 换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
 
-# %% tags=["predict"] reveals=["G\u7684\u68af\u5ea6\u6709inf +G\u66f4\u65b0\uff1aFalse +D\u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"]
-prediction = "D"  # SOLUTION: 共用一个 GradScaler，G 的一个梯度里有 inf：哪个优化器会更新，"G"、"D"、"both"还是"neither"？
+# %% tags=["predict"] reveals=["G \u7684\u68af\u5ea6\u6709 inf +G \u66f4\u65b0\uff1aFalse +D \u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"]
+prediction = "D"  # SOLUTION: 共用一个 GradScaler，G 的一个梯度里有 inf：哪个优化器会更新，“G”、“D”、“两者”还是“都不”？
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
-    for label, r in (("正常迭代", clean), ("G 的梯度有 inf", poisoned)):
-        print(f"{label:<16} G 更新：{r['G moved']!s:<6} D 更新：{r['D moved']!s:<6} "
-              f"缩放因子 {r['scale'][0]:g} -> {r['scale'][1]:g}   opt_G 的 Adam 步数：{r['opt_G steps']}")
+    for label, r in ((tr("clean iteration"), clean), (tr("inf in G's grad"), poisoned)):
+        print(tr("{label:<16} G moved: {G_moved!s:<6} D moved: {D_moved!s:<6} scale {before:g} -> {after:g}   "
+                 "opt_G's Adam step count: {steps}", label=label, G_moved=r["G moved"], D_moved=r["D moved"],
+                 before=r["scale"][0], after=r["scale"][1], steps=r["opt_G steps"]))
     stepped = {(True, True): "both", (True, False): "G", (False, True): "D", (False, False): "neither"}
     check("G 的梯度里有 inf 时执行更新的优化器", prediction,
           stepped[poisoned["G moved"], poisoned["D moved"]],
@@ -249,8 +250,8 @@ if torch.cuda.is_available() and HAS_AMP_SCALER:
           "减半", clean["G moved"] and clean["D moved"] and not poisoned["G moved"]
           and poisoned["D moved"] and poisoned["scale"][1] == poisoned["scale"][0] / 2)
 else:
-    print("这里没有 CUDA 设备（或者没有 torch.amp.GradScaler）：跳过 GPU 上的 float16 运行，未检查。"
-          "上面在 CPU 上用 bfloat16 的运行已经检查过同样的 GradScaler 逻辑。")
+    print(tr("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. "
+             "The bfloat16 run above, on the CPU, checked the same GradScaler logic."))
 
 # %% [markdown]
 # ## 2 · 钩子：读取梯度、修改梯度、统计保存了什么
@@ -330,7 +331,8 @@ def adam_settles(w, scale=1.0, steps=3000):
 
 ends = {(w, scale): adam_settles(w, scale) for w in (1, 10) for scale in (1, 10)}
 for (w, scale), p_end in ends.items():
-    print(f"单项权重 w = {w:<3} 整个损失的因子 {scale:<3} Adam 停在 p = {p_end}")
+    print(tr("term weight w = {w:<3} whole-loss factor {scale:<3} Adam settles at p = {p}", w=w, scale=scale,
+             p=p_end))
 claim("整个损失上的因子不会改变 Adam 停下的位置",
       ends[1, 1] == ends[1, 10] and ends[10, 1] == ends[10, 10])
 claim("某一项上的权重会改变它：w = 1 时 p = 0，w = 10 时 p = -0.818 = (1 - 10) / (1 + 10)",
@@ -370,12 +372,13 @@ def saved_bytes(x_requires_grad, layer_frozen):
     layer.requires_grad_(True)
     return sum(4 * s[0] * s[1] for s in shapes), shapes
 
-by_hand = {"x and layer require grad": 4 * (8 * 16 + 16 * 32 + 8 * 32),
-           "layer frozen": 4 * (16 * 32 + 8 * 32), "x needs no grad": 4 * (8 * 16 + 8 * 32)}
-measured = {"x and layer require grad": saved_bytes(True, False), "layer frozen": saved_bytes(True, True),
-            "x needs no grad": saved_bytes(False, False)}
+by_hand = {tr("x and layer require grad"): 4 * (8 * 16 + 16 * 32 + 8 * 32),
+           tr("layer frozen"): 4 * (16 * 32 + 8 * 32), tr("x needs no grad"): 4 * (8 * 16 + 8 * 32)}
+measured = {tr("x and layer require grad"): saved_bytes(True, False), tr("layer frozen"): saved_bytes(True, True),
+            tr("x needs no grad"): saved_bytes(False, False)}
 for case, (count, shapes) in measured.items():
-    print(f"{case:<26} 保存了 {shapes}：{count} 字节（手算 {by_hand[case]}）")
+    print(tr("{case:<26} saved {shapes}: {count} bytes (by hand {by_hand})", case=case, shapes=shapes, count=count,
+             by_hand=by_hand[case]))
 claim("三种情况下，pack 钩子统计的结果都和手算的大小相等",
       all(measured[k][0] == by_hand[k] for k in by_hand), ", ".join(f"{v[0]}" for v in measured.values()))
 
@@ -395,20 +398,21 @@ try:
     torch._dynamo.reset()
     torch.compile(nn.Linear(2, 1), backend="aot_eager")(torch.ones(1, 2)).sum().backward()
     compile_works = True
-    print("torch.compile 在这里可用（后端 aot_eager）")
+    print(tr("torch.compile works here (backend aot_eager)"))
 except Exception as error:                        # 任何失败：如实说明，并跳过本节的检查
     compile_works = False
-    print(f"torch.compile 在这台机器上无法使用（{type(error).__name__}: {headline(str(error))}）。"
-          "下面会跳过第 3 节的检查，每个单元格都会说明；本课其余部分不受影响。")
-SKIPPED = "已跳过，未检查：torch.compile 在这台机器上不可用（见上文）"
+    print(tr("torch.compile does NOT work on this machine ({error_type}: {error}). The checks of section 3 are "
+             "skipped below, each cell says so; the rest of the lesson is unaffected.",
+             error_type=type(error).__name__, error=headline(str(error))))
+SKIPPED = tr("skipped, not checked: torch.compile does not work on this machine (see above)")
 
 # %% [markdown]
 # **捐赠缓冲区**。AOTAutograd 为普通的 `backward()` 编译反向传播时，会把前向传播保存的激活值标记为*捐赠的*（donated）：反向传播可以复用它们的内存，因为以后再也没有谁需要它们。带 `retain_graph=True` 的反向传播承诺的恰恰相反，所以 torch 拒绝它。在 torch 2.13 上，反向传播在第一次运行时才编译，先到的那次反向传播说了算：如果是普通的反向传播，缓冲区就被捐赠，之后再经过同一个编译图做 `retain_graph=True` 的反向传播就会报错。最小的例子：
 
 # %%
 HAS_DONATION = compile_works and hasattr(functorch_config, "donated_buffer")    # 较旧的 torch 里没有
-NO_DONATION = (f"已跳过，未检查：torch {torch.__version__} 没有捐赠缓冲区"
-               f"（torch._functorch.config.donated_buffer）" if compile_works else SKIPPED)
+NO_DONATION = (tr("skipped, not checked: torch {version} has no donated buffers "
+                  "(torch._functorch.config.donated_buffer)", version=torch.__version__) if compile_works else SKIPPED)
 if HAS_DONATION:
     torch._dynamo.reset()
     torch.manual_seed(0)
@@ -478,7 +482,8 @@ def logged_step(x):
 if compile_works:
     torch._dynamo.reset()
     report = torch._dynamo.explain(logged_step)(torch.randn(8, 4))
-    print(f"图：{report.graph_count} 个，图中断：{report.graph_break_count} 次")
+    print(tr("graphs: {graphs}, graph breaks: {breaks}", graphs=report.graph_count,
+             breaks=report.graph_break_count))
 check("logged_step 中的图中断次数", prediction, report.graph_break_count if compile_works else SKIPPED,
       why="dynamo 默认不能把 Python 数字留在图里：它在.item()处结束当前的图，在它之后再开始"
           "另一个。")
@@ -486,7 +491,7 @@ check("logged_step 中的图中断次数", prediction, report.graph_break_count 
 # %%
 if compile_works:
     reason = report.break_reasons[0].reason.splitlines()[0]
-    print(f"原因：{reason}")
+    print(tr("reason: {reason}", reason=reason))
     claim("一个.item()把函数切成两个图：一次图中断", report.graph_break_count == 1
           and report.graph_count == 2)
     claim("而且原因里提到了 Tensor.item", "Tensor.item" in reason)   # 具体措辞因版本而异
@@ -508,8 +513,8 @@ if compile_works:
             branching = torch._dynamo.explain(branching_step)(torch.randn(8, 4))
     except Exception as error:                     # 较旧的 dynamo（torch 2.1）自己就会在这个例子上失败
         branching = None
-        print(f"torch {torch.__version__}：dynamo.explain 在这个分支上抛出 {type(error).__name__}："
-              "已跳过，未检查")
+        print(tr("torch {version}: dynamo.explain raises {error_type} on the branch: skipped, not checked",
+                 version=torch.__version__, error_type=type(error).__name__))
     if branching is not None:
         claim("但即使这样，Python 根据这个数字做分支判断仍然会造成图中断", branching.graph_break_count == 1)
 else:

@@ -83,7 +83,7 @@ check("torch 为下式保存的张量个数：y = (a * b).exp() * c", prediction
 
 # %%
 for node, attribute, shape in kept:
-    print(f"{node:<14} {attribute:<14} 形状 {shape}")
+    print(tr("{node:<14} {attribute:<14} shape {shape}", node=node, attribute=attribute, shape=shape))
 claim("torch 保存了 b、exp 的输出和 c，没有保存 a", len(kept) == 3 and
       all(attr in ("_saved_other", "_saved_result") for _, attr, _ in kept))
 
@@ -275,7 +275,7 @@ rows.append(("a.exp()", ["result" if e_t.grad_fn._saved_result is not None else 
              ["result" if v is e else "input" for v, _ in e._saved.values()],
              torch.equal(e_t.grad_fn._saved_result, e_t.detach())))
 for what, theirs, ours, same_values in rows:
-    print(f"{what:<32} torch 保存 {theirs!s:<20} 我们保存 {ours}")
+    print(tr("{what:<32} torch keeps {theirs:<20} ours keeps {ours}", what=what, theirs=str(theirs), ours=ours))
 claim("在每种情况下，你的引擎保存的都和 torch 的 MulBackward0、ExpBackward0 保存的一样",
       all(theirs == ours and same_values for _, theirs, ours, same_values in rows))
 claim("为一个操作数的梯度，mul 保存的是“另一个”操作数；exp 保存的是它的输出",
@@ -353,17 +353,18 @@ assert solved_freeing, "freeing：还没有完成，或者还不对：上面几�
 
 # %%
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing)
-programs = {"x * 2, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
-                                     "loss.backward()\nloss.backward()",
-            "x + 1, backward twice": "x = leaf([3], requires_grad=True)\nloss = (x + 1).sum()\n"
-                                     "loss.backward()\nloss.backward()",
-            "x * 2, retain_graph": "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
-                                   "loss.backward(retain_graph=True)\nloss.backward()"}
+programs = {tr("x * 2, backward twice"): "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                         "loss.backward()\nloss.backward()",
+            tr("x + 1, backward twice"): "x = leaf([3], requires_grad=True)\nloss = (x + 1).sum()\n"
+                                         "loss.backward()\nloss.backward()",
+            tr("x * 2, retain_graph"): "x = leaf([3], requires_grad=True)\nloss = (x * 2).sum()\n"
+                                       "loss.backward(retain_graph=True)\nloss.backward()"}
 agree = []
 for what, program in programs.items():
     theirs, ours = lesson11.run(program, torch), lesson11.run(program, engine)
-    said = lambda o: headline(o.message) if o.kind else f"没有报错，x.grad = {rounded(o.grads['x'])}"
-    print(f"{what:<23} torch：{said(theirs)}\n{'':<23} 我们： {said(ours)}")
+    said = lambda o: headline(o.message) if o.kind else tr("no error, x.grad = {grad}", grad=rounded(o.grads['x']))
+    print(tr("{what:<23} torch: {outcome}", what=what, outcome=said(theirs)))
+    print(tr("{what:<23} ours:  {outcome}", what="", outcome=said(ours)))
     agree.append(theirs.kind == ours.kind and (theirs.kind is not None or torch.equal(theirs.grads["x"], ours.grads["x"])))
 claim("两边结果相同：x * 2 反向传播两次时报错，x + 1 得到 2 + 2，加 retain_graph 时得到 4",
       all(agree))
@@ -465,8 +466,9 @@ programs = {"y = a.exp(); y.mul_(2)": "a = leaf([3], requires_grad=True)\ny = a.
 agree = []
 for what, program in programs.items():
     theirs, ours = lesson11.run(program, torch), lesson11.run(program, engine)
-    print(f"{what:<24} torch：{theirs.message.split('. Hint')[0] if theirs.kind else 'no error'}\n"
-          f"{'':<24} 我们： {ours.message or 'no error'}")
+    print(tr("{what:<24} torch: {outcome}", what=what,
+             outcome=theirs.message.split('. Hint')[0] if theirs.kind else tr("no error")))
+    print(tr("{what:<24} ours:  {outcome}", what="", outcome=ours.message or tr("no error")))
     agree.append(theirs.kind == ours.kind and lesson11.version_parts(theirs.message) == lesson11.version_parts(ours.message)
                  and (theirs.kind is not None or torch.equal(theirs.grads["a"], ours.grads["a"])))
 claim("两边结果相同，报错信息里的形状和版本也相同", all(agree))
@@ -602,7 +604,8 @@ differences = {}
 for eps in (1e-1, 1e-2, 1e-4):
     numerical = gradient(lambda data: loss_of(data)[0].data.item(), problem.params[0].clone(), eps)
     differences[eps] = ((numerical - W1.grad).abs().max() / W1.grad.abs().max()).item()
-    print(f"eps {eps:g}：最大差异是最大梯度元素的 {differences[eps]:.0e}")
+    print(tr("eps {eps:g}: the largest difference is {difference:.0e} of the largest gradient entry",
+             eps=eps, difference=differences[eps]))
 claim("eps 取 1e-2 时，反向传播与有限差分相差不到最大元素的 1e-3",
       differences[1e-2] < 1e-3)
 claim("在 float32 下，eps 取 1e-2 比取更大的值（差分本身的误差）和更小的值（舍入误差除以 eps）都更准",
@@ -651,6 +654,11 @@ def backends():
     """torch 和引擎各自的 (name, leaf, no_grad)：原帖的步骤只写一遍，两边共用。"""
     return [("torch", lambda data, rg=False: data.clone().requires_grad_(rg), torch.no_grad),
             ("ours", lambda data, rg=False: engine(data, requires_grad=rg), engine.no_grad)]
+
+
+def shown_as(name):
+    """后端打印出来的名字：torch，或者你的引擎（ours）。"""
+    return name if name == "torch" else tr("ours")
 
 
 def linear(leaf, no_grad, n_in, n_out):
@@ -703,14 +711,14 @@ def seed000(leaf, no_grad, retain_graph=False):
 
 # %%
 for name, leaf, no_grad in backends():
-    print(f"原帖 001 在 {name} 上：")
+    print(tr("seed 001 on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
         seed001(leaf, no_grad)
 
 # %%
 messages = {}
 for name, leaf, no_grad in backends():
-    print(f"原帖 001 加 retain_graph=True，在 {name} 上：")
+    print(tr("seed 001 with retain_graph=True on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, r"\[2, 2\]\],? .*is at version 2; expected version 1"):
         try:
             seed001(leaf, no_grad, retain_graph=True)
@@ -723,14 +731,14 @@ claim("同一个保存的值 [2, 2]，同样的版本 2 和 1，与第 03 课在
 
 # %%
 for name, leaf, no_grad in backends():
-    print(f"原帖 000 在 {name} 上：")
+    print(tr("seed 000 on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
         seed000(leaf, no_grad)
 
 # %%
 messages = {}
 for name, leaf, no_grad in backends():
-    print(f"原帖 000 加 retain_graph=True，在 {name} 上：")
+    print(tr("seed 000 with retain_graph=True on {name}:", name=shown_as(name)))
     with expect_error(RuntimeError, r"\[512, 1\]\],? .*is at version 2; expected version 1"):
         try:
             seed000(leaf, no_grad, retain_graph=True)
@@ -803,12 +811,12 @@ ours = train([engine(p, requires_grad=True) for p in problem.params], engine(pro
 theirs = torch_fit(problem, 300, 0.1)
 plt.figure(figsize=(6, 2.6))
 plt.semilogy(theirs, label="torch", lw=5, alpha=0.35)
-plt.semilogy(ours, label="你的引擎", lw=1)
-plt.xlabel("步数")
-plt.ylabel("均方误差")
+plt.semilogy(ours, label=tr("your engine"), lw=1)
+plt.xlabel(tr("step"))
+plt.ylabel(tr("mean squared error"))
 plt.legend()
 plt.show()
-print(f"损失：起点 {ours[0]:.3f}，300 步之后 {ours[-1]:.4f}")
+print(tr("loss {start:.3f} at the start, {end:.4f} after 300 steps", start=ours[0], end=ours[-1]))
 apart = [k for k, (mine, torchs) in enumerate(zip(ours, theirs)) if abs(mine - torchs) > 1e-4 * abs(torchs) + 1e-6]
 claim("300 步里损失降到了原来的十分之一以下，并且每一步都与 torch 的相同（相差不超过 1e-4）",
       ours[-1] < ours[0] / 10 and not apart, f"第一个出现差异的步：{apart[0]}" if apart else None)

@@ -335,7 +335,7 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 log = show_log("amp", optimize_parameters_broken)
 
 # %% tags=["predict"] reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "\u500d\uff0coptimizer_d \u7684"]
-prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是 "neither"（都没有）？
+prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是“都不”？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
 check("第一次调用时离参考解法很远的优化器", prediction,
@@ -556,30 +556,30 @@ warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` whe
 said = {}
 
 def doctor_said(lab_name, seen):
-    """监视本单元格的 doctor 在已说过 `seen` 条之后又说了什么：每条诊断的类别和第一行。"""
+    """监视本单元格的医生在已说过 `seen` 条之后又说了什么：每条诊断的类别和第一行。"""
     said[lab_name] = [(d.kind, headline(d.summary)) for d in active().diagnoses[seen:]]
     for kind, line in said[lab_name]:
-        print(f"{lab_name}：{kind}：{line}")
+        print(tr("{lab_name}: {kind}: {line}", lab_name=lab_name, kind=kind, line=line))
     if not said[lab_name]:
-        print(f"{lab_name}：doctor 什么也没说")
+        print(tr("{lab_name}: the doctor says nothing", lab_name=lab_name))
 
 
 # %% tags=["predict"] reveals=["\u627e\u51fa\u4e86\u5176\u4e2d\u4e09\u4e2a", "\u70b9\u540d\u6216\u8b66\u544a\u7684\u51fa\u9519\u8bad\u7ec3\u6b65 -> 3"]
-prediction = 3  # SOLUTION: 六个出错的训练步各在 doctor 的监视下运行一次，它会点名或者警告几个？
+prediction = 3  # SOLUTION: 六个出错的训练步各在医生的监视下运行一次，它会点名或者警告几个？
 broken = {"srgan": (srgan_step_broken, "modified by an inplace operation"), "biggan": (train_broken, None),
           "wgan_gp": (train_critic_broken, None), "amp": (optimize_parameters_broken, None),
           "rnn": (train_rnn_broken, "backward through the graph a second time"),
           "compiled": (train_step_broken, "does not currently support double backward")}
 for lab_name, (step, error) in broken.items():
     seen = len(active().diagnoses)
-    args = exercises.lab_problem(lab_name)     # 在 doctor 监视下建立：它的钩子是全局钩子
+    args = exercises.lab_problem(lab_name)     # 在医生监视下建立：它的钩子是全局钩子
     if error:
         with expect_error(RuntimeError, error):
             step(*args)
     else:
         step(*args)
     doctor_said(lab_name, seen)
-check("doctor 点名或警告的出错训练步", prediction, sum(bool(lines) for lines in said.values()),
+check("医生点名或警告的出错训练步", prediction, sum(bool(lines) for lines in said.values()),
       why="第 02、03 课的两个错误（SRGAN 的和 RNN 的），以及 BigGAN 被重复使用的梯度；另外三个不在它监视的范围之内。")
 
 # %%
@@ -588,7 +588,7 @@ check("doctor 点名或警告的出错训练步", prediction, sum(bool(lines) fo
 # %%
 named = [name for name, lines in said.items() if any(kind != "suspicious" for kind, _ in lines)]
 warned = [name for name, lines in said.items() if lines and all(kind == "suspicious" for kind, _ in lines)]
-claim("doctor 诊断出了它认识的两个错误（SRGAN 的版本错误，RNN 已被释放的计算图）",
+claim("医生诊断出了它认识的两个错误（SRGAN 的版本错误，RNN 已被释放的计算图）",
       named == ["srgan", "rnn"], shown=", ".join(named), on='本课程的自动微分医生')
 claim("它对 BigGAN 重复施加的梯度发出警告，对另外三个则什么也没说",
       warned == ["biggan"] and all(not said[k] for k in ("wgan_gp", "amp", "compiled")), on='本课程的自动微分医生')

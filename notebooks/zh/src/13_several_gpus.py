@@ -98,7 +98,7 @@ check("1 号进程的移动平均值保留了它的 5", prediction, bool(rank1["
       why="前向传播之前，DDP 把 0 号进程的缓冲区复制了进来；那个 5 已经没了，这次前向传播的更新是从 0 号进程的统计量开始的。")
 
 # %%
-print(f"1 号进程的移动平均值，前 3 个：{rounded(rank1['running_mean'][:3])}")
+print(tr("rank 1's running mean, first 3: {values}", values=rounded(rank1['running_mean'][:3])))
 claim("复制之后，1 号进程的缓冲区接近 0 号进程的（都接近 0），而不是接近 4.5", bool(rank1["running_mean"].abs().max() < 0.5))
 claim("而且缓冲区的版本计数器没有变：在这个版本的 torch 上，这次复制不算一次写入",
       rank1["version"][0] == rank1["version"][1], shown=f"版本 {rank1['version'][0]} -> {rank1['version'][1]}")
@@ -107,7 +107,8 @@ claim("broadcast_buffers=False 时，每个进程保留自己的统计量：1 �
       bool(kept1["running_mean"].mean() > 4), shown=f"1 号进程 {rounded(kept1['running_mean'][:3])}")
 from torch.nn.parallel import DistributedDataParallel
 if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-    print(f"torch {torch.__version__} 的 DDP 还接受 forward_sync_buffers，这是每次前向传播之前那次复制的新名字。")
+    print(tr("torch {version}'s DDP also takes forward_sync_buffers, a newer name for the copy before "
+             "each forward.", version=torch.__version__))
 
 # %% [markdown]
 # ## 2 · BatchNorm 的缓冲区与版本错误
@@ -188,7 +189,7 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
 # %% tags=["nbval-ignore-output"]
 costs = processes.run(ddp_lesson.flag_costs)[0]
 for flag, ms in costs.items():
-    print(f"{flag:<24} 每步 {ms:6.2f} 毫秒")
+    print(tr("{flag:<24} {ms:6.2f} ms a step", flag=tr("default") if flag == "default" else flag, ms=ms))
 
 # %%
 ran = processes.run(ddp_lesson.unused_head, iterations=3, zero_term=True)
