@@ -663,3 +663,57 @@ def test_a_word_answer_is_right_in_either_language_and_shown_in_the_lesson_s(cap
         check("nets with .grad", "D", "both")
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "✓ nets with .grad -> 'both' (right)" and lines[1].startswith("✗")
+
+
+_LABEL_CALLS = {"print", "title", "xlabel", "ylabel", "suptitle", "set_title", "set_xlabel", "set_ylabel", "text"}
+_LABEL_KEYWORDS = {"label", "desc", "description", "title"}
+_WORD = re.compile(r"(?<![\w.\-/`'])[A-Za-z][a-z]{2,}(?![\w(./`'])")
+
+
+def _literal_pieces(node) -> list:
+    """The literal text an argument writes itself (a tr() call's text is the catalog's, not counted)."""
+    import ast
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [v.value for v in node.values if isinstance(v, ast.Constant)]
+    if isinstance(node, ast.BinOp):
+        return _literal_pieces(node.left) + _literal_pieces(node.right)
+    if isinstance(node, ast.IfExp):
+        return _literal_pieces(node.body) + _literal_pieces(node.orelse)
+    return []
+
+
+def untranslated_labels(path) -> list:
+    """English words a lesson prints, or puts on a figure, without tr(): words that are not names in its own code
+    (`clone`, `logits`, `torch` are code)."""
+    import ast
+    from IPython.core.inputtransformer2 import TransformerManager
+    trees = [ast.parse(TransformerManager().transform_cell(c.source))
+             for c in build_notebook.cells(path) if c.cell_type == "code"]
+    names = {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)}
+    names |= {n.attr for t in trees for n in ast.walk(t) if isinstance(n, ast.Attribute)}
+    names |= {a.name for t in trees for n in ast.walk(t) if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    found = []
+    for tree in trees:
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            name = getattr(call.func, "id", None) or getattr(call.func, "attr", "")
+            args = (list(call.args) if name in _LABEL_CALLS else []) + [
+                k.value for k in call.keywords if k.arg in _LABEL_KEYWORDS]
+            found += [(call.lineno, text) for a in args for text in _literal_pieces(a)
+                      if any(w not in names for w in _WORD.findall(text))]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")), ids=lambda p: p.name)
+def test_an_english_lesson_prints_its_labels_through_tr(path):
+    """So the Chinese edition, whose code is the same, prints them from the catalog."""
+    assert not untranslated_labels(path), f"{path.name}: labels without tr(): {untranslated_labels(path)[:5]}"
+
+
+def test_the_untranslated_label_search_can_fail(tmp_path):
+    lesson = tmp_path / "99_planted.py"
+    lesson.write_text('# %%\nlogits = x.clone()\nprint("logits", logits)\nprint(tr("saved MiB"), 3)\n'
+                      'plt.title(f"G after {n} steps")\nplt.plot(x, label="real")\nprint(f"{n:<4} saved MiB")\n',
+                      encoding="utf-8")
+    assert [text for _, text in untranslated_labels(lesson)] == ["G after ", " steps", "real", " saved MiB"]

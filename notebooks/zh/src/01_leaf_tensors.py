@@ -76,13 +76,13 @@ check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
 # %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*\u8fd4\u56de\u7684\u5f20\u91cf\u6ca1\u6709\\s*grad_fn"]
 prediction = False  # SOLUTION: `x_fake.detach()` 有 grad_fn 吗？（True/False）
 check("x_fake.detach() 有 grad_fn", prediction, x_fake.detach().grad_fn is not None,
-      why="detach()返回的张量没有 grad_fn，并且 requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
+      why="detach() 返回的张量没有 grad_fn，并且 requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
 
 # %% tags=["predict"] reveals=["\u53c2\u6570\u90fd?\u662f\u53f6\u5b50\u5f20\u91cf", "\u4e00\u4e2a\u6743\u91cd\u548c\u4e00\u4e2a\u504f\u7f6e\\W*\u5171\\s*4"]
 prediction = 4  # SOLUTION: G 的参数张量中，有几个是需要梯度的叶子张量？（一个数）
 check("G 中既是叶子张量、又需要梯度的参数张量个数", prediction,
       sum(p.is_leaf and p.requires_grad for p in G.parameters()),
-      why="两个 Linear 层各有一个权重和一个偏置，共 4 个；ReLU 没有参数。模块自己创建参数，并设置"
+      why="两个 Linear 层各有一个权重和一个偏置，共 4 个；ReLU 没有参数。模块自己创建参数，并设置 "
           "requires_grad=True，所以它们不是由任何被跟踪的运算产生的。")
 
 # %% [markdown]
@@ -109,13 +109,13 @@ loss = c.sum()
 loss.backward()
 
 # %% tags=["predict"] reveals=["\u53ea\u6709\u9700\u8981\u68af\u5ea6\u7684\u53f6\u5b50\u5f20\u91cf\u624d\u4f1a?(\u5f97\u5230|\u6709)", "b\\.grad = None"]
-prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的.grad 里有梯度？（名字组成的列表，例如["a", "c"]）
+prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的 .grad 里有梯度？（名字组成的列表，例如["a", "c"]）
 import warnings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")               # 读取 c.grad 会发出警告；接下来几个单元格会说明原因
     filled = [name for name, t in {"a": a, "b": b, "c": c}.items() if t.grad is not None]
-check("backward()填充了.grad 的张量", prediction, filled,
-      why="只有需要梯度的叶子张量才会得到.grad：b 是叶子张量，但没有任何计算需要它的梯度；c 是非叶子张量，"
+check("backward() 填充了 .grad 的张量", prediction, filled,
+      why="只有需要梯度的叶子张量才会得到 .grad：b 是叶子张量，但没有任何计算需要它的梯度；c 是非叶子张量，"
           "它的梯度在反向传播途中算出来，但不会被保留。")
 
 # %% [markdown]
@@ -222,7 +222,7 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
 # %% tags=["predict"] reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"]
-prediction = True  # SOLUTION: 在 torch.no_grad()下执行 `a -= 0.1 * a.grad`，能正常运行并且运行后 a 仍是需要梯度的叶子张量吗？（True/False）
+prediction = True  # SOLUTION: 在 torch.no_grad() 下执行 `a -= 0.1 * a.grad`，能正常运行并且运行后 a 仍是需要梯度的叶子张量吗？（True/False）
 try:
     with torch.no_grad():
         a -= 0.1 * a.grad          # 去掉 no_grad()，同样这一行就会引发第 4 节的错误
@@ -252,7 +252,7 @@ opt.step()
 print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {version}", value=a2.detach(),
          equal=torch.equal(a2, a), version=a2._version))
 claim("SGD 的 step 得到的值与手动更新相同，版本也相同", torch.equal(a2, a) and a2._version == a._version)
-claim("SGD 跳过.grad 为 None 的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
+claim("SGD 跳过 .grad 为 None 的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
 
 # %% [markdown]
 # ## 6 · 第二次 `backward()` 遇上已有内容的 `.grad`
@@ -270,7 +270,7 @@ for step in range(3):
 # %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"]
 prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad 里是什么？（由 3 个数组成的列表）
 check("3 次反向传播、中间没有 zero_grad 之后的 D.weight.grad", prediction, D.weight.grad[0].tolist(),
-      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用 opt_D.zero_grad()本可以把它清零。")
+      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用 opt_D.zero_grad() 本可以把它清零。")
 
 # %% [markdown]
 # `backward()` 会把新的梯度**加到**`.grad` 已有的值上。这是有意的设计：两次反向传播写进同一个 `.grad`，得到的恰好是两个损失之和的梯度，所以 `loss_D = loss_real + loss_fake` 可以拆成两次 `backward` 调用。这也是为什么每个训练步都要从 `opt.zero_grad()` 开始。两点都验证一下：
@@ -280,7 +280,7 @@ w = torch.tensor([1., 2, 3], requires_grad=True)
 (w * w).sum().backward()
 first = w.grad.clone()
 (w * w).sum().backward()                      # 同样的损失再来一次，中间没有 zero_grad
-claim("第二次 backward 会加到.grad 上：现在它是第一次梯度的两倍", torch.equal(w.grad, 2 * first),
+claim("第二次 backward 会加到 .grad 上：现在它是第一次梯度的两倍", torch.equal(w.grad, 2 * first),
       shown=f"第一次 {first.tolist()}，现在 {w.grad.tolist()}")
 
 w.grad = None
@@ -289,7 +289,7 @@ summed = w.grad.clone()
 w.grad = None
 (w * w).sum().backward()                      # 两次反向传播，每一项一次
 (3 * w).sum().backward()
-claim("两次反向传播写进同一个.grad，得到的是损失之和的梯度", torch.equal(w.grad, summed),
+claim("两次反向传播写进同一个 .grad，得到的是损失之和的梯度", torch.equal(w.grad, summed),
       shown=f"{w.grad.tolist()}")
 
 
@@ -327,7 +327,7 @@ claim("两次反向传播写进同一个.grad，得到的是损失之和的梯�
 
 # %%
 def sgd_step(params, lr):
-    """SGD 对每个有梯度的参数所做的更新，对叶子张量也合法；随后清除它的.grad。"""
+    """SGD 对每个有梯度的参数所做的更新，对叶子张量也合法；随后清除它的 .grad。"""
     ### BEGIN SOLUTION
     with torch.no_grad():
         for p in params:
@@ -349,8 +349,8 @@ assert solved, "sgd_step：还没有完成，或者还不对：上面几行说�
 # ### 动手实现：DCGAN 的权重初始化
 #
 # DCGAN 风格的 GAN 从较小的随机权重开始训练。论文给出的初始化方法如下，`G.apply(init_weights)` 会对模型的每个模块 `m` 执行这些操作：
-# - 每个 `Linear`、`Conv2d` 和 `ConvTranspose2d` 的权重从 N(0, 0.02)中抽取，即均值为 0、**标准差**为 0.02 的正态分布；
-# - 每个批量规范化层（`BatchNorm1d`、`BatchNorm2d`）的权重从 N(1, 0.02)中抽取；
+# - 每个 `Linear`、`Conv2d` 和 `ConvTranspose2d` 的权重从 N(0, 0.02) 中抽取，即均值为 0、**标准差**为 0.02 的正态分布；
+# - 每个批量规范化层（`BatchNorm1d`、`BatchNorm2d`）的权重从 N(1, 0.02) 中抽取；
 # - 每个偏置都设为 0。DCGAN 的卷积层用 `bias=False` 构建，它们的 `m.bias` 是 `None`；检查程序所用的生成器里就有一个这样的层；
 # - 其他模块一律不动。
 #
@@ -358,7 +358,7 @@ assert solved, "sgd_step：还没有完成，或者还不对：上面几行说�
 
 # %%
 def init_weights(m):
-    """模块 m 的 DCGAN 初始值，供 model.apply(init_weights)使用。"""
+    """模块 m 的 DCGAN 初始值，供 model.apply(init_weights) 使用。"""
     ### BEGIN SOLUTION
     if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
         mean = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0

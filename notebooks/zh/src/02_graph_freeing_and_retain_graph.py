@@ -63,7 +63,7 @@ graph
 
 # %% tags=["predict"] reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"]
 loss.backward()
-prediction = True  # SOLUTION: loss.backward()之后，loss 还有它的 grad_fn 吗（loss.grad_fn is not None）？（True/False）
+prediction = True  # SOLUTION: loss.backward() 之后，loss 还有它的 grad_fn 吗（loss.grad_fn is not None）？（True/False）
 check("backward 之后 loss.grad_fn 还在", prediction, loss.grad_fn is not None,
       why="backward 释放的是节点保存的东西，而不是节点本身：只要 loss 还在，这些 grad_fn 对象就一直存在。")
 
@@ -111,13 +111,13 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 # %% tags=["predict"] reveals=["\u4e0d\u4fdd\u5b58\u4efb\u4f55\u5f20\u91cf", "\u6ca1\u6709(\u4efb\u4f55)?\u4e1c\u897f\u53ef\u4ee5?\u91ca\u653e"]
 x = torch.ones(3, requires_grad=True)
 y = (x + 1).sum()
-prediction = False  # SOLUTION: 连续调用两次 y.backward()会报错吗？（True/False）提示：`x + 1` 需要保存什么？
+prediction = False  # SOLUTION: 连续调用两次 y.backward() 会报错吗？（True/False）提示：`x + 1` 需要保存什么？
 try:
     y.backward(); y.backward()
     raised_twice = False
 except RuntimeError:
     raised_twice = True
-check("对(x + 1).sum()反向传播两次会报错", prediction, raised_twice,
+check("对(x + 1).sum() 反向传播两次会报错", prediction, raised_twice,
       why="加法和求和不保存任何张量（它们的梯度不需要任何值），所以没有东西可以释放；"
           "x.grad 只是累积了两次。")
 
@@ -125,7 +125,7 @@ check("对(x + 1).sum()反向传播两次会报错", prediction, raised_twice,
 # 乘法就不一样了，哪怕乘的是常数：`x * 2` 会保存那个 2（对每个操作数，只要与它相乘的另一方需要梯度，`mul` 就会保存它，留给另一方求梯度用），第一次反向传播就会把它释放。
 
 # %%
-claim("对(x + 1).sum()的两次反向传播在 x.grad 里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
+claim("对(x + 1).sum() 的两次反向传播在 x.grad 里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
       shown=f"x.grad = {x.grad.tolist()}")
 doubled = (x * 2).sum()
 saved = graphs.saved_tensors(doubled.grad_fn.next_functions[0][0])
@@ -201,7 +201,7 @@ l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
 prediction = False  # SOLUTION: l1 自己的计算图会到达 model2 的任何参数吗？（True/False）
 tree = graphs.text_tree({"l1": l1}, graphs.param_names(model1=model1, model2=model2))
 check("l1 的计算图能到达 model2", prediction, "model2." in tree,
-      why="l1 只需要 model1 的计算图；它之所以报错，是因为 l2.backward()先把两者共享的那部分释放了。")
+      why="l1 只需要 model1 的计算图；它之所以报错，是因为 l2.backward() 先把两者共享的那部分释放了。")
 
 # %% [markdown]
 # ## 3 · `retain_graph=True` 保留了什么，代价是什么
@@ -298,7 +298,7 @@ prediction = True  # SOLUTION: 两种修复方法最后在两个模型里得到�
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],
                                               [*runs["detach"][0].parameters(), *runs["detach"][1].parameters()]))
 check("retain_graph 和 detach 最后的权重一样", prediction, same,
-      why="唯一的差别是 l2 在 model1 的.grad 里留下的梯度，而 optimizer1.zero_grad()会在 l1.backward()之前把它清掉："
+      why="唯一的差别是 l2 在 model1 的 .grad 里留下的梯度，而 optimizer1.zero_grad() 会在 l1.backward() 之前把它清掉："
           "optimizer1 从来不会用它来更新。")
 
 # %%

@@ -86,7 +86,7 @@ def counted(G, D, run):
 
 
 def after_D_step():
-    """原帖 000 的 G 和 D，D 已经更新过一步：D 的.grad 里是 D 这一步更新所用的梯度。"""
+    """原帖 000 的 G 和 D，D 已经更新过一步：D 的 .grad 里是 D 这一步更新所用的梯度。"""
     torch.manual_seed(0)
     G, D = Generator(), Discriminator()
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
@@ -130,18 +130,18 @@ for how, (n, _) in results.items():
 # %%
 (plain, G_plain), (frozen, G_frozen), (inputs, G_inputs), (detached, G_detached) = results.values()
 same = lambda a, b: all(x is not None and torch.equal(x, y) for x, y in zip(a, b))
-claim("普通的反向传播也会计算 D 的梯度，并把它累加到 D 的.grad 上", plain["D grads"] == 1
+claim("普通的反向传播也会计算 D 的梯度，并把它累加到 D 的 .grad 上", plain["D grads"] == 1
       and not plain["D untouched"])
-claim("冻结 D：G 得到的梯度和普通反向传播完全相同，D 的.grad 原封不动，也没有为 D 求梯度",
+claim("冻结 D：G 得到的梯度和普通反向传播完全相同，D 的 .grad 原封不动，也没有为 D 求梯度",
       same(G_frozen, G_plain) and frozen["D untouched"] and frozen["D grads"] == 0)
-claim("backward(inputs=G 的参数)：效果一样，G 的梯度完全相同，D 的.grad 原封不动",
+claim("backward(inputs=G 的参数)：效果一样，G 的梯度完全相同，D 的 .grad 原封不动",
       same(G_inputs, G_plain) and inputs["D untouched"] and inputs["D grads"] == 0)
 claim("两种写法都仍有一次经过 D 的反向传播：G 的梯度必须穿过 D",
       frozen["D backward"] == inputs["D backward"] == 1)
-claim("D(x_fake.detach())：G 的 14 个参数都得不到梯度，没有反向传播到达 G，而 D 的.grad 变了",
+claim("D(x_fake.detach())：G 的 14 个参数都得不到梯度，没有反向传播到达 G，而 D 的 .grad 变了",
       all(g is None for g in G_detached) and detached["G backward"] == 0 and not detached["D untouched"],
-      f"G 的 {len(G_detached)} 个参数中有 {sum(g is None for g in G_detached)} 个没有.grad")
-claim("冻结 D 时，D 的前向传播保存的比用 backward(inputs=...)时少，因为后者要到反向传播时才做决定",
+      f"G 的 {len(G_detached)} 个参数中有 {sum(g is None for g in G_detached)} 个没有 .grad")
+claim("冻结 D 时，D 的前向传播保存的比用 backward(inputs=...) 时少，因为后者要到反向传播时才做决定",
       frozen["saved KiB"] < inputs["saved KiB"] == plain["saved KiB"],
       f"冻结：{frozen['saved KiB']:.1f} KiB；inputs=：{inputs['saved KiB']:.1f} KiB")
 
@@ -360,7 +360,7 @@ claim("评估模式：两种方式得到的 logits 相同，每张图像的规�
 
 # %%
 def g_step(G, D, opt_G, z):
-    """穿过冻结 D 的一次 G 更新；D 的.grad 和 requires_grad 标志保持原样，出错时也一样。
+    """穿过冻结 D 的一次 G 更新；D 的 .grad 和 requires_grad 标志保持原样，出错时也一样。
     返回 loss_G。"""
     ### BEGIN SOLUTION
     flags = [p.requires_grad for p in D.parameters()]

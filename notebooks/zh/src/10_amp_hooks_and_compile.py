@@ -79,7 +79,7 @@ claim("BCE 损失的结果是 float32：无论输入是什么类型，autocast �
 # 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播给出的权重梯度会是什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
 
 # %% tags=["predict"] reveals=["-> torch.float32", "\u53cd\u5411\u4f20\u64ad\u5199\u8fdb\u53c2\u6570\u7684\u6bcf\u4e2a\u68af\u5ea6", "\u68af\u5ea6\u4e5f?\u90fd?\u4fdd\u6301 ?float32"]
-prediction = torch.float32  # SOLUTION: loss_G.backward()之后，G.net[0].weight.grad 的 dtype 是什么（torch.float32 还是 torch.bfloat16）？
+prediction = torch.float32  # SOLUTION: loss_G.backward() 之后，G.net[0].weight.grad 的 dtype 是什么（torch.float32 还是 torch.bfloat16）？
 loss_G.backward()
 check("autocast 下的反向传播之后参数梯度的 dtype", prediction, G.net[0].weight.grad.dtype,
       why="autocast 为每个运算转换出副本；参数本身仍是 float32，它的梯度也取参数的类型。")
@@ -171,7 +171,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
         scaler.scale(loss_D).backward()
         scaler.scale(loss_G).backward()
         if inf_in_G:
-            G_toy.weight.grad[0, 0] = float("inf")      # 在两个优化器更新之前写进 G 的.grad
+            G_toy.weight.grad[0, 0] = float("inf")      # 在两个优化器更新之前写进 G 的 .grad
         scaler.step(opt_D)
         scaler.step(opt_G)
         scaler.update()                                 # 两次更新之后，只调用一次
@@ -195,7 +195,7 @@ if HAS_AMP_SCALER:
     stepped = {(True, True): "both", (True, False): "G", (False, True): "D", (False, False): "neither"}
     check("G 的梯度里有 inf 时执行更新的优化器", prediction,
           stepped[poisoned["G moved"], poisoned["D moved"]],
-          why="每次 scaler.step(opt)只对这一个优化器的梯度做反缩放和检查；D 的梯度都是有限值。")
+          why="每次 scaler.step(opt) 只对这一个优化器的梯度做反缩放和检查；D 的梯度都是有限值。")
 else:
     print(NO_AMP_SCALER)
 
@@ -209,9 +209,9 @@ if HAS_AMP_SCALER:
           f"5 次正常迭代后各自的缩放因子：{scales}")
     claim("G 的梯度里有 inf：opt_G 跳过这次更新，G 不变，Adam 的步数也不增加",
           not poisoned["G moved"] and poisoned["opt_G steps"] == 1)
-    claim("这次迭代里 opt_D 仍然照常更新，尽管那时 G 的.grad 里有 inf：每个优化器只检查自己的梯度",
+    claim("这次迭代里 opt_D 仍然照常更新，尽管那时 G 的 .grad 里有 inf：每个优化器只检查自己的梯度",
           poisoned["D moved"])
-    claim("而那唯一一次 update()把缩放因子减半", poisoned["scale"] == (65536.0, 32768.0))
+    claim("而那唯一一次 update() 把缩放因子减半", poisoned["scale"] == (65536.0, 32768.0))
 else:
     print(NO_AMP_SCALER)
 
@@ -227,15 +227,15 @@ if HAS_AMP_SCALER:
     x = torch.randn(8, 4)
     true_grad, = torch.autograd.grad(layer(x).pow(2).mean(), layer.weight)
     scaler.scale(layer(x).pow(2).mean()).backward()
-    claim("scaler.scale(loss).backward()之后，.grad 里是梯度乘以缩放因子",
+    claim("scaler.scale(loss).backward() 之后，.grad 里是梯度乘以缩放因子",
           torch.allclose(layer.weight.grad, true_grad * scaler.get_scale()), f"缩放因子 {scaler.get_scale():g}")
     scaler.unscale_(opt)
-    claim("scaler.unscale_(opt)原地把它除回去：.grad 就是真实梯度",
+    claim("scaler.unscale_(opt) 原地把它除回去：.grad 就是真实梯度",
           torch.allclose(layer.weight.grad, true_grad))
     before = layer.weight.detach().clone()
     scaler.step(opt)
     scaler.update()
-    claim("之后的 scaler.step(opt)直接用这个梯度更新：变化量是 lr 乘以真实梯度",
+    claim("之后的 scaler.step(opt) 直接用这个梯度更新：变化量是 lr 乘以真实梯度",
           torch.allclose(before - layer.weight.detach(), 0.1 * true_grad))
 else:
     print(NO_AMP_SCALER)
@@ -320,7 +320,7 @@ claim("用 Adam 时，G 的第一次更新几乎不变：Adam 会除以梯度自
 
 # %%
 def adam_settles(w, scale=1.0, steps=3000):
-    """从 p = 0.5 出发，Adam 在 scale * ((p - 1)² + w (p + 1)²)上最终把 p 带到哪里。"""
+    """从 p = 0.5 出发，Adam 在 scale * ((p - 1)² + w (p + 1)²) 上最终把 p 带到哪里。"""
     p = torch.tensor(0.5, requires_grad=True)
     opt = optim.Adam([p], lr=0.01)
     for _ in range(steps):
@@ -349,7 +349,7 @@ loss_G = bce(D(x_fake), 1)
 plain, = torch.autograd.grad(loss_G, x_fake, retain_graph=True)
 x_fake.register_hook(lambda grad: grad * 0.5)
 hooked, = torch.autograd.grad(loss_G, x_fake)
-claim("register_hook 之后，torch.autograd.grad(loss_G, x_fake)返回的是经钩子修改后的梯度",
+claim("register_hook 之后，torch.autograd.grad(loss_G, x_fake) 返回的是经钩子修改后的梯度",
       torch.equal(hooked, plain * 0.5))
 
 # %% [markdown]
@@ -360,7 +360,7 @@ torch.manual_seed(0)
 layer = nn.Linear(16, 32)
 
 def saved_bytes(x_requires_grad, layer_frozen):
-    """autograd 为 tanh(layer(x))保存的张量的字节数和形状。"""
+    """autograd 为 tanh(layer(x)) 保存的张量的字节数和形状。"""
     layer.requires_grad_(not layer_frozen)
     x = torch.randn(8, 16, requires_grad=x_requires_grad)
     shapes = []
@@ -470,7 +470,7 @@ else:
 # **图中断**。Dynamo 把 Python 代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()` 把张量变成 Python 数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain` 不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个 `.item()` 的 `logged_step`，它会报告几次图中断？把 `...` 换掉，然后运行这个单元格。
 
 # %% tags=["predict"] reveals=["\u56fe\uff1a2 \u4e2a\uff0c\u56fe\u4e2d\u65ad\uff1a1 \u6b21", "\u4e00\u6b21\u56fe\u4e2d\u65ad", "\u628a\u51fd\u6570(\u5207|\u62c6|\u5206)\u6210\u4e24\u4e2a\u56fe"]
-prediction = 1  # SOLUTION: 对只含一个.item()的 logged_step，torch._dynamo.explain 会报告几次图中断？
+prediction = 1  # SOLUTION: 对只含一个 .item() 的 logged_step，torch._dynamo.explain 会报告几次图中断？
 torch.manual_seed(0)
 D_small = nn.Linear(4, 1)
 
@@ -485,14 +485,14 @@ if compile_works:
     print(tr("graphs: {graphs}, graph breaks: {breaks}", graphs=report.graph_count,
              breaks=report.graph_break_count))
 check("logged_step 中的图中断次数", prediction, report.graph_break_count if compile_works else SKIPPED,
-      why="dynamo 默认不能把 Python 数字留在图里：它在.item()处结束当前的图，在它之后再开始"
+      why="dynamo 默认不能把 Python 数字留在图里：它在 .item() 处结束当前的图，在它之后再开始"
           "另一个。")
 
 # %%
 if compile_works:
     reason = report.break_reasons[0].reason.splitlines()[0]
     print(tr("reason: {reason}", reason=reason))
-    claim("一个.item()把函数切成两个图：一次图中断", report.graph_break_count == 1
+    claim("一个 .item() 把函数切成两个图：一次图中断", report.graph_break_count == 1
           and report.graph_count == 2)
     claim("而且原因里提到了 Tensor.item", "Tensor.item" in reason)   # 具体措辞因版本而异
     torch._dynamo.reset()
@@ -555,7 +555,7 @@ def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     ### BEGIN SOLUTION
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在.grad 里
+    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在 .grad 里
     for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
