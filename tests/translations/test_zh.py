@@ -334,15 +334,18 @@ def lesson_labels(number: str) -> dict:
             translated = po.get(label)
             if translated is None or translated.string == label:
                 continue
-            for piece in re.split(r"\{[^{}]*\}", label):
+            parts = re.split(r"\{[^{}]*\}", label)
+            for piece in parts:
                 piece = piece.strip(" .,:;|()\n")
-                if re.search(r"(?<![\w.])[A-Za-z][a-z]{2,}(?![\w(])", piece):
+                words = re.findall(r"(?<![\w.])[A-Za-z][a-z]{2,}(?![\w(.])", piece)
+                if len(words) >= 2 or (len(parts) == 1 and words):   # a lone word only as a whole label
                     pieces[piece] = label
     return pieces
 
 
 def _shows(text: str, piece: str) -> bool:
-    return re.search(rf"(?<![\w.]){re.escape(piece)}(?![\w(])", text) is not None
+    """The piece as words of its own, not part of code (`strategy=`, `StrategyPanel(strategy`, `x.grad`)."""
+    return re.search(rf"(?<![\w.'\"=(/-]){re.escape(piece)}(?![\w('\"=/-])", text) is not None
 
 
 @pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)

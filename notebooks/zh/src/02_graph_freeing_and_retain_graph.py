@@ -194,7 +194,7 @@ def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     seed004_loop()
 
-# %% tags=["predict"] reveals=["l1\u53ea\u9700\u8981model1\u7684\u8ba1\u7b97\u56fe", "l1\u7684\u8ba1\u7b97\u56fe\u80fd\u5230\u8fbemodel2 -> False"]
+# %% tags=["predict"] reveals=["l1 \u53ea\u9700\u8981 model1 \u7684\u8ba1\u7b97\u56fe", "l1 \u7684\u8ba1\u7b97\u56fe\u80fd\u5230\u8fbe model2 -> False"]
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 a = model1(torch.randn(4, 10))
 l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
