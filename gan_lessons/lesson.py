@@ -149,7 +149,7 @@ def claim(statement: str, holds, shown=None, on: str = None) -> None:
         raise TypeError(_("claim({statement}, ...) needs a bool as evidence, not {kind}: compare the measured "
                           "values in the cell (for example `a == b`)").format(statement=repr(statement),
                                                                               kind=type(holds).__name__))
-    detail = "" if shown is None else f"  ({shown})"
+    detail = "" if shown is None else _("  ({shown})").format(shown=shown)
     if not holds:
         if on is not None:
             raise ClaimFailed(_("✗ {statement}: does not hold for {on}{detail}").format(

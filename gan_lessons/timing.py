@@ -101,7 +101,7 @@ def claim_timing(statement: str, timing: PairedTiming, below: float = 1.0) -> st
                           rounds=timing.rounds)
     verdict = timing.verdict(below)
     if verdict == "holds":
-        print(f"✓ {statement}  ({evidence})")
+        print("✓ " + statement + _("  ({shown})").format(shown=evidence))
     elif verdict == "undecided":
         print(_("? {statement}: this machine's timing cannot decide ({evidence}, which contains {below:g}). Single "
                 "steps took {fastest:.1f} to {slowest:.1f} ms{load}: the noise is larger than the difference, as on "

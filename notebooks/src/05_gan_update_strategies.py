@@ -245,10 +245,10 @@ with warnings.catch_warnings():
 grad_correct, = torch.autograd.grad(correct.sum(), logits)
 grad_seed000, = torch.autograd.grad(seed000.sum(), logits)
 shrink = grad_correct / grad_seed000
-print(tr("D's logit for a fake              :"), rounded(logits))
-print(tr("loss_G, double sigmoid            :"), rounded(seed000))
-print(tr("d loss_G / d logit, correct       :"), rounded(grad_correct))
-print(tr("d loss_G / d logit, double sigmoid:"), rounded(grad_seed000, 6))
+print(tr("D's logit for a fake              : {values}", values=rounded(logits)))
+print(tr("loss_G, double sigmoid            : {values}", values=rounded(seed000)))
+print(tr("d loss_G / d logit, correct       : {values}", values=rounded(grad_correct)))
+print(tr("d loss_G / d logit, double sigmoid: {values}", values=rounded(grad_seed000, 6)))
 claim("the shrink factor grows without bound as D rejects the fake more confidently",
       bool((shrink[:-1] > shrink[1:]).all()) and 40_000 < shrink[0].item() < 50_000 and 700 < shrink[1].item() < 900,
       shown=f"{shrink[1]:.0f}x at logit -6, {shrink[0]:.0f}x at logit -10")
@@ -353,7 +353,8 @@ for name, c in results.items():
     else:
         print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
               f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
-print(tr("batch 64 |"), results["g_first"].memory, tr("| allocator:"), "CUDA" if device.type == "cuda" else "CPU")
+print(tr("batch 64 | {memory} | allocator: {allocator}", memory=results["g_first"].memory,
+         allocator="CUDA" if device.type == "cuda" else "CPU"))
 
 # %% [markdown]
 # What the counts say about seed 003's argument (each line computed from the table):
@@ -379,8 +380,8 @@ claim("4. d_first_fresh_fake pays one extra G forward", r["d_first_fresh_fake"].
 # %% tags=["nbval-ignore-output"]
 display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
-print(tr("time relative to d_first_reuse_fake:"),
-      {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
+print(tr("time relative to d_first_reuse_fake: {ratios}",
+         ratios={n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error}))
 
 # %% [markdown]
 # ## 5 · Switch strategies yourself
@@ -414,8 +415,8 @@ panel
 
 # %%
 shown = panel.shown[panel.buttons.value]
-print(tr("default strategy:"), panel.buttons.value)
-print(tr("final (loss_D, loss_G):"), tuple(round(v, 4) for v in shown["final"]))
+print(tr("default strategy: {name}", name=panel.buttons.value))
+print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
 print(shown["graph"])
 
 # %% [markdown] tags=["read-after-exercises"]

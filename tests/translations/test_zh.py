@@ -357,6 +357,19 @@ def test_a_chinese_lesson_prints_none_of_its_labels_in_english(path):
     assert not found, f"{path.name} prints English labels: {found[:6]}"
 
 
+def spaced_after_full_width(text: str) -> list:
+    """A full-width colon, comma or semicolon followed by one space (`快速模式： {...}`: a label printed before its
+    value with print's separator); two or more spaces are a table's padding."""
+    return re.findall(r"[：，；](?: (?! )\S.{0,12})", text)
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_a_chinese_lesson_prints_no_space_after_full_width_punctuation(path):
+    found = spaced_after_full_width(printed(path))
+    assert not found, f"{path.name}: {found[:5]}"
+    assert spaced_after_full_width("快速模式： {'epochs': 4}") and not spaced_after_full_width("快速模式：{'epochs': 4}")
+
+
 def test_the_label_search_can_fail():
     """Lesson 05's English output holds its labels; a Chinese output with one English header is caught."""
     pieces = lesson_labels("05")

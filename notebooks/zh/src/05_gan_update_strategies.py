@@ -221,10 +221,10 @@ with warnings.catch_warnings():
 grad_correct, = torch.autograd.grad(correct.sum(), logits)
 grad_seed000, = torch.autograd.grad(seed000.sum(), logits)
 shrink = grad_correct / grad_seed000
-print(tr("D's logit for a fake              :"), rounded(logits))
-print(tr("loss_G, double sigmoid            :"), rounded(seed000))
-print(tr("d loss_G / d logit, correct       :"), rounded(grad_correct))
-print(tr("d loss_G / d logit, double sigmoid:"), rounded(grad_seed000, 6))
+print(tr("D's logit for a fake              : {values}", values=rounded(logits)))
+print(tr("loss_G, double sigmoid            : {values}", values=rounded(seed000)))
+print(tr("d loss_G / d logit, correct       : {values}", values=rounded(grad_correct)))
+print(tr("d loss_G / d logit, double sigmoid: {values}", values=rounded(grad_seed000, 6)))
 claim("D 越有把握地判定假样本为假，缩小的倍数就越大，没有上限",
       bool((shrink[:-1] > shrink[1:]).all()) and 40_000 < shrink[0].item() < 50_000 and 700 < shrink[1].item() < 900,
       shown=f"logit -6 处 {shrink[1]:.0f} 倍，logit -10 处 {shrink[0]:.0f} 倍")
@@ -318,7 +318,8 @@ for name, c in results.items():
     else:
         print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
               f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
-print(tr("batch 64 |"), results["g_first"].memory, tr("| allocator:"), "CUDA" if device.type == "cuda" else "CPU")
+print(tr("batch 64 | {memory} | allocator: {allocator}", memory=results["g_first"].memory,
+         allocator="CUDA" if device.type == "cuda" else "CPU"))
 
 # %% [markdown]
 # 这些计数对原帖 003 的论证说明了什么（每一行都由上表算出）：
@@ -343,8 +344,8 @@ claim("4. d_first_fresh_fake 多付出一次 G 的前向传播", r["d_first_fres
 # %% tags=["nbval-ignore-output"]
 display(Markdown(costs.cost_table_markdown(results.values())))
 ref = results["d_first_reuse_fake"].ms_per_step
-print(tr("time relative to d_first_reuse_fake:"),
-      {n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error})
+print(tr("time relative to d_first_reuse_fake: {ratios}",
+         ratios={n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error}))
 
 # %% [markdown]
 # ## 5 · 自己切换策略
@@ -375,8 +376,8 @@ panel
 
 # %%
 shown = panel.shown[panel.buttons.value]
-print(tr("default strategy:"), panel.buttons.value)
-print(tr("final (loss_D, loss_G):"), tuple(round(v, 4) for v in shown["final"]))
+print(tr("default strategy: {name}", name=panel.buttons.value))
+print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
 print(shown["graph"])
 
 # %% [markdown] tags=["read-after-exercises"]

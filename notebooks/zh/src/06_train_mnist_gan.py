@@ -68,8 +68,8 @@ check("images.dtype", prediction, images.dtype,
           "每个批量在使用时才转换成 [-1, 1] 中的浮点数。")
 
 # %%
-print(tr("training images:"), tuple(images.shape), images.dtype,
-      f"{images.numel() * images.element_size() / 1e6:.1f} MB")
+print(tr("training images: {shape} {dtype} {mb:.1f} MB", shape=tuple(images.shape), dtype=images.dtype,
+         mb=images.numel() * images.element_size() / 1e6))
 batch = data.to_unit_range(images[:64])
 print(tr("one batch in G's range: {shape} min {low} max {high}", shape=tuple(batch.shape), low=batch.min().item(),
          high=batch.max().item()))
@@ -106,9 +106,9 @@ check("每个迭代周期的步数", prediction, small.steps_per_epoch,
 full = TrainConfig(out=str(training.RUNS / "lesson06"), device=str(device))   # RUNS：在 notebooks/ 之外
 quick = dataclasses.replace(full, epochs=4, limit=6400, lr_G=6e-4, lr_D=6e-4)   # 400 步
 cfg = quick if QUICK else full
-print(tr("quick mode:") if QUICK else tr("full run:"), {k: v for k, v in dataclasses.asdict(cfg).items()
-                                                       if v != getattr(TrainConfig(), k) and k != "out"})
-print(tr("steps per epoch:"), cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size)
+changed = {k: v for k, v in dataclasses.asdict(cfg).items() if v != getattr(TrainConfig(), k) and k != "out"}
+print(tr("quick mode: {changed}", changed=changed) if QUICK else tr("full run: {changed}", changed=changed))
+print(tr("steps per epoch: {n}", n=cfg.limit // cfg.batch_size if cfg.limit else 60000 // cfg.batch_size))
 
 # %% tags=["nbval-ignore-output"]
 from tqdm.auto import tqdm
@@ -125,7 +125,7 @@ trainer = training.train(cfg, on_epoch=on_epoch)
 bar.close()
 clear_output()   # 清掉实时进度条，只留下它结束时的那一行（存下来的控件会显示 0%）
 print(bar)
-print(tr("seconds per epoch:"), [h["seconds"] for h in trainer.history])
+print(tr("seconds per epoch: {seconds}", seconds=[h["seconds"] for h in trainer.history]))
 
 # %% [markdown]
 # 每个迭代周期之后，网格都使用同样的 64 个噪声向量，所以各个面板可以相互比较：
@@ -165,7 +165,7 @@ plt.show()
 # 真实训练图像的得分，就是完美的生成器能达到的基线。
 
 # %%
-print(tr("shipped classifier:"), json.loads((metrics.ASSETS / "classifier.json").read_text()))
+print(tr("shipped classifier: {record}", record=json.loads((metrics.ASSETS / "classifier.json").read_text())))
 
 # %% tags=["nbval-ignore-output"]
 n = 2000 if QUICK else 10000
@@ -207,8 +207,9 @@ else:
     print(tr("loaded the shipped generator | trained on {device} | {epochs} epochs, strategy {strategy} | "
              "command: {command}", device=record["device"], epochs=record["config"]["epochs"],
              strategy=record["config"]["strategy"], command=record["command"]))
-    print(tr("recorded metrics (10k samples):"), {k: record["metrics"][k] for k in ("mnist_fid", "classifier_score")},
-          tr("| real-train baseline:"), {k: record["baseline"][k] for k in ("mnist_fid", "classifier_score")})
+    print(tr("recorded metrics (10k samples): {run} | real-train baseline: {baseline}",
+             run={k: record["metrics"][k] for k in ("mnist_fid", "classifier_score")},
+             baseline={k: record["baseline"][k] for k in ("mnist_fid", "classifier_score")}))
     shares = record["metrics"]["coverage"]
     print(tr("coverage: rarest digit {rare} ({rare_share:.1%}), commonest {common} ({common_share:.1%})",
              rare=min(range(10), key=lambda d: shares[d]), rare_share=min(shares),
