@@ -478,7 +478,9 @@ def _numbers(cell) -> list:
         for key in ("text/plain", "text/markdown"):
             if key in out.get("data", {}):
                 text.append("".join(out["data"][key]))
-    return [float(n) for n in _NUMBER.findall("\n".join(text))]
+    # a timed claim's count of rounds is not a measurement: it grows until the timing decides (timing.until_decided)
+    text = re.sub(r"\d+ rounds|共 \d+ 轮", "", "\n".join(text))
+    return [float(n) for n in _NUMBER.findall(text)]
 
 
 def _far(a: list, b: list, factor: float = 2.0) -> list:
