@@ -8,6 +8,10 @@ The catalog's source is gan_lessons/locale/zh_CN/LC_MESSAGES/gan_lessons.po; the
 the package. `python tools/messages.py` extracts the messages, updates the .po and compiles it (tests/translations/test_zh.py
 fails while a message has no translation, a translation loses a placeholder, or the .mo is stale).
 
+A lesson's own words (a table's header, a figure's legend, a label before a value) go through the same catalog with
+`tr()`, in the same code in both editions; a prediction answered in words is shown and accepted in the lesson's
+language (CHOICES).
+
 A lesson picks its language in the setup cell, `setup(seed=0, lang="zh")`; a script sets GAN_LESSONS_LANG=zh."""
 import gettext
 import os
