@@ -3,13 +3,12 @@ refuse bad values in one line, and the flags that stand for TrainConfig's fields
 themselves are in gan_lessons/__main__.py."""
 import argparse
 import re
-import unicodedata
 from contextlib import contextmanager
 from dataclasses import fields
 
 from gan_lessons import metrics, strategies, training
 from gan_lessons.doctor import script
-from gan_lessons.i18n import N_, _
+from gan_lessons.i18n import N_, _, width
 
 
 def positive_int(text):
@@ -63,11 +62,6 @@ def speaking():
         yield
     finally:
         argparse._, argparse.ngettext = saved
-
-
-def width(text: str) -> int:
-    """Columns a terminal gives the text: two for a wide (Chinese) character, one for the rest."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def wrap(text: str, columns: int) -> list:

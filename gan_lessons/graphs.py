@@ -219,7 +219,7 @@ def text_tree(outputs: dict, names=None, show_saved=True) -> str:
             return
         seen.add(fn)
         saved = saved_tensors(fn, names) if show_saved else []
-        extra = _("  saved: ") + "; ".join(s.label().replace("\n", " ") for s in saved) if saved else ""
+        extra = _("  saved: ") + _("; ").join(s.label().replace("\n", " ") for s in saved) if saved else ""
         lines.append("  " * depth + label + extra)
         for f, _input in fn.next_functions:
             if f is not None:

@@ -105,6 +105,11 @@ def tidy(text: str) -> str:
     return re.sub(rf"(?<=[{_CJK}]) +(?=[{_CJK}])", "", text)
 
 
+def width(text: str) -> int:
+    """Columns a terminal gives the text: two for a wide (Chinese) character, one for the rest."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 class Text(str):
     """A translated label that lines up in a table whatever its language: `f"{tr('strategy'):<22}"` pads to 22
     columns of screen, where a Chinese character takes two (str's own padding counts it as one)."""
@@ -113,8 +118,8 @@ class Text(str):
         aligned = re.fullmatch(r"(.)?([<>^])(\d+)", spec)
         if not aligned:
             return str.__format__(str(self), spec)
-        fill, align, width = aligned.group(1) or " ", aligned.group(2), int(aligned.group(3))
-        gap = max(0, width - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in self))
+        fill, align, columns = aligned.group(1) or " ", aligned.group(2), int(aligned.group(3))
+        gap = max(0, columns - width(self))
         left = {"<": 0, ">": gap, "^": gap // 2}[align]
         return fill * left + str(self) + fill * (gap - left)
 

@@ -186,10 +186,10 @@ class Diagnoser(VersionErrors, ViewErrors):
                 _("{count} autograd nodes, the forward of {modules}, part of both losses") if modules else
                 _("{count} autograd nodes from {lines}, part of both losses") if lines else
                 _("{count} autograd nodes, part of both losses")).format(
-            count=len(shared), modules=_(" and ").join(modules), lines="; ".join(lines[:3]))
+            count=len(shared), modules=_(" and ").join(modules), lines=_("; ").join(lines[:3]))
         if held:
             part = _("{part}; it reaches the second loss through {variables}").format(
-                part=part, variables=", ".join(f"`{v}`" for v in held))
+                part=part, variables=_(", ").join(f"`{v}`" for v in held))
         facts = {"freed by": _("the backward at {where}").format(where=b.where),
                  "shared part": part,
                  "failing backward": str(backwards[-1].where) if backwards else "?"}

@@ -68,8 +68,8 @@ def times(ratio):
     if ratio >= 100 or ratio <= 0.01:
         p = math.log2(ratio)
         if abs(p - round(p)) < 0.01:
-            return f"2^{round(p)} = {ratio:.6g}x"
-    return f"{ratio:.3g}x"
+            return _("2^{power} = {ratio:.6g}x").format(power=round(p), ratio=ratio)
+    return _("{ratio:.3g}x").format(ratio=ratio)
 
 
 def _which(g_step, r_step, rtol, scale):

@@ -345,14 +345,14 @@ for name in strategies.STRATEGIES:
     G, D, x_real, noise = fresh_gan()
     results[name] = costs.measure(name, G, D, x_real, noise, steps=3 if QUICK else 20, warmup=1 if QUICK else 5)
 
-print("{:<22}{:>10}{:>10}{:>9}{:>9}{:>11}{:>17}".format(tr("strategy"), tr("G fwd/bwd"), tr("D fwd/bwd"), tr("G grads"),
+print("{:<22}{:>12}{:>12}{:>11}{:>11}{:>11}{:>17}".format(tr("strategy"), tr("G fwd/bwd"), tr("D fwd/bwd"), tr("G grads"),
                                                         tr("D grads"), tr("saved MiB"), tr("alloc. peak MiB")))
 for name, c in results.items():
     if c.error:
         print(f"{name:<22}", tr("raises: {error}", error=headline(c.error)))
     else:
-        print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
-              f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
+        print(f"{name:<22}{c.G_forward:>8g}/{c.G_backward:<3g}{c.D_forward:>8g}/{c.D_backward:<3g}"
+              f"{c.G_grad_passes:>11g}{c.D_grad_passes:>11g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
 print(tr("batch 64 | {memory} | allocator: {allocator}", memory=results["g_first"].memory,
          allocator="CUDA" if device.type == "cuda" else "CPU"))
 

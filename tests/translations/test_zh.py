@@ -516,7 +516,7 @@ def _unspaced(markdown: str) -> list:
     text = re.sub(r"^\s*>.*$", "", markdown, flags=re.M)
     text = re.sub(r"「[^」]*」|\]\([^)]*\)|<[^>]+>|https?://\S+", "", text)
     text = re.sub(r"`[^`]*`", "`x`", text)
-    return re.findall(r"[\u4e00-\u9fff][A-Za-z0-9`]|[A-Za-z0-9`][\u4e00-\u9fff]", text)
+    return re.findall(r"[\u4e00-\u9fff][A-Za-z0-9`(]|[A-Za-z0-9_`)\]][\u4e00-\u9fff]|[\u4e00-\u9fff]\.[A-Za-z_]", text)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks" / "zh" / "src").glob("[0-9][0-9]_*.py")),
@@ -546,7 +546,7 @@ def _code_text(path) -> list:
 def test_chinese_code_strings_and_comments_put_a_space_between_chinese_and_latin(path):
     """What a Chinese lesson's code prints (a claim, a check's reason) and says in comments follows the prose's
     convention too."""
-    found = [hit for text in _code_text(path) for hit in _unspaced(text)]
+    found = [hit for text in _code_text(path) for hit in _unspaced(text) + re.findall(r"[\u4e00-\u9fff]\[", text)]
     assert not found, f"{path.name}: no space between Chinese and Latin or code in the code cells: {found[:8]}"
 
 
@@ -558,6 +558,7 @@ def test_the_spacing_check_of_code_can_fail(tmp_path):
 
 def test_the_spacing_check_can_fail():
     assert _unspaced("认识到`step()`就是") == ["到`", "`就"] and _unspaced("认识到 `step()` 就是 G 的") == []
+    assert _unspaced("对(x + 1).sum()反向，normal_原地，填了.grad") == ["对(", ")反", "_原", "了.g"]
     assert _unspaced("> 原帖照录：backward一样") == [] and _unspaced("（`修法：`）") == []
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gan_lessons.i18n import _
+from gan_lessons.i18n import Text, _, width
 from gan_lessons.exercises.lesson12.grading import LABS
 
 
@@ -95,9 +95,9 @@ def show_log(name, step, make_critic=None):
                 cells.append(f"{mine.scales[k - 1]:g} / {ref.scales[k - 1]:g}" if last and k <= len(mine.scales)
                              else "")
             rows.append(cells)
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    widths = [max(width(r[i]) for r in [header] + rows) for i in range(len(header))]
     for r in [header] + rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(f"{Text(c):<{w}}" for c, w in zip(r, widths)).rstrip())
     if mine.error:
         print(_("the step as written raised {error}").format(error=mine.error))
     return mine, ref

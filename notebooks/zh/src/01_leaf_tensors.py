@@ -109,7 +109,7 @@ loss = c.sum()
 loss.backward()
 
 # %% tags=["predict"] reveals=["\u53ea\u6709\u9700\u8981\u68af\u5ea6\u7684\u53f6\u5b50\u5f20\u91cf\u624d\u4f1a?(\u5f97\u5230|\u6709)", "b\\.grad = None"]
-prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的 .grad 里有梯度？（名字组成的列表，例如["a", "c"]）
+prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的 .grad 里有梯度？（名字组成的列表，例如 ["a", "c"]）
 import warnings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")               # 读取 c.grad 会发出警告；接下来几个单元格会说明原因
@@ -270,7 +270,7 @@ for step in range(3):
 # %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"]
 prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad 里是什么？（由 3 个数组成的列表）
 check("3 次反向传播、中间没有 zero_grad 之后的 D.weight.grad", prediction, D.weight.grad[0].tolist(),
-      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是[3, 3, 3]。调用 opt_D.zero_grad() 本可以把它清零。")
+      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是 [3, 3, 3]。调用 opt_D.zero_grad() 本可以把它清零。")
 
 # %% [markdown]
 # `backward()` 会把新的梯度**加到**`.grad` 已有的值上。这是有意的设计：两次反向传播写进同一个 `.grad`，得到的恰好是两个损失之和的梯度，所以 `loss_D = loss_real + loss_fake` 可以拆成两次 `backward` 调用。这也是为什么每个训练步都要从 `opt.zero_grad()` 开始。两点都验证一下：
@@ -384,6 +384,6 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
     lin.weight.normal_(0.0, 0.02)                 # 一行写法
 version = lin.weight._version
 nn.init.normal_(lin.weight, 0.0, 0.02)
-claim("nn.init.normal_原地修改了参数，并让它仍是需要梯度的叶子张量",
+claim("nn.init.normal_ 原地修改了参数，并让它仍是需要梯度的叶子张量",
       lin.weight._version > version and lin.weight.is_leaf and lin.weight.requires_grad,
       shown=f"版本 {version} -> {lin.weight._version}")

@@ -117,7 +117,7 @@ try:
     raised_twice = False
 except RuntimeError:
     raised_twice = True
-check("对(x + 1).sum() 反向传播两次会报错", prediction, raised_twice,
+check("对 (x + 1).sum() 反向传播两次会报错", prediction, raised_twice,
       why="加法和求和不保存任何张量（它们的梯度不需要任何值），所以没有东西可以释放；"
           "x.grad 只是累积了两次。")
 
@@ -125,7 +125,7 @@ check("对(x + 1).sum() 反向传播两次会报错", prediction, raised_twice,
 # 乘法就不一样了，哪怕乘的是常数：`x * 2` 会保存那个 2（对每个操作数，只要与它相乘的另一方需要梯度，`mul` 就会保存它，留给另一方求梯度用），第一次反向传播就会把它释放。
 
 # %%
-claim("对(x + 1).sum() 的两次反向传播在 x.grad 里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
+claim("对 (x + 1).sum() 的两次反向传播在 x.grad 里加在了一起", torch.equal(x.grad, torch.full((3,), 2.0)),
       shown=f"x.grad = {x.grad.tolist()}")
 doubled = (x * 2).sum()
 saved = graphs.saved_tensors(doubled.grad_fn.next_functions[0][0])
@@ -297,7 +297,7 @@ runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
 prediction = True  # SOLUTION: 两种修复方法最后在两个模型里得到的权重是否一模一样？（True/False）
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],
                                               [*runs["detach"][0].parameters(), *runs["detach"][1].parameters()]))
-check("retain_graph 和 detach 最后的权重一样", prediction, same,
+check("retain_graph 和分离（detach）两种修法最后的权重一样", prediction, same,
       why="唯一的差别是 l2 在 model1 的 .grad 里留下的梯度，而 optimizer1.zero_grad() 会在 l1.backward() 之前把它清掉："
           "optimizer1 从来不会用它来更新。")
 

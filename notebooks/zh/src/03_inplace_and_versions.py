@@ -533,7 +533,7 @@ with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
 y.mul_(2)                                 # 保存的 y 变成版本 1
 y.sum().backward()                        # 不报错
 right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # 同一个损失，用非原地操作计算
-claim("在 saved_tensors_hooks 下，已过期的保存的 y 没有引发报错", a.grad is not None)
+claim("在 saved_tensors_hooks 下，过期的已保存张量 y 没有引发报错", a.grad is not None)
 claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确的应该是 2e",
       torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)}，正确的是 {rounded(right)}")
 

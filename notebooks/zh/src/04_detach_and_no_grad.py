@@ -159,13 +159,13 @@ def grads_after_D_step(detach):
 
 
 # %% tags=["predict"] reveals=["G 14/14", "\u586b\u4e0a G \u6bcf\u4e2a\u53c2\u6570\u7684 ?`?\\.grad"]
-prediction = 14  # SOLUTION: 原帖 000 的 G 有 14 个参数张量；不做 detach 时，loss_D.backward() 之后其中有几个有 .grad？
-check("不做 detach 的 D 训练步之后，有 .grad 的 G 参数个数", prediction, grads_after_D_step(detach=False)[0][0],
+prediction = 14  # SOLUTION: 原帖 000 的 G 有 14 个参数张量；不分离假样本时，loss_D.backward() 之后其中有几个有 .grad？
+check("不分离假样本的 D 训练步之后，有 .grad 的 G 参数个数", prediction, grads_after_D_step(detach=False)[0][0],
       why="D 的损失经由 x_fake 到达 G 的每一个参数，所以反向传播会把它们全部填上。")
 
 # %%
 (g_with, g_all), (d_with, d_all) = grads_after_D_step(detach=False)
-claim("不做 detach 时，loss_D.backward() 会填上 G 每个参数的 .grad", g_with == g_all,
+claim("不分离假样本时，loss_D.backward() 会填上 G 每个参数的 .grad", g_with == g_all,
       f"有 .grad 的参数：G {g_with}/{g_all}，D {d_with}/{d_all}")
 (g_with, g_all), (d_with, d_all) = grads_after_D_step(detach=True)
 claim("用 x_fake.detach() 时，G 每个参数的 .grad 都是 None，而 D 的每个参数都有 .grad",
@@ -219,7 +219,7 @@ claim("原帖 001 的 d.detach()：lossG 不给 D 任何梯度（D.weight.grad �
 claim("而 G 的梯度只有 d(sum g)/dW：不管 D 是什么，每一行都是 t", torch.equal(detached, t.detach().expand(2, 2)),
       f"G.weight.grad = {rounded(detached)}")
 gap = (detached - fresh).abs().max().item()
-claim("它与经过更新后的 D 做新前向传播得到的 G 的梯度不同", not torch.allclose(detached, fresh),
+claim("它与让更新后的 D 重新做一次前向传播所得的 G 的梯度不同", not torch.allclose(detached, fresh),
       f"新的前向传播：{rounded(fresh)}，最大 |差| {gap:.4f}")
 
 # %% [markdown]
@@ -246,7 +246,7 @@ for step in range(5):
     opt.zero_grad()
     F.cross_entropy(model2(model1(data).detach()), label).backward()
     opt.step()
-claim("因为 detach，没有任何梯度到达 model1：model1.weight.grad 为 None", model1.weight.grad is None)
+claim("因为做了分离，没有任何梯度到达 model1：model1.weight.grad 为 None", model1.weight.grad is None)
 claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.equal(before, model1.weight))
 
 # %% [markdown]

@@ -171,7 +171,7 @@ def pre15_emulation(mode, lr=0.1):
 
 old, new, mixed = (pre15_emulation(m) for m in ("old D", "new D", "pre-1.5 mix"))
 distance = lambda a, b: ((a - b).norm() / b.norm()).item()
-claim("1.5 之前得到的梯度，既不是 G 经过旧 D 的梯度，也不是 G 经过新 D 的梯度",
+claim("torch 1.5 之前的写法得到的梯度，既不是 G 经过旧 D 的梯度，也不是 G 经过新 D 的梯度",
       not torch.allclose(mixed, old) and not torch.allclose(mixed, new),
       shown=f"与旧 D 的相对距离 {distance(mixed, old):.3f}，与新 D 的相对距离 {distance(mixed, new):.3f}")
 
@@ -310,14 +310,14 @@ for name in strategies.STRATEGIES:
     G, D, x_real, noise = fresh_gan()
     results[name] = costs.measure(name, G, D, x_real, noise, steps=3 if QUICK else 20, warmup=1 if QUICK else 5)
 
-print("{:<22}{:>10}{:>10}{:>9}{:>9}{:>11}{:>17}".format(tr("strategy"), tr("G fwd/bwd"), tr("D fwd/bwd"), tr("G grads"),
+print("{:<22}{:>12}{:>12}{:>11}{:>11}{:>11}{:>17}".format(tr("strategy"), tr("G fwd/bwd"), tr("D fwd/bwd"), tr("G grads"),
                                                         tr("D grads"), tr("saved MiB"), tr("alloc. peak MiB")))
 for name, c in results.items():
     if c.error:
         print(f"{name:<22}", tr("raises: {error}", error=headline(c.error)))
     else:
-        print(f"{name:<22}{c.G_forward:>6g}/{c.G_backward:<3g}{c.D_forward:>6g}/{c.D_backward:<3g}"
-              f"{c.G_grad_passes:>9g}{c.D_grad_passes:>9g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
+        print(f"{name:<22}{c.G_forward:>8g}/{c.G_backward:<3g}{c.D_forward:>8g}/{c.D_backward:<3g}"
+              f"{c.G_grad_passes:>11g}{c.D_grad_passes:>11g}{c.saved_mib:>11.2f}{c.alloc_mib:>17.2f}")
 print(tr("batch 64 | {memory} | allocator: {allocator}", memory=results["g_first"].memory,
          allocator="CUDA" if device.type == "cuda" else "CPU"))
 
@@ -328,7 +328,7 @@ print(tr("batch 64 | {memory} | allocator: {allocator}", memory=results["g_first
 r = results
 passes = ("G_forward", "G_backward", "D_forward", "D_backward", "G_grad_passes", "D_grad_passes")
 same = lambda a, b, keys=passes: all(getattr(r[a], k) == getattr(r[b], k) for k in keys)
-claim("1. 原帖 003 的策略一如今会报错；它的正确的单次前向版本省下一次 D 的前向传播",
+claim("1. 原帖 003 的策略一如今会报错；它改正后的单次前向传播版本省下一次 D 的前向传播",
       r["retain_graph_seed003"].error is not None and r["one_forward"].D_forward == r["d_first_reuse_fake"].D_forward - 1)
 claim("2. g_first（原帖 003 的策略三）与 d_first_reuse_fake 的遍数相同，二者每一步都把 D 的梯度算两次，"
       "其中一次白算（原帖 003 对策略三也是这么说的）",

@@ -180,7 +180,7 @@ with torch.no_grad():
 print("{:<24}{:>10}{:>8}  {}".format("", "MNIST-FID", tr("score"), tr("coverage")))
 for name, m in ((tr("this run"), ours), (tr("the same G, untrained"), untrained), (tr("real train images"), real)):
     print(f"{name:<24}{m['mnist_fid']:>10.2f}{m['classifier_score']:>8.2f}  {m['coverage']}")
-claim("G 学会了每个数字：十个数字各占其样本的至少 0.5%", min(ours["coverage"]) >= 0.005,
+claim("G 学会了每个数字：十个数字各自至少占样本的 0.5%", min(ours["coverage"]) >= 0.005,
       shown=f"最少的数字是 {min(range(10), key=lambda d: ours['coverage'][d])}：{min(ours['coverage']):.1%}", on='这次训练')
 claim("分类器对它的样本有把握（得分高于 4，满分 10）", ours["classifier_score"] > 4,
       shown=f"得分 {ours['classifier_score']:.2f}", on='这次训练')

@@ -23,7 +23,7 @@
 # **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并弄清不加 `create_graph=True` 算出的惩罚会怎样。接下来是真实图像上的 R1、惰性正则化（lazy
 # regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出条件评判器的 WGAN-GP 惩罚（两个输入，只对其中一个求梯度）和惰性 R1。
 #
-# **材料**。五篇原帖都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为(0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
+# **材料**。五篇原帖都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为 (0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。

@@ -108,7 +108,7 @@ def G_step(how):
             D.requires_grad_(False)
             bce(D(x_fake), 1).backward()
             D.requires_grad_(True)
-        elif how == "backward(inputs=G's)":
+        elif how == tr("backward(inputs=G's)"):
             bce(D(x_fake), 1).backward(inputs=list(G.parameters()))
         elif how == "D(x_fake.detach())":
             bce(D(x_fake.detach()), 1).backward()
@@ -118,13 +118,13 @@ def G_step(how):
     n["D untouched"] = all(torch.equal(before, p.grad) for before, p in zip(D_grad, D.parameters()))
     return n, [None if p.grad is None else p.grad.clone() for p in G.parameters()]
 
-ways = [tr("plain backward"), "D.requires_grad_(False)", "backward(inputs=G's)", "D(x_fake.detach())"]
+ways = [tr("plain backward"), "D.requires_grad_(False)", tr("backward(inputs=G's)"), "D(x_fake.detach())"]
 results = {how: G_step(how) for how in ways}
-print(f"{tr('G step'):<25}{tr('G fwd/bwd'):>10}{tr('D fwd/bwd'):>10}{tr('G grads'):>9}{tr('D grads'):>9}"
+print(f"{tr('G step'):<25}{tr('G fwd/bwd'):>12}{tr('D fwd/bwd'):>12}{tr('G grads'):>11}{tr('D grads'):>11}"
       f"{tr('saved KiB'):>11}", tr("D's .grad"), sep="  ")
 for how, (n, _) in results.items():
-    print(f"{how:<25}{n['G forward']:>6}/{n['G backward']:<3}{n['D forward']:>6}/{n['D backward']:<3}"
-          f"{n['G grads']:>9g}{n['D grads']:>9g}{n['saved KiB']:>11.1f}  "
+    print(f"{how:<25}{n['G forward']:>8}/{n['G backward']:<3}{n['D forward']:>8}/{n['D backward']:<3}"
+          f"{n['G grads']:>11g}{n['D grads']:>11g}{n['saved KiB']:>11.1f}  "
           f"{tr('untouched') if n['D untouched'] else tr('changed')}")
 
 # %%
