@@ -240,7 +240,7 @@ claim("真实像素都在 [-1, 1] 之内，而且大多数恰好是 -1", x_real.
 # %% [markdown]
 # 没有哪个真实数字的像素落在 [-1, 1] 之外。原帖的 G 生成这样的像素并不受阻拦，但在 20 个迭代周期里，D 一直拿它的样本和真实数字比较，这本来可能教会它待在范围之内。我们要测量不带 `tanh` 训练的那个随包生成器的 2,000 个样本，测量之前先做预测。
 
-# %% tags=["predict"] reveals=["\u771f\u5b9e\u6570\u5b57\u6ca1\u6709\u8fd9\u6837\u7684\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"]
+# %% tags=["predict"] reveals=["\u771f\u5b9e\u6570\u5b57\u56fe\u50cf\u4e0d\u4f1a\u8fd9\u6837\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"]
 prediction = True  # SOLUTION: 训练 20 个迭代周期后，原帖的 G 的样本中，是否超过一半有像素落在 [-1, 1] 之外？（True/False）
 shipped = {tr("with Tanh"): "generator", tr("seed's G (--no-tanh)"): "generator_no_tanh"}   # 显示出来的名称
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}
