@@ -254,7 +254,8 @@ FIRST = ["d_first_reuse_fake", "one_forward"]           # the default strategy, 
 
 
 def run_bench(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1.0) -> str:
-    """In this order, while time is left: eager and fast for FIRST with the device's floor and the DCGAN-style loop;
+    """In this order, while time is left: the fixed cost of a step (aten calls, batch 2 and 64, the trainer's Adam
+    against plain Adam) for FIRST; eager and fast for FIRST with the device's floor and the DCGAN-style loop;
     the doctor's overhead; the other strategies; time to quality (full run only). Results are rewritten after each."""
     log, out = results / "log.txt", results / "bench.json"
     until = None if clock.end is None else time.time() + share * clock.left()
@@ -262,7 +263,10 @@ def run_bench(env, results: Path, work: Path, smoke: bool, clock: Clock, share=1
     tiny = ["--steps", "2", "--rounds", "1", "--device", "cpu", "--peak-sizes", "256"] if smoke else ["--fast"]
     bench = [sys.executable, ROOT / "benchmarks" / "bench.py", *tiny, "--out", out, *deadline]
     others = [n for n in strategies_named() if n not in FIRST]
-    steps = [("bench", [*bench, "--strategies", ",".join(FIRST)]),
+    fixed = [sys.executable, ROOT / "benchmarks" / "fixed_cost.py", "--out", results / "fixed_cost.json",
+             *(["--steps", "2", "--rounds", "1", "--device", "cpu", "--strategies", FIRST[0]] if smoke
+               else ["--fast", "--strategies", ",".join(FIRST)])]
+    steps = [("fixed_cost", fixed), ("bench", [*bench, "--strategies", ",".join(FIRST)]),
              ("doctor", [sys.executable, ROOT / "benchmarks" / "doctor.py", "--out", results / "doctor.json",
                          *(["--steps", "1", "--repeats", "1", "--memory-steps", "0", "--device", "cpu"] if smoke
                            else ["--repeats", "3", "--memory-steps", "0"])]),      # host memory says little here

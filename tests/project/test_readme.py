@@ -185,3 +185,25 @@ def test_distributed_cost_sentence_matches_its_results_file():
     said = " ".join(README.split())
     assert (f"{o['ms_two_median']} ms a step with two processes against {o['ms_one_median']} ms with one, a median "
             f"paired ratio of {o['ratio_median']}x ({o['ratio_min']} to {o['ratio_max']})") in said
+
+
+def test_fixed_cost_paragraph_is_its_results_file():
+    """docs/training.md's fixed-cost table is fixed_cost.markdown of the file it names, and the ranges its sentences
+    quote are that file's."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fixed_cost
+    name = re.search(r"From\s+`benchmarks/results/([\w-]+_fixed_cost_cpu\.json)`", README).group(1)
+    results = json.loads((ROOT / "benchmarks/results" / name).read_text())
+    assert fixed_cost.markdown(results) in README
+    rows = {r["strategy"]: r for r in results["rows"]}
+    calls = [(r["eager_batch_2"]["plain"]["aten_calls"], r["eager_batch_2"]["trainer"]["aten_calls"]) for r in rows.values()]
+    assert all(t < p / 1.8 for p, t in calls)                      # "halves the calls of every step"
+    lo_hi = lambda xs: f"{min(xs)}–{max(xs)}"                      # noqa: E731
+    assert f"from {lo_hi([p for p, _ in calls])} to {lo_hi([t for _, t in calls])}" in README
+    small = {n: r["eager_batch_2"]["trainer_over_plain"]["median"] for n, r in rows.items()}
+    rest = [v for n, v in small.items() if n != "one_forward"]
+    text = README.replace("\n", " ")
+    assert f"took {min(rest):.2f} to {max(rest):.2f} of the time in five strategies" in text and small["one_forward"] > 1
+    assert f"`one_forward` came out at {small['one_forward']:.2f}" in text
+    large = [r["eager_batch_64"]["trainer_over_plain"]["median"] for r in rows.values()]
+    assert f"the step took {min(large):.2f} to {max(large):.2f} of the time." in text
