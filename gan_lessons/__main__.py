@@ -41,6 +41,8 @@ def cmd_train(a):
     out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0, "longest": 0.0}
     main = (ranks := distributed.ranks()) is None or ranks.main    # under torchrun, rank 0 alone writes and prints
     cfg.validate()                                   # every setting checked before any file is touched
+    if ranks is not None:
+        training.check_ranks(cfg, ranks)
     if a.resume and a.restart:
         raise training.ConfigError(_("--resume continues a run and --restart starts it over: choose one"))
     if out.exists() and not out.is_dir():
@@ -230,7 +232,8 @@ def main(argv=None):
         print(_("error: {message}").format(message=reword(error, words())), file=sys.stderr)
         return 1
     except (training.ConfigError, files.CheckpointError, data.MNISTUnavailable) as error:
-        print(_("error: {message}").format(message=reword(error, words())), file=sys.stderr)
+        if (ranks := distributed.ranks()) is None or ranks.main:     # under torchrun, every process meets it: said once
+            print(_("error: {message}").format(message=reword(error, words())), file=sys.stderr)
         return 2
     return 0
 

@@ -283,6 +283,13 @@ def stalls(rank, world, seconds=30):
     return rank
 
 
+def warns(rank, world):
+    """Every process raises the same FutureWarning (for processes.run's warnings), then returns its rank."""
+    import warnings
+    warnings.warn("this flag is deprecated", FutureWarning, stacklevel=1)
+    return rank
+
+
 def raises_on(rank, world, which=1):
     """Rank `which` raises a ValueError (for processes.run's errors); the others wait at a barrier that never ends."""
     if rank == which:

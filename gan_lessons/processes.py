@@ -7,12 +7,17 @@ The processes are started with "spawn" (a fresh interpreter each: what Jupyter a
 functions cannot be sent to a forked child safely), so the function must live in an importable module; a student's
 function is sent as its source (`source=`). If a process raises, run() raises the same kind of error with the same
 message, with `.rank` set: the lowest rank's, an error that only says a peer went away coming last. A process that
-hangs (its peer gone) is stopped at `timeout`."""
+hangs (its peer gone) is stopped at `timeout`, and the error says what each late process was doing. What the
+processes return is sent as bytes, so it is still there when the notebook reads it after they have exited; their
+Python warnings are shown in the notebook as warnings, each once."""
 import builtins
+import io
 import os
 import queue
 import socket
 import threading
+import time
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -57,53 +62,112 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _child(rank, world, port, results, module, name, kwargs):
-    """One process: join the group, call module.name(rank, world, **kwargs), send back its value or its error."""
-    import warnings
+@dataclass
+class Caught:
+    """A warning a process raised, sent back so that the notebook shows it as the same warning, from the same line."""
+    module: str
+    kind: str
+    message: str
+    filename: str
+    lineno: int
 
+    def show(self) -> None:
+        try:
+            category = getattr(__import__(self.module, fromlist=[self.kind]), self.kind)
+        except Exception:
+            category = UserWarning
+        if not (isinstance(category, type) and issubclass(category, Warning)):
+            category = UserWarning
+        warnings.warn_explicit(self.message, category, self.filename, self.lineno)
+
+
+def _packed(value) -> bytes:
+    """The value as bytes: tensors copied out of the process, so that they outlive it (a tensor sent as it is would
+    be shared by a file descriptor that dies with its process, and a late read would fail)."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def _unpacked(data: bytes):
+    return torch.load(io.BytesIO(data), weights_only=False)      # sent by our own child process
+
+
+def _child(rank, world, port, results, module, name, kwargs):
+    """One process: join the group, call module.name(rank, world, **kwargs), send back its value (or its error) and
+    its warnings. Before each stage it says which one it is in, for a timeout to report."""
     import torch.distributed as dist
     quiet = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(quiet, 2)                     # torch's own warnings (C++ and Python) would land in the notebook, with
-    warnings.simplefilter("ignore")       # timestamps: what a process has to say comes back through `results`
+    os.dup2(quiet, 2)                     # gloo's and C++'s own log lines (with timestamps) would land in the notebook;
+    # Python warnings (torch's C++ warnings among them) are caught below and shown in the notebook as warnings
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        function = getattr(__import__(module, fromlist=[name]), name)
-        results.put((rank, function(rank, world, **kwargs)))
-    except BaseException as error:        # sent to the notebook, which raises it there
-        results.put((rank, Failure(rank, type(error).__module__, type(error).__name__, str(error))))
-        os._exit(0)                       # no teardown: a peer may be waiting in a collective that will not come
+    results.put((rank, STAGE, _("joining the process group")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        results.put((rank, STAGE, _("running {function}").format(function=f"{module.rsplit('.', 1)[-1]}.{name}")))
+        try:
+            function = getattr(__import__(module, fromlist=[name]), name)
+            value = _packed(function(rank, world, **kwargs))
+        except BaseException as error:    # sent to the notebook, which raises it there
+            results.put((rank, WARNINGS, _warnings(caught)))
+            results.put((rank, FAILURE, Failure(rank, type(error).__module__, type(error).__name__, str(error))))
+            os._exit(0)                   # no teardown: a peer may be waiting in a collective that will not come
+    results.put((rank, WARNINGS, _warnings(caught)))
+    results.put((rank, VALUE, value))
+    results.put((rank, STAGE, _("waiting for the other processes to finish")))
     dist.barrier()
     dist.destroy_process_group()
 
 
+def _warnings(caught) -> list:
+    return [Caught(w.category.__module__, w.category.__name__, str(w.message), w.filename, w.lineno) for w in caught]
+
+
+STAGE, WARNINGS, VALUE, FAILURE = "stage", "warnings", "value", "failure"
+
+
 def run(function, world=2, timeout=120, **kwargs) -> list:
-    """function(rank, world, **kwargs) in `world` processes; the list of what each returned, rank 0 first."""
+    """function(rank, world, **kwargs) in `world` processes; the list of what each returned, rank 0 first. The
+    values are copies: they stay readable after the processes have gone, however late they are read. Warnings the
+    processes raised are shown here, each once."""
     ctx = mp.get_context("spawn")
     results, port = ctx.SimpleQueue(), _free_port()
     children = [ctx.Process(target=_child, args=(rank, world, port, results, function.__module__,
                                                   function.__name__, kwargs), daemon=True) for rank in range(world)]
     for child in children:
         child.start()
-    got, failures = {}, []
+    got, failures, shown, stage = {}, [], set(), {rank: _("starting") for rank in range(world)}
     pipe = queue.Queue()
 
     def reader():
-        for _i in range(world):
-            pipe.put(results.get())
+        while True:
+            try:
+                pipe.put(results.get())
+            except Exception as error:     # the queue itself broke: said, not swallowed
+                pipe.put((None, FAILURE, Failure(-1, type(error).__module__, type(error).__name__, str(error))))
+                return
     threading.Thread(target=reader, daemon=True).start()
-    wait = timeout
+    deadline = time.monotonic() + timeout
     while len(got) + len(failures) < world:
         try:
-            rank, value = pipe.get(timeout=wait)
+            rank, what, value = pipe.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             break
-        if isinstance(value, Failure):
+        if what == STAGE:
+            stage[rank] = value
+        elif what == WARNINGS:
+            for caught in value:
+                if (caught.kind, caught.message) not in shown:      # the same warning from every process: once
+                    shown.add((caught.kind, caught.message))
+                    caught.show()
+        elif what == FAILURE:
             failures.append(value)
-            wait = WAIT_FOR_PEERS
+            deadline = min(deadline, time.monotonic() + WAIT_FOR_PEERS)
         else:
-            got[rank] = value
+            got[rank] = _unpacked(value)
+            stage[rank] = _("returned")
     for child in children:
         child.join(timeout=5)
         if child.is_alive():
@@ -111,6 +175,9 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
     if failures:          # a process's own error before the errors of the peers that lost it
         raise min(failures, key=lambda f: (_peer_lost(f), f.rank)).error()
     if len(got) < world:
-        raise TimeoutError(_("{count} of {world} processes returned nothing within {timeout} s").format(
-            count=world - len(got), world=world, timeout=timeout))
+        late = [rank for rank in range(world) if rank not in got]
+        raise TimeoutError(_("{count} of {world} processes returned nothing within {timeout} s ({doing}); a machine "
+                             "this busy may need a longer timeout=").format(
+            count=len(late), world=world, timeout=timeout,
+            doing="; ".join(_("process {rank}: {stage}").format(rank=rank, stage=stage[rank]) for rank in late)))
     return [got[rank] for rank in range(world)]

@@ -61,6 +61,20 @@ def _adam(net, lr, betas):
         return torch.optim.Adam(net.parameters(), lr=lr, betas=betas)
 
 
+def _mnist_once(root, ranks):
+    """MNIST's training images; under several processes, the first process on each machine fetches them (when they
+    are not there yet) while the others wait, so that no two download into the same folder at once."""
+    first = ranks is None or ranks.local == 0
+    if not first:
+        distributed.barrier()
+    try:
+        images, _labels = data.mnist_tensors(root, train=True)
+    finally:
+        if first and ranks is not None:
+            distributed.barrier()        # reached even when the fetch failed: the others then try, and say why
+    return images
+
+
 class Trainer:
     """Holds G, D, their optimizers, the data on the device and every random state."""
 
@@ -69,14 +83,14 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.ranks = distributed.ranks()              # several processes under torchrun, or None
         if self.ranks is not None:
-            _check_ranks(cfg, self.ranks)
+            check_ranks(cfg, self.ranks)
             self.device = distributed.start(self.ranks, self.device)
         torch.manual_seed(cfg.seed)
         self.G = Generator(cfg.z_dim, cfg.tanh).to(self.device)
         self.D = Discriminator().to(self.device)
         self.opt_G = _adam(self.G, cfg.lr_G, (cfg.beta1, cfg.beta2))
         self.opt_D = _adam(self.D, cfg.lr_D, (cfg.beta1, cfg.beta2))
-        images, _labels = data.mnist_tensors(cfg.data, train=True)
+        images = _mnist_once(cfg.data, self.ranks)
         if len(images[: cfg.limit]) < cfg.batch_size:
             raise worded(ConfigError, _("{batch_size} {size} is larger than the {n} training images: no full batch, "
                                         "so no step; choose a smaller {batch_size}"), size=cfg.batch_size, n=len(images[: cfg.limit]))
@@ -178,10 +192,15 @@ class Trainer:
         return x.clamp(-1, 1)
 
 
-def _check_ranks(cfg, r):
+def check_ranks(cfg, r):
+    """The settings that several processes need, checked before any process joins the group or writes a file."""
     if cfg.batch_size % r.world:
         raise worded(ConfigError, _("{batch_size} {size} does not split evenly over the {world} processes: choose a "
                                     "multiple of {world}"), size=cfg.batch_size, world=r.world)
+    if cfg.batch_size // r.world < 2:
+        raise worded(ConfigError, _("{batch_size} {size} gives each of the {world} processes {share} image, and "
+                                    "BatchNorm needs 2 per process: choose {least} or more"),
+                     size=cfg.batch_size, world=r.world, share=cfg.batch_size // r.world, least=2 * r.world)
     if cfg.fast:
         raise worded(ConfigError, _("{fast=True} is not available with several processes (torch.compile under "
                                     "DistributedDataParallel is not supported by this trainer); drop {fast=True}"))

@@ -73,6 +73,7 @@ class doctor:
                         register_optimizer_step_post_hook(self._guarded("post_step"))]
         self.warnings = _WarningsAsPython().__enter__()
         self.recorder.start()
+        ranks.join()                  # under torchrun: one of the run's processes, for the shared folder's clean-up
         return self
 
     def __exit__(self, kind, error, tb):

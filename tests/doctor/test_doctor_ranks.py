@@ -76,7 +76,8 @@ SEED003_UNDER_DDP = """
 def _torchrun(tmp_path, code):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(code))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GAN_LESSONS_LANG": "en"}
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GAN_LESSONS_LANG": "en", "TMPDIR": str(tmp_path / "tmp")}
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "gan_lessons", "doctor", str(script)], capture_output=True, text=True, cwd=tmp_path,
                           env=env, timeout=300)
@@ -91,6 +92,7 @@ def test_two_processes_meet_a_hand_made_buffer_sync_and_the_diagnosis_is_said_on
     assert headlines == ["autograd doctor: D.module.1.running_mean changed in place after the forward saved it"]
     assert "modified by: copy_ at line 14" in run.stderr and "(lesson 13, notebooks/13_several_gpus.ipynb)" in run.stderr
     assert "[rank 1]" not in run.stderr
+    assert list((tmp_path / "tmp").glob("gan_lessons_doctor_*")) == []      # nothing left in the temporary folder
 
 
 def test_seed_003_under_ddp_is_diagnosed_once_and_names_the_step(tmp_path):
@@ -98,6 +100,21 @@ def test_seed_003_under_ddp_is_diagnosed_once_and_names_the_step(tmp_path):
     headlines = [line for line in run.stderr.splitlines() if line.startswith("autograd doctor:")]
     assert len(headlines) == 1, run.stderr[-3000:]
     assert "modified by: opt_D.step()" in run.stderr, run.stderr[-3000:]
+    assert list((tmp_path / "tmp").glob("gan_lessons_doctor_*")) == []
+
+
+def test_a_folder_left_by_a_killed_run_is_removed_by_the_next(run_of_two, monkeypatch, tmp_path):
+    monkeypatch.setattr(ranks.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(ranks, "_joined", set())
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"gan_lessons_doctor_oldrun_{dead.stdout.strip()}"          # its launcher has exited
+    (stale / "pid_1").mkdir(parents=True)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")                    # the run's one process on this machine
+    assert ranks.first_to_say("a diagnosis")
+    assert not stale.exists() and (tmp_path / os.path.basename(ranks._folder())).exists()
+    ranks._leave(ranks._folder())                                   # what this process does at its exit
+    assert list(tmp_path.glob("gan_lessons_doctor_*")) == []
 
 
 @pytest.fixture

@@ -1,9 +1,12 @@
 """processes.run, which lesson 13 runs its experiments with: one value per process, rank 0 first; an error raised in
 a process comes back as the same kind of error, with its rank, without waiting for the peers that hang; a process
 that does not return is stopped at the timeout, with one line."""
+import threading
 import time
+import warnings
 
 import pytest
+import torch
 
 from gan_lessons import ddp_lesson, processes
 
@@ -22,7 +25,8 @@ def test_an_error_in_one_process_comes_back_as_that_error_with_its_rank(monkeypa
 
 def test_a_process_that_does_not_return_is_stopped_at_the_timeout():
     start = time.perf_counter()                    # rank 1 stalls; on a busy machine rank 0 may not be up in time
-    with pytest.raises(TimeoutError, match=r"[12] of 2 processes returned nothing within 20 s"):
+    with pytest.raises(TimeoutError, match=r"[12] of 2 processes returned nothing within 20 s \(.*process 1: "
+                                           r"running ddp_lesson\.stalls\)"):
         processes.run(ddp_lesson.stalls, seconds=300, timeout=20)
     assert time.perf_counter() - start < 60
 
@@ -30,3 +34,25 @@ def test_a_process_that_does_not_return_is_stopped_at_the_timeout():
 def test_an_error_of_a_kind_that_cannot_be_rebuilt_is_a_runtime_error():
     error = processes.Failure(0, "no.such.module", "Strange", "what happened").error()
     assert isinstance(error, RuntimeError) and str(error) == "what happened" and error.rank == 0
+
+
+def test_values_read_after_the_processes_have_exited_are_still_there(monkeypatch):
+    """The parent reads late: its reader starts only once both processes have sent their tensors and exited. (Tensors
+    sent as they are live in shared memory that dies with the process: this read used to fail.)"""
+    start = threading.Thread.start
+
+    def late_start(self):
+        time.sleep(8)
+        start(self)
+    monkeypatch.setattr(threading.Thread, "start", late_start)
+    rank0, rank1 = processes.run(ddp_lesson.averaged)
+    monkeypatch.undo()
+    assert torch.equal(rank0["after_ddp"], rank1["after_ddp"]) and not torch.equal(rank0["own"], rank1["own"])
+
+
+def test_a_warning_in_the_processes_is_shown_here_once():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert processes.run(ddp_lesson.warns) == [0, 1]
+    said = [w for w in caught if issubclass(w.category, FutureWarning) and "this flag is deprecated" in str(w.message)]
+    assert len(said) == 1 and said[0].filename.endswith("ddp_lesson.py")

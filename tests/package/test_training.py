@@ -195,3 +195,27 @@ def test_export_ships_a_small_generator_with_its_metrics(uninterrupted, tmp_path
     G = training.load_generator(out)
     full = training.load_checkpoint(uninterrupted / "last.pt")["G"]
     assert all(torch.allclose(G.state_dict()[k].float(), v.float(), rtol=1e-2, atol=1e-3) for k, v in full.items())
+
+
+@pytest.mark.parametrize("local, order", [(0, ["fetch", "barrier"]), (1, ["barrier", "fetch"])])
+def test_under_several_processes_the_first_on_a_machine_fetches_mnist_while_the_others_wait(monkeypatch, local,
+                                                                                             order):
+    from gan_lessons import distributed
+    seen = []
+    monkeypatch.setattr(training.distributed, "barrier", lambda: seen.append("barrier"))
+    monkeypatch.setattr(training.data, "mnist_tensors", lambda root, train: (seen.append("fetch"), (1, 2))[1])
+    assert training._mnist_once("root", distributed.Ranks(rank=local, world=2, local=local)) == 1
+    assert seen == order
+
+
+def test_a_failed_fetch_still_lets_the_waiting_processes_go_on(monkeypatch):
+    from gan_lessons import distributed
+    seen = []
+    monkeypatch.setattr(training.distributed, "barrier", lambda: seen.append("barrier"))
+
+    def offline(root, train):
+        raise training.data.MNISTUnavailable("no route")
+    monkeypatch.setattr(training.data, "mnist_tensors", offline)
+    with pytest.raises(training.data.MNISTUnavailable):
+        training._mnist_once("root", distributed.Ranks(rank=0, world=2, local=0))
+    assert seen == ["barrier"]

@@ -294,6 +294,7 @@ def english_pieces() -> dict:
 
 def printed(path) -> str:
     """Every text output a notebook stores (tests/lessons/test_notebooks.py reads them the same way)."""
+    sys.path.insert(0, str(ROOT / "tests" / "lessons"))    # so that this file also runs on its own
     from test_notebooks import _stored_text
     return "\n".join(_stored_text(Path(path)))
 
