@@ -67,11 +67,11 @@ def averaged(rank, world):
             "bucket_sizes": ddp._get_ddp_logging_data().get("bucket_sizes")}
 
 
-def buffers(rank, world, broadcast_buffers=True):
+def buffers(rank, world, **flags):
     """Rank 1 writes 5 into D's running mean; then one DDP forward. What each process's running mean holds after,
-    and its version counter before and after the forward."""
+    and its version counter before and after the forward. `flags` go to DDP (broadcast_buffers=...)."""
     D = make_D()
-    ddp = DDP(D, broadcast_buffers=broadcast_buffers)
+    ddp = DDP(D, **flags)
     running = D[1].running_mean
     if rank == 1:
         with torch.no_grad():
@@ -79,6 +79,36 @@ def buffers(rank, world, broadcast_buffers=True):
     before = running._version
     ddp(batch(rank))
     return {"running_mean": running.clone(), "version": (before, running._version)}
+
+
+def sample_then_train(rank, world, sample_first=True):
+    """One training step, then (sample_first) a forward under no_grad, as a GAN that shows a grid mid-epoch makes;
+    then rank 1 writes 5 into D's running mean, and one training forward follows. Each process's running mean after
+    it, and whether DDP said, before that forward, that it would copy the buffers."""
+    D = make_D()
+    ddp = DDP(D)
+    (-ddp(batch(rank)).mean()).backward()
+    if sample_first:
+        with torch.no_grad():
+            ddp(batch(rank, seed=50))
+    if rank == 1:
+        with torch.no_grad():
+            D[1].running_mean.fill_(5.0)
+    will_copy = ddp.will_sync_module_buffers()
+    ddp(batch(rank))
+    return {"running_mean": D[1].running_mean.clone(), "will_copy": will_copy}
+
+
+def seeded_per_rank(rank, world, **flags):
+    """The lesson's advice, seed + rank, for a D with spectral norm (whose power iteration keeps a vector u per
+    layer, a buffer), wrapped with `flags`: each process's u vectors after wrapping, and D's output on one input
+    that every process shares."""
+    torch.manual_seed(rank)
+    sn = nn.utils.parametrizations.spectral_norm
+    D = nn.Sequential(sn(nn.Linear(8, 16)), nn.LeakyReLU(0.2), sn(nn.Linear(16, 1)))
+    ddp = DDP(D, **flags)
+    u = torch.cat([b.flatten() for name, b in D.named_buffers() if name.endswith("_u")])
+    return {"u": u, "out": ddp(batch(0)).detach()}
 
 
 def two_forwards(rank, world, copy_between=False):
@@ -102,23 +132,26 @@ def sync_batch_norm(rank, world):
 
 
 class ConditionalD(nn.Module):
-    """A conditional D with an auxiliary classifier head (AC-GAN): a score and 10 class logits from one body."""
+    """A conditional D with an auxiliary classifier head (AC-GAN): a score and 10 class logits from one body.
+    With returns_classes=False, its forward leaves the class head out: it returns the score and None."""
 
-    def __init__(self):
+    def __init__(self, returns_classes=True):
         super().__init__()
         torch.manual_seed(0)
         self.body = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2))
         self.score, self.classes = nn.Linear(16, 1), nn.Linear(16, 10)
+        self.returns_classes = returns_classes
 
     def forward(self, x):
         h = self.body(x)
-        return self.score(h), self.classes(h)
+        return (self.score(h), self.classes(h)) if self.returns_classes else (self.score(h), None)
 
 
-def unused_head(rank, world, iterations=2, find_unused_parameters=False, static_graph=False, zero_term=False):
+def unused_head(rank, world, iterations=2, find_unused_parameters=False, static_graph=False, zero_term=False,
+                returns_classes=True):
     """D steps on its score alone: the class head reaches no loss (zero_term: it does, through 0 * classes.sum()).
-    Returns the iterations that ran, and the class head's gradient after the last."""
-    D = ConditionalD()
+    Returns the iterations that ran, the class head's gradient after the last, and D's weights after the last."""
+    D = ConditionalD(returns_classes)
     ddp = DDP(D, find_unused_parameters=find_unused_parameters, static_graph=static_graph)
     opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
     ran = 0
@@ -128,7 +161,19 @@ def unused_head(rank, world, iterations=2, find_unused_parameters=False, static_
         (-score.mean() + (0 * classes.sum() if zero_term else 0)).backward()
         opt_D.step()
         ran += 1
-    return {"ran": ran, "classes_grad": D.classes.weight.grad}
+    return {"ran": ran, "classes_grad": D.classes.weight.grad,
+            "D": torch.cat([p.detach().flatten() for p in D.parameters()])}
+
+
+def grad_of_parameters(rank, world):
+    """D's gradient taken with torch.autograd.grad(loss, D's parameters) through the DDP-wrapped D, beside the one
+    this process's loss alone gives; and the names of DDP's state_dict and of D's own."""
+    D = make_D(batch_norm=False)
+    own = torch.autograd.grad(-D(batch(rank)).mean(), list(D.parameters()))
+    ddp = DDP(D)
+    through = torch.autograd.grad(-ddp(batch(rank)).mean(), list(D.parameters()))
+    return {"own": torch.cat([g.flatten() for g in own]), "through_ddp": torch.cat([g.flatten() for g in through]),
+            "ddp_keys": list(ddp.state_dict())[:2], "module_keys": list(ddp.module.state_dict())[:2]}
 
 
 def seed003(rank, world):

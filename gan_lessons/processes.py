@@ -149,12 +149,16 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
                 pipe.put((None, FAILURE, Failure(-1, type(error).__module__, type(error).__name__, str(error))))
                 return
     threading.Thread(target=reader, daemon=True).start()
-    deadline = time.monotonic() + timeout
-    while len(got) + len(failures) < world:
+    deadline, gone = time.monotonic() + timeout, {}
+    while len(got) + len(failures) < world and time.monotonic() < deadline:
         try:
-            rank, what, value = pipe.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            break
+            rank, what, value = pipe.get(timeout=0.5)
+        except queue.Empty:          # a process that died without a word (killed, or its interpreter failed to start)
+            gone = {rank: child.exitcode for rank, child in enumerate(children)
+                    if child.exitcode not in (None, 0) and rank not in got}
+            if gone:
+                break
+            continue
         if what == STAGE:
             stage[rank] = value
         elif what == WARNINGS:
@@ -174,6 +178,10 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
             child.terminate()
     if failures:          # a process's own error before the errors of the peers that lost it
         raise min(failures, key=lambda f: (_peer_lost(f), f.rank)).error()
+    if gone and len(got) < world:
+        raise ChildProcessError(_("{doing}: it returned nothing").format(doing="; ".join(
+            _("process {rank} exited with code {code} while {stage}").format(rank=rank, code=code, stage=stage[rank])
+            for rank, code in gone.items())))
     if len(got) < world:
         late = [rank for rank in range(world) if rank not in got]
         raise TimeoutError(_("{count} of {world} processes returned nothing within {timeout} s ({doing}); a machine "

@@ -87,10 +87,15 @@ _PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weig
                       (N_("if no loss should train through this model (a teacher, an EMA or target network), run its "
                           "forward under torch.no_grad() or freeze it (requires_grad_(False)): no graph then saves its "
                           "weights"), "04")]
+# A buffer your own code wrote (a hand-made sync of statistics): only moving the write helps; DDP's flags and one
+# forward per backward leave your write where it was.
 _BUFFER_FIXES = [(N_("write the buffer after the backward, not between the forwards and it (a hand-made sync of "
-                      "statistics belongs after the step)"), "13"),
-                 (N_("one forward of the wrapped module per backward; or DDP(..., broadcast_buffers=False), each "
-                     "process then keeping statistics of its own; or SyncBatchNorm, on GPUs"), "13")]
+                      "statistics belongs after the step)"), "13")]
+# A buffer DDP's own copy wrote (on a torch that counts that copy as a write).
+_DDP_COPY_FIXES = [(N_("one forward of the wrapped module per backward: D(torch.cat([x_real, x_fake])), split after"),
+                    "13"),
+                   (N_("DDP(..., forward_sync_buffers=False) (broadcast_buffers=False before torch 2.13), each process "
+                       "then keeping statistics of its own; or SyncBatchNorm, on GPUs"), "13")]
 _STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
                      "the state in place, by design"), "03")]
 _CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "

@@ -13,6 +13,7 @@ from gan_lessons import graphs
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
                                        _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES, _BUFFER_FIXES,
+                                       _DDP_COPY_FIXES,
                                        _STEP_FIXES, _STEP_WRONG)
 from gan_lessons.i18n import _
 
@@ -43,8 +44,13 @@ class VersionErrors:
         transposed = bool(s.param and s.param.endswith(".T"))
         modifier, rec, stepped = self._modifier(s, info.serial if info else None)
         param, chosen = self._param_of(s), s
-        if rec is not None and param is not None and rec.ptr != param.untyped_storage().data_ptr():
-            s = dataclasses.replace(s, param=None)     # the name was a guess by shape; the op says otherwise
+        if rec is not None and (param is None or rec.ptr != param.untyped_storage().data_ptr()):
+            # the name was a guess by shape, or none; the write the doctor recorded says which tensor it hit
+            written = next(((t, n) for t, n in self.namer.params.items()
+                            if t.untyped_storage().data_ptr() == rec.ptr and tuple(t.shape) == tuple(s.shape or ())),
+                           None)
+            s = dataclasses.replace(s, param=written[1] if written else None)
+            param = written[0] if written else None
         variable = None if s.param or rec is None else self.namer.variable(rec.ptr, rec.shape)   # what was written
         if variable is None and not s.param and s.name == "result":     # a node's own output: `y = torch.exp(x)`,
             variable = next((k for k, v in self.namer.names().variables.items()      # written in place since
@@ -94,8 +100,8 @@ class VersionErrors:
                               name=name), "05")] + fixes
         elif in_state:
             fixes, wrong = _STATE_FIXES, []
-        elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps
-            fixes, wrong = _BUFFER_FIXES, _INPLACE_WRONG
+        elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps:
+            fixes, wrong = (_BUFFER_FIXES if rec is not None else _DDP_COPY_FIXES), _INPLACE_WRONG   # yours, or DDP's
         elif s.param and rec is not None and isinstance(param, torch.nn.Parameter):   # written by an op, not a
             # step: an EMA, load_state_dict, a copy between models
             fixes, wrong = _PARAM_WRITE_FIXES, _INPLACE_WRONG

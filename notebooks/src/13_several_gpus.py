@@ -62,9 +62,9 @@ def same(a, b):
 # %% [markdown]
 # ## 1 · What DDP adds to a step
 #
-# **Why it matters.** Every distributed bug below comes from one of three things DDP adds, and none of them is
-# visible in the training code: a hook on every parameter that acts during `backward()`, the buckets gradients
-# travel in between the processes, and something it does to the buffers before each forward.
+# **Why it matters.** Every distributed bug below comes from something DDP adds that the training code does not
+# show: a hook on every parameter that acts during `backward()`, the buckets gradients travel in between the
+# processes, and its handling of buffers, which no gradient reaches.
 #
 # Wrapping is one line, `ddp = DistributedDataParallel(D)`; the training code then calls `ddp(x)` where it called
 # `D(x)`. Each process below computes D's loss on its **own** batch (a different one per rank) and calls
@@ -123,13 +123,67 @@ print(tr("rank 1's running mean, first 3: {values}", values=rounded(rank1['runni
 claim("the copy left rank 1's buffer near rank 0's (both near 0), not near 4.5", bool(rank1["running_mean"].abs().max() < 0.5))
 claim("and left the buffer's version counter where it was: on this torch the copy does not count as a write",
       rank1["version"][0] == rank1["version"][1], shown=f"version {rank1['version'][0]} -> {rank1['version'][1]}")
-kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
+
+# %% [markdown]
+# The flag that turns the copy off has changed. Up to torch 2.12 it is `broadcast_buffers=False`; torch 2.13
+# deprecates that flag with a `FutureWarning` and adds `forward_sync_buffers`. The two are not the same switch:
+# `broadcast_buffers=False` also skips the copy DDP makes once, when it wraps the module, and
+# `forward_sync_buffers=False` keeps that one.
+
+# %%
+from torch.nn.parallel import DistributedDataParallel
+NEW_FLAG = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+if NEW_FLAG:
+    with expect_warning(FutureWarning, "broadcast_buffers"):
+        kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
+    new0, new1 = processes.run(ddp_lesson.buffers, forward_sync_buffers=False)
+    claim("forward_sync_buffers=False skips the copy before the forward, as broadcast_buffers=False does: rank 1 "
+          "still shows its 5", bool(new1["running_mean"].mean() > 4), shown=f"rank 1 {rounded(new1['running_mean'][:3])}")
+else:
+    kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
 claim("with broadcast_buffers=False each process keeps its own statistics: rank 1 still shows its 5",
       bool(kept1["running_mean"].mean() > 4), shown=f"rank 1 {rounded(kept1['running_mean'][:3])}")
-from torch.nn.parallel import DistributedDataParallel
-if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-    print(tr("torch {version}'s DDP also takes forward_sync_buffers, a newer name for the copy before "
-             "each forward.", version=torch.__version__))
+
+# %% [markdown]
+# The copy at wrapping time matters as soon as the processes build their modules differently. Section 7 advises
+# seeding each process with its rank added, so that each draws its own noise; a D with spectral norm (SNGAN's,
+# `nn.utils.parametrizations.spectral_norm`) then starts with a different vector `u` per layer in each process, a buffer. DDP copies rank 0's
+# parameters into every process when it wraps D; it copies the buffers too unless `broadcast_buffers=False`:
+
+# %%
+show_source(ddp_lesson.seeded_per_rank)
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)   # its FutureWarning was shown above
+    loose0, loose1 = processes.run(ddp_lesson.seeded_per_rank, broadcast_buffers=False)
+gap = (loose0["out"] - loose1["out"]).abs().max().item()
+claim("seed + rank and broadcast_buffers=False: the u vectors differ between the processes, and so does D's "
+      "output on the same input", not torch.equal(loose0["u"], loose1["u"]) and gap > 1e-3, shown=f"largest difference {gap:.3f}")
+if NEW_FLAG:
+    tight0, tight1 = processes.run(ddp_lesson.seeded_per_rank, forward_sync_buffers=False)
+    claim("with forward_sync_buffers=False the copy at wrapping time still runs: equal u vectors, equal outputs",
+          torch.equal(tight0["u"], tight1["u"]) and torch.equal(tight0["out"], tight1["out"]))
+
+# %% [markdown]
+# **Predict, then check.** A GAN shows a grid of samples now and then, in a forward under `torch.no_grad()`.
+# Below, each process trains one step, runs one forward under `no_grad`, rank 1 writes 5 into its running mean, and
+# one training forward follows. Does that training forward copy rank 0's buffers in, as the forward above did?
+
+# %% tags=["predict"] reveals=["rank 1's 5 survives it", "says yes only after"]
+prediction = False  # SOLUTION: after the no_grad forward, does the next training forward copy rank 0's buffers in? (True/False)
+after0, after1 = processes.run(ddp_lesson.sample_then_train)
+check("the training forward after a no_grad forward copies rank 0's buffers in", prediction,
+      bool(after1["running_mean"].mean() < 1),
+      why="DDP decides at the end of each forward whether the next one copies the buffers, and it says yes only after "
+          "a forward with gradients on (and outside no_sync()): after a forward under no_grad, the next forward skips "
+          "the copy, and rank 1's 5 survives it.")
+
+# %%
+plain0, plain1 = processes.run(ddp_lesson.sample_then_train, sample_first=False)
+claim("without the no_grad forward, the same training forward copies them: rank 1's 5 is gone",
+      bool(plain1["running_mean"].abs().max() < 0.5))
+claim("DDP's own ddp.will_sync_module_buffers() said so before each forward: no copy after the no_grad forward, a "
+      "copy without it", not after1["will_copy"] and plain1["will_copy"])
 
 # %% [markdown]
 # ## 2 · BatchNorm's buffers and the version error
@@ -180,7 +234,7 @@ claim("broadcast_buffers=False: after one forward, rank 1's running mean is stil
 #
 # **Why it matters.** An AC-GAN-style D has two heads: a real/fake score and class logits. A step whose loss uses
 # only the score (a D step on unlabelled data) leaves the class head without a gradient. On one process that is
-# harmless: its `.grad` stays `None`. Under DDP that head's bucket never fills.
+# harmless: its `.grad` stays `None`. Under DDP, the bucket that holds the head never fills.
 
 # %%
 show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
@@ -192,13 +246,16 @@ show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
 # %% tags=["predict"] reveals=["at the start of the second", "iteration 2 raises"]
 prediction = 2  # SOLUTION: in which iteration (1 or 2) does DDP raise?
 try:
-    processes.run(ddp_lesson.unused_head, iterations=1)
-    first_raised = False
+    first = processes.run(ddp_lesson.unused_head, iterations=1)
 except RuntimeError:
-    first_raised = True
-check("the iteration that raises", prediction, 1 if first_raised else 2,
+    first = None
+check("the iteration that raises", prediction, 1 if first is None else 2,
       why="the first backward ends with the class head's bucket never reduced; DDP finds out at the start of the "
           "second forward, and says so: iteration 2 raises.")
+
+# %%
+claim("iteration 1 raised nothing, and yet averaged nothing: D's one bucket never filled, so each process stepped "
+      "on its own gradient and the two copies of D already differ", not torch.equal(first[0]["D"], first[1]["D"]))
 
 # %%
 with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration before starting a new one"):
@@ -213,15 +270,24 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
 ran = processes.run(ddp_lesson.unused_head, iterations=3, find_unused_parameters=True)
 claim("find_unused_parameters=True: three iterations run, and the class head has no gradient",
       all(r["ran"] == 3 and r["classes_grad"] is None for r in ran))
+claim("and the two copies of D stay equal", torch.equal(ran[0]["D"], ran[1]["D"]))
 
 # %% [markdown]
-# `static_graph=True`, the other flag the documentation offers, records the graph in the first iteration and
-# reuses it. It does not rescue this D: by the third iteration it raises, with a message that says the graph
-# changed, though this D's graph is the same at every iteration.
+# `static_graph=True`, the other flag the documentation offers, records in the first iteration which parameters
+# get a gradient and reuses that. On this D it fails in two steps. Iteration 2 runs without an error but does not
+# average (the two copies differ after it); iteration 3 raises, with a message that says the graph changed, though
+# this D's graph is the same at every iteration. The cause is an open PyTorch bug: a forward that **returns** an
+# output no loss uses (the class logits here) confuses the static graph's bookkeeping (pytorch/pytorch#97030 and
+# #79171). A D whose forward leaves the head out (`returns_classes=False`) runs with `static_graph=True`:
 
 # %%
+two = processes.run(ddp_lesson.unused_head, iterations=2, static_graph=True)
+claim("static_graph=True: iteration 2 raises nothing, but the two copies of D differ after it", not torch.equal(two[0]["D"], two[1]["D"]))
 with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration"):
     processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True)
+left_out = processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True, returns_classes=False)
+claim("with the head left out of the forward's outputs, static_graph=True runs three iterations and the copies stay "
+      "equal", all(r["ran"] == 3 for r in left_out) and torch.equal(left_out[0]["D"], left_out[1]["D"]))
 
 # %% [markdown]
 # What the flags cost, on a D whose loss uses both heads (so nothing is unused), in this notebook's two CPU
@@ -265,18 +331,22 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 show_source(ddp_lesson.d_step_synced_each)
 
 # %% [markdown]
-# **Predict, then check.** With `accum=2`, how many times a step does DDP send D's one bucket?
+# **Predict, then check.** Each backward averages what is in `.grad` at that point... or does it? With `accum=2`,
+# is the gradient each process steps on the one that one process would step on with the two processes' batches
+# together?
 
-# %% tags=["predict"] reveals=["once per backward", "two micro-batches, two sends"]
-prediction = 2  # SOLUTION: how many times a step does DDP send D's bucket with accum=2?
+# %% tags=["predict"] reveals=["is right all the same", "the mean of sums is the sum of means"]
+prediction = True  # SOLUTION: does each process step on the one-process gradient of the global batch? (True/False)
 synced = processes.run(ddp_lesson.accumulate, step="d_step_synced_each")
-check("buckets sent per step", prediction, synced[0]["sent"][0],
-      why="DDP averages in every backward through the wrapped D, once per backward: two micro-batches, two sends.")
+one_process = ddp_lesson.one_process_reference(world=2)
+check("each process steps on the one-process gradient of the global batch", prediction,
+      all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)),
+      why="each backward averages its own micro-batch's gradient over the processes and adds it to .grad: the mean "
+          "of sums is the sum of means, so the gradient is right all the same.")
 
 # %%
-one_process = ddp_lesson.one_process_reference(world=2)
-claim("the gradient is right all the same: each process steps on what one process steps on with the global batch",
-      all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)))
+claim("but DDP sent D's bucket once per backward: two micro-batches, two sends a step", synced[0]["sent"][0] == 2,
+      shown=f"{synced[0]['sent'][0]} sends")
 
 # %% [markdown]
 # Averaging the sum once gives the same gradient. `with ddp.no_sync():` turns the averaging off for the passes
@@ -315,15 +385,12 @@ claim("the penalty's autograd.grad made DDP send nothing; D's buckets went in th
 show_source(ddp_lesson.noise_and_files)
 
 # %% [markdown]
-# **Predict, then check.** Every process calls `torch.manual_seed(0)`, then `torch.randn(8, 4)`. Do the two
-# processes draw the same `z`?
+# Every process below calls `torch.manual_seed(0)`, then `torch.randn(8, 4)`, as one-process code does:
 
-# %% tags=["predict"] reveals=["identical noise", "half the fakes"]
-prediction = True  # SOLUTION: do the processes draw the same z? (True/False)
+# %%
 rank0, rank1 = processes.run(ddp_lesson.noise_and_files)
-check("the two processes draw the same z", prediction, torch.equal(rank0["z"], rank1["z"]),
-      why="the same seed gives the same stream in every process: identical noise, so half the fakes of the global "
-          "batch are copies of the other half.")
+claim("the two processes draw the same z: half the fakes of the global batch are copies of the other half",
+      torch.equal(rank0["z"], rank1["z"]))
 
 # %%
 own0, own1 = processes.run(ddp_lesson.noise_and_files, seed_per_rank=True)
@@ -336,13 +403,65 @@ claim("rank 0 alone wrote the checkpoint; after a barrier, every process read th
 # from one shared stream and take your slice, which is what `python -m gan_lessons train` does under `torchrun`,
 # so that two processes together draw exactly the noise one process would. Files: one process writes
 # (`if dist.get_rank() == 0`), the others wait at `dist.barrier()` before they read; the trainer does the same.
+# Seeding with the rank has the price section 1 showed: modules built differently in each process, whose buffers
+# only the copy at wrapping time makes equal.
+
+# %% [markdown]
+# ## 8 · What a real multi-GPU GAN also needs
+#
+# **Why it matters.** The lesson's experiments are small on purpose. A training script on several GPUs meets a few
+# more things, each of them a question people ask about DDP.
+#
+# - **`torch.autograd.grad` with respect to the parameters.** DDP averages in the hooks that fill `.grad`.
+#   `autograd.grad` returns gradients without touching `.grad`, so they are never averaged; neither is a `.grad`
+#   you assign by hand. (A penalty's `autograd.grad` with respect to the *input*, section 6, is fine.)
+
+# %%
+show_source(ddp_lesson.grad_of_parameters)
+g0, g1 = processes.run(ddp_lesson.grad_of_parameters)
+claim("autograd.grad through the DDP-wrapped D returns each process's own gradient, not the mean",
+      same(g0["through_ddp"], g0["own"]) and same(g1["through_ddp"], g1["own"]) and not same(g0["through_ddp"], g1["through_ddp"]))
+
+# %% [markdown]
+# - **Saving.** DDP's `state_dict()` puts `module.` before every name; save `ddp.module.state_dict()` (here D's), so
+#   that one process can load it without DDP. An exponential moving average of G's weights (StyleGAN, BigGAN) is
+#   kept from `ddp.module` too, by one process or by all (the replicas are equal after every step).
+
+# %%
+claim("DDP's state_dict names start with module.; the module's own do not",
+      all(k.startswith("module.") for k in g0["ddp_keys"]) and not any(k.startswith("module.") for k in g0["module_keys"]),
+      shown=f"{g0['ddp_keys'][0]} / {g0['module_keys'][0]}")
+
+# %% [markdown]
+# - **A `DataLoader`.** The trainer slices one shuffled batch; a `DataLoader` needs `DistributedSampler`, which
+#   gives each process its own share of the dataset, and `sampler.set_epoch(epoch)` at the start of each epoch:
+#   without it, every epoch shuffles in the same order.
+
+# %%
+from torch.utils.data import DistributedSampler
+sampler = DistributedSampler(range(16), num_replicas=2, rank=0, seed=0)
+first, again = list(sampler), list(sampler)
+sampler.set_epoch(1)
+claim("without set_epoch, DistributedSampler gives the same order every epoch; set_epoch(1) changes it",
+      first == again and list(sampler) != first, shown=f"{first[:4]} ... then {list(sampler)[:4]} ...")
+
+# %% [markdown]
+# - **Calls on one process only.** A forward through the DDP wrapper can run a collective (the buffer copy of
+#   section 1), which every process must join. A grid or a log made on rank 0 alone goes through `ddp.module`, not
+#   `ddp`: `ddp.will_sync_module_buffers()` says whether the next forward will copy.
+# - **On GPUs** (not run here): each process calls `torch.cuda.set_device(local_rank)` before it builds anything,
+#   and uses `backend="nccl"`. When one process dies, the others wait in their next collective until NCCL's watchdog
+#   or the group's timeout stops them; `torchrun` then stops the rest. `python -m gan_lessons train` under
+#   `torchrun` does both (docs/training.md).
 
 # %% [markdown] tags=["read-after-exercises"]
 # | on several processes | what happens | what to do |
 # |---|---|---|
-# | a parameter no loss reaches (a second head) | the next iteration raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step (`0 * classes.sum()` will do), or `find_unused_parameters=True` (a graph walk every iteration); `static_graph=True` does not fix this D |
+# | a parameter no loss reaches (a second head) | iteration 1 averages nothing; the next raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step (`0 * classes.sum()` will do), or `find_unused_parameters=True` (a graph walk every iteration); `static_graph=True` only if the forward does not return the head (pytorch/pytorch#97030) |
 # | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing on this torch (on one whose DDP counts it: the buffer fixes below); a `copy_` into a buffer between the forwards and the backward still raises the version error |
-# | `broadcast_buffers=False` | no buffer copy; each process's running statistics drift apart | evaluate and save from one process, or use SyncBatchNorm |
+# | `broadcast_buffers=False` (deprecated in torch 2.13) | no buffer copy, not even at wrapping time; running statistics drift apart, and with seed + rank spectral norm's `u` differs | `forward_sync_buffers=False` keeps the copy at wrapping time; evaluate and save from one process, or use SyncBatchNorm |
+# | a forward under `no_grad` (a grid) | the next forward skips the buffer copy | nothing, or sample through `ddp.module` |
+# | `autograd.grad` on the parameters | each process's own gradient, not averaged | `backward()` into `.grad` |
 # | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; a collective in every BatchNorm forward and backward |
 # | seed 003's order | the same version error as on one process | lesson 05's orders |
 # | accumulation over micro-batches | right gradient, one all-reduce per backward | `no_sync()` for all but the last micro-batch |
@@ -354,16 +473,20 @@ claim("rank 0 alone wrote the checkpoint; after a barrier, every process read th
 # ## Summary
 #
 # - DDP averages every gradient over the processes **during** `backward()`, in buckets, through a hook on each
-#   parameter; every process then holds the same gradient and takes the same step. Before each forward it copies
-#   rank 0's buffers into every process (`broadcast_buffers=True`).
+#   parameter; every process then holds the same gradient and takes the same step. It copies rank 0's buffers into
+#   every process when it wraps the module, and before each forward that follows a forward with gradients (not
+#   after one under `no_grad` or `no_sync()`). Torch 2.13 deprecates `broadcast_buffers` for
+#   `forward_sync_buffers`, which keeps the copy at wrapping time.
 # - A parameter that no loss reaches makes the next iteration raise; `find_unused_parameters=True` makes it run,
 #   with a walk of the graph every iteration; a loss term for every head, even a zero-weighted one, needs no flag.
-#   `static_graph=True` did not fix it here.
+#   `static_graph=True` fails on this D because of a PyTorch bug with a returned, unused output; it runs when the
+#   forward leaves the head out. Until DDP raises, nothing is averaged: the copies drift from iteration 1.
 # - On this torch the buffer copy no longer trips the version check, so D's two forwards before one backward run;
 #   a write of your own into a saved buffer still raises lesson 03's error. `broadcast_buffers=False` lets the
 #   statistics drift; `SyncBatchNorm` needs GPUs.
-# - Seed 003's order fails as on one process. Freezing D and a gradient penalty work. Accumulation wants
-#   `no_sync()`. Each process needs its own noise; one process writes the files.
+# - Seed 003's order fails as on one process. Freezing D and a gradient penalty work; `autograd.grad` with respect
+#   to the parameters is not averaged. Accumulation wants `no_sync()`. Each process needs its own noise; one process
+#   writes the files, from `ddp.module`.
 # - On GPUs (one process each, NCCL), the averaging overlaps the backward and each device does a real share of the
 #   work. On this 2-core CPU a second process buys nothing: `docs/training.md` gives the measured step times.
 

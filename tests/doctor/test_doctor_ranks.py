@@ -147,3 +147,82 @@ def test_a_write_to_a_ddp_buffer_the_doctor_did_not_see_is_put_to_ddp_s_copy_whe
     else:
         assert modifier.startswith("D's copy of rank 0's buffers into every process at the start of each forward")
     assert any("broadcast_buffers=False" in fix for fix, _n in doc.diagnoses[0].fixes)
+
+
+def _bn_D():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+
+
+def _counting_copy(ddp):
+    """Stands in for a torch whose DDP counts its buffer copy as a write: before each forward that DDP says will copy
+    the buffers, their version counters move, as a write's would."""
+    def bump(module, args):
+        if ddp.will_sync_module_buffers():
+            for b in ddp.module.buffers():
+                torch.autograd.graph.increment_version(b)
+    return ddp.register_forward_pre_hook(bump)
+
+
+def test_a_hand_made_sync_gets_the_one_fix_that_works(one_process_group):
+    """Your own write into a buffer between the forwards and the backward: the doctor offers moving it after the
+    backward, which runs; it does not offer one forward per backward or DDP's flags, which leave the write there
+    (each tried here)."""
+    x_real, x_fake = torch.randn(8, 8), torch.randn(8, 8)
+
+    def step(ddp, one_forward=False, write_after=False):
+        bn = ddp.module[1]
+        if one_forward:
+            out = ddp(torch.cat([x_real, x_fake]))
+            loss_D = F.softplus(-out[:8]).mean() + F.softplus(out[8:]).mean()
+        else:
+            loss_D = F.softplus(-ddp(x_real)).mean() + F.softplus(ddp(x_fake)).mean()
+        if not write_after:
+            with torch.no_grad():
+                bn.running_mean.copy_(bn.running_mean * 0.5)
+        loss_D.backward()
+        if write_after:
+            with torch.no_grad():
+                bn.running_mean.copy_(bn.running_mean * 0.5)
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        with doctor() as doc:
+            step(DDP(_bn_D(), broadcast_buffers=False))
+    d = doc.diagnoses[0]
+    assert d.facts["tensor"].startswith("running_mean") or "running_mean" in d.facts["tensor"], d.facts
+    assert [fix for fix, _n in d.fixes] == ["write the buffer after the backward, not between the forwards and it "
+                                            "(a hand-made sync of statistics belongs after the step)"]
+    step(DDP(_bn_D()), write_after=True)                               # the fix offered: it runs
+    for tried in (dict(one_forward=True), {}):                         # what it does not offer: still raises
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            step(DDP(_bn_D(), **({"forward_sync_buffers": False} if not tried else {})), **tried)
+
+
+def test_ddp_s_own_copy_gets_fixes_that_each_run_where_the_copy_counts(one_process_group, monkeypatch):
+    monkeypatch.setattr(versions, "_ddp_keeps_versions", lambda: False)
+    x_real, x_fake = torch.randn(8, 8), torch.randn(8, 8)
+
+    def step(ddp, one_forward=False):
+        if one_forward:
+            out = ddp(torch.cat([x_real, x_fake]))
+            loss_D = F.softplus(-out[:8]).mean() + F.softplus(out[8:]).mean()
+        else:
+            loss_D = F.softplus(-ddp(x_real)).mean() + F.softplus(ddp(x_fake)).mean()
+        loss_D.backward()
+
+    def warmed(**flags):
+        ddp = DDP(_bn_D(), **flags)
+        _counting_copy(ddp)
+        (-ddp(x_real).mean()).backward()            # a first step: from now on DDP copies before each forward
+        return ddp
+
+    ddp = warmed()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        with doctor(D=ddp) as doc:
+            step(ddp)
+    fixes = [fix for fix, _n in doc.diagnoses[0].fixes]
+    assert fixes[0].startswith("one forward of the wrapped module per backward") and "forward_sync_buffers=False" in fixes[1]
+    step(warmed(), one_forward=True)                                    # fix 1 runs
+    import inspect
+    new_flag = "forward_sync_buffers" in inspect.signature(DDP).parameters
+    step(warmed(**({"forward_sync_buffers": False} if new_flag else {"broadcast_buffers": False})))   # fix 2 runs

@@ -54,7 +54,7 @@ def same(a, b):
 # %% [markdown]
 # ## 1 · DDP 给训练步添了什么
 #
-# **为什么重要**。下面每一个分布式错误都来自 DDP 添加的三样东西之一，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间起作用；梯度在进程间传送时装进的桶（bucket）；以及每次前向传播之前它对缓冲区做的一件事。
+# **为什么重要**。下面每一个分布式错误都来自 DDP 添加的某样东西，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间起作用；梯度在进程间传送时装进的桶（bucket）；以及它对缓冲区的处理，因为没有梯度会到达缓冲区。
 #
 # 包装只要一行：`ddp = DistributedDataParallel(D)`；训练代码随后在原来调用 `D(x)` 的地方调用 `ddp(x)`。下面每个进程都在**自己的**批量上（每个进程的批量都不同；进程编号即 rank）计算 D 的损失并调用 `backward()`：一次用普通的 D，一次用权重相同、经 DDP 包装的 D。
 
@@ -102,13 +102,58 @@ print(tr("rank 1's running mean, first 3: {values}", values=rounded(rank1['runni
 claim("复制之后，1 号进程的缓冲区接近 0 号进程的（都接近 0），而不是接近 4.5", bool(rank1["running_mean"].abs().max() < 0.5))
 claim("而且缓冲区的版本计数器没有变：在这个版本的 torch 上，这次复制不算一次写入",
       rank1["version"][0] == rank1["version"][1], shown=f"版本 {rank1['version'][0]} -> {rank1['version'][1]}")
-kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
+
+# %% [markdown]
+# 关掉这次复制的选项变了。torch 2.12 及以前是 `broadcast_buffers=False`；torch 2.13 弃用了它（会发出 `FutureWarning`），另加了 `forward_sync_buffers`。两者并不是同一个开关：`broadcast_buffers=False` 连 DDP 在包装模块时做的那一次复制也跳过了，而 `forward_sync_buffers=False` 保留那一次。
+
+# %%
+from torch.nn.parallel import DistributedDataParallel
+NEW_FLAG = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+if NEW_FLAG:
+    with expect_warning(FutureWarning, "broadcast_buffers"):
+        kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
+    new0, new1 = processes.run(ddp_lesson.buffers, forward_sync_buffers=False)
+    claim("forward_sync_buffers=False 和 broadcast_buffers=False 一样跳过了前向传播之前的复制：1 号进程仍然看得到它的 5",
+          bool(new1["running_mean"].mean() > 4), shown=f"1 号进程 {rounded(new1['running_mean'][:3])}")
+else:
+    kept0, kept1 = processes.run(ddp_lesson.buffers, broadcast_buffers=False)
 claim("broadcast_buffers=False 时，每个进程保留自己的统计量：1 号进程仍然看得到它的 5",
       bool(kept1["running_mean"].mean() > 4), shown=f"1 号进程 {rounded(kept1['running_mean'][:3])}")
-from torch.nn.parallel import DistributedDataParallel
-if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
-    print(tr("torch {version}'s DDP also takes forward_sync_buffers, a newer name for the copy before "
-             "each forward.", version=torch.__version__))
+
+# %% [markdown]
+# 一旦各进程构建模块的方式不同，包装时的那次复制就要紧了。第 7 节建议每个进程把进程编号加到随机种子上，好让各进程抽到自己的噪声；这样一来，带谱规范化的 D（SNGAN 的做法，`nn.utils.parametrizations.spectral_norm`）在每个进程里每层的向量 `u` 都不同，而 `u` 是缓冲区。DDP 包装 D 时会把 0 号进程的参数复制到每个进程；缓冲区也会复制，除非设了 `broadcast_buffers=False`：
+
+# %%
+show_source(ddp_lesson.seeded_per_rank)
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)   # 它的 FutureWarning 上面已经看过了
+    loose0, loose1 = processes.run(ddp_lesson.seeded_per_rank, broadcast_buffers=False)
+gap = (loose0["out"] - loose1["out"]).abs().max().item()
+claim("随机种子加进程编号、再加上 broadcast_buffers=False：两个进程的向量 u 不同，D 在同一个输入上的输出也不同",
+      not torch.equal(loose0["u"], loose1["u"]) and gap > 1e-3, shown=f"最大差值 {gap:.3f}")
+if NEW_FLAG:
+    tight0, tight1 = processes.run(ddp_lesson.seeded_per_rank, forward_sync_buffers=False)
+    claim("用 forward_sync_buffers=False 时，包装时的复制照样进行：向量 u 相同，输出也相同",
+          torch.equal(tight0["u"], tight1["u"]) and torch.equal(tight0["out"], tight1["out"]))
+
+# %% [markdown]
+# **先预测，再验证**。GAN 时不时要画一张样本网格，那是在 `torch.no_grad()` 下的一次前向传播。下面每个进程先训练一步，再在 `no_grad` 下做一次前向传播，然后 1 号进程把它的移动平均值写成 5，接着做一次训练用的前向传播。这次前向传播会像上面那样把 0 号进程的缓冲区复制进来吗？
+
+# %% tags=["predict"] reveals=["1 号进程的 5 保留了下来", "之后才会复制"]
+prediction = False  # SOLUTION: 在 no_grad 下的前向传播之后，下一次训练用的前向传播会复制 0 号进程的缓冲区吗？（True/False）
+after0, after1 = processes.run(ddp_lesson.sample_then_train)
+check("no_grad 前向传播之后的那次训练前向传播复制了 0 号进程的缓冲区", prediction,
+      bool(after1["running_mean"].mean() < 1),
+      why="DDP 在每次前向传播结束时决定下一次前向传播是否复制缓冲区，只有开着梯度（且不在 no_sync() 里）的前向传播之后才会复制："
+          "在 no_grad 下的前向传播之后，下一次前向传播跳过了复制，1 号进程的 5 保留了下来。")
+
+# %%
+plain0, plain1 = processes.run(ddp_lesson.sample_then_train, sample_first=False)
+claim("没有那次 no_grad 前向传播时，同样的训练前向传播会复制缓冲区：1 号进程的 5 没了",
+      bool(plain1["running_mean"].abs().max() < 0.5))
+claim("每次前向传播之前，DDP 自己的 ddp.will_sync_module_buffers() 已经说明了这一点：no_grad 前向传播之后不复制，没有它时复制",
+      not after1["will_copy"] and plain1["will_copy"])
 
 # %% [markdown]
 # ## 2 · BatchNorm 的缓冲区与版本错误
@@ -146,7 +191,7 @@ claim("broadcast_buffers=False：一次前向传播之后，1 号进程的移动
 # %% [markdown]
 # ## 3 · 没有任何损失到达的参数
 #
-# **为什么重要**。AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，这个头所在的桶永远装不满。
+# **为什么重要**。AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，装着这个头的桶永远装不满。
 
 # %%
 show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
@@ -157,12 +202,15 @@ show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
 # %% tags=["predict"] reveals=["在第二次迭代开始时", "第 2 次迭代报错"]
 prediction = 2  # SOLUTION: DDP 在第几次迭代（1 或 2）报错？
 try:
-    processes.run(ddp_lesson.unused_head, iterations=1)
-    first_raised = False
+    first = processes.run(ddp_lesson.unused_head, iterations=1)
 except RuntimeError:
-    first_raised = True
-check("报错的那次迭代", prediction, 1 if first_raised else 2,
+    first = None
+check("报错的那次迭代", prediction, 1 if first is None else 2,
       why="第一次反向传播结束时，类别头所在的桶从未被规约；DDP 在第二次迭代开始时的前向传播里才发现这一点并报出来：第 2 次迭代报错。")
+
+# %%
+claim("第 1 次迭代没有报错，却也什么都没平均：D 唯一的桶没有装满，每个进程都按自己的梯度更新，两份 D 已经不一样了",
+      not torch.equal(first[0]["D"], first[1]["D"]))
 
 # %%
 with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration before starting a new one"):
@@ -175,13 +223,19 @@ with expect_error(RuntimeError, "Expected to have finished reduction in the prio
 ran = processes.run(ddp_lesson.unused_head, iterations=3, find_unused_parameters=True)
 claim("find_unused_parameters=True：三次迭代都能运行，类别头没有梯度",
       all(r["ran"] == 3 and r["classes_grad"] is None for r in ran))
+claim("而且两份 D 保持一致", torch.equal(ran[0]["D"], ran[1]["D"]))
 
 # %% [markdown]
-# 文档给出的另一个选项 `static_graph=True` 会在第一次迭代时记下计算图，之后重复使用。它救不了这个 D：到第三次迭代时就会报错，报错信息说计算图变了，尽管这个 D 的计算图每次迭代都一样。
+# 文档给出的另一个选项 `static_graph=True` 会在第一次迭代时记下哪些参数得到了梯度，之后沿用。在这个 D 上它分两步失败：第 2 次迭代不报错，但也不求平均（之后两份 D 就不同了）；第 3 次迭代报错，报错信息说计算图变了，尽管这个 D 的计算图每次迭代都一样。原因是 PyTorch 一个尚未修复的缺陷：前向传播**返回**了一个没有任何损失用到的输出（这里是类别 logits），静态图的记账就会出错（pytorch/pytorch#97030 和 #79171）。如果 D 的前向传播不输出这个头（`returns_classes=False`），`static_graph=True` 就能运行：
 
 # %%
+two = processes.run(ddp_lesson.unused_head, iterations=2, static_graph=True)
+claim("static_graph=True：第 2 次迭代没有报错，但之后两份 D 不一样了", not torch.equal(two[0]["D"], two[1]["D"]))
 with expect_error(RuntimeError, "Expected to have finished reduction in the prior iteration"):
     processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True)
+left_out = processes.run(ddp_lesson.unused_head, iterations=3, static_graph=True, returns_classes=False)
+claim("前向传播的输出里去掉这个头之后，static_graph=True 能运行三次迭代，两份 D 保持一致",
+      all(r["ran"] == 3 for r in left_out) and torch.equal(left_out[0]["D"], left_out[1]["D"]))
 
 # %% [markdown]
 # 这两个选项的代价：D 的损失同时用到两个头（没有未使用的参数），在本笔记本的两个 CPU 进程里，D 每更新一步用时的中位数（毫秒），共五轮，轮流测量，每轮 50 步。这些数字只属于这台机器；`find_unused_parameters` 多出的那次遍历随计算图变大而变长。不需要任何选项的修法：让每个头在每一步都有一个损失项，权重为零的项就够了（见下）。
@@ -217,18 +271,19 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 show_source(ddp_lesson.d_step_synced_each)
 
 # %% [markdown]
-# **先预测，再验证**。`accum=2` 时，DDP 每一步会把 D 的那一个桶发送几次？
+# **先预测，再验证**。每次反向传播都对当时 `.grad` 里的东西求平均……真是这样吗？`accum=2` 时，每个进程据以更新的梯度，是不是单个进程把两个进程的批量合在一起时据以更新的那个梯度？
 
-# %% tags=["predict"] reveals=["每次反向传播一次", "两个微批量，发送两次"]
-prediction = 2  # SOLUTION: accum=2 时，DDP 每一步发送几次 D 的桶？
+# %% tags=["predict"] reveals=["梯度照样是对的", "和的平均等于平均的和"]
+prediction = True  # SOLUTION: 每个进程据以更新的，是不是单个进程用全局批量得到的梯度？（True/False）
 synced = processes.run(ddp_lesson.accumulate, step="d_step_synced_each")
-check("每一步发送桶的次数", prediction, synced[0]["sent"][0],
-      why="每次穿过被包装的 D 的反向传播，DDP 都会求一次平均，即每次反向传播一次：两个微批量，发送两次。")
+one_process = ddp_lesson.one_process_reference(world=2)
+check("每个进程据以更新的，是单个进程用全局批量得到的梯度", prediction,
+      all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)),
+      why="每次反向传播都把本微批量的梯度在各进程间求平均，再加进 .grad：和的平均等于平均的和，所以梯度照样是对的。")
 
 # %%
-one_process = ddp_lesson.one_process_reference(world=2)
-claim("梯度照样是对的：每个进程据以更新的，和单个进程用整个全局批量据以更新的一样",
-      all(same(g, r) for run in synced for g, r in zip(run["grads"], one_process)))
+claim("但 DDP 每次反向传播都发送一次 D 的桶：两个微批量，每一步发送两次", synced[0]["sent"][0] == 2,
+      shown=f"发送 {synced[0]['sent'][0]} 次")
 
 # %% [markdown]
 # 把总和平均一次就能得到同样的梯度。`with ddp.no_sync():` 会关掉在它里面运行的那些前向传播**和**反向传播的求平均（DDP 在前向传播时就决定了下一次反向传播是否求平均）：它们的梯度在本地的 `.grad` 里累加，而它**之外**的第一次前向传播和反向传播会对总和求平均。练习要你写的就是这样一个训练步。
@@ -258,13 +313,11 @@ claim("惩罚项的 autograd.grad 没有让 DDP 发送任何东西；D 的桶是
 show_source(ddp_lesson.noise_and_files)
 
 # %% [markdown]
-# **先预测，再验证**。每个进程都调用 `torch.manual_seed(0)`，然后调用 `torch.randn(8, 4)`。两个进程抽到的 `z` 相同吗？
+# 下面每个进程都像单进程代码那样，先调用 `torch.manual_seed(0)`，再调用 `torch.randn(8, 4)`：
 
-# %% tags=["predict"] reveals=["噪声完全相同", "一半假样本"]
-prediction = True  # SOLUTION: 两个进程抽到的 z 相同吗？（True/False）
+# %%
 rank0, rank1 = processes.run(ddp_lesson.noise_and_files)
-check("两个进程抽到的 z 相同", prediction, torch.equal(rank0["z"], rank1["z"]),
-      why="同一个随机种子在每个进程里给出同一个随机数序列：噪声完全相同，于是全局批量里有一半假样本是另一半的复制品。")
+claim("两个进程抽到的 z 相同：全局批量里有一半假样本是另一半的复制品", torch.equal(rank0["z"], rank1["z"]))
 
 # %%
 own0, own1 = processes.run(ddp_lesson.noise_and_files, seed_per_rank=True)
@@ -273,14 +326,52 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
       own0["loaded_equal"] and own1["loaded_equal"])
 
 # %% [markdown]
-# 让每个进程拿到自己的噪声有两种办法：像上面那样把进程编号加到随机种子上；或者从一个共享的随机数流里抽取整个全局批量的噪声，再各取自己的一片。`torchrun` 下的 `python -m gan_lessons train` 用的是后一种，这样两个进程合起来抽到的噪声，恰好就是单个进程会抽到的。文件：只让一个进程写（`if dist.get_rank() == 0`），其他进程先在 `dist.barrier()` 处等待，再去读；训练程序也是这样做的。
+# 让每个进程拿到自己的噪声有两种办法：像上面那样把进程编号加到随机种子上；或者从一个共享的随机数流里抽取整个全局批量的噪声，再各取自己的一片。`torchrun` 下的 `python -m gan_lessons train` 用的是后一种，这样两个进程合起来抽到的噪声，恰好就是单个进程会抽到的。文件：只让一个进程写（`if dist.get_rank() == 0`），其他进程先在 `dist.barrier()` 处等待，再去读；训练程序也是这样做的。把进程编号加到随机种子上是有代价的，第 1 节已经看到：各进程构建出的模块不同，它们的缓冲区只靠包装时的那次复制才变得一致。
+
+# %% [markdown]
+# ## 8 · 真正的多 GPU GAN 还需要什么
+#
+# **为什么重要**。本课的实验有意做得很小。在多块 GPU 上运行的训练脚本还会遇到几件事，每一件都是大家常问的 DDP 问题。
+#
+# - **对参数调用 `torch.autograd.grad`**。DDP 是在填写 `.grad` 的钩子里求平均的。`autograd.grad` 返回梯度却不碰 `.grad`，所以这些梯度永远不会被平均；手动赋给 `.grad` 的值也一样。（第 6 节里惩罚项对输入调用的 `autograd.grad` 没有问题。）
+
+# %%
+show_source(ddp_lesson.grad_of_parameters)
+g0, g1 = processes.run(ddp_lesson.grad_of_parameters)
+claim("穿过 DDP 包装的 D 调用 autograd.grad，得到的是每个进程自己的梯度，不是平均值",
+      same(g0["through_ddp"], g0["own"]) and same(g1["through_ddp"], g1["own"]) and not same(g0["through_ddp"], g1["through_ddp"]))
+
+# %% [markdown]
+# - **保存**。DDP 的 `state_dict()` 在每个名字前加上 `module.`；请保存 `ddp.module.state_dict()`（这里是 D 的），这样单个进程不用 DDP 也能加载。G 权重的指数移动平均（StyleGAN、BigGAN 都用）同样从 `ddp.module` 取，可以由一个进程维护，也可以每个进程都维护（每一步之后各副本都相同）。
+
+# %%
+claim("DDP 的 state_dict 里的名字以 module. 开头，模块自己的不是",
+      all(k.startswith("module.") for k in g0["ddp_keys"]) and not any(k.startswith("module.") for k in g0["module_keys"]),
+      shown=f"{g0['ddp_keys'][0]} / {g0['module_keys'][0]}")
+
+# %% [markdown]
+# - **`DataLoader`**。训练程序是对一个打乱后的批量切片；用 `DataLoader` 时需要 `DistributedSampler`，它让每个进程拿到数据集里属于自己的那一份，并且每个迭代周期开始时要调用 `sampler.set_epoch(epoch)`：不调用的话，每个迭代周期的打乱顺序都一样。
+
+# %%
+from torch.utils.data import DistributedSampler
+sampler = DistributedSampler(range(16), num_replicas=2, rank=0, seed=0)
+first, again = list(sampler), list(sampler)
+sampler.set_epoch(1)
+claim("不调用 set_epoch 时，DistributedSampler 每个迭代周期给出的顺序都一样；set_epoch(1) 之后就变了",
+      first == again and list(sampler) != first, shown=f"{first[:4]} …… 之后 {list(sampler)[:4]} ……")
+
+# %% [markdown]
+# - **只在一个进程上的调用**。经过 DDP 包装器的前向传播可能会做一次集合通信（第 1 节的缓冲区复制），每个进程都必须参加。只在 0 号进程上画网格或记录日志时，要经过 `ddp.module`，而不是 `ddp`：`ddp.will_sync_module_buffers()` 会告诉你下一次前向传播是否要复制。
+# - **在 GPU 上**（这里没有运行）：每个进程在构建任何东西之前先调用 `torch.cuda.set_device(local_rank)`，并使用 `backend="nccl"`。一个进程挂掉时，其他进程会在下一次集合通信里一直等，直到 NCCL 的看门狗或进程组的超时让它们停下；随后 `torchrun` 会停掉其余进程。在 `torchrun` 下，`python -m gan_lessons train` 两件事都做了（docs/training.md）。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 在多个进程上 | 会发生什么 | 怎么办 |
 # |---|---|---|
-# | 某个参数没有任何损失到达（第二个头） | 下一次迭代报错“Expected to have finished reduction in the prior iteration” | 让它在每一步都有一个损失项（`0 * classes.sum()` 即可），或者 `find_unused_parameters=True`（每次迭代多遍历一次计算图）；`static_graph=True` 修不好这个 D |
+# | 某个参数没有任何损失到达（第二个头） | 第 1 次迭代什么都没平均；下一次迭代报错“Expected to have finished reduction in the prior iteration” | 让它在每一步都有一个损失项（`0 * classes.sum()` 即可），或者 `find_unused_parameters=True`（每次迭代多遍历一次计算图）；只有前向传播不返回这个头时才能用 `static_graph=True`（pytorch/pytorch#97030） |
 # | BatchNorm，D 做两次前向传播、一次反向传播 | 在这个版本的 torch 上能运行：DDP 复制缓冲区不再算作写入 | 在这个版本的 torch 上无需处理（在把复制算作写入的 torch 上，用下面缓冲区的修法）；在前向传播和反向传播之间对缓冲区做 `copy_`，仍会抛出版本错误 |
-# | `broadcast_buffers=False` | 不复制缓冲区；各进程的运行统计量各自漂移 | 只在一个进程上评估和保存，或者使用 SyncBatchNorm |
+# | `broadcast_buffers=False`（torch 2.13 起弃用） | 不复制缓冲区，包装时也不复制；运行统计量各自漂移，随机种子加进程编号时谱规范化的 `u` 也不同 | `forward_sync_buffers=False` 保留包装时的复制；只在一个进程上评估和保存，或者使用 SyncBatchNorm |
+# | `no_grad` 下的前向传播（画网格） | 下一次前向传播跳过缓冲区复制 | 不用处理，或者经过 `ddp.module` 采样 |
+# | 对参数调用 `autograd.grad` | 每个进程自己的梯度，没有平均 | 用 `backward()` 写进 `.grad` |
 # | CPU 上的 `SyncBatchNorm` | 报错“SyncBatchNorm layers only work with GPU modules” | 只能用于 GPU；每次 BatchNorm 的前向传播和反向传播都做一次集合通信 |
 # | 原帖 003 的顺序 | 和单进程时一样的版本错误 | 第 05 课的那些顺序 |
 # | 在微批量上累积梯度 | 梯度正确，但每次反向传播都做一次全规约 | 除最后一个微批量外，其余都放进 `no_sync()` |
@@ -291,10 +382,10 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。每次前向传播之前，它把 0 号进程的缓冲区复制到每个进程（`broadcast_buffers=True`）。
-# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 能让它运行，代价是每次迭代多遍历一次计算图；给每个头都加一个损失项（哪怕权重为零）则不需要任何选项。`static_graph=True` 在这里没能修好它。
+# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。它在包装模块时把 0 号进程的缓冲区复制到每个进程，之后在每次开着梯度的前向传播之后的那次前向传播之前再复制（`no_grad` 或 `no_sync()` 下的前向传播之后不复制）。torch 2.13 弃用了 `broadcast_buffers`，改用 `forward_sync_buffers`，后者保留包装时的那次复制。
+# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 能让它运行，代价是每次迭代多遍历一次计算图；给每个头都加一个损失项（哪怕权重为零）则不需要任何选项。`static_graph=True` 在这个 D 上失败，是因为 PyTorch 在处理返回了却没被用到的输出时有缺陷；前向传播不输出这个头时它就能运行。在 DDP 报错之前什么都没有平均：两份副本从第 1 次迭代起就开始不一致。
 # - 在这个版本的 torch 上，复制缓冲区不再触发版本检查，所以 D 先做两次前向传播再做一次反向传播可以运行；而你自己对已保存的缓冲区的写入仍会抛出第 03 课的错误。`broadcast_buffers=False` 让统计量各自漂移；`SyncBatchNorm` 需要 GPU。
-# - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件。
+# - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题；对参数调用 `autograd.grad` 得到的梯度不会被平均。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件，写的是 `ddp.module` 的状态。
 # - 在 GPU 上（每块 GPU 一个进程，使用 NCCL），求平均和反向传播重叠进行，每个设备分担的是实实在在的工作。在这台 2 核 CPU 上，第二个进程带不来任何好处：`docs/training.md` 给出了实测的每步用时。
 
 # %% [markdown]
