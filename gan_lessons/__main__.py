@@ -238,5 +238,10 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
+def run():
+    """The `gan-lessons` command (pyproject's [project.scripts]): main()'s exit status as the process's."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

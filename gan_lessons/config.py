@@ -56,7 +56,8 @@ class TrainConfig:
     data: str = option(data.DEFAULT_ROOT, "--data", N_("the folder MNIST is kept in (downloaded there if missing)"),
                        "text")
     limit: int | None = option(None, "--limit", N_("train on the first N images only"), "positive")
-    fast: bool = option(False, "--fast", N_("torch.compile G and D"), "on")
+    fast: bool = option(False, "--fast", N_("on a GPU, record the whole step once as a CUDA graph and replay it; on "
+                                            "the CPU, torch.compile G and D"), "on")
 
     def validate(self) -> "TrainConfig":
         for name, holds, template in RULES:

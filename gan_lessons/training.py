@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from gan_lessons import data, distributed, strategies
+from gan_lessons import capture, data, distributed, strategies
 from gan_lessons.config import ConfigError, TrainConfig, resolve_device
 from gan_lessons.files import load_checkpoint, save_checkpoint
 from gan_lessons.generators import UNREADABLE_RUN, export_generator, generate, load_generator  # noqa: F401
@@ -51,14 +51,15 @@ def _writable(folder: Path) -> Path:
 
 
 
-def _adam(net, lr, betas):
+def _adam(net, lr, betas, **more):
     """Adam with its fused kernel (one kernel for all the parameters of a step, instead of a loop of calls) where
     this torch has one for the device (CUDA; the CPU since torch 2.4), else torch's default. On the 2-core CPU
-    it halves the aten calls of a step and cuts a batch-2 step by about 40% (benchmarks/fixed_cost.py)."""
+    it halves the aten calls of a step and cuts a batch-2 step by about 40% (benchmarks/fixed_cost.py). `more`:
+    capturable=True for a step recorded as a CUDA graph (gan_lessons.capture)."""
     try:
-        return torch.optim.Adam(net.parameters(), lr=lr, betas=betas, fused=True)
+        return torch.optim.Adam(net.parameters(), lr=lr, betas=betas, fused=True, **more)
     except RuntimeError:                 # an older torch, or a device with no fused Adam
-        return torch.optim.Adam(net.parameters(), lr=lr, betas=betas)
+        return torch.optim.Adam(net.parameters(), lr=lr, betas=betas, **more)
 
 
 def _mnist_once(root, ranks):
@@ -88,8 +89,11 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.G = Generator(cfg.z_dim, cfg.tanh).to(self.device)
         self.D = Discriminator().to(self.device)
-        self.opt_G = _adam(self.G, cfg.lr_G, (cfg.beta1, cfg.beta2))
-        self.opt_D = _adam(self.D, cfg.lr_D, (cfg.beta1, cfg.beta2))
+        # fast mode on a GPU records the whole step as a CUDA graph (gan_lessons.capture), where the strategy allows
+        self.captured = cfg.fast and self.device.type == "cuda" and cfg.strategy in capture.CAPTURABLE
+        more = capture.capturable(self.device) if self.captured else {}
+        self.opt_G = _adam(self.G, cfg.lr_G, (cfg.beta1, cfg.beta2), **more)
+        self.opt_D = _adam(self.D, cfg.lr_D, (cfg.beta1, cfg.beta2), **more)
         images = _mnist_once(cfg.data, self.ranks)
         if len(images[: cfg.limit]) < cfg.batch_size:
             raise worded(ConfigError, _("{batch_size} {size} is larger than the {n} training images: no full batch, "
@@ -109,7 +113,9 @@ class Trainer:
         self.step_fn = strategies.get(cfg.strategy)
         if cfg.strategy == "wgan_gp":       # the one strategy with settings of its own
             self.step_fn = functools.partial(self.step_fn, n_critic=cfg.n_critic, gp_weight=cfg.gp_weight)
-        if cfg.fast:
+        if self.captured:
+            self.step_fn = capture.CapturedStep(self.step_fn, cfg.z_dim)
+        elif cfg.fast:
             self.step_fn = _compiled_step(self)
 
     @property
@@ -207,10 +213,11 @@ def check_ranks(cfg, r):
 
 
 def _compiled_step(trainer):
-    """Fast mode: compile G and D. Donated buffers are turned off because one_forward keeps its graph
-    (retain_graph) across two backward calls. On a GPU the step is launch-bound (3.3 M parameters, batch 64), so
-    there the compiled forward and backward are also replayed as CUDA graphs (mode "reduce-overhead"); on the CPU,
-    where there are no launches to save, it is plain compilation."""
+    """Fast mode where the whole step is not recorded as one CUDA graph (on the CPU, and for a strategy outside
+    capture.CAPTURABLE): compile G and D.
+    Donated buffers are turned off because one_forward keeps its graph (retain_graph) across two backward calls.
+    On a GPU the compiled forward and backward are also replayed as CUDA graphs (mode "reduce-overhead");
+    on the CPU, where there are no launches to save, it is plain compilation."""
     import torch._functorch.config as functorch_config
     functorch_config.donated_buffer = False
     mode = "reduce-overhead" if trainer.device.type == "cuda" else None

@@ -39,3 +39,50 @@ def test_python_floor_matches():
     assert project["requires-python"] == ">=3.10"
     assert "python>=3.10" in env["dependencies"]
 
+
+
+def _project():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_the_console_script_runs_the_same_commands_as_python_m():
+    assert _project()["scripts"] == {"gan-lessons": "gan_lessons.__main__:run"}
+    import subprocess
+    import sys
+    code = "import sys; from gan_lessons.__main__ import run; sys.argv = ['gan-lessons', '--help']; run()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    plain = subprocess.run([sys.executable, "-m", "gan_lessons", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == plain.stdout and "train" in done.stdout
+
+
+def test_citation_names_the_project_s_version_and_the_fields_its_schema_requires():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert {"cff-version", "message", "title", "authors"} <= set(cff)       # required by CFF 1.2.0
+    assert cff["cff-version"] == "1.2.0" and all("name" in a or "family-names" in a for a in cff["authors"])
+    assert str(cff["version"]) == _project()["version"] and cff["license"] == _project()["license"]
+    assert "## Unreleased" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_a_workflow_runs_the_tests_on_pull_requests_and_the_full_command_on_main():
+    flow = yaml.safe_load((ROOT / ".github/workflows/tests.yml").read_text())
+    on = flow[True] if True in flow else flow["on"]                     # YAML reads a bare `on:` as True
+    assert "pull_request" in on and on["push"]["branches"] == ["main"]
+    runs = {name: [s.get("run", "") for s in job["steps"]] for name, job in flow["jobs"].items()}
+    assert "make quick" in runs["quick"] and "pull_request" in flow["jobs"]["quick"]["if"]
+    assert "make test" in runs["full"]
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make quick" in (ROOT / "Makefile").read_text()
+    ci_packages = re.search(r"apt-get install .*?--no-install-recommends (.*?)\s+#", (ROOT / ".ci/run").read_text()).group(1)
+    assert ci_packages.split() == runs["full"][-2].split("--no-install-recommends ")[1].split()
+
+
+def test_generated_notebooks_are_marked_as_generated():
+    lines = (ROOT / ".gitattributes").read_text().splitlines()
+    for folder in ("notebooks/", "notebooks/zh/", "notebooks/student/", "notebooks/zh/student/"):
+        assert f"{folder}*.ipynb linguist-generated=true" in lines
+
+
+def test_pre_commit_runs_ruff_and_the_source_check():
+    hooks = [h for r in yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"] for h in r["hooks"]]
+    entries = " ".join(h["entry"] for h in hooks)
+    assert "ruff check" in entries and "tools/build_notebook.py --check" in entries
