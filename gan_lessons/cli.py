@@ -64,10 +64,15 @@ def speaking():
         argparse._, argparse.ngettext = saved
 
 
+# Chinese typesetting: a line never starts with closing punctuation, nor ends with an opening one.
+CLOSING, OPENING = "）」』】〕〉》，。；：、！？”’…", "（「『【〔〈《“‘"
+
+
 def wrap(text: str, columns: int) -> list:
-    """Lines of at most `columns` terminal columns: break at spaces, or between two Chinese characters."""
-    wide = "\u2e80-\u9fff\uff00-\uffef"
-    pieces = re.findall(rf"[{wide}]|[^\s{wide}]+|\s+", " ".join(text.split()))
+    """Lines of at most `columns` terminal columns: break at spaces, or between two Chinese characters, never
+    before a closing mark or after an opening one (they stay with the character they belong to)."""
+    wide = "\u2e80-\u9fff\uff00-\uffef\u2018-\u201d\u2026"
+    pieces = re.findall(rf"[{OPENING}]*(?:[{wide}]|[^\s{wide}]+)[{CLOSING}]*|\s+", " ".join(text.split()))
     lines, line = [], ""
     for piece in pieces:
         if line and width((line + piece).rstrip()) > columns and not piece.isspace():

@@ -176,15 +176,39 @@ def check(question: str, prediction, actual, why: str = "") -> None:
         print(_("  why: {why}").format(why=why))
 
 
+# Names that stand for the same answer, once case and torch's decoration are dropped: one table, read both ways
+# (tests/package/test_lesson.py checks each pair in both directions).
+SAME_NAMES = {"inference_mode": "inference", "opt_d": "d", "opt_g": "g", "optimizer_d": "d", "optimizer_g": "g",
+              "no_grad()": "no_grad"}
+
+
+def _plain_value(value):
+    """A tensor or numpy value as Python's own: a one-element tensor or a numpy scalar as its number or truth value,
+    anything with more elements as a list."""
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    if type(value).__module__ == "numpy":
+        return value.item() if getattr(value, "size", 1) == 1 else value.tolist()
+    return value
+
+
 def _canonical(value):
     """A prediction or an answer as the thing it names, whatever way it is written: a shape as a tuple of ints (list,
     tuple or torch.Size alike), a dtype or a name without torch's decoration or case ("float32" for torch.float32,
-    "tanh" for "TanhBackward0", "sgd" for "SGD"), a number or a truth value given as text as the number or the value,
-    a single word without a plural s ("move" for "moves")."""
+    "tanh" for "TanhBackward0", "sgd" for "SGD" or "optim.SGD"), a number or a truth value given as text as the
+    number or the value (a truth value stays one: True is not the count 1), a single word without a plural s ("move"
+    for "moves"), names in SAME_NAMES as one, and names given as a list, a tuple, a set or "a, b" as the set of them
+    ("a", ["a"] and {"a"} alike)."""
+    value = _plain_value(value)
+    if isinstance(value, bool):
+        return ("truth", value)
     if isinstance(value, torch.dtype):
         value = str(value)
-    if isinstance(value, (list, tuple, torch.Size)) and all(isinstance(v, (int, float, bool)) for v in value):
+    if isinstance(value, (list, tuple, torch.Size)) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                           for v in value):
         return tuple(value)
+    if isinstance(value, (list, tuple, set, frozenset)) and value and all(isinstance(v, (str, type)) for v in value):
+        return frozenset(_canonical(v) for v in value)
     if isinstance(value, type):
         value = value.__name__
     if not isinstance(value, str):
@@ -192,7 +216,7 @@ def _canonical(value):
     text = value.strip().strip("'\"`").strip()
     lowered = text.lower()
     if lowered in ("true", "false"):
-        return lowered == "true"
+        return ("truth", lowered == "true")
     try:
         number = float(text)
         return int(number) if number.is_integer() else number
@@ -201,23 +225,37 @@ def _canonical(value):
     shape = re.fullmatch(r"(?:torch\.size\()?[\[(]\s*(\d+(?:\s*,\s*\d+)*)?\s*,?\s*[\])]\)?", lowered)
     if shape:
         return tuple(int(n) for n in re.findall(r"\d+", shape.group(1) or ""))
-    lowered = re.sub(r"^torch\.(?:optim\.)?", "", lowered)
+    if "," in lowered and re.fullmatch(r"[\w. ()]+(?:\s*,\s*[\w. ()]+)+", lowered):     # "a, b": names
+        return frozenset(_canonical(part) for part in lowered.split(","))
+    lowered = re.sub(r"^(?:torch\.)?(?:optim\.)?", "", lowered)
     lowered = re.sub(r"backward\d*$", "", lowered)
+    lowered = SAME_NAMES.get(lowered, lowered)
     if re.fullmatch(r"[a-z_]+s", lowered) and not lowered.endswith("ss"):
         lowered = lowered[:-1]
     return lowered
 
 
+def _as_set(value):
+    """A single name as the set of it, so that "a" names the same answer as ["a"]."""
+    return frozenset([value]) if isinstance(value, str) else value
+
+
 def same_answer(prediction, actual) -> bool:
     """Whether a prediction names the answer: equal, or equal once both are written the same way (_canonical)."""
+    prediction, actual = _plain_value(prediction), _plain_value(actual)
     if isinstance(prediction, bool) != isinstance(actual, bool) and not isinstance(prediction, str):
         return False                    # 1 is not True, as a prediction
-    if prediction == actual:
-        return True
     try:
-        return _canonical(prediction) == _canonical(actual)
+        if prediction == actual:
+            return True
+    except (TypeError, ValueError):
+        pass
+    try:
+        mine, theirs = _canonical(prediction), _canonical(actual)
+        return mine == theirs or _as_set(mine) == _as_set(theirs)
     except (TypeError, ValueError):
         return False
+
 
 
 def not_solved(name: str, what: str, where: str = "") -> None:

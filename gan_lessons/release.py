@@ -40,10 +40,12 @@ LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?P<fragment>#[^)\s]*)?\)")
 HIDDEN_IMPORT = "from gan_lessons.lesson import hidden  # check() prints its explanation once you have answered"
 # What a release says in the lesson's language.
 WORDS = {
-    "en": {"answer": "your answer", "hidden": HIDDEN_IMPORT, "later": "{title} (read after the exercises)",
+    "en": {"answer": "your answer", "colon": ": ", "hidden": HIDDEN_IMPORT,
+           "later": "{title} (read after the exercises)",
            "what": "The {title}", "verdicts": "The verdicts (read after the exercises)", "table": "A table of verdicts",
            "pointer": "*{what} is at the end of this notebook: read it after the exercises.*"},
-    "zh": {"answer": "你的答案", "hidden": "from gan_lessons.lesson import hidden  # 你作答之后，check() 才会显示解释",
+    "zh": {"answer": "你的答案", "colon": "：",
+           "hidden": "from gan_lessons.lesson import hidden  # 你作答之后，check() 才会显示解释",
            "later": "{title}（做完练习再读）", "what": "“{title}”", "verdicts": "结论（做完练习再读）",
            "table": "结论表", "pointer": "*{what}在本笔记本的末尾：做完练习再读。*"},
 }
@@ -84,7 +86,8 @@ def blank(source: str, lang: str = "en") -> str:
     """Every `name = answer  # SOLUTION: question` line as `name = ...  # your answer: question`."""
     def answerless(m):
         question = m["question"].strip()
-        return f"{m['head']}...  # {WORDS[lang]['answer']}{': ' + question if question else ''}"
+        words = WORDS[lang]
+        return f"{m['head']}...  # {words['answer']}{words['colon'] + question if question else ''}"
     return SOLUTION.sub(answerless, source)
 
 

@@ -82,6 +82,19 @@ def _mo_bytes(catalog: Catalog) -> bytes:
     return out.getvalue()
 
 
+def _shown(path: Path) -> str:
+    """A path as the repository names it, or as it is when it lies elsewhere."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _mo_messages(data: bytes) -> dict:
+    """A compiled catalog's messages and their translations: what gettext reads, whatever bytes a Babel version
+    writes around them (two versions order or pad the file differently)."""
+    from babel.messages.mofile import read_mo
+    return {(m.context, m.id if isinstance(m.id, str) else tuple(m.id)):
+            m.string if isinstance(m.string, str) else tuple(m.string) for m in read_mo(io.BytesIO(data)) if m.id}
+
+
 def fields(message: str) -> list:
     """The placeholders of a str.format template, in order: "{name} at {step:d}" -> ["name", "step:d"]."""
     try:
@@ -111,10 +124,10 @@ def problems() -> list:
     stale = sorted(m.id for m in po if m.id and pot.get(m.id, context=m.context) is None)
     found += [f"the .po translates a message the package no longer has: {s!r} (run python tools/messages.py)"
               for s in stale]
-    if not MO.exists() or _mo_bytes(po) != MO.read_bytes():
-        found.append(f"{MO.relative_to(ROOT)} is not compiled from the .po: run python tools/messages.py")
+    if not MO.exists() or _mo_messages(MO.read_bytes()) != _mo_messages(_mo_bytes(po)):
+        found.append(f"{_shown(MO)} is not compiled from the .po: run python tools/messages.py")
     if not POT.exists() or {m.id for m in _read(POT) if m.id} != {m.id for m in pot if m.id}:
-        found.append(f"{POT.relative_to(ROOT)} is stale: run python tools/messages.py")
+        found.append(f"{_shown(POT)} is stale: run python tools/messages.py")
     return found
 
 

@@ -369,7 +369,8 @@ D_bn.eval()
 with torch.no_grad():
     eval_gap = (D_bn(x_real) - D_bn(torch.cat([x_real, x_fake]))[:8]).abs().max().item()
 D_bn.train()
-claim("evaluation mode: the same logits either way, each image is normalised on its own", eval_gap == 0)
+claim("evaluation mode: the same logits either way: BatchNorm normalises with its running statistics, which no "
+      "batch changes", eval_gap == 0)
 
 
 # %% [markdown]

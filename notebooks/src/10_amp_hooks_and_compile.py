@@ -112,8 +112,10 @@ claim("the parameters stay float32, and so does every gradient backward writes i
 # %%
 tiny = torch.tensor(1e-8)
 claim("a gradient of 1e-8 rounds to 0 in float16, not in bfloat16", tiny.half().item() == 0 and tiny.bfloat16().item() > 0)
-claim("float16 overflows above 65504; bfloat16 reaches about 3.4e38, as float32 does",
-      torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
+claim("float16's largest value is 65504: 65510 still rounds to it, 65520 and above become inf; bfloat16 reaches "
+      "about 3.4e38, as float32 does",
+      torch.finfo(torch.float16).max == 65504 and torch.tensor(65510.0).half().item() == 65504
+      and torch.isinf(torch.tensor(65520.0).half()).item() and torch.finfo(torch.bfloat16).max > 3e38)
 
 
 # %% [markdown]
@@ -143,7 +145,7 @@ for scale in (1.0, 2.0**16):
 claim("unscaled, most of this gradient rounds to 0 in float16", rounded_away[1.0] > got.numel() / 2)
 claim("scaled by 65536 first, none of it does, and each entry is within 1% of the true gradient",
       rounded_away[2.0**16] == 0 and error < 0.01)
-claim("and a gradient above 65504 becomes inf in float16: the step a GradScaler then skips",
+claim("and a gradient of 70000 becomes inf in float16: the step a GradScaler then skips",
       torch.isinf(torch.tensor(70000.0).half()).item())
 
 # %% [markdown]

@@ -82,3 +82,21 @@ def test_wrap_counts_a_chinese_character_as_two_columns():
     lines = wrap(text, 30)
     assert all(width(line) <= 30 for line in lines) and "".join(lines).replace(" ", "") == text.replace(" ", "")
     assert wrap("a bc def", 5) == ["a bc", "def"] and width("中a") == 3
+
+
+@pytest.mark.parametrize("columns", [80, 90, 120])
+@pytest.mark.parametrize("command", [["--help"], ["train", "--help"], ["doctor", "--help"], ["sample", "--help"],
+                                     ["evaluate", "--help"], ["export", "--help"], ["classifier", "--help"]])
+def test_chinese_help_never_starts_a_line_with_closing_punctuation(command, columns):
+    import subprocess
+    import sys
+    from gan_lessons.cli import CLOSING, OPENING
+    env = {**os.environ, "COLUMNS": str(columns), "GAN_LESSONS_LANG": "zh"}
+    out = subprocess.run([sys.executable, "-m", "gan_lessons", *command], capture_output=True, text=True, env=env).stdout
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    assert lines and not [line for line in lines if line[0] in CLOSING or line[-1] in OPENING]
+
+
+def test_the_wrap_keeps_punctuation_with_its_character():
+    lines = wrap("选项（默认 64）：每一步的图像数，（见第 06 课）", 14)
+    assert lines == ["选项（默认", "64）：每一步的", "图像数，（见第", "06 课）"] and all(width(line) <= 14 for line in lines)

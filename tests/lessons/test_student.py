@@ -84,8 +84,8 @@ def test_no_answer_is_left_in_a_student_copy(copies):
                 if m:
                     solution_lines += 1
                     question = m["question"].strip()
-                    answer = student.WORDS[_lang(name)]["answer"]
-                    blanked = f"{m['head']}...  # {answer}{': ' + question if question else ''}"
+                    words = student.WORDS[_lang(name)]
+                    blanked = f"{m['head']}...  # {words['answer']}{words['colon'] + question if question else ''}"
                     assert blanked in by_id[answered.cells[i].id].source.splitlines(), f"{name}, cell {i}: {line!r} not blanked"
             for literal in _why_texts(source):
                 for piece in re.split(r"\s*\n\s*", literal):

@@ -158,6 +158,10 @@ def test_rounded_prints_stable_python_floats():
     ("moves", "move"), ([512, 1], (512, 1)), ("(512, 1)", (512, 1)), ("[512, 1]", torch.Size([512, 1])),
     ("Tanh", "TanhBackward0"), ("float32", torch.float32), ("torch.float32", torch.float32), ("sgd", "SGD"),
     ("3", 3), (3.0, 3), ("true", True), (" 'both' ", "both"), ("uint8", torch.uint8), ("d", "D"),
+    (("a",), ["a"]), ({"a"}, ["a"]), ("a", ["a"]), (["c", "a"], ["a", "c"]), ("a, c", ["a", "c"]),
+    ("inference", "inference_mode"), (["inference_mode"], "inference_mode"), ("opt_D", "D"), ("optimizer_g", "G"),
+    ("optim.SGD", "SGD"), ("torch.optim.SGD", "SGD"), (torch.tensor(True), True), (torch.tensor(3), 3),
+    (__import__("numpy").bool_(False), False), (__import__("numpy").array([4.0, 6.0]), [4.0, 6.0]),
 ])
 def test_check_accepts_a_right_answer_written_another_way(capsys, prediction, actual):
     check("q", prediction, actual)
@@ -166,8 +170,24 @@ def test_check_accepts_a_right_answer_written_another_way(capsys, prediction, ac
 
 @pytest.mark.parametrize("prediction, actual", [
     (1, True), (0, False), ("yes", True), ("move", "stay"), ([512, 2], (512, 1)), ("Exp", "TanhBackward0"),
-    ("float16", torch.float32), ("2", 3), ("a", ["a"]),
+    ("float16", torch.float32), ("2", 3), ("a", ["a", "c"]), (["a", "b"], ["a"]), ("True", 1), ("False", 0),
+    ("opt_G", "D"), (__import__("numpy").array([4.0, 7.0]), [4.0, 6.0]), (torch.tensor(1), True),
 ])
 def test_check_still_rejects_a_wrong_answer(capsys, prediction, actual):
     check("q", prediction, actual)
     assert "not quite" in capsys.readouterr().out
+
+
+def test_each_pair_of_same_names_is_one_answer_both_ways(capsys):
+    from gan_lessons.lesson import SAME_NAMES, same_answer
+    for one, other in SAME_NAMES.items():
+        assert same_answer(one, other) and same_answer(other, one), (one, other)
+        assert not same_answer(one, "something_else")
+
+
+def test_a_numpy_array_gets_feedback_not_an_exception(capsys):
+    import numpy as np
+    check("q", np.array([1, 2]), [1, 2])
+    check("q", np.array([[1, 2], [3, 4]]), [1, 2])
+    out = capsys.readouterr().out
+    assert "(right)" in out and "not quite" in out

@@ -212,6 +212,26 @@ def test_the_catalog_check_catches_a_lost_placeholder_and_a_missing_translation(
     assert any(line.startswith("no Chinese translation") and repr(ids[1]) in line for line in found)
 
 
+def test_the_compiled_catalog_is_compared_by_its_messages_not_its_bytes(tmp_path, monkeypatch):
+    """A .mo whose bytes differ (another Babel lays the file out otherwise) but whose messages are the .po's passes;
+    one translation changed in the .mo is caught."""
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    with open(messages.PO, "rb") as f:
+        po = read_po(f, locale="zh_CN")
+    same = tmp_path / "same.mo"
+    same.write_bytes(messages.MO.read_bytes() + b"\0" * 8)            # other bytes, the same messages
+    monkeypatch.setattr(messages, "MO", same)
+    assert not [p for p in messages.problems() if "not compiled" in p]
+    first = next(m for m in po if m.id and isinstance(m.id, str))
+    first.string = "改过的译文"
+    changed = tmp_path / "changed.mo"
+    with open(changed, "wb") as f:
+        write_mo(f, po)
+    monkeypatch.setattr(messages, "MO", changed)
+    assert [p for p in messages.problems() if "not compiled" in p]
+
+
 def test_language_is_chosen_by_setup_or_the_environment_and_english_is_the_default():
     code = ("from gan_lessons.i18n import _, language, set_language\n"
             "print(language(), _('right'))\n"
@@ -626,6 +646,29 @@ def test_quote_marks_follow_the_glossary():
     assert not problems, "\n".join(problems)
 
 
+def _inexact_quotes(text: str, posts: str) -> list:
+    """Each 「」 of `text` (inline code and block quotes aside) whose words are not in a post as they stand there,
+    byte for byte: no space added between Chinese and Latin, no colon made full-width (an elision …… may join
+    pieces that each appear)."""
+    text = re.sub(r"(?m)^\s*>.*$", "", re.sub(r"`[^`\n]*`", "", text))
+    return [f"「{quote}」" for quote in re.findall(r"「([^」]*)」", text)
+            if any(piece not in posts for piece in filter(None, re.split(r"…+|\.\.\.", quote)))]
+
+
+@pytest.mark.skipif(not SEEDS, reason="the posts (../shared/seeds) are not beside the project")
+def test_quotations_of_the_posts_are_byte_exact():
+    posts = "\n".join(p.read_text(encoding="utf-8") for p in SEEDS)
+    found = [f"{name}: {q}" for name, text in _chinese_prose() for q in _inexact_quotes(text, posts)]
+    assert not found, "\n".join(found)
+
+
+def test_the_exact_quote_check_sees_a_space_or_a_colon_added():
+    posts = "解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离"
+    assert _inexact_quotes("原帖「解决PyTorch GAN训练中的梯度计算错误」与「……计算图分离」", posts) == []
+    assert _inexact_quotes("原帖「解决 PyTorch GAN 训练中的梯度计算错误」", posts)
+    assert _inexact_quotes("原帖「梯度计算错误：inplace操作」", posts)
+
+
 def test_the_quote_mark_check_catches_each_kind_of_mistake():
     posts = _plain("解决 PyTorch GAN 训练中的梯度计算错误：inplace 操作与计算图分离。策略一")
     assert _quote_marks_problems("原帖「解决 PyTorch GAN 训练中的梯度计算错误」说", posts) == []
@@ -737,3 +780,33 @@ def test_the_untranslated_label_search_can_fail(tmp_path):
                       'plt.title(f"G after {n} steps")\nplt.plot(x, label="real")\nprint(f"{n:<4} saved MiB")\n',
                       encoding="utf-8")
     assert [text for _, text in untranslated_labels(lesson)] == ["G after ", " steps", "real", " saved MiB"]
+
+
+def _bold_opening_with_punctuation(text: str) -> list:
+    """Bold spans of a markdown line that open with Chinese punctuation (a comma belongs before the **, not in it)."""
+    found = []
+    for line in text.splitlines():
+        parts = re.sub(r"`[^`]*`", "", line).split("**")
+        found += [parts[k][:12] for k in range(1, len(parts), 2) if parts[k][:1] and parts[k][0] in "，。；：、）"]
+    return found
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_no_bold_span_opens_with_punctuation(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found = [b for c in cells if c["cell_type"] == "markdown" for b in _bold_opening_with_punctuation("".join(c["source"]))]
+    assert not found, found
+
+
+def test_the_bold_check_sees_a_comma_inside_the_bold():
+    assert _bold_opening_with_punctuation("全在里面）**，在设备上**累积") == ["，在设备上"]
+    assert _bold_opening_with_punctuation("全在里面），**在设备上**累积；**为什么重要**。") == []
+
+
+@pytest.mark.parametrize("path", sorted((ZH / "student").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+def test_a_chinese_student_copy_asks_in_chinese_typesetting_with_answer_words_a_student_can_copy(path):
+    """`# 你的答案：` with a full-width colon, and the answer words a question offers in straight quotes: copied into
+    the code as they stand, “两者” would be a SyntaxError and "两者" is the string check() accepts."""
+    lines = [line for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"
+             for line in "".join(c["source"]).splitlines() if "# 你的答案" in line]
+    assert not [line for line in lines if "# 你的答案:" in line or "“" in line.partition("# 你的答案")[2]], lines

@@ -218,7 +218,7 @@ loss_D = F.softplus(-D(x_real)).mean() + F.softplus(D(G(z))).mean()
 saved = [graphs.saved_bytes({"loss_D": loss_D}, params)]
 param_bytes = sum(p.numel() * p.element_size() for p in params)
 
-prediction = "差不多"  # SOLUTION: 一个批量的已保存张量，与 G 和 D 全部参数的字节数相比：“少得多”（不到十分之一）、“差不多”还是“多得多”（超过十倍）？
+prediction = "差不多"  # SOLUTION: 一个批量的已保存张量，与 G 和 D 全部参数的字节数相比："少得多"（不到十分之一）、"差不多"还是"多得多"（超过十倍）？
 ratio = saved[0] / param_bytes
 check("一个批量保存的张量的字节数，与参数的字节数相比", prediction,
       "far fewer bytes" if ratio < 0.1 else "far more bytes" if ratio > 10 else "about the same",

@@ -23,7 +23,7 @@
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`。我们会看到它所说的那个计数器，用原帖 001 和原帖 000 复现这个报错，认识到 `optimizer.step()` 就是那个谁都看不见的原地操作，并评判原帖 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #
-# **材料**。原帖 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），原帖 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），原帖 000（聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。原帖 001（一篇没有标题的文章，讲叶子节点、`retain_graph` 以及 GAN 训练中的 `detach`；未注明作者和日期），原帖 002（皮牙子抓饭，「详解异常:RuntimeError: 一个用于梯度计算的变量已被就地操作修改的错误」，华为云社区，2024-04-05），原帖 000（聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php 中文网，2025-10-02）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -423,7 +423,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # `no_grad` 绕不过版本检查。`.data` 不会让版本加 1（本节第一个单元格已经展示过），所以它能绕过去。那么反向传播会算出什么？
 
 # %% tags=["predict"] reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"]
-prediction = [4.0, 6.0, 8.0]  # SOLUTION: x = [1, 2, 3] 时 y = x * x，然后执行 `x.data += 1` 和 y.sum().backward()：x.grad 是多少（写成列表），还是“报错”？
+prediction = [4.0, 6.0, 8.0]  # SOLUTION: x = [1, 2, 3] 时 y = x * x，然后执行 `x.data += 1` 和 y.sum().backward()：x.grad 是多少（写成列表），还是"报错"？
 x, y = fresh()
 x.data += 1                     # .data：版本不变
 try:

@@ -22,7 +22,7 @@
 #
 # **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出分离不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量原帖 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个 D 的训练步和一个采样函数，二者都不改动 G。
 #
-# **材料**。原帖 000（它修正后的循环；聖光之護，「解决 PyTorch GAN 训练中的梯度计算错误:inplace 操作与计算图分离」，php 中文网，2025-10-02），原帖 001（`d.detach()` 这个修正），原帖 003（它的各种策略里的 `detach`；凌逆战，「pytorch 训练 GAN 时的 detach()」，博客园，2020-11-09），原帖 004（关于共享优化器的提醒）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
+# **材料**。原帖 000（它修正后的循环；聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php 中文网，2025-10-02），原帖 001（`d.detach()` 这个修正），原帖 003（它的各种策略里的 `detach`；凌逆战，「pytorch训练GAN时的detach()」，博客园，2020-11-09），原帖 004（关于共享优化器的提醒）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -108,7 +108,7 @@ claim("只有 inference_mode 产生推理张量", inference == ["inference_mode"
 # 三个看起来差不多的假样本批量：背后都没有计算图，值也都一样。D 的训练步用一个假样本批量训练 D：先算 `D(x_fake)`，再算损失，然后反向传播到 D 的权重。
 
 # %% tags=["predict"] reveals=["Inference tensors cannot be saved", "\u7edd\u4e0d\u7528\u4e8e[^\u3002\\n]*\u8bad\u7ec3"]
-prediction = "inference_mode"  # SOLUTION: 让 D = nn.Linear(4, 1) 分别在这三个批量上训练；哪些会报错？写“都不会”，或者把它们的名字用 ", " 连起来
+prediction = "inference_mode"  # SOLUTION: 让 D = nn.Linear(4, 1) 分别在这三个批量上训练；哪些会报错？写"都不会"，或者把它们的名字用 ", " 连起来
 D = nn.Linear(4, 1)
 raising = []
 for name, x_fake in made.items():
@@ -256,7 +256,7 @@ claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.
 #
 # > 在GANs中,当判别器处理生成器输出的假样本时,使用detach()更精确地表达了“只使用数据,不追踪其来源梯度”的意图。
 #
-# 它的循环里的注释也说：「在生成假样本时,可以暂时禁用梯度计算,但 detach 更常用且灵活」。这话只对了一半。`detach()` 的作用范围更窄：它只切断一个张量的历史，而 `no_grad` 覆盖它代码块里的每一个运算。但对于 D 的假样本批量，`detach()` 在效果上并不更精确：两种写法下 D 得到的梯度相同，而 `G(z).detach()` 先要**带着**计算图跑一遍 G 的前向传播，为一次永远不会到来的反向传播保存张量。而且 G 的状态不只有它的计算图：还有 BatchNorm 的统计量。
+# 它的循环里的注释也说：「在生成假样本时,可以暂时禁用梯度计算,但detach更常用且灵活」。这话只对了一半。`detach()` 的作用范围更窄：它只切断一个张量的历史，而 `no_grad` 覆盖它代码块里的每一个运算。但对于 D 的假样本批量，`detach()` 在效果上并不更精确：两种写法下 D 得到的梯度相同，而 `G(z).detach()` 先要**带着**计算图跑一遍 G 的前向传播，为一次永远不会到来的反向传播保存张量。而且 G 的状态不只有它的计算图：还有 BatchNorm 的统计量。
 
 # %%
 torch.manual_seed(0)
@@ -445,7 +445,7 @@ def G_after_a_D_step(set_to_none):
 
 
 # %% tags=["predict"] reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G"]
-prediction = "会变"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G “会变”还是“不变”？
+prediction = "会变"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G "会变"还是"不变"？
 check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
       why=".grad 为零的参数照样会被更新，而 Adam 这一步的大小来自它的移动平均，G 之前走的那一步已经把它们填上了。"

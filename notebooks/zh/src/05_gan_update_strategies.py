@@ -139,7 +139,7 @@ plt.show()
 # %% [markdown]
 # ## 1 · 两种如今会失败的原帖策略，以及它们以前为什么悄无声息地出错
 #
-# **为什么重要**。原帖 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比 generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与原帖相同，只是用 logit 代替了 `BCELoss`），在原帖 000 的 G 和 D 上运行：
+# **为什么重要**。原帖 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与原帖相同，只是用 logit 代替了 `BCELoss`），在原帖 000 的 G 和 D 上运行：
 
 # %%
 show_source(strategies.retain_graph_seed003)
@@ -251,7 +251,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # ```
 
 # %% tags=["predict"] reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "also fills D's grads", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"]
-prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad：“G”、“D” 还是“两者”？
+prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是"两者"？
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
 has = lambda net: all(p.grad is not None for p in net.parameters())
@@ -296,7 +296,7 @@ check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost
 #
 # > 综合来说,还是策略三最好,策略二其次,策略一最差(差在多计算一次 generator gradient 上,而通常多计算一次 generator gradient 的运算量比多计算一次 discriminator 前向传播的运算量大)
 #
-# 我们不讲理论，直接计数。`costs.measure` 在原帖 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计每一步的：G 和 D 的前向调用次数、经过这些调用的反向传播遍数（表中“G 前/反”“D 前/反”两列，斜杠前是前向，斜杠后是反向），以及**梯度遍数**（grad passes；表中“G 梯度”“D 梯度”两列），即每个参数的梯度被累积了几次（2 表示有一次是白算的）。它还测量了两种内存，二者是不同的量：
+# 我们不讲理论，直接计数。`costs.measure` 在原帖 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计每一步的：G 和 D 的前向调用次数、经过这些调用的反向传播遍数（表中“G 前向/反向”“D 前向/反向”两列，斜杠前是前向，斜杠后是反向），以及**梯度遍数**（grad passes；表中“G 梯度遍数”“D 梯度遍数”两列），即每个参数的梯度被累积了几次（2 表示有一次是白算的）。它还测量了两种内存，二者是不同的量：
 #
 # - **已保存 MiB**（saved MiB）：自动微分为反向传播保留的已保存张量所占字节数的峰值（不计参数），由已保存张量的钩子（saved-tensor
 #   hooks）测得。它是一张计算图在等待反向传播期间的开销。

@@ -180,7 +180,7 @@ with expect_error(RuntimeError, "backward through the graph a second time") as c
 check_diagnosis(prediction, caught.error.diagnosis)
 
 # %% [markdown]
-# 诊断里 `not:` 开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。原帖 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
+# 诊断里以“行不通：”开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。原帖 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
 
 # %%
 with expect_error(RuntimeError, "is at version 2; expected version 1"):

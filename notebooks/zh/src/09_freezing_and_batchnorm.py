@@ -329,7 +329,7 @@ D_bn.eval()
 with torch.no_grad():
     eval_gap = (D_bn(x_real) - D_bn(torch.cat([x_real, x_fake]))[:8]).abs().max().item()
 D_bn.train()
-claim("评估模式：两种方式得到的 logits 相同，每张图像的规范化只取决于它自己", eval_gap == 0)
+claim("评估模式：两种方式得到的 logits 相同：BatchNorm 用的是它的运行统计量，哪个批量都改变不了它们", eval_gap == 0)
 
 
 # %% [markdown]

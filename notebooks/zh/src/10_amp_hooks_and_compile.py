@@ -96,8 +96,9 @@ claim("参数保持 float32，反向传播写进参数的每个梯度也是 floa
 # %%
 tiny = torch.tensor(1e-8)
 claim("大小为 1e-8 的梯度在 float16 中舍入为 0，在 bfloat16 中不会", tiny.half().item() == 0 and tiny.bfloat16().item() > 0)
-claim("float16 超过 65504 就会溢出；bfloat16 和 float32 一样，最大约为 3.4e38",
-      torch.finfo(torch.float16).max == 65504 and torch.finfo(torch.bfloat16).max > 3e38)
+claim("float16 能表示的最大值是 65504：65510 仍会舍入到它，65520 及以上变成 inf；bfloat16 和 float32 一样，最大约为 3.4e38",
+      torch.finfo(torch.float16).max == 65504 and torch.tensor(65510.0).half().item() == 65504
+      and torch.isinf(torch.tensor(65520.0).half()).item() and torch.finfo(torch.bfloat16).max > 3e38)
 
 
 # %% [markdown]
@@ -125,11 +126,11 @@ for scale in (1.0, 2.0**16):
 claim("不缩放时，这个梯度的大部分在 float16 中舍入为 0", rounded_away[1.0] > got.numel() / 2)
 claim("先乘以 65536，就没有元素舍入为 0，而且每个元素与真实梯度的相对误差都在 1% 以内",
       rounded_away[2.0**16] == 0 and error < 0.01)
-claim("而大于 65504 的梯度在 float16 中变成 inf：GradScaler 随后会跳过这一步更新",
+claim("而 70000 这样的梯度在 float16 中变成 inf：GradScaler 随后会跳过这一步更新",
       torch.isinf(torch.tensor(70000.0).half()).item())
 
 # %% [markdown]
-# **一个缩放器，两个优化器**。PyTorch 的 AMP 示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过 `scaler.step(opt)` 来更新，它会先对梯度做反缩放，发现 inf 或 NaN 就跳过这次更新；所有更新做完之后调用 `scaler.update()`**，每次迭代只调用一次**。在当前的 torch 上，`torch.amp.GradScaler("cpu")` 存在而且可用，所以这些都能在这里运行。最小的例子和 PyTorch 针对多个模型和优化器的示例一样：两个很小的网络代替 G 和 D，各有自己的损失和 Adam 优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往 G 的一个梯度里写入 inf，就像 float16 溢出时那样：于是在 `scaler.step(opt_D)` 运行时，G 的 `.grad` 里有这个 inf。
+# **一个缩放器，两个优化器**。PyTorch 的 AMP 示例给出的做法是：每个损失在反向传播之前先缩放；每个优化器都通过 `scaler.step(opt)` 来更新，它会先对梯度做反缩放，发现 inf 或 NaN 就跳过这次更新；所有更新做完之后调用 `scaler.update()`，**每次迭代只调用一次**。在当前的 torch 上，`torch.amp.GradScaler("cpu")` 存在而且可用，所以这些都能在这里运行。最小的例子和 PyTorch 针对多个模型和优化器的示例一样：两个很小的网络代替 G 和 D，各有自己的损失和 Adam 优化器，共用一个缩放器，先做完两次反向传播，再做两次更新。第二次迭代在两次反向传播之后往 G 的一个梯度里写入 inf，就像 float16 溢出时那样：于是在 `scaler.step(opt_D)` 运行时，G 的 `.grad` 里有这个 inf。
 
 # %%
 HAS_AMP_SCALER = hasattr(torch.amp, "GradScaler")    # 较旧的 torch（2.1）没有它
@@ -185,7 +186,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
 # **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把 `...` 换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
 
 # %% tags=["predict"] reveals=["G \u7684\u68af\u5ea6\u6709 inf +G \u66f4\u65b0\uff1aFalse +D \u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"]
-prediction = "D"  # SOLUTION: 共用一个 GradScaler，G 的一个梯度里有 inf：哪个优化器会更新，“G”、“D”、“两者”还是“都不”？
+prediction = "D"  # SOLUTION: 共用一个 GradScaler，G 的一个梯度里有 inf：哪个优化器会更新，"G"、"D"、"两者"还是"都不"？
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
     for label, r in ((tr("clean iteration"), clean), (tr("inf in G's grad"), poisoned)):
