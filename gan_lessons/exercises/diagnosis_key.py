@@ -2,10 +2,11 @@
 student writes down what it will say, `dict(kind=..., tensor=..., line=...)`, and check_diagnosis compares each
 part with the diagnosis the doctor then gives.
 
-- kind: the diagnosis kind ("version", "freed", ...);
-- tensor: the tensor it names: for "version" the stale tensor, or one it names as also stale (`D.weight` names
-  `D.net.7.weight.T`: the owner and the attribute, without the path between them or the view that Linear saves), for "freed" a tensor through
-  which the second loss reaches the freed part;
+- kind: the diagnosis kind ("version", "freed", ...), in any case ("Freed" is "freed");
+- tensor: the tensor it names: for "version" the stale tensor, or one it names as also stale (`D.weight` and
+  `D.net[7].weight` name `D.net.7.weight.T`: the owner and the attribute, without the path between them or the view
+  that Linear saves; an index written as the lessons write it, `D[2]`, is the path's `D.2`), for "freed" a tensor
+  through which the second loss reaches the freed part;
 - line: the line that changed the tensor ("version") or freed the graph ("freed"): its code (a call may leave out
   its arguments: `optimD.step` for `optimD.step()`) or its line number."""
 import re
@@ -45,9 +46,14 @@ def _code(text: str) -> str:
     return re.sub(r"\s+", "", str(text).split("#")[0]).strip("`")
 
 
+def _path(text: str) -> str:
+    """A tensor's name as the doctor writes it: `D[2].weight` (how the lessons index a Sequential) is `D.2.weight`."""
+    return re.sub(r"\[(\d+)\]", r".\1", _code(text))
+
+
 def same_tensor(predicted, named: str) -> bool:
     """`D.weight` is `D.net.7.weight.T`: same owner, same attribute, the path between and `.T` left out."""
-    want = [p for p in _code(predicted).split(".") if p]
+    want = [p for p in _path(predicted).split(".") if p]
     have = [p for p in named.split(".") if p]
     if have and have[-1] == "T":
         have = have[:-1]
@@ -85,7 +91,7 @@ def check_diagnosis(prediction, diagnosis) -> bool:
              "tensor": " / ".join(key["tensor"] or []) or "-",
              "line": " / ".join(_("line {number} (`{code}`)").format(number=n, code=code)
                                 for n, code in key["line"] or []) or "-"}
-    rights = {"kind": str(prediction["kind"]).strip().strip("'\"") == key["kind"],
+    rights = {"kind": str(prediction["kind"]).strip().strip("'\"").lower() == key["kind"],
               "tensor": any(same_tensor(prediction["tensor"], t) for t in key["tensor"] or []),
               "line": any(same_line(prediction["line"], line) for line in key["line"] or [])}
     for part, label in PARTS.items():

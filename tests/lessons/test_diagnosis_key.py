@@ -57,6 +57,7 @@ def test_the_key_is_read_from_the_diagnosis(freed, version):
     dict(kind="version", tensor="D.weight", line="optimD.step()"),
     dict(kind="version", tensor="D.2.weight", line="optimD.step"),
     dict(kind="'version'", tensor="`D.2.weight.T`", line="  optimD.step( )  # the step"),
+    dict(kind="Version", tensor="D[2].weight", line="optimD.step()"),      # the lesson's own way to write the layer
 ])
 def test_right_answers_written_differently_pass(version, prediction, capsys):
     assert check_diagnosis(prediction, version)
@@ -108,6 +109,7 @@ def test_unanswered(version, capsys):
 def test_name_and_line_matching_alone():
     assert same_tensor("D.weight", "D.net.7.weight.T") and same_tensor("D.net.7.weight", "D.net.7.weight.T")
     assert not same_tensor("D.net.5.weight", "D.net.7.weight.T") and not same_tensor("net.7.weight", "D.net.7.weight")
+    assert same_tensor("D.net[7].weight", "D.net.7.weight.T") and not same_tensor("D[5].weight", "D.net.7.weight.T")
     assert same_line("opt_D.step", (3, "opt_D.step()")) and same_line(3, (3, "x"))
     assert not same_line(True, (1, "x")) and not same_line("", (1, "x"))
 
