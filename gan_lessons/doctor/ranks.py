@@ -8,8 +8,8 @@ what all of them found, and another rank says only what rank 0 did not find (nam
 processes share the folder; on several machines, each machine's processes say it once.
 
 The folder does not outlive the run: each process leaves its pid there when its doctor starts, and at exit the last
-of the machine's processes (all have come, none other is alive) removes the folder. A folder left by a run whose processes were killed (its
-launcher gone) is removed by the next run that uses one."""
+of the machine's processes (all have come, none other is alive) removes the folder. A folder left by a run whose
+processes were killed (its launcher gone) is removed by the next run that uses one."""
 import atexit
 import hashlib
 import os
