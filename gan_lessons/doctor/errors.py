@@ -18,6 +18,15 @@ from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_W
 from gan_lessons.i18n import N_, _
 
 
+def _outside_backward(tb):
+    """The traceback's frames up to autograd's engine: the frames below it run inside a backward (a custom
+    Function's, a hook), and their locals (`g`, `ctx`) are not names of the student's tensors."""
+    for frame in _frames(tb):
+        if frame.tb_frame.f_code.co_name == "_engine_run_backward":
+            return
+        yield frame
+
+
 class Diagnoser(VersionErrors, ViewErrors):
     """The doctor's diagnoses of an error that escaped the block, read from the journal with the namer's names (the
     version error's in versions.py, the view errors' in views.py)."""
@@ -27,7 +36,8 @@ class Diagnoser(VersionErrors, ViewErrors):
 
     def diagnose(self, error) -> Diagnosis | None:
         message = str(error)
-        self.namer.error_spaces = [tb.tb_frame.f_locals for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
+        self.namer.error_spaces = [tb.tb_frame.f_locals for tb in _outside_backward(error.__traceback__)
+                                   if _is_user(tb.tb_frame)]
         if "is being modified inplace" in message:
             return self._view_error(error)
         if "modified by an inplace operation" in message:

@@ -9,6 +9,7 @@ import sys
 import warnings
 
 import torch
+from torch.autograd.function import BackwardCFunction
 from torch.nn.modules import module as nn_module
 
 from gan_lessons.doctor.report import Where
@@ -45,6 +46,22 @@ def _user_frame(depth=1, nth=1):
     return None
 
 
+def _inside_backward_frame():
+    """(the line, the function's qualified name) of the innermost frame of the student's (or a library's) code that
+    autograd's engine is running: a custom Function's backward, a hook; None when the innermost code is the engine's
+    own (a node of torch's, a gradient accumulated), found before the engine's frame is reached."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_engine_run_backward" or frame.f_code.co_name == "run_backward":
+            return None
+        if _is_user(frame):
+            name = frame.f_code.co_filename
+            return (Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip()),
+                    getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
+        frame = frame.f_back
+    return None
+
+
 _USER_FILES = {}    # file name: is it the student's? (asked for a dozen frames at every op the doctor records)
 
 
@@ -63,6 +80,17 @@ def _frames(tb):
         tb = tb.tb_next
 
 
+
+
+def failing_node(tb):
+    """The custom autograd.Function node whose backward raised, read from its frame (`ctx` of the innermost
+    backward in the traceback), or None."""
+    node = None
+    for frame in _frames(tb):
+        ctx = frame.tb_frame.f_locals.get("ctx") if frame.tb_frame.f_code.co_name == "backward" else None
+        if isinstance(ctx, BackwardCFunction):
+            node = ctx
+    return node
 
 
 class _WarningsAsPython:
@@ -157,6 +185,28 @@ def _clean(tb):
     if kept:
         kept[-1].tb_next = None
     return kept[0] if kept else tb
+
+
+def custom_forward():
+    """(the custom autograd.Function node whose forward is running, the line in that forward, the line that called
+    Function.apply) when the current torch call comes from inside a custom Function's forward; else None. The node is
+    the forward's own `ctx`."""
+    frame = sys._getframe(1)
+    while frame is not None and not _is_user(frame):
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name != "forward":
+        return None
+    ctx = frame.f_locals.get("ctx")
+    if not isinstance(ctx, BackwardCFunction):
+        return None
+    inside = Where(frame.f_code.co_filename, frame.f_lineno, linecache.getline(frame.f_code.co_filename,
+                                                                               frame.f_lineno).strip())
+    caller = frame.f_back
+    while caller is not None and not _is_user(caller):
+        caller = caller.f_back
+    where = None if caller is None else Where(caller.f_code.co_filename, caller.f_lineno, linecache.getline(
+        caller.f_code.co_filename, caller.f_lineno).strip())
+    return ctx, inside, where
 
 
 def _called_from_user() -> bool:

@@ -1,5 +1,6 @@
 """What the doctor records while the block runs: every torch call (through a TorchFunctionMode), every module's
 forward (global hooks) and every optimizer step (global step hooks)."""
+import contextlib
 import weakref
 
 import torch
@@ -10,7 +11,8 @@ from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
-from gan_lessons.doctor.frames import _called_from_user, _user_frame
+from gan_lessons.doctor.frames import _called_from_user, _user_frame, custom_forward
+from gan_lessons.doctor.writes import BackwardWrites
 from gan_lessons.doctor.nodes import _SERIAL, BackwardCall, InplaceWrite, LeafWrite, NodeInfo, Step
 from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _frozen_flag, _grad_fn, _is_inplace,
                                     _version, _written)
@@ -41,7 +43,11 @@ class _Mode(TorchFunctionMode):
             journal.note(_("doctor bookkeeping failed before {name}: {error}").format(
                 name=name, error=repr(error)))
         try:
-            out = func(*args, **kwargs)     # a warning from here is shown at the student's line (_WarningsAsPython)
+            if (name == "backward" or name == "grad") and not self.recorder.in_backward:
+                with self.recorder.backward_writes():    # what the backward's own code writes (writes.py)
+                    out = func(*args, **kwargs)
+            else:
+                out = func(*args, **kwargs)  # a warning from here is shown at the student's line (_WarningsAsPython)
         except BaseException:
             journal.versions_before = []   # a call that raised: its arguments are not held for the next one
             raise
@@ -61,6 +67,18 @@ class Recorder:
     def __init__(self, journal, namer, checks):
         self.journal, self.namer, self.checks = journal, namer, checks
         self.mode = _Mode(self)
+        self.writes = BackwardWrites(journal)
+        self.in_backward = False
+
+    @contextlib.contextmanager
+    def backward_writes(self):
+        """While a backward runs: the writes its nodes' code makes, seen at the dispatcher."""
+        self.in_backward = True
+        try:
+            with self.writes:
+                yield
+        finally:
+            self.in_backward = False
 
     def start(self):
         """Begin recording: note autograd's number for the next node this thread makes (nodes numbered below it were
@@ -173,6 +191,12 @@ class Recorder:
             if len(journal.data_aliases) > 1000:
                 journal.data_aliases = {k: v for k, v in journal.data_aliases.items() if v[0]() is not None}
         module = journal.stack[-1] if journal.stack else None
+        if not torch.is_grad_enabled() and (custom := custom_forward()) is not None and custom[0] not in journal.nodes:
+            ctx, inside, where = custom     # a custom Function's forward (grad mode is off inside it): its node
+            journal.serial = next(_SERIAL)  # is its ctx, made where Function.apply was called
+            journal.nodes[ctx] = NodeInfo(f"{type(ctx).__name__.removesuffix('Backward')}.apply", module,
+                                          journal.sites[-1] if journal.sites else where, journal.serial,
+                                          inside, getattr(module, "training", None))
         written, op = _written(name, args, kwargs)
         for w in written:
             before = node.next_functions if (node := _grad_fn(w)) is not None else ()

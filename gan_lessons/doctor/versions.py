@@ -10,6 +10,7 @@ import threading
 import torch
 
 from gan_lessons import graphs
+from gan_lessons.doctor.frames import failing_node
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
                                        _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES, _BUFFER_FIXES,
@@ -29,6 +30,10 @@ class VersionErrors:
         roots = self._roots_of(error)
         found = list(self._saved(roots, stale=True))
         shape, versions = graphs.version_error(str(error))
+        node = failing_node(error.__traceback__) if not found else None
+        if node is not None and (info := self.journal.nodes.get(node)) is not None and info.op.endswith(".apply"):
+            # a custom Function's backward could not read what its forward saved
+            found = [(graphs.Saved(type(node).__name__, "saved", "stale", shape, None, *versions), node)]
         if not found:
             found = self._opaque_saved(roots, shape, versions)
         if not found:
@@ -202,6 +207,9 @@ class VersionErrors:
             name = self.namer.module_name(made.module)
             return (_("the output of {op} in {module} at {where}") if name else _("the output of {op} at {where}")
                     ).format(op=made.op, module=name, where=made.place())
+        if s.name == "saved" and op.endswith(".apply"):      # a custom Function's ctx.save_for_backward
+            return _("a tensor {function}.forward saved (ctx.save_for_backward)").format(
+                function=op.removesuffix(".apply"))
         if s.name == "result":
             return (_("the output of {op} in {module}") if module else _("the output of {op}")).format(op=op,
                                                                                                   module=module)
