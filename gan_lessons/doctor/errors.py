@@ -3,19 +3,28 @@ or op changed it), a backward through a freed graph (which backward freed it, wh
 op on a leaf; raised by backward() or inside torch.autograd.grad alike. Also a gradient penalty's two own errors: an
 input of autograd.grad that does not require grad, and a gradient of a non-scalar output without grad_outputs."""
 import linecache
+from functools import partial
 
 import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
+from gan_lessons.doctor import misuse
+from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import _tensors
 from gan_lessons.doctor.versions import VersionErrors
 from gan_lessons.doctor.views import ViewErrors
 from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG,
                                        _CARRIED_WRONG, _FREED_FIXES,
-                                       _FREED_WRONG, _LEAF_FIXES, _LEAF_WRONG, _TWICE_FIXES,
+                                       _FREED_WRONG, _FLAGGED_LEAF_FIXES, _LEAF_FIXES, _LEAF_WRONG, _TWICE_FIXES,
                                        _TWICE_WRONG)
 from gan_lessons.i18n import N_, _
+
+
+def _while_compiling(error) -> bool:
+    """Was the error raised while torch.compile compiled a frame (not while compiled code ran)?"""
+    return any(tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("torch/_dynamo/output_graph.py")
+               for tb in _frames(error.__traceback__))
 
 
 def _outside_backward(tb):
@@ -35,24 +44,42 @@ class Diagnoser(VersionErrors, ViewErrors):
         self.journal, self.namer = journal, namer
 
     def diagnose(self, error) -> Diagnosis | None:
-        message = str(error)
+        """The diagnosis of an error that escaped the block: its kind recognised from the message (catalogue.py), then
+        the kind's own function, which reads the records; None for an error outside the catalogue."""
+        kind = recognise(str(error))
+        if kind is None:
+            return None
         self.namer.error_spaces = [tb.tb_frame.f_locals for tb in _outside_backward(error.__traceback__)
                                    if _is_user(tb.tb_frame)]
-        if "is being modified inplace" in message:
-            return self._view_error(error)
-        if "modified by an inplace operation" in message:
-            return self._version_error(error)
-        if "backward through the graph a second time" in message:
-            return self._freed_error(error)
-        if "leaf Variable that requires grad is being used in an in-place operation" in message:
-            return self._leaf_error()
-        if "One of the differentiated Tensors does not require grad" in message:
-            return self._input_error(error)
-        if "grad can be implicitly created only for" in message:
-            return self._nonscalar_error(error)
-        if "does not require grad and does not have a grad_fn" in message:
-            return self._constant_error(error) or self._no_graph_error(error)
-        return None
+        if _while_compiling(error):        # its tensors are FakeTensors, with no data and no history of ours
+            return self._compiled(kind, error)
+        return self.table()[kind.key](error)
+
+    def _compiled(self, kind, error):
+        """An error torch.compile raised while it traced a forward (its backend traces the backward too, on
+        FakeTensors): the kind, the call that was being compiled, and how to see the line."""
+        where = self._failing(error)[0]
+        return Diagnosis(kind.key, _("torch.compile raised this while tracing the call at {where}, before running "
+                                     "it: {meaning}").format(where=where, meaning=_(kind.meaning)),
+                         {"compiled call": str(where)},
+                         [(N_("run that call once without torch.compile, under the doctor: the same code then raises "
+                              "as it runs, and the doctor names the tensor and the lines"), "10")]
+                         + ([(N_("a forward that writes in place into a tensor its backward needs "
+                                                   "(a buffer updated in forward): clone it before the write, or make "
+                                                   "the update out of place"), "03")]
+                            if kind.key == "version" else []))
+
+    def table(self):
+        """One function per kind of the catalogue."""
+        return {"view_inplace": self._view_error, "version": self._version_error, "freed": self._freed_error,
+                "leaf_inplace": lambda error: self._leaf_error(), "grad_input": self._input_error,
+                "nonscalar": self._nonscalar_error,
+                "no_graph": lambda error: self._constant_error(error) or self._no_graph_error(error),
+                **{key: partial(function, self) for key, function in (
+                    ("unused_input", misuse.unused_input), ("inference_saved", misuse.inference_saved),
+                    ("inference_inplace", misuse.inference_inplace), ("nonleaf_flag", misuse.nonleaf_flag),
+                    ("numpy_grad", misuse.numpy_grad), ("function_gradient", misuse.function_gradient),
+                    ("hook_no_grad", misuse.hook_no_grad), ("ddp_unused", misuse.ddp_unused))}}
 
     def _failing(self, error):
         """(the student's line that made the failing call, torch.autograd.grad's frame or None)."""
@@ -241,9 +268,13 @@ class Diagnoser(VersionErrors, ViewErrors):
         w = self.journal.last_leaf_inplace
         namer = self.namer
         name = namer.name(w.leaf) if w.leaf in namer.params else namer.label(w.leaf)   # `model.w` before `p`
+        facts = {"where": w.where}
+        fixes = (_GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG) if w.carries_grad else (_LEAF_FIXES, _LEAF_WRONG)
+        flagged = misuse.leaf_by_flag(self.journal, namer, w.leaf)
+        if flagged is not None:              # not a weight to update: an output made a leaf by requires_grad_(True)
+            facts["a leaf because"] = flagged
+            fixes = (_FLAGGED_LEAF_FIXES, _LEAF_WRONG)      # out of place first
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else
                                           _("{op} on {name}, a leaf that requires grad, while autograd is "
-                                            "recording")).format(op=w.op, name=name),
-                         {"where": w.where}, *((_GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG) if w.carries_grad else
-                                               (_LEAF_FIXES, _LEAF_WRONG)))
+                                            "recording")).format(op=w.op, name=name), facts, *fixes)

@@ -46,6 +46,23 @@ def _user_frame(depth=1, nth=1):
     return None
 
 
+def user_site():
+    """(the student's innermost line, the name of the function it is in, the student's line that called that
+    function or None) for the torch call being made now."""
+    frame = sys._getframe(1)
+    while frame is not None and not _is_user(frame):
+        frame = frame.f_back
+    if frame is None:
+        return None, "?", None
+    caller = frame.f_back
+    while caller is not None and not _is_user(caller):
+        caller = caller.f_back
+    def where(f):
+        return Where(f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
+    return where(frame), getattr(frame.f_code, "co_qualname", frame.f_code.co_name), \
+        None if caller is None else where(caller)
+
+
 def _inside_backward_frame():
     """(the line, the function's qualified name) of the innermost frame of the student's (or a library's) code that
     autograd's engine is running: a custom Function's backward, a hook; None when the innermost code is the engine's

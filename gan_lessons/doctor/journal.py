@@ -46,6 +46,14 @@ class Journal:
     paused: bool = False
     in_step: bool = False
     versions_before: list = field(default_factory=list)  # (tensor, version) of the call being recorded's arguments
+    # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were
+    # made under inference_mode, given a new storage by set_, or made to require grad by requires_grad_ (id: a
+    # Made, with a weak reference to the tensor)
+    failed: object = None
+    inference_made: dict = field(default_factory=dict)
+    set_at: dict = field(default_factory=dict)
+    flagged_at: dict = field(default_factory=dict)
+    no_graph_outputs: dict = field(default_factory=dict)   # id: (weak output, module) of module outputs with no graph
     # what the doctor says: its diagnoses (warnings and information lines too), the (kind, file, line) it already
     # said something of, and notes on its own bookkeeping
     diagnoses: list = field(default_factory=list)
@@ -62,6 +70,18 @@ class Journal:
                         self.no_grad_forwards, self.versions_before):
             records.clear()
         for table in (self.data_aliases, self.pending_data, self.zeroed, self.constants, self.mixed,
-                      self.frozen_at):
+                      self.frozen_at, self.inference_made, self.set_at, self.flagged_at, self.no_graph_outputs):
             table.clear()
-        self.last_leaf_inplace = self.pending_grad = None
+        self.last_leaf_inplace = self.pending_grad = self.failed = None
+
+    def made(self, table, tensor, record, limit=1000):
+        """Keep `record` (a Made) for `tensor` in one of the tables keyed by id, bounded."""
+        if len(table) >= limit:
+            for key in [k for k, v in table.items() if v.tensor() is None] or list(table)[:limit // 2]:
+                del table[key]
+        table[id(tensor)] = record
+
+    def made_of(self, table, tensor):
+        """The record a table keeps for this very tensor (not one that died and left its id to it), or None."""
+        record = table.get(id(tensor))
+        return record if record is not None and record.tensor() is tensor else None

@@ -102,3 +102,27 @@ class _Nodes:
 
     def __setitem__(self, fn, info):
         fn.metadata[self.KEY] = info
+
+
+@dataclass(slots=True, eq=False)
+class Made:
+    """How a tensor came to be as it is: made under inference_mode, given a new storage by set_, or made to require
+    grad by requires_grad_; where (the student's line, and the function it ran in), and the call site of that
+    function."""
+    tensor: object               # a weak reference to the tensor
+    where: object                # a Where
+    function: str                # the function that line is in ("<module>" at a script's top level)
+    caller: object = None        # the line that called that function (a Where), if it is the student's
+
+
+@dataclass(slots=True, eq=False)
+class CallRecord:
+    """The torch call that raised: its name, the tensors it was given (weak references: a call that raised must not
+    keep its arguments alive), and the student's line."""
+    name: str
+    given: list
+    where: object
+
+    @property
+    def tensors(self) -> list:
+        return [t for ref in self.given if (t := ref()) is not None]

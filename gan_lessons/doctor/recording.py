@@ -11,9 +11,10 @@ from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
-from gan_lessons.doctor.frames import _called_from_user, _user_frame, custom_forward
+from gan_lessons.doctor.frames import _called_from_user, _user_frame, custom_forward, user_site
 from gan_lessons.doctor.writes import BackwardWrites
-from gan_lessons.doctor.nodes import _SERIAL, BackwardCall, InplaceWrite, LeafWrite, NodeInfo, Step
+from gan_lessons.doctor.nodes import (_SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo,
+                                     Step)
 from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _frozen_flag, _grad_fn, _is_inplace,
                                     _version, _written)
 from gan_lessons.i18n import N_, _
@@ -50,6 +51,8 @@ class _Mode(TorchFunctionMode):
                 out = func(*args, **kwargs)  # a warning from here is shown at the student's line (_WarningsAsPython)
         except BaseException:
             journal.versions_before = []   # a call that raised: its arguments are not held for the next one
+            journal.failed = CallRecord(name, [weakref.ref(t) for a in (*args, *kwargs.values())
+                                               for t in _tensors(a)], _user_frame())
             raise
         try:
             self.recorder.after(name, args, kwargs, out)
@@ -68,7 +71,7 @@ class Recorder:
         self.journal, self.namer, self.checks = journal, namer, checks
         self.mode = _Mode(self)
         self.writes = BackwardWrites(journal)
-        self.in_backward = False
+        self.in_backward = self.compiling = False
 
     @contextlib.contextmanager
     def backward_writes(self):
@@ -105,6 +108,11 @@ class Recorder:
                 journal.zeroed[id(t)] = t._version + 1
             if len(journal.zeroed) > 10000:
                 journal.zeroed.clear()
+        if name == "set_" and target is not None:     # a new storage: the tensor's gradient accumulator goes too
+            journal.made(journal.set_at, target, Made(weakref.ref(target), *user_site()))
+        if (flag := _frozen_flag(func, name, args, kwargs)) and target is not None \
+                and not isinstance(target, torch.nn.Parameter):     # requires_grad_(True) on a tensor of the code's
+            journal.made(journal.flagged_at, target, Made(weakref.ref(target), *user_site()))
         if (flag := _frozen_flag(func, name, args, kwargs)) is not None and target is not None and target.is_leaf:
             if flag:
                 journal.frozen_at.pop(id(target), None)
@@ -143,6 +151,19 @@ class Recorder:
             journal.paused = True
         else:
             journal.in_step = True
+
+    def compile_started(self, *args):
+        """torch.compile begins to trace: the recorder leaves torch's mode stack, so that no frame of the doctor's is
+        in what compilation records (the forward's stack, kept for anomaly mode and error messages) and none of
+        its ops, run on FakeTensors, reaches the journal."""
+        if _current_mode() is self.mode and not self.journal.paused:
+            _pop_mode()
+            self.compiling = True
+
+    def compile_ended(self, *args):
+        if self.compiling:
+            self.compiling = False
+            _push_mode(self.mode)
 
     def resume(self):
         journal = self.journal
@@ -191,6 +212,10 @@ class Recorder:
             if len(journal.data_aliases) > 1000:
                 journal.data_aliases = {k: v for k, v in journal.data_aliases.items() if v[0]() is not None}
         module = journal.stack[-1] if journal.stack else None
+        if torch.is_inference_mode_enabled():     # tensors made here cannot be saved for a backward later
+            for t in (out if isinstance(out, (tuple, list)) else [out]):
+                if isinstance(t, torch.Tensor) and t.is_inference():
+                    journal.made(journal.inference_made, t, Made(weakref.ref(t), *user_site()))
         if not torch.is_grad_enabled() and (custom := custom_forward()) is not None and custom[0] not in journal.nodes:
             ctx, inside, where = custom     # a custom Function's forward (grad mode is off inside it): its node
             journal.serial = next(_SERIAL)  # is its ctx, made where Function.apply was called
@@ -260,6 +285,11 @@ class Recorder:
         if journal.stack:
             journal.off.discard(id(journal.stack.pop()))
             where = journal.sites.pop()
+            if isinstance(out, torch.Tensor) and not out.requires_grad and out.is_floating_point():
+                # an output with no graph (a frozen module's): a hook may yet make it a leaf (requires_grad_)
+                if len(journal.no_graph_outputs) > 200:
+                    journal.no_graph_outputs.clear()
+                journal.no_graph_outputs[id(out)] = (weakref.ref(out), module)
             if type(module).__name__ == "OptimizedModule":   # torch.compile's wrapper: its graph runs as one node
                 for t in out if isinstance(out, (tuple, list)) else [out]:
                     fn = _grad_fn(t)

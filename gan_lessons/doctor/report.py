@@ -9,7 +9,7 @@ from gan_lessons.i18n import N_, _, tidy
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
            "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb",
-           "09": "09_freezing_and_batchnorm.ipynb", "13": "13_several_gpus.ipynb"}
+           "09": "09_freezing_and_batchnorm.ipynb", "10": "10_amp_hooks_and_compile.ipynb", "13": "13_several_gpus.ipynb"}
 
 
 class DoctorWarning(UserWarning):
@@ -110,6 +110,10 @@ _TWICE_FIXES = [(N_("call backward() once per loss: the first call already fille
                     "retain_graph=True to every backward but the last"), "02")]
 _LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
                (N_("or operate out of place: x = x + 1 makes a new, non-leaf tensor"), "01")]
+_FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the gradient still reaches the leaf "
+                          "through it"), "01"),
+                       (N_("or wrap the write in `with torch.no_grad():`, where the values written need no gradient"),
+                        "01")]
 _GRAD_WRITE_FIXES = [(N_("write out of place (x = x.index_copy(...), x = x + y), or clone() the leaf and write into "
                           "the clone: the values written require grad, and their gradient must pass through the "
                           "write"), "03")]
