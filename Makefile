@@ -131,6 +131,20 @@ check-torch: dot
 	$(CHECK_VENV)/bin/python -c 'import torch; print("checking the lessons on torch", torch.__version__)'
 	$(CHECK_VENV)/bin/python -m pytest -n 2 --dist loadscope --nbval-lax notebooks
 
+# The doctor's catalogue (tests/doctor/test_catalogue.py: each kind of autograd error raised, recognised and
+# diagnosed) on other torch releases, each in the environment check-torch makes for it: `make doctor-versions`, or
+# `make doctor-versions TORCHES="2.1.2"`. Each release's own wording is the one its programs raise.
+TORCHES ?= 2.1.2 2.11.0 2.15.0
+doctor-versions: dot
+	@for v in $(TORCHES); do \
+		venv=.venv-torch-$$v; \
+		test -x $$venv/bin/python || $(PYTHON) -m venv $$venv || exit 1; \
+		$$venv/bin/python -m pip install -q "torch==$$v" torchvision \
+			$$(case "$$v" in 2.[0-2].*) echo "numpy<2";; esac) -e '.[test]' || exit 1; \
+		$$venv/bin/python -c 'import torch; print("the doctor catalogue on torch", torch.__version__)'; \
+		$$venv/bin/python -m pytest -p no:cacheprovider -q tests/doctor/test_catalogue.py || exit 1; \
+	done
+
 # The lessons on Colab's own stack (googlecolab/backend-info, 2026-08: Python 3.13, torch 2.11.0, torchvision 0.26.0,
 # ipywidgets 7.7.1, IPython 7.34.0, ipykernel 6.17.1), in a virtual environment of its own: every lesson and student
 # copy under nbval's lax mode, then the widget tests and the doctor's IPython-extension tests. The pins go on pip's

@@ -95,6 +95,9 @@ CATALOGUE = (
                 "a normal tensor before doing inplace update.", "2.1-2.15"),
         Wording("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.",
                 "2.1-2.15"))),
+    Kind("out_grad", N_("an out= call given tensors that require grad, which autograd cannot record"), (
+        Wording("{}(): functions with out=... arguments don't support automatic differentiation, but one of the "
+                "arguments requires grad.", "2.1-2.15"),)),
     Kind("nonleaf_flag", N_("requires_grad changed on a tensor an op computed (not a leaf)"), (
         Wording("you can only change requires_grad flags of leaf variables.", "2.1-2.15"),)),
     Kind("numpy_grad", N_("numpy() on a tensor that requires grad"), (

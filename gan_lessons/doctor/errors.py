@@ -78,7 +78,7 @@ class Diagnoser(VersionErrors, ViewErrors):
                 **{key: partial(function, self) for key, function in (
                     ("unused_input", misuse.unused_input), ("inference_saved", misuse.inference_saved),
                     ("inference_inplace", misuse.inference_inplace), ("nonleaf_flag", misuse.nonleaf_flag),
-                    ("numpy_grad", misuse.numpy_grad), ("function_gradient", misuse.function_gradient),
+                    ("numpy_grad", misuse.numpy_grad), ("out_grad", misuse.out_grad), ("function_gradient", misuse.function_gradient),
                     ("hook_no_grad", misuse.hook_no_grad), ("ddp_unused", misuse.ddp_unused))}}
 
     def _failing(self, error):

@@ -27,6 +27,9 @@ _UNUSED_FIXES = [(N_("compute the outputs from that tensor itself, not from a co
                      "of a detached tensor, a tensor made with torch.tensor(...))"), "04"),
                  (N_("or, where some inputs may rightly not take part, pass allow_unused=True (and "
                      "materialize_grads=True for zeros instead of None)"), None)]
+_OUT_FIXES = [(N_("write out of place and rebind the name (h = h * 2, not torch.mul(h, 2, out=h)): autograd records "
+                  "the new tensor"), "03"),
+              (N_("or, where no gradient should flow through it, make the call under torch.no_grad()"), "04")]
 _FLAG_FIXES = [(N_("x.detach(): a new tensor, without a graph, for the part that must not train what made x (in a "
                    "GAN: D(fake.detach()) in D's loss)"), "04")]
 _FLAG_WRONG = [(N_("x.requires_grad = False inside torch.no_grad(): the flag of a computed tensor cannot be changed "
@@ -127,6 +130,20 @@ def _accumulator(t):
         return torch.autograd.graph.get_gradient_edge(t).node
     except (AttributeError, RuntimeError):
         return None
+
+
+def out_grad(diagnoser, error):
+    """The out= call that raised: its output tensor and the arguments that require grad."""
+    journal, namer = diagnoser.journal, diagnoser.namer
+    failed = journal.failed
+    given = failed.tensors if failed else []
+    grad = list({id(t): t for t in given if t.requires_grad}.values())
+    out = given[-1] if given else None      # the out= tensor comes last among the call's keyword arguments
+    facts = {"call": str(failed.where if failed else diagnoser._failing(error)[0]),
+             "requires grad": ", ".join(f"{_label(namer, t)} {list(t.shape)}" for t in grad[:3]) or "?"}
+    return Diagnosis("out_grad", _("{op}(..., out={label}) was given tensors that require grad: autograd records no "
+                                   "graph for an out= call").format(op=failed.name if failed else "an op",
+                                                                    label=_label(namer, out)), facts, _OUT_FIXES)
 
 
 def nonleaf_flag(diagnoser, error):

@@ -239,6 +239,9 @@ class VersionErrors:
         if saved is not None:          # a part of a larger tensor: a write anywhere in it moved the one version counter
             recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now
                      and rec.serial >= saved and math.prod(rec.shape) > math.prod(s.shape or (0,))]
+            # a write through a view of part of it (h[:, 0].mul_(...)): the view shares the counter too
+            recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now
+                     and rec.serial >= saved and math.prod(rec.shape) < math.prod(s.shape or (0,))]
         for rec in recs:
             module = self.namer.module_name(rec.module)
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(

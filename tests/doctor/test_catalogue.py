@@ -209,6 +209,17 @@ def test_a_custom_functions_wrong_gradient_names_the_function_and_where_it_ran()
         "function"]
 
 
+def test_an_out_call_given_a_tensor_that_requires_grad():
+    G = nn.Linear(2, 2)
+
+    def block():
+        h = torch.sigmoid(G(torch.randn(4, 2)))
+        torch.mul(h, 2, out=h)  # out-call
+    error, dx = diagnose(block)
+    assert dx.kind == "out_grad" and "out=`h`" in dx.summary
+    assert f"line {line_of('out-call')}" in dx.facts["call"] and dx.facts["requires grad"] == "`h` [4, 2]"
+
+
 def test_a_hook_on_a_tensor_without_grad():
     def block():
         x = torch.randn(3)
@@ -235,7 +246,7 @@ def test_the_kinds_diagnosed_before_are_still_recognised_by_the_table():
 
 def test_every_kind_with_a_program_here_is_a_kind_of_the_catalogue():
     tested = {"version", "inference_saved", "inference_inplace", "unused_input", "leaf_inplace", "nonleaf_flag",
-              "numpy_grad", "function_gradient", "hook_no_grad", "freed", "no_graph"}
+              "numpy_grad", "function_gradient", "hook_no_grad", "freed", "no_graph", "out_grad"}
     elsewhere = {"view_inplace": "test_doctor_views.py", "grad_input": "test_doctor.py",
                  "nonscalar": "test_doctor.py", "ddp_unused": "test_catalogue_ddp (below)"}
     assert tested | set(elsewhere) == {k.key for k in CATALOGUE}
