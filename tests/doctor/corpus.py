@@ -485,7 +485,7 @@ def _inference_saved(rng, w, faulty):
     lib.add("import torch\n")
     fn = rng.choice(["make_mask", "prior", "fixed_weights", "noise_table", "lookup"])
     lib.add(f"@torch.{'inference_mode' if faulty else 'no_grad'}()\ndef {fn}(n):")
-    lib.add(f"return torch.rand(n) + 0.5", 1, mark="made")
+    lib.add("return torch.rand(n) + 0.5", 1, mark="made")
     src = Src(rng=rng)
     _header(src, w["lib"])
     _module(src, w)
