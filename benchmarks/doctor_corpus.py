@@ -27,6 +27,19 @@ import torch  # noqa: E402
 import corpus  # noqa: E402
 
 
+def markdown(after: dict, before: dict) -> str:
+    """The per-kind table docs/doctor.md shows: faults named before and after, and false alarms after."""
+    rows = ["| fault injected | raises | named before | named after | false alarms after |", "|---|---|---|---|---|"]
+    for kind, count in after["per kind"].items():
+        was = before["per kind"].get(kind, {})
+        rows.append(f"| {kind.replace('_', ' ')} | `{corpus.RAISES[kind]}` | {was.get('named', 0)}/{was.get('faulty', 0)} "
+                    f"| {count['named']}/{count['faulty']} | {count['false alarms']}/{count['clean']} |")
+    total, was = after["total"], before["total"]
+    rows.append(f"| all | | {was['named']}/{was['faulty']} | {total['named']}/{total['faulty']} "
+                f"| {total['false alarms']}/{total['clean']} |")
+    return "\n".join(rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2000, help="programs with a fault (as many without)")
@@ -63,7 +76,7 @@ def main(argv=None):
     def rates(table):
         return {key: {**count, "named rate": round(count["named"] / count["faulty"], 4) if count["faulty"] else None}
                 for key, count in sorted(table.items())}
-    total = sum((c for c in per_kind.values()), collections.Counter())
+    total = {key: sum(c[key] for c in per_kind.values()) for key in ("faulty", "named", "clean", "false alarms")}
     result = {
         "what": "the doctor on generated programs: a fault of a catalogue kind injected at a random site (named: "
                 "its kind, tensor and lines), and the same program without it (false alarm: any diagnosis or "

@@ -36,26 +36,6 @@ __all__ = ["doctor", "Diagnosis", "DoctorWarning", "Where", "LESSONS", "active",
            "unload_ipython_extension"]
 
 
-def _compile_callbacks(start, end):
-    """Have torch.compile call `start` and `end` around each compilation (torch._dynamo's compile callbacks, on a
-    torch that has them); returns what removes them."""
-    try:
-        from torch._dynamo import callback_handler
-    except ImportError:
-        return lambda: None
-    callback_handler.register_start_callback(start)
-    callback_handler.register_end_callback(end)
-
-    def remove():
-        for remove, callback in ((callback_handler.remove_start_callback, start),
-                                 (callback_handler.remove_end_callback, end)):
-            try:
-                remove(callback)
-            except ValueError:
-                pass
-    return remove
-
-
 class doctor:
     """Context manager. Name what you train, or let the doctor find the names: doctor(G=G, D=D, opt_G=..., opt_D=...)
     or doctor()."""
@@ -93,7 +73,6 @@ class doctor:
                         register_optimizer_step_post_hook(self._guarded("post_step"))]
         self.warnings = _WarningsAsPython().__enter__()
         self.recorder.start()
-        self.compile_hooks = _compile_callbacks(self.recorder.compile_started, self.recorder.compile_ended)
         ranks.join()                  # under torchrun: one of the run's processes, for the shared folder's clean-up
         return self
 
@@ -107,8 +86,7 @@ class doctor:
         self.warnings.__exit__(None, None, None)
         for h in self.handles:
             h.remove()
-        self.compile_hooks()
-        self.recorder.compiling = False
+
         if error is not None:
             error.__traceback__ = _clean(error.__traceback__)
             self.attach(error)

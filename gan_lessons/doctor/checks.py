@@ -118,8 +118,10 @@ class Checks:
         if my_depth is None:
             return
         trained = {p for o in self.namer.known_optimizers() for g in o.param_groups for p in g["params"]}
+        behind = set().union(*(b.behind.get(id(p), ()) for p in mine))   # leaves reached through this net
         deeper = {names[p].split(".")[0] for p, d in depth.items()
-                  if p not in mine and p in names and d > my_depth and p in trained}
+                  if p not in mine and p in names and p in trained
+                  and (id(p) in behind if b.behind else d > my_depth)}
         if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
             reached = {p for p in depth if p in names and names[p].split(".")[0] in deeper}
             self.journal.foreign.append(ForeignStep(b, name, _user_frame(), sorted(deeper), reached))

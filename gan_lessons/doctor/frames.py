@@ -87,7 +87,9 @@ def _is_user(frame) -> bool:
     user = _USER_FILES.get(name)
     if user is None:
         user = _USER_FILES[name] = not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) \
-            and "contextlib" not in name and name != _RUNPY
+            and "contextlib" not in name and name != _RUNPY and not name.startswith("<eval_with_key>")
+        # (<eval_with_key>: code torch.fx generated for a compiled graph, which nobody wrote: its ops are placed on
+        # the line that called the compiled module)
     return user
 
 
@@ -138,6 +140,7 @@ class _WarningsAsPython:
         return False
 
     def show(self, message, category, filename, lineno, file=None, line=None):
+        message = _without_doctor_frames(message)   # a stack torch wrote into its text (anomaly mode's)
         placed = getattr(self, "moving", False) or category.__name__ == "DoctorWarning"   # the doctor's own: where
         target = None if placed else _as_python_places(sys._getframe(1), filename, lineno)   # it says
         if target is None:
@@ -149,6 +152,24 @@ class _WarningsAsPython:
                                    registry=target.f_globals.setdefault("__warningregistry__", {}))
         finally:
             self.moving = False
+
+
+def _without_doctor_frames(message):
+    """A warning whose text quotes a Python stack (anomaly mode's "Traceback of forward call", which torch.compile
+    prints while it traces under the doctor) with the doctor's own frames taken out of that stack."""
+    text = str(message)
+    if _DOCTOR_DIR not in text:
+        return message
+    kept, skipping = [], False
+    for row in text.split("\n"):
+        if row.startswith("  File "):
+            skipping = _DOCTOR_DIR in row
+        elif not row.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(row)
+    cleaned = "\n".join(kept)
+    return type(message)(cleaned) if isinstance(message, Warning) else cleaned
 
 
 def _as_python_places(frame, filename, lineno):

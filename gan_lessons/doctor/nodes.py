@@ -53,6 +53,8 @@ class BackwardCall:
     modes: set                   # the .training of the modules with parameters that made its nodes
     fresh: set                   # the leaves whose .grad was empty (None, or zeroed) before it
     used_by: set = field(default_factory=set)   # ids of the optimizers that stepped on its gradients since
+    behind: dict = field(default_factory=dict)  # id(parameter): ids of the leaves reached through the nodes that
+                                                # take it (recording._behind); empty when one module made the graph
 
 
 @dataclass(slots=True, eq=False)

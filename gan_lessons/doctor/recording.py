@@ -20,6 +20,19 @@ from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _froz
 from gan_lessons.i18n import N_, _
 
 
+def _behind(consumers):
+    """{id(parameter): ids of the leaves the backward reaches through the nodes that take it}, per module whose
+    nodes take parameters: the nets a net's input came from (G behind D when D's input is G's output, not
+    detached). A loss that sums two nets' separate losses reaches neither through the other."""
+    found = {}
+    for nodes in consumers.values():
+        taken = {id(n.variable) for fn in nodes for n, _ in fn.next_functions if hasattr(n, "variable")}
+        reached = {id(fn.variable) for fn, _ in graphs.breadth_first(nodes) if hasattr(fn, "variable")} - taken
+        for p in taken:
+            found[p] = found.get(p, set()) | reached
+    return found
+
+
 class _Mode(TorchFunctionMode):
     """Sees every torch call in the block and hands it to the recorder."""
 
@@ -71,7 +84,7 @@ class Recorder:
         self.journal, self.namer, self.checks = journal, namer, checks
         self.mode = _Mode(self)
         self.writes = BackwardWrites(journal)
-        self.in_backward = self.compiling = False
+        self.in_backward = False
 
     @contextlib.contextmanager
     def backward_writes(self):
@@ -152,19 +165,6 @@ class Recorder:
         else:
             journal.in_step = True
 
-    def compile_started(self, *args):
-        """torch.compile begins to trace: the recorder leaves torch's mode stack, so that no frame of the doctor's is
-        in what compilation records (the forward's stack, kept for anomaly mode and error messages) and none of
-        its ops, run on FakeTensors, reaches the journal."""
-        if _current_mode() is self.mode and not self.journal.paused:
-            _pop_mode()
-            self.compiling = True
-
-    def compile_ended(self, *args):
-        if self.compiling:
-            self.compiling = False
-            _push_mode(self.mode)
-
     def resume(self):
         journal = self.journal
         journal.in_step = False
@@ -185,10 +185,13 @@ class Recorder:
     def _record_backward(self, roots, retain, inputs):
         """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
         journal = self.journal
-        depth = {}
+        depth, consumers = {}, {}
         for fn, d in graphs.breadth_first(t.grad_fn for t in roots):
             if hasattr(fn, "variable"):
                 depth.setdefault(fn.variable, d)
+            elif (info := journal.nodes.get(fn)) is not None and info.module is not None \
+                    and any(hasattr(n, "variable") for n, _ in fn.next_functions):
+                consumers.setdefault(id(info.module), []).append(fn)   # a node that takes a module's parameter
         leaves = list(depth)
         if inputs is not None:            # backward(inputs=...) fills only these
             keep = set(_tensors(inputs))
@@ -200,7 +203,8 @@ class Recorder:
         # weak roots and node serials: a record must not keep a retained or unused graph alive
         journal.backwards.append(BackwardCall(
             [weakref.ref(t) for t in roots], {id(t) for t in roots}, _user_frame(), bool(retain), nodes, depth,
-            journal.modes, {p for p in depth if p.grad is None or journal.zeroed.get(id(p.grad)) == p.grad._version}))
+            journal.modes, {p for p in depth if p.grad is None or journal.zeroed.get(id(p.grad)) == p.grad._version},
+            behind=_behind(consumers) if len(consumers) > 1 else {}))
         return leaves
 
     def after(self, name, args, kwargs, out):
@@ -248,7 +252,8 @@ class Recorder:
                 where = where or _user_frame()
                 if inside is ...:
                     inside = _user_frame() if journal.sites else None
-                    inside = None if inside == where else inside
+                    # (a compiled forward's frame stands at its `def` line while its graph runs: no line inside)
+                    inside = None if inside == where or (inside and inside.code.startswith("def ")) else inside
                 journal.serial = next(_SERIAL)
                 if isinstance(fn, BackwardCFunction) and fn is not _grad_fn(t):  # a custom Function applied earlier,
                     journal.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module,

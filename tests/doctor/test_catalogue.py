@@ -5,6 +5,7 @@ message is that release's own wording."""
 import subprocess
 import sys
 import textwrap
+import traceback
 import warnings
 from pathlib import Path
 
@@ -340,3 +341,75 @@ def test_the_four_new_mechanisms_as_a_script_under_the_command(name, tmp_path):
     assert "autograd doctor:" in told and "autograd doctor note" not in told, told
     for fact in expected:
         assert fact in told, (fact, told)
+
+
+def test_why_the_doctor_records_no_save_with_saved_tensors_hooks():
+    """docs/doctor.md says the doctor does not record saves with torch.autograd.graph.saved_tensors_hooks because a
+    pack hook, even one that returns the tensor as it is, turns off the version check: the error it exists to
+    explain would not be raised. Checked on the torch installed; if this fails, the docs' reason is wrong there."""
+    def backward_after_a_write(hooks):
+        w = torch.randn(3, requires_grad=True)
+        with hooks:
+            y = w.exp()
+        y.add_(1)
+        try:
+            y.sum().backward()
+        except RuntimeError as error:
+            return str(error)
+        return None
+
+    import contextlib
+    assert "modified by an inplace operation" in backward_after_a_write(contextlib.nullcontext())
+    assert backward_after_a_write(torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)) is None
+
+
+class Scaled(nn.Module):
+    """A buffer read by the forward, then updated in place by it: torch.compile's backends find the error while
+    they trace; eager finds it at the backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
+        self.register_buffer("scale", torch.ones(8))
+
+    def forward(self, x):
+        h = torch.relu(self.a(x)) * self.scale
+        self.scale.mul_(0.9)
+        return self.b(h)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_compiled_modules_give_a_diagnosis_with_the_users_lines_and_no_frame_of_the_doctors(backend):
+    import os
+    torch._dynamo.reset()
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    compiled = torch.compile(net, backend=backend)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    doctor_dir = os.path.dirname(os.path.abspath(__import__("gan_lessons.doctor").doctor.__file__))
+
+    def stepped():
+        out = compiled(torch.randn(5, 4))  # compiled-forward
+        out.mean().backward(retain_graph=True)
+        opt.step()  # compiled-step
+        (out ** 2).mean().backward()
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        error, dx = diagnose(stepped)
+    assert dx.kind == "version" and dx.facts["tensor"].startswith("net.")
+    assert f"line {line_of('compiled-forward')}" in dx.facts["saved by"], dx.text()
+    assert f"line {line_of('compiled-step')}" in dx.facts["modified by"]
+    assert "eval_with_key" not in dx.text() and "could not diagnose" not in dx.text()
+
+    scaled = torch.compile(Scaled(), backend=backend)
+
+    def traced():
+        scaled(torch.randn(5, 4)).mean().backward()  # traced-call
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        error, dx = diagnose(traced)
+    assert dx is not None and dx.kind == "version", error
+    assert f"line {line_of('traced-call')}" in dx.text()
+    assert "eval_with_key" not in dx.text() and "could not diagnose" not in dx.text()
+    frames = [frame.f_code.co_filename for frame, _ in traceback.walk_tb(error.__traceback__)]
+    assert not any(f.startswith(doctor_dir) for f in frames)
+    assert not any(doctor_dir in str(w.message) for w in shown)

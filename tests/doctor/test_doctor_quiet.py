@@ -419,3 +419,50 @@ def test_an_ema_copy_of_G_renewed_in_place():
             for p_ema, p in zip(G_ema.parameters(), G.parameters()):
                 p_ema.lerp_(p, 0.001)
     quietly(step)
+
+
+def test_two_discriminators_trained_on_one_summed_loss():
+    """PyTorch-GAN's dualgan: loss_D = 0.5 * (loss_D_A + loss_D_B), one backward, each D's own optimizer steps.
+    Each D's part of the loss reaches only that D (the fakes are detached): neither steps on the other's loss."""
+    torch.manual_seed(0)
+    G_AB, G_BA = nn.Linear(4, 4), nn.Linear(4, 4)
+    D_A = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    D_B = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    optimizer_G = optim.Adam([*G_AB.parameters(), *G_BA.parameters()], lr=1e-3)
+    optimizer_D_A, optimizer_D_B = optim.Adam(D_A.parameters(), lr=1e-3), optim.Adam(D_B.parameters(), lr=1e-3)
+
+    def step():
+        imgs_A, imgs_B = torch.randn(5, 4), torch.randn(5, 4)
+        optimizer_D_A.zero_grad()
+        optimizer_D_B.zero_grad()
+        fake_A, fake_B = G_BA(imgs_B).detach(), G_AB(imgs_A).detach()
+        loss_D_A = -D_A(imgs_A).mean() + D_A(fake_A).mean()
+        loss_D_B = -D_B(imgs_B).mean() + D_B(fake_B).mean()
+        (0.5 * (loss_D_A + loss_D_B)).backward()
+        optimizer_D_A.step()
+        optimizer_D_B.step()
+        optimizer_G.zero_grad()
+        loss_G = -D_A(G_BA(imgs_B)).mean() - D_B(G_AB(imgs_A)).mean()
+        loss_G.backward()
+        optimizer_G.step()
+    quietly(step)
+
+
+def test_a_shared_encoder_and_two_heads_trained_on_one_summed_loss():
+    """Multi-task training: an encoder and two heads, each with its own optimizer, on the sum of the heads'
+    losses. Both heads' backward runs on into the encoder on purpose."""
+    torch.manual_seed(0)
+    encoder, head_a, head_b = nn.Linear(6, 8), nn.Linear(8, 1), nn.Linear(8, 3)
+    opt_enc = optim.SGD(encoder.parameters(), lr=0.1)
+    opt_a, opt_b = optim.SGD(head_a.parameters(), lr=0.1), optim.SGD(head_b.parameters(), lr=0.1)
+
+    def step():
+        x = torch.randn(4, 6)
+        h = torch.relu(encoder(x))
+        loss = head_a(h).pow(2).mean() + F.cross_entropy(head_b(h), torch.tensor([0, 1, 2, 0]))
+        for opt in (opt_enc, opt_a, opt_b):
+            opt.zero_grad()
+        loss.backward()
+        for opt in (opt_enc, opt_a, opt_b):
+            opt.step()
+    quietly(step)
