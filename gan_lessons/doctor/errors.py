@@ -151,6 +151,14 @@ class Diagnoser(VersionErrors, ViewErrors):
                              [(N_("run the forward this loss trains outside torch.no_grad()"), "04"),
                               (N_("checkpoint with use_reentrant=False, or make the checkpointed block's input require "
                                   "grad (transformers: model.enable_input_require_grads())"), None)])
+        made = next((r for t in roots if (r := self.journal.made_of(self.journal.from_values, t)) is not None), None)
+        if made is not None:              # made from numbers: the line that made it, from the recorder
+            facts["made from values at"] = str(made.where)
+            return Diagnosis("no_graph", _("{label} has no graph: it was made from Python numbers at {where} "
+                                           "(torch.tensor of values taken with .item() or float()), and autograd "
+                                           "records nothing through numbers").format(label=label, where=made.where),
+                             facts, [(N_("keep the loss a tensor from the model's outputs: torch.stack([loss_a, "
+                                         "loss_b]).sum(), or total = total + part, not part.item()"), "04")])
         return Diagnosis("no_graph", _("{label} has no graph: it was computed from tensors autograd does not track "
                                        "(a detach(), .data, a number from .item() made a tensor again, or a tensor "
                                        "made with torch.tensor(...))").format(label=label), facts,

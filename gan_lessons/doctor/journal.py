@@ -53,6 +53,7 @@ class Journal:
     inference_made: dict = field(default_factory=dict)
     set_at: dict = field(default_factory=dict)
     flagged_at: dict = field(default_factory=dict)
+    from_values: dict = field(default_factory=dict)      # tensors made from Python values (torch.tensor(x.item()))
     no_graph_outputs: dict = field(default_factory=dict)   # id: (weak output, module) of module outputs with no graph
     # what the doctor says: its diagnoses (warnings and information lines too), the (kind, file, line) it already
     # said something of, and notes on its own bookkeeping
@@ -70,7 +71,8 @@ class Journal:
                         self.no_grad_forwards, self.versions_before):
             records.clear()
         for table in (self.data_aliases, self.pending_data, self.zeroed, self.constants, self.mixed,
-                      self.frozen_at, self.inference_made, self.set_at, self.flagged_at, self.no_graph_outputs):
+                      self.frozen_at, self.inference_made, self.set_at, self.flagged_at, self.no_graph_outputs,
+                      self.from_values):
             table.clear()
         self.last_leaf_inplace = self.pending_grad = self.failed = None
 

@@ -124,6 +124,7 @@ class CallRecord:
     name: str
     given: list
     where: object
+    storages: list = field(default_factory=list)   # the storage of each tensor given (it outlives a temporary)
 
     @property
     def tensors(self) -> list:

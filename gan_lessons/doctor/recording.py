@@ -20,6 +20,18 @@ from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _froz
 from gan_lessons.i18n import N_, _
 
 
+# the torch functions that make a tensor from Python values: a loss made by one has no graph
+_FROM_VALUES = {"tensor", "as_tensor", "scalar_tensor", "from_numpy"}
+
+
+def _storage(t):
+    """The address of a tensor's storage, or None for one without (a FakeTensor while torch.compile traces)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 def _behind(consumers):
     """{id(parameter): ids of the leaves the backward reaches through the nodes that take it}, per module whose
     nodes take parameters: the nets a net's input came from (G behind D when D's input is G's output, not
@@ -64,8 +76,9 @@ class _Mode(TorchFunctionMode):
                 out = func(*args, **kwargs)  # a warning from here is shown at the student's line (_WarningsAsPython)
         except BaseException:
             journal.versions_before = []   # a call that raised: its arguments are not held for the next one
-            journal.failed = CallRecord(name, [weakref.ref(t) for a in (*args, *kwargs.values())
-                                               for t in _tensors(a)], _user_frame())
+            given = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+            journal.failed = CallRecord(name, [weakref.ref(t) for t in given], _user_frame(),
+                                        [_storage(t) for t in given])
             raise
         try:
             self.recorder.after(name, args, kwargs, out)
@@ -216,6 +229,14 @@ class Recorder:
             if len(journal.data_aliases) > 1000:
                 journal.data_aliases = {k: v for k, v in journal.data_aliases.items() if v[0]() is not None}
         module = journal.stack[-1] if journal.stack else None
+        if name in _FROM_VALUES and isinstance(out, torch.Tensor) and out.is_floating_point():
+            journal.made(journal.from_values, out, Made(weakref.ref(out), *user_site()))   # a loss rebuilt from
+        elif journal.from_values and isinstance(out, torch.Tensor) and out.grad_fn is None:   # numbers, and what
+            source = next((r for a in args if isinstance(a, torch.Tensor)                    # ops make of it
+                           and (r := journal.made_of(journal.from_values, a)) is not None), None)
+            if source is not None:
+                journal.made(journal.from_values, out, Made(weakref.ref(out), source.where, source.function,
+                                                            source.caller))
         if torch.is_inference_mode_enabled():     # tensors made here cannot be saved for a backward later
             for t in (out if isinstance(out, (tuple, list)) else [out]):
                 if isinstance(t, torch.Tensor) and t.is_inference():

@@ -18,6 +18,9 @@ from gan_lessons.doctor.frames import _DOCTOR_DIR, _TORCH_DIR, _frames
 from gan_lessons.doctor.report import Diagnosis, Where
 from gan_lessons.i18n import N_, _
 
+# the torch functions that return several views of one tensor (autograd forbids writing into any of them)
+_MULTI = {"chunk", "split", "unbind", "tensor_split", "split_with_sizes", "hsplit", "vsplit", "dsplit", "unsafe_chunk",
+          "unsafe_split"}
 _OUTPUT_OF = re.compile(r"Output (\d+) of (\w+) is a view and is being modified inplace")
 
 
@@ -54,10 +57,13 @@ class ViewErrors:
         facts = {"where": str(where)} if where is not None else {}
         if function and function.startswith("BackwardHookFunction"):
             return self._hook_view(view, writer, facts)
+        if "returns multiple views" in message:     # written through a view of one of them (a[:, 0].mul_): the
+            piece = self._split_piece(frames, view)             # piece itself, by the op the recorder saw make it
+            view = view if piece is None else piece
         label = self.namer.label(view) if view is not None else _("the tensor written")
         info = self.journal.nodes.get(view.grad_fn) if view is not None else None
         if info is not None and info.where is not None:
-            facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.where)
+            facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.place())
         if "returns multiple views" in message:
             return Diagnosis("view_inplace", _("{label} is one of the views a single op returned ({op}), and autograd "
                                                "forbids writing into those in place").format(
@@ -83,6 +89,26 @@ class ViewErrors:
                          [(N_("make the view and the write both inside torch.no_grad() (the write is then not "
                               "recorded), or both outside it"), "04"),
                           (N_("or clone() the view before writing into it"), "03")])
+
+    def _split_piece(self, frames, view):
+        """One of the pieces a multi-output op (chunk, split, unbind) returned that shares the written tensor's
+        storage, held by a variable of the failing frames (innermost first); None if the written view is one."""
+        failed = self.journal.failed
+        if view is not None:
+            if getattr(self.journal.nodes.get(view.grad_fn), "op", None) in _MULTI:
+                return None
+            ptr = view.untyped_storage().data_ptr()
+        else:                         # a temporary (a[:, 0]): the storage the failing call was given
+            ptr = failed.storages[0] if failed and failed.storages else None
+        if ptr is None:
+            return None
+        for frame in reversed(frames):
+            for value in frame.f_locals.values():
+                if isinstance(value, torch.Tensor) and value._is_view() \
+                        and value.untyped_storage().data_ptr() == ptr \
+                        and getattr(self.journal.nodes.get(value.grad_fn), "op", None) in _MULTI:
+                    return value
+        return None
 
     def _written_view(self, frames, function, output):
         """The view being written: a tensor in the failing frames (innermost first), output `output` of
