@@ -8,7 +8,7 @@ from functools import partial
 import torch
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user
+from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user, _runs_backward
 from gan_lessons.doctor import misuse
 from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import _tensors
@@ -31,7 +31,7 @@ def _outside_backward(tb):
     """The traceback's frames up to autograd's engine: the frames below it run inside a backward (a custom
     Function's, a hook), and their locals (`g`, `ctx`) are not names of the student's tensors."""
     for frame in _frames(tb):
-        if frame.tb_frame.f_code.co_name == "_engine_run_backward":
+        if _runs_backward(frame.tb_frame):
             return
         yield frame
 

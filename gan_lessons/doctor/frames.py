@@ -63,13 +63,24 @@ def user_site():
         None if caller is None else where(caller)
 
 
+_AUTOGRAD_DIR = os.path.join(_TORCH_DIR, "autograd") + os.sep
+
+
+def _runs_backward(frame) -> bool:
+    """Is this torch's frame that hands a backward to autograd's engine (whose own calls, and the backward code they
+    run, come below it)? `_engine_run_backward` from torch 2.4; before, `backward` and `grad` themselves."""
+    code = frame.f_code
+    return code.co_name == "_engine_run_backward" or (
+        code.co_name in ("backward", "grad") and code.co_filename.startswith(_AUTOGRAD_DIR))
+
+
 def _inside_backward_frame():
     """(the line, the function's qualified name) of the innermost frame of the student's (or a library's) code that
     autograd's engine is running: a custom Function's backward, a hook; None when the innermost code is the engine's
     own (a node of torch's, a gradient accumulated), found before the engine's frame is reached."""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_name == "_engine_run_backward" or frame.f_code.co_name == "run_backward":
+        if _runs_backward(frame):
             return None
         if _is_user(frame):
             name = frame.f_code.co_filename

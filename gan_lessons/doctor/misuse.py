@@ -103,8 +103,12 @@ def unused_input(diagnoser, error):
     for fn in graphs.walk(outputs):
         reached.add(fn)
     accumulated = {id(fn.variable) for fn in reached if hasattr(fn, "variable")}
-    unused = [t for t in inputs if (t.grad_fn not in reached if t.grad_fn is not None else
-                                    _accumulator(t) not in reached)]
+    def used(t):
+        if t.grad_fn is not None:
+            return t.grad_fn in reached
+        node = _accumulator(t)
+        return node in reached if node is not None else id(t) in accumulated    # (a torch without get_gradient_edge)
+    unused = [t for t in inputs if not used(t)]
     if not unused:
         return None
     culprit = unused[0]
@@ -128,7 +132,10 @@ def _accumulator(t):
     """The node a leaf's gradient goes into now (its gradient accumulator), or None."""
     try:
         return torch.autograd.graph.get_gradient_edge(t).node
-    except (AttributeError, RuntimeError):
+    except AttributeError:           # a torch before 2.2: the node a view of it feeds
+        with torch.enable_grad():
+            return t.view_as(t).grad_fn.next_functions[0][0] if t.requires_grad else None
+    except RuntimeError:
         return None
 
 
