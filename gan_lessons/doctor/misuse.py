@@ -35,9 +35,9 @@ _FLAG_FIXES = [(N_("x.detach(): a new tensor, without a graph, for the part that
 _FLAG_WRONG = [(N_("x.requires_grad = False inside torch.no_grad(): the flag of a computed tensor cannot be changed "
                    "there either; only detach() makes a tensor without the graph"), None)]
 _NUMPY_FIXES = [(N_("x.detach().cpu().numpy(): a copy of the values, without the graph (the order: detach, then to "
-                    "the CPU)"), "04")]
-_NUMPY_WRONG = [(N_("torch.no_grad() around the numpy() call: the tensor still requires grad, and numpy() still "
-                    "refuses it"), None)]
+                    "the CPU)"), "04"),
+                (N_("or call numpy() under torch.no_grad(), where torch hands out the values of a tensor that "
+                    "requires grad"), "04")]
 _FUNCTION_FIXES = [(N_("make backward return one gradient per input of forward, each of that input's shape "
                        "(None for an input that needs none, as a flag or a size)"), None)]
 _HOOK_FIXES = [(N_("register the hook on a tensor that requires grad: the module's output or a parameter, not a "
@@ -87,7 +87,7 @@ def inference_inplace(diagnoser, error):
     return Diagnosis("inference_inplace", _("{label} was made under torch.inference_mode(), and {op} changes it "
                                             "outside inference mode, which torch refuses").format(
                                                 label=_label(namer, culprit), op=failed.name if failed else "an op"),
-                     facts, _INFERENCE_WRITE_FIXES, _INFERENCE_WRONG)
+                     facts, _INFERENCE_WRITE_FIXES)
 
 
 def unused_input(diagnoser, error):
@@ -174,8 +174,7 @@ def numpy_grad(diagnoser, error):
     facts = {"tensor": f"{_label(namer, culprit)} {list(culprit.shape)}" if culprit is not None else "?",
              "where": str(failed.where if failed else diagnoser._failing(error)[0])}
     return Diagnosis("numpy_grad", _("numpy() on {label}, which requires grad: numpy shares its memory and cannot "
-                                     "keep the graph").format(label=_label(namer, culprit)), facts, _NUMPY_FIXES,
-                     _NUMPY_WRONG)
+                                     "keep the graph").format(label=_label(namer, culprit)), facts, _NUMPY_FIXES)
 
 
 def function_gradient(diagnoser, error):
@@ -219,9 +218,12 @@ def ddp_unused(diagnoser, error):
     facts = {"forward": str(diagnoser._failing(error)[0])}
     if missing:
         facts["parameters"] = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
-    return Diagnosis("ddp_unused", _("DistributedDataParallel's last backward reached {count} of its parameters no "
-                                     "loss used; it waits for their gradients before the next forward").format(
-                                         count=len(missing) or _("some")), facts, _DDP_FIXES)
+    return Diagnosis("ddp_unused", (_("{count} parameters of the module DistributedDataParallel wraps took no part "
+                                      "in its last backward, and it waits for their gradients before the next "
+                                      "forward") if missing else
+                                    _("parameters of the module DistributedDataParallel wraps took no part in its "
+                                      "last backward, and it waits for their gradients before the next forward")
+                                    ).format(count=len(missing)), facts, _DDP_FIXES)
 
 
 def leaf_by_flag(journal, namer, leaf):

@@ -66,7 +66,13 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "passes in .grad": N_("  - passes in .grad: {value}"),
                "also stepped at": N_("  - also stepped at: {value}"), "hook": N_("  - hook: {value}"),
                "reached instead": N_("  - reached instead: {value}"),
-               "made by": N_("  - made by: {value}")}
+               "made by": N_("  - made by: {value}"), "made": N_("  - made: {value}"),
+               "used": N_("  - used: {value}"), "changed": N_("  - changed: {value}"),
+               "graph": N_("  - graph: {value}"), "replaced": N_("  - replaced: {value}"),
+               "requires grad": N_("  - requires grad: {value}"), "function": N_("  - function: {value}"),
+               "compiled call": N_("  - compiled call: {value}"),
+               "a leaf because": N_("  - a leaf because: {value}"),
+               "made from values at": N_("  - made from values at: {value}"), "forward": N_("  - forward: {value}")}
 # A fix line and a wrong-fix line, with the lesson that teaches it or without.
 _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{notebook})"),
               ("fix", False): N_("  fix: {fix}"),

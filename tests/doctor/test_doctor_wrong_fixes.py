@@ -13,7 +13,11 @@ cause as the right fixes are, then runs the wrong fix:
   between; with no step between it is right (the gradients of a fresh forward) and keeps the saved tensors alive;
 - a tensor carried across passes: retain_graph=True makes each backward reach every earlier pass, and the first
   step turns the error into the version error;
-- one loss differentiated twice: retain_graph=True doubles .grad."""
+- one loss differentiated twice: retain_graph=True doubles .grad;
+- an inference tensor: detach() leaves it one (still refused for saving), requires_grad_() is refused; a gradient accumulator replaced by set_: allow_unused=True returns None for a tensor the graph used;
+  requires_grad changed on a computed tensor: torch.no_grad() around it still raises (numpy() under no_grad, which
+  works, is offered as a fix)."""
+import contextlib
 import copy
 import warnings
 
@@ -300,3 +304,60 @@ def test_one_loss_twice_names_retain_graph_and_it_doubles_grad():
     says(d, _TWICE_WRONG)
     once, after = twice(True)
     assert torch.allclose(after, 2 * once)
+
+
+def made_in_inference_mode():
+    with torch.inference_mode():
+        return torch.randn(4, 3)
+
+
+def test_an_inference_tensor_names_detach_and_requires_grad_and_both_fail():
+    from gan_lessons.doctor.misuse import _INFERENCE_WRONG
+
+    def bug():
+        w = made_in_inference_mode()
+        (torch.randn(2, 4, requires_grad=True) @ w).sum()
+    d = diagnosis_of(bug)
+    assert d.kind == "inference_saved"
+    says(d, _INFERENCE_WRONG)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved"):
+        (torch.randn(2, 4, requires_grad=True) @ made_in_inference_mode().detach()).sum()
+    with pytest.raises(RuntimeError, match="Setting requires_grad=True on inference tensor"):
+        made_in_inference_mode().requires_grad_()
+
+
+def test_a_replaced_accumulator_names_allow_unused_and_it_gives_none():
+    from gan_lessons.doctor.misuse import _SET_WRONG
+
+    def replaced(allow_unused=False):
+        x = torch.randn(3, requires_grad=True)
+        y = (x * 2).sum()
+        with torch.no_grad():
+            x.set_(torch.zeros(3))
+        return torch.autograd.grad(y, x, allow_unused=allow_unused)
+    d = diagnosis_of(replaced)
+    assert d.kind == "unused_input"
+    says(d, _SET_WRONG)
+    assert replaced(allow_unused=True) == (None,)         # the graph did use x: its gradient is lost
+
+
+def test_a_flag_on_a_computed_tensor_names_no_grad_and_it_still_raises():
+    from gan_lessons.doctor.misuse import _FLAG_WRONG
+
+    def flagged(quiet=False):
+        y = nn.Linear(2, 2)(torch.randn(3, 2))
+        with torch.no_grad() if quiet else contextlib.nullcontext():
+            y.requires_grad = False
+    d = diagnosis_of(flagged)
+    assert d.kind == "nonleaf_flag"
+    says(d, _FLAG_WRONG)
+    with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
+        flagged(quiet=True)
+
+
+def test_numpy_under_no_grad_is_offered_as_a_fix_and_works():
+    x = torch.randn(3, requires_grad=True)
+    d = diagnosis_of(lambda: x.numpy())
+    assert d.kind == "numpy_grad" and any("torch.no_grad()" in fix for fix, _ in d.fixes)
+    with torch.no_grad():
+        assert x.numpy().shape == (3,)
