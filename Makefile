@@ -16,6 +16,7 @@
 #   make bench        the step's cost, eager and compiled, and time to quality (benchmarks/results/)
 #   make check-torch  the lessons' checks on another torch (TORCH=2.1.0)
 #   make check-colab  every lesson and student copy on Colab's own stack
+#   make doctor-versions  the doctor's catalogue of errors on torch 2.1.2, 2.11.0 and 2.15.0 (TORCHES=...)
 #   make gpu-carry    the files a GPU machine without a network needs (wheels, dot, MNIST)
 #   make gpu-run      the GPU run on a GPU machine: PART=all (BUDGET=480 seconds), or one of train, bench, notebooks
 #   make gpu-smoke    the GPU run's parts, tiny, on this CPU
