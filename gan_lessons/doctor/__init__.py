@@ -65,6 +65,7 @@ class doctor:
         return self.namer.names(extra)
 
     def __enter__(self):
+        self.journal.entry = sys._getframe(1)
         if self.namer.namespaces is None:
             self.namer.frame = sys._getframe(1)
         self.handles = [nn_module.register_module_forward_pre_hook(self._guarded("pre_forward")),

@@ -46,6 +46,30 @@ def _user_frame(depth=1, nth=1):
     return None
 
 
+def outermost_user_frame(entry=None):
+    """The outermost frame of the student's code that the block runs, as a Where: of the frames called from `entry`
+    (the frame that entered the doctor), the outermost that is the student's, else `entry` itself if it is; None if
+    none. (A script's top level under the command; the function a `with doctor():` block called.)"""
+    frame, found = sys._getframe(1), None
+    while frame is not None and frame is not entry:
+        if _is_user(frame):
+            found = frame
+        frame = frame.f_back
+    if found is None and frame is not None and _is_user(frame):
+        found = frame
+    return None if found is None else Where(found.f_code.co_filename, found.f_lineno,
+                                            linecache.getline(found.f_code.co_filename, found.f_lineno).strip())
+
+
+def placed(where, outer):
+    """How a diagnosis says where a write happened: the line, and where it is in another file than the student's
+    outermost frame (a helper module, a library), that file and the line that led there."""
+    if where is None or outer is None or where.file == outer.file:
+        return str(where)
+    from gan_lessons.i18n import _
+    return _("{file}, {where}, called from {caller}").format(file=_shown(where.file), where=where, caller=outer)
+
+
 def user_site():
     """(the student's innermost line, the name of the function it is in, the student's line that called that
     function or None) for the torch call being made now."""

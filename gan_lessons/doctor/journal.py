@@ -50,6 +50,7 @@ class Journal:
     # made under inference_mode, given a new storage by set_, or made to require grad by requires_grad_ (id: a
     # Made, with a weak reference to the tensor)
     failed: object = None
+    entry: object = None                                 # the frame that entered the doctor (while the block runs)
     inference_made: dict = field(default_factory=dict)
     set_at: dict = field(default_factory=dict)
     flagged_at: dict = field(default_factory=dict)
@@ -74,7 +75,7 @@ class Journal:
                       self.frozen_at, self.inference_made, self.set_at, self.flagged_at, self.no_graph_outputs,
                       self.from_values):
             table.clear()
-        self.last_leaf_inplace = self.pending_grad = self.failed = None
+        self.last_leaf_inplace = self.pending_grad = self.failed = self.entry = None
 
     def made(self, table, tensor, record, limit=1000):
         """Keep `record` (a Made) for `tensor` in one of the tables keyed by id, bounded."""

@@ -79,6 +79,7 @@ class InplaceWrite:
     serial: int                  # the last node serial before it
     module: object = None        # the module running then, if any
     made: object = None          # the NodeInfo of what the tensor held before (an in-place op's input), if known
+    outer: object = None         # the student's outermost line then (a Where), when `where` is in another file
 
 
 @dataclass(slots=True, eq=False)

@@ -11,7 +11,8 @@ from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
-from gan_lessons.doctor.frames import _called_from_user, _user_frame, custom_forward, user_site
+from gan_lessons.doctor.frames import (_called_from_user, _user_frame, custom_forward, outermost_user_frame,
+                                      user_site)
 from gan_lessons.doctor.writes import BackwardWrites
 from gan_lessons.doctor.nodes import (_SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo,
                                      Step)
@@ -252,14 +253,16 @@ class Recorder:
             before = node.next_functions if (node := _grad_fn(w)) is not None else ()
             journal.inplace.append(InplaceWrite(w.untyped_storage().data_ptr(), op, _user_frame(), w._version,
                                                 tuple(w.shape), journal.serial, module,
-                                                journal.nodes.get(before[0][0]) if before else None))  # held before
+                                                journal.nodes.get(before[0][0]) if before else None,   # held before
+                                                outermost_user_frame(journal.entry)))
         given, journal.versions_before = journal.versions_before, []     # held no longer than the call
         for t, before in given:
             now = _version(t)
             if before is not None and now is not None and now > before and all(t is not w for w in written):
                 journal.inplace.append(InplaceWrite(
                     t.untyped_storage().data_ptr(), _("{op} (writing in place into a tensor it was given)").format(
-                        op=name), _user_frame(), now, tuple(t.shape), journal.serial, module))
+                        op=name), _user_frame(), now, tuple(t.shape), journal.serial, module,
+                    outer=outermost_user_frame(journal.entry)))
         where = journal.sites[-1] if journal.sites else None
         inside = ...                  # the line inside the module, looked up once a node is new
         made = list(out) if isinstance(out, (tuple, list)) else [out]

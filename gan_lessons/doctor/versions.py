@@ -10,7 +10,7 @@ import threading
 import torch
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import failing_node
+from gan_lessons.doctor.frames import failing_node, placed
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
                                        _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES, _BUFFER_FIXES,
@@ -245,7 +245,7 @@ class VersionErrors:
         for rec in recs:
             module = self.namer.module_name(rec.module)
             return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
-                op=rec.op, module=module, where=rec.where), rec, False
+                op=rec.op, module=module, where=placed(rec.where, rec.outer)), rec, False
         return self._unseen(saved, s), None, False
 
     def _ddp_of(self, s):

@@ -8,7 +8,7 @@ entered: the function mode already sees those calls, and a dispatch mode costs a
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gan_lessons.doctor.frames import _inside_backward_frame
+from gan_lessons.doctor.frames import _inside_backward_frame, outermost_user_frame
 from gan_lessons.doctor.nodes import InplaceWrite
 from gan_lessons.i18n import _
 
@@ -56,7 +56,8 @@ class BackwardWrites(TorchDispatchMode):
                 journal.inplace.append(InplaceWrite(
                     t.untyped_storage().data_ptr(), _("{op} in {function}, run by the backward").format(
                         op=func.__name__.split(".")[0], function=where[1]),
-                    where[0], t._version + 1, tuple(t.shape), journal.serial))   # the dispatcher runs below the
+                    where[0], t._version + 1, tuple(t.shape), journal.serial,
+                    outer=outermost_user_frame(journal.entry)))   # the dispatcher runs below the
                     # ADInplaceOrView kernel, which moves the version counter once the op returns
 
 
