@@ -5,17 +5,20 @@ freed it, with the fixes and the lesson that teaches them.
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
         ...training code...
 
-It records with public mechanisms only: a TorchFunctionMode (forward ops, in-place ops, backward calls, `.grad`
-and `.data` access), global module hooks (which module is running) and the global optimizer step hooks. The
-original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
+It records with public mechanisms: a TorchFunctionMode (torch calls, in-place ops, backward calls, `.grad` and
+`.data` access, the call that raised), global module hooks (which module is running) and the global optimizer step
+hooks, and for the length of each backward a TorchDispatchMode that sees the writes the backward's own code makes.
+The original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
 result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead.
 
 The doctor owns one journal (journal.py: everything seen, as the small dataclasses of nodes.py) and four parts that
-share it and nothing else: the recorder (recording.py: writes it; ops.py reads what one torch call does), the namer
-(naming.py: names, resolved when needed), the checks (checks.py: warnings about silent bugs) and the diagnoser
-(errors.py: the errors, diagnosed; the version error in versions.py, the view errors in views.py). report.py says
-what a diagnosis says, with right and wrong fixes; frames.py finds the student's frames and shows warnings where
-python would; extension.py is `%load_ext gan_lessons`; script.py is `python -m gan_lessons doctor SCRIPT`."""
+share it and nothing else: the recorder (recording.py: writes it; ops.py reads what one torch call does, writes.py
+sees a backward's writes), the namer (naming.py: names, resolved when needed), the checks (checks.py: warnings about
+silent bugs) and the diagnoser (errors.py: catalogue.py recognises an error's kind, one function per kind
+diagnoses it from the records; the version error in versions.py, the view errors in views.py, the others in
+misuse.py). report.py says what a diagnosis says, with right and wrong fixes; frames.py finds the student's frames
+and shows warnings where python would; extension.py is `%load_ext gan_lessons`; script.py is
+`python -m gan_lessons doctor SCRIPT`; ranks.py says each diagnosis once under torchrun."""
 import sys
 
 from torch.nn.modules import module as nn_module
