@@ -102,7 +102,8 @@ def test_no_tanh_figures_match_its_record():
 
 
 def test_doctor_cost_table_matches_its_results_file():
-    o = json.loads((ROOT / "benchmarks/results/2026-11-27_doctor_cpu.json").read_text())
+    name = re.search(r"results in `benchmarks/results/([\w-]+_doctor_cpu\.json)`", README).group(1)
+    o = json.loads((ROOT / "benchmarks/results" / name).read_text())
     for r in o["strategies"]:
         row = (f"| `{r['strategy']}` | {r['ms_per_step_plain']} | {r['ms_per_step_doctor']} | {r['time_ratio']} | "
                f"{r['peak_rss_mib_plain']} | {r['peak_rss_mib_doctor']} | {r['rss_ratio']} |")
