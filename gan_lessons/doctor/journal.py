@@ -46,13 +46,11 @@ class Journal:
     paused: bool = False
     in_step: bool = False
     versions_before: list = field(default_factory=list)  # (tensor, version) of the call being recorded's arguments
-    # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were
-    # made under inference_mode, given a new storage by set_, or made to require grad by requires_grad_ (id: a
-    # Made, with a weak reference to the tensor)
+    # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were made under
+    # inference_mode or made to require grad by requires_grad_ (id: a Made, with a weak reference to the tensor)
     failed: object = None
     entry: object = None                                 # the frame that entered the doctor (while the block runs)
     inference_made: dict = field(default_factory=dict)
-    set_at: dict = field(default_factory=dict)
     flagged_at: dict = field(default_factory=dict)
     from_values: dict = field(default_factory=dict)      # tensors made from Python values (torch.tensor(x.item()))
     no_graph_outputs: dict = field(default_factory=dict)   # id: (weak output, module) of module outputs with no graph
@@ -72,7 +70,7 @@ class Journal:
                         self.no_grad_forwards, self.versions_before):
             records.clear()
         for table in (self.data_aliases, self.pending_data, self.zeroed, self.constants, self.mixed,
-                      self.frozen_at, self.inference_made, self.set_at, self.flagged_at, self.no_graph_outputs,
+                      self.frozen_at, self.inference_made, self.flagged_at, self.no_graph_outputs,
                       self.from_values):
             table.clear()
         self.last_leaf_inplace = self.pending_grad = self.failed = self.entry = None

@@ -115,11 +115,8 @@ def unused_input(diagnoser, error):
     label = _label(namer, culprit)
     facts = {"input": f"{label} {list(culprit.shape)}", "call": str(where)}
     if id(culprit) in accumulated:     # the graph holds an accumulator of this very tensor, no longer its own
-        replaced = journal.made_of(journal.set_at, culprit)
         facts["graph"] = _("reaches {label}'s former gradient accumulator, not the one {label} has now").format(
             label=label)
-        if replaced is not None:
-            facts["replaced"] = _("set_ at {where}").format(where=_made(replaced))
         return Diagnosis("unused_input", _("{label}'s gradient accumulator was replaced after the graph used it "
                                            "(set_() replaces it when it gives a tensor a new storage), so the graph's "
                                            "use of the old one no longer counts as {label}").format(label=label),

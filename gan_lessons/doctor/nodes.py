@@ -109,9 +109,9 @@ class _Nodes:
 
 @dataclass(slots=True, eq=False)
 class Made:
-    """How a tensor came to be as it is: made under inference_mode, given a new storage by set_, or made to require
-    grad by requires_grad_; where (the student's line, and the function it ran in), and the call site of that
-    function."""
+    """How a tensor came to be as it is: made under inference_mode, made from Python values (torch.tensor), or made
+    to require grad by requires_grad_; where (the student's line, and the function it ran in), and the call site of
+    that function."""
     tensor: object               # a weak reference to the tensor
     where: object                # a Where
     function: str                # the function that line is in ("<module>" at a script's top level)

@@ -135,8 +135,6 @@ class Recorder:
                 journal.zeroed[id(t)] = t._version + 1
             if len(journal.zeroed) > 10000:
                 journal.zeroed.clear()
-        if name == "set_" and target is not None:     # a new storage: the tensor's gradient accumulator goes too
-            journal.made(journal.set_at, target, Made(weakref.ref(target), *user_site()))
         if (flag := _frozen_flag(func, name, args, kwargs)) and target is not None \
                 and not isinstance(target, torch.nn.Parameter):     # requires_grad_(True) on a tensor of the code's
             journal.made(journal.flagged_at, target, Made(weakref.ref(target), *user_site()))

@@ -68,7 +68,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "reached instead": N_("  - reached instead: {value}"),
                "made by": N_("  - made by: {value}"), "made": N_("  - made: {value}"),
                "used": N_("  - used: {value}"), "changed": N_("  - changed: {value}"),
-               "graph": N_("  - graph: {value}"), "replaced": N_("  - replaced: {value}"),
+               "graph": N_("  - graph: {value}"),
                "requires grad": N_("  - requires grad: {value}"), "function": N_("  - function: {value}"),
                "compiled call": N_("  - compiled call: {value}"),
                "a leaf because": N_("  - a leaf because: {value}"),
