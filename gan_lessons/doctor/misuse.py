@@ -91,9 +91,9 @@ def inference_inplace(diagnoser, error):
 
 
 def unused_input(diagnoser, error):
-    """The inputs of torch.autograd.grad the outputs' graph does not reach, read from the graph; for each, whether
-    set_ replaced its storage (and with it the gradient accumulator the graph points to) after the graph was made."""
-    journal, namer = diagnoser.journal, diagnoser.namer
+    """The inputs of torch.autograd.grad the outputs' graph does not reach, read from the graph; for a leaf the graph
+    holds an accumulator of, but not the one it has now, set_ replaced its storage (and that accumulator) since."""
+    namer = diagnoser.namer
     where, frame = diagnoser._failing(error)
     if frame is None:
         return None
