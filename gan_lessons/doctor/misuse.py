@@ -99,9 +99,7 @@ def unused_input(diagnoser, error):
         return None
     inputs = [t for t in frame.f_locals["t_inputs"] if isinstance(t, torch.Tensor)]
     outputs = [t for t in frame.f_locals.get("t_outputs", ()) if isinstance(t, torch.Tensor)]
-    reached = set()
-    for fn in graphs.walk(outputs):
-        reached.add(fn)
+    reached = set(graphs.walk(outputs))
     accumulated = {id(fn.variable) for fn in reached if hasattr(fn, "variable")}
     def used(t):
         if t.grad_fn is not None:
