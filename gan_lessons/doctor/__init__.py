@@ -27,7 +27,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from gan_lessons.doctor.checks import Checks
 from gan_lessons.doctor.errors import Diagnoser
 from gan_lessons.doctor.extension import active, load_ipython_extension, unload_ipython_extension
-from gan_lessons.doctor.frames import _WarningsAsPython, _clean
+from gan_lessons.doctor.frames import WarningsAsPython, clean_traceback
 from gan_lessons.doctor import ranks
 from gan_lessons.doctor.journal import Journal
 from gan_lessons.doctor.naming import Namer
@@ -75,7 +75,7 @@ class doctor:
                         nn_module.register_module_forward_hook(self._guarded("post_forward")),
                         register_optimizer_step_pre_hook(self._guarded("pre_step")),
                         register_optimizer_step_post_hook(self._guarded("post_step"))]
-        self.warnings = _WarningsAsPython().__enter__()
+        self.warnings = WarningsAsPython().__enter__()
         self.recorder.start()
         ranks.join()                  # under torchrun: one of the run's processes, for the shared folder's clean-up
         return self
@@ -92,7 +92,7 @@ class doctor:
             h.remove()
 
         if error is not None:
-            error.__traceback__ = _clean(error.__traceback__)
+            error.__traceback__ = clean_traceback(error.__traceback__)
             self.attach(error)
         journal.release()                 # what the doctor said stays; nothing of the student's is held
         self.namer.forget()

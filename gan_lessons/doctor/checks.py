@@ -8,7 +8,7 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor import ranks
-from gan_lessons.doctor.frames import _shown, _user_frame
+from gan_lessons.doctor.frames import shown_path, _user_frame
 from gan_lessons.doctor.naming import _looks_like_gan
 from gan_lessons.doctor.nodes import ForeignStep
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
@@ -51,7 +51,7 @@ def _double_sigmoid_effect(target) -> str:
 _ADDS = {"__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "add", "sub"}
 
 
-def _tensors(x) -> list:
+def tensors_in(x) -> list:
     """The tensors of an op's argument or result: x itself, or those in a list or tuple."""
     return [x] if isinstance(x, torch.Tensor) else [t for t in x if isinstance(t, torch.Tensor)] \
         if isinstance(x, (list, tuple)) else []
@@ -234,7 +234,7 @@ class Checks:
             # from weight gradients: a penalty only as a number added to a loss (not to a weight: p - lr * g)
             penalty = not source[2] or (name in _ADDS and all(t.numel() == 1 for t, _ in found)
                                         and not any(t.is_leaf for t in given if t.requires_grad))
-        for t in _tensors(out):
+        for t in tensors_in(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
                 journal.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
@@ -257,7 +257,7 @@ class Checks:
                 self.suspicious(_("the penalty built from the gradient at {file}:{line} (`{code}`) is a constant, "
                                    "because torch.autograd.grad was called without create_graph=True: that gradient "
                                    "has no graph back to the parameters, so the penalty adds to the loss but trains "
-                                   "nothing").format(file=_shown(where.file), line=where.line, code=where.code),
+                                   "nothing").format(file=shown_path(where.file), line=where.line, code=where.code),
                                  {"where": where, "backward": _user_frame()},
                                  [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")],
                                  key="constant gradient")
@@ -277,8 +277,8 @@ class Checks:
     def suspicious(self, summary, facts, fixes, key=None):
         if (d := self._once("suspicious", summary, facts, fixes, key)) is not None and ranks.first_to_say(d.text()):
             where = facts.get("where")
-            warnings.warn_explicit(ranks.said(d.text()), DoctorWarning, _shown(where.file) if where else "<unknown>",
-                                   where.line if where else 0)
+            warnings.warn_explicit(ranks.said(d.text()), DoctorWarning,
+                                   shown_path(where.file) if where else "<unknown>", where.line if where else 0)
 
     def inform(self, summary, facts, fixes, key=None):
         """Not a warning (the training is right): one line of information on stderr, once per kind and line."""

@@ -8,10 +8,10 @@ from functools import partial
 import torch
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import _TORCH_DIR, _frames, _is_user, _runs_backward
+from gan_lessons.doctor.frames import TORCH_DIR, traceback_frames, is_user, runs_backward
 from gan_lessons.doctor import misuse
 from gan_lessons.doctor.catalogue import recognise
-from gan_lessons.doctor.checks import _tensors
+from gan_lessons.doctor.checks import tensors_in
 from gan_lessons.doctor.versions import VersionErrors
 from gan_lessons.doctor.views import ViewErrors
 from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG,
@@ -24,14 +24,14 @@ from gan_lessons.i18n import N_, _
 def _while_compiling(error) -> bool:
     """Was the error raised while torch.compile compiled a frame (not while compiled code ran)?"""
     return any(tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("torch/_dynamo/output_graph.py")
-               for tb in _frames(error.__traceback__))
+               for tb in traceback_frames(error.__traceback__))
 
 
 def _outside_backward(tb):
     """The traceback's frames up to autograd's engine: the frames below it run inside a backward (a custom
     Function's, a hook), and their locals (`g`, `ctx`) are not names of the student's tensors."""
-    for frame in _frames(tb):
-        if _runs_backward(frame.tb_frame):
+    for frame in traceback_frames(tb):
+        if runs_backward(frame.tb_frame):
             return
         yield frame
 
@@ -50,7 +50,7 @@ class Diagnoser(VersionErrors, ViewErrors):
         if kind is None:
             return None
         self.namer.error_spaces = [tb.tb_frame.f_locals for tb in _outside_backward(error.__traceback__)
-                                   if _is_user(tb.tb_frame)]
+                                   if is_user(tb.tb_frame)]
         if _while_compiling(error):        # its tensors are FakeTensors, with no data and no history of ours
             return self._compiled(kind, error)
         return self.table()[kind.key](error)
@@ -83,9 +83,9 @@ class Diagnoser(VersionErrors, ViewErrors):
 
     def _failing(self, error):
         """(the student's line that made the failing call, torch.autograd.grad's frame or None)."""
-        user = [tb for tb in _frames(error.__traceback__) if _is_user(tb.tb_frame)]
-        grad = [tb.tb_frame for tb in _frames(error.__traceback__) if tb.tb_frame.f_code.co_name == "grad"
-                and tb.tb_frame.f_code.co_filename.startswith(_TORCH_DIR) and "t_inputs" in tb.tb_frame.f_locals]
+        user = [tb for tb in traceback_frames(error.__traceback__) if is_user(tb.tb_frame)]
+        grad = [tb.tb_frame for tb in traceback_frames(error.__traceback__) if tb.tb_frame.f_code.co_name == "grad"
+                and tb.tb_frame.f_code.co_filename.startswith(TORCH_DIR) and "t_inputs" in tb.tb_frame.f_locals]
         where = None
         if user:
             file, line = user[-1].tb_frame.f_code.co_filename, user[-1].tb_lineno
@@ -190,13 +190,13 @@ class Diagnoser(VersionErrors, ViewErrors):
         """The tensors whose backward failed: `self` of torch's Tensor.backward frame in the traceback, or the
         outputs of torch.autograd.grad (which jacobian and hessian call)."""
         roots = []
-        for tb in _frames(error.__traceback__):
+        for tb in traceback_frames(error.__traceback__):
             frame = tb.tb_frame
             if frame.f_code.co_name == "backward" and isinstance(frame.f_locals.get("self"), torch.Tensor):
                 roots = [frame.f_locals["self"]]
-            elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(_TORCH_DIR) \
+            elif frame.f_code.co_name == "grad" and frame.f_code.co_filename.startswith(TORCH_DIR) \
                     and "outputs" in frame.f_locals:
-                roots = _tensors(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
+                roots = tensors_in(frame.f_locals.get("t_outputs", frame.f_locals["outputs"])) or roots
         last = [r() for r in self.journal.backwards[-1].roots] if self.journal.backwards else []
         return roots or [t for t in last if t is not None]
 

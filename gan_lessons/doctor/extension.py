@@ -1,6 +1,6 @@
 """`%load_ext gan_lessons`: every cell runs under a doctor that reads names from the notebook as it runs."""
 
-from gan_lessons.doctor.frames import _clean
+from gan_lessons.doctor.frames import clean_traceback
 
 
 def load_ipython_extension(ip):
@@ -20,7 +20,7 @@ def load_ipython_extension(ip):
             _active.remove(doc)
 
     def on_error(shell, kind, error, tb, tb_offset=None):
-        tb = error.__traceback__ = _clean(tb)
+        tb = error.__traceback__ = clean_traceback(tb)
         shell.showtraceback((kind, error, tb), tb_offset=tb_offset)
         doc = state.get("doc")
         if doc is not None:

@@ -14,15 +14,15 @@ from torch.nn.modules import module as nn_module
 
 from gan_lessons.doctor.report import Where
 
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_OVERRIDES = os.path.join(_TORCH_DIR, "overrides.py")
+TORCH_DIR = os.path.dirname(torch.__file__)
+_OVERRIDES = os.path.join(TORCH_DIR, "overrides.py")
 _DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE_DIR = os.path.dirname(_DOCTOR_DIR)
 _RUNPY = runpy.run_path.__code__.co_filename    # "<frozen runpy>" from Python 3.11
 _KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
 
 
-def _shown(path: str) -> str:
+def shown_path(path: str) -> str:
     """How a warning names a file: a notebook cell as <cell>, this package's files from the package name, so that
     no stored output carries a temporary file or a path of the machine that ran it. ("where" quotes the line.)"""
     if _KERNEL_CELL.search(path):
@@ -37,7 +37,7 @@ def _user_frame(depth=1, nth=1):
     called that one, as `requires_grad(D, False)` calls the `p.requires_grad = flag` inside it); None if none."""
     frame, seen = sys._getframe(depth), 0
     while frame is not None:
-        if _is_user(frame):
+        if is_user(frame):
             seen += 1
             if seen == nth:
                 name = frame.f_code.co_filename
@@ -52,10 +52,10 @@ def outermost_user_frame(entry=None):
     none. (A script's top level under the command; the function a `with doctor():` block called.)"""
     frame, found = sys._getframe(1), None
     while frame is not None and frame is not entry:
-        if _is_user(frame):
+        if is_user(frame):
             found = frame
         frame = frame.f_back
-    if found is None and frame is not None and _is_user(frame):
+    if found is None and frame is not None and is_user(frame):
         found = frame
     return None if found is None else Where(found.f_code.co_filename, found.f_lineno,
                                             linecache.getline(found.f_code.co_filename, found.f_lineno).strip())
@@ -67,19 +67,19 @@ def placed(where, outer):
     if where is None or outer is None or where.file == outer.file:
         return str(where)
     from gan_lessons.i18n import _
-    return _("{file}, {where}, called from {caller}").format(file=_shown(where.file), where=where, caller=outer)
+    return _("{file}, {where}, called from {caller}").format(file=shown_path(where.file), where=where, caller=outer)
 
 
 def user_site():
     """(the student's innermost line, the name of the function it is in, the student's line that called that
     function or None) for the torch call being made now."""
     frame = sys._getframe(1)
-    while frame is not None and not _is_user(frame):
+    while frame is not None and not is_user(frame):
         frame = frame.f_back
     if frame is None:
         return None, "?", None
     caller = frame.f_back
-    while caller is not None and not _is_user(caller):
+    while caller is not None and not is_user(caller):
         caller = caller.f_back
     def where(f):
         return Where(f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
@@ -87,10 +87,10 @@ def user_site():
         None if caller is None else where(caller)
 
 
-_AUTOGRAD_DIR = os.path.join(_TORCH_DIR, "autograd") + os.sep
+_AUTOGRAD_DIR = os.path.join(TORCH_DIR, "autograd") + os.sep
 
 
-def _runs_backward(frame) -> bool:
+def runs_backward(frame) -> bool:
     """Is this torch's frame that hands a backward to autograd's engine (whose own calls, and the backward code they
     run, come below it)? `_engine_run_backward` from torch 2.4; before, `backward` and `grad` themselves."""
     code = frame.f_code
@@ -98,15 +98,15 @@ def _runs_backward(frame) -> bool:
         code.co_name in ("backward", "grad") and code.co_filename.startswith(_AUTOGRAD_DIR))
 
 
-def _inside_backward_frame():
+def inside_backward_frame():
     """(the line, the function's qualified name) of the innermost frame of the student's (or a library's) code that
     autograd's engine is running: a custom Function's backward, a hook; None when the innermost code is the engine's
     own (a node of torch's, a gradient accumulated), found before the engine's frame is reached."""
     frame = sys._getframe(1)
     while frame is not None:
-        if _runs_backward(frame):
+        if runs_backward(frame):
             return None
-        if _is_user(frame):
+        if is_user(frame):
             name = frame.f_code.co_filename
             return (Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip()),
                     getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
@@ -117,18 +117,18 @@ def _inside_backward_frame():
 _USER_FILES = {}    # file name: is it the student's? (asked for a dozen frames at every op the doctor records)
 
 
-def _is_user(frame) -> bool:
+def is_user(frame) -> bool:
     name = frame.f_code.co_filename
     user = _USER_FILES.get(name)
     if user is None:
-        user = _USER_FILES[name] = not name.startswith(_TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) \
+        user = _USER_FILES[name] = not name.startswith(TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) \
             and "contextlib" not in name and name != _RUNPY and not name.startswith("<eval_with_key>")
         # (<eval_with_key>: code torch.fx generated for a compiled graph, which nobody wrote: its ops are placed on
         # the line that called the compiled module)
     return user
 
 
-def _frames(tb):
+def traceback_frames(tb):
     while tb is not None:
         yield tb
         tb = tb.tb_next
@@ -140,14 +140,14 @@ def failing_node(tb):
     """The custom autograd.Function node whose backward raised, read from its frame (`ctx` of the innermost
     backward in the traceback), or None."""
     node = None
-    for frame in _frames(tb):
+    for frame in traceback_frames(tb):
         ctx = frame.tb_frame.f_locals.get("ctx") if frame.tb_frame.f_code.co_name == "backward" else None
         if isinstance(ctx, BackwardCFunction):
             node = ctx
     return node
 
 
-class _WarningsAsPython:
+class WarningsAsPython:
     """While the doctor watches: torch's and Python's own warnings shown as `python` shows them. A warning raised
     inside a torch call the doctor's recorder made is placed, by the stack, on the recorder's line; it is moved to
     the student's line that made the call, and goes through Python's filters there, with that module's
@@ -248,10 +248,10 @@ def _plumbing(path) -> bool:
     return path.startswith(_DOCTOR_DIR + os.sep) or path == _OVERRIDES
 
 
-def _clean(tb):
+def clean_traceback(tb):
     """The traceback without this module's and torch.overrides' frames, which are the doctor's own plumbing:
     the student sees the traceback they would see without it."""
-    kept = [t for t in _frames(tb) if not _plumbing(t.tb_frame.f_code.co_filename)]
+    kept = [t for t in traceback_frames(tb) if not _plumbing(t.tb_frame.f_code.co_filename)]
     kept = [t for i, t in enumerate(kept) if i + 1 == len(kept) or kept[i + 1].tb_frame.f_code is not t.tb_frame.f_code]
     for a, b in zip(kept, kept[1:]):
         a.tb_next = b
@@ -265,7 +265,7 @@ def custom_forward():
     Function.apply) when the current torch call comes from inside a custom Function's forward; else None. The node is
     the forward's own `ctx`."""
     frame = sys._getframe(1)
-    while frame is not None and not _is_user(frame):
+    while frame is not None and not is_user(frame):
         frame = frame.f_back
     if frame is None or frame.f_code.co_name != "forward":
         return None
@@ -275,7 +275,7 @@ def custom_forward():
     inside = Where(frame.f_code.co_filename, frame.f_lineno, linecache.getline(frame.f_code.co_filename,
                                                                                frame.f_lineno).strip())
     caller = frame.f_back
-    while caller is not None and not _is_user(caller):
+    while caller is not None and not is_user(caller):
         caller = caller.f_back
     where = None if caller is None else Where(caller.f_code.co_filename, caller.f_lineno, linecache.getline(
         caller.f_code.co_filename, caller.f_lineno).strip())
@@ -287,4 +287,4 @@ def _called_from_user() -> bool:
     frame = sys._getframe(1)
     while frame is not None and _plumbing(frame.f_code.co_filename):
         frame = frame.f_back
-    return frame is not None and _is_user(frame)
+    return frame is not None and is_user(frame)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import _is_user
+from gan_lessons.doctor.frames import is_user
 from gan_lessons.i18n import _
 
 _PLAIN = (type, types.ModuleType, types.FunctionType, types.MethodType, int, float, str, bytes, list, tuple, dict,
@@ -149,9 +149,9 @@ class Namer:
             [self.frame.f_locals, self.frame.f_globals] if self.frame is not None else []
         frame, stack, outer = sys._getframe(1), [], []   # the student's functions running now: their local names;
         while frame is not None:                 # last, the globals of code run inside the block (exec, runpy)
-            if _is_user(frame) and not _top_level(frame.f_code):
+            if is_user(frame) and not _top_level(frame.f_code):
                 stack.append(frame.f_locals)
-            elif _is_user(frame) and not any(frame.f_globals is space for space in spaces + outer):
+            elif is_user(frame) and not any(frame.f_globals is space for space in spaces + outer):
                 outer.append(frame.f_globals)
             frame = frame.f_back
         return spaces + stack + self.error_spaces + outer

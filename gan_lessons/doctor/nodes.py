@@ -4,7 +4,7 @@ each D step whose backward ran on into another net."""
 import itertools
 from dataclasses import dataclass, field
 
-from gan_lessons.doctor.frames import _shown
+from gan_lessons.doctor.frames import shown_path
 from gan_lessons.i18n import _
 
 _SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
@@ -26,7 +26,7 @@ class NodeInfo:
         if self.inside is None or self.where is None:
             return str(self.where)
         inside = self.inside if self.inside.file == self.where.file else _("{file}, {where}").format(
-            file=_shown(self.inside.file), where=self.inside)
+            file=shown_path(self.inside.file), where=self.inside)
         return _("{inside}, called from {where}").format(inside=inside, where=self.where)
 
 

@@ -10,7 +10,7 @@ from torch.overrides import _get_current_function_mode as _current_mode
 from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
-from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, _tensors
+from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, tensors_in
 from gan_lessons.doctor.frames import (_called_from_user, _user_frame, custom_forward, outermost_user_frame,
                                       user_site)
 from gan_lessons.doctor.writes import BackwardWrites
@@ -74,10 +74,10 @@ class _Mode(TorchFunctionMode):
                 with self.recorder.backward_writes():    # what the backward's own code writes (writes.py)
                     out = func(*args, **kwargs)
             else:
-                out = func(*args, **kwargs)  # a warning from here is shown at the student's line (_WarningsAsPython)
+                out = func(*args, **kwargs)  # a warning from here is shown at the student's line (WarningsAsPython)
         except BaseException:
             journal.versions_before = []   # a call that raised: its arguments are not held for the next one
-            given = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+            given = [t for a in (*args, *kwargs.values()) for t in tensors_in(a)]
             journal.failed = CallRecord(name, [weakref.ref(t) for t in given], _user_frame(),
                                         [_storage(t) for t in given])
             raise
@@ -131,7 +131,7 @@ class Recorder:
                 and target is not None and not target.is_leaf and not target.retains_grad and _called_from_user():
             self.checks.nonleaf_grad(target, _user_frame())
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
-            for t in _tensors(args[0]) if name == "_foreach_zero_" else [args[0]]:
+            for t in tensors_in(args[0]) if name == "_foreach_zero_" else [args[0]]:
                 journal.zeroed[id(t)] = t._version + 1
             if len(journal.zeroed) > 10000:
                 journal.zeroed.clear()
@@ -158,7 +158,7 @@ class Recorder:
         elif name == "grad" and func is torch.autograd.grad and args:     # autograd.grad, jacobian, hessian
             retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
-            leaves = self._record_backward(_tensors(args[0]), create if retain is None else retain, inputs)
+            leaves = self._record_backward(tensors_in(args[0]), create if retain is None else retain, inputs)
             journal.pending_grad = None if create else self.checks.constant_source(leaves, inputs)
         if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
             effect = _double_sigmoid_effect(args[1] if len(args) > 1 else None)
@@ -206,7 +206,7 @@ class Recorder:
                 consumers.setdefault(id(info.module), []).append(fn)   # a node that takes a module's parameter
         leaves = list(depth)
         if inputs is not None:            # backward(inputs=...) fills only these
-            keep = set(_tensors(inputs))
+            keep = set(tensors_in(inputs))
             depth = {p: d for p, d in depth.items() if p in keep}
         self.checks.judge_data_mutations(roots)
         nodes = self._serials(roots)

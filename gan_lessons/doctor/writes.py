@@ -8,7 +8,7 @@ entered: the function mode already sees those calls, and a dispatch mode costs a
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gan_lessons.doctor.frames import _inside_backward_frame, outermost_user_frame
+from gan_lessons.doctor.frames import inside_backward_frame, outermost_user_frame
 from gan_lessons.doctor.nodes import InplaceWrite
 from gan_lessons.i18n import _
 
@@ -50,7 +50,7 @@ class BackwardWrites(TorchDispatchMode):
             for t in value if isinstance(value, (list, tuple)) else [value]:
                 if not isinstance(t, torch.Tensor) or t.is_inference() or _fake(t):
                     continue
-                where = where or _inside_backward_frame()
+                where = where or inside_backward_frame()
                 if where is None:           # autograd's own writes (a gradient accumulated into .grad): not code
                     return                  # anyone wrote
                 journal.inplace.append(InplaceWrite(
