@@ -60,33 +60,37 @@ def _made(record):
                                                                    caller=record.caller)
 
 
+def _failed_call(diagnoser, error, line_key, pick=None):
+    """What the diagnoses of an error raised by one call start from: the tensor that call was given (the first one
+    `pick` accepts), its label, the call's name, and the facts: the tensor, and the call's line under `line_key`."""
+    failed = diagnoser.journal.failed
+    culprit = next((t for t in (failed.tensors if failed else []) if pick is None or pick(t)), None)
+    label = _label(diagnoser.namer, culprit)
+    facts = {"tensor": f"{label} {list(culprit.shape)}" if culprit is not None else "?",
+             line_key: str(failed.where if failed else diagnoser._failing(error)[0])}
+    return culprit, label, failed.name if failed else "an op", facts
+
+
+def _inference_made(diagnoser, culprit):
+    journal = diagnoser.journal
+    made = journal.made_of(journal.inference_made, culprit) if culprit is not None else None
+    return _made(made) if made else _("under torch.inference_mode(), before the doctor began watching")
+
+
 def inference_saved(diagnoser, error):
     """An inference tensor among the arguments of the op that raised: where inference mode made it."""
-    journal, namer = diagnoser.journal, diagnoser.namer
-    failed = journal.failed
-    culprits = [t for t in (failed.tensors if failed else []) if t.is_inference()]
-    culprit = culprits[0] if culprits else None
-    made = journal.made_of(journal.inference_made, culprit) if culprit is not None else None
-    facts = {"tensor": f"{_label(namer, culprit)} {list(culprit.shape)}" if culprit is not None else "?",
-             "made": _made(made) if made else _("under torch.inference_mode(), before the doctor began watching"),
-             "used": str(failed.where if failed else diagnoser._failing(error)[0])}
+    culprit, label, op, facts = _failed_call(diagnoser, error, "used", pick=torch.Tensor.is_inference)
+    facts = {"tensor": facts["tensor"], "made": _inference_made(diagnoser, culprit), "used": facts["used"]}
     return Diagnosis("inference_saved", _("{label} was made under torch.inference_mode(), and {op} needs to save it "
                                           "for a backward, which autograd refuses for an inference tensor").format(
-                                              label=_label(namer, culprit), op=failed.name if failed else "an op"),
-                     facts, _INFERENCE_FIXES, _INFERENCE_WRONG)
+                                              label=label, op=op), facts, _INFERENCE_FIXES, _INFERENCE_WRONG)
 
 
 def inference_inplace(diagnoser, error):
-    journal, namer = diagnoser.journal, diagnoser.namer
-    failed = journal.failed
-    culprit = next((t for t in (failed.tensors if failed else []) if t.is_inference()), None)
-    made = journal.made_of(journal.inference_made, culprit) if culprit is not None else None
-    facts = {"tensor": f"{_label(namer, culprit)} {list(culprit.shape)}" if culprit is not None else "?",
-             "made": _made(made) if made else _("under torch.inference_mode(), before the doctor began watching"),
-             "changed": str(failed.where if failed else diagnoser._failing(error)[0])}
+    culprit, label, op, facts = _failed_call(diagnoser, error, "changed", pick=torch.Tensor.is_inference)
+    facts = {"tensor": facts["tensor"], "made": _inference_made(diagnoser, culprit), "changed": facts["changed"]}
     return Diagnosis("inference_inplace", _("{label} was made under torch.inference_mode(), and {op} changes it "
-                                            "outside inference mode, which torch refuses").format(
-                                                label=_label(namer, culprit), op=failed.name if failed else "an op"),
+                                            "outside inference mode, which torch refuses").format(label=label, op=op),
                      facts, _INFERENCE_WRITE_FIXES)
 
 
@@ -149,27 +153,18 @@ def out_grad(diagnoser, error):
 
 
 def nonleaf_flag(diagnoser, error):
-    journal, namer = diagnoser.journal, diagnoser.namer
-    failed = journal.failed
-    culprit = failed.tensors[0] if failed and failed.tensors else None
-    info = journal.nodes.get(culprit.grad_fn) if culprit is not None else None
-    facts = {"tensor": f"{_label(namer, culprit)} {list(culprit.shape)}" if culprit is not None else "?",
-             "where": str(failed.where if failed else diagnoser._failing(error)[0])}
+    culprit, label, _op, facts = _failed_call(diagnoser, error, "where")
+    info = diagnoser.journal.nodes.get(culprit.grad_fn) if culprit is not None else None
     if info is not None:
         facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.place())
     return Diagnosis("nonleaf_flag", _("{label} was computed by an op (it has a grad_fn), and requires_grad can be "
-                                       "changed only on a leaf").format(label=_label(namer, culprit)), facts,
-                     _FLAG_FIXES, _FLAG_WRONG)
+                                       "changed only on a leaf").format(label=label), facts, _FLAG_FIXES, _FLAG_WRONG)
 
 
 def numpy_grad(diagnoser, error):
-    journal, namer = diagnoser.journal, diagnoser.namer
-    failed = journal.failed
-    culprit = failed.tensors[0] if failed and failed.tensors else None
-    facts = {"tensor": f"{_label(namer, culprit)} {list(culprit.shape)}" if culprit is not None else "?",
-             "where": str(failed.where if failed else diagnoser._failing(error)[0])}
+    _culprit, label, _op, facts = _failed_call(diagnoser, error, "where")
     return Diagnosis("numpy_grad", _("numpy() on {label}, which requires grad: numpy shares its memory and cannot "
-                                     "keep the graph").format(label=_label(namer, culprit)), facts, _NUMPY_FIXES)
+                                     "keep the graph").format(label=label), facts, _NUMPY_FIXES)
 
 
 def function_gradient(diagnoser, error):
@@ -191,13 +186,9 @@ def function_gradient(diagnoser, error):
 
 
 def hook_no_grad(diagnoser, error):
-    journal, namer = diagnoser.journal, diagnoser.namer
-    failed = journal.failed
-    culprit = failed.tensors[0] if failed and failed.tensors else None
-    facts = {"tensor": f"{_label(namer, culprit)} {list(culprit.shape)}" if culprit is not None else "?",
-             "where": str(failed.where if failed else diagnoser._failing(error)[0])}
+    _culprit, label, _op, facts = _failed_call(diagnoser, error, "where")
     return Diagnosis("hook_no_grad", _("a gradient hook on {label}, which does not require grad: no gradient will "
-                                       "ever reach it").format(label=_label(namer, culprit)), facts, _HOOK_FIXES)
+                                       "ever reach it").format(label=label), facts, _HOOK_FIXES)
 
 
 def ddp_unused(diagnoser, error):
