@@ -429,16 +429,6 @@ def test_compiled_modules_give_a_diagnosis_with_the_users_lines_and_no_frame_of_
         pytest.skip(f"torch {torch.__version__}'s {backend} backend raises neither error")
 
 
-@pytest.fixture(scope="module")
-def ip():
-    pytest.importorskip("IPython")
-    from IPython.testing.globalipapp import get_ipython
-    shell = get_ipython()
-    shell.run_line_magic("load_ext", "gan_lessons")
-    yield shell
-    shell.run_line_magic("unload_ext", "gan_lessons")
-
-
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_the_four_new_mechanisms_in_a_notebook_cell(name, ip, capsys):
     """The same programs as one notebook cell after `%load_ext gan_lessons`."""

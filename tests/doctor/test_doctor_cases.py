@@ -57,16 +57,6 @@ def test_there_are_at_least_15_cases_each_citing_its_source():
         assert re.search(r"https://\S+", path.read_text().split('"""')[1]), path.name
 
 
-@pytest.fixture(scope="module")
-def ip():
-    pytest.importorskip("IPython")
-    from IPython.testing.globalipapp import get_ipython
-    shell = get_ipython()
-    shell.run_line_magic("load_ext", "gan_lessons")
-    yield shell
-    shell.run_line_magic("unload_ext", "gan_lessons")
-
-
 def run_as_one_cell(ip, source, capsys, quiet=True):
     """What the cell printed; for a silent case (quiet=False), what the doctor warned."""
     ip.user_ns.clear()
