@@ -174,6 +174,15 @@ def _loop(src, rng, w, body, context):
         body(src, 1)
 
 
+def _script(rng, w):
+    """A script's start: the imports, the module's class, the model and its optimizer."""
+    src = Src(rng=rng)
+    _header(src)
+    _module(src, w)
+    _model_and_opt(src, w)
+    return src
+
+
 def _model_and_opt(src, w):
     src.add(f"{w['model']} = {w['cls']}()")
     src.add(f"{w['opt']} = torch.optim.{w['optcls']}({w['model']}.parameters(), {w['optargs']})")
@@ -229,10 +238,7 @@ def _foreach_write(rng, w, faulty):
 
 
 def _step_between(rng, w, faulty):
-    src = Src(rng=rng)
-    _header(src)
-    _module(src, w)
-    _model_and_opt(src, w)
+    src = _script(rng, w)
     second = rng.choice(["(out - 1).abs().mean()", "out.pow(2).mean()", "(out * 0.5).sum()"])
     wrap = rng.choice(["plain", "plain"] + (["compiled"] if COMPILE else []))
     w["wrap"] = wrap
@@ -418,10 +424,7 @@ def _ema_write(rng, w, faulty):
 
 
 def _freed(rng, w, faulty):
-    src = Src(rng=rng)
-    _header(src)
-    _module(src, w)
-    _model_and_opt(src, w)
+    src = _script(rng, w)
 
     def body(s, k):
         s.add(f"x = torch.randn({w['batch']}, {w['d_in']})", k)
@@ -441,10 +444,7 @@ def _freed(rng, w, faulty):
 
 def _carried_state(rng, w, faulty):
     """A state carried from one pass to the next without detach (an RNN's hidden state)."""
-    src = Src(rng=rng)
-    _header(src)
-    _module(src, w)
-    _model_and_opt(src, w)
+    src = _script(rng, w)
     state = _name(rng, ["state", "memory", "carry", "prev"], set())
     src.add(f"{state} = torch.zeros({w['batch']}, {w['d_out']})")
     src.add(f"for i in range({max(2, w['iters'])}):")
@@ -517,10 +517,7 @@ def _unused_input(rng, w, faulty):
 
 
 def _nonleaf_flag(rng, w, faulty):
-    src = Src(rng=rng)
-    _header(src)
-    _module(src, w)
-    _model_and_opt(src, w)
+    src = _script(rng, w)
 
     def body(s, k):
         s.add(f"x = torch.randn({w['batch']}, {w['d_in']})", k)
@@ -534,10 +531,7 @@ def _nonleaf_flag(rng, w, faulty):
 
 
 def _numpy_grad(rng, w, faulty):
-    src = Src(rng=rng)
-    _header(src)
-    _module(src, w)
-    _model_and_opt(src, w)
+    src = _script(rng, w)
 
     def body(s, k):
         s.add(f"x = torch.randn({w['batch']}, {w['d_in']})", k)
@@ -574,10 +568,7 @@ def _function_gradient(rng, w, faulty):
 
 
 def _no_graph(rng, w, faulty):
-    src = Src(rng=rng)
-    _header(src)
-    _module(src, w)
-    _model_and_opt(src, w)
+    src = _script(rng, w)
 
     def body(s, k):
         s.add(f"x = torch.randn({w['batch']}, {w['d_in']})", k)
