@@ -16,7 +16,7 @@ share it and nothing else: the recorder (recording.py: writes it; ops.py reads w
 sees a backward's writes), the namer (naming.py: names, resolved when needed), the checks (checks.py: warnings about
 silent bugs) and the diagnoser (errors.py: catalogue.py recognises an error's kind, one function per kind
 diagnoses it from the records; the version error in versions.py, the view errors in views.py, the others in
-misuse.py). report.py says what a diagnosis says, with right and wrong fixes; frames.py finds the student's frames
+misuse.py; kept.py finds the lines that add to a list which keeps an old graph). report.py says what a diagnosis says, with right and wrong fixes; frames.py finds the student's frames
 and shows warnings where python would; extension.py is `%load_ext gan_lessons`; script.py is
 `python -m gan_lessons doctor SCRIPT`; ranks.py says each diagnosis once under torchrun."""
 import sys

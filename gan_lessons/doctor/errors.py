@@ -8,8 +8,8 @@ from functools import partial
 import torch
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import TORCH_DIR, traceback_frames, is_user, runs_backward
-from gan_lessons.doctor import misuse
+from gan_lessons.doctor.frames import TORCH_DIR, traceback_frames, is_user, runs_backward, shown_path
+from gan_lessons.doctor import kept, misuse
 from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import tensors_in
 from gan_lessons.doctor.versions import VersionErrors
@@ -239,16 +239,39 @@ class Diagnoser(VersionErrors, ViewErrors):
                  "shared part": part,
                  "failing backward": str(backwards[-1].where) if backwards else "?"}
         failing = backwards[-1].where if backwards else None
+        fixes = self._kept_fixes(held, [b.where, failing] + [w for n in shared for w in (infos[n].where,
+                                                                                       infos[n].inside)], facts)
         if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             carrier = self._carrier(roots, b.nodes)
             if carrier:
                 facts["carried by"] = carrier
             return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "
-                                        "pass's graph, which that pass's backward freed"), facts, _CARRIED_FIXES,
+                                        "pass's graph, which that pass's backward freed"), facts, fixes + _CARRIED_FIXES,
                              _CARRIED_WRONG)
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
-                         _FREED_FIXES, _FREED_WRONG)
+                         fixes + _FREED_FIXES, _FREED_WRONG)
+
+    def _kept_fixes(self, held, places, facts):
+        """A tensor of the old graph that a list still holds (`past[0]`): the lines that add to that list, as the
+        fact "kept by", and the fix at that line (a detached copy)."""
+        container = next((c for name in held if (c := kept.container_of(name))), None)
+        if container is None:
+            return []
+        added = kept.added_at(container, [w.file for w in places if w is not None] +
+                              [kept.owner_file(container, self.namer.spaces())])
+        if not added:
+            return []
+        home = next((w.file for w in places if w is not None), None)
+        facts["kept by"] = _("{lines}, which adds to `{container}`, kept from one pass to the next").format(
+            lines=_("; ").join(str(a.where) if a.where.file == home else _("{file}, {where}").format(
+                file=shown_path(a.where.file), where=a.where) for a in added[:3]), container=container)
+        if len(added) == 1 and added[0].detached:
+            return [(_("keep a detached copy in `{container}`: {code} at line {line} (the values, without their "
+                       "graph)").format(container=container, code=added[0].detached, line=added[0].where.line),
+                     "02")]
+        return [(_("keep detached copies in `{container}` ({where}): the values, without their graph").format(
+            container=container, where=added[0].where), "02")]
 
     def _carrier(self, roots, shared):
         """Where this pass meets the previous one: the old tensor a new node takes as input, made at a line that

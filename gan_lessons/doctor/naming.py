@@ -1,5 +1,6 @@
 """Names, resolved when a diagnosis needs them: from doctor(...), the live namespace, objects and lists inside it,
 the running and failing functions' locals, and class names for modules the hooks saw."""
+import collections
 import re
 import sys
 import types
@@ -34,13 +35,13 @@ def _inside(name, v, depth, top=False):
                     continue
                 if isinstance(w, (torch.Tensor, torch.optim.Optimizer)):     # BigGAN's `D.optim` too
                     yield f"{name}.{a}", w
-                elif isinstance(w, (list, tuple)) and len(w) <= 8:
-                    yield from ((f"{name}.{a}[{i}]", t) for i, t in enumerate(w) if isinstance(t, torch.Tensor))
+                elif isinstance(w, _SEQUENCES + (dict,)) and len(w) <= 8:
+                    yield from ((f"{name}.{a}[{k!r}]", t) for k, t in _items(w) if isinstance(t, torch.Tensor))
     elif depth <= 0:
         return
-    elif isinstance(v, (list, tuple)) and len(v) <= 64:
-        for i, w in enumerate(v):
-            yield from _inside(f"{name}[{i}]", w, depth - 1)
+    elif isinstance(v, _SEQUENCES + (dict,)) and len(v) <= 64:
+        for k, w in _items(v):
+            yield from _inside(f"{name}[{k!r}]", w, depth - 1)
     elif not isinstance(v, _PLAIN) and hasattr(v, "__dict__") and not _doctors(v):   # not a doctor or one of its
         # parts: its records hold the modules it saw, which would be named through it (`doc.stack[0]`)
         try:
@@ -50,6 +51,16 @@ def _inside(name, v, depth, top=False):
         for a, w in inside:
             if not a.startswith("_"):
                 yield from _inside(f"{name}.{a}", w, depth - 1)
+
+
+_SEQUENCES = (list, tuple, collections.deque)
+
+
+def _items(container):
+    """(index or key, element) of a list, tuple, deque or dict (a dict's keys: numbers and strings only)."""
+    if isinstance(container, dict):
+        return [(k, w) for k, w in list(container.items()) if isinstance(k, (int, str))]
+    return list(enumerate(container))
 
 
 def _doctors(v) -> bool:

@@ -2,6 +2,7 @@
 that kind and diagnosed from records (the tensor, the lines); every wording of every release recognised as its own
 kind and no other. The same file runs on other torch releases (`make doctor-versions`): there each program's
 message is that release's own wording."""
+import re
 import subprocess
 import sys
 import textwrap
@@ -443,3 +444,87 @@ def test_the_four_new_mechanisms_in_a_notebook_cell(name, ip, capsys):
     assert "autograd doctor:" in told and "autograd doctor note" not in told, told
     for fact in expected:
         assert fact in told, (fact, told)
+
+
+KEPT = {          # a tensor kept in a container from one loop pass to the next: (files, the adding line's file, line)
+    "deque_in_a_helper_class": ({"memory.py": """\
+        import collections
+        import torch
+        class Memory:
+            def __init__(self):
+                self.items = collections.deque(maxlen=3)
+            def push(self, t):
+                self.items.append(t)
+            def mean(self):
+                return torch.stack(list(self.items)).mean()
+        """, "main.py": """\
+        import torch
+        from memory import Memory
+        net = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        mem = Memory()
+        for step in range(3):
+            y = net(torch.randn(4, 3))
+            mem.push(y)
+            loss = y.pow(2).mean() + mem.mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """}, "memory.py", 7),
+    "dict_by_key": ({"main.py": """\
+        import torch
+        net = torch.nn.Linear(3, 2)
+        opt = torch.optim.Adam(net.parameters())
+        cache = {}
+        for step in range(3):
+            y = net(torch.randn(4, 3))
+            cache[step % 2] = y
+            loss = y.pow(2).mean() + 0.1 * sum(v.pow(2).mean() for v in cache.values())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """}, "main.py", 7),
+    "list_rebuilt_on_the_module": ({"main.py": """\
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l = torch.nn.Linear(3, 2)
+                self.prev = []
+            def forward(self, x):
+                h = self.l(x)
+                self.prev = self.prev[-2:] + [h * 2]
+                return h + torch.stack(self.prev).mean(0)
+        net = M()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for step in range(3):
+            loss = net(torch.randn(4, 3)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """}, "main.py", 9),
+}
+
+
+@pytest.mark.parametrize("name", KEPT)
+def test_a_container_that_keeps_the_old_graph_is_named_with_its_adding_line_and_the_fix_there_runs(name,
+                                                                                                    tmp_path):
+    """The list (deque, dict) holding the previous pass's tensor is found from the live objects; the line that adds
+    to it is named (in the file where it is), and the fix the doctor proposes at that line, applied, runs clean."""
+    files, file, line = KEPT[name]
+    for each, text in files.items():
+        (tmp_path / each).write_text(textwrap.dedent(text))
+    command = [sys.executable, "-m", "gan_lessons", "doctor", "main.py"]
+    run = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    told = run.stdout + run.stderr
+    code = (tmp_path / file).read_text().splitlines()[line - 1].strip()
+    kept = next(t for t in told.splitlines() if t.startswith("  - kept by:"))
+    assert f"line {line} (`{code}`)" in kept and (file == "main.py") != (f"{file}, line" in kept), told
+    fix = next(t for t in told.splitlines() if t.startswith("  fix:"))
+    proposed = re.search(r"`: (.*\.detach\(\).*) at line (\d+) \(", fix)
+    assert proposed and int(proposed[2]) == line, fix
+    lines = (tmp_path / file).read_text().splitlines()
+    lines[line - 1] = lines[line - 1][:len(lines[line - 1]) - len(lines[line - 1].lstrip())] + proposed[1]
+    (tmp_path / file).write_text("\n".join(lines) + "\n")
+    fixed = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert fixed.returncode == 0 and "autograd doctor" not in fixed.stdout + fixed.stderr, fixed.stderr

@@ -11,10 +11,6 @@ import corpus_more
 
 corpus_more.register()
 SEEDS = range(300)
-# What the doctor does not name yet, by fault kind: the truth's line it misses (the other lines and the kind must
-# still be named). memory_cache: the line that appended the tensor to a list kept across passes (a list append is
-# not a torch call); the diagnosis names the list's element (`bank[0]`) instead.
-KNOWN_GAPS = {"memory_cache": "kept"}
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +21,6 @@ def verdicts(tmp_path_factory):
         for faulty in (True, False):
             program = corpus.generate(seed, faulty)
             outcome = corpus.run(program, folder / str(seed))
-            if program.kind in KNOWN_GAPS and program.faulty:
-                program = dataclasses.replace(program, truth={**program.truth, "lines": {
-                    k: v for k, v in program.truth["lines"].items() if k != KNOWN_GAPS[program.kind]}})
             found.append((program, outcome, corpus.judge(program, outcome)))
     return found
 
@@ -71,14 +64,6 @@ def test_the_judge_refuses_a_diagnosis_that_names_the_wrong_lines_or_tensor(verd
             other = dataclasses.replace(program, truth={**program.truth, "tensor": ["`nothing_named_so`"]})
             assert not corpus.judge(other, outcome).named, program.seed
     assert checked > 100
-
-
-def test_the_known_gaps_are_still_gaps(tmp_path):
-    """A gap closed is news: the full truth of a known gap's programs is still missed (else drop it from the list)."""
-    for kind, line in KNOWN_GAPS.items():
-        program = corpus.generate(0, True, kind=kind)
-        verdict = corpus.judge(program, corpus.run(program, tmp_path))
-        assert not verdict.named and all(line in m for m in verdict.missing), verdict.missing
 
 
 def test_programs_differ_in_names_placement_and_shape():
