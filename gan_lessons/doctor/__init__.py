@@ -51,8 +51,8 @@ class doctor:
         self.journal = Journal()
         self.namer = Namer(self.journal, named, namespaces)
         self.checks = Checks(self.journal, self.namer)
-        self.recorder = Recorder(self.journal, self.namer, self.checks)
-        self.diagnoser = Diagnoser(self.journal, self.namer)
+        self.recorder = Recorder(self.journal, self.namer, subscribers=[self.checks])
+        self.diagnoser = Diagnoser(self.journal, self.namer, self.checks.constant_of)
 
     @property
     def diagnoses(self):
@@ -82,11 +82,7 @@ class doctor:
 
     def __exit__(self, kind, error, tb):
         journal = self.journal
-        journal.versions_before, journal.in_step = [], False
-        if journal.paused:                # left inside a step that raised: the recorder is off the stack already
-            journal.paused = False
-        else:
-            self.recorder.mode.__exit__(None, None, None)
+        self.recorder.stop()              # (left inside a step that raised: off torch's mode stack already)
         self.warnings.__exit__(None, None, None)
         for h in self.handles:
             h.remove()
@@ -95,6 +91,7 @@ class doctor:
             error.__traceback__ = clean_traceback(error.__traceback__)
             self.attach(error)
         journal.release()                 # what the doctor said stays; nothing of the student's is held
+        self.checks.release()
         self.namer.forget()
         return False                      # never swallow
 

@@ -8,9 +8,10 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor import ranks
-from gan_lessons.doctor.frames import shown_path, _user_frame
-from gan_lessons.doctor.naming import _looks_like_gan
+from gan_lessons.doctor.frames import called_from_user, shown_path, user_frame
+from gan_lessons.doctor.naming import looks_like_gan
 from gan_lessons.doctor.nodes import ForeignStep
+from gan_lessons.doctor.ops import frozen_flag, is_inplace
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
 from gan_lessons.i18n import N_, _
 
@@ -21,7 +22,7 @@ _RESHAPES = ("View", "UnsafeView", "Reshape", "ReshapeAlias", "AsStrided", "Sque
              "Unflatten", "Permute", "T", "Transpose", "Clone", "Select", "Slice", "Index")
 
 
-def _after_sigmoid(t) -> bool:
+def after_sigmoid(t) -> bool:
     """Is `t` a sigmoid's output, perhaps behind reshaping ops (the DCGAN tutorial's `.view(-1)`)?"""
     fn = t.grad_fn
     while fn is not None:
@@ -34,7 +35,7 @@ def _after_sigmoid(t) -> bool:
     return False
 
 
-def _double_sigmoid_effect(target) -> str:
+def double_sigmoid_effect(target) -> str:
     """What an extra sigmoid does to this BCE term: its range depends on the target (lesson 05 checks both)."""
     squashed = {1.0: "[0.31, 0.69]", 0.0: "[0.69, 1.31]"}
     label = target.unique().tolist() if isinstance(target, torch.Tensor) and target.numel() else []
@@ -58,11 +59,117 @@ def tensors_in(x) -> list:
 
 
 class Checks:
-    """The doctor's warnings about silent bugs, and its information lines: judged from the journal when the recorder
-    asks (at a backward, an optimizer step, an op), said once per kind and line, and kept in the journal."""
+    """The doctor's warnings about silent bugs, and its information lines. The checks subscribe to the recorder's
+    events (on_call and on_result around each torch call, on_grad, on_backward, on_step) and keep their own state:
+    what they wait to judge (`.data` aliases and their writes, constant gradients and what was computed from them,
+    where parameters were frozen, D steps judged at G's step) and what they already said. They read the journal's
+    history, and add what they say to its diagnoses."""
 
     def __init__(self, journal, namer):
         self.journal, self.namer = journal, namer
+        self.foreign: list = []           # ForeignStep: judged at the other net's step
+        self.warned: set = set()          # (kind, file, line) already said
+        # `.data` of tracked tensors (id: (weak alias, the tensor)); `.data` changes not yet judged
+        self.data_aliases: dict = {}
+        self.pending_data: dict = {}
+        # gradients from autograd.grad without create_graph (id: (weak tensor, source)), the serials of nodes that
+        # mix one with a tensor that requires grad, and the source of the autograd.grad call running now
+        self.constants: dict = {}
+        self.mixed: dict = {}
+        self.pending_grad = None
+        self.frozen_at: dict = {}         # id(parameter): the line that set requires_grad=False, and its caller
+
+    def release(self):
+        """Once the block is over: let go of what holds the student's tensors (what was said stays)."""
+        self.foreign.clear()
+        for table in (self.data_aliases, self.pending_data, self.constants, self.mixed, self.frozen_at):
+            table.clear()
+        self.pending_grad = None
+
+    # the recorder's events
+
+    def on_call(self, func, name, args, kwargs, target):
+        """Before a torch call: `.grad` read on a non-leaf, requires_grad flags set on parameters, a write into
+        a `.data` alias, a sigmoid into a *_with_logits loss."""
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
+                and target is not None and not target.is_leaf and not target.retains_grad and called_from_user():
+            self.nonleaf_grad(target, user_frame())
+        if target is None:
+            return
+        if name in ("requires_grad_", "__set__") and target.is_leaf and \
+                (flag := frozen_flag(func, name, args, kwargs)) is not None:
+            if flag:
+                self.frozen_at.pop(id(target), None)
+            else:                         # where each parameter was frozen, for a step that then trains nothing
+                self.frozen_at[id(target)] = user_frame(), user_frame(nth=2)
+        if self.data_aliases and is_inplace(name, kwargs):
+            alias, alias_of = self.data_aliases.get(id(target), (lambda: None, None))
+            if alias() is target:             # the same live alias, not a new tensor that reused its id
+                # judged at the next backward: harmless unless a graph made before it saved the tensor
+                self.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, user_frame(), self.journal.serial, 5)
+        if name == "binary_cross_entropy_with_logits" and after_sigmoid(target):
+            effect = double_sigmoid_effect(args[1] if len(args) > 1 else None)
+            self.suspicious(_("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own "
+                              "sigmoid"), {"where": user_frame(), "effect": effect},
+                            [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
+
+    def on_result(self, name, args, kwargs, out, target, in_module):
+        """After a torch call: a `.data` alias made; what a constant gradient's values flow into."""
+        if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
+                and out.data_ptr() == target.data_ptr() and not out.requires_grad:
+            self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
+            if len(self.data_aliases) > 1000:
+                self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
+        if self.constants or name == "grad":   # empty until an autograd.grad without create_graph: no cost before
+            self.follow_constants(name, args, kwargs, out, in_module)
+
+    def on_grad(self, leaves, inputs, create):
+        """torch.autograd.grad about to run: without create_graph, its result will be a constant."""
+        self.pending_grad = None if create else self.constant_source(leaves, inputs)
+
+    def on_backward(self, roots, serials, filled):
+        """A backward (or autograd.grad) about to run over these node serials, into these parameters (ids)."""
+        self.judge_data_mutations(roots)
+        if self.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
+            self.check_constant_gradients(serials, filled)
+
+    def on_step(self, opt, name, params, contributors, closure):
+        """An optimizer's step about to run, with the backward passes whose gradients its .grad holds."""
+        self.check_missing_gradients(opt, name, params, closure)
+        self.check_frozen_step(name, params)
+        self.check_leftover_gradients(opt, name, contributors, closure)
+        self.judge_foreign_gradients(name, params, contributors)
+        self.check_foreign_gradients(name, params, contributors)
+
+    def constant_of(self, tensor):
+        """The source of a constant gradient this tensor is (or was computed from), or None."""
+        entry = self.constants.get(id(tensor))
+        return entry[1] if entry is not None and entry[0]() is tensor else None
+
+    # the checks
+
+    def check_missing_gradients(self, opt, name, params, closure):
+        """A step while some of its parameters have no .grad (not those another optimizer trains, nor those of a
+        module that never ran): the loss does not reach them."""
+        journal = self.journal
+        missing = [] if closure else [p for p in params if p.grad is None and p.requires_grad]
+        if missing and len(missing) < len(params):      # some: not those another optimizer trains, or no forward used
+            missing = self.namer.untrained(opt, missing)
+        missing = [self.namer.known().params.get(p, "?") for p in missing]
+        if not missing:
+            return
+        facts = {"where": user_frame(), "parameters": missing[:6]}
+        ours = {id(p) for p in params}
+        other = [p for p in (journal.backwards[-1].depth if journal.backwards else ()) if id(p) not in ours]
+        if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
+            facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
+                                         "{names}").format(count=len(other), where=journal.backwards[-1].where,
+                                                           names=", ".join(self.namer.label(p) for p in other[:3]))
+        self.suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
+                          "will not change").format(name=name, missing=len(missing), total=len(params)),
+                        facts, [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts "
+                                    "them off, and a copy (copy.deepcopy, a write through .data) gives the loss "
+                                    "other leaves than these parameters"), "04")])
 
     def check_leftover_gradients(self, opt, name, contributors, closure=False):
         """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added
@@ -75,7 +182,7 @@ class Checks:
             own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
             self.suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
-                                 name=name, stale=stale[0].where, own=own.where), {"where": _user_frame()},
+                                 name=name, stale=stale[0].where, own=own.where), {"where": user_frame()},
                              [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")])
         modes = [b for b in contributors if b.modes]         # a whole pass in eval mode, another in train
         evaluated = next((b for b in modes if b.modes == {False}), None)   # mode (not a frozen part in eval
@@ -85,12 +192,12 @@ class Checks:
                                "backward at {evaluated}: a validation pass?) and one through modules in train mode "
                                "(the backward at {trained}): the step trains on both").format(
                                  name=name, evaluated=evaluated.where, trained=trained.where),
-                             {"where": _user_frame()},
+                             {"where": user_frame()},
                              [(N_("no backward in the validation pass (run it under torch.no_grad()), or call "
                                   "zero_grad() after it"), "04")], key="eval and train gradients")
         mine = [b for b in contributors if id(opt) in b.used_by]
         if mine and not closure:
-            where = _user_frame()
+            where = user_frame()
             summary = (_("{name}.step() applies again gradients its own earlier step already applied: .grad still "
                          "holds what the backward at {where} gave it, because no zero_grad() ran between the steps, "
                          "so each step adds up every earlier pass's gradient") if len(mine) == 1 else
@@ -110,7 +217,7 @@ class Checks:
         loss training two nets (an autoencoder, pix2pix's G) is correct."""
         mine = set(params)
         names = self.namer.known().params
-        if not params or not contributors or not _looks_like_gan(names.get(params[0], "")):
+        if not params or not contributors or not looks_like_gan(names.get(params[0], "")):
             return
         b = contributors[0]
         depth = b.depth
@@ -124,22 +231,22 @@ class Checks:
                   and (id(p) in behind if b.behind else d > my_depth)}
         if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
             reached = {p for p in depth if p in names and names[p].split(".")[0] in deeper}
-            self.journal.foreign.append(ForeignStep(b, name, _user_frame(), sorted(deeper), reached))
-            del self.journal.foreign[:-20]
+            self.foreign.append(ForeignStep(b, name, user_frame(), sorted(deeper), reached))
+            del self.foreign[:-20]
 
     def judge_foreign_gradients(self, name, params, contributors):
         """At a step of the net a D step's backward ran on into (G): if that backward's gradient is still in G's
         .grad, one loss trains both nets (D stepped on G's loss, or G steps on D's): a warning. If G's .grad was
         cleared in between, the backward into G was only wasted work: an information line, not a warning."""
         mine = set(params)
-        for f in [f for f in self.journal.foreign if f.params & mine]:
-            self.journal.foreign.remove(f)
+        for f in [f for f in self.foreign if f.params & mine]:
+            self.foreign.remove(f)
             if any(b is f.backward for b in contributors):
                 self.suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
                                    "{backward}: one loss trains both nets, so one of them steps on the other's loss "
                                    "(as G's loss runs through D, or D's loss on a fake batch that was not "
                                    "detached)").format(first=f.step, name=name, backward=f.backward.where),
-                                 {"where": f.where, "also stepped at": _user_frame()},
+                                 {"where": f.where, "also stepped at": user_frame()},
                                  [(N_("call zero_grad() on each optimizer right before its own loss's backward, and "
                                       "detach the fake batch in D's loss"), "04")], key="one loss, two nets")
             else:
@@ -155,12 +262,12 @@ class Checks:
         reached them, so the step trains nothing (a lazy R1 step run while D was still frozen from G's step)."""
         if not params or any(p.requires_grad for p in params):
             return
-        frozen_at = self.journal.frozen_at
+        frozen_at = self.frozen_at
         line, caller = next((frozen_at[id(p)] for p in params if id(p) in frozen_at), (None, None))
         frozen = (_("{where}, called from {caller}").format(where=line, caller=caller) if caller is not None
                   else f"{line}") if line else None
         moved = any(p.grad is not None for p in params)
-        facts = {"where": _user_frame()}
+        facts = {"where": user_frame()}
         if frozen is not None:
             facts["frozen at"] = frozen
         summary = (_("{name}.step() runs while all {count} of its parameters are frozen (requires_grad=False): the "
@@ -179,21 +286,21 @@ class Checks:
         use the new values with the old activations. Canonical WGAN clipping (after the step, before the next
         forward) stays quiet."""
         journal = self.journal
-        if not journal.pending_data:
+        if not self.pending_data:
             return
-        oldest = min(v[3] for v in journal.pending_data.values())
+        oldest = min(v[3] for v in self.pending_data.values())
         old_nodes = [fn for fn in graphs.walk(roots) if getattr(journal.nodes.get(fn), "serial", oldest + 1) <= oldest]
-        for key, (ref, op, where, serial, left) in list(journal.pending_data.items()):
+        for key, (ref, op, where, serial, left) in list(self.pending_data.items()):
             tensor = ref()
             nodes = [fn for fn in old_nodes if journal.nodes.get(fn).serial <= serial]
             if tensor is not None and nodes and any(s.param for fn in nodes
                                                     for s in graphs.saved_tensors(fn, {tensor: "x"})):
                 self._warn_data_mutation(tensor, op, where)
-                del journal.pending_data[key]
+                del self.pending_data[key]
             elif tensor is None or left <= 1:
-                del journal.pending_data[key]
+                del self.pending_data[key]
             else:
-                journal.pending_data[key] = (ref, op, where, serial, left - 1)
+                self.pending_data[key] = (ref, op, where, serial, left - 1)
 
     def _warn_data_mutation(self, tensor, op, where):
         self.suspicious(_("`.data.{op}` changes {name} behind autograd's back: its version counter does not move, "
@@ -212,22 +319,22 @@ class Checks:
                      if isinstance(t, torch.Tensor))
         weights = any(isinstance(t, torch.nn.Parameter) for t in inputs)
         params = {id(p) for p in leaves if weights or p not in inputs}
-        return (_user_frame(), params, weights) if params else None
+        return (user_frame(), params, weights) if params else None
 
-    def follow_constants(self, name, args, kwargs, out):
+    def follow_constants(self, name, args, kwargs, out, in_module=False):
         """After each op, once autograd.grad has returned a constant gradient: what is computed from it alone is a
         constant too; the op that mixes it with a tensor that requires grad (a penalty added to loss_D) is marked,
         by its node's serial, for the check at backward (_check_constant_gradients). Not inside a module's forward:
         there a constant is the module's input (an FGSM adversarial example, a Langevin sample), rightly so."""
         journal = self.journal
         penalty = True
-        if name == "grad" and journal.pending_grad is not None:
-            source, journal.pending_grad = journal.pending_grad, None
+        if name == "grad" and self.pending_grad is not None:
+            source, self.pending_grad = self.pending_grad, None
         else:
             given = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (tuple, list)) else [a])
                      if isinstance(t, torch.Tensor)]
-            found = [(t, journal.constants[id(t)][1]) for t in given
-                     if id(t) in journal.constants and journal.constants[id(t)][0]() is t]
+            found = [(t, self.constants[id(t)][1]) for t in given
+                     if id(t) in self.constants and self.constants[id(t)][0]() is t]
             if not found:
                 return
             source = found[0][1]
@@ -237,41 +344,40 @@ class Checks:
         for t in tensors_in(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
-                journal.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
-            elif penalty and not journal.stack and \
+                self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
+            elif penalty and not in_module and \
                     (info := journal.nodes.get(getattr(t, "grad_fn", None))) is not None:
-                journal.mixed[info.serial] = source
-                if len(journal.mixed) > 1000:
-                    journal.mixed = dict(list(journal.mixed.items())[-500:])
+                self.mixed[info.serial] = source
+                if len(self.mixed) > 1000:
+                    self.mixed = dict(list(self.mixed.items())[-500:])
 
     def _forget_constant(self, key, ref):
-        if self.journal.constants.get(key, (None,))[0] is ref:
-            del self.journal.constants[key]
+        if self.constants.get(key, (None,))[0] is ref:
+            del self.constants[key]
 
     def check_constant_gradients(self, serials, filled):
         """At a backward into `filled` (parameter ids): does its graph hold a constant gradient's penalty, made from
         a gradient of these same parameters? It adds a number to the loss and nothing to any gradient."""
-        for serial in serials & self.journal.mixed.keys():
-            where, params = self.journal.mixed[serial][:2]
+        for serial in serials & self.mixed.keys():
+            where, params = self.mixed[serial][:2]
             if where is not None and params & filled:
                 self.suspicious(_("the penalty built from the gradient at {file}:{line} (`{code}`) is a constant, "
                                    "because torch.autograd.grad was called without create_graph=True: that gradient "
                                    "has no graph back to the parameters, so the penalty adds to the loss but trains "
                                    "nothing").format(file=shown_path(where.file), line=where.line, code=where.code),
-                                 {"where": where, "backward": _user_frame()},
+                                 {"where": where, "backward": user_frame()},
                                  [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")],
                                  key="constant gradient")
 
     def _once(self, kind, summary, facts, fixes, key=None):
         """A new Diagnosis of `kind`, recorded; None when one of that key was already given at that line."""
-        journal = self.journal
         where = facts.get("where")
         seen = (key or summary, where.file if where else None, where.line if where else None)
-        if seen in journal.warned:
+        if seen in self.warned:
             return None
-        journal.warned.add(seen)
+        self.warned.add(seen)
         d = Diagnosis(kind, summary, facts, fixes)
-        journal.diagnoses.append(d)
+        self.journal.diagnoses.append(d)
         return d
 
     def suspicious(self, summary, facts, fixes, key=None):

@@ -14,10 +14,10 @@ from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import tensors_in
 from gan_lessons.doctor.versions import VersionErrors
 from gan_lessons.doctor.views import ViewErrors
-from gan_lessons.doctor.report import (Diagnosis, Where, _CARRIED_FIXES, _GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG,
-                                       _CARRIED_WRONG, _FREED_FIXES,
-                                       _FREED_WRONG, _FLAGGED_LEAF_FIXES, _LEAF_FIXES, _LEAF_WRONG, _TWICE_FIXES,
-                                       _TWICE_WRONG)
+from gan_lessons.doctor.report import (Diagnosis, Where, CARRIED_FIXES, GRAD_WRITE_FIXES, GRAD_WRITE_WRONG,
+                                       CARRIED_WRONG, FREED_FIXES,
+                                       FREED_WRONG, FLAGGED_LEAF_FIXES, LEAF_FIXES, LEAF_WRONG, TWICE_FIXES,
+                                       TWICE_WRONG)
 from gan_lessons.i18n import N_, _
 
 
@@ -36,12 +36,14 @@ def _outside_backward(tb):
         yield frame
 
 
-class Diagnoser(VersionErrors, ViewErrors):
+class Diagnoser:
     """The doctor's diagnoses of an error that escaped the block, read from the journal with the namer's names (the
     version error's in versions.py, the view errors' in views.py)."""
 
-    def __init__(self, journal, namer):
-        self.journal, self.namer = journal, namer
+    def __init__(self, journal, namer, constant_of=lambda tensor: None):
+        self.journal, self.namer, self.constant_of = journal, namer, constant_of   # (the checks' constant gradients)
+        self.versions = VersionErrors(journal, namer, self.roots_of)
+        self.views = ViewErrors(journal, namer, self.failing_call)
 
     def diagnose(self, error) -> Diagnosis | None:
         """The diagnosis of an error that escaped the block: its kind recognised from the message (catalogue.py), then
@@ -58,7 +60,7 @@ class Diagnoser(VersionErrors, ViewErrors):
     def _compiled(self, kind, error):
         """An error torch.compile raised while it traced a forward (its backend traces the backward too, on
         FakeTensors): the kind, the call that was being compiled, and how to see the line."""
-        where = self._failing(error)[0]
+        where = self.failing_call(error)[0]
         return Diagnosis(kind.key, _("torch.compile raised this while tracing the call at {where}, before running "
                                      "it: {meaning}").format(where=where, meaning=_(kind.meaning)),
                          {"compiled call": str(where)},
@@ -71,7 +73,7 @@ class Diagnoser(VersionErrors, ViewErrors):
 
     def table(self):
         """One function per kind of the catalogue."""
-        return {"view_inplace": self._view_error, "version": self._version_error, "freed": self._freed_error,
+        return {"view_inplace": self.views.diagnose, "version": self.versions.diagnose, "freed": self._freed_error,
                 "leaf_inplace": lambda error: self._leaf_error(), "grad_input": self._input_error,
                 "nonscalar": self._nonscalar_error,
                 "no_graph": lambda error: self._constant_error(error) or self._no_graph_error(error),
@@ -81,7 +83,7 @@ class Diagnoser(VersionErrors, ViewErrors):
                     ("numpy_grad", misuse.numpy_grad), ("out_grad", misuse.out_grad), ("function_gradient", misuse.function_gradient),
                     ("hook_no_grad", misuse.hook_no_grad), ("ddp_unused", misuse.ddp_unused))}}
 
-    def _failing(self, error):
+    def failing_call(self, error):
         """(the student's line that made the failing call, torch.autograd.grad's frame or None)."""
         user = [tb for tb in traceback_frames(error.__traceback__) if is_user(tb.tb_frame)]
         grad = [tb.tb_frame for tb in traceback_frames(error.__traceback__) if tb.tb_frame.f_code.co_name == "grad"
@@ -95,7 +97,7 @@ class Diagnoser(VersionErrors, ViewErrors):
     def _input_error(self, error):
         """torch.autograd.grad(outputs, inputs) where an input does not require grad: a gradient penalty's
         interpolates made without requires_grad_(True)."""
-        where, frame = self._failing(error)
+        where, frame = self.failing_call(error)
         inputs = list(frame.f_locals["t_inputs"]) if frame is not None else []
         culprit = next((t for t in inputs if isinstance(t, torch.Tensor) and not t.requires_grad), None)
         label = self.namer.label(culprit) if culprit is not None else _("an input")
@@ -112,24 +114,23 @@ class Diagnoser(VersionErrors, ViewErrors):
     def _constant_error(self, error):
         """backward() on a penalty that is a constant, made from autograd.grad without create_graph=True (the loud
         form of the silent bug checks.py warns about); None for any other tensor without a grad_fn."""
-        sources = [self.journal.constants[id(t)][1] for t in self._roots_of(error)
-                   if id(t) in self.journal.constants and self.journal.constants[id(t)][0]() is t]
+        sources = [source for t in self.roots_of(error) if (source := self.constant_of(t)) is not None]
         if not sources or sources[0][0] is None:
             return None
         where = sources[0][0]
         return Diagnosis("constant", _("this penalty is a constant: it is built from the gradient at {where}, and "
                                        "torch.autograd.grad was called there without create_graph=True, so that "
                                        "gradient has no graph back to the parameters").format(where=where),
-                         {"where": where, "backward": str(self._failing(error)[0])},
+                         {"where": where, "backward": str(self.failing_call(error)[0])},
                          [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")])
 
     def _no_graph_error(self, error):
         """backward() on a tensor with no graph: every parameter frozen, a trainable module run with gradients off
         (torch.no_grad(), or torch.utils.checkpoint's reentrant variant on inputs that do not require grad), or a
         loss rebuilt from values (detach, .item(), torch.tensor)."""
-        roots = [t for t in self._roots_of(error) if t.grad_fn is None and not t.requires_grad]
+        roots = [t for t in self.roots_of(error) if t.grad_fn is None and not t.requires_grad]
         label = self.namer.label(roots[0]) if roots else _("the loss")
-        facts = {"backward": str(self._failing(error)[0])}
+        facts = {"backward": str(self.failing_call(error)[0])}
         params = [p for p in self.namer.params if isinstance(p, torch.nn.Parameter)]
         if params and not any(p.requires_grad for p in params):
             return Diagnosis("no_graph", _("{label} has no graph: every parameter the doctor knows of is frozen "
@@ -166,8 +167,8 @@ class Diagnoser(VersionErrors, ViewErrors):
 
     def _nonscalar_error(self, error):
         """A gradient of a non-scalar output without grad_outputs: out = D(x_hat) has one score per sample."""
-        where, frame = self._failing(error)
-        roots = self._roots_of(error)
+        where, frame = self.failing_call(error)
+        roots = self.roots_of(error)
         out = next((t for t in roots if t.numel() != 1), None)
         label = self.namer.label(out) if out is not None else _("the output")
         shape = f" {list(out.shape)}" if out is not None else ""
@@ -186,7 +187,7 @@ class Diagnoser(VersionErrors, ViewErrors):
                      (N_("or give its gradient: out.backward(torch.ones_like(out))"), None)]
         return Diagnosis("nonscalar", summary, facts, fixes)
 
-    def _roots_of(self, error):
+    def roots_of(self, error):
         """The tensors whose backward failed: `self` of torch's Tensor.backward frame in the traceback, or the
         outputs of torch.autograd.grad (which jacobian and hessian call)."""
         roots = []
@@ -202,7 +203,7 @@ class Diagnoser(VersionErrors, ViewErrors):
 
     def _freed_error(self, error):
         backwards = self.journal.backwards
-        roots = self._roots_of(error)
+        roots = self.roots_of(error)
         infos = {info.serial: info for fn in graphs.walk(roots) if (info := self.journal.nodes.get(fn))}
         mine = set(infos)
 
@@ -215,11 +216,11 @@ class Diagnoser(VersionErrors, ViewErrors):
             return Diagnosis("freed", _("the same loss was differentiated twice (backward() or autograd.grad), and "
                                         "the first call freed its graph"),
                              {"first backward": str(again[-1].where),
-                              "second backward": str(backwards[-1].where)}, _TWICE_FIXES, _TWICE_WRONG)
+                              "second backward": str(backwards[-1].where)}, TWICE_FIXES, TWICE_WRONG)
         if not earlier:
             return Diagnosis("freed", _("this graph was already used by a backward without retain_graph"),
-                             {"backward": str(backwards[-1].where) if backwards else "?"}, _FREED_FIXES,
-                             _FREED_WRONG)
+                             {"backward": str(backwards[-1].where) if backwards else "?"}, FREED_FIXES,
+                             FREED_WRONG)
         b = earlier[-1]
         shared = b.nodes & mine
         modules = sorted({self.namer.module_name(infos[n].module).split(".")[0] for n in shared
@@ -247,10 +248,10 @@ class Diagnoser(VersionErrors, ViewErrors):
             if carrier:
                 facts["carried by"] = carrier
             return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "
-                                        "pass's graph, which that pass's backward freed"), facts, fixes + _CARRIED_FIXES,
-                             _CARRIED_WRONG)
+                                        "pass's graph, which that pass's backward freed"), facts, fixes + CARRIED_FIXES,
+                             CARRIED_WRONG)
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
-                         fixes + _FREED_FIXES, _FREED_WRONG)
+                         fixes + FREED_FIXES, FREED_WRONG)
 
     def _kept_fixes(self, held, places, facts):
         """A tensor of the old graph that a list still holds (`past[0]`): the lines that add to that list, as the
@@ -294,17 +295,17 @@ class Diagnoser(VersionErrors, ViewErrors):
 
     def _leaf_error(self):
         if self.journal.last_leaf_inplace is None:
-            return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, _LEAF_FIXES,
-                             _LEAF_WRONG)
+            return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, LEAF_FIXES,
+                             LEAF_WRONG)
         w = self.journal.last_leaf_inplace
         namer = self.namer
         name = namer.name(w.leaf) if w.leaf in namer.params else namer.label(w.leaf)   # `model.w` before `p`
         facts = {"where": w.where}
-        fixes = (_GRAD_WRITE_FIXES, _GRAD_WRITE_WRONG) if w.carries_grad else (_LEAF_FIXES, _LEAF_WRONG)
+        fixes = (GRAD_WRITE_FIXES, GRAD_WRITE_WRONG) if w.carries_grad else (LEAF_FIXES, LEAF_WRONG)
         flagged = misuse.leaf_by_flag(self.journal, namer, w.leaf)
         if flagged is not None:              # not a weight to update: an output made a leaf by requires_grad_(True)
             facts["a leaf because"] = flagged
-            fixes = (_FLAGGED_LEAF_FIXES, _LEAF_WRONG)      # out of place first
+            fixes = (FLAGGED_LEAF_FIXES, LEAF_WRONG)      # out of place first
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else
                                           _("{op} on {name}, a leaf that requires grad, while autograd is "

@@ -16,9 +16,9 @@ from gan_lessons.doctor.report import Where
 
 TORCH_DIR = os.path.dirname(torch.__file__)
 _OVERRIDES = os.path.join(TORCH_DIR, "overrides.py")
-_DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__))
-_PACKAGE_DIR = os.path.dirname(_DOCTOR_DIR)
-_RUNPY = runpy.run_path.__code__.co_filename    # "<frozen runpy>" from Python 3.11
+DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(DOCTOR_DIR)
+RUNPY = runpy.run_path.__code__.co_filename    # "<frozen runpy>" from Python 3.11
 _KERNEL_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
 
 
@@ -32,7 +32,7 @@ def shown_path(path: str) -> str:
     return path
 
 
-def _user_frame(depth=1, nth=1):
+def user_frame(depth=1, nth=1):
     """The innermost frame that is the student's code: not torch, not this module (nth=2: the student's frame that
     called that one, as `requires_grad(D, False)` calls the `p.requires_grad = flag` inside it); None if none."""
     frame, seen = sys._getframe(depth), 0
@@ -121,8 +121,8 @@ def is_user(frame) -> bool:
     name = frame.f_code.co_filename
     user = _USER_FILES.get(name)
     if user is None:
-        user = _USER_FILES[name] = not name.startswith(TORCH_DIR) and not name.startswith(_DOCTOR_DIR + os.sep) \
-            and "contextlib" not in name and name != _RUNPY and not name.startswith("<eval_with_key>")
+        user = _USER_FILES[name] = not name.startswith(TORCH_DIR) and not name.startswith(DOCTOR_DIR + os.sep) \
+            and "contextlib" not in name and name != RUNPY and not name.startswith("<eval_with_key>")
         # (<eval_with_key>: code torch.fx generated for a compiled graph, which nobody wrote: its ops are placed on
         # the line that called the compiled module)
     return user
@@ -193,12 +193,12 @@ def _without_doctor_frames(message):
     """A warning whose text quotes a Python stack (anomaly mode's "Traceback of forward call", which torch.compile
     prints while it traces under the doctor) with the doctor's own frames taken out of that stack."""
     text = str(message)
-    if _DOCTOR_DIR not in text:
+    if DOCTOR_DIR not in text:
         return message
     kept, skipping = [], False
     for row in text.split("\n"):
         if row.startswith("  File "):
-            skipping = _DOCTOR_DIR in row
+            skipping = DOCTOR_DIR in row
         elif not row.startswith("    "):
             skipping = False
         if not skipping:
@@ -245,7 +245,7 @@ def _hooks_frame(frame, caller) -> bool:
 
 
 def _plumbing(path) -> bool:
-    return path.startswith(_DOCTOR_DIR + os.sep) or path == _OVERRIDES
+    return path.startswith(DOCTOR_DIR + os.sep) or path == _OVERRIDES
 
 
 def clean_traceback(tb):
@@ -282,7 +282,7 @@ def custom_forward():
     return ctx, inside, where
 
 
-def _called_from_user() -> bool:
+def called_from_user() -> bool:
     """Did the student's code make the current torch call directly (not torch's own code, e.g. torch.compile's)?"""
     frame = sys._getframe(1)
     while frame is not None and _plumbing(frame.f_code.co_filename):

@@ -10,39 +10,39 @@ from gan_lessons.doctor.report import Diagnosis
 from gan_lessons.i18n import N_, _
 
 # the fixes: (fix, the lesson that teaches it or None)
-_INFERENCE_FIXES = [(N_("make it under torch.no_grad() instead of torch.inference_mode(): no_grad tensors are normal "
+INFERENCE_FIXES = [(N_("make it under torch.no_grad() instead of torch.inference_mode(): no_grad tensors are normal "
                         "tensors that autograd can save later"), "04"),
                     (N_("or use a copy made outside inference mode: w = w.clone() (after the inference_mode block), "
                         "and train or differentiate through the copy"), "04")]
-_INFERENCE_WRONG = [(N_("w.detach() or w.requires_grad_(): a detached inference tensor is still an inference tensor, "
+INFERENCE_WRONG = [(N_("w.detach() or w.requires_grad_(): a detached inference tensor is still an inference tensor, "
                         "and torch refuses to set requires_grad on one outside inference mode"), None)]
-_INFERENCE_WRITE_FIXES = [(N_("write into a copy made outside inference mode (w = w.clone(), then w.add_(...)), or "
+INFERENCE_WRITE_FIXES = [(N_("write into a copy made outside inference mode (w = w.clone(), then w.add_(...)), or "
                               "make the tensor under torch.no_grad() instead of torch.inference_mode()"), "04")]
-_SET_FIXES = [(N_("replace the values, not the storage: with torch.no_grad(): x.copy_(new) keeps x's gradient "
+SET_FIXES = [(N_("replace the values, not the storage: with torch.no_grad(): x.copy_(new) keeps x's gradient "
                   "accumulator, so the graph made before still counts as using x"), "03"),
               (N_("or differentiate after the replacement: rebuild the graph from x once set_ has run"), None)]
-_SET_WRONG = [(N_("allow_unused=True: the error goes, and the gradient for x comes back None, although the graph "
+SET_WRONG = [(N_("allow_unused=True: the error goes, and the gradient for x comes back None, although the graph "
                   "did use x's old values"), None)]
-_UNUSED_FIXES = [(N_("compute the outputs from that tensor itself, not from a copy of it (detach(), .data, clone() "
+UNUSED_FIXES = [(N_("compute the outputs from that tensor itself, not from a copy of it (detach(), .data, clone() "
                      "of a detached tensor, a tensor made with torch.tensor(...))"), "04"),
                  (N_("or, where some inputs may rightly not take part, pass allow_unused=True (and "
                      "materialize_grads=True for zeros instead of None)"), None)]
-_OUT_FIXES = [(N_("write out of place and rebind the name (h = h * 2, not torch.mul(h, 2, out=h)): autograd records "
+OUT_FIXES = [(N_("write out of place and rebind the name (h = h * 2, not torch.mul(h, 2, out=h)): autograd records "
                   "the new tensor"), "03"),
               (N_("or, where no gradient should flow through it, make the call under torch.no_grad()"), "04")]
-_FLAG_FIXES = [(N_("x.detach(): a new tensor, without a graph, for the part that must not train what made x (in a "
+FLAG_FIXES = [(N_("x.detach(): a new tensor, without a graph, for the part that must not train what made x (in a "
                    "GAN: D(fake.detach()) in D's loss)"), "04")]
-_FLAG_WRONG = [(N_("x.requires_grad = False inside torch.no_grad(): the flag of a computed tensor cannot be changed "
+FLAG_WRONG = [(N_("x.requires_grad = False inside torch.no_grad(): the flag of a computed tensor cannot be changed "
                    "there either; only detach() makes a tensor without the graph"), None)]
-_NUMPY_FIXES = [(N_("x.detach().cpu().numpy(): a copy of the values, without the graph (the order: detach, then to "
+NUMPY_FIXES = [(N_("x.detach().cpu().numpy(): a copy of the values, without the graph (the order: detach, then to "
                     "the CPU)"), "04"),
                 (N_("or call numpy() under torch.no_grad(), where torch hands out the values of a tensor that "
                     "requires grad"), "04")]
-_FUNCTION_FIXES = [(N_("make backward return one gradient per input of forward, each of that input's shape "
+FUNCTION_FIXES = [(N_("make backward return one gradient per input of forward, each of that input's shape "
                        "(None for an input that needs none, as a flag or a size)"), None)]
-_HOOK_FIXES = [(N_("register the hook on a tensor that requires grad: the module's output or a parameter, not a "
+HOOK_FIXES = [(N_("register the hook on a tensor that requires grad: the module's output or a parameter, not a "
                    "detached copy or a tensor made under torch.no_grad()"), "04")]
-_DDP_FIXES = [(N_("make every parameter of the wrapped module take part in each loss, or freeze the ones that do "
+DDP_FIXES = [(N_("make every parameter of the wrapped module take part in each loss, or freeze the ones that do "
                   "not (requires_grad=False) before wrapping it in DistributedDataParallel"), "13"),
               (N_("or DistributedDataParallel(..., find_unused_parameters=True): it looks for them at every backward "
                   "(slower)"), "13")]
@@ -67,7 +67,7 @@ def _failed_call(diagnoser, error, line_key, pick=None):
     culprit = next((t for t in (failed.tensors if failed else []) if pick is None or pick(t)), None)
     label = _label(diagnoser.namer, culprit)
     facts = {"tensor": f"{label} {list(culprit.shape)}" if culprit is not None else "?",
-             line_key: str(failed.where if failed else diagnoser._failing(error)[0])}
+             line_key: str(failed.where if failed else diagnoser.failing_call(error)[0])}
     return culprit, label, failed.name if failed else "an op", facts
 
 
@@ -83,7 +83,7 @@ def inference_saved(diagnoser, error):
     facts = {"tensor": facts["tensor"], "made": _inference_made(diagnoser, culprit), "used": facts["used"]}
     return Diagnosis("inference_saved", _("{label} was made under torch.inference_mode(), and {op} needs to save it "
                                           "for a backward, which autograd refuses for an inference tensor").format(
-                                              label=label, op=op), facts, _INFERENCE_FIXES, _INFERENCE_WRONG)
+                                              label=label, op=op), facts, INFERENCE_FIXES, INFERENCE_WRONG)
 
 
 def inference_inplace(diagnoser, error):
@@ -91,14 +91,14 @@ def inference_inplace(diagnoser, error):
     facts = {"tensor": facts["tensor"], "made": _inference_made(diagnoser, culprit), "changed": facts["changed"]}
     return Diagnosis("inference_inplace", _("{label} was made under torch.inference_mode(), and {op} changes it "
                                             "outside inference mode, which torch refuses").format(label=label, op=op),
-                     facts, _INFERENCE_WRITE_FIXES)
+                     facts, INFERENCE_WRITE_FIXES)
 
 
 def unused_input(diagnoser, error):
     """The inputs of torch.autograd.grad the outputs' graph does not reach, read from the graph; for a leaf the graph
     holds an accumulator of, but not the one it has now, set_ replaced its storage (and that accumulator) since."""
     namer = diagnoser.namer
-    where, frame = diagnoser._failing(error)
+    where, frame = diagnoser.failing_call(error)
     if frame is None:
         return None
     inputs = [t for t in frame.f_locals["t_inputs"] if isinstance(t, torch.Tensor)]
@@ -122,9 +122,9 @@ def unused_input(diagnoser, error):
         return Diagnosis("unused_input", _("{label}'s gradient accumulator was replaced after the graph used it "
                                            "(set_() replaces it when it gives a tensor a new storage), so the graph's "
                                            "use of the old one no longer counts as {label}").format(label=label),
-                         facts, _SET_FIXES, _SET_WRONG)
+                         facts, SET_FIXES, SET_WRONG)
     return Diagnosis("unused_input", _("the outputs do not reach {label}: autograd recorded no use of it on the way "
-                                       "to them").format(label=label), facts, _UNUSED_FIXES)
+                                       "to them").format(label=label), facts, UNUSED_FIXES)
 
 
 def _accumulator(t):
@@ -145,11 +145,11 @@ def out_grad(diagnoser, error):
     given = failed.tensors if failed else []
     grad = list({id(t): t for t in given if t.requires_grad}.values())
     out = given[-1] if given else None      # the out= tensor comes last among the call's keyword arguments
-    facts = {"call": str(failed.where if failed else diagnoser._failing(error)[0]),
+    facts = {"call": str(failed.where if failed else diagnoser.failing_call(error)[0]),
              "requires grad": ", ".join(f"{_label(namer, t)} {list(t.shape)}" for t in grad[:3]) or "?"}
     return Diagnosis("out_grad", _("{op}(..., out={label}) was given tensors that require grad: autograd records no "
                                    "graph for an out= call").format(op=failed.name if failed else "an op",
-                                                                    label=_label(namer, out)), facts, _OUT_FIXES)
+                                                                    label=_label(namer, out)), facts, OUT_FIXES)
 
 
 def nonleaf_flag(diagnoser, error):
@@ -158,37 +158,37 @@ def nonleaf_flag(diagnoser, error):
     if info is not None:
         facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.place())
     return Diagnosis("nonleaf_flag", _("{label} was computed by an op (it has a grad_fn), and requires_grad can be "
-                                       "changed only on a leaf").format(label=label), facts, _FLAG_FIXES, _FLAG_WRONG)
+                                       "changed only on a leaf").format(label=label), facts, FLAG_FIXES, FLAG_WRONG)
 
 
 def numpy_grad(diagnoser, error):
     _culprit, label, _op, facts = _failed_call(diagnoser, error, "where")
     return Diagnosis("numpy_grad", _("numpy() on {label}, which requires grad: numpy shares its memory and cannot "
-                                     "keep the graph").format(label=label), facts, _NUMPY_FIXES)
+                                     "keep the graph").format(label=label), facts, NUMPY_FIXES)
 
 
 def function_gradient(diagnoser, error):
     """The custom Function whose backward returned the wrong gradients: the node autograd names, found among the
     nodes the doctor saw made, with where its forward ran."""
     journal = diagnoser.journal
-    custom = [fn for fn in graphs.walk(diagnoser._roots_of(error)) if isinstance(fn, BackwardCFunction)
+    custom = [fn for fn in graphs.walk(diagnoser.roots_of(error)) if isinstance(fn, BackwardCFunction)
               and (info := journal.nodes.get(fn)) is not None and info.op.endswith(".apply")]
     # several custom Functions in the graph: the one whose node torch names
     fn = custom[0] if len(custom) == 1 else next((fn for fn in custom if type(fn).__name__ in str(error)), None)
     info = journal.nodes.get(fn)
-    facts = {"backward": str(diagnoser._failing(error)[0])}
+    facts = {"backward": str(diagnoser.failing_call(error)[0])}
     if info is not None:
         facts["function"] = _("{function}, applied at {where}").format(function=info.op.removesuffix(".apply"),
                                                                       where=info.place())
     return Diagnosis("function_gradient", _("a custom autograd.Function's backward returned gradients that do not "
                                             "match its forward's inputs (in number or shape)"), facts,
-                     _FUNCTION_FIXES)
+                     FUNCTION_FIXES)
 
 
 def hook_no_grad(diagnoser, error):
     _culprit, label, _op, facts = _failed_call(diagnoser, error, "where")
     return Diagnosis("hook_no_grad", _("a gradient hook on {label}, which does not require grad: no gradient will "
-                                       "ever reach it").format(label=label), facts, _HOOK_FIXES)
+                                       "ever reach it").format(label=label), facts, HOOK_FIXES)
 
 
 def ddp_unused(diagnoser, error):
@@ -201,7 +201,7 @@ def ddp_unused(diagnoser, error):
         reached |= {id(p) for p in b.depth}
     missing = [namer.name(p) for m in wrappers for p in m.module.parameters()
                if p.requires_grad and id(p) not in reached] if journal.backwards else []
-    facts = {"forward": str(diagnoser._failing(error)[0])}
+    facts = {"forward": str(diagnoser.failing_call(error)[0])}
     if missing:
         facts["parameters"] = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
     return Diagnosis("ddp_unused", (_("{count} parameters of the module DistributedDataParallel wraps took no part "
@@ -209,7 +209,7 @@ def ddp_unused(diagnoser, error):
                                       "forward") if missing else
                                     _("parameters of the module DistributedDataParallel wraps took no part in its "
                                       "last backward, and it waits for their gradients before the next forward")
-                                    ).format(count=len(missing)), facts, _DDP_FIXES)
+                                    ).format(count=len(missing)), facts, DDP_FIXES)
 
 
 def leaf_by_flag(journal, namer, leaf):

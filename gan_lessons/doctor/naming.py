@@ -78,7 +78,7 @@ def _top_level(code) -> bool:
     return code.co_name == "<module>" or _CELL.fullmatch(code.co_name) is not None
 
 
-def _looks_like_gan(name) -> bool:
+def looks_like_gan(name) -> bool:
     return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
 
 

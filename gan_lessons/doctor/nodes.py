@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from gan_lessons.doctor.frames import shown_path
 from gan_lessons.i18n import _
 
-_SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
+SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
 
 
 @dataclass(slots=True)
@@ -92,7 +92,7 @@ class ForeignStep:
     params: set                  # their parameters it reached
 
 
-class _Nodes:
+class Nodes:
     """What the doctor knows of each autograd node it saw made (NodeInfo), kept in the node's own `metadata` dict.
     The doctor holds no node, so every graph is freed exactly when it would be without it."""
     KEY = "gan_lessons.doctor"

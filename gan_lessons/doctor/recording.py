@@ -10,15 +10,15 @@ from torch.overrides import _get_current_function_mode as _current_mode
 from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
-from gan_lessons.doctor.checks import _after_sigmoid, _double_sigmoid_effect, tensors_in
-from gan_lessons.doctor.frames import (_called_from_user, _user_frame, custom_forward, outermost_user_frame,
+from gan_lessons.doctor.checks import tensors_in
+from gan_lessons.doctor.frames import (user_frame, custom_forward, outermost_user_frame,
                                       user_site)
 from gan_lessons.doctor.writes import BackwardWrites
-from gan_lessons.doctor.nodes import (_SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo,
+from gan_lessons.doctor.nodes import (SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo,
                                      Step)
-from gan_lessons.doctor.ops import (_QUIET_CALLS, _QUIET_GETS, _compiling, _frozen_flag, _grad_fn, _is_inplace,
-                                    _version, _written)
-from gan_lessons.i18n import N_, _
+from gan_lessons.doctor.ops import (QUIET_CALLS, QUIET_GETS, compiling, frozen_flag, grad_fn_of, is_inplace,
+                                    version_of, written_by)
+from gan_lessons.i18n import _
 
 
 # the torch functions that make a tensor from Python values: a loss made by one has no graph
@@ -59,11 +59,12 @@ class _Mode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":
             attr = getattr(getattr(func, "__self__", None), "__name__", "")
-            if attr in _QUIET_GETS if name == "__get__" else attr != "requires_grad":
+            if attr in QUIET_GETS if name == "__get__" else attr != "requires_grad":
                 return func(*args, **kwargs)    # reads and writes that cannot matter to a diagnosis
-        if journal.in_step and name != "backward" or name in _QUIET_CALLS or _compiling():
+        recorder = self.recorder
+        if recorder.in_step and name != "backward" or name in QUIET_CALLS or compiling():
             return func(*args, **kwargs)  # an optimizer's own ops, torch.compile tracing: nothing to record
-        journal.in_step = False          # (a backward: a step that raised never reached its post-hook)
+        recorder.in_step = False          # (a backward: a step that raised never reached its post-hook)
         try:
             self.recorder.before(func, name, args, kwargs)
         except Exception as error:  # bookkeeping must never break the student's code
@@ -76,9 +77,9 @@ class _Mode(TorchFunctionMode):
             else:
                 out = func(*args, **kwargs)  # a warning from here is shown at the student's line (WarningsAsPython)
         except BaseException:
-            journal.versions_before = []   # a call that raised: its arguments are not held for the next one
+            recorder.versions_before = []   # a call that raised: its arguments are not held for the next one
             given = [t for a in (*args, *kwargs.values()) for t in tensors_in(a)]
-            journal.failed = CallRecord(name, [weakref.ref(t) for t in given], _user_frame(),
+            journal.failed = CallRecord(name, [weakref.ref(t) for t in given], user_frame(),
                                         [_storage(t) for t in given])
             raise
         try:
@@ -91,14 +92,37 @@ class _Mode(TorchFunctionMode):
 
 class Recorder:
     """The doctor's recorder: writes into the journal what the block does (each torch call, through its mode; each
-    module's forward and optimizer's step, through the global hooks the doctor installs) and asks the checks to judge
-    a backward or a step as it starts."""
+    module's forward and optimizer's step, through the global hooks the doctor installs) and tells its subscribers
+    (the checks) each event as it starts: on_call and on_result around a torch call, on_grad, on_backward, on_step.
+    Its own state is how it is recording: the modules running now and their callers' lines, whether it is paused
+    inside an optimizer's step, the versions of the call being recorded's arguments."""
 
-    def __init__(self, journal, namer, checks):
-        self.journal, self.namer, self.checks = journal, namer, checks
+    def __init__(self, journal, namer, subscribers=()):
+        self.journal, self.namer, self.subscribers = journal, namer, list(subscribers)
         self.mode = _Mode(self)
         self.writes = BackwardWrites(journal)
         self.in_backward = False
+        self.stack: list = []            # the modules whose forward is running, outermost first
+        self.sites: list = []            # the student's line that called each of them
+        self.off: set = set()            # ids of the trainable modules running now with gradients off
+        self.modes: set = set()          # .training of the modules that made the last graph walked
+        self.zeroed: dict = {}           # id(.grad): its version once zero_grad(set_to_none=False) zeroed it
+        # inside an optimizer's step() (without a closure) its ops are not recorded: the recorder is off torch's
+        # mode stack (paused), or skips them (in_step)
+        self.paused = False
+        self.in_step = False
+        self.versions_before: list = []  # (tensor, version) of the call being recorded's arguments
+
+    def stop(self):
+        """Stop recording (the block is over): leave torch's mode stack, unless a step that raised left it already;
+        let go of the tensors and modules held while recording."""
+        self.versions_before, self.in_step = [], False
+        if self.paused:
+            self.paused = False
+        else:
+            self.mode.__exit__(None, None, None)
+        for held in (self.stack, self.sites, self.off, self.zeroed):
+            held.clear()
 
     @contextlib.contextmanager
     def backward_writes(self):
@@ -125,33 +149,23 @@ class Recorder:
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         # a write the call makes inside itself, into a tensor it is given (F.embedding's max_norm renormalises
         # its weight; a library op that updates a buffer): seen by its version afterwards (_after)
-        journal.versions_before = [] if name in ("__get__", "__set__") or _is_inplace(name, kwargs) else \
-            [(t, _version(t)) for t in args if isinstance(t, torch.Tensor)]
-        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
-                and target is not None and not target.is_leaf and not target.retains_grad and _called_from_user():
-            self.checks.nonleaf_grad(target, _user_frame())
+        self.versions_before = [] if name in ("__get__", "__set__") or is_inplace(name, kwargs) else \
+            [(t, version_of(t)) for t in args if isinstance(t, torch.Tensor)]
+        for s in self.subscribers:
+            s.on_call(func, name, args, kwargs, target)
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in tensors_in(args[0]) if name == "_foreach_zero_" else [args[0]]:
-                journal.zeroed[id(t)] = t._version + 1
-            if len(journal.zeroed) > 10000:
-                journal.zeroed.clear()
-        if (flag := _frozen_flag(func, name, args, kwargs)) and target is not None \
+                self.zeroed[id(t)] = t._version + 1
+            if len(self.zeroed) > 10000:
+                self.zeroed.clear()
+        if frozen_flag(func, name, args, kwargs) and target is not None \
                 and not isinstance(target, torch.nn.Parameter):     # requires_grad_(True) on a tensor of the code's
             journal.made(journal.flagged_at, target, Made(weakref.ref(target), *user_site()))
-        if (flag := _frozen_flag(func, name, args, kwargs)) is not None and target is not None and target.is_leaf:
-            if flag:
-                journal.frozen_at.pop(id(target), None)
-            else:                         # where each parameter was frozen, for a step that then trains nothing
-                journal.frozen_at[id(target)] = _user_frame(), _user_frame(nth=2)
-        if target is not None and _is_inplace(name, kwargs):
+        if target is not None and is_inplace(name, kwargs):
             leaf = target if target.is_leaf else target._base      # a view of a leaf: its base is the leaf
             if leaf is not None and leaf.is_leaf and leaf.requires_grad and torch.is_grad_enabled():
-                journal.last_leaf_inplace = LeafWrite(leaf, name, _user_frame(), leaf is not target, any(
+                journal.last_leaf_inplace = LeafWrite(leaf, name, user_frame(), leaf is not target, any(
                     isinstance(a, torch.Tensor) and a.requires_grad for a in (*args[1:], *kwargs.values())))
-            alias, alias_of = journal.data_aliases.get(id(target), (lambda: None, None))
-            if alias() is target:             # the same live alias, not a new tensor that reused its id
-                # judged at the next backward: harmless unless a graph made before it saved the tensor
-                journal.pending_data[id(alias_of)] = (weakref.ref(alias_of), name, _user_frame(), journal.serial, 5)
         if name == "backward" and target is not None:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))
@@ -159,38 +173,32 @@ class Recorder:
             retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
             leaves = self._record_backward(tensors_in(args[0]), create if retain is None else retain, inputs)
-            journal.pending_grad = None if create else self.checks.constant_source(leaves, inputs)
-        if name == "binary_cross_entropy_with_logits" and target is not None and _after_sigmoid(target):
-            effect = _double_sigmoid_effect(args[1] if len(args) > 1 else None)
-            self.checks.suspicious(_("a sigmoid is fed into binary_cross_entropy_with_logits, which applies its own "
-                                     "sigmoid"), {"where": _user_frame(), "effect": effect},
-                                   [(N_("pass the raw logits; drop the extra sigmoid"), "05")])
+            for s in self.subscribers:
+                s.on_grad(leaves, inputs, create)
 
     def pause(self):
         """Stop recording for an optimizer's step: its ops are not the student's. The recorder leaves torch's mode
         stack (cheaper than skipping a hundred ops one by one); where it is not on top (a mode the student entered
         inside the block, a step run from a backward hook) it stays and skips them."""
-        journal = self.journal
-        if not journal.paused and _current_mode() is self.mode:
+        if not self.paused and _current_mode() is self.mode:
             _pop_mode()
-            journal.paused = True
+            self.paused = True
         else:
-            journal.in_step = True
+            self.in_step = True
 
     def resume(self):
-        journal = self.journal
-        journal.in_step = False
-        if journal.paused:
+        self.in_step = False
+        if self.paused:
             _push_mode(self.mode)
-            journal.paused = False
+            self.paused = False
 
     def _serials(self, roots):
         """The serials of the graph's nodes the doctor saw made; the modes (train, eval) of the modules that made
-        them are kept in self.journal.modes."""
+        them are kept in self.modes."""
         journal = self.journal
         infos = [info for fn in graphs.walk(roots) if (info := journal.nodes.get(fn))]
         weighted = {}                      # a loss module (no parameters) keeps its train mode: not counted
-        journal.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
+        self.modes = {info.training for info in infos if info.training is not None and weighted.setdefault(
             id(info.module), next(info.module.parameters(), None) is not None)}
         return {info.serial for info in infos}
 
@@ -208,26 +216,20 @@ class Recorder:
         if inputs is not None:            # backward(inputs=...) fills only these
             keep = set(tensors_in(inputs))
             depth = {p: d for p, d in depth.items() if p in keep}
-        self.checks.judge_data_mutations(roots)
         nodes = self._serials(roots)
-        if journal.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
-            self.checks.check_constant_gradients(nodes, {id(p) for p in depth})
+        for s in self.subscribers:
+            s.on_backward(roots, nodes, {id(p) for p in depth})
         # weak roots and node serials: a record must not keep a retained or unused graph alive
         journal.backwards.append(BackwardCall(
-            [weakref.ref(t) for t in roots], {id(t) for t in roots}, _user_frame(), bool(retain), nodes, depth,
-            journal.modes, {p for p in depth if p.grad is None or journal.zeroed.get(id(p.grad)) == p.grad._version},
+            [weakref.ref(t) for t in roots], {id(t) for t in roots}, user_frame(), bool(retain), nodes, depth,
+            self.modes, {p for p in depth if p.grad is None or self.zeroed.get(id(p.grad)) == p.grad._version},
             behind=_behind(consumers) if len(consumers) > 1 else {}))
         return leaves
 
     def after(self, name, args, kwargs, out):
         journal = self.journal
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if name == "__get__" and isinstance(out, torch.Tensor) and target is not None and target.requires_grad \
-                and out.data_ptr() == target.data_ptr() and not out.requires_grad:
-            journal.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
-            if len(journal.data_aliases) > 1000:
-                journal.data_aliases = {k: v for k, v in journal.data_aliases.items() if v[0]() is not None}
-        module = journal.stack[-1] if journal.stack else None
+        module = self.stack[-1] if self.stack else None
         if name in _FROM_VALUES and isinstance(out, torch.Tensor) and out.is_floating_point():
             journal.made(journal.from_values, out, Made(weakref.ref(out), *user_site()))   # a loss rebuilt from
         elif journal.from_values and isinstance(out, torch.Tensor) and out.grad_fn is None:   # numbers, and what
@@ -242,42 +244,42 @@ class Recorder:
                     journal.made(journal.inference_made, t, Made(weakref.ref(t), *user_site()))
         if not torch.is_grad_enabled() and (custom := custom_forward()) is not None and custom[0] not in journal.nodes:
             ctx, inside, where = custom     # a custom Function's forward (grad mode is off inside it): its node
-            journal.serial = next(_SERIAL)  # is its ctx, made where Function.apply was called
+            journal.serial = next(SERIAL)  # is its ctx, made where Function.apply was called
             journal.nodes[ctx] = NodeInfo(f"{type(ctx).__name__.removesuffix('Backward')}.apply", module,
-                                          journal.sites[-1] if journal.sites else where, journal.serial,
+                                          self.sites[-1] if self.sites else where, journal.serial,
                                           inside, getattr(module, "training", None))
-        written, op = _written(name, args, kwargs)
+        written, op = written_by(name, args, kwargs)
         for w in written:
-            before = node.next_functions if (node := _grad_fn(w)) is not None else ()
-            journal.inplace.append(InplaceWrite(w.untyped_storage().data_ptr(), op, _user_frame(), w._version,
+            before = node.next_functions if (node := grad_fn_of(w)) is not None else ()
+            journal.inplace.append(InplaceWrite(w.untyped_storage().data_ptr(), op, user_frame(), w._version,
                                                 tuple(w.shape), journal.serial, module,
                                                 journal.nodes.get(before[0][0]) if before else None,   # held before
                                                 outermost_user_frame(journal.entry)))
-        given, journal.versions_before = journal.versions_before, []     # held no longer than the call
+        given, self.versions_before = self.versions_before, []     # held no longer than the call
         for t, before in given:
-            now = _version(t)
+            now = version_of(t)
             if before is not None and now is not None and now > before and all(t is not w for w in written):
                 journal.inplace.append(InplaceWrite(
                     t.untyped_storage().data_ptr(), _("{op} (writing in place into a tensor it was given)").format(
-                        op=name), _user_frame(), now, tuple(t.shape), journal.serial, module,
+                        op=name), user_frame(), now, tuple(t.shape), journal.serial, module,
                     outer=outermost_user_frame(journal.entry)))
-        where = journal.sites[-1] if journal.sites else None
+        where = self.sites[-1] if self.sites else None
         inside = ...                  # the line inside the module, looked up once a node is new
         made = list(out) if isinstance(out, (tuple, list)) else [out]
         for t in made + written:      # an in-place op's new node is its target's
-            todo = [_grad_fn(t)]
+            todo = [grad_fn_of(t)]
             while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
                 fn = todo.pop()
                 if fn is None or fn in journal.nodes or hasattr(fn, "variable") \
                         or fn._sequence_nr() < journal.first_seq:   # made before the block: not by this op
                     continue
-                where = where or _user_frame()
+                where = where or user_frame()
                 if inside is ...:
-                    inside = _user_frame() if journal.sites else None
+                    inside = user_frame() if self.sites else None
                     # (a compiled forward's frame stands at its `def` line while its graph runs: no line inside)
                     inside = None if inside == where or (inside and inside.code.startswith("def ")) else inside
-                journal.serial = next(_SERIAL)
-                if isinstance(fn, BackwardCFunction) and fn is not _grad_fn(t):  # a custom Function applied earlier,
+                journal.serial = next(SERIAL)
+                if isinstance(fn, BackwardCFunction) and fn is not grad_fn_of(t):  # a custom Function applied earlier,
                     journal.nodes[fn] = NodeInfo(f"{type(fn).__name__.removesuffix('Backward')}.apply", module,
                                                  None, journal.serial)      # unseen: where it ran is not known
                     todo.extend(f for f, _ in fn.next_functions)
@@ -285,33 +287,33 @@ class Recorder:
                 journal.nodes[fn] = NodeInfo(name, module, where, journal.serial, inside,
                                              getattr(module, "training", None))
                 todo.extend(f for f, _ in fn.next_functions)
-        if journal.constants or name == "grad":   # empty until an autograd.grad without create_graph: no cost before
-            self.checks.follow_constants(name, args, kwargs, out)
+        for s in self.subscribers:
+            s.on_result(name, args, kwargs, out, target, bool(self.stack))
 
     def pre_forward(self, module, args):
         journal = self.journal
         self.resume()                    # a step that raised never reached its post-hook
-        if _compiling():
+        if compiling():
             return
         # ops inside a module are attributed to the student's line that called the outermost module
-        site = journal.sites[-1] if journal.sites else _user_frame()
-        if not torch.is_grad_enabled() and not any(id(m) in journal.off for m in journal.stack) \
+        site = self.sites[-1] if self.sites else user_frame()
+        if not torch.is_grad_enabled() and not any(id(m) in self.off for m in self.stack) \
                 and any(p.requires_grad for p in module.parameters()):
             # the outermost trainable module run with gradients off (no_grad, a reentrant checkpoint's first
             # forward): its output has no graph, which is what a loss without a grad_fn is then made of
-            journal.no_grad_forwards.append((weakref.ref(module), _user_frame(), _user_frame(nth=2)))
-            journal.off.add(id(module))
+            journal.no_grad_forwards.append((weakref.ref(module), user_frame(), user_frame(nth=2)))
+            self.off.add(id(module))
         journal.seen_modules.add(module)
-        journal.stack.append(module)
-        journal.sites.append(site)
+        self.stack.append(module)
+        self.sites.append(site)
 
     def post_forward(self, module, args, out):
         journal = self.journal
-        if _compiling():
+        if compiling():
             return
-        if journal.stack:
-            journal.off.discard(id(journal.stack.pop()))
-            where = journal.sites.pop()
+        if self.stack:
+            self.off.discard(id(self.stack.pop()))
+            where = self.sites.pop()
             if isinstance(out, torch.Tensor) and not out.requires_grad and out.is_floating_point():
                 # an output with no graph (a frozen module's): a hook may yet make it a leaf (requires_grad_)
                 if len(journal.no_graph_outputs) > 200:
@@ -319,9 +321,9 @@ class Recorder:
                 journal.no_graph_outputs[id(out)] = (weakref.ref(out), module)
             if type(module).__name__ == "OptimizedModule":   # torch.compile's wrapper: its graph runs as one node
                 for t in out if isinstance(out, (tuple, list)) else [out]:
-                    fn = _grad_fn(t)
+                    fn = grad_fn_of(t)
                     if fn is not None and fn not in journal.nodes:
-                        journal.serial = next(_SERIAL)
+                        journal.serial = next(SERIAL)
                         journal.nodes[fn] = NodeInfo("compiled forward", module, where, journal.serial)
 
     def pre_step(self, opt, args, kwargs):
@@ -332,28 +334,9 @@ class Recorder:
         params = [p for g in opt.param_groups for p in g["params"]]
         # LBFGS and friends: the closure computes the gradients inside step()
         closure = any(callable(a) and not isinstance(a, torch.optim.Optimizer) for a in (*args, *kwargs.values()))
-        missing = [] if closure else [p for p in params if p.grad is None and p.requires_grad]
-        if missing and len(missing) < len(params):      # some: not those another optimizer trains, or no forward used
-            missing = self.namer.untrained(opt, missing)
-        missing = [self.namer.known().params.get(p, "?") for p in missing]
-        if missing:
-            facts = {"where": _user_frame(), "parameters": missing[:6]}
-            ours = {id(p) for p in params}
-            other = [p for p in (journal.backwards[-1].depth if journal.backwards else ()) if id(p) not in ours]
-            if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
-                facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
-                                             "{names}").format(count=len(other), where=journal.backwards[-1].where,
-                                                               names=", ".join(self.namer.label(p) for p in other[:3]))
-            self.checks.suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
-                               "will not change").format(name=name, missing=len(missing), total=len(params)),
-                             facts, [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts "
-                                         "them off, and a copy (copy.deepcopy, a write through .data) gives the loss "
-                                         "other leaves than these parameters"), "04")])
-        self.checks.check_frozen_step(name, params)
         contributors = self._contributors(params)
-        self.checks.check_leftover_gradients(opt, name, contributors, closure)
-        self.checks.judge_foreign_gradients(name, params, contributors)
-        self.checks.check_foreign_gradients(name, params, contributors)
+        for s in self.subscribers:
+            s.on_step(opt, name, params, contributors, closure)
         if closure:                       # else the step's own ops are not the student's: not seen until its
             self.resume()                # post-hook
 
@@ -362,7 +345,7 @@ class Recorder:
         params = [p for g in opt.param_groups for p in g["params"]]
         for b in self._contributors(params):
             b.used_by.add(id(opt))
-        self.journal.steps.append(Step(opt, _user_frame(), params, [p._version for p in params], self.journal.serial))
+        self.journal.steps.append(Step(opt, user_frame(), params, [p._version for p in params], self.journal.serial))
         self.resume()
 
     def _contributors(self, params):

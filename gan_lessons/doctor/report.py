@@ -81,70 +81,70 @@ _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{note
               ("not", False): N_("  not: {fix}")}
 
 
-_STEP_FIXES = [(N_("reorder: run every backward that needs this forward before the optimizer step that changes its "
+STEP_FIXES = [(N_("reorder: run every backward that needs this forward before the optimizer step that changes its "
                    "weights, or run a fresh forward after the step"), "05"),
                (N_("if the later loss must not train through this net, cut it off: detach its input, or "
                    "backward(inputs=...) for the parameters it should train"), "04")]
-_GAN_FIXES = [(N_("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
+GAN_FIXES = [(N_("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
                   "or from a fresh D forward after it"), "05")]
-_INPLACE_FIXES = [(N_("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
+INPLACE_FIXES = [(N_("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
                       "inplace=False)"), "03")]
-_PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weights as they were (an EMA or a copy "
+PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weights as they were (an EMA or a copy "
                           "between models belongs after the optimizer's step)"), "05"),
                       (N_("if no loss should train through this model (a teacher, an EMA or target network), run its "
                           "forward under torch.no_grad() or freeze it (requires_grad_(False)): no graph then saves its "
                           "weights"), "04")]
 # A buffer your own code wrote (a hand-made sync of statistics): only moving the write helps; DDP's flags and one
 # forward per backward leave your write where it was.
-_BUFFER_FIXES = [(N_("write the buffer after the backward, not between the forwards and it (a hand-made sync of "
+BUFFER_FIXES = [(N_("write the buffer after the backward, not between the forwards and it (a hand-made sync of "
                       "statistics belongs after the step)"), "13")]
 # A buffer DDP's own copy wrote (on a torch that counts that copy as a write).
-_DDP_COPY_FIXES = [(N_("one forward of the wrapped module per backward: D(torch.cat([x_real, x_fake])), split after"),
+DDP_COPY_FIXES = [(N_("one forward of the wrapped module per backward: D(torch.cat([x_real, x_fake])), split after"),
                     "13"),
                    (N_("DDP(..., forward_sync_buffers=False) (broadcast_buffers=False before torch 2.13), each process "
                        "then keeping statistics of its own; or SyncBatchNorm, on GPUs"), "13")]
-_STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
+STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
                      "the state in place, by design"), "03")]
-_CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
+CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
                       "stops at this pass"), "02")]
-_FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),
+FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),
                 (N_("recompute: run a fresh forward for the second loss"), "05"),
                 (N_("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
                     "backward (about the size of the parameters for seed 000's GAN at batch 64)"), "02")]
-_TWICE_FIXES = [(N_("call backward() once per loss: the first call already filled every .grad; a second one would "
+TWICE_FIXES = [(N_("call backward() once per loss: the first call already filled every .grad; a second one would "
                     "add the same gradient again"), "01"),
                 (N_("if a second pass over the same graph is really meant (a gradient taken twice), pass "
                     "retain_graph=True to every backward but the last"), "02")]
-_LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
+LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
                (N_("or operate out of place: x = x + 1 makes a new, non-leaf tensor"), "01")]
-_FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the gradient still reaches the leaf "
+FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the gradient still reaches the leaf "
                           "through it"), "01"),
                        (N_("or wrap the write in `with torch.no_grad():`, where the values written need no gradient"),
                         "01")]
-_GRAD_WRITE_FIXES = [(N_("write out of place (x = x.index_copy(...), x = x + y), or clone() the leaf and write into "
+GRAD_WRITE_FIXES = [(N_("write out of place (x = x.index_copy(...), x = x + y), or clone() the leaf and write into "
                           "the clone: the values written require grad, and their gradient must pass through the "
                           "write"), "03")]
 
 # The tempting wrong fixes, chosen by cause as the fixes above are.
-_STEP_WRONG = [(N_("retain_graph=True: it keeps the graph, but the step changed the weights the graph saved anyway, so "
+STEP_WRONG = [(N_("retain_graph=True: it keeps the graph, but the step changed the weights the graph saved anyway, so "
                    "the same error comes back"), "02"),
                (N_("an older torch (before 1.5): its optimizers updated p.data, which moves no version counter, so it "
                    "raised nothing and computed this gradient from the changed weights: silently wrong"), "05")]
-_GAN_WRONG = [(N_("fake.detach() in G's loss (D(fake.detach())): G's loss then no longer reaches G, so G's gradients "
+GAN_WRONG = [(N_("fake.detach() in G's loss (D(fake.detach())): G's loss then no longer reaches G, so G's gradients "
                   "stay None and G stops learning"), "04")]
-_DETACH_WRONG = [(N_("detach() on the input of the later loss, if that loss must train the net before it: that net's "
+DETACH_WRONG = [(N_("detach() on the input of the later loss, if that loss must train the net before it: that net's "
                      "gradients then stay None and it stops learning"), "04")]
-_INPLACE_WRONG = [(N_(".data for the in-place op (x.data.add_(...)): the error goes because autograd no longer sees "
+INPLACE_WRONG = [(N_(".data for the in-place op (x.data.add_(...)): the error goes because autograd no longer sees "
                       "the change, and the backward uses the changed values: a wrong gradient, silently"), "03")]
-_LEAF_WRONG = [(N_(".data (w.data.add_(...)): the error goes because autograd no longer sees the change; a graph that "
+LEAF_WRONG = [(N_(".data (w.data.add_(...)): the error goes because autograd no longer sees the change; a graph that "
                    "saved w before it then gives a wrong gradient, silently, where torch.no_grad() would raise"), "01")]
-_FREED_WRONG = [(N_("retain_graph=True when an optimizer step between the two backwards changes a weight this graph "
+FREED_WRONG = [(N_("retain_graph=True when an optimizer step between the two backwards changes a weight this graph "
                     "saved: that trades this error for the in-place one; it is right only when both backwards need "
                     "the graph as it was, and it keeps every saved tensor of the graph alive until the last backward"),
                  "02")]
-_CARRIED_WRONG = [(N_("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
+CARRIED_WRONG = [(N_("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
                       "longer graph each time, and the first optimizer step turns this into the in-place error"), "02")]
-_GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
+GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
                            "gradient is lost, silently"), "04")]
-_TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
+TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
                     "doubles"), "01")]

@@ -18,7 +18,7 @@ import runpy
 import sys
 import zipfile
 
-from gan_lessons.doctor.frames import _DOCTOR_DIR, _RUNPY
+from gan_lessons.doctor.frames import DOCTOR_DIR, RUNPY
 from gan_lessons.i18n import _
 
 EXIT_ERROR, EXIT_BAD_INPUT, EXIT_STRICT = 1, 2, 3
@@ -112,7 +112,7 @@ def _from_the_script(tb):
     """The traceback from the script's first frame on, as `python SCRIPT` shows it: without runpy's frames and
     the doctor's."""
     def plumbing(name):
-        return name == _RUNPY or name.startswith(_DOCTOR_DIR + os.sep)
+        return name == RUNPY or name.startswith(DOCTOR_DIR + os.sep)
     while tb is not None and tb.tb_next is not None and plumbing(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return tb

@@ -11,11 +11,11 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import failing_node, placed
-from gan_lessons.doctor.naming import _looks_like_gan
-from gan_lessons.doctor.report import (Diagnosis, _DETACH_WRONG, _GAN_FIXES, _GAN_WRONG, _INPLACE_FIXES,
-                                       _INPLACE_WRONG, _PARAM_WRITE_FIXES, _STATE_FIXES, _BUFFER_FIXES,
-                                       _DDP_COPY_FIXES,
-                                       _STEP_FIXES, _STEP_WRONG)
+from gan_lessons.doctor.naming import looks_like_gan
+from gan_lessons.doctor.report import (Diagnosis, DETACH_WRONG, GAN_FIXES, GAN_WRONG, INPLACE_FIXES,
+                                       INPLACE_WRONG, PARAM_WRITE_FIXES, STATE_FIXES, BUFFER_FIXES,
+                                       DDP_COPY_FIXES,
+                                       STEP_FIXES, STEP_WRONG)
 from gan_lessons.i18n import _
 
 # Nodes of ordinary ops whose saved tensors autograd shows; any other node with none shown may hide what it saved.
@@ -24,10 +24,14 @@ _PLAIN_NODES = {"AccumulateGrad", "SumBackward0", "MeanBackward0", "NegBackward0
 
 
 class VersionErrors:
-    """The version error's diagnosis and what it reads."""
+    """The version error's diagnosis and what it reads: the journal, the namer's names, and the tensors whose
+    backward failed (the diagnoser's `roots_of`)."""
 
-    def _version_error(self, error):
-        roots = self._roots_of(error)
+    def __init__(self, journal, namer, roots_of):
+        self.journal, self.namer, self.roots_of = journal, namer, roots_of
+
+    def diagnose(self, error):
+        roots = self.roots_of(error)
         found = list(self._saved(roots, stale=True))
         shape, versions = graphs.version_error(str(error))
         node = failing_node(error.__traceback__) if not found else None
@@ -38,7 +42,7 @@ class VersionErrors:
             found = self._opaque_saved(roots, shape, versions)
         if not found:
             return Diagnosis("version", _("a saved tensor was modified in place, but the doctor could not find it"),
-                             {}, _STEP_FIXES + _INPLACE_FIXES)
+                             {}, STEP_FIXES + INPLACE_FIXES)
         s, fn = next(((s, fn) for s, fn in found if s.shape == shape and (s.version_now, s.version_saved) == versions),
                      next(((s, fn) for s, fn in found if s.shape == shape), found[0]))
         info = self.journal.nodes.get(fn)
@@ -88,9 +92,9 @@ class VersionErrors:
         summary = (_("{label} changed in place after the forward saved it").format(label=label)
                    if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
         if stepped:                        # an optimizer step: reorder or detach, never clone
-            gan = _looks_like_gan(s.param)
-            fixes = _STEP_FIXES + (_GAN_FIXES if gan else [])
-            wrong = _STEP_WRONG + (_GAN_WRONG if gan else _DETACH_WRONG)
+            gan = looks_like_gan(s.param)
+            fixes = STEP_FIXES + (GAN_FIXES if gan else [])
+            wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
             carried = self._carried(roots, self._step_of(s), fn)
             if carried:
                 name, made = carried
@@ -104,14 +108,14 @@ class VersionErrors:
                             "value (a running average, a state for the next pass), keep {name}.detach()").format(
                               name=name), "05")] + fixes
         elif in_state:
-            fixes, wrong = _STATE_FIXES, []
+            fixes, wrong = STATE_FIXES, []
         elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps:
-            fixes, wrong = (_BUFFER_FIXES if rec is not None else _DDP_COPY_FIXES), _INPLACE_WRONG   # yours, or DDP's
+            fixes, wrong = (BUFFER_FIXES if rec is not None else DDP_COPY_FIXES), INPLACE_WRONG   # yours, or DDP's
         elif s.param and rec is not None and isinstance(param, torch.nn.Parameter):   # written by an op, not a
             # step: an EMA, load_state_dict, a copy between models
-            fixes, wrong = _PARAM_WRITE_FIXES, _INPLACE_WRONG
+            fixes, wrong = PARAM_WRITE_FIXES, INPLACE_WRONG
         else:
-            fixes, wrong = _INPLACE_FIXES, _INPLACE_WRONG
+            fixes, wrong = INPLACE_FIXES, INPLACE_WRONG
         return Diagnosis("version", summary, facts, fixes, wrong)
 
     def _opaque_saved(self, roots, shape, versions):

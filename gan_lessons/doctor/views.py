@@ -14,7 +14,7 @@ import re
 import torch
 from torch.nn.modules import module as nn_module
 
-from gan_lessons.doctor.frames import _DOCTOR_DIR, TORCH_DIR, traceback_frames
+from gan_lessons.doctor.frames import DOCTOR_DIR, TORCH_DIR, traceback_frames
 from gan_lessons.doctor.report import Diagnosis, Where
 from gan_lessons.i18n import N_, _
 
@@ -36,19 +36,23 @@ def _full_hooks(module):
 def _defined_at(function):
     """Where a hook was written: a Where for the student's code, None for a library's."""
     code = getattr(inspect.unwrap(function), "__code__", None)
-    if code is None or code.co_filename.startswith((TORCH_DIR, _DOCTOR_DIR)):
+    if code is None or code.co_filename.startswith((TORCH_DIR, DOCTOR_DIR)):
         return None
     first = code.co_firstlineno
     return Where(code.co_filename, first, linecache.getline(code.co_filename, first).strip())
 
 
 class ViewErrors:
-    """The view errors' diagnosis."""
+    """The view errors' diagnosis, from the journal, the namer's names and the student's failing line (the
+    diagnoser's `failing_call`)."""
 
-    def _view_error(self, error):
+    def __init__(self, journal, namer, failing_call):
+        self.journal, self.namer, self.failing_call = journal, namer, failing_call
+
+    def diagnose(self, error):
         message = str(error)
         frames = [tb.tb_frame for tb in traceback_frames(error.__traceback__)]
-        where = self._failing(error)[0]
+        where = self.failing_call(error)[0]
         match = _OUTPUT_OF.search(message)
         function = match.group(2) if match else None
         view = self._written_view(frames, function, int(match.group(1)) if match else None)

@@ -306,7 +306,7 @@ def test_a_failing_hook_leaves_a_note_and_training_runs_as_without_the_doctor(mo
     watched, doc = train(True)
     assert torch.equal(plain, watched)
     assert any(f"bookkeeping failed in {hook}" in note for note in doc.notes)
-    assert not doc.journal.paused and torch.overrides._get_current_function_mode() is None   # nothing left behind
+    assert not doc.recorder.paused and torch.overrides._get_current_function_mode() is None   # nothing left behind
 
 
 def test_long_loops_keep_bounded_records():
@@ -320,7 +320,7 @@ def test_long_loops_keep_bounded_records():
             opt.step()
             net.weight.data.mul_(1.0)
         journal = doc.journal
-        assert len(journal.backwards) == 50 and len(journal.steps) == 50 and 0 < len(journal.data_aliases) <= 1001
+        assert len(journal.backwards) == 50 and len(journal.steps) == 50 and 0 < len(doc.checks.data_aliases) <= 1001
 
 
 @pytest.mark.parametrize("after_sigmoid, warns", [
@@ -610,17 +610,17 @@ def test_the_constant_tracking_is_idle_without_autograd_grad():
     opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
     with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D) as doc:
         strategies.d_first_fresh_fake(G, D, opt_G, opt_D, torch.rand(8, 1, 28, 28), lambda n: torch.randn(n, 64))
-        assert doc.journal.constants == {} and doc.journal.mixed == {} and doc.journal.pending_grad is None
+        assert doc.checks.constants == {} and doc.checks.mixed == {} and doc.checks.pending_grad is None
         logged = [torch.autograd.grad(D(torch.rand(2, 1, 28, 28).requires_grad_()).sum(), D.net[0].weight)[0]]
         # a gradient with respect to weights is followed too (a gradient-norm penalty is made from one), but
         # counts as a penalty only where, reduced to a number, it is added to a loss
-        assert len(doc.journal.constants) == 1 and doc.journal.mixed == {}
+        assert len(doc.checks.constants) == 1 and doc.checks.mixed == {}
         x = torch.rand(2, 1, 28, 28, requires_grad=True)
         grad, = torch.autograd.grad(D(x).sum(), x)
         norm = grad.norm()
-        assert len(doc.journal.constants) == 3      # the weight gradient, the input gradient and its norm
+        assert len(doc.checks.constants) == 3      # the weight gradient, the input gradient and its norm
         del grad, norm, logged
-        assert len(doc.journal.constants) == 0      # forgotten as soon as they are freed
+        assert len(doc.checks.constants) == 0      # forgotten as soon as they are freed
 
 
 # --- torch.compile: the doctor steps aside while it traces, and still names what changed -------------------------

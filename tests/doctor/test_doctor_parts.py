@@ -15,31 +15,31 @@ from gan_lessons.doctor.journal import Journal
 from gan_lessons.doctor.naming import Namer, Names
 from gan_lessons.doctor.nodes import BackwardCall, InplaceWrite, LeafWrite, Step
 from gan_lessons.doctor.recording import Recorder
-from gan_lessons.doctor.ops import _frozen_flag, _is_inplace, _version, _written
+from gan_lessons.doctor.ops import frozen_flag, is_inplace, version_of, written_by
 
 
 def test_ops_tell_an_in_place_call_from_an_out_of_place_one():
-    assert _is_inplace("add_", {}) and _is_inplace("__iadd__", {}) and _is_inplace("__setitem__", {})
-    assert _is_inplace("relu", {"inplace": True}) and not _is_inplace("relu", {"inplace": False})
-    assert not _is_inplace("add", {}) and not _is_inplace("__add__", {}) and not _is_inplace("requires_grad_", {})
+    assert is_inplace("add_", {}) and is_inplace("__iadd__", {}) and is_inplace("__setitem__", {})
+    assert is_inplace("relu", {"inplace": True}) and not is_inplace("relu", {"inplace": False})
+    assert not is_inplace("add", {}) and not is_inplace("__add__", {}) and not is_inplace("requires_grad_", {})
     x, buf = torch.ones(2), torch.empty(2)
-    assert _written("mul_", (x, 2), {}) == ([x], "mul_")
-    assert _written("dropout", (x,), {"inplace": True}) == ([x], "dropout(inplace=True)")
-    assert _written("add", (x, 1), {"out": buf}) == ([buf], "add(out=...)")
-    assert _written("add", (x, 1), {}) == ([], None)
-    assert _written("_foreach_lerp_", ([x, buf], [buf, x], 0.1), {}) == ([x, buf], "_foreach_lerp_")
-    assert _written("_foreach_add", ([x], 1), {}) == ([], None)          # out of place: new tensors
+    assert written_by("mul_", (x, 2), {}) == ([x], "mul_")
+    assert written_by("dropout", (x,), {"inplace": True}) == ([x], "dropout(inplace=True)")
+    assert written_by("add", (x, 1), {"out": buf}) == ([buf], "add(out=...)")
+    assert written_by("add", (x, 1), {}) == ([], None)
+    assert written_by("_foreach_lerp_", ([x, buf], [buf, x], 0.1), {}) == ([x, buf], "_foreach_lerp_")
+    assert written_by("_foreach_add", ([x], 1), {}) == ([], None)          # out of place: new tensors
     with torch.inference_mode():
         made = torch.ones(1)
-    assert _version(x) == 0 and _version(made) is None
+    assert version_of(x) == 0 and version_of(made) is None
 
 
 def test_ops_read_a_requires_grad_switch():
     p = nn.Parameter(torch.ones(1))
-    assert _frozen_flag(None, "requires_grad_", (p, False), {}) is False
-    assert _frozen_flag(None, "requires_grad_", (p,), {}) is True
-    assert _frozen_flag(type(p).requires_grad.__set__, "__set__", (p, False), {}) is False
-    assert _frozen_flag(None, "add_", (p, 1), {}) is None
+    assert frozen_flag(None, "requires_grad_", (p, False), {}) is False
+    assert frozen_flag(None, "requires_grad_", (p,), {}) is True
+    assert frozen_flag(type(p).requires_grad.__set__, "__set__", (p, False), {}) is False
+    assert frozen_flag(None, "add_", (p, 1), {}) is None
 
 
 def test_the_records_are_typed_and_say_what_happened():
@@ -83,7 +83,7 @@ def test_a_call_that_raises_leaves_no_argument_held():
             torch.mm(a, torch.ones(2, 3))           # shapes that cannot multiply: torch raises
         except RuntimeError:
             pass
-        assert doc.journal.versions_before == []
+        assert doc.recorder.versions_before == []
         del a
         gc.collect()
         assert held() is None                       # nothing of the doctor's keeps the argument alive
@@ -93,7 +93,7 @@ def _parts(**named):
     journal = Journal()
     namer = Namer(journal, named, namespaces=lambda: [])
     checks = Checks(journal, namer)
-    return journal, namer, checks, Recorder(journal, namer, checks), Diagnoser(journal, namer)
+    return journal, namer, checks, Recorder(journal, namer, [checks]), Diagnoser(journal, namer, checks.constant_of)
 
 
 def test_the_recorder_writes_the_journal_and_the_namer_reads_it_without_a_doctor():

@@ -28,8 +28,8 @@ from torch import nn, optim
 
 from gan_lessons import graphs
 from gan_lessons.doctor import doctor
-from gan_lessons.doctor.report import (_CARRIED_WRONG, _DETACH_WRONG, _FREED_WRONG, _GAN_WRONG, _GRAD_WRITE_WRONG,
-                                       _INPLACE_WRONG, _LEAF_WRONG, _STEP_WRONG, _TWICE_WRONG)
+from gan_lessons.doctor.report import (CARRIED_WRONG, DETACH_WRONG, FREED_WRONG, GAN_WRONG, GRAD_WRITE_WRONG,
+                                       INPLACE_WRONG, LEAF_WRONG, STEP_WRONG, TWICE_WRONG)
 
 VERSION_ERROR = "modified by an inplace operation"
 
@@ -85,7 +85,7 @@ def test_a_step_between_backwards_names_its_three_wrong_fixes():
     n = nets()
     d = diagnosis_of(lambda: step_between(**n), **n)
     assert d.kind == "version" and d.facts["modified by"].startswith("opt_D.step()")
-    says(d, _STEP_WRONG + _GAN_WRONG, not_=_DETACH_WRONG)
+    says(d, STEP_WRONG + GAN_WRONG, not_=DETACH_WRONG)
 
 
 def test_retain_graph_still_raises_the_version_error():
@@ -138,7 +138,7 @@ def test_another_net_s_loss_names_the_detach_for_that_net():
     n = nets("actor", "q_net")
     d = diagnosis_of(lambda: step_between(n["actor"], n["q_net"], n["opt_actor"], n["opt_q_net"]), **n)
     assert d.facts["tensor"].startswith("q_net.2.weight.T")
-    says(d, _STEP_WRONG + _DETACH_WRONG, not_=_GAN_WRONG)
+    says(d, STEP_WRONG + DETACH_WRONG, not_=GAN_WRONG)
     n = nets("actor", "q_net")
     (-n["q_net"](n["actor"](torch.randn(16, 4)).detach()).mean()).backward()
     assert all(p.grad is None for p in n["actor"].parameters())
@@ -162,7 +162,7 @@ def sigmoid_then_inplace(how):
 def test_an_inplace_op_names_data_and_data_gives_a_wrong_gradient():
     d = diagnosis_of(lambda: sigmoid_then_inplace("in place"))
     assert d.kind == "version"
-    says(d, _INPLACE_WRONG, not_=_STEP_WRONG)
+    says(d, INPLACE_WRONG, not_=STEP_WRONG)
     assert not torch.allclose(sigmoid_then_inplace(".data"), sigmoid_then_inplace("clone"))
 
 
@@ -174,7 +174,7 @@ def test_a_leaf_inplace_names_data_and_data_gives_a_wrong_gradient():
         w.add_(1.0)                         # a manual update without no_grad
     d = diagnosis_of(bug)
     assert d.kind == "leaf_inplace"
-    says(d, _LEAF_WRONG)
+    says(d, LEAF_WRONG)
 
     def update_after_a_forward(how):
         v = w.detach().clone().requires_grad_(True)
@@ -227,7 +227,7 @@ def test_a_leaf_written_with_values_that_require_grad_names_no_grad_and_no_grad_
         return visual.weight.grad
 
     dx = diagnosis_of(lambda: merged("in place"), visual=visual)
-    says(dx, _GRAD_WRITE_WRONG, not_=_LEAF_WRONG)
+    says(dx, GRAD_WRITE_WRONG, not_=LEAF_WRONG)
     assert merged("no_grad") is None                                   # raises nothing; the features learn nothing
     assert merged("out of place").abs().sum() > 0                      # the right fix: their gradient arrives
 
@@ -235,7 +235,7 @@ def test_a_leaf_written_with_values_that_require_grad_names_no_grad_and_no_grad_
 def test_a_freed_graph_names_when_retain_graph_is_right():
     d = diagnosis_of(lambda: shared_fake(**nets()))
     assert d.kind == "freed" and "two losses share" in d.summary
-    says(d, _FREED_WRONG)
+    says(d, FREED_WRONG)
 
 
 def test_retain_graph_with_a_step_between_trades_the_error_for_the_version_error():
@@ -283,7 +283,7 @@ def carried(retain=False, step=True, passes=3):
 def test_a_carried_tensor_names_retain_graph_and_it_fails():
     d = diagnosis_of(carried)
     assert d.kind == "freed" and "carried" in d.summary
-    says(d, _CARRIED_WRONG)
+    says(d, CARRIED_WRONG)
     with pytest.raises(RuntimeError, match=VERSION_ERROR):
         carried(retain=True)                                  # the first step turns it into the version error
     reached = carried(retain=True, step=False)               # without a step: a longer graph each pass
@@ -301,7 +301,7 @@ def test_one_loss_twice_names_retain_graph_and_it_doubles_grad():
         return once, lin.weight.grad
     d = diagnosis_of(lambda: twice(False))
     assert d.kind == "freed" and "differentiated twice" in d.summary
-    says(d, _TWICE_WRONG)
+    says(d, TWICE_WRONG)
     once, after = twice(True)
     assert torch.allclose(after, 2 * once)
 
@@ -312,14 +312,14 @@ def made_in_inference_mode():
 
 
 def test_an_inference_tensor_names_detach_and_requires_grad_and_both_fail():
-    from gan_lessons.doctor.misuse import _INFERENCE_WRONG
+    from gan_lessons.doctor.misuse import INFERENCE_WRONG
 
     def bug():
         w = made_in_inference_mode()
         (torch.randn(2, 4, requires_grad=True) @ w).sum()
     d = diagnosis_of(bug)
     assert d.kind == "inference_saved"
-    says(d, _INFERENCE_WRONG)
+    says(d, INFERENCE_WRONG)
     with pytest.raises(RuntimeError, match="Inference tensors cannot be saved"):
         (torch.randn(2, 4, requires_grad=True) @ made_in_inference_mode().detach()).sum()
     with pytest.raises(RuntimeError, match="Setting requires_grad=True on inference tensor"):
@@ -327,7 +327,7 @@ def test_an_inference_tensor_names_detach_and_requires_grad_and_both_fail():
 
 
 def test_a_replaced_accumulator_names_allow_unused_and_it_gives_none():
-    from gan_lessons.doctor.misuse import _SET_WRONG
+    from gan_lessons.doctor.misuse import SET_WRONG
 
     def replaced(allow_unused=False):
         x = torch.randn(3, requires_grad=True)
@@ -337,12 +337,12 @@ def test_a_replaced_accumulator_names_allow_unused_and_it_gives_none():
         return torch.autograd.grad(y, x, allow_unused=allow_unused)
     d = diagnosis_of(replaced)
     assert d.kind == "unused_input"
-    says(d, _SET_WRONG)
+    says(d, SET_WRONG)
     assert replaced(allow_unused=True) == (None,)         # the graph did use x: its gradient is lost
 
 
 def test_a_flag_on_a_computed_tensor_names_no_grad_and_it_still_raises():
-    from gan_lessons.doctor.misuse import _FLAG_WRONG
+    from gan_lessons.doctor.misuse import FLAG_WRONG
 
     def flagged(quiet=False):
         y = nn.Linear(2, 2)(torch.randn(3, 2))
@@ -350,7 +350,7 @@ def test_a_flag_on_a_computed_tensor_names_no_grad_and_it_still_raises():
             y.requires_grad = False
     d = diagnosis_of(flagged)
     assert d.kind == "nonleaf_flag"
-    says(d, _FLAG_WRONG)
+    says(d, FLAG_WRONG)
     with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
         flagged(quiet=True)
 
