@@ -1,8 +1,10 @@
 # Two entry points, each doing its own setup and safe to re-run:
 #   make lab          set up .venv and open a working copy of the lessons (work/) in JupyterLab
-#   make test         set up .venv and run the whole test suite (the linter, the website's build, unit tests, every
-#                     notebook under nbval, the website in a browser, the GPU run's rehearsal)
+#   make test         set up .venv and run the test suite (the linter, the website's build, unit tests, the English
+#                     lessons under nbval, the website in a browser, the GPU run's rehearsal)
 # And the rest, each in a line (the comment above each target says more):
+#   make test-all     make test, then the lessons' other copies under nbval (Chinese, student copies); CI runs it
+#   make test-copies  the lessons' other copies alone: the Chinese edition and both editions' student copies
 #   make quick        a check in about two minutes: the linter and the unit tests, without notebooks, browser or training
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
@@ -37,7 +39,7 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
+.PHONY: lab test test-all test-copies quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
 
 # quick leaves out what takes minutes (every notebook under nbval, the browser, nbgrader's round trip, Colab's
 # widgets, training runs, two-process runs, the doctor on whole scripts and its case suite, timing under load, the
@@ -59,8 +61,17 @@ test: setup dot chromium fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
 	$(MAKE) --no-print-directory site
-	$(PY) -m pytest -n 2 --dist loadscope
+	$(PY) -m pytest -n 2 --dist loadscope -m "not copies"
 	$(MAKE) --no-print-directory gpu-smoke
+
+# The lessons' other copies (the `copies` marker, set in conftest.py by the notebook's folder): the Chinese edition
+# (its code is the English edition's, which tools/parity.py checks; its outputs are the Chinese ones) and the
+# student copies (their cells run with the answers left blank). The English lessons run in `make test`.
+test-copies: setup dot fonts
+	$(PY) -m pytest -n 2 --dist loadscope -m copies notebooks
+
+test-all: test
+	$(MAKE) --no-print-directory test-copies
 
 # ruff over the package, tools, benchmarks, tests and the lessons' text sources (config: pyproject.toml).
 lint: setup

@@ -6,6 +6,8 @@
   offline route) never lands in a compared notebook output.
 - Each xdist worker trains into its own runs folder (GAN_LESSONS_RUNS, which the notebook kernels inherit): two copies
   of lesson 06 on two workers would otherwise write the same run folder at once.
+- The lessons' other copies (the Chinese edition, both editions' student copies) are marked `copies`: `make test`
+  leaves them out, `make test-all` runs them too.
 - Ctrl-C works in every process the suite starts: a suite started in the background by a non-interactive shell
   inherits SIGINT ignored, and Python then leaves it ignored, so the tests of Ctrl-C would see nothing happen."""
 import os
@@ -26,3 +28,15 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a plain run), before any worker starts
         from gan_lessons.data import load_mnist
         load_mnist()
+
+
+_COPIES = ("notebooks/zh/", "notebooks/student/")
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+    root = str(config.rootpath).rstrip("/") + "/"
+    for item in items:
+        path = str(item.path).replace("\\", "/").removeprefix(root.replace("\\", "/"))
+        if path.startswith(_COPIES):
+            item.add_marker(pytest.mark.copies)

@@ -37,3 +37,25 @@ def test_quick_leaves_out_only_modules_that_exist_and_make_test_runs_them():
     assert skip and all(len(list((ROOT / "tests").glob(f"*/test_{name}.py"))) == 1 for name in skip), skip
     recipe = text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert "pytest -n 2 --dist loadscope" in recipe and "--ignore" not in recipe     # the whole suite, nothing left out
+
+
+def test_make_test_leaves_out_only_the_lessons_other_copies_and_make_test_all_runs_them():
+    """`make test` runs the English lessons under nbval; the `copies` marker (conftest.py) takes the Chinese edition
+    and the student copies to `make test-all`, which CI runs: every notebook runs in one of the two."""
+    import subprocess
+    import sys
+    text = (ROOT / "Makefile").read_text()
+    assert '-m "not copies"' in text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "test-copies" in text.split("\ntest-all:", 1)[1].split("\n\n", 1)[0]
+    assert "make test\nmake test-copies" in (ROOT / ".ci" / "run").read_text()
+
+    def notebooks(marker):
+        run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-m", marker,
+                              "notebooks"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        return {line.split("::")[0] for line in run.stdout.splitlines() if line.endswith(("]", "::Cell 0"))
+                or "::Cell" in line}
+    copies, english = notebooks("copies"), notebooks("not copies")
+    every = {str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").rglob("*.ipynb")
+             if ".ipynb_checkpoints" not in p.parts}
+    assert copies | english == every and not copies & english
+    assert english == {str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")}
