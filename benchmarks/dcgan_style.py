@@ -9,9 +9,11 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
+# isort: off
 from gan_lessons import data, strategies        # first: it makes torchvision importable on a CPU torch build
 from gan_lessons.models import Discriminator, Generator
 from torchvision import datasets, transforms
+# isort: on
 
 
 def make_loader(root=data.DEFAULT_ROOT, batch_size=64, workers=2, limit=None):

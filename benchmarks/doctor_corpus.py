@@ -23,10 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doctor"))
 
-import torch  # noqa: E402
-
 import corpus  # noqa: E402
 import corpus_more  # noqa: E402
+import torch  # noqa: E402
 
 corpus_more.register()
 

@@ -1,21 +1,31 @@
 """gan-lessons: PyTorch autograd taught through the errors that break GAN training.
 
 Modules, each named for what it holds:
-  lesson      quick mode, seeding, asserted error demonstrations, exercises, the setup cell (lesson 01)
+  lesson      quick mode, seeding, asserted error demonstrations and claims, the setup cell (lesson 01)
+  i18n        the language the package speaks: English, or Chinese through gettext
   graphs      computation graphs from live objects, with saved-tensor states (lessons 01-05)
   models      seed 000's G and D (lessons 03-06)
-  strategies  seven GAN update orders, one plain function each (lesson 05)
+  strategies  seven GAN update orders and WGAN-GP, one plain function each (lesson 05)
   costs       passes, gradient passes, time and memory of a strategy (lesson 05)
-  exercises   the checkers of the build-or-fix exercises, one module per lesson (lessons 01-10)
+  timing      timing claims a busy machine cannot get wrong (lesson 05)
   widgets     lesson 05's strategy switch
+  exercises   the checkers of the build-or-fix exercises, one module or package per lesson (lessons 01-13)
   data        MNIST, online or from the registry wheel offline (lesson 06)
-  training    TrainConfig, the trainer and resume (lesson 06)
+  config      TrainConfig, each wrong setting refused with what to change (lesson 06)
+  training    the trainer and resume (lesson 06)
   capture     fast mode on a GPU: the whole training step recorded once as a CUDA graph (lesson 06)
+  generators  a trained generator: loaded, sampled from, exported (lesson 06)
   files       atomic writes, checkpoints loaded as data, a run's files (lesson 06)
   wording     error messages that name settings, for Python or the command line (lesson 06)
   metrics     the shipped classifier, MNIST-FID, classifier score, coverage (lesson 06)
   plots       sample grids, GIFs, loss curves (lesson 06)
   doctor      the autograd doctor and its IPython extension (lesson 07)
+  distributed training on several processes under torchrun (lesson 13)
+  processes   several processes from a notebook, as torchrun would start them (lesson 13)
+  ddp_lesson  lesson 13's experiments, one plain function per process
+  release     the lessons as nbgrader assignments
+  cli         the command line's parser and its words
+  __main__    the command line: train, sample, evaluate, export, classifier, doctor
 """
 __version__ = "0.1.0"
 

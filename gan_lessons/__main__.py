@@ -36,13 +36,8 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt     # SIGTERM ends a command the way Ctrl-C does: cleanly, with nothing half-written
 
 
-def cmd_train(a):
-    cfg = training.TrainConfig(**{f.name: getattr(a, f.name) for f in fields(training.TrainConfig) if f.metadata})
-    out, bar, clock = Path(cfg.out), None, {"epoch": time.perf_counter(), "eval": 0.0, "longest": 0.0}
-    main = (ranks := distributed.ranks()) is None or ranks.main    # under torchrun, rank 0 alone writes and prints
-    cfg.validate()                                   # every setting checked before any file is touched
-    if ranks is not None:
-        training.check_ranks(cfg, ranks)
+def _check_out(a, out):
+    """The run's folder and --resume / --restart agree, or a ConfigError says what to change."""
     if a.resume and a.restart:
         raise training.ConfigError(_("--resume continues a run and --restart starts it over: choose one"))
     if out.exists() and not out.is_dir():
@@ -50,15 +45,33 @@ def cmd_train(a):
     if (out / "last.pt").exists() and not (a.resume or a.restart):
         raise training.ConfigError(_("--out {out} holds a run (last.pt): continue it with --resume, start over with "
                                      "--restart (replaces its files), or choose another --out").format(out=out))
+
+
+def _clear_run(out):
+    """--restart: the files of the run in `out` go, before the new run writes its own."""
+    for old in [*out.glob("grid_*.png"), *(out / name for name in files.RUN_FILES)]:
+        old.unlink(missing_ok=True)
+
+
+def _progress_bar(cfg):
+    from tqdm.auto import tqdm
+    return tqdm(total=cfg.epochs, unit=_("epoch"), dynamic_ncols=True)
+
+
+def cmd_train(a):
+    cfg = training.TrainConfig(**{f.name: getattr(a, f.name) for f in fields(training.TrainConfig) if f.metadata})
+    out, clock = Path(cfg.out), {"epoch": time.perf_counter(), "eval": 0.0, "longest": 0.0}
+    main = (ranks := distributed.ranks()) is None or ranks.main    # under torchrun, rank 0 alone writes and prints
+    cfg.validate()                                   # every setting checked before any file is touched
+    if ranks is not None:
+        training.check_ranks(cfg, ranks)
+    _check_out(a, out)
     if a.restart and main:
-        for old in [*out.glob("grid_*.png"), *(out / name for name in files.RUN_FILES)]:
-            old.unlink(missing_ok=True)
+        _clear_run(out)
     classifier = metrics.load_classifier() if a.eval_each > 0 and main else None
     if a.eval_each > 0 and not a.resume and main:
         (out / "eval.jsonl").unlink(missing_ok=True)
-    if not a.no_progress and main:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=cfg.epochs, unit=_("epoch"), dynamic_ncols=True)
+    bar = _progress_bar(cfg) if not a.no_progress and main else None
 
     def on_step(trainer, loss_D, loss_G):
         if bar is not None and trainer.batch % 50 == 0:    # .item() syncs: only every 50 steps

@@ -7,10 +7,10 @@ torchvision.datasets.MNIST(root, download=False) reads them as usual.
 Nothing synthetic is ever substituted for MNIST."""
 import contextlib
 import gzip
-import io
-import os
 import hashlib
+import io
 import json
+import os
 import pickle
 import subprocess
 import sys

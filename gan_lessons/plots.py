@@ -4,12 +4,11 @@ import subprocess
 import sys
 
 import matplotlib.pyplot as plt
-from matplotlib import font_manager
-from matplotlib import ticker
+from matplotlib import font_manager, ticker
 from PIL import Image
 from torchvision.utils import make_grid, save_image
 
-from gan_lessons.files import atomic_write     # every file is written whole or not at all
+from gan_lessons.files import atomic_write  # every file is written whole or not at all
 from gan_lessons.i18n import _, language
 
 # Fonts with Chinese glyphs, the first one found wins: Debian's and conda-forge's Noto CJK, Adobe's Source Han,

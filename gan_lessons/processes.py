@@ -176,7 +176,14 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
         child.join(timeout=5)
         if child.is_alive():
             child.terminate()
-    if failures:          # a process's own error before the errors of the peers that lost it
+    _raise_for_missing(got, failures, gone, stage, world, timeout)
+    return [got[rank] for rank in range(world)]
+
+
+def _raise_for_missing(got, failures, gone, stage, world, timeout):
+    """What went wrong, when not every process returned: a process's own error before the errors of the peers
+    that lost it; else the processes that exited without a word; else those still busy at the timeout."""
+    if failures:
         raise min(failures, key=lambda f: (_peer_lost(f), f.rank)).error()
     if gone and len(got) < world:
         raise ChildProcessError(_("{doing}: it returned nothing").format(doing="; ".join(
@@ -188,4 +195,3 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
                              "this busy may need a longer timeout=").format(
             count=len(late), world=world, timeout=timeout,
             doing="; ".join(_("process {rank}: {stage}").format(rank=rank, stage=stage[rank]) for rank in late)))
-    return [got[rank] for rank in range(world)]

@@ -249,6 +249,24 @@ def _non_finite(trainer, last):
                         lr_d=trainer.cfg.lr_D))
 
 
+def _resumable(cfg: TrainConfig, last: Path) -> dict:
+    """The state in `last` a run with these settings can continue from, or a ConfigError saying why not."""
+    state = load_checkpoint(last, UNREADABLE_RUN)
+    if not isinstance(state, dict) or "D" not in state or "opt_D" not in state:
+        raise worded(ConfigError, _("{resume=True}: {last} is not a training checkpoint (an exported generator "
+                                    "has no D or optimizers); start a new run with another {out}"), last=last)
+    # checkpoints from before the tanh option (trained without it), and before n_critic, gp_weight and the
+    # betas (trained with these defaults)
+    saved = {"tanh": False, "n_critic": 5, "gp_weight": 10.0, "beta1": 0.5, "beta2": 0.999, **state["config"]}
+    for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh",
+                "n_critic", "gp_weight"):
+        if saved.get(key) != getattr(cfg, key):
+            raise worded(ConfigError, _("{resume=True}: {last} was trained with {key}={then}, not {now}; resume "
+                                        "with the same settings, or pick another {out}"), last=last, key=key,
+                         then=repr(saved.get(key)), now=repr(getattr(cfg, key)))
+    return state
+
+
 def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Trainer:
     """Train for cfg.epochs epochs; checkpoint every epoch, and on Ctrl-C or SIGTERM after the step in hand.
     on_epoch(trainer) runs after each epoch's checkpoint; when it returns True, training stops there."""
@@ -258,20 +276,7 @@ def train(cfg: TrainConfig, resume=False, on_step=None, on_epoch=None) -> Traine
                                     "{resume=True} to start a new run there"), folder=cfg.out)
     trainer = Trainer(cfg)
     if resume:
-        state = load_checkpoint(last, UNREADABLE_RUN)
-        if not isinstance(state, dict) or "D" not in state or "opt_D" not in state:
-            raise worded(ConfigError, _("{resume=True}: {last} is not a training checkpoint (an exported generator "
-                                        "has no D or optimizers); start a new run with another {out}"), last=last)
-        # checkpoints from before the tanh option (trained without it), and before n_critic, gp_weight and the
-        # betas (trained with these defaults)
-        saved = {"tanh": False, "n_critic": 5, "gp_weight": 10.0, "beta1": 0.5, "beta2": 0.999, **state["config"]}
-        for key in ("strategy", "batch_size", "z_dim", "seed", "limit", "lr_G", "lr_D", "beta1", "beta2", "tanh",
-                    "n_critic", "gp_weight"):
-            if saved.get(key) != getattr(cfg, key):
-                raise worded(ConfigError, _("{resume=True}: {last} was trained with {key}={then}, not {now}; resume "
-                                            "with the same settings, or pick another {out}"), last=last, key=key,
-                             then=repr(saved.get(key)), now=repr(getattr(cfg, key)))
-        trainer.restore(state)
+        trainer.restore(_resumable(cfg, last))
 
     def request_stop(signum, frame):
         trainer.stop_requested = True       # finish the step in hand: a half-done step cannot be resumed

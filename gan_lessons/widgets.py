@@ -15,6 +15,7 @@ from gan_lessons import costs, graphs, strategies
 from gan_lessons.i18n import _
 from gan_lessons.lesson import headline
 
+
 def train_curve(name, G, D, sample_real, noise, steps, lr=1e-3):
     """Train copies of G and D for `steps` steps of strategy `name`; return per-step (loss_D, loss_G)."""
     G, D = copy.deepcopy(G), copy.deepcopy(D)

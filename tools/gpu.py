@@ -23,10 +23,10 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import signal
 import threading
 import time
 from pathlib import Path
@@ -423,6 +423,7 @@ def run(part: str, folder: Path, results: Path, smoke: bool, budget=None, skip=(
 def _closure(names):
     """The installed distributions `names` need, themselves included (extras left out)."""
     from importlib import metadata
+
     from packaging.requirements import Requirement
     seen, todo = {}, list(names)
     while todo:

@@ -102,8 +102,10 @@ if os.environ.get("DOCTOR_REAL_ROOT"):
     glob.glob = fake_glob
 
     try:
+        # isort: off
         import gan_lessons                      # noqa: F401  (torchvision importable beside a CPU-only torch)
         import torchvision.datasets as tvd
+        # isort: on
     except ImportError:
         tvd = None
 

@@ -24,11 +24,11 @@ import sys
 from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+from gan_lessons.doctor import ranks
 from gan_lessons.doctor.checks import Checks
 from gan_lessons.doctor.errors import Diagnoser
 from gan_lessons.doctor.extension import active, load_ipython_extension, unload_ipython_extension
 from gan_lessons.doctor.frames import WarningsAsPython, clean_traceback
-from gan_lessons.doctor import ranks
 from gan_lessons.doctor.journal import Journal
 from gan_lessons.doctor.naming import Namer
 from gan_lessons.doctor.recording import Recorder

@@ -8,16 +8,27 @@ from functools import partial
 import torch
 
 from gan_lessons import graphs
-from gan_lessons.doctor.frames import TORCH_DIR, traceback_frames, is_user, runs_backward, shown_path
 from gan_lessons.doctor import kept, misuse
 from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import tensors_in
+from gan_lessons.doctor.frames import TORCH_DIR, is_user, runs_backward, shown_path, traceback_frames
+from gan_lessons.doctor.report import (
+    CARRIED_FIXES,
+    CARRIED_WRONG,
+    FLAGGED_LEAF_FIXES,
+    FREED_FIXES,
+    FREED_WRONG,
+    GRAD_WRITE_FIXES,
+    GRAD_WRITE_WRONG,
+    LEAF_FIXES,
+    LEAF_WRONG,
+    TWICE_FIXES,
+    TWICE_WRONG,
+    Diagnosis,
+    Where,
+)
 from gan_lessons.doctor.versions import VersionErrors
 from gan_lessons.doctor.views import ViewErrors
-from gan_lessons.doctor.report import (Diagnosis, Where, CARRIED_FIXES, GRAD_WRITE_FIXES, GRAD_WRITE_WRONG,
-                                       CARRIED_WRONG, FREED_FIXES,
-                                       FREED_WRONG, FLAGGED_LEAF_FIXES, LEAF_FIXES, LEAF_WRONG, TWICE_FIXES,
-                                       TWICE_WRONG)
 from gan_lessons.i18n import N_, _
 
 

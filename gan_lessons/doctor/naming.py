@@ -6,6 +6,7 @@ import sys
 import types
 import weakref
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -63,6 +64,20 @@ def _items(container):
     return list(enumerate(container))
 
 
+def _add_module(top, module, modules, params, variables):
+    """Name a module found as `top`, its submodules, parameters and buffers, and the plain tensors they keep."""
+    for sub_name, sub in module.named_modules():
+        path = f"{top}.{sub_name}" if sub_name else top
+        modules.setdefault(sub, path)
+        for a, w in list(vars(sub).items()):     # a tensor a submodule keeps: `model.layers.0.cache_k`
+            if not a.startswith("_") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
+                variables.setdefault(f"{path}.{a}", w)
+    for p_name, p in (*module.named_parameters(), *module.named_buffers()):
+        params.setdefault(p, f"{top}.{p_name}")
+        if p.grad_fn is not None:         # a buffer reassigned to a result with a graph: `G.w_avg`
+            variables.setdefault(f"{top}.{p_name}", p)
+
+
 def _doctors(v) -> bool:
     return type(v).__module__.startswith("gan_lessons.doctor")
 
@@ -118,17 +133,7 @@ class Namer:
         if key == self._names_key:
             return self._names
         modules, params, optimizers, variables = {}, {}, {}, {}
-        def add_module(top, module):
-            for sub_name, sub in module.named_modules():
-                path = f"{top}.{sub_name}" if sub_name else top
-                modules.setdefault(sub, path)
-                for a, w in list(vars(sub).items()):     # a tensor a submodule keeps: `model.layers.0.cache_k`
-                    if not a.startswith("_") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
-                        variables.setdefault(f"{path}.{a}", w)
-            for p_name, p in (*module.named_parameters(), *module.named_buffers()):
-                params.setdefault(p, f"{top}.{p_name}")
-                if p.grad_fn is not None:         # a buffer reassigned to a result with a graph: `G.w_avg`
-                    variables.setdefault(f"{top}.{p_name}", p)
+        add_module = partial(_add_module, modules=modules, params=params, variables=variables)
         for n, o in found:
             if isinstance(o, torch.nn.Module):
                 add_module(n, o)

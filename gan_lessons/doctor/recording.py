@@ -5,21 +5,25 @@ import weakref
 
 import torch
 from torch.autograd.function import BackwardCFunction
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _pop_mode, _push_mode
 from torch.overrides import _get_current_function_mode as _current_mode
-from torch.overrides import _pop_mode, _push_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import tensors_in
-from gan_lessons.doctor.frames import (user_frame, custom_forward, outermost_user_frame,
-                                      user_site)
+from gan_lessons.doctor.frames import custom_forward, outermost_user_frame, user_frame, user_site
+from gan_lessons.doctor.nodes import SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo, Step
+from gan_lessons.doctor.ops import (
+    QUIET_CALLS,
+    QUIET_GETS,
+    compiling,
+    frozen_flag,
+    grad_fn_of,
+    is_inplace,
+    version_of,
+    written_by,
+)
 from gan_lessons.doctor.writes import BackwardWrites
-from gan_lessons.doctor.nodes import (SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo,
-                                     Step)
-from gan_lessons.doctor.ops import (QUIET_CALLS, QUIET_GETS, compiling, frozen_flag, grad_fn_of, is_inplace,
-                                    version_of, written_by)
 from gan_lessons.i18n import _
-
 
 # the torch functions that make a tensor from Python values: a loss made by one has no graph
 _FROM_VALUES = {"tensor", "as_tensor", "scalar_tensor", "from_numpy"}
@@ -227,9 +231,18 @@ class Recorder:
         return leaves
 
     def after(self, name, args, kwargs, out):
-        journal = self.journal
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
         module = self.stack[-1] if self.stack else None
+        self._record_made(args, out, name, module)
+        written = self._record_writes(name, args, kwargs, module)
+        self._record_nodes(name, out, written, module)
+        for s in self.subscribers:
+            s.on_result(name, args, kwargs, out, target, bool(self.stack))
+
+    def _record_made(self, args, out, name, module):
+        """How the call's outputs were made, where it matters later: from Python numbers (and what ops make of
+        them), under inference_mode, or as a custom Function's forward (its node is its ctx)."""
+        journal = self.journal
         if name in _FROM_VALUES and isinstance(out, torch.Tensor) and out.is_floating_point():
             journal.made(journal.from_values, out, Made(weakref.ref(out), *user_site()))   # a loss rebuilt from
         elif journal.from_values and isinstance(out, torch.Tensor) and out.grad_fn is None:   # numbers, and what
@@ -248,6 +261,11 @@ class Recorder:
             journal.nodes[ctx] = NodeInfo(f"{type(ctx).__name__.removesuffix('Backward')}.apply", module,
                                           self.sites[-1] if self.sites else where, journal.serial,
                                           inside, getattr(module, "training", None))
+
+    def _record_writes(self, name, args, kwargs, module):
+        """The call's in-place writes: into what it writes by its schema (x.add_, out=, foreach), and into any
+        tensor it was given whose version moved; returns the first."""
+        journal = self.journal
         written, op = written_by(name, args, kwargs)
         for w in written:
             before = node.next_functions if (node := grad_fn_of(w)) is not None else ()
@@ -263,12 +281,18 @@ class Recorder:
                     t.untyped_storage().data_ptr(), _("{op} (writing in place into a tensor it was given)").format(
                         op=name), user_frame(), now, tuple(t.shape), journal.serial, module,
                     outer=outermost_user_frame(journal.entry)))
+        return written
+
+    def _record_nodes(self, name, out, written, module):
+        """The autograd nodes the call made: its outputs' (an in-place op's new node is its target's) and any it
+        made inside (linear: addmm, view), each with the line that made it."""
+        journal = self.journal
         where = self.sites[-1] if self.sites else None
         inside = ...                  # the line inside the module, looked up once a node is new
         made = list(out) if isinstance(out, (tuple, list)) else [out]
-        for t in made + written:      # an in-place op's new node is its target's
+        for t in made + written:
             todo = [grad_fn_of(t)]
-            while todo:               # the output's node and any nodes the op made inside (linear: addmm, view)
+            while todo:
                 fn = todo.pop()
                 if fn is None or fn in journal.nodes or hasattr(fn, "variable") \
                         or fn._sequence_nr() < journal.first_seq:   # made before the block: not by this op
@@ -287,8 +311,6 @@ class Recorder:
                 journal.nodes[fn] = NodeInfo(name, module, where, journal.serial, inside,
                                              getattr(module, "training", None))
                 todo.extend(f for f, _ in fn.next_functions)
-        for s in self.subscribers:
-            s.on_result(name, args, kwargs, out, target, bool(self.stack))
 
     def pre_forward(self, module, args):
         journal = self.journal

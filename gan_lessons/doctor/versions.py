@@ -12,10 +12,20 @@ import torch
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import failing_node, placed
 from gan_lessons.doctor.naming import looks_like_gan
-from gan_lessons.doctor.report import (Diagnosis, DETACH_WRONG, GAN_FIXES, GAN_WRONG, INPLACE_FIXES,
-                                       INPLACE_WRONG, PARAM_WRITE_FIXES, STATE_FIXES, BUFFER_FIXES,
-                                       DDP_COPY_FIXES,
-                                       STEP_FIXES, STEP_WRONG)
+from gan_lessons.doctor.report import (
+    BUFFER_FIXES,
+    DDP_COPY_FIXES,
+    DETACH_WRONG,
+    GAN_FIXES,
+    GAN_WRONG,
+    INPLACE_FIXES,
+    INPLACE_WRONG,
+    PARAM_WRITE_FIXES,
+    STATE_FIXES,
+    STEP_FIXES,
+    STEP_WRONG,
+    Diagnosis,
+)
 from gan_lessons.i18n import _
 
 # Nodes of ordinary ops whose saved tensors autograd shows; any other node with none shown may hide what it saved.
@@ -30,16 +40,20 @@ class VersionErrors:
     def __init__(self, journal, namer, roots_of):
         self.journal, self.namer, self.roots_of = journal, namer, roots_of
 
-    def diagnose(self, error):
-        roots = self.roots_of(error)
+    def _stale(self, error, roots):
+        """(the stale saved tensors found, as (Saved, node) pairs; the shape and versions the error names): those
+        autograd shows, else a custom Function's that failed, else those of nodes that hide what they saved."""
         found = list(self._saved(roots, stale=True))
         shape, versions = graphs.version_error(str(error))
         node = failing_node(error.__traceback__) if not found else None
         if node is not None and (info := self.journal.nodes.get(node)) is not None and info.op.endswith(".apply"):
             # a custom Function's backward could not read what its forward saved
             found = [(graphs.Saved(type(node).__name__, "saved", "stale", shape, None, *versions), node)]
-        if not found:
-            found = self._opaque_saved(roots, shape, versions)
+        return found or self._opaque_saved(roots, shape, versions), shape, versions
+
+    def diagnose(self, error):
+        roots = self.roots_of(error)
+        found, shape, versions = self._stale(error, roots)
         if not found:
             return Diagnosis("version", _("a saved tensor was modified in place, but the doctor could not find it"),
                              {}, STEP_FIXES + INPLACE_FIXES)

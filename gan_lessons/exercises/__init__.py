@@ -9,28 +9,44 @@ asserts on that verdict:
     solved = exercises.check_sgd_step(my_answer)     # the next cell, locked
     assert solved, "sgd_step: not solved yet, or not right: ..."
 
-One module per lesson (lesson01 ... lesson10) holds that lesson's checkers and the reference answers they compare
-with; feedback holds what they share: the wording of the feedback lines, the autograd hints, and recorded_steps,
-which records the gradients each optimizer steps on. Every checker is importable from here."""
+One module per lesson (lesson01 ... lesson13; lesson08_gp holds lesson 08's gradient penalty, and lessons 11 and
+12 are packages, one module per part) holds that lesson's checkers and the reference answers they compare with;
+feedback holds what they share (the wording of the feedback lines, the autograd hints, known wrong answers), steps
+the engine that records the gradients each optimizer steps on (recorded_steps) and compares them, and
+diagnosis_key lesson 07's key to the doctor's diagnoses. Every checker is importable from here."""
+from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT
-from gan_lessons.exercises.steps import recorded_steps
 from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
 from gan_lessons.exercises.lesson02 import check_chain_step, reference_chain_step
 from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_saved
 from gan_lessons.exercises.lesson04 import check_d_step, check_sample, reference_d_step
 from gan_lessons.exercises.lesson05 import check_strategy
 from gan_lessons.exercises.lesson06 import check_resume
-from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check_seed000_step, reference_seed000_step
 from gan_lessons.exercises.lesson08 import check_lazy_r1
 from gan_lessons.exercises.lesson08_gp import check_gradient_penalty
 from gan_lessons.exercises.lesson09 import check_frozen_g_step, reference_frozen_g_step
 from gan_lessons.exercises.lesson10 import check_amp_step, reference_amp_step
-from gan_lessons.exercises.lesson11 import (check_freeing, check_leaf_rule, check_numerical_grad, check_saving,
-                                            check_training, check_versions, engine_or_reference)
-from gan_lessons.exercises.lesson12 import (check_amp_lab, check_biggan_train, check_compiled_step, check_rnn_train,
-                                            check_srgan_step, check_wgan_gp, lab_problem)
+from gan_lessons.exercises.lesson11 import (
+                                            check_freeing,
+                                            check_leaf_rule,
+                                            check_numerical_grad,
+                                            check_saving,
+                                            check_training,
+                                            check_versions,
+                                            engine_or_reference,
+)
+from gan_lessons.exercises.lesson12 import (
+                                            check_amp_lab,
+                                            check_biggan_train,
+                                            check_compiled_step,
+                                            check_rnn_train,
+                                            check_srgan_step,
+                                            check_wgan_gp,
+                                            lab_problem,
+)
 from gan_lessons.exercises.lesson13 import check_ddp_accumulation
+from gan_lessons.exercises.steps import recorded_steps
 
 __all__ = [
     "DOCTOR_KINDS", "ELLIPSIS_HINT", "recorded_steps",

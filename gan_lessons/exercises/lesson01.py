@@ -5,10 +5,9 @@ import math
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import stub_left, AUTOGRAD_HINTS, data_reads, raised, unanswered, verdict
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads, raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
-
 
 # --- lesson 01: a manual SGD step on leaves ------------------------------------------------------------------
 NAMES = ["w", "b", "u"]

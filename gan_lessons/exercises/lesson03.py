@@ -3,7 +3,7 @@
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import stub_left, raised, unanswered, verdict
+from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
 
 

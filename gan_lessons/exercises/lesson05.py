@@ -5,11 +5,12 @@ wrong steps', and costs.measure counts the passes."""
 from functools import partial
 
 import torch
+import torch.nn.functional as F
+
 from gan_lessons.costs import fresh_gan, measure
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
-import torch.nn.functional as F
 
 CHUNK = 8           # each D step's real batch, and G's fake batch
 N_CRITICS = (2, 3)  # the checker runs the step with each

@@ -4,7 +4,7 @@ import copy
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.feedback import stub_left, ELLIPSIS_HINT, raised, unanswered, verdict
+from gan_lessons.exercises.feedback import ELLIPSIS_HINT, raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 
@@ -39,6 +39,42 @@ def _same(a, b) -> bool:
     return len(ta) == len(tb) and all(pa == pb and torch.equal(x, y) for (pa, x), (pb, y) in zip(ta, tb))
 
 
+def _saving_problem(saved, rng, go_on):
+    """What is wrong with what save_state returned, seen before the round trip: a `...` left in it, random numbers
+    drawn, or tensors that still follow the run once it goes on (`go_on` runs its next steps); else None."""
+    if ... in (saved.values() if isinstance(saved, dict) else [saved]):
+        return _("{hint} (save_state returned a `...`)").format(hint=_(ELLIPSIS_HINT))
+    if not torch.equal(torch.get_rng_state(), rng):
+        return _("save_state drew random numbers: saving must leave the run exactly as it was")
+    try:
+        frozen = copy.deepcopy(saved)
+    except Exception:               # not plain data: torch.save or torch.load below says so
+        frozen = saved
+    go_on()                         # the run goes on after the save
+    moved = [path for (path, now), (_, then) in zip(_tensors(saved), _tensors(frozen)) if not torch.equal(now, then)]
+    if moved:
+        return _("your checkpoint changed after save_state returned, while the run went on ({first}, {count} "
+                 "tensor(s) in all): state_dict() hands out the live tensors, not copies, and the next steps change "
+                 "them in place (the weights, and Adam's moments). Return copies: copy.deepcopy(...), or .clone() "
+                 "each tensor").format(first=moved[0], count=len(moved))
+    return None
+
+
+def _round_trip(saved):
+    """(what torch.load(weights_only=True) gives back of the saved state, None), or (None, the problem)."""
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "last.pt"
+        try:
+            torch.save(saved, path)
+            return torch.load(path, weights_only=True), None
+        except Exception as error:
+            return None, _("torch.save, then torch.load(weights_only=True), refuses what save_state returned "
+                           "({error}): keep to state_dict()s, tensors, numbers and dicts of them, as the trainer "
+                           "does").format(error=headline(str(error)))
+
+
 def check_resume(save_state, load_state, steps=3) -> bool:
     """Lesson 06. save_state(G, D, opt_G, opt_D, step) returns a checkpoint of the run after `step` steps, as plain
     data that stays as it is while the run goes on; load_state(state, G, D, opt_G, opt_D) puts it back into fresh
@@ -46,8 +82,6 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     (the checkpoint must not follow it), sends the state through torch.save and torch.load(weights_only=True), as
     the trainer's checkpoints go, loads it into objects with other weights and another random state and resumes:
     the resumed run must end with the weights, bit for bit, of a run of 2 * steps steps that never stopped."""
-    import tempfile
-    from pathlib import Path
     name = _("checkpoint")
     for what, answer in ((_("your save_state"), save_state), (_("your load_state"), load_state)):
         if unanswered(name, answer, what):
@@ -64,31 +98,12 @@ def check_resume(save_state, load_state, steps=3) -> bool:
         saved = save_state(G, D, opt_G, opt_D, steps)
     except Exception as error:
         return not stub_left(name, error, "save_state") and verdict(name, [raised("save_state", error, [])], "")
-    if ... in (saved.values() if isinstance(saved, dict) else [saved]):
-        return verdict(name, [_("{hint} (save_state returned a `...`)").format(hint=_(ELLIPSIS_HINT))], "")
-    if not torch.equal(torch.get_rng_state(), truth["rng"]):
-        return verdict(name, [_("save_state drew random numbers: saving must leave the run exactly as it was")], "")
-    try:
-        frozen = copy.deepcopy(saved)
-    except Exception:               # not plain data: torch.save or torch.load below says so
-        frozen = saved
-    _resume_steps(G, D, opt_G, opt_D, steps, 2 * steps)            # the run goes on after the save
-    moved = [path for (path, now), (_, then) in zip(_tensors(saved), _tensors(frozen)) if not torch.equal(now, then)]
-    if moved:
-        return verdict(name, [_("your checkpoint changed after save_state returned, while the run went on ({first}, "
-                                "{count} tensor(s) in all): state_dict() hands out the live tensors, not copies, and "
-                                "the next steps change them in place (the weights, and Adam's moments). Return "
-                                "copies: copy.deepcopy(...), or .clone() each tensor").format(first=moved[0],
-                                                                                             count=len(moved))], "")
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "last.pt"
-        try:
-            torch.save(saved, path)
-            state = torch.load(path, weights_only=True)
-        except Exception as error:
-            return verdict(name, [_("torch.save, then torch.load(weights_only=True), refuses what save_state "
-                                    "returned ({error}): keep to state_dict()s, tensors, numbers and dicts of them, "
-                                    "as the trainer does").format(error=headline(str(error)))], "")
+    problem = _saving_problem(saved, truth["rng"], lambda: _resume_steps(G, D, opt_G, opt_D, steps, 2 * steps))
+    if problem is not None:
+        return verdict(name, [problem], "")
+    state, problem = _round_trip(saved)
+    if problem is not None:
+        return verdict(name, [problem], "")
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
     try:
         resumed_at = load_state(state, G, D, opt_G, opt_D)

@@ -13,7 +13,6 @@ from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, 
 from gan_lessons.i18n import N_, _, language, speaking
 from gan_lessons.lesson import headline, not_solved
 
-
 # --- lesson 07: bring your own bug to the doctor -------------------------------------------------------------
 DOCTOR_KINDS = {"leaf_inplace": N_("an in-place op on a leaf that requires grad (lesson 01)"),
                 "freed": N_("a backward through a freed graph (lesson 02)"),

@@ -14,22 +14,22 @@ from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
 # Messages and hints are marked with N_() here and translated where they are shown (raised() translates the hints).
-_SCALAR = ("grad can be implicitly created only for scalar outputs",
+SCALAR = ("grad can be implicitly created only for scalar outputs",
            N_("D gives one score per image: pass grad_outputs=torch.ones_like(scores) to torch.autograd.grad (or take "
               "the gradient of scores.sum())"))
-_SECOND = ("backward through the graph a second time",
+SECOND = ("backward through the graph a second time",
            N_("create_graph=True keeps the graph; a retain_graph=False beside it frees D's graph too early"))
-_CONSTANT = ("does not require grad and does not have a grad_fn",
+CONSTANT = ("does not require grad and does not have a grad_fn",
              N_("a penalty built from a gradient taken without create_graph=True is a constant: nothing can "
                 "backpropagate through it"))
-_UNPACK = ("too many values to unpack",
+UNPACK = ("too many values to unpack",
            N_("torch.autograd.grad returns one gradient per input, and you passed several (D's parameters?): the "
               "penalty is on the gradient with respect to D's input, one tensor"))
 _R1_HINTS = [
     ("One of the differentiated Tensors does not require grad",
      N_("x_real must require grad before D sees it (data never does): x_real = "
         "x_real.detach().requires_grad_(True)")),
-    _SCALAR, _SECOND, _CONSTANT, _UNPACK]
+    SCALAR, SECOND, CONSTANT, UNPACK]
 
 
 def _critic():
@@ -42,7 +42,7 @@ def _critic():
     return D, G, x_real, x_fake, torch.rand(5, generator=torch.Generator().manual_seed(3))
 
 
-def _grad_at(D, x):
+def grad_at(D, x):
     """D's gradient with respect to its input x (a leaf made here), with a graph back to D."""
     x = x.detach().requires_grad_(True)
     scores = D(x)
@@ -50,7 +50,7 @@ def _grad_at(D, x):
     return g
 
 
-def _weight_grad(D, x):
+def weight_grad(D, x):
     """What a student gets who takes the gradient with respect to D's first weight instead of D's input."""
     scores = D(x.detach())
     return torch.autograd.grad(scores, next(D.parameters()), grad_outputs=torch.ones_like(scores),
@@ -59,7 +59,7 @@ def _weight_grad(D, x):
 
 def _r1_mistakes(D, x_real, every, gamma):
     """(value, hint) of the wrong lazy R1 terms people write, on a due step."""
-    g = _grad_at(D, x_real)
+    g = grad_at(D, x_real)
     squares = g.flatten(1).pow(2).sum(1)
     weight = gamma / 2 * every
     return [
@@ -75,13 +75,13 @@ def _r1_mistakes(D, x_real, every, gamma):
                                      "g.flatten(1).pow(2).sum(1), then takes the mean over the batch")),
         (weight * squares.sqrt().mean(), _("the norm, not squared: R1 is the squared norm, "
                                            "g.flatten(1).pow(2).sum(1)")),
-        (weight * _weight_grad(D, x_real).pow(2).sum(1).mean(), _("that is the gradient with respect to D's "
+        (weight * weight_grad(D, x_real).pow(2).sum(1).mean(), _("that is the gradient with respect to D's "
                                                                   "weights: R1 is on the gradient with respect to "
                                                                   "D's input, the real images")),
     ]
 
 
-def _leaves(tensor):
+def leaves_of(tensor):
     """The tensors that require grad at the far end of tensor's graph (its AccumulateGrad nodes' variables)."""
     found, todo, seen = [], [tensor.grad_fn], set()
     while todo:
@@ -96,7 +96,7 @@ def _leaves(tensor):
 
 
 @contextmanager
-def _watched(attribute):
+def watching(attribute):
     """Within the block, strategies.<attribute> (the package's own penalty) is wrapped to record that it was called."""
     from gan_lessons import strategies
     original, calls = getattr(strategies, attribute), []
@@ -111,7 +111,7 @@ def _watched(attribute):
         setattr(strategies, attribute, original)
 
 
-def _call(name, function, what, hints, *args, label=None):
+def call_checked(name, function, what, hints, *args, label=None):
     """(result, None), or (None, feedback) when the call raised: "not solved yet" for nbgrader's stub, else a hint
     that names the function as `label` (default: `what`)."""
     try:
@@ -122,7 +122,7 @@ def _call(name, function, what, hints, *args, label=None):
         return None, raised(what if label is None else label, error, hints)
 
 
-def _not_run(name, feedback) -> bool:
+def not_run(name, feedback) -> bool:
     """Print the feedback of a call that raised ("not solved yet" for the stub, else a ✗ line); False."""
     if feedback.startswith("?"):
         print(feedback)
@@ -130,7 +130,7 @@ def _not_run(name, feedback) -> bool:
     return verdict(name, [feedback], "")
 
 
-def _value_problems(value, reference, mistakes, say):
+def value_problems(value, reference, mistakes, say):
     """The problem with a value that differs from the reference: the known mistake it matches, else the numbers.
     `say` is the line's template, translated, with {value}, {right} and {hint}."""
     if torch.allclose(value.detach(), reference.detach(), rtol=1e-4, atol=1e-6):
@@ -140,7 +140,7 @@ def _value_problems(value, reference, mistakes, say):
                        hint=hint or _("compare each step with the formula in the exercise"))]
 
 
-def _shape_problem(value):
+def shape_problem(value):
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return []
     if isinstance(value, torch.Tensor):
@@ -150,7 +150,7 @@ def _shape_problem(value):
         kind=type(value).__name__)]
 
 
-def _graph_problems(penalty, reference, D, G):
+def graph_problems(penalty, reference, D, G):
     """What is wrong with the graph of a penalty whose value is right: none, one that reaches G, other D gradients."""
     if not penalty.requires_grad:
         return [_("the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. The "
@@ -184,13 +184,13 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
         forwards = []
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
         try:
-            with _watched("r1_penalty") as used:
-                term, error = _call(name, r1_term, "r1_term", _R1_HINTS, D, x_real.clone(), step, every, gamma,
+            with watching("r1_penalty") as used:
+                term, error = call_checked(name, r1_term, "r1_term", _R1_HINTS, D, x_real.clone(), step, every, gamma,
                                     label=_("r1_term at step {step}").format(step=step))
         finally:
             handle.remove()
         if error is not None:
-            return _not_run(name, error)
+            return not_run(name, error)
         if not due:
             value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
             if value != 0:
@@ -205,9 +205,9 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
                 break
             continue
         reference = r1_penalty(D, x_real) * gamma / 2 * every
-        found = _shape_problem(term) or _value_problems(
+        found = shape_problem(term) or value_problems(
             term, reference, _r1_mistakes(D, x_real, every, gamma),
-            _("the term is {value:.5f}, the right one {right:.5f}: {hint}")) or _graph_problems(term, reference, D, None)
+            _("the term is {value:.5f}, the right one {right:.5f}: {hint}")) or graph_problems(term, reference, D, None)
         if not found and used:
             found = [_("it calls strategies.r1_penalty: compute the gradient yourself, with torch.autograd.grad")]
         if found:

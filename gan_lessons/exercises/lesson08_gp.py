@@ -6,9 +6,21 @@ import torch
 from torch import nn
 
 from gan_lessons.exercises.feedback import unanswered, verdict
-from gan_lessons.exercises.lesson08 import (_CONSTANT, _SCALAR, _SECOND, _UNPACK, _call, _grad_at, _graph_problems,
-                                            _leaves, _not_run, _shape_problem, _value_problems, _watched,
-                                            _weight_grad)
+from gan_lessons.exercises.lesson08 import (
+    CONSTANT,
+    SCALAR,
+    SECOND,
+    UNPACK,
+    call_checked,
+    grad_at,
+    graph_problems,
+    leaves_of,
+    not_run,
+    shape_problem,
+    value_problems,
+    watching,
+    weight_grad,
+)
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -21,7 +33,7 @@ _GP_HINTS = [
         "x_fake")),
     ("missing 1 required positional argument",
      N_("D is conditional: it takes two arguments, D(x_cond, x), the condition first")),
-    _SCALAR, _SECOND, _CONSTANT, _UNPACK]
+    SCALAR, SECOND, CONSTANT, UNPACK]
 class _Conditional(nn.Module):
     """A conditional critic, as pix2pix's: D(x_cond, x) scores an image x given the image it was made from."""
 
@@ -66,7 +78,7 @@ def _gp_mistakes(D, x_real, x_fake, eps):
     """(value, hint) of the wrong penalties people write, on the checker's batch."""
     e = eps.view(-1, 1, 1, 1)
     x_hat = e * x_real + (1 - e) * x_fake.detach()
-    g = _grad_at(D, x_hat)
+    g = grad_at(D, x_hat)
     norms = g.flatten(1).norm(2, dim=1)
     return [
         (((g.norm(2) - 1) ** 2), _("one norm over the whole batch's gradient: the penalty is on each image's own "
@@ -79,11 +91,11 @@ def _gp_mistakes(D, x_real, x_fake, eps):
         ((norms.mean() - 1) ** 2, _("(mean norm - 1)²: square each image's (norm - 1) first, then take the mean")),
         ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP's target norm is 1, (norm - 1)²")),
         (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖ - 1)², not (‖g‖² - 1)²")),
-        ((((_grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
+        ((((grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
          .mean(), _("one eps for the whole batch: each image gets its own eps, eps.view(-1, 1, 1, 1)")),
-        ((((_grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
+        ((((grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
          _("eps and 1 - eps swapped: x_hat = eps * x_real + (1 - eps) * x_fake")),
-        (((_weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "
+        (((weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "
                                                                                  "to D's weights: the penalty is on "
                                                                                  "the gradient with respect to D's "
                                                                                  "input, x_hat")),
@@ -104,13 +116,13 @@ def check_gradient_penalty(gradient_penalty) -> bool:
     inputs = []
     handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[-1]))
     try:
-        with _watched("gradient_penalty") as used:
-            penalty, error = _call(name, gradient_penalty, "gradient_penalty", _GP_HINTS, D, x_cond.clone(), x_real,
+        with watching("gradient_penalty") as used:
+            penalty, error = call_checked(name, gradient_penalty, "gradient_penalty", _GP_HINTS, D, x_cond.clone(), x_real,
                                    x_fake, eps.clone())
     finally:
         handle.remove()
     if error is not None:
-        return _not_run(name, error)
+        return not_run(name, error)
     e = eps.view(-1, 1, 1, 1)
     both = _both_inputs(D, x_cond, e * x_real + (1 - e) * x_fake.detach()).norm(2, dim=1)
     mistakes = [(((both - 1) ** 2).mean(), _("that is the norm of the gradient with respect to both of D's inputs, "
@@ -119,11 +131,11 @@ def check_gradient_penalty(gradient_penalty) -> bool:
                 (reference_penalty(_Given(D, x_cond, swapped=True), x_real, x_fake, eps=eps),
                  _("D(x_hat, x_cond) puts the image where the condition goes: D takes the condition first, "
                    "D(x_cond, x)"))]
-    problems = _shape_problem(penalty) or _value_problems(
+    problems = shape_problem(penalty) or value_problems(
         penalty, reference, mistakes + _gp_mistakes(given, x_real, x_fake, eps),
-        _("the penalty is {value:.5f}, the right one {right:.5f}: {hint}")) or _graph_problems(
+        _("the penalty is {value:.5f}, the right one {right:.5f}: {hint}")) or graph_problems(
         penalty, reference, D, G)
-    if not problems and inputs and any(leaf.numel() == len(eps) for leaf in _leaves(inputs[0])):
+    if not problems and inputs and any(leaf.numel() == len(eps) for leaf in leaves_of(inputs[0])):
         problems = [_("eps requires grad, so x_hat is not a leaf and the penalty's backward runs on into eps: eps is "
                       "a random mixing weight, not something to differentiate. Mix tensors that require no grad, "
                       "then call requires_grad_(True) on x_hat itself")]

@@ -8,7 +8,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from gan_lessons.cli import wrap, width
+from gan_lessons.cli import width, wrap
 
 ARGPARSE_ENGLISH = ("usage", "options", "show this help", "positional arguments", "argument ", "invalid",
                     "unrecognized", "required", "expected")
@@ -90,6 +90,7 @@ def test_wrap_counts_a_chinese_character_as_two_columns():
 def test_chinese_help_never_starts_a_line_with_closing_punctuation(command, columns):
     import subprocess
     import sys
+
     from gan_lessons.cli import CLOSING, OPENING
     env = {**os.environ, "COLUMNS": str(columns), "GAN_LESSONS_LANG": "zh"}
     out = subprocess.run([sys.executable, "-m", "gan_lessons", *command], capture_output=True, text=True, env=env).stdout

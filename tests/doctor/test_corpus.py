@@ -4,10 +4,9 @@ benchmarks/doctor_corpus.py runs thousands): each fault of every kind named (its
 import collections
 import dataclasses
 
-import pytest
-
 import corpus
 import corpus_more
+import pytest
 
 corpus_more.register()
 SEEDS = range(300)

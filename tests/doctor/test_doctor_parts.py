@@ -14,8 +14,8 @@ from gan_lessons.doctor.errors import Diagnoser
 from gan_lessons.doctor.journal import Journal
 from gan_lessons.doctor.naming import Namer, Names
 from gan_lessons.doctor.nodes import BackwardCall, InplaceWrite, LeafWrite, Step
-from gan_lessons.doctor.recording import Recorder
 from gan_lessons.doctor.ops import frozen_flag, is_inplace, version_of, written_by
+from gan_lessons.doctor.recording import Recorder
 
 
 def test_ops_tell_an_in_place_call_from_an_out_of_place_one():

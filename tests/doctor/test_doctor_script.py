@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import test_doctor_quiet as quiet
 import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-import test_doctor_quiet as quiet
 from gan_lessons.__main__ import main
 from gan_lessons.doctor import doctor
 

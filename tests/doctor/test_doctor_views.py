@@ -4,8 +4,7 @@ autograd.Function returned, and into a view made under no_grad. Each diagnosis n
 each kind is told apart by the error's own words, not by the case."""
 import torch
 import torch.nn as nn
-
-from test_doctor import diagnose      # the doctor's diagnosis of the error a block raises
+from test_doctor import diagnose  # the doctor's diagnosis of the error a block raises
 
 
 def test_the_module_before_an_inplace_activation_carries_the_hook():

@@ -28,8 +28,17 @@ from torch import nn, optim
 
 from gan_lessons import graphs
 from gan_lessons.doctor import doctor
-from gan_lessons.doctor.report import (CARRIED_WRONG, DETACH_WRONG, FREED_WRONG, GAN_WRONG, GRAD_WRITE_WRONG,
-                                       INPLACE_WRONG, LEAF_WRONG, STEP_WRONG, TWICE_WRONG)
+from gan_lessons.doctor.report import (
+    CARRIED_WRONG,
+    DETACH_WRONG,
+    FREED_WRONG,
+    GAN_WRONG,
+    GRAD_WRITE_WRONG,
+    INPLACE_WRONG,
+    LEAF_WRONG,
+    STEP_WRONG,
+    TWICE_WRONG,
+)
 
 VERSION_ERROR = "modified by an inplace operation"
 

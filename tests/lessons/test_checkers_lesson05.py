@@ -3,10 +3,10 @@ exercises.check_strategy accepts right answers written differently, names each w
 solved yet" to the stub and `...`."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from gan_lessons import exercises
 from gan_lessons.exercises.lesson05 import reference_strategy
-import torch.nn.functional as F
 
 
 def hinge_D(real_scores, fake_scores):

@@ -718,8 +718,9 @@ LABS_IN_ORDER = [("srgan", srgan), ("biggan", biggan), ("wgan_gp", wgan_gp), ("a
 def test_no_markdown_before_a_grader_names_the_bug_or_its_fix(copy):
     """In the student copy, the markdown of each lab up to its grader's cell, and the lesson's opening (its materials
     table), say none of that lab's TELLS."""
-    import nbformat
     from pathlib import Path
+
+    import nbformat
     cells = nbformat.read(Path(__file__).resolve().parents[2] / copy, as_version=4).cells
     graders = [i for i, c in enumerate(cells) if c.cell_type == "code" and "my_answer" in c.source
                and "exercises.check_" in c.source]

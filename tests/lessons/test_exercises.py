@@ -25,11 +25,3 @@ def test_measure_takes_a_function_as_well_as_a_name():
     c = costs.measure(reference_strategy, G, D, x_real, noise, steps=1, warmup=0)
     assert c.strategy == "reference_strategy" and (c.G_forward, c.D_grad_passes, c.G_grad_passes) == (2, 2, 1)
     assert 0 < c.saved_mib < c.alloc_mib      # the saved tensors are a part of what the allocator holds
-
-
-def test_every_checker_module_reads_in_one_sitting():
-    """No module of the checkers is over 300 lines: a lesson with many parts is a package, one module per part."""
-    from pathlib import Path
-    folder = Path(__file__).resolve().parents[2] / "gan_lessons" / "exercises"
-    long = {str(p.relative_to(folder)): n for p in folder.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300}
-    assert not long, long

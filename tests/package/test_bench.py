@@ -1,6 +1,6 @@
 """The benchmark's code paths, on a few CPU steps (its figures come from real runs, written to results files)."""
-import json
 import importlib.util
+import json
 import sys
 from pathlib import Path
 

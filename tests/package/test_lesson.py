@@ -7,8 +7,16 @@ import warnings
 import pytest
 import torch
 
-from gan_lessons.lesson import (ClaimFailed, NoErrorRaised, check, claim, describe, expect_error, expect_warning,
-                                quick_mode)
+from gan_lessons.lesson import (
+    ClaimFailed,
+    NoErrorRaised,
+    check,
+    claim,
+    describe,
+    expect_error,
+    expect_warning,
+    quick_mode,
+)
 
 
 def test_expect_error_shows_the_real_message(capsys):

@@ -1,5 +1,6 @@
 """environment.yml must stay in step with pyproject.toml (no conda can be reached here to try it)."""
 import re
+
 try:
     import tomllib
 except ImportError:  # Python 3.10

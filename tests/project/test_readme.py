@@ -1,9 +1,9 @@
 """Figures quoted in the README and the pages under docs/ are re-measured here, so the documentation cannot drift
 from the code."""
 import json
-import sys
 import re
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -124,8 +124,10 @@ def test_doctor_mlp_cost_sentence_matches_its_results_file():
 
 def test_doctor_example_in_readme_is_what_the_doctor_says():
     """The README's sample diagnosis is checked against a live run of seed 000's loop."""
-    import torch.nn.functional as F
     import warnings
+
+    import torch.nn.functional as F
+
     from gan_lessons.doctor import doctor
     torch.manual_seed(0)
     g, d = Generator(), Discriminator()

@@ -246,6 +246,7 @@ def test_language_is_chosen_by_setup_or_the_environment_and_english_is_the_defau
 
 def test_an_unknown_language_says_what_to_write_instead():
     import os
+
     from gan_lessons import i18n
     with pytest.raises(ValueError, match=r"^language 'fr' is not one the lessons speak: use 'en' \(English\) or 'zh'"):
         i18n.set_language("fr")
@@ -280,6 +281,7 @@ def _missing_glyphs(fonts=None) -> list:
 def test_chinese_figures_draw_every_glyph():
     """With the Chinese setup a CJK font is found (make test installs fonts-noto-cjk) and no glyph is missing."""
     import matplotlib.pyplot as plt
+
     from gan_lessons import i18n, plots
     saved, rc = i18n._chosen, dict(plt.rcParams)
     try:
@@ -474,6 +476,7 @@ def test_a_chinese_value_in_a_padded_placeholder_loses_the_spaces_a_latin_value_
 
 def test_the_doctor_s_chinese_diagnosis_has_no_space_between_chinese_characters():
     import torch
+
     from gan_lessons.doctor import doctor
     from gan_lessons.i18n import speaking
     from gan_lessons.lesson import expect_error
@@ -551,6 +554,7 @@ def _code_text(path) -> list:
     """The Chinese words a lesson's code cells hold: their string literals and comments (a seed's code quoted in
     「」 left out)."""
     import ast
+
     from IPython.core.inputtransformer2 import TransformerManager
     found = []
     for cell in build_notebook.cells(path):
@@ -751,6 +755,7 @@ def untranslated_labels(path) -> list:
     """English words a lesson prints, or puts on a figure, without tr(): words that are not names in its own code
     (`clone`, `logits`, `torch` are code)."""
     import ast
+
     from IPython.core.inputtransformer2 import TransformerManager
     trees = [ast.parse(TransformerManager().transform_cell(c.source))
              for c in build_notebook.cells(path) if c.cell_type == "code"]

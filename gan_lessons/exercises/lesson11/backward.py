@@ -5,10 +5,18 @@ import re
 import torch
 
 from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.lesson11.cases import (
+    counts,
+    first_of,
+    generic,
+    programs,
+    run,
+    run_all,
+    said_of,
+    shown_program,
+)
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import rounded
-from gan_lessons.exercises.lesson11.cases import _first, _said, _shown, counts, generic, programs, run, run_all
-
 
 TWO_USES = "a = leaf([3], requires_grad=True)\ny = a.exp()\nloss = (y + y).sum()\nloss.backward()"
 NOTHING_SAVED = "a = leaf([3], requires_grad=True)\nloss = (a + 1.0).sum()\nloss.backward()"
@@ -24,13 +32,13 @@ def _one_backward_problem(engine):
         return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
                  "only backward call of {program}, whose nodes saved nothing: a node whose `_saved` is empty was "
                  "taken for a freed one. Only a node whose saved values were freed (`_saved` is None) has lost "
-                 "anything").format(program=_shown(NOTHING_SAVED))
+                 "anything").format(program=shown_program(NOTHING_SAVED))
     got = run(TWO_USES, engine)
     if got.kind == "second time" and got.call == 1:
         return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
                  "only backward call of {program}: it ran y's node once per use of y, and the first run freed what "
                  "exp saved. Run each node once, after the gradient from every use of it has arrived (a topological "
-                 "order)").format(program=_shown(TWO_USES))
+                 "order)").format(program=shown_program(TWO_USES))
     return None
 
 
@@ -48,7 +56,7 @@ def _shared_gradient(engine):
             return _("after two backward calls on {program}, a.grad is {mine} where torch's is {theirs}, and a.grad "
                      "and b.grad are one tensor: the gradient a sum sends to both operands is one tensor, a leaf kept "
                      "it as its .grad, and adding the next backward's gradient to it in place changed both leaves. "
-                     "Give each leaf a gradient of its own").format(program=_shown(program), mine=rounded(a),
+                     "Give each leaf a gradient of its own").format(program=shown_program(program), mine=rounded(a),
                                                                     theirs=rounded(want.grads["a"]))
     return None
 
@@ -61,39 +69,39 @@ def freeing_problems(differences, engine=None):
     if twice:
         problems.append(twice)
         differences = [d for d in differences if not (d["engine"].kind == "second time" and d["torch"].kind is None)]
-    other = _first(differences, lambda d: d["engine"].kind == "other")
+    other = first_of(differences, lambda d: d["engine"].kind == "other")
     if other:
         if other["torch"].kind == "second time":
             problems.append(_("your engine raised {yours} on {program}: the saved values are gone there; raise "
                               "torch's RuntimeError (\"Trying to backward through the graph a second time ...\") "
-                              "instead").format(yours=_said(other['engine']), program=_shown(other['program'])))
+                              "instead").format(yours=said_of(other['engine']), program=shown_program(other['program'])))
         else:
-            problems.append(_("your engine raised {yours} on {program}").format(yours=_said(other['engine']),
-                                                                                program=_shown(other['program'])))
-    ran = _first(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind is None)
+            problems.append(_("your engine raised {yours} on {program}").format(yours=said_of(other['engine']),
+                                                                                program=shown_program(other['program'])))
+    ran = first_of(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind is None)
     if ran:
         problems.append(_("saved values were not freed: a second backward ran on {program}, where torch raises "
                           "\"Trying to backward through the graph a second time\". After a node's backward, free "
                           "what it saved (unless retain_graph=True), and refuse a node whose saved values are "
-                          "gone").format(program=_shown(ran['program'])))
-    retained = _first(differences, lambda d: d["kind"].endswith("retained") and d["engine"].kind == "second time"
+                          "gone").format(program=shown_program(ran['program'])))
+    retained = first_of(differences, lambda d: d["kind"].endswith("retained") and d["engine"].kind == "second time"
                       and d["engine"].call == 2)
     if retained:
         problems.append(_("retain_graph=True did not keep the saved values: the second backward raised on "
                           "{program}; free them only when retain_graph is False").format(
-            program=_shown(retained['program'])))
-    empty = _first(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "second time"
+            program=shown_program(retained['program'])))
+    empty = first_of(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "second time"
                    and not d["kind"].endswith("retained"))
     if empty:
         problems.append(_("a second backward through nodes that saved nothing raised on {program}: torch runs it "
                           "(an addition or a sum keeps no values, so it has nothing to miss); mark as freed only a "
-                          "node that had saved something").format(program=_shown(empty['program'])))
-    wording = _first(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind not in
+                          "node that had saved something").format(program=shown_program(empty['program'])))
+    wording = first_of(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind not in
                      ("second time", None, "other"))
     if wording:
         problems.append(_("on {program} your engine raised {yours}; torch says \"Trying to backward through the "
-                          "graph a second time ...\"").format(program=_shown(wording['program']),
-                                                              yours=_said(wording['engine'])))
+                          "graph a second time ...\"").format(program=shown_program(wording['program']),
+                                                              yours=said_of(wording['engine'])))
     grads = [d for d in differences if d["torch"].kind is None and d["engine"].kind is None and not d["grads agree"]]
     twice = [d for d in grads if "twice" in d["kind"] or "losses" in d["kind"]]
     once = [d for d in grads if d not in twice]
@@ -103,21 +111,21 @@ def freeing_problems(differences, engine=None):
             problems.append(_("a value used more than once got the gradient of only some of its uses, on "
                               "{program}: add up the gradients that reach a value from every use, and run its "
                               "backward only once all of them have arrived (topological order)").format(
-                program=_shown(once[0]['program'])))
+                program=shown_program(once[0]['program'])))
         else:
             problems.append(_("gradients differ from torch's on {count} expression(s), e.g. {program}").format(
-                count=len(once), program=_shown(once[0]['program'])))
+                count=len(once), program=shown_program(once[0]['program'])))
     if twice and not once:
         d = twice[0]
         halves = all(torch.allclose(d["engine"].grads[n], g / 2, rtol=1e-4, atol=1e-5) for n, g in d["torch"].grads.items())
         if halves:
             problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: each "
                               "backward replaced .grad instead of adding to it (torch accumulates into a leaf's "
-                              ".grad)").format(program=_shown(d['program'])))
+                              ".grad)").format(program=shown_program(d['program'])))
         else:
             problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: "
                               "gradients of intermediate values carried over from the first call (keep them per "
-                              "backward call: torch keeps .grad only on leaves)").format(program=_shown(d['program'])))
+                              "backward call: torch keeps .grad only on leaves)").format(program=shown_program(d['program'])))
     return problems
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from gan_lessons.exercises.feedback import stub_left
-from gan_lessons.i18n import _
 from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value
+from gan_lessons.i18n import _
 
 
 @dataclass
@@ -142,6 +142,13 @@ def _build(kind, rng):
             return None
         retain = "retain_graph=True" if kind.endswith("retained") else ""
         return lines + ["loss1 = y1.sum()", f"loss1.backward({retain})", "loss.backward()"]
+    if CATEGORIES[kind][0] == 3:
+        return _build_changed(kind, rng, lines, info, saved, unsaved)
+    return _build_in_place(kind, rng, lines, info, leaves_rg, constants)
+
+
+def _build_changed(kind, rng, lines, info, saved, unsaved):
+    """A program of step 3: a tensor changed in place around the forward and the backward."""
     if kind == "stale":
         return lines + _change(rng.choice(saved), info) + ["loss.backward()"] if saved else None
     if kind == "changed back":
@@ -165,6 +172,11 @@ def _build(kind, rng):
         before = lines[:at] + _change(name, info, "mul_(0.5)") + lines[at:]   # an init, as nn.Linear's
         after = _change(name, info) if kind.endswith("after") else []
         return before + after + ["loss.backward()"]
+    raise ValueError(kind)
+
+
+def _build_in_place(kind, rng, lines, info, leaves_rg, constants):
+    """A program of step 4: a leaf, a non-leaf or a constant changed in place."""
     if kind == "leaf in place":
         return lines + [f"{rng.choice(leaves_rg)}.add_(0.5)", "loss.backward()"]
     if kind == "leaf in place, before the forward":
@@ -227,18 +239,18 @@ def compare(engine, step):
     return differences
 
 
-def _shown(program):
+def shown_program(program):
     return "`" + "; ".join(program.replace("with no_grad():\n    ", "with no_grad(): ").splitlines()) + "`"
 
 
-def _said(outcome):
+def said_of(outcome):
     if outcome.kind is None:
         return _("no error")
     said = outcome.message.split(" Hint:")[0]
     return _("{error} (from backward call {call})").format(error=said, call=outcome.call) if outcome.call else said
 
 
-def _first(differences, test):
+def first_of(differences, test):
     return next((d for d in differences if test(d)), None)
 
 
@@ -247,7 +259,7 @@ STEP_OF = {"save": 1, "__mul__": 1, "exp": 1, "__matmul__": 1, "backward": 2, "u
            "tanh": 6}
 
 
-def _stub(name, error, step):
+def is_stub(name, error, step):
     """Whether the error is a stub's NotImplementedError; if so, says which step is still to write."""
     if not isinstance(error, NotImplementedError):
         return False
@@ -271,7 +283,7 @@ def run_all(name, engine, step):
     try:
         return compare(engine, step)
     except NotImplementedError as error:
-        _stub(name, error, step)
+        is_stub(name, error, step)
         return None
 
 
@@ -279,9 +291,9 @@ def generic(d):
     """One line for a difference no hint names: what torch gives, what the engine gives."""
     if d["grads agree"]:
         return _("on {program} torch gives {theirs}; your engine gives {yours}").format(
-            program=_shown(d['program']), theirs=_said(d['torch']), yours=_said(d['engine']))
+            program=shown_program(d['program']), theirs=said_of(d['torch']), yours=said_of(d['engine']))
     return _("on {program} torch gives {theirs} and other gradients; your engine gives {yours}").format(
-        program=_shown(d['program']), theirs=_said(d['torch']), yours=_said(d['engine']))
+        program=shown_program(d['program']), theirs=said_of(d['torch']), yours=said_of(d['engine']))
 
 
 def counts(step):

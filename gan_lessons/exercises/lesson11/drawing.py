@@ -3,7 +3,7 @@ torch's (each saved value alive, freed or stale, with its versions). It reads on
 `parents`, `_backward`, `_saved` (name -> (value, version when saved), None once freed) and `_version`."""
 import graphviz
 
-from gan_lessons.graphs import STATES, STATE_WORDS, Graph, Saved
+from gan_lessons.graphs import STATE_WORDS, STATES, Graph, Saved
 from gan_lessons.i18n import _
 
 

@@ -6,7 +6,6 @@ import torch
 
 from gan_lessons.i18n import _
 
-
 # The engine's own errors (SECOND_TIME, LEAF_IN_PLACE, version_error) are PyTorch's words, compared with torch's
 # messages: they stay in English. The feedback around them is translated.
 

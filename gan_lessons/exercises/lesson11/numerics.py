@@ -7,8 +7,8 @@ usual slips give (a one-sided difference, eps instead of 2 eps, every entry move
 import torch
 
 from gan_lessons.exercises.feedback import stub_left, unanswered, verdict
-from gan_lessons.i18n import N_, _
 from gan_lessons.exercises.lesson11.engine import mine_or_finished
+from gan_lessons.i18n import N_, _
 
 EPS = 1e-3
 

@@ -4,10 +4,9 @@ from contextlib import contextmanager
 import torch
 
 from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.lesson11.cases import is_stub
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
-from gan_lessons.exercises.lesson11.cases import _stub
-
 
 UNARY = ("exp", "tanh")                   # operations whose backward reads their own output
 BINARY = {"mul": ("_saved_self", "_saved_other"), "matmul": ("_saved_self", "_saved_mat2")}   # torch's names for a, b
@@ -115,6 +114,11 @@ def _saving_problem(case, engine, want):
                  "backward").format(kept=unversioned[0], what=what, version=unversioned[1])
     if not out.requires_grad:
         return None
+    return _backward_problem(op, out, a, b, same, what, want)
+
+
+def _backward_problem(op, out, a, b, same, what, want):
+    """What is wrong with the node's parents and with what its backward returns, given the output's gradient."""
     parents = [a, b] if op in BINARY else [a]
     if len(out.parents) != len(parents) or any(p is not q for p, q in zip(out.parents, parents)):
         return _("on {what}, the output's parents are not the operands, in order ({operands})").format(
@@ -235,7 +239,7 @@ def one_op_problems(name, engine, ops, step):
         try:
             problem = _saving_problem(case, engine, _torch_one_op(case))
         except NotImplementedError as error:
-            _stub(name, error, step)
+            is_stub(name, error, step)
             return None
         except Exception as error:  # reported
             problem = _("{op} raised {kind}: {error} on {what}").format(op=case[0], kind=type(error).__name__,

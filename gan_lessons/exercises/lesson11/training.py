@@ -6,10 +6,10 @@ from dataclasses import dataclass
 import torch
 
 from gan_lessons.exercises.feedback import stub_left, unanswered, verdict
-from gan_lessons.i18n import N_, _
-from gan_lessons.lesson import headline
 from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, mine_or_finished
 from gan_lessons.exercises.lesson11.saving import one_op_problems
+from gan_lessons.i18n import N_, _
+from gan_lessons.lesson import headline
 
 SAMPLES, HIDDEN = 64, 16
 RUNS = [(40, 0.1), (8, 0.3)]              # (steps, lr): two runs, so an lr written into the loop shows

@@ -4,10 +4,20 @@ student's engine."""
 import torch
 
 from gan_lessons.exercises.feedback import unanswered, verdict
-from gan_lessons.i18n import N_, _
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE
-from gan_lessons.exercises.lesson11.cases import (CATEGORIES, _first, _said, _shown, counts, generic, programs, run_all, version_parts)
 from gan_lessons.exercises.lesson11.backward import freeing_problems
+from gan_lessons.exercises.lesson11.cases import (
+    CATEGORIES,
+    counts,
+    first_of,
+    generic,
+    programs,
+    run_all,
+    said_of,
+    shown_program,
+    version_parts,
+)
+from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE
+from gan_lessons.i18n import N_, _
 
 
 def _probe_bump(engine):
@@ -29,22 +39,22 @@ def _version_problems(engine, differences):
         else:
             problems.append(_("an in-place change of a saved value went unnoticed on {program}: torch raises "
                               "{theirs}. Record the version in `save` and compare it in `unpack`").format(
-                program=_shown(silent[0]['program']), theirs=_said(silent[0]['torch'])))
-    early = _first(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "version"
+                program=shown_program(silent[0]['program']), theirs=said_of(silent[0]['torch'])))
+    early = first_of(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "version"
                    and "before" in d["kind"])
     if early:
         problems.append(_("version not recorded at save time: on {program} the value was changed before the "
                           "forward (as nn.Linear's init changes its weight) and saved at version 1, yet your engine "
                           "called it stale. Compare with the version the value had when it was saved (kept beside it: "
                           "the second item of its `_saved` entry), not with 0 or another").format(
-            program=_shown(early['program'])))
-    unsaved = _first(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "version"
+            program=shown_program(early['program'])))
+    unsaved = first_of(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "version"
                      and "before" not in d["kind"])
     if unsaved:
         problems.append(_("raised the version error where no backward needs the changed value, on {program}: check "
                           "only what a node saved, when its backward unpacks it").format(
-            program=_shown(unsaved['program'])))
-    parts = _first(differences, lambda d: d["torch"].kind == d["engine"].kind == "version" and not d["parts agree"])
+            program=shown_program(unsaved['program'])))
+    parts = first_of(differences, lambda d: d["torch"].kind == d["engine"].kind == "version" and not d["parts agree"])
     if parts:
         mine = version_parts(parts["engine"].message)
         if mine:
@@ -52,18 +62,18 @@ def _version_problems(engine, differences):
                               "(the saved value's type and shape, the version now, the version expected), yours "
                               "{yours}. Say it as torch does: \"... modified by an inplace operation: "
                               "[torch.FloatTensor [3, 3]], is at version 1; expected version 0 instead.\"").format(
-                program=_shown(parts['program']), theirs=version_parts(parts['torch'].message), yours=mine))
+                program=shown_program(parts['program']), theirs=version_parts(parts['torch'].message), yours=mine))
         else:
             problems.append(_("the version error does not carry what torch's does on {program}: torch names {theirs} "
                               "(the saved value's type and shape, the version now, the version expected), yours says "
                               "\"{message}\". Say it as torch does: \"... modified by an inplace operation: "
                               "[torch.FloatTensor [3, 3]], is at version 1; expected version 0 instead.\"").format(
-                program=_shown(parts['program']), theirs=version_parts(parts['torch'].message),
+                program=shown_program(parts['program']), theirs=version_parts(parts['torch'].message),
                 message=parts['engine'].message[:150]))
-    wording = _first(differences, lambda d: d["torch"].kind == "version" and d["engine"].kind not in ("version", None))
+    wording = first_of(differences, lambda d: d["torch"].kind == "version" and d["engine"].kind not in ("version", None))
     if wording:
         problems.append(_("on {program} your engine raised {yours}; torch raises its version error there").format(
-            program=_shown(wording['program']), yours=_said(wording['engine'])))
+            program=shown_program(wording['program']), yours=said_of(wording['engine'])))
     return problems
 
 
@@ -99,32 +109,32 @@ def check_leaf_rule(engine) -> bool:
     if differences is None:
         return False
     problems = []
-    accepted = _first(differences, lambda d: d["torch"].kind == "leaf" and d["engine"].kind not in ("leaf", "other"))
-    wording = _first(differences, lambda d: d["torch"].kind == "leaf" and d["engine"].kind == "other")
+    accepted = first_of(differences, lambda d: d["torch"].kind == "leaf" and d["engine"].kind not in ("leaf", "other"))
+    wording = first_of(differences, lambda d: d["torch"].kind == "leaf" and d["engine"].kind == "other")
     if wording:
         problems.append(_("on {program} your engine raised {yours}; torch refuses that change with \"{message}\" "
-                          "(`{constant}`)").format(program=_shown(wording['program']), yours=_said(wording['engine']),
+                          "(`{constant}`)").format(program=shown_program(wording['program']), yours=said_of(wording['engine']),
                                                    message=LEAF_IN_PLACE, constant="lesson11.LEAF_IN_PLACE"))
     if accepted:
         problems.append(_("in-place change of a leaf accepted: on {program} torch raises \"{message}\" and your "
                           "engine gave {yours}. A leaf that requires grad may change in place only under "
-                          "no_grad").format(program=_shown(accepted['program']), message=LEAF_IN_PLACE,
-                                            yours=_said(accepted['engine'])))
+                          "no_grad").format(program=shown_program(accepted['program']), message=LEAF_IN_PLACE,
+                                            yours=said_of(accepted['engine'])))
     refused = [d for d in differences if d["torch"].kind != "leaf" and d["engine"].kind == "leaf"]
-    under_no_grad = _first(refused, lambda d: "with no_grad" in d["program"])
+    under_no_grad = first_of(refused, lambda d: "with no_grad" in d["program"])
     if under_no_grad:
         problems.append(_("refused an in-place change under no_grad, on {program}: that is how an optimizer updates "
                           "a parameter; check the no_grad switch (`grad_enabled`)").format(
-            program=_shown(under_no_grad['program'])))
-    made = _first(refused, lambda d: d["kind"].startswith("non-leaf"))
+            program=shown_program(under_no_grad['program'])))
+    made = first_of(refused, lambda d: d["kind"].startswith("non-leaf"))
     if made:
         problems.append(_("refused an in-place change of a value an operation made (not a leaf), in grad mode, on "
                           "{program}: torch allows it; only a leaf that requires grad is protected (a value with "
-                          "parents is no parameter)").format(program=_shown(made['program'])))
-    constant = _first(refused, lambda d: d not in [under_no_grad, made])
+                          "parents is no parameter)").format(program=shown_program(made['program'])))
+    constant = first_of(refused, lambda d: d not in [under_no_grad, made])
     if constant and not under_no_grad and not made:
         problems.append(_("refused an in-place change of a value that requires no grad, on {program}: only a leaf "
-                          "that requires grad is protected").format(program=_shown(constant['program'])))
+                          "that requires grad is protected").format(program=shown_program(constant['program'])))
     rest = [d for d in differences if d["torch"].kind != "leaf" and d["engine"].kind != "leaf"]
     problems += _version_problems(engine, [d for d in rest if CATEGORIES[d["kind"]][0] <= 3])
     problems += freeing_problems([d for d in rest if CATEGORIES[d["kind"]][0] == 2], engine)

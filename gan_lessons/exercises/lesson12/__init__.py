@@ -9,28 +9,38 @@ labs also compare state that no optimizer steps on (an EMA copy's weights, a Gra
     exercises.check_lab("srgan", my_answer)            # or check_srgan_step(my_answer), ...
 
 `lab_problem(name)` gives a lab's fresh arguments, to run a broken version by hand (or under the doctor)."""
-from gan_lessons.exercises.lesson12.grading import (LABS, Lab, gradient_ratio, step_that_clears_the_error,
-                                                    first_wrong_step)
-from gan_lessons.exercises.lesson12.srgan import check_srgan_step
-from gan_lessons.exercises.lesson12.biggan import (G_D, check_biggan_train, discriminator_loss, generator_loss,
-                                                   toggle_grad)
-from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, Generator, _mixes_samples, _wgan_problem, check_wgan_gp
 from gan_lessons.exercises.lesson12.amp import check_amp_lab
-from gan_lessons.exercises.lesson12.rnn import check_rnn_train
+from gan_lessons.exercises.lesson12.biggan import (
+    G_D,
+    check_biggan_train,
+    discriminator_loss,
+    generator_loss,
+    toggle_grad,
+)
 from gan_lessons.exercises.lesson12.compiled import check_compiled_step
+from gan_lessons.exercises.lesson12.grading import (
+    LABS,
+    Lab,
+    first_wrong_step,
+    gradient_ratio,
+    step_that_clears_the_error,
+)
+from gan_lessons.exercises.lesson12.rnn import check_rnn_train
+from gan_lessons.exercises.lesson12.srgan import check_srgan_step
 from gan_lessons.exercises.lesson12.symptoms import Log, reference_log, show_log, training_log
+from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, Generator, check_wgan_gp, sample_mixing, wgan_problem
 
 
 def mixes_samples(D):
     """How much D's output for image 0 of a batch changes with the other images (the largest gradient entry of it
     with respect to them); 0 for a critic that treats each sample on its own."""
-    return _mixes_samples(D)
+    return sample_mixing(D)
 
 
 def lab_problem(name, make_critic=None):
     """A lab's arguments for one call (call 0), fresh: to run a broken version by hand or under the doctor."""
     if name == "wgan_gp":
-        return _wgan_problem(make_critic or Discriminator)[0](0)
+        return wgan_problem(make_critic or Discriminator)[0](0)
     return LABS[name].problem()[0](0)
 
 

@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
 from gan_lessons.i18n import _
-from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
 
 
 def _amp_nets():
@@ -46,7 +46,7 @@ def _amp_problem():
         now["call"] = k + 1
         scales.append(scaler.get_scale())
         return net_g, net_d, optimizer_g, optimizer_d, scaler, *data[k]
-    return args, opts, _names(net_g=net_g, net_d=net_d), \
+    return args, opts, named_params(net_g=net_g, net_d=net_d), \
         {"scaler": scaler, "scales": scales, "stepped": stepped, "nets": {"optimizer_g": net_g, "optimizer_d": net_d}}
 
 
@@ -109,7 +109,7 @@ def _amp_extra(mine, ref):
 
 
 
-_lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters, calls=3, atol=2e-2,
+add_lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters, calls=3, atol=2e-2,
          extra=_amp_extra, first=_amp_steps))
 
 
@@ -117,7 +117,7 @@ def check_amp_lab(optimize_parameters) -> bool:
     """Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), three iterations, with
     one GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf); an inf
     in one of D's scaled gradients at call 2 and in one of G's at call 3."""
-    return _check(LABS["amp"], optimize_parameters, "optimize_parameters", _(
+    return check_lab(LABS["amp"], optimize_parameters, "optimize_parameters", _(
         "both optimizers step through the one scaler on the reference's (unscaled) gradients, each skips the call "
         "where one of its gradients is inf, and the scale follows the reference's (2x per clean call, halved after "
         "an inf)"))

@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
 from gan_lessons.i18n import N_, _
-from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
 
 
 class G_D(nn.Module):
@@ -49,7 +49,7 @@ def _biggan_problem():
     z_ = torch.randn(config['batch_size'], 8)
     n = config['num_D_steps'] * config['num_D_accumulations'] * config['batch_size']
     xs = [torch.randn(n, 12) for _ in range(2)]
-    return (lambda k: (G, D, GD, z_, config, xs[k]), {"G.optim": G.optim, "D.optim": D.optim}, _names(G=G, D=D), {})
+    return (lambda k: (G, D, GD, z_, config, xs[k]), {"G.optim": G.optim, "D.optim": D.optim}, named_params(G=G, D=D), {})
 
 
 def reference_biggan_train(G, D, GD, z_, config, x):
@@ -107,7 +107,7 @@ def _biggan_zero_in_accumulation(G, D, GD, z_, config, x):
     G.optim.step()
 
 
-_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
+add_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
          mistakes=[(_biggan_zero_in_accumulation, N_("each D step now steps on its last accumulated half-batch only: "
                                                      "the gradient is reset inside the accumulation loop, which throws "
                                                      "away every half-batch but the last, where a D step must start from "
@@ -117,7 +117,7 @@ _lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_probl
 
 def check_biggan_train(train) -> bool:
     """Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 2 accumulations each, then a G step)."""
-    return _check(LABS["biggan"], train, "train", _("every D step and G step is on the reference's gradients: each D "
+    return check_lab(LABS["biggan"], train, "train", _("every D step and G step is on the reference's gradients: each D "
                                                    "step starts from zero and adds up its accumulations"))
 
 

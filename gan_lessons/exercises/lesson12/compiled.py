@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
 from gan_lessons.i18n import N_, _
-from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
 
 
 class EMA:
@@ -38,7 +38,7 @@ def _compiled_problem():
         if k:
             shadows.append({n: t.clone() for n, t in ema.shadow.items()})
         return G, D, opt_G, opt_D, ema, *data[k]
-    return args, {"opt_D": opt_D, "opt_G": opt_G}, _names(G=G_net, D=D_net), {"ema": ema, "shadows": shadows}
+    return args, {"opt_D": opt_D, "opt_G": opt_G}, named_params(G=G_net, D=D_net), {"ema": ema, "shadows": shadows}
 
 
 def reference_compiled_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
@@ -102,7 +102,7 @@ COMPILED_HINTS = [
      N_("autograd.grad went back through D's output on the real batch and freed that part of the graph, as a backward "
         "does unless told to keep it; loss_D's backward then needs the same part again")),
 ]
-_lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _compiled_problem,
+add_lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _compiled_problem,
          reference_compiled_step, calls=2, extra=_compiled_extra, hints=COMPILED_HINTS, mistakes=[
              (_compiled_no_create_graph, N_("without create_graph=True the error goes away, and the R1 penalty is a "
                                             "constant: it adds to loss_D and trains nothing (the doctor warns about "
@@ -112,7 +112,7 @@ _lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _
 
 def check_compiled_step(train_step) -> bool:
     """Lab 6. train_step(G, D, opt_G, opt_D, ema, x_real, z) on compiled G and D (backend aot_eager), twice."""
-    return _check(LABS["compiled"], train_step, "train_step", _("runs on the compiled models, opt_D and opt_G step "
+    return check_lab(LABS["compiled"], train_step, "train_step", _("runs on the compiled models, opt_D and opt_G step "
                                                                "on the reference's gradients (the R1 penalty "
                                                                "included), and the EMA follows G"))
 

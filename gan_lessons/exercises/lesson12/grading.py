@@ -1,5 +1,5 @@
 """What every lab of lesson 12 shares: a Lab runs a step on the lab's own models and records the gradient every
-optimizer steps on; _check compares it with the reference fix's through the grading engine (steps.py), says what
+optimizer steps on; check_lab compares it with the reference fix's through the grading engine (steps.py), says what
 differs, and names a known wrong fix when the run matches it."""
 import torch
 
@@ -75,23 +75,16 @@ def gradient_ratio(name, step, optimizer, k=1):
     return (flat(mine).norm() / flat(ref).norm()).item()
 
 
-def _lab(lab):
+def add_lab(lab):
     LABS[lab.name] = lab
     return lab
 
 
-def _names(**nets):
+def named_params(**nets):
     return {p: f"{name}.{n}" for name, net in nets.items() for n, p in net.named_parameters()}
 
 
-def _batches(seed, *shapes, calls):
-    g = torch.Generator().manual_seed(seed)
-    return [[torch.randn(*s, generator=g) for s in shapes] for _ in range(calls)]
-
-
-
-
-def _check(lab, answer, label, success, extra_problems=None):
+def check_lab(lab, answer, label, success, extra_problems=None):
     if unanswered(label, answer, _("your {function}").format(function=label)):
         return False
     mine, state, error = lab.run(answer)

@@ -4,8 +4,8 @@ import math
 import torch
 from torch import nn, optim
 
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
 from gan_lessons.i18n import N_, _
-from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
 
 
 class RNN(nn.Module):
@@ -23,7 +23,7 @@ def _rnn_problem():
     torch.manual_seed(5)
     rnn = RNN()
     optimizer = optim.Adam(rnn.parameters(), lr=0.02)
-    return (lambda k: (rnn, optimizer, nn.MSELoss(), 3), {"optimizer": optimizer}, _names(rnn=rnn), {})
+    return (lambda k: (rnn, optimizer, nn.MSELoss(), 3), {"optimizer": optimizer}, named_params(rnn=rnn), {})
 
 
 def reference_rnn_train(rnn, optimizer, loss_func, steps):
@@ -52,7 +52,7 @@ def _rnn_reset(rnn, optimizer, loss_func, steps):
 
 
 
-_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
+add_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
     (_rnn_reset, N_("the state is reset to None at every step, which makes the error go away and changes what the "
                     "RNN computes: the state must still go on to the next step, without the graph of the step that "
                     "made it"))]))
@@ -60,7 +60,7 @@ _lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference
 
 def check_rnn_train(train) -> bool:
     """Lab 5. train(rnn, optimizer, loss_func, steps) with steps=3."""
-    return _check(LABS["rnn"], train, "train_rnn", _("all three steps run, on the reference's gradients: the state is "
+    return check_lab(LABS["rnn"], train, "train_rnn", _("all three steps run, on the reference's gradients: the state is "
                                                 "carried on, cut from the previous step's graph"))
 
 

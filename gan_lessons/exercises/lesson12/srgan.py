@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
 from gan_lessons.i18n import N_, _
-from gan_lessons.exercises.lesson12.grading import (LABS, Lab, _check, _lab, _names)
 
 
 class SRGenerator(nn.Module):
@@ -51,7 +51,7 @@ def _srgan_problem():
     def args(k):
         into_G.append(0)
         return netG, netD, optimizerG, optimizerD, crit, *data[k]
-    return args, {"optimizerG": optimizerG, "optimizerD": optimizerD}, _names(netG=netG, netD=netD), \
+    return args, {"optimizerG": optimizerG, "optimizerD": optimizerD}, named_params(netG=netG, netD=netD), \
         {"into_G": into_G}
 
 
@@ -135,7 +135,7 @@ def _srgan_g_first(netG, netD, optimizerG, optimizerD, generator_criterion, data
     optimizerD.step()
 
 
-_lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, reference_srgan_step, calls=2, atol=2e-6,
+add_lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, reference_srgan_step, calls=2, atol=2e-6,
          extra=_srgan_extra, mistakes=[
     (_srgan_no_adversarial, N_("what reached netG is the image loss's gradient alone: no part of it came through "
                                "netD, so G no longer learns from D's score of its images (the adversarial term is "
@@ -153,7 +153,7 @@ _lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, referen
 
 def check_srgan_step(srgan_step) -> bool:
     """Lab 1. srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target), twice."""
-    return _check(LABS["srgan"], srgan_step, "srgan_step", _("runs to the end, and optimizerD and optimizerG step on "
+    return check_lab(LABS["srgan"], srgan_step, "srgan_step", _("runs to the end, and optimizerD and optimizerG step on "
                                                             "the reference's gradients at both steps"))
 
 

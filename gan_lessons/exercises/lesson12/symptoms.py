@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gan_lessons.i18n import Text, _, width
 from gan_lessons.exercises.lesson12.grading import LABS
+from gan_lessons.i18n import Text, _, width
 
 
 @dataclass
@@ -40,8 +40,8 @@ class _Backwards(TorchFunctionMode):
 
 def _problem(name, make_critic):
     if name == "wgan_gp":
-        from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, _wgan_problem
-        return _wgan_problem(make_critic or Discriminator)
+        from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, wgan_problem
+        return wgan_problem(make_critic or Discriminator)
     return LABS[name].problem()
 
 

@@ -4,9 +4,9 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
-from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson12.grading import LAB_HINTS, Lab, named_params
 from gan_lessons.exercises.steps import first_difference, matching
-from gan_lessons.exercises.lesson12.grading import LAB_HINTS, Lab, _names
+from gan_lessons.i18n import N_, _
 
 
 class Discriminator(nn.Module):
@@ -69,7 +69,7 @@ def reference_train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
     d_optimizer.step()
 
 
-def _wgan_problem(make_critic):
+def wgan_problem(make_critic):
     torch.manual_seed(3)
     G = Generator(1)
     torch.manual_seed(33)
@@ -78,10 +78,10 @@ def _wgan_problem(make_critic):
     g = torch.Generator().manual_seed(333)
     data = [(torch.rand(4, 1, 8, 8, generator=g) * 2 - 1, torch.randn(4, 8, 1, 1, generator=g),
              torch.rand(4, 1, 1, 1, generator=g)) for _ in range(3)]
-    return (lambda k: (D, G, d_optimizer, *data[k]), {"d_optimizer": d_optimizer}, _names(D=D), {"D": D})
+    return (lambda k: (D, G, d_optimizer, *data[k]), {"d_optimizer": d_optimizer}, named_params(D=D), {"D": D})
 
 
-def _mixes_samples(D):
+def sample_mixing(D):
     """How much the critic's output for sample 0 depends on samples 1 to 3 (in training mode): the largest entry of
     the gradient of D(x)[0] with respect to them, 0.0 for a critic that treats each sample on its own."""
     x = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(0)).requires_grad_(True)
@@ -108,14 +108,14 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
             unanswered("train_critic", train_critic, N_("your train_critic")):
         return False
     try:
-        _wgan_problem(make_critic)
+        wgan_problem(make_critic)
     except Exception as error:
         if stub_left("make_critic", error, "make_critic"):
             return False
         return verdict(label, [raised("make_critic", error, LAB_HINTS)], "")
-    lab = Lab("wgan_gp", "WGAN-GP", lambda: _wgan_problem(make_critic), reference_train_critic, calls=3)
-    D = _wgan_problem(make_critic)[3]["D"]
-    mixed = _mixes_samples(D)
+    lab = Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(make_critic), reference_train_critic, calls=3)
+    D = wgan_problem(make_critic)[3]["D"]
+    mixed = sample_mixing(D)
     if mixed:
         return verdict(label, [_("your critic's output for one image depends on the other images of the batch (the "
                                  "gradient of D(x)[0] with respect to x[1:] reaches {size:.2g}, not 0): the penalty's "
