@@ -5,7 +5,7 @@
 # And the rest, each in a line (the comment above each target says more):
 #   make test-all     make test, then the lessons' other copies under nbval (Chinese, student copies); CI runs it
 #   make test-copies  the lessons' other copies alone: the Chinese edition and both editions' student copies
-#   make quick        a check in about two minutes: the linter and the unit tests, without notebooks, browser or training
+#   make quick        a quick check: the linter, mypy and the unit tests, without notebooks, browser or training
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
 #   make dot          graphviz's dot (apt where it can), for the graphs
@@ -49,6 +49,7 @@ QUICK_SKIP := browser site_browser nbgrader jupytext student colab cli_bad_input
               doctor_real doctor_cases doctor_quiet wgan_gp fast_mode doctor_ranks processes checkers_lesson13 train_distributed
 quick: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -n 2 --dist loadscope -q tests $(foreach t,$(QUICK_SKIP),--ignore-glob='tests/*/test_$(t).py')
 
 # lab opens a working copy of the lessons, work/ (git-ignored), so running a lesson never changes the committed
@@ -60,6 +61,7 @@ lab: setup dot fonts
 test: setup dot chromium fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(MAKE) --no-print-directory site
 	$(PY) -m pytest -n 2 --dist loadscope -m "not copies"
 	$(MAKE) --no-print-directory gpu-smoke

@@ -202,7 +202,7 @@ def interleaved_ms(names, rounds=10, batch=64, device="cpu") -> dict:
         runs[name] = (G, D, torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()), x_real, noise)
         for _step in range(2):
             strategies.get(name)(*runs[name])
-    times = {name: [] for name in names}
+    times: dict[str, list] = {name: [] for name in names}
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
             if cuda:

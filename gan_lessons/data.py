@@ -65,7 +65,7 @@ def load_mnist(root=DEFAULT_ROOT, train=True, download=True) -> MNIST:
 
 
 RECORD = "gan-lessons-sha256.json"
-_checked = {}
+_checked: dict = {}
 
 
 def check_files(raw) -> None:

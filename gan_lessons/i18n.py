@@ -26,7 +26,7 @@ LANGUAGES = {"en": None, "zh": "zh_CN"}      # what `lang` accepts -> the catalo
 ENV = "GAN_LESSONS_LANG"
 
 _chosen = None          # set by set_language(); otherwise GAN_LESSONS_LANG decides, then English
-_catalogs = {}
+_catalogs: dict = {}
 
 
 def normalize(lang: str) -> str:

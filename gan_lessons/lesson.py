@@ -61,7 +61,7 @@ def set_seed(seed: int = 0) -> None:
     torch.manual_seed(seed)
 
 
-def setup(seed: int = 0, lang: str = None):
+def setup(seed: int = 0, lang: str | None = None):
     """Seed, pick the device, read quick mode, speak `lang` ("en" or "zh"; None: GAN_LESSONS_LANG, else English);
     print one line saying what was chosen. Chinese also picks a CJK font for the figures."""
     if lang is not None:
@@ -89,7 +89,7 @@ class NoErrorRaised(AssertionError):
 class Caught:
     """What `with expect_error(...) as caught:` holds once the block has failed: the error (with the doctor's
     `diagnosis` on it, where the doctor watched the block)."""
-    error: BaseException = None
+    error: BaseException | None = None
 
 
 @contextmanager
@@ -136,7 +136,7 @@ class ClaimFailed(AssertionError):
     not the student, is wrong."""
 
 
-def claim(statement: str, holds, shown=None, on: str = None) -> None:
+def claim(statement: str, holds, shown=None, on: str | None = None) -> None:
     """State a claim a lesson rests on, print it with ✓, and fail the cell if it is false.
 
     `holds` is the evidence, computed in the cell: a bool (or a one-element tensor). `shown` is what decided

@@ -19,6 +19,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.multiprocessing as mp
@@ -38,7 +39,7 @@ class Failure:
 
     def error(self) -> BaseException:
         """The same kind of error, rebuilt here (RuntimeError where the kind cannot be rebuilt)."""
-        kind = getattr(builtins, self.kind, None) if self.module == "builtins" else None
+        kind: Any = getattr(builtins, self.kind, None) if self.module == "builtins" else None
         if kind is None:
             try:
                 kind = getattr(__import__(self.module, fromlist=[self.kind]), self.kind)
@@ -46,7 +47,7 @@ class Failure:
             except Exception:
                 kind = RuntimeError
         error = kind(self.message)
-        error.rank = self.rank
+        error.rank = self.rank         # the process that raised it, for the caller
         return error
 
 
@@ -138,8 +139,11 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
                                                   function.__name__, kwargs), daemon=True) for rank in range(world)]
     for child in children:
         child.start()
-    got, failures, shown, stage = {}, [], set(), {rank: _("starting") for rank in range(world)}
-    pipe = queue.Queue()
+    got: dict = {}
+    failures: list = []
+    shown: set = set()
+    stage = {rank: _("starting") for rank in range(world)}
+    pipe: queue.Queue = queue.Queue()
 
     def reader():
         while True:

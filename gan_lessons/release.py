@@ -155,7 +155,8 @@ def hide_feedback(source: str, where: str = "a cell", lang: str = "en") -> str:
                    reverse=True)
     for begin, end in spans:
         source = f'{source[:begin]}hidden("{hide(source[begin:end])}", globals(), locals()){source[end:]}'
-    head = re.match(r"(?:[ \t]*(?:#|%%).*\n)*", source).end()  # after leading comments (NBVAL markers), cell magics
+    leading = re.match(r"(?:[ \t]*(?:#|%%).*\n)*", source)
+    head = leading.end() if leading else 0  # after leading comments (NBVAL markers), cell magics
     return source[:head] + WORDS[lang]["hidden"] + "\n" + source[head:]
 
 
@@ -163,7 +164,8 @@ def move_after_exercises(nb, lang: str = "en") -> int:
     """Every cell tagged `read-after-exercises` moved after the exercises (before the "Going further" side roads, if
     the lesson has any), under a heading that says so; a one-line pointer stands where it was. Returns how many
     cells moved."""
-    moved, words = [], WORDS[lang]
+    moved: list = []
+    words = WORDS[lang]
     for i, cell in enumerate(nb.cells):
         if LATER not in cell.metadata.get("tags", []):
             continue

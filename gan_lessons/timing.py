@@ -76,7 +76,7 @@ def until_decided(measure, name: str, reference: str, below: float = 1.0, rounds
                   max_rounds: int = 50, confidence: float = 0.99) -> dict:
     """Call `measure(rounds)` (which returns {strategy: [ms per round]}) and pool what it returns until the paired
     ratio of `name` to `reference` decides, for or against `below`, or `max_rounds` rounds are pooled."""
-    timed = {}
+    timed: dict = {}
     while True:
         for key, values in measure(rounds).items():
             timed.setdefault(key, []).extend(values)

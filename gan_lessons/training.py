@@ -103,7 +103,8 @@ class Trainer:
         self.order_gen = torch.Generator().manual_seed(cfg.seed + 1)     # batch order (CPU: same on any device)
         self.noise_gen = torch.Generator(self.device).manual_seed(cfg.seed + 2)
         self.fixed_z = torch.randn(64, cfg.z_dim, generator=torch.Generator().manual_seed(cfg.seed + 3)).to(self.device)
-        self.epoch, self.batch, self.history = 0, 0, []
+        self.epoch, self.batch = 0, 0
+        self.history: list[dict] = []
         # what a step trains: G and D themselves, or under DDP their wrappers (sampling and saving use G and D)
         self.nets = (self.G, self.D) if self.ranks is None else \
             (distributed.wrap(self.G, self.device), distributed.wrap(self.D, self.device))

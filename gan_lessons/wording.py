@@ -26,4 +26,4 @@ def reword(error: BaseException, words: dict) -> str:
     template = getattr(error, "template", None)
     if template is None:
         return str(error)
-    return template.format_map(_Fill({**words, **error.values}))
+    return template.format_map(_Fill({**words, **getattr(error, "values", {})}))

@@ -65,7 +65,7 @@ class Checks:
     where parameters were frozen, D steps judged at G's step) and what they already said. They read the journal's
     history, and add what they say to its diagnoses."""
 
-    def __init__(self, journal, namer):
+    def __init__(self, journal, namer) -> None:
         self.journal, self.namer = journal, namer
         self.foreign: list = []           # ForeignStep: judged at the other net's step
         self.warned: set = set()          # (kind, file, line) already said

@@ -32,9 +32,9 @@ def load_ipython_extension(ip):
     ip.set_custom_exc((RuntimeError,), on_error)
     _installed[id(ip)] = (pre_run_cell, post_run_cell)
 
-_installed = {}
+_installed: dict = {}
 
-_active = []
+_active: list = []
 
 
 def active():

@@ -6,6 +6,7 @@ import os
 import re
 import runpy
 import sys
+import types
 import warnings
 
 import torch
@@ -114,7 +115,7 @@ def inside_backward_frame():
     return None
 
 
-_USER_FILES = {}    # file name: is it the student's? (asked for a dozen frames at every op the doctor records)
+_USER_FILES: dict = {}    # file name: is it the student's? (asked for a dozen frames at every op the doctor records)
 
 
 def is_user(frame) -> bool:
@@ -284,7 +285,7 @@ def custom_forward():
 
 def called_from_user() -> bool:
     """Did the student's code make the current torch call directly (not torch's own code, e.g. torch.compile's)?"""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and _plumbing(frame.f_code.co_filename):
         frame = frame.f_back
     return frame is not None and is_user(frame)

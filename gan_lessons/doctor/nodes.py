@@ -5,6 +5,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from gan_lessons.doctor.frames import shown_path
+from gan_lessons.doctor.report import Where
 from gan_lessons.i18n import _
 
 SERIAL = itertools.count(1)          # one counter for every doctor: a node's serial is never reused
@@ -15,9 +16,9 @@ class NodeInfo:
     """What the doctor knows of one autograd node it saw made."""
     op: str                      # the torch function that made it ("mul", "linear"; "compiled forward")
     module: object               # the module running then (the outermost one the student called), or None
-    where: object                # the student's line that made it (a Where; for ops inside a module, its call)
+    where: Where | None          # the student's line that made it (for ops inside a module, its call)
     serial: int                  # the order nodes were made in, across every doctor
-    inside: object = None        # for an op inside a module: the student's line in that module's code, if any
+    inside: Where | None = None  # for an op inside a module: the student's line in that module's code, if any
     training: object = None      # that module's .training then (False: after model.eval()); None outside modules
 
     def place(self) -> str:

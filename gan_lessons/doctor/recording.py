@@ -101,7 +101,7 @@ class Recorder:
     Its own state is how it is recording: the modules running now and their callers' lines, whether it is paused
     inside an optimizer's step, the versions of the call being recorded's arguments."""
 
-    def __init__(self, journal, namer, subscribers=()):
+    def __init__(self, journal, namer, subscribers=()) -> None:
         self.journal, self.namer, self.subscribers = journal, namer, list(subscribers)
         self.mode = _Mode(self)
         self.writes = BackwardWrites(journal)

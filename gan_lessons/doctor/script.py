@@ -132,9 +132,9 @@ def run(target: str, args=(), module=False, strict=False) -> int:
         if not getattr(sys.flags, "safe_path", False):  # python -P adds no folder; neither does the doctor then
             if module:
                 sys.path[0] = os.getcwd()
-            elif os.path.isdir(path) or zipfile.is_zipfile(path):
+            elif path is not None and (os.path.isdir(path) or zipfile.is_zipfile(path)):
                 del sys.path[0]                        # run_path puts the folder (or zip) itself first
-            else:
+            elif path is not None:
                 sys.path[0] = os.path.dirname(os.path.realpath(path))
         if module:
             _check_module(target)                      # found from the working folder, as python -m finds it

@@ -55,7 +55,7 @@ def _d_step_written(scale=1.0, swap_signs=False, detach_output=False, zero_grad=
     return step
 
 
-D_STEP_MISTAKE_HINTS = [
+D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
     (dict(detach_output=True), N_("the fake term no longer reaches D: D's *output* on the fakes was detached, so only "
                                   "the real images train D. What must be cut from G's graph is what goes into D")),
     (dict(swap_signs=True), N_("the signs are swapped: this loss pushes D's scores on x_real down and on the fakes "
@@ -148,9 +148,13 @@ def check_sample(sample) -> bool:
         expected = G(z)
     G.train()
     state = {k: v.clone() for k, v in G.state_dict().items()}
-    saved = []
+    saved: list[int] = []
+
+    def pack(t):                     # the size of each tensor the forward saves
+        saved.append(t.numel())
+        return t
     try:
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             images = sample(G, z)
     except Exception as error:
         return False if stub_left(name, error) else verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [

@@ -181,7 +181,7 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
     for step in range(steps):
         D, _G, x_real, _fake, _eps = _critic()
         due = step % every == 0
-        forwards = []
+        forwards: list = []
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
         try:
             with watching("r1_penalty") as used:

@@ -202,7 +202,7 @@ CATEGORIES = {   # category: (step, how many programs)
     "leaf in place": (4, 4), "leaf in place, before the forward": (4, 2), "leaf in place after backward": (4, 2),
     "constant in place": (4, 3), "non-leaf in place": (4, 4), "non-leaf in place after backward": (4, 2),
 }
-_PROGRAMS = {}
+_PROGRAMS: dict = {}
 
 
 def programs(step):

@@ -47,7 +47,7 @@ class Lab:
         return records, state, error
 
 
-LABS = {}
+LABS: dict = {}
 
 
 # --- what a lesson cell measures to check a prediction about a broken step ------------------------------------------

@@ -121,11 +121,11 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
                                  "gradient of D(x)[0] with respect to x[1:] reaches {size:.2g}, not 0): the penalty's "
                                  "gradient for one sample then mixes in the others, so it is no longer a penalty per "
                                  "sample").format(size=mixed)], "")
-    mine, _state, error = lab.run(train_critic)
-    if error is not None:
-        if stub_left("train_critic", error, "train_critic"):
+    mine, _state, failure = lab.run(train_critic)
+    if failure is not None:
+        if stub_left("train_critic", failure, "train_critic"):
             return False
-        return verdict(label, [raised("train_critic", error, WGAN_HINTS + LAB_HINTS)], "")
+        return verdict(label, [raised("train_critic", failure, WGAN_HINTS + LAB_HINTS)], "")
     ref = lab.run(reference_train_critic)[0]          # the reference's critic iteration, on your own critic
     wrong = first_difference(mine, ref, 1e-4)
     if wrong:
