@@ -58,12 +58,13 @@ lab: setup dot fonts
 	@mkdir -p work && cp -Rn notebooks/. work/
 	$(VENV)/bin/jupyter lab work/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
+# test: the 25 slowest tests are listed at the end (--durations), where a slower suite shows first.
 test: setup dot chromium fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(MAKE) --no-print-directory site
-	$(PY) -m pytest -n 2 --dist loadscope -m "not copies"
+	$(PY) -m pytest -n 2 --dist loadscope -m "not copies" --durations=25
 	$(MAKE) --no-print-directory gpu-smoke
 
 # The lessons' other copies (the `copies` marker, set in conftest.py by the notebook's folder): the Chinese edition
