@@ -75,18 +75,18 @@ doubled_z = z * 2            # produced by an operation, on a tensor that does n
 # %% [markdown]
 # **Predict, then check.** Replace each `...` with your prediction, run the cell, and read the feedback.
 
-# %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False tensors? (is|are) (always )?(a )?lea(f|ves)"]
+# %% reveals=["doubled_z\\s+False\\s+True", "requires_grad=False tensors? (is|are) (always )?(a )?lea(f|ves)"] tags=["predict"]
 prediction = True  # SOLUTION: is `doubled_z = z * 2` a leaf? (True/False)
 check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
       why="z does not require grad, so nothing is tracked: every requires_grad=False tensor is a leaf, "
           "whatever made it.")
 
-# %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\) returns a tensor with no grad_fn"]
+# %% reveals=["detached\\s+False\\s+True", "detach\\(\\) returns a tensor with no grad_fn"] tags=["predict"]
 prediction = False  # SOLUTION: does `x_fake.detach()` have a grad_fn? (True/False)
 check("x_fake.detach() has a grad_fn", prediction, x_fake.detach().grad_fn is not None,
       why="detach() returns a tensor with no grad_fn and requires_grad=False: a new leaf (lesson 04 uses this).")
 
-# %% tags=["predict"] reveals=["parameters are leaves", "a weight and a bias: 4"]
+# %% reveals=["parameters are leaves", "a weight and a bias: 4"] tags=["predict"]
 prediction = 4  # SOLUTION: how many of G's parameter tensors are leaves that require grad? (a number)
 check("G's parameter tensors that are leaves and require grad", prediction,
       sum(p.is_leaf and p.requires_grad for p in G.parameters()),
@@ -117,7 +117,7 @@ c = a * b
 loss = c.sum()
 loss.backward()
 
-# %% tags=["predict"] reveals=["only leaves that require grad (get|have)", "b\\.grad = None"]
+# %% reveals=["only leaves that require grad (get|have)", "b\\.grad = None"] tags=["predict"]
 prediction = ["a"]  # SOLUTION: which of "a", "b", "c" hold a gradient in .grad now? (a list of names, e.g. ["a", "c"])
 import warnings
 with warnings.catch_warnings():
@@ -182,7 +182,7 @@ b = torch.tensor([2., 3, 4])
 loss = (a * b).sum()
 mul = loss.grad_fn.next_functions[0][0]          # the node of a * b
 
-# %% tags=["predict"] reveals=["\\bb`? has no node", "b's slot in MulBackward0 is empty"]
+# %% reveals=["\\bb`? has no node", "b's slot in MulBackward0 is empty"] tags=["predict"]
 prediction = False  # SOLUTION: does b get a node of its own in loss's graph (something in mul's slot for b)? (True/False)
 check("b has a node in loss's graph", prediction, mul.next_functions[1][0] is not None,
       why="nothing needs b's gradient, so autograd records no node for it: its slot is None.")
@@ -241,7 +241,7 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
 print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
-# %% tags=["predict"] reveals=["leaf stays a leaf", "kept a a leaf"]
+# %% reveals=["leaf stays a leaf", "kept a a leaf"] tags=["predict"]
 prediction = True  # SOLUTION: does `a -= 0.1 * a.grad` under torch.no_grad() run AND leave a a leaf that requires grad? (True/False)
 try:
     with torch.no_grad():
@@ -293,7 +293,7 @@ for step in range(3):
     loss_D = D(x).sum()                       # d loss_D / d D.weight is x: all ones, every step
     loss_D.backward()                         # note: no opt_D.zero_grad() in this loop
 
-# %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W+adds", "each backward adds"]
+# %% reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W+adds", "each backward adds"] tags=["predict"]
 prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the loop? (a list of 3 numbers)
 check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
       why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")

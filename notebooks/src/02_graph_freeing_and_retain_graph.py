@@ -70,7 +70,7 @@ graph
 # transposed weight (`mat2`). Now one backward. The saved tensors are what backward frees; what about the nodes
 # that held them?
 
-# %% tags=["predict"] reveals=["nodes are still there", "not the nodes themselves"]
+# %% reveals=["nodes are still there", "not the nodes themselves"] tags=["predict"]
 loss.backward()
 prediction = True  # SOLUTION: after loss.backward(), does loss still have its grad_fn (loss.grad_fn is not None)? (True/False)
 check("loss.grad_fn is still there after backward", prediction, loss.grad_fn is not None,
@@ -121,7 +121,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 # **Predict, then check.** Way 1 raised because the first backward freed what `addmm` and `tanh` had saved. Here
 # is a graph of one addition and one sum instead.
 
-# %% tags=["predict"] reveals=["save no tensor", "nothing can be freed"]
+# %% reveals=["save no tensor", "nothing can be freed"] tags=["predict"]
 x = torch.ones(3, requires_grad=True)
 y = (x + 1).sum()
 prediction = False  # SOLUTION: does calling y.backward() twice raise? (True/False) Hint: what does `x + 1` need to save?
@@ -211,7 +211,7 @@ def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     seed004_loop()
 
-# %% tags=["predict"] reveals=["l1 only needs model1's graph", "l1's graph reaches model2 -> False"]
+# %% reveals=["l1 only needs model1's graph", "l1's graph reaches model2 -> False"] tags=["predict"]
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 a = model1(torch.randn(4, 10))
 l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
@@ -229,7 +229,7 @@ check("l1's graph reaches model2", prediction, "model2." in tree,
 # tensors the graph holds, each storage counted once, parameters left out (they live anyway). The figure depends
 # only on shapes, so it is the same on every run and every machine.
 
-# %% tags=["predict"] reveals=["about as (much|many bytes) as the parameters", "-> 'about the same'"]
+# %% reveals=["about as (much|many bytes) as the parameters", "-> 'about the same'"] tags=["predict"]
 from gan_lessons.models import Generator, Discriminator
 
 G, D = Generator(), Discriminator()
@@ -314,7 +314,7 @@ claim("the gradients are the same", all(torch.equal(p, q) for p, q in zip(reused
 # **Predict, then check.** `seed004_loop` (section 2) runs 20 steps of the loop from the same seed with either fix,
 # with the seed's two optimizers, `optimizer1` over model1 and `optimizer2` over model2.
 
-# %% tags=["predict"] reveals=["identical weights", "Identical to the last bit"]
+# %% reveals=["identical weights", "Identical to the last bit"] tags=["predict"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
 prediction = True  # SOLUTION: do the two fixes end with exactly the same weights in both models? (True/False)
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],

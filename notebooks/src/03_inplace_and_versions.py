@@ -73,7 +73,7 @@ claim("x = x + 1 is a new tensor, which starts at version 0", versions[6] == 0, 
 # %% [markdown]
 # `optimizer.step()` belongs on this list: it updates each parameter in place (under `no_grad`, lesson 01).
 
-# %% tags=["predict"] reveals=["init\\w*( is| bumps| fills)[^.\\n]*(in place|version)", "_version after one step -> 2"]
+# %% reveals=["init\\w*( is| bumps| fills)[^.\\n]*(in place|version)", "_version after one step -> 2"] tags=["predict"]
 prediction = 2  # SOLUTION: a fresh nn.Linear(3, 1), one backward, one Adam step: what is layer.weight._version now?
 layer = nn.Linear(3, 1)
 opt = optim.Adam(layer.parameters(), lr=0.1)
@@ -104,7 +104,7 @@ claim("init bumps the version once, and each Adam step once more", versions == [
 # kept for it), so `a * a` keeps `a` twice, `a * b` with a constant `b` keeps only `b`, and `a * 2` keeps only the
 # 2. Before the table of what each op keeps, one case to think through from the derivative: `exp`.
 
-# %% tags=["predict"] reveals=["\\bstale\\b", "exp\\W.{0,25}saves? (its|their) output"]
+# %% reveals=["\\bstale\\b", "exp\\W.{0,25}saves? (its|their) output"] tags=["predict"]
 prediction = False  # SOLUTION: after `y = a.exp(); y.mul_(2)`, is the tensor exp saved for backward still as it was when saved?
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
@@ -202,7 +202,7 @@ graphs.draw({"lossG": lossG}, graphs.param_names(G=G, D=D, t=t))
 # The message gives the saved tensor's shape, `[2, 2]`, the same as `D.weight`'s. Seed 000's D ends in
 # `nn.Linear(512, 1)`, whose weight has shape `[1, 512]`, and it reads activations that require grad.
 
-# %% tags=["predict"] reveals=["\\[512, 1\\]", "saves? .?weight\\.t\\(\\)"]
+# %% reveals=["\\[512, 1\\]", "saves? .?weight\\.t\\(\\)"] tags=["predict"]
 prediction = (512, 1)  # SOLUTION: the same error on Linear(512, 1)'s weight: which shape does the message print?
 import re
 
@@ -295,6 +295,7 @@ claim("every weight of D that the forward saved is stale, D's last layer (net.7)
       len(stale) == 4 and all(s.param.startswith("D.") for s in stale) and stale[0].param == "D.net.7.weight.T",
       [s.param for s in stale])
 
+
 # %% [markdown]
 # Every weight of D that the forward saved is stale, since `step()` touched them all; PyTorch reports the first
 # one its backward reaches, D's last layer. Section 5 says why the same loop ran without this error on old torch.
@@ -384,7 +385,7 @@ claim("gate that requires grad: mul saved h too", saved == ["other", "self"], sa
 with expect_error(RuntimeError, r"modified by an inplace operation.*output 0 of Relu(Backward0)?, is at version 1; expected version 0"):
     loss.backward()
 
-# %% tags=["predict"] reveals=["tanh\\W+(saves?|keeps?) (its|their) output", "Tanh then ReLU\\(inplace=True\\) raises -> True"]
+# %% reveals=["tanh\\W+(saves?|keeps?) (its|their) output", "Tanh then ReLU\\(inplace=True\\) raises -> True"] tags=["predict"]
 prediction = True  # SOLUTION: is nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True)) broken too?
 net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True))
 try:
@@ -453,7 +454,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # `no_grad` does not get past the version check. `.data` does not bump the version (the first cell of this
 # section showed it), so it will get past it. What does the backward then compute?
 
-# %% tags=["predict"] reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"]
+# %% reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"] tags=["predict"]
 prediction = [4.0, 6.0, 8.0]  # SOLUTION: y = x * x at x = [1, 2, 3], then `x.data += 1` and y.sum().backward(): x.grad as a list, or "error"?
 x, y = fresh()
 x.data += 1                     # .data: no version bump

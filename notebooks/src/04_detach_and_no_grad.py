@@ -62,7 +62,7 @@ y_detached = y.detach()
 claim("y.detach() shares y's memory", y_detached.data_ptr() == y.data_ptr())
 claim("yet it is an alias, not a view in autograd's sense: it has no _base", not y_detached._is_view() and y_detached._base is None)
 
-# %% tags=["predict"] reveals=["shares?[^.\\n]*version counter", "bumped y's version"]
+# %% reveals=["shares?[^.\\n]*version counter", "bumped y's version"] tags=["predict"]
 prediction = False  # SOLUTION: after `y = a.exp(); y.detach().zero_()`, does `y.sum().backward()` run without an error?
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
@@ -117,7 +117,7 @@ claim("only inference_mode makes an inference tensor", inference == ["inference_
 # Three fake batches that look alike: no graph behind any of them, and the same values. The D step trains D on a
 # fake batch: `D(x_fake)`, a loss, a backward into D's weights.
 
-# %% tags=["predict"] reveals=["Inference tensors cannot be saved", "never for data that will enter training"]
+# %% reveals=["Inference tensors cannot be saved", "never for data that will enter training"] tags=["predict"]
 prediction = "inference_mode"  # SOLUTION: D = nn.Linear(4, 1) trains on each of the three; which ones raise? "none", or their names joined by ", "
 D = nn.Linear(4, 1)
 raising = []
@@ -170,7 +170,7 @@ def grads_after_D_step(detach):
     return count(G), count(D)
 
 
-# %% tags=["predict"] reveals=["G 14/14", "fills the \\.grad of every G parameter"]
+# %% reveals=["G 14/14", "fills the \\.grad of every G parameter"] tags=["predict"]
 prediction = 14  # SOLUTION: seed 000's G has 14 parameter tensors; without detach, how many have a .grad after loss_D.backward()?
 check("G parameters with a .grad after an undetached D step", prediction, grads_after_D_step(detach=False)[0][0],
       why="D's loss reaches every G parameter through x_fake, so backward fills all of them.")
@@ -326,7 +326,7 @@ def G_under_no_grad():
         G(z)
 
 
-# %% tags=["predict"] reveals=["(updates?|moves?|changes?) (its |their |BatchNorm's |the )?running statistics", "still updates BatchNorm"]
+# %% reveals=["(updates?|moves?|changes?) (its |their |BatchNorm's |the )?running statistics", "still updates BatchNorm"] tags=["predict"]
 prediction = True  # SOLUTION: in training mode, does `with torch.no_grad(): G(z)` change bn.running_mean?
 check("a no_grad forward changes BatchNorm's running_mean", prediction, bn_change(G_under_no_grad)[0],
       why="running statistics are buffers that every training-mode forward updates; no_grad only stops the graph.")
@@ -498,7 +498,7 @@ def G_after_a_D_step(set_to_none):
     return G.weight.grad, (G.weight - before).abs().max().item()
 
 
-# %% tags=["predict"] reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"]
+# %% reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"] tags=["predict"]
 prediction = "moves"  # SOLUTION: with opt.zero_grad(set_to_none=False), G's .grad is zeros at the D step's opt.step(): does G "move" or "stay"?
 check("G at a D step with zeroed, not None, grads", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",

@@ -277,7 +277,7 @@ claim("with the double sigmoid, G's loss stays between softplus(-1) and softplus
 # loss_G.backward()
 # ```
 
-# %% tags=["predict"] reveals=["D's parameters get gradients", "also fills D's grads", "G's backward\\s+(still\\s+|also\\s+)?computes\\s+D's\\s+gradients?"]
+# %% reveals=["D's parameters get gradients", "also fills D's grads", "G's backward\\s+(still\\s+|also\\s+)?computes\\s+D's\\s+gradients?"] tags=["predict"]
 prediction = "both"  # SOLUTION: after g_first's loss_G.backward(), which network's parameters have .grad: "G", "D" or "both"?
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
@@ -297,13 +297,13 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # %% [markdown]
 # Two questions on the code above, before the text below walks through it.
 
-# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "each backward limited by `inputs=` to one network", "only loss_D fills"]
+# %% reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "each backward limited by `inputs=` to one network", "only loss_D fills"] tags=["predict"]
 prediction = 1  # SOLUTION: in one step of one_forward, how many times is each D parameter's .grad accumulated into (its gradient passes)?
 one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
 check("one_forward D grad passes", prediction, one_forward_cost.D_grad_passes,
       why="backward(inputs=...) keeps loss_G's backward out of D's .grad; only loss_D fills it.")
 
-# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "pays one extra G forward"]
+# %% reveals=["d_first_fresh_fake\\s+2/1\\b", "pays one extra G forward"] tags=["predict"]
 prediction = 2  # SOLUTION: how many forward calls of G per step does d_first_fresh_fake make (hooks count every call)?
 fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
 check("d_first_fresh_fake G forwards", prediction, fresh_fake_cost.G_forward,
@@ -418,6 +418,7 @@ shown = panel.shown[panel.buttons.value]
 print(tr("default strategy: {name}", name=panel.buttons.value))
 print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
 print(shown["graph"])
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary

@@ -72,7 +72,7 @@ from gan_lessons.training import TrainConfig
 # `data.mnist_tensors` returns that tensor, and the trainer keeps it as it comes. G's samples are floats in
 # [-1, 1]. Predict how the real images are stored, then run the cell.
 
-# %% tags=["predict"] reveals=["uint8", "\\b47(\\.0)? MB"]
+# %% reveals=["uint8", "\\b47(\\.0)? MB"] tags=["predict"]
 prediction = torch.uint8  # SOLUTION: the dtype of the training images as data.mnist_tensors returns them (a torch dtype)?
 images, labels = data.mnist_tensors(train=True)
 check("images.dtype", prediction, images.dtype,
@@ -99,7 +99,7 @@ claim("the 60,000 training images take under 50 MB as uint8", images.dtype == to
 # Two questions before it runs. Seed 000's G turns 64 numbers into 784 pixels; its D turns 784 pixels into one
 # number. Which of the two has more parameters?
 
-# %% tags=["predict"] reveals=["1,654,121", "1,640,033"]
+# %% reveals=["1,654,121", "1,640,033"] tags=["predict"]
 prediction = False  # SOLUTION: does seed 000's D have more parameters than its G? (True/False)
 count = lambda net: sum(p.numel() for p in net.parameters())
 G_seed, D_seed = Generator(), Discriminator()
@@ -112,7 +112,7 @@ check("D has more parameters than G", prediction, count(D_seed) > count(G_seed),
 # The trainer cuts the images it keeps into batches of 64, every epoch in a new order. With 1,000 images, how many
 # steps make one epoch? (1,000 is not a multiple of 64.)
 
-# %% tags=["predict"] reveals=["1000 // 64 = 15", "drops the incomplete last batch"]
+# %% reveals=["1000 // 64 = 15", "drops the incomplete last batch"] tags=["predict"]
 prediction = 15  # SOLUTION: steps per epoch when the trainer keeps 1,000 images, batch size 64?
 small = training.Trainer(TrainConfig(limit=1000, out=str(training.RUNS / "lesson06"), device=str(device)))
 check("steps per epoch", prediction, small.steps_per_epoch,
@@ -279,7 +279,7 @@ claim("real pixels lie in [-1, 1], and most of them are exactly -1", x_real.min(
 # compared its samples with real digits, which could have taught it to stay inside. Predict before we measure
 # 2,000 samples of the shipped generator trained without `tanh`.
 
-# %% tags=["predict"] reveals=["which no real digit has: (0\\.[5-9]|1\\.0)", "\\d+% of its samples have a pixel outside"]
+# %% reveals=["which no real digit has: (0\\.[5-9]|1\\.0)", "\\d+% of its samples have a pixel outside"] tags=["predict"]
 prediction = True  # SOLUTION: after 20 epochs, do more than half of the seed's G's samples have a pixel outside [-1, 1]? (True/False)
 shipped = {tr("with Tanh"): "generator", tr("seed's G (--no-tanh)"): "generator_no_tanh"}   # the names as shown
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}

@@ -120,7 +120,7 @@ claim("the doctor also warned about the double sigmoid, and not about D's backwa
 # watching change what it watches? Below, one clean training step (Adam on a small classifier) runs twice from the
 # same seed: once plain, once under the doctor. Predict, then compare the loss and every weight after the step.
 
-# %% tags=["predict"] reveals=["same with and without", "never changes a result"]
+# %% reveals=["same with and without", "never changes a result"] tags=["predict"]
 prediction = False  # SOLUTION: does the doctor change the loss, or any weight after the step, of a clean step? (True/False)
 def clean_step():
     """One Adam step of a small classifier; its loss and every weight afterwards."""
@@ -154,7 +154,7 @@ claim("the doctor had nothing to say about the clean step", doc.diagnoses == [],
 # kind `"version"` (a saved tensor changed in place); the doctor has others, such as `"freed"` and
 # `"leaf_inplace"`, each named after what went wrong.
 
-# %% tags=["predict"] reveals=["first (call|backward) freed", "first call freed its graph"]
+# %% reveals=["first (call|backward) freed", "first call freed its graph"] tags=["predict"]
 prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?
 x = torch.ones(2, requires_grad=True)
 kind = None                                  # stays None if nothing raises
@@ -197,7 +197,7 @@ def seed001(retain_graph):
         lossG.backward()
 
 
-# %% tags=["predict"] reveals=["freed by: the backward at line", "the first backward freed it"]
+# %% reveals=["freed by: the backward at line", "the first backward freed it"] tags=["predict"]
 prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
 with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     seed001(retain_graph=False)
@@ -232,7 +232,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
 # %% [markdown]
 # **Seed 004's model1/model2 loop**: two losses, each with its own optimizer. Predict first.
 
-# %% tags=["predict"] reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"]
+# %% reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"] tags=["predict"]
 prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
@@ -281,7 +281,7 @@ with warnings.catch_warnings():
 # backward then fails with a version error on `x_fake`. Predict which autograd node saved the `x_fake` that went
 # stale (its `grad_fn` name, in the form `AddmmBackward0`), then run the loop under the doctor.
 
-# %% tags=["predict"] reveals=["TanhBackward0", "tanh saves its output"]
+# %% reveals=["TanhBackward0", "tanh saves its output"] tags=["predict"]
 prediction = "TanhBackward0"  # SOLUTION: which autograd node saved the x_fake that the += makes stale?
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
@@ -308,7 +308,7 @@ check("the node that saved the stale x_fake", prediction, node,
 # instead of calling D again. Predict what the doctor will say (D here is a small `nn.Sequential`: its layers are
 # `D[0]` to `D[3]`, and their parameters are named `D.1.weight` and so on):
 
-# %% tags=["predict"] reveals=["modified by: opt_D\\.step\\(\\) at line \\d+ \\(`opt_D\\.step\\(\\)`\\)", "D\\.3\\.weight\\.T changed in place"]
+# %% reveals=["modified by: opt_D\\.step\\(\\) at line \\d+ \\(`opt_D\\.step\\(\\)`\\)", "D\\.3\\.weight\\.T changed in place"] tags=["predict"]
 prediction = dict(kind="version", tensor="D.3.weight", line="opt_D.step()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 G = Generator()

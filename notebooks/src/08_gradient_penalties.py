@@ -76,7 +76,7 @@ y = (x ** 3).sum()
 dy_dx, = grad(y, x)
 claim("autograd.grad returns dy/dx = 3x²", torch.equal(dy_dx, 3 * x.detach() ** 2), rounded(dy_dx))
 
-# %% tags=["predict"] reveals=["touches no `?\\.grad", "x\\.grad stays None", "leaves `?\\.grad`? alone"]
+# %% reveals=["touches no `?\\.grad", "x\\.grad stays None", "leaves `?\\.grad`? alone"] tags=["predict"]
 prediction = False  # SOLUTION: after grad(y, x), is x.grad filled?
 check("autograd.grad fills x.grad", prediction, x.grad is not None,
       why="autograd.grad returns the gradients instead of adding them into .grad; x.grad stays None.")
@@ -191,7 +191,7 @@ with expect_error(RuntimeError, "grad can be implicitly created only for scalar 
 # With `grad_outputs=torch.ones_like(scores)` it runs. `g` is the gradient of the 16 scores (summed) with respect
 # to `x_hat`, and the penalty takes one norm per image from it.
 
-# %% tags=["predict"] reveals=["\\(16, 1, 28, 28\\)", "one entry per pixel"]
+# %% reveals=["\\(16, 1, 28, 28\\)", "one entry per pixel"] tags=["predict"]
 g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
 prediction = (16, 1, 28, 28)  # SOLUTION: what is tuple(g.shape)? (x_hat is 16 MNIST digits; D gives one score each)
 check("g.shape", prediction, tuple(g.shape),
@@ -264,7 +264,7 @@ print(tr("penalty without create_graph: {without:.4f}; with it: {with_it:.4f}", 
          with_it=gp_live.item()))
 claim("without create_graph the penalty has the same value", torch.allclose(gp_const, gp_live.detach()))
 
-# %% tags=["predict"] reveals=["exactly those of the loss without any penalty", "trains nothing", "gradient (on|with respect to) D('s weights)? is zero"]
+# %% reveals=["exactly those of the loss without any penalty", "trains nothing", "gradient (on|with respect to) D('s weights)? is zero"] tags=["predict"]
 prediction = 0  # SOLUTION: of D's parameters, how many get a different gradient in `no_graph` than in `plain`?
 check("D parameters whose gradient the penalty without create_graph changes", prediction,
       sum(not torch.equal(s, p) for s, p in zip(no_graph, plain)),
@@ -311,7 +311,7 @@ def r1_loss(**grad_options):
     return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # the loss and R1, weight 5
 
 
-# %% tags=["predict"] reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"]
+# %% reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"] tags=["predict"]
 prediction = False  # SOLUTION: does r1_loss(retain_graph=False).backward() run?
 try:
     r1_loss(retain_graph=False).backward()

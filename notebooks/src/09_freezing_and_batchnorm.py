@@ -183,7 +183,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 # G's fake does), with D frozen, and a saved-tensor hook records whether the layer saved that input. Replace the
 # `...` with your prediction for D's first Conv layer, then run the cell.
 
-# %% tags=["predict"] reveals=["Conv2d +input .*frozen: saves its input", "conv layers? still (saves|keeps|save|keep) (its|their) inputs?", "ConvolutionBackward0 keeps"]
+# %% reveals=["Conv2d +input .*frozen: saves its input", "conv layers? still (saves|keeps|save|keep) (its|their) inputs?", "ConvolutionBackward0 keeps"] tags=["predict"]
 prediction = False  # SOLUTION: with D frozen, does D's first Conv layer skip saving its input for backward? (True or False)
 
 def saves_its_input(layer, shape):
@@ -310,7 +310,7 @@ claim("evaluation mode: neither changes", not changed and counted_batches == 0)
 # make? **Predict, then check** for `d_first_fresh_fake`; the next cell runs one step of each of the six orders on a
 # fresh G and prints `num_batches_tracked` of G's first BatchNorm after it.
 
-# %% tags=["predict"] reveals=["d_first_fresh_fake +num_batches_tracked after one step: 2", "running statistics twice", "runs G twice"]
+# %% reveals=["d_first_fresh_fake +num_batches_tracked after one step: 2", "running statistics twice", "runs G twice"] tags=["predict"]
 prediction = 2  # SOLUTION: after one d_first_fresh_fake step on a fresh G, what is num_batches_tracked of G's first BatchNorm?
 steps_run = ["one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"]
 tracked = {}

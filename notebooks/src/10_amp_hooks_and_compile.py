@@ -90,7 +90,7 @@ claim("the BCE loss comes out float32: autocast runs it in float32 whatever its 
 # G's first Linear layer computed in bfloat16 above. **Predict, then check:** what type will backward give its
 # weight's gradient? Replace the `...`, then run the cell: it runs `loss_G.backward()`.
 
-# %% tags=["predict"] reveals=["-> torch.float32", "every gradient backward writes into them", "gradients? stays? float32"]
+# %% reveals=["-> torch.float32", "every gradient backward writes into them", "gradients? stays? float32"] tags=["predict"]
 prediction = torch.float32  # SOLUTION: after loss_G.backward(), what dtype is G.net[0].weight.grad (torch.float32 or torch.bfloat16)?
 loss_G.backward()
 check("dtype of a parameter's gradient after an autocast backward", prediction, G.net[0].weight.grad.dtype,
@@ -212,7 +212,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
 # **Predict, then check:** in the second iteration, which optimizer takes its step? Replace the `...`, then run the
 # cell: it runs both iterations and prints what moved.
 
-# %% tags=["predict"] reveals=["inf in G's grad +G moved: False +D moved: True", "opt_D still steps", "each optimizer checks only its own"]
+# %% reveals=["inf in G's grad +G moved: False +D moved: True", "opt_D still steps", "each optimizer checks only its own"] tags=["predict"]
 prediction = "D"  # SOLUTION: one GradScaler, an inf in one of G's gradients: which optimizer steps, "G", "D", "both" or "neither"?
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
@@ -336,7 +336,7 @@ def G_update(factor, make_opt):
 sgd = lambda params: optim.SGD(params, lr=0.1)
 adam = lambda params: optim.Adam(params, lr=1e-3)
 
-# %% tags=["predict"] reveals=["with SGD, G's update is halved", "Adam, G's first update hardly changes", "constant factor on the gradient almost cancels"]
+# %% reveals=["with SGD, G's update is halved", "Adam, G's first update hardly changes", "constant factor on the gradient almost cancels"] tags=["predict"]
 prediction = "SGD"  # SOLUTION: a hook halves the gradient at x_fake. Whose first update of G is halved too, "SGD" or "Adam"?
 grads_1, sgd_1 = G_update(1.0, sgd)
 grads_half, sgd_half = G_update(0.5, sgd)
@@ -546,7 +546,7 @@ else:
 # compiler. **Predict, then check:** how many breaks does it report for `logged_step` below, with its one `.item()`?
 # Replace the `...`, then run the cell.
 
-# %% tags=["predict"] reveals=["graphs: 2, graph breaks: 1", "one graph break", "splits the function into two graphs"]
+# %% reveals=["graphs: 2, graph breaks: 1", "one graph break", "splits the function into two graphs"] tags=["predict"]
 prediction = 1  # SOLUTION: how many graph breaks does torch._dynamo.explain report for logged_step, with its one .item()?
 torch.manual_seed(0)
 D_small = nn.Linear(4, 1)
@@ -651,7 +651,6 @@ else:
 # gradient norm there is about 0.27), notes every call on the scaler and the batch of every D forward, compares the
 # gradient each optimizer steps on with the right one, and runs it twice more: with an inf in one of D's gradients,
 # then in one of G's. The whole body is yours.
-
 
 # %%
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):

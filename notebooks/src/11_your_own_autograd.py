@@ -89,7 +89,7 @@ def saved_by_torch(y):
 #
 # **Predict, then check.** Three operations in a row, with only `a` requiring grad. Count the tensors torch keeps.
 
-# %% tags=["predict"] reveals=["three tensors", "exp\\(\\) \\* c -> 3"]
+# %% reveals=["three tensors", "exp\\(\\) \\* c -> 3"] tags=["predict"]
 prediction = 3  # SOLUTION: y = (a * b).exp() * c, only a requires grad: how many tensors do y's nodes keep for backward?
 a = torch.randn(3, requires_grad=True)
 b, c = torch.randn(3), torch.randn(3)
@@ -330,7 +330,7 @@ claim("mul keeps the OTHER operand for an operand's gradient, and exp its output
 #
 # **Predict, then check.** Two losses built from the same leaf, each through its own multiplication.
 
-# %% tags=["predict"] reveals=["share the leaf a and nothing else", "raises after l1\\.backward\\(\\) -> False"]
+# %% reveals=["share the leaf a and nothing else", "raises after l1\\.backward\\(\\) -> False"] tags=["predict"]
 prediction = False  # SOLUTION: l1 = (a * b).sum(), l2 = (a * c).sum(); after l1.backward(), does l2.backward() raise? (True/False)
 a = torch.randn(3, requires_grad=True)
 b, c = torch.randn(3), torch.randn(3)
@@ -451,7 +451,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # Torch keeps, beside each saved value, the version it had when saved, and backward compares it with the value's
 # version then. **Predict, then check** what that comparison makes of a change that is undone.
 
-# %% tags=["predict"] reveals=["counts changes, not values", "changed back: does backward raise -> True"]
+# %% reveals=["counts changes, not values", "changed back: does backward raise -> True"] tags=["predict"]
 prediction = True  # SOLUTION: y = a * b (b constant), then b.add_(1) and b.add_(-1): b holds its old values again. Does y.sum().backward() raise? (True/False)
 a, b = torch.randn(3, requires_grad=True), torch.randn(3)
 y = a * b
@@ -544,7 +544,7 @@ claim("the same outcome from both, the same shapes and versions in the messages"
 # Torch refuses it (lesson 01), and allows it under `no_grad`, which is how `optimizer.step()` updates parameters.
 # **Predict, then check** whether the refusal depends on a backward having run.
 
-# %% tags=["predict"] reveals=["allows a\\.add_\\(1\\) after backward -> False", "not about (time|when)"]
+# %% reveals=["allows a\\.add_\\(1\\) after backward -> False", "not about (time|when)"] tags=["predict"]
 prediction = False  # SOLUTION: a leaf a that requires grad; loss.backward() has run. Does torch allow a.add_(1) outside no_grad? (True/False)
 a = torch.randn(3, requires_grad=True)
 (a * a).sum().backward()
@@ -606,7 +606,7 @@ claim("under no_grad the update goes through and counts as one change", p._versi
 #
 # **Predict, then check.** That difference for `exp` at 1, in float64, against the exact derivative `e`.
 
-# %% tags=["predict"] reveals=["eps squared", "divided by -> 100"]
+# %% reveals=["eps squared", "divided by -> 100"] tags=["predict"]
 prediction = 100  # SOLUTION: (exp(1 + eps) - exp(1 - eps)) / (2 eps) against e, in float64: going from eps = 1e-2 to 1e-3 divides its error by about how much? (10 or 100)
 x = torch.tensor(1.0, dtype=torch.float64)
 central = {eps: ((x + eps).exp() - (x - eps).exp()) / (2 * eps) for eps in (1e-2, 1e-3)}
@@ -700,7 +700,7 @@ claim("in float32, eps 1e-2 agrees better than a larger eps (the difference's ow
 # **Predict, then check.** `loss = ((a * b).exp() * b).sum()` with only `a` requiring grad, then
 # `loss.backward(retain_graph=True)`, then `b.add_(1)` under `no_grad`.
 
-# %% tags=["predict"] reveals=["b is kept twice", "marked stale after b\\.add_\\(1\\) -> 2"]
+# %% reveals=["b is kept twice", "marked stale after b\\.add_\\(1\\) -> 2"] tags=["predict"]
 prediction = 2  # SOLUTION: after that b.add_(1), how many saved values will the drawing mark stale?
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
 a, b = engine(torch.ones(3), requires_grad=True), engine(torch.full((3,), 2.0))

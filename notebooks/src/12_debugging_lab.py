@@ -86,7 +86,7 @@ from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, f
 # SRGAN's image loss and its adversarial term (`0.001 * mean(1 - out_labels)`); the VGG and TV terms are left out.
 # The step runs twice, on two batches. Run it, and read what the grader says.
 
-# %% tags=["predict"] reveals=["optimizerD\\.step\\(\\) changes D's weights", "clears the error -> 'optimizerD'"]
+# %% reveals=["optimizerD\\.step\\(\\) changes D's weights", "clears the error -> 'optimizerD'"] tags=["predict"]
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
     real_img = target
     z = data
@@ -194,7 +194,7 @@ def train_broken(G, D, GD, z_, config, x):
 
 log = show_log("biggan", train_broken)
 
-# %% tags=["predict"] reveals=["first D step on a wrong gradient -> 2", "something between the two D steps"]
+# %% reveals=["first D step on a wrong gradient -> 2", "something between the two D steps"] tags=["predict"]
 prediction = 2  # SOLUTION: the grader runs train twice, two D steps each: which of those four D steps is the first on a wrong gradient? (1 to 4)
 broken_ok = exercises.check_biggan_train(train_broken)
 check("the first D step on a wrong gradient", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
@@ -288,7 +288,7 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
 
-# %% tags=["predict"] reveals=["image 0 stays the same when image 1 changes -> False", "does not look at one image at a time"]
+# %% reveals=["image 0 stays the same when image 1 changes -> False", "does not look at one image at a time"] tags=["predict"]
 prediction = False  # SOLUTION: in training mode, does this critic's output for image 0 of a batch stay the same when image 1 changes? (True/False)
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
@@ -390,7 +390,7 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 
 log = show_log("amp", optimize_parameters_broken)
 
-# %% tags=["predict"] reveals=["far from the reference's at the first call -> 'optimizer_g'", "times the reference's, optimizer_d"]
+# %% reveals=["far from the reference's at the first call -> 'optimizer_g'", "times the reference's, optimizer_d"] tags=["predict"]
 prediction = "optimizer_g"  # SOLUTION: at the first call, does one optimizer step on gradients far from the reference's? Which: "optimizer_g", "optimizer_d" or "neither"?
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
@@ -458,7 +458,7 @@ assert solved, "amp_lab: not solved yet, or not right: the lines above say what 
 # carries the RNN's hidden state `h_state` on to the next step. The second cell below is the first fix people reach
 # for.
 
-# %% tags=["predict"] reveals=["loss\\.backward\\(\\) fails -> 2", "comes from the step before"]
+# %% reveals=["loss\\.backward\\(\\) fails -> 2", "comes from the step before"] tags=["predict"]
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
     h_state = None
     for step in range(steps):
@@ -547,7 +547,7 @@ assert solved, "rnn_train: not solved yet, or not right: the lines above say wha
 # **The code.** D's step with an R1 penalty, G's step, and an EMA of G's weights (`ema.update(G)`), with G and D
 # compiled with `aot_eager`; `ema` was made before G was compiled. The step runs twice.
 
-# %% tags=["predict"] reveals=["the line that raises -> 'backward'", "made without complaint"]
+# %% reveals=["the line that raises -> 'backward'", "made without complaint"] tags=["predict"]
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     x_fake = G(z)
     x_real = x_real.detach().requires_grad_(True)
@@ -650,7 +650,7 @@ def doctor_said(lab_name, seen):
         print(tr("{lab_name}: the doctor says nothing", lab_name=lab_name))
 
 
-# %% tags=["predict"] reveals=["found three of the six", "names or warns about -> 3"]
+# %% reveals=["found three of the six", "names or warns about -> 3"] tags=["predict"]
 prediction = 3  # SOLUTION: of the six broken steps, each run once with the doctor watching, how many will it name or warn about?
 broken = {"srgan": (srgan_step_broken, "modified by an inplace operation"), "biggan": (train_broken, None),
           "wgan_gp": (train_critic_broken, None), "amp": (optimize_parameters_broken, None),

@@ -59,6 +59,7 @@ def show_source(*functions):
 def same(a, b):
     return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
+
 # %% [markdown]
 # ## 1 · What DDP adds to a step
 #
@@ -77,7 +78,7 @@ show_source(ddp_lesson.averaged)
 # **Predict, then check.** After `backward()` through the DDP-wrapped D, rank 1's `D` holds a `.grad`. Is it the
 # gradient of rank 1's own loss, as on one process?
 
-# %% tags=["predict"] reveals=["the mean of the two processes' own gradients", "is not rank 1's own"]
+# %% reveals=["the mean of the two processes' own gradients", "is not rank 1's own"] tags=["predict"]
 prediction = False  # SOLUTION: is rank 1's .grad after the DDP backward the gradient of rank 1's own loss? (True/False)
 rank0, rank1 = processes.run(ddp_lesson.averaged)
 check("rank 1's .grad is its own loss's gradient", prediction, same(rank1["after_ddp"], rank1["own"]),
@@ -111,7 +112,7 @@ show_source(ddp_lesson.buffers)
 # **Predict, then check.** After that forward, does rank 1's running mean still show its 5 (about 4.5, after one
 # update with momentum 0.1)?
 
-# %% tags=["predict"] reveals=["copied rank 0's buffers in", "the 5 is gone"]
+# %% reveals=["copied rank 0's buffers in", "the 5 is gone"] tags=["predict"]
 prediction = False  # SOLUTION: does rank 1's running mean still show the 5 after one DDP forward? (True/False)
 rank0, rank1 = processes.run(ddp_lesson.buffers)
 check("rank 1's running mean keeps its 5", prediction, bool(rank1["running_mean"].mean() > 1),
@@ -169,7 +170,7 @@ if NEW_FLAG:
 # Below, each process trains one step, runs one forward under `no_grad`, rank 1 writes 5 into its running mean, and
 # one training forward follows. Does that training forward copy rank 0's buffers in, as the forward above did?
 
-# %% tags=["predict"] reveals=["rank 1's 5 survives it", "says yes only after"]
+# %% reveals=["rank 1's 5 survives it", "says yes only after"] tags=["predict"]
 prediction = False  # SOLUTION: after the no_grad forward, does the next training forward copy rank 0's buffers in? (True/False)
 after0, after1 = processes.run(ddp_lesson.sample_then_train)
 check("the training forward after a no_grad forward copies rank 0's buffers in", prediction,
@@ -243,7 +244,7 @@ show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
 # **Predict, then check.** `unused_head(iterations=1)` runs one D step, `iterations=2` two. In which iteration,
 # 1 or 2, does DDP raise?
 
-# %% tags=["predict"] reveals=["at the start of the second", "iteration 2 raises"]
+# %% reveals=["at the start of the second", "iteration 2 raises"] tags=["predict"]
 prediction = 2  # SOLUTION: in which iteration (1 or 2) does DDP raise?
 try:
     first = processes.run(ddp_lesson.unused_head, iterations=1)
@@ -335,7 +336,7 @@ show_source(ddp_lesson.d_step_synced_each)
 # is the gradient each process steps on the one that one process would step on with the two processes' batches
 # together?
 
-# %% tags=["predict"] reveals=["is right all the same", "the mean of sums is the sum of means"]
+# %% reveals=["is right all the same", "the mean of sums is the sum of means"] tags=["predict"]
 prediction = True  # SOLUTION: does each process step on the one-process gradient of the global batch? (True/False)
 synced = processes.run(ddp_lesson.accumulate, step="d_step_synced_each")
 one_process = ddp_lesson.one_process_reference(world=2)

@@ -67,18 +67,18 @@ doubled_z = z * 2            # 由运算产生，但作用的张量不需要梯�
 # %% [markdown]
 # **先预测，再验证**。把每个 `...` 换成你的预测，运行单元格，然后阅读反馈。
 
-# %% tags=["predict"] reveals=["doubled_z\\s+False\\s+True", "requires_grad=False\\W*\u7684\u5f20\u91cf\\W*(\u603b\u662f|\u90fd\u662f|\u4e00\u5f8b\u662f)\u53f6\u5b50\u5f20\u91cf"]
+# %% reveals=["doubled_z\\s+False\\s+True", "requires_grad=False\\W*\u7684\u5f20\u91cf\\W*(\u603b\u662f|\u90fd\u662f|\u4e00\u5f8b\u662f)\u53f6\u5b50\u5f20\u91cf"] tags=["predict"]
 prediction = True  # SOLUTION: `doubled_z = z * 2` 是叶子张量吗？（True/False）
 check("doubled_z.is_leaf", prediction, doubled_z.is_leaf,
       why="z 不需要梯度，所以没有任何运算被跟踪：凡是 requires_grad=False 的张量都是叶子张量，"
           "不管它是怎么产生的。")
 
-# %% tags=["predict"] reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*\u8fd4\u56de\u7684\u5f20\u91cf\u6ca1\u6709\\s*grad_fn"]
+# %% reveals=["detached\\s+False\\s+True", "detach\\(\\)\\s*\u8fd4\u56de\u7684\u5f20\u91cf\u6ca1\u6709\\s*grad_fn"] tags=["predict"]
 prediction = False  # SOLUTION: `x_fake.detach()` 有 grad_fn 吗？（True/False）
 check("x_fake.detach() 有 grad_fn", prediction, x_fake.detach().grad_fn is not None,
       why="detach() 返回的张量没有 grad_fn，并且 requires_grad=False：它是一个新的叶子张量（第 04 课会用到这一点）。")
 
-# %% tags=["predict"] reveals=["\u53c2\u6570\u90fd?\u662f\u53f6\u5b50\u5f20\u91cf", "\u4e00\u4e2a\u6743\u91cd\u548c\u4e00\u4e2a\u504f\u7f6e\\W*\u5171\\s*4"]
+# %% reveals=["\u53c2\u6570\u90fd?\u662f\u53f6\u5b50\u5f20\u91cf", "\u4e00\u4e2a\u6743\u91cd\u548c\u4e00\u4e2a\u504f\u7f6e\\W*\u5171\\s*4"] tags=["predict"]
 prediction = 4  # SOLUTION: G 的参数张量中，有几个是需要梯度的叶子张量？（一个数）
 check("G 中既是叶子张量、又需要梯度的参数张量个数", prediction,
       sum(p.is_leaf and p.requires_grad for p in G.parameters()),
@@ -108,7 +108,7 @@ c = a * b
 loss = c.sum()
 loss.backward()
 
-# %% tags=["predict"] reveals=["\u53ea\u6709\u9700\u8981\u68af\u5ea6\u7684\u53f6\u5b50\u5f20\u91cf\u624d\u4f1a?(\u5f97\u5230|\u6709)", "b\\.grad = None"]
+# %% reveals=["\u53ea\u6709\u9700\u8981\u68af\u5ea6\u7684\u53f6\u5b50\u5f20\u91cf\u624d\u4f1a?(\u5f97\u5230|\u6709)", "b\\.grad = None"] tags=["predict"]
 prediction = ["a"]  # SOLUTION: 现在"a"、"b"、"c"中哪些的 .grad 里有梯度？（名字组成的列表，例如 ["a", "c"]）
 import warnings
 with warnings.catch_warnings():
@@ -166,7 +166,7 @@ b = torch.tensor([2., 3, 4])
 loss = (a * b).sum()
 mul = loss.grad_fn.next_functions[0][0]          # a * b 的节点
 
-# %% tags=["predict"] reveals=["`b`\\s*\u6ca1\u6709(\u81ea\u5df1\u7684)?\u8282\u70b9", "b\\s*\u5728\\s*MulBackward0\\s*\u4e2d\u7684\u69fd\u4f4d\u662f\u7a7a\u7684"]
+# %% reveals=["`b`\\s*\u6ca1\u6709(\u81ea\u5df1\u7684)?\u8282\u70b9", "b\\s*\u5728\\s*MulBackward0\\s*\u4e2d\u7684\u69fd\u4f4d\u662f\u7a7a\u7684"] tags=["predict"]
 prediction = False  # SOLUTION: b 在 loss 的计算图里有自己的节点吗（mul 中对应 b 的槽位里有东西吗）？（True/False）
 check("b 在 loss 的计算图里有节点", prediction, mul.next_functions[1][0] is not None,
       why="没有任何计算需要 b 的梯度，所以自动微分不为它记录节点：它的槽位是 None。")
@@ -221,7 +221,7 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
 print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
-# %% tags=["predict"] reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"]
+# %% reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"] tags=["predict"]
 prediction = True  # SOLUTION: 在 torch.no_grad() 下执行 `a -= 0.1 * a.grad`，能正常运行并且运行后 a 仍是需要梯度的叶子张量吗？（True/False）
 try:
     with torch.no_grad():
@@ -267,7 +267,7 @@ for step in range(3):
     loss_D = D(x).sum()                       # d loss_D / d D.weight 就是 x：每一步都是全 1
     loss_D.backward()                         # 注意：这个循环里没有 opt_D.zero_grad()
 
-# %% tags=["predict"] reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"]
+# %% reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"] tags=["predict"]
 prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad 里是什么？（由 3 个数组成的列表）
 check("3 次反向传播、中间没有 zero_grad 之后的 D.weight.grad", prediction, D.weight.grad[0].tolist(),
       why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是 [3, 3, 3]。调用 opt_D.zero_grad() 本可以把它清零。")

@@ -61,7 +61,7 @@ graph
 # %% [markdown]
 # `tanh` 保存的是它的**输出**（它的导数是 `1 - tanh²`），每个 `addmm` 保存了它的输入（`mat1`）和转置后的权重（`mat2`）。现在做一次反向传播。反向传播释放的是这些已保存张量；那么保存它们的节点呢？
 
-# %% tags=["predict"] reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"]
+# %% reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"] tags=["predict"]
 loss.backward()
 prediction = True  # SOLUTION: loss.backward() 之后，loss 还有它的 grad_fn 吗（loss.grad_fn is not None）？（True/False）
 check("backward 之后 loss.grad_fn 还在", prediction, loss.grad_fn is not None,
@@ -108,7 +108,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 # %% [markdown]
 # **先预测，再验证**。方式一之所以报错，是因为第一次反向传播释放了 `addmm` 和 `tanh` 保存的东西。下面换成一个只有一次加法和一次求和的计算图。
 
-# %% tags=["predict"] reveals=["\u4e0d\u4fdd\u5b58\u4efb\u4f55\u5f20\u91cf", "\u6ca1\u6709(\u4efb\u4f55)?\u4e1c\u897f\u53ef\u4ee5?\u91ca\u653e"]
+# %% reveals=["\u4e0d\u4fdd\u5b58\u4efb\u4f55\u5f20\u91cf", "\u6ca1\u6709(\u4efb\u4f55)?\u4e1c\u897f\u53ef\u4ee5?\u91ca\u653e"] tags=["predict"]
 x = torch.ones(3, requires_grad=True)
 y = (x + 1).sum()
 prediction = False  # SOLUTION: 连续调用两次 y.backward() 会报错吗？（True/False）提示：`x + 1` 需要保存什么？
@@ -194,7 +194,7 @@ def seed004_loop(fix=None, shared_optimizer=False, steps=20, hidden=None):
 with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
     seed004_loop()
 
-# %% tags=["predict"] reveals=["l1 \u53ea\u9700\u8981 model1 \u7684\u8ba1\u7b97\u56fe", "l1 \u7684\u8ba1\u7b97\u56fe\u80fd\u5230\u8fbe model2 -> False"]
+# %% reveals=["l1 \u53ea\u9700\u8981 model1 \u7684\u8ba1\u7b97\u56fe", "l1 \u7684\u8ba1\u7b97\u56fe\u80fd\u5230\u8fbe model2 -> False"] tags=["predict"]
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
 a = model1(torch.randn(4, 10))
 l1 = F.cross_entropy(a, torch.tensor([0, 1, 1, 0]))
@@ -208,7 +208,7 @@ check("l1 的计算图能到达 model2", prediction, "model2." in tree,
 #
 # **为什么重要**。报错信息建议使用 `retain_graph=True`，大多数论坛回答也就到此为止。它确实能让错误消失，办法是让每个已保存张量一直存活，直到计算图本身被丢弃。这要占多少内存？我们在原帖 000 的 G 和 D（第 06 课的 MNIST 模型）上，对一个 64 张图像的批量进行测量：计算图持有的已保存张量一共占多少字节，每块存储只计一次，参数不算在内（参数反正一直存在）。这个数字只取决于张量的形状，所以每次运行、在每台机器上都一样。
 
-# %% tags=["predict"] reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> '\u5dee\u4e0d\u591a'"]
+# %% reveals=["\u548c\u53c2\u6570(\u672c\u8eab)?\u5dee\u4e0d\u591a", "-> '\u5dee\u4e0d\u591a'"] tags=["predict"]
 from gan_lessons.models import Generator, Discriminator
 
 G, D = Generator(), Discriminator()
@@ -292,7 +292,7 @@ claim("两种做法的梯度完全相同", all(torch.equal(p, q) for p, q in zip
 #
 # **先预测，再验证**。`seed004_loop`（第 2 节）从同一个随机种子出发，分别用两种修复方法把这个循环运行 20 步，用的是原帖里的两个优化器：`optimizer1` 负责 model1，`optimizer2` 负责 model2。
 
-# %% tags=["predict"] reveals=["\u5f97\u5230\u7684\u6743\u91cd\u5b8c\u5168\u76f8\u540c", "\u8fde\u6700\u540e\u4e00\u4f4d\u90fd(\u76f8\u540c|\u4e00\u6837)"]
+# %% reveals=["\u5f97\u5230\u7684\u6743\u91cd\u5b8c\u5168\u76f8\u540c", "\u8fde\u6700\u540e\u4e00\u4f4d\u90fd(\u76f8\u540c|\u4e00\u6837)"] tags=["predict"]
 runs = {fix: seed004_loop(fix) for fix in ("retain_graph", "detach")}
 prediction = True  # SOLUTION: 两种修复方法最后在两个模型里得到的权重是否一模一样？（True/False）
 same = all(torch.equal(p, q) for p, q in zip([*runs["retain_graph"][0].parameters(), *runs["retain_graph"][1].parameters()],

@@ -67,7 +67,7 @@ claim("x = x + 1 得到的是一个新张量，版本从 0 开始", versions[6] 
 # %% [markdown]
 # `optimizer.step()` 也属于这张清单：它原地更新每个参数（在 `no_grad` 下，见第 01 课）。
 
-# %% tags=["predict"] reveals=["\u521d\u59cb\u5316[^\u3002\\n]*(\u539f\u5730|\u7248\u672c)", "\u4e00\u6b65\u4e4b\u540e\u7684 layer\\.weight\\._version -> 2"]
+# %% reveals=["\u521d\u59cb\u5316[^\u3002\\n]*(\u539f\u5730|\u7248\u672c)", "\u4e00\u6b65\u4e4b\u540e\u7684 layer\\.weight\\._version -> 2"] tags=["predict"]
 prediction = 2  # SOLUTION: 新建一个 nn.Linear(3, 1)，做一次反向传播、走一步 Adam：现在 layer.weight._version 是多少？
 layer = nn.Linear(3, 1)
 opt = optim.Adam(layer.parameters(), lr=0.1)
@@ -94,7 +94,7 @@ claim("初始化让版本加 1，之后每步 Adam 再加 1", versions == [1, 2,
 #
 # **为什么重要**。原地修改只对*被保存*的张量才是问题。哪些张量会被保存，取决于运算的导数，以及哪些输入需要梯度：`a + b` 什么也不保存；`a * b` 对每个操作数，只有在**另一个**操作数需要梯度时才会保存它（`a` 的梯度是 `grad * b`，所以要为它留着 `b`）。于是 `a * a` 会把 `a` 保存两次，`b` 是常量时 `a * b` 只保存 `b`，而 `a * 2` 只保存那个 2。在列出每种运算保存什么之前，我们先从导数出发想一个例子：`exp`。
 
-# %% tags=["predict"] reveals=["\u8fc7\u671f|\\bstale\\b", "exp\\W.{0,25}\u4fdd\u5b58[^\u3002\\n]{0,8}\u8f93\u51fa"]
+# %% reveals=["\u8fc7\u671f|\\bstale\\b", "exp\\W.{0,25}\u4fdd\u5b58[^\u3002\\n]{0,8}\u8f93\u51fa"] tags=["predict"]
 prediction = False  # SOLUTION: 执行 `y = a.exp(); y.mul_(2)` 之后，exp 为反向传播保存的那个张量，还和保存时一样吗？
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
@@ -187,7 +187,7 @@ graphs.draw({"lossG": lossG}, graphs.param_names(G=G, D=D, t=t))
 # %% [markdown]
 # 报错信息给出了已保存张量的形状 `[2, 2]`，和 `D.weight` 的形状相同。原帖 000 的 D 最后一层是 `nn.Linear(512, 1)`，它的权重形状为 `[1, 512]`，而它读入的激活值是需要梯度的。
 
-# %% tags=["predict"] reveals=["\\[512, 1\\]", "\u4fdd\u5b58\u4e86?\\s?`?weight\\.t\\(\\)"]
+# %% reveals=["\\[512, 1\\]", "\u4fdd\u5b58\u4e86?\\s?`?weight\\.t\\(\\)"] tags=["predict"]
 prediction = (512, 1)  # SOLUTION: 同样的报错发生在 Linear(512, 1) 的权重上：报错信息打印的是哪个形状？
 import re
 
@@ -269,6 +269,7 @@ for s in stale:
 claim("前向传播保存的 D 的每个权重都已过期，排在第一个的是 D 的最后一层（net.7），和 PyTorch 的报告一致",
       len(stale) == 4 and all(s.param.startswith("D.") for s in stale) and stale[0].param == "D.net.7.weight.T",
       [s.param for s in stale])
+
 
 # %% [markdown]
 # 前向传播保存的 D 的每个权重都已过期，因为 `step()` 把它们全都改了；PyTorch 报告的是它的反向传播最先遇到的那一个，也就是 D 的最后一层。第 5 节会解释，为什么同样的循环在旧版 torch 上不报这个错。
@@ -354,7 +355,7 @@ claim("gate 需要梯度：mul 把 h 也保存了", saved == ["other", "self"], 
 with expect_error(RuntimeError, r"modified by an inplace operation.*output 0 of Relu(Backward0)?, is at version 1; expected version 0"):
     loss.backward()
 
-# %% tags=["predict"] reveals=["tanh\\W+\u4fdd\u5b58[^\u3002\\n]{0,6}\u8f93\u51fa", "Tanh \u4e4b\u540e\u63a5 ReLU\\(inplace=True\\) \u4f1a\u62a5\u9519 -> True"]
+# %% reveals=["tanh\\W+\u4fdd\u5b58[^\u3002\\n]{0,6}\u8f93\u51fa", "Tanh \u4e4b\u540e\u63a5 ReLU\\(inplace=True\\) \u4f1a\u62a5\u9519 -> True"] tags=["predict"]
 prediction = True  # SOLUTION: nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True)) 也会出错吗？
 net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True))
 try:
@@ -422,7 +423,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # %% [markdown]
 # `no_grad` 绕不过版本检查。`.data` 不会让版本加 1（本节第一个单元格已经展示过），所以它能绕过去。那么反向传播会算出什么？
 
-# %% tags=["predict"] reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"]
+# %% reveals=["\\[4\\.0, 6\\.0, 8\\.0\\]", "2 \\* \\(x \\+ 1\\)"] tags=["predict"]
 prediction = [4.0, 6.0, 8.0]  # SOLUTION: x = [1, 2, 3] 时 y = x * x，然后执行 `x.data += 1` 和 y.sum().backward()：x.grad 是多少（写成列表），还是"报错"？
 x, y = fresh()
 x.data += 1                     # .data：版本不变

@@ -55,7 +55,7 @@ y_detached = y.detach()
 claim("y.detach() 与 y 共享内存", y_detached.data_ptr() == y.data_ptr())
 claim("但它是别名，而不是自动微分意义上的视图：它没有 _base", not y_detached._is_view() and y_detached._base is None)
 
-# %% tags=["predict"] reveals=["\u5171\u4eab[^\u3002\\n]*\u7248\u672c\u8ba1\u6570\u5668", "y \u7684\u7248\u672c\u52a0\u4e86 1"]
+# %% reveals=["\u5171\u4eab[^\u3002\\n]*\u7248\u672c\u8ba1\u6570\u5668", "y \u7684\u7248\u672c\u52a0\u4e86 1"] tags=["predict"]
 prediction = False  # SOLUTION: 执行 `y = a.exp(); y.detach().zero_()` 之后，`y.sum().backward()` 能正常运行吗？
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
@@ -107,7 +107,7 @@ claim("只有 inference_mode 产生推理张量", inference == ["inference_mode"
 # %% [markdown]
 # 三个看起来差不多的假样本批量：背后都没有计算图，值也都一样。D 的训练步用一个假样本批量训练 D：先算 `D(x_fake)`，再算损失，然后反向传播到 D 的权重。
 
-# %% tags=["predict"] reveals=["Inference tensors cannot be saved", "\u7edd\u4e0d\u7528\u4e8e[^\u3002\\n]*\u8bad\u7ec3"]
+# %% reveals=["Inference tensors cannot be saved", "\u7edd\u4e0d\u7528\u4e8e[^\u3002\\n]*\u8bad\u7ec3"] tags=["predict"]
 prediction = "inference_mode"  # SOLUTION: 让 D = nn.Linear(4, 1) 分别在这三个批量上训练；哪些会报错？写"都不会"，或者把它们的名字用 ", " 连起来
 D = nn.Linear(4, 1)
 raising = []
@@ -158,7 +158,7 @@ def grads_after_D_step(detach):
     return count(G), count(D)
 
 
-# %% tags=["predict"] reveals=["G 14/14", "\u586b\u4e0a G \u6bcf\u4e2a\u53c2\u6570\u7684 ?`?\\.grad"]
+# %% reveals=["G 14/14", "\u586b\u4e0a G \u6bcf\u4e2a\u53c2\u6570\u7684 ?`?\\.grad"] tags=["predict"]
 prediction = 14  # SOLUTION: 原帖 000 的 G 有 14 个参数张量；不分离假样本时，loss_D.backward() 之后其中有几个有 .grad？
 check("不分离假样本的 D 训练步之后，有 .grad 的 G 参数个数", prediction, grads_after_D_step(detach=False)[0][0],
       why="D 的损失经由 x_fake 到达 G 的每一个参数，所以反向传播会把它们全部填上。")
@@ -300,7 +300,7 @@ def G_under_no_grad():
         G(z)
 
 
-# %% tags=["predict"] reveals=["(\u66f4\u65b0|\u6539\u53d8|\u6539\u52a8)\u4e86? ?(\u5b83\u7684|\u5b83\u4eec\u7684|BatchNorm ?\u7684)?\u8fd0\u884c\u7edf\u8ba1\u91cf", "\u4ecd\u4f1a\u66f4\u65b0 ?BatchNorm"]
+# %% reveals=["(\u66f4\u65b0|\u6539\u53d8|\u6539\u52a8)\u4e86? ?(\u5b83\u7684|\u5b83\u4eec\u7684|BatchNorm ?\u7684)?\u8fd0\u884c\u7edf\u8ba1\u91cf", "\u4ecd\u4f1a\u66f4\u65b0 ?BatchNorm"] tags=["predict"]
 prediction = True  # SOLUTION: 在训练模式下，`with torch.no_grad(): G(z)` 会改变 bn.running_mean 吗？
 check("no_grad 下的前向传播会改变 BatchNorm 的 running_mean", prediction, bn_change(G_under_no_grad)[0],
       why="运行统计量是缓冲区，训练模式下的每次前向传播都会更新它们；no_grad 只是不建计算图。")
@@ -444,7 +444,7 @@ def G_after_a_D_step(set_to_none):
     return G.weight.grad, (G.weight - before).abs().max().item()
 
 
-# %% tags=["predict"] reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G"]
+# %% reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G"] tags=["predict"]
 prediction = "会变"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G "会变"还是"不变"？
 check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",

@@ -250,7 +250,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # loss_G.backward()
 # ```
 
-# %% tags=["predict"] reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "also fills D's grads", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"]
+# %% reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "also fills D's grads", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"] tags=["predict"]
 prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是"两者"？
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
@@ -270,13 +270,13 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # %% [markdown]
 # 先就上面的代码回答两个问题，下文再逐一讲解。
 
-# %% tags=["predict"] reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "\u6bcf\u6b21\u53cd\u5411\u4f20\u64ad\u90fd\u7528 `inputs=` \u9650\u5b9a\u4e3a\u53ea\u5bf9\u4e00\u4e2a\u7f51\u7edc", "\u53ea\u7531\\s*loss_D\\s*\u586b\u5145"]
+# %% reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "\u6bcf\u6b21\u53cd\u5411\u4f20\u64ad\u90fd\u7528 `inputs=` \u9650\u5b9a\u4e3a\u53ea\u5bf9\u4e00\u4e2a\u7f51\u7edc", "\u53ea\u7531\\s*loss_D\\s*\u586b\u5145"] tags=["predict"]
 prediction = 1  # SOLUTION: one_forward 的一步里，每个 D 参数的 .grad 被累积几次（即梯度遍数）？
 one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
 check("one_forward 的 D 梯度遍数", prediction, one_forward_cost.D_grad_passes,
       why="backward(inputs=...) 让 loss_G 的反向传播碰不到 D 的 .grad；D 的 .grad 只由 loss_D 填充。")
 
-# %% tags=["predict"] reveals=["d_first_fresh_fake\\s+2/1\\b", "\u591a\u4ed8\u51fa\u4e00\u6b21\\s*G\\s*\u7684\u524d\u5411\u4f20\u64ad"]
+# %% reveals=["d_first_fresh_fake\\s+2/1\\b", "\u591a\u4ed8\u51fa\u4e00\u6b21\\s*G\\s*\u7684\u524d\u5411\u4f20\u64ad"] tags=["predict"]
 prediction = 2  # SOLUTION: d_first_fresh_fake 每一步调用几次 G 的前向（钩子会统计每一次调用）？
 fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
 check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost.G_forward,
@@ -379,6 +379,7 @@ shown = panel.shown[panel.buttons.value]
 print(tr("default strategy: {name}", name=panel.buttons.value))
 print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
 print(shown["graph"])
+
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结

@@ -60,7 +60,7 @@ from gan_lessons.training import TrainConfig
 #
 # `data.mnist_tensors` 返回的就是这个张量，训练器按原样保存它。G 的样本是 [-1, 1] 中的浮点数。先预测真实图像是以什么形式存储的，再运行单元格。
 
-# %% tags=["predict"] reveals=["uint8", "\\b47(\\.0)? MB"]
+# %% reveals=["uint8", "\\b47(\\.0)? MB"] tags=["predict"]
 prediction = torch.uint8  # SOLUTION: data.mnist_tensors 返回的训练图像是什么 dtype（填一个 torch 的 dtype）？
 images, labels = data.mnist_tensors(train=True)
 check("images.dtype", prediction, images.dtype,
@@ -83,7 +83,7 @@ claim("60,000 张训练图像以 uint8 存储，占用不到 50 MB", images.dtyp
 #
 # 运行之前，先回答两个问题。原帖 000 的 G 把 64 个数变成 784 个像素；它的 D 把 784 个像素变成一个数。两者哪个参数更多？
 
-# %% tags=["predict"] reveals=["1,654,121", "1,640,033"]
+# %% reveals=["1,654,121", "1,640,033"] tags=["predict"]
 prediction = False  # SOLUTION: 原帖 000 的 D 的参数比它的 G 多吗？（True/False）
 count = lambda net: sum(p.numel() for p in net.parameters())
 G_seed, D_seed = Generator(), Discriminator()
@@ -95,7 +95,7 @@ check("D 的参数比 G 多", prediction, count(D_seed) > count(G_seed),
 # %% [markdown]
 # 训练器把它保存的图像切成每批 64 张，每个迭代周期换一种顺序。如果保存 1,000 张图像，一个迭代周期有多少步？（1,000 不是 64 的倍数。）
 
-# %% tags=["predict"] reveals=["1000 // 64 = 15", "\u4e22\u6389\u6700\u540e(\u90a3\u4e2a)?\u4e0d\u5b8c\u6574\u7684\u6279\u91cf"]
+# %% reveals=["1000 // 64 = 15", "\u4e22\u6389\u6700\u540e(\u90a3\u4e2a)?\u4e0d\u5b8c\u6574\u7684\u6279\u91cf"] tags=["predict"]
 prediction = 15  # SOLUTION: 训练器保存 1,000 张图像、批量大小为 64 时，一个迭代周期有几步？
 small = training.Trainer(TrainConfig(limit=1000, out=str(training.RUNS / "lesson06"), device=str(device)))
 check("每个迭代周期的步数", prediction, small.steps_per_epoch,
@@ -240,7 +240,7 @@ claim("真实像素都在 [-1, 1] 之内，而且大多数恰好是 -1", x_real.
 # %% [markdown]
 # 没有哪个真实数字的像素落在 [-1, 1] 之外。原帖的 G 生成这样的像素并不受阻拦，但在 20 个迭代周期里，D 一直拿它的样本和真实数字比较，这本来可能教会它待在范围之内。我们要测量不带 `tanh` 训练的那个随包生成器的 2,000 个样本，测量之前先做预测。
 
-# %% tags=["predict"] reveals=["\u771f\u5b9e\u6570\u5b57\u56fe\u50cf\u4e0d\u4f1a\u8fd9\u6837\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"]
+# %% reveals=["\u771f\u5b9e\u6570\u5b57\u56fe\u50cf\u4e0d\u4f1a\u8fd9\u6837\uff09\uff1a(0\\.[5-9]|1\\.0)", "\\d+% \u7684\u6837\u672c\u6709\u50cf\u7d20\u843d\u5728"] tags=["predict"]
 prediction = True  # SOLUTION: 训练 20 个迭代周期后，原帖的 G 的样本中，是否超过一半有像素落在 [-1, 1] 之外？（True/False）
 shipped = {tr("with Tanh"): "generator", tr("seed's G (--no-tanh)"): "generator_no_tanh"}   # 显示出来的名称
 gens = {name: training.load_generator(metrics.ASSETS / f"{stem}.pt") for name, stem in shipped.items()}

@@ -104,7 +104,7 @@ claim("医生还警告了双重 sigmoid，而没有为 D 一路传进 g 的反�
 # %% [markdown]
 # 医生的钩子挂在它所监视的代码块中的每一次 torch 调用、每一个模块和每一次优化器更新上。监视会不会改变被监视的东西？下面用同一个随机种子把一个干净的训练步（用 Adam 训练一个小分类器）跑两次：一次直接跑，一次在医生的监视下跑。先预测，再比较这一步的损失和更新之后的每个权重。
 
-# %% tags=["predict"] reveals=["\u6709\u5b83\u6ca1\u5b83.{0,60}\u76f8\u540c", "\u4ece\u4e0d\u6539\u53d8(\u4efb\u4f55)?\u7ed3\u679c"]
+# %% reveals=["\u6709\u5b83\u6ca1\u5b83.{0,60}\u76f8\u540c", "\u4ece\u4e0d\u6539\u53d8(\u4efb\u4f55)?\u7ed3\u679c"] tags=["predict"]
 prediction = False  # SOLUTION: 对一个干净的训练步，医生会改变它的损失，或更新之后的任何一个权重吗？（True/False）
 def clean_step():
     """小分类器的一次 Adam 更新；返回它的损失和更新之后的每个权重。"""
@@ -134,7 +134,7 @@ claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses
 #
 # 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（已保存张量被原地修改了）；医生还有别的类别，比如 `"freed"` 和 `"leaf_inplace"`，每一类都以出了什么问题来命名。
 
-# %% tags=["predict"] reveals=["first (call|backward) freed|\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u7528\u5b8c\u5c31\u91ca\u653e", "\u7b2c\u4e00\u6b21\u8c03\u7528\u5df2\u7ecf\u91ca\u653e\u4e86\u5b83\u7684\u8ba1\u7b97\u56fe"]
+# %% reveals=["first (call|backward) freed|\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u7528\u5b8c\u5c31\u91ca\u653e", "\u7b2c\u4e00\u6b21\u8c03\u7528\u5df2\u7ecf\u91ca\u653e\u4e86\u5b83\u7684\u8ba1\u7b97\u56fe"] tags=["predict"]
 prediction = "freed"  # SOLUTION: 对同一个 y 调用两次 `y.backward()`：会得到哪一类诊断？
 x = torch.ones(2, requires_grad=True)
 kind = None                                  # 如果没有报错，就保持 None
@@ -173,7 +173,7 @@ def seed001(retain_graph):
         lossG.backward()
 
 
-# %% tags=["predict"] reveals=["释放者：第 \\d+ 行（`lossD", "第一次反向传播已经把这部分释放了"]
+# %% reveals=["\u91ca\u653e\u8005\uff1a\u7b2c \\d+ \u884c\uff08`lossD", "\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u5df2\u7ecf\u628a\u8fd9\u90e8\u5206\u91ca\u653e\u4e86"] tags=["predict"]
 prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 with expect_error(RuntimeError, "backward through the graph a second time") as caught:
     seed001(retain_graph=False)
@@ -208,7 +208,7 @@ with expect_error(RuntimeError, "modified by an inplace operation"):
 # %% [markdown]
 # **原帖 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
 
-# %% tags=["predict"] reveals=["释放者：第 \\d+ 行（`l2", "经由 `a` 连到第二个损失"]
+# %% reveals=["\u91ca\u653e\u8005\uff1a\u7b2c \\d+ \u884c\uff08`l2", "\u7ecf\u7531 `a` \u8fde\u5230\u7b2c\u4e8c\u4e2a\u635f\u5931"] tags=["predict"]
 prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
@@ -255,7 +255,7 @@ with warnings.catch_warnings():
 #
 # **(a) 对 G 的输出做 `+=`**。有人在 G 的输出上原地加一点噪声（“instance noise”）。于是 G 的反向传播在 `x_fake` 上报出版本错误。请预测：保存了那个过期的 `x_fake` 的，是哪个自动微分节点（写出它的 `grad_fn` 名称，形如 `AddmmBackward0`），然后在医生的监视下运行这个循环。
 
-# %% tags=["predict"] reveals=["TanhBackward0", "tanh \u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u81ea\u5df1\u7684)?\u8f93\u51fa"]
+# %% reveals=["TanhBackward0", "tanh \u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u81ea\u5df1\u7684)?\u8f93\u51fa"] tags=["predict"]
 prediction = "TanhBackward0"  # SOLUTION: 被 += 弄得过期的 x_fake，是哪个自动微分节点保存的？
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
@@ -278,7 +278,7 @@ check("保存了过期 x_fake 的节点", prediction, node,
 # %% [markdown]
 # **(b) G 的损失用的是 D 的旧输出**。顺序是先 D 后 G，但 G 的损失没有再调用一次 D，而是复用了 D 在更新之前算出的 logits。先预测医生会怎么说（这里的 D 是一个小小的 `nn.Sequential`：它的各层是 `D[0]` 到 `D[3]`，参数名是 `D.1.weight` 这样的形式）：
 
-# %% tags=["predict"] reveals=["修改者：opt_D\\.step\\(\\)，位于第 \\d+ 行（`opt_D\\.step\\(\\)`）", "保存 D\\.3\\.weight\\.T 之后"]
+# %% reveals=["\u4fee\u6539\u8005\uff1aopt_D\\.step\\(\\)\uff0c\u4f4d\u4e8e\u7b2c \\d+ \u884c\uff08`opt_D\\.step\\(\\)`\uff09", "\u4fdd\u5b58 D\\.3\\.weight\\.T \u4e4b\u540e"] tags=["predict"]
 prediction = dict(kind="version", tensor="D.3.weight", line="opt_D.step()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
 torch.manual_seed(0)
 G = Generator()

@@ -65,7 +65,7 @@ y = (x ** 3).sum()
 dy_dx, = grad(y, x)
 claim("autograd.grad 返回 dy/dx = 3x²", torch.equal(dy_dx, 3 * x.detach() ** 2), rounded(dy_dx))
 
-# %% tags=["predict"] reveals=["\u4e0d\u78b0\u4efb\u4f55 ?`?\\.grad", "x\\.grad \u4ecd\u7136?\u662f None", "\u4e0d\u52a8 ?`?\\.grad"]
+# %% reveals=["\u4e0d\u78b0\u4efb\u4f55 ?`?\\.grad", "x\\.grad \u4ecd\u7136?\u662f None", "\u4e0d\u52a8 ?`?\\.grad"] tags=["predict"]
 prediction = False  # SOLUTION: 调用 grad(y, x) 之后，x.grad 有值了吗？
 check("autograd.grad 填充了 x.grad", prediction, x.grad is not None,
       why="autograd.grad 把梯度返回出来，而不是加进 .grad；x.grad 仍然是 None。")
@@ -164,7 +164,7 @@ with expect_error(RuntimeError, "grad can be implicitly created only for scalar 
 # %% [markdown]
 # 加上 `grad_outputs=torch.ones_like(scores)`，它就能运行了。`g` 是 16 个分数（求和之后）关于 `x_hat` 的梯度，惩罚从中为每张图像取一个范数。
 
-# %% tags=["predict"] reveals=["\\(16, 1, 28, 28\\)", "\u6bcf\u4e2a\u50cf\u7d20\u5bf9\u5e94\u4e00\u4e2a\u5143\u7d20"]
+# %% reveals=["\\(16, 1, 28, 28\\)", "\u6bcf\u4e2a\u50cf\u7d20\u5bf9\u5e94\u4e00\u4e2a\u5143\u7d20"] tags=["predict"]
 g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
 prediction = (16, 1, 28, 28)  # SOLUTION: tuple(g.shape) 是多少？（x_hat 是 16 张 MNIST 数字图像；D 给每张图像打一个分数）
 check("g.shape", prediction, tuple(g.shape),
@@ -230,7 +230,7 @@ print(tr("penalty without create_graph: {without:.4f}; with it: {with_it:.4f}", 
          with_it=gp_live.item()))
 claim("不加 create_graph，惩罚的值也一样", torch.allclose(gp_const, gp_live.detach()))
 
-# %% tags=["predict"] reveals=["\u4e0e\u4e0d\u52a0\u4efb\u4f55\u60e9\u7f5a\u7684\u635f\u5931.{0,10}\u5b8c\u5168\u76f8\u540c", "\u4ec0\u4e48\u4e5f\u8bad\u7ec3\u4e0d\u4e86", "(\u5173\u4e8e|\u5bf9) ?D ?(\u7684\u6743\u91cd)?\u7684\u68af\u5ea6\u4e3a\u96f6"]
+# %% reveals=["\u4e0e\u4e0d\u52a0\u4efb\u4f55\u60e9\u7f5a\u7684\u635f\u5931.{0,10}\u5b8c\u5168\u76f8\u540c", "\u4ec0\u4e48\u4e5f\u8bad\u7ec3\u4e0d\u4e86", "(\u5173\u4e8e|\u5bf9) ?D ?(\u7684\u6743\u91cd)?\u7684\u68af\u5ea6\u4e3a\u96f6"] tags=["predict"]
 prediction = 0  # SOLUTION: D 的参数中，有多少个在 `no_graph` 里得到的梯度与 `plain` 里不同？
 check("不加 create_graph 的惩罚改变了其梯度的 D 参数个数", prediction,
       sum(not torch.equal(s, p) for s, p in zip(no_graph, plain)),
@@ -270,7 +270,7 @@ def r1_loss(**grad_options):
     return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # 损失加上 R1，权重为 5
 
 
-# %% tags=["predict"] reveals=["retain_graph=False.{0,60}\u91ca\u653e"]
+# %% reveals=["retain_graph=False.{0,60}\u91ca\u653e"] tags=["predict"]
 prediction = False  # SOLUTION: r1_loss(retain_graph=False).backward() 能运行吗？
 try:
     r1_loss(retain_graph=False).backward()

@@ -161,7 +161,7 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 #
 # **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你对 D 的第一个 Conv 层的预测，然后运行这个单元格。
 
-# %% tags=["predict"] reveals=["Conv2d +\u8f93\u5165 .*\u51bb\u7ed3\u65f6\uff1a\u4fdd\u5b58\u5b83\u7684\u8f93\u5165", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"]
+# %% reveals=["Conv2d +\u8f93\u5165 .*\u51bb\u7ed3\u65f6\uff1a\u4fdd\u5b58\u5b83\u7684\u8f93\u5165", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"] tags=["predict"]
 prediction = False  # SOLUTION: 冻结 D 之后，D 的第一个 Conv 层就不再为反向传播保存它的输入了吗？（True 或 False）
 
 def saves_its_input(layer, shape):
@@ -274,7 +274,7 @@ claim("评估模式：两者都不变", not changed and counted_batches == 0)
 # %% [markdown]
 # 可见，不管有没有计算图，运行统计量数的都是前向传播的次数。那么第 05 课的每种顺序，一步下来会做几次这样的前向传播？**先预测，再验证**。这里问的是 `d_first_fresh_fake`：下一个单元格在新建的 G 上把六种顺序各运行一步，并打印之后 G 的第一个 BatchNorm 的 `num_batches_tracked`。
 
-# %% tags=["predict"] reveals=["d_first_fresh_fake +\u4e00\u6b65\u4e4b\u540e num_batches_tracked = 2", "\u8fd0\u884c\u7edf\u8ba1\u91cf\u4e24\u6b21", "\u8c03\u7528\u4e24\u6b21 ?G"]
+# %% reveals=["d_first_fresh_fake +\u4e00\u6b65\u4e4b\u540e num_batches_tracked = 2", "\u8fd0\u884c\u7edf\u8ba1\u91cf\u4e24\u6b21", "\u8c03\u7528\u4e24\u6b21 ?G"] tags=["predict"]
 prediction = 2  # SOLUTION: 在新建的 G 上运行一步 d_first_fresh_fake 之后，G 的第一个 BatchNorm 的 num_batches_tracked 是多少？
 steps_run = ["one_forward", "d_first_reuse_fake", "g_first", "d_first_fresh_fake", "d_first_frozen_D", "g_first_inputs"]
 tracked = {}

@@ -78,7 +78,7 @@ claim("BCE 损失的结果是 float32：无论输入是什么类型，autocast �
 # %% [markdown]
 # 上面 G 的第一个 Linear 层是以 bfloat16 计算的。**先预测，再验证**。反向传播给出的权重梯度会是什么类型？把 `...` 换掉，然后运行这个单元格：它会运行 `loss_G.backward()`。
 
-# %% tags=["predict"] reveals=["-> torch.float32", "\u53cd\u5411\u4f20\u64ad\u5199\u8fdb\u53c2\u6570\u7684\u6bcf\u4e2a\u68af\u5ea6", "\u68af\u5ea6\u4e5f?\u90fd?\u4fdd\u6301 ?float32"]
+# %% reveals=["-> torch.float32", "\u53cd\u5411\u4f20\u64ad\u5199\u8fdb\u53c2\u6570\u7684\u6bcf\u4e2a\u68af\u5ea6", "\u68af\u5ea6\u4e5f?\u90fd?\u4fdd\u6301 ?float32"] tags=["predict"]
 prediction = torch.float32  # SOLUTION: loss_G.backward() 之后，G.net[0].weight.grad 的 dtype 是什么（torch.float32 还是 torch.bfloat16）？
 loss_G.backward()
 check("autocast 下的反向传播之后参数梯度的 dtype", prediction, G.net[0].weight.grad.dtype,
@@ -185,7 +185,7 @@ def one_scaler_run(device_type="cpu", dtype=torch.bfloat16, init_scale=2.0**16):
 # %% [markdown]
 # **先预测，再验证**。第二次迭代中，哪个优化器会执行它的更新？把 `...` 换掉，然后运行这个单元格：它会运行两次迭代，并打印哪些网络变了。
 
-# %% tags=["predict"] reveals=["G \u7684\u68af\u5ea6\u6709 inf +G \u66f4\u65b0\uff1aFalse +D \u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"]
+# %% reveals=["G \u7684\u68af\u5ea6\u6709 inf +G \u66f4\u65b0\uff1aFalse +D \u66f4\u65b0\uff1aTrue", "opt_D ?\u4ecd\u7136\u7167\u5e38\u66f4\u65b0", "\u6bcf\u4e2a\u4f18\u5316\u5668\u53ea\u68c0\u67e5\u81ea\u5df1\u7684"] tags=["predict"]
 prediction = "D"  # SOLUTION: 共用一个 GradScaler，G 的一个梯度里有 inf：哪个优化器会更新，"G"、"D"、"两者"还是"都不"？
 if HAS_AMP_SCALER:
     clean, poisoned = one_scaler_run()
@@ -295,7 +295,7 @@ def G_update(factor, make_opt):
 sgd = lambda params: optim.SGD(params, lr=0.1)
 adam = lambda params: optim.Adam(params, lr=1e-3)
 
-# %% tags=["predict"] reveals=["\u7528 ?SGD ?\u65f6\uff0cG ?\u7684\u66f4\u65b0\u4e5f\u51cf\u534a", "\u7528 ?Adam ?\u65f6\uff0cG ?\u7684\u7b2c\u4e00\u6b21\u66f4\u65b0\u51e0\u4e4e\u4e0d\u53d8", "\u68af\u5ea6\u4e0a\u7684\u5e38\u6570\u56e0\u5b50\u51e0\u4e4e\u88ab?(\u62b5\u6d88|\u7ea6\u6389)"]
+# %% reveals=["\u7528 ?SGD ?\u65f6\uff0cG ?\u7684\u66f4\u65b0\u4e5f\u51cf\u534a", "\u7528 ?Adam ?\u65f6\uff0cG ?\u7684\u7b2c\u4e00\u6b21\u66f4\u65b0\u51e0\u4e4e\u4e0d\u53d8", "\u68af\u5ea6\u4e0a\u7684\u5e38\u6570\u56e0\u5b50\u51e0\u4e4e\u88ab?(\u62b5\u6d88|\u7ea6\u6389)"] tags=["predict"]
 prediction = "SGD"  # SOLUTION: 钩子把 x_fake 处的梯度减半。谁对 G 的第一次更新也会减半，"SGD"还是"Adam"？
 grads_1, sgd_1 = G_update(1.0, sgd)
 grads_half, sgd_half = G_update(0.5, sgd)
@@ -470,7 +470,7 @@ else:
 #
 # **图中断**。Dynamo 把 Python 代码追踪成图，直到遇到无法放进图里的东西为止；它不得不停下的每一处，都叫作*图中断*（graph break）。`.item()` 把张量变成 Python 数字，训练步里为了记日志常有这样一行。`torch._dynamo.explain` 不运行编译器，就能报告一个函数有哪些图和图中断。**先预测，再验证**。对下面只含一个 `.item()` 的 `logged_step`，它会报告几次图中断？把 `...` 换掉，然后运行这个单元格。
 
-# %% tags=["predict"] reveals=["\u56fe\uff1a2 \u4e2a\uff0c\u56fe\u4e2d\u65ad\uff1a1 \u6b21", "\u4e00\u6b21\u56fe\u4e2d\u65ad", "\u628a\u51fd\u6570(\u5207|\u62c6|\u5206)\u6210\u4e24\u4e2a\u56fe"]
+# %% reveals=["\u56fe\uff1a2 \u4e2a\uff0c\u56fe\u4e2d\u65ad\uff1a1 \u6b21", "\u4e00\u6b21\u56fe\u4e2d\u65ad", "\u628a\u51fd\u6570(\u5207|\u62c6|\u5206)\u6210\u4e24\u4e2a\u56fe"] tags=["predict"]
 prediction = 1  # SOLUTION: 对只含一个 .item() 的 logged_step，torch._dynamo.explain 会报告几次图中断？
 torch.manual_seed(0)
 D_small = nn.Linear(4, 1)

@@ -71,7 +71,7 @@ def saved_by_torch(y):
 #
 # **先预测，再验证**。连续三个运算，只有 `a` 需要梯度。数一数 torch 保存了几个张量。
 
-# %% tags=["predict"] reveals=["\u4e09\u4e2a\u5f20\u91cf", "exp\\(\\) \\* c -> 3"]
+# %% reveals=["\u4e09\u4e2a\u5f20\u91cf", "exp\\(\\) \\* c -> 3"] tags=["predict"]
 prediction = 3  # SOLUTION: y = (a * b).exp() * c，只有 a 需要梯度：y 的各个节点为反向传播保存了几个张量？
 a = torch.randn(3, requires_grad=True)
 b, c = torch.randn(3), torch.randn(3)
@@ -291,7 +291,7 @@ claim("为一个操作数的梯度，mul 保存的是“另一个”操作数；
 #
 # **先预测，再验证**。从同一个叶子张量构建两个损失，各自经过自己的一次乘法。
 
-# %% tags=["predict"] reveals=["\u53ea\u5171\u4eab\u53f6\u5b50\u5f20\u91cf a", "l2\\.backward\\(\\) \u662f\u5426\u62a5\u9519 -> False"]
+# %% reveals=["\u53ea\u5171\u4eab\u53f6\u5b50\u5f20\u91cf a", "l2\\.backward\\(\\) \u662f\u5426\u62a5\u9519 -> False"] tags=["predict"]
 prediction = False  # SOLUTION: l1 = (a * b).sum()，l2 = (a * c).sum()；l1.backward() 之后，l2.backward() 会报错吗？（True/False）
 a = torch.randn(3, requires_grad=True)
 b, c = torch.randn(3), torch.randn(3)
@@ -400,7 +400,7 @@ with expect_error(RuntimeError, "is at version 1; expected version 0"):
 # %% [markdown]
 # torch 在每个保存的值旁边记下它被保存时的版本，反向传播时再拿它与这个值当时的版本比较。**先预测，再验证**：如果一次修改随后又被撤销，这种比较会得出什么结论？
 
-# %% tags=["predict"] reveals=["\u6570\u7684\u662f\u4fee\u6539\u6b21\u6570\uff0c\u800c\u4e0d\u662f\u503c", "\u53c8\u6539\u56de\u539f\u503c\uff1abackward \u662f\u5426\u62a5\u9519 -> True"]
+# %% reveals=["\u6570\u7684\u662f\u4fee\u6539\u6b21\u6570\uff0c\u800c\u4e0d\u662f\u503c", "\u53c8\u6539\u56de\u539f\u503c\uff1abackward \u662f\u5426\u62a5\u9519 -> True"] tags=["predict"]
 prediction = True  # SOLUTION: y = a * b（b 是常量），然后 b.add_(1)、b.add_(-1)：b 又变回原来的值。y.sum().backward() 会报错吗？（True/False）
 a, b = torch.randn(3, requires_grad=True), torch.randn(3)
 y = a * b
@@ -481,7 +481,7 @@ claim("两边结果相同，报错信息里的形状和版本也相同", all(agr
 #
 # **为什么重要**。需要梯度的叶子张量就是参数：优化器读的是它的 `.grad`；在梯度模式下原地修改它，就得把这次修改作为一个运算记入计算图，而它作用的却是一个没有历史的值。torch 拒绝这样做（第 01 课），但在 `no_grad` 下允许，`optimizer.step()` 正是这样更新参数的。**先预测，再验证**：这种拒绝是否取决于有没有运行过反向传播？
 
-# %% tags=["predict"] reveals=["\u662f\u5426\u5141\u8bb8 a\\.add_\\(1\\) -> False", "\u4e0e(\u65f6\u95f4|\u65f6\u673a|\u4f55\u65f6)\u65e0\u5173"]
+# %% reveals=["\u662f\u5426\u5141\u8bb8 a\\.add_\\(1\\) -> False", "\u4e0e(\u65f6\u95f4|\u65f6\u673a|\u4f55\u65f6)\u65e0\u5173"] tags=["predict"]
 prediction = False  # SOLUTION: 叶子张量 a 需要梯度；loss.backward() 已经运行过。在 no_grad 之外，torch 会允许 a.add_(1) 吗？（True/False）
 a = torch.randn(3, requires_grad=True)
 (a * a).sum().backward()
@@ -534,7 +534,7 @@ claim("在 no_grad 下，更新照常进行，并算作一次修改", p._version
 #
 # **先预测，再验证**。在 float64 下，用这种差分计算 `exp` 在 1 处的导数，并与精确值 `e` 比较。
 
-# %% tags=["predict"] reveals=["eps \u7684\u5e73\u65b9", "\u7f29\u5c0f\u5230\u539f\u6765\u7684\u51e0\u5206\u4e4b\u4e00 -> 100"]
+# %% reveals=["eps \u7684\u5e73\u65b9", "\u7f29\u5c0f\u5230\u539f\u6765\u7684\u51e0\u5206\u4e4b\u4e00 -> 100"] tags=["predict"]
 prediction = 100  # SOLUTION: 在 float64 下用 (exp(1 + eps) - exp(1 - eps)) / (2 eps) 近似 e：eps 从 1e-2 变为 1e-3，误差大约缩小到原来的几分之一？（10 或 100）
 x = torch.tensor(1.0, dtype=torch.float64)
 central = {eps: ((x + eps).exp() - (x - eps).exp()) / (2 * eps) for eps in (1e-2, 1e-3)}
@@ -618,7 +618,7 @@ claim("在 float32 下，eps 取 1e-2 比取更大的值（差分本身的误差
 #
 # **先预测，再验证**。`loss = ((a * b).exp() * b).sum()`，只有 `a` 需要梯度；接着 `loss.backward(retain_graph=True)`；然后在 `no_grad` 下执行 `b.add_(1)`。
 
-# %% tags=["predict"] reveals=["b \u88ab\u4fdd\u5b58\u4e86\u4e24\u6b21", "\u6807\u4e3a\u8fc7\u671f\u7684\u4fdd\u5b58\u503c -> 2"]
+# %% reveals=["b \u88ab\u4fdd\u5b58\u4e86\u4e24\u6b21", "\u6807\u4e3a\u8fc7\u671f\u7684\u4fdd\u5b58\u503c -> 2"] tags=["predict"]
 prediction = 2  # SOLUTION: 执行 b.add_(1) 之后，图中会有几个保存的值被标为过期？
 engine = exercises.engine_or_reference(Value, solved_saving, solved_freeing, solved_versions, solved_leaf_rule)
 a, b = engine(torch.ones(3), requires_grad=True), engine(torch.full((3,), 2.0))

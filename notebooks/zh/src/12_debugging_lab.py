@@ -67,7 +67,7 @@ from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, f
 #
 # **代码**。SRGAN 的训练步，保留了它原来的变量名和结构：先在真实批量和生成批量上算 D 的损失并更新 D，再算 G 的损失并更新 G。我们的 `netD` 以 sigmoid 结尾，`generator_criterion` 保留了 SRGAN 的图像损失和对抗项（`0.001 * mean(1 - out_labels)`），去掉了 VGG 项和 TV 项。这个训练步在两个批量上运行两次。运行它，看看评分器怎么说。
 
-# %% tags=["predict"] reveals=["optimizerD\\.step\\(\\) \u539f\u5730\u4fee\u6539\u4e86 D \u7684\u6743\u91cd", "\u5c31\u4e0d\u518d\u62a5\u9519\u7684\u4f18\u5316\u5668 -> 'optimizerD'"]
+# %% reveals=["optimizerD\\.step\\(\\) \u539f\u5730\u4fee\u6539\u4e86 D \u7684\u6743\u91cd", "\u5c31\u4e0d\u518d\u62a5\u9519\u7684\u4f18\u5316\u5668 -> 'optimizerD'"] tags=["predict"]
 def srgan_step_broken(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
     real_img = target
     z = data
@@ -162,7 +162,7 @@ def train_broken(G, D, GD, z_, config, x):
 
 log = show_log("biggan", train_broken)
 
-# %% tags=["predict"] reveals=["\u7b2c\u4e00\u4e2a\u7528\u9519\u68af\u5ea6\u7684 D \u6b65 -> 2", "\u4e24\u4e2a D \u6b65\u4e4b\u95f4\u7684\u67d0\u6837\u4e1c\u897f"]
+# %% reveals=["\u7b2c\u4e00\u4e2a\u7528\u9519\u68af\u5ea6\u7684 D \u6b65 -> 2", "\u4e24\u4e2a D \u6b65\u4e4b\u95f4\u7684\u67d0\u6837\u4e1c\u897f"] tags=["predict"]
 prediction = 2  # SOLUTION: 评分器把 train 运行两次，每次两个 D 步：这四个 D 步里，第一个用错梯度的是第几个？（1 到 4）
 broken_ok = exercises.check_biggan_train(train_broken)
 check("第一个用错梯度的 D 步", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
@@ -248,7 +248,7 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
 
-# %% tags=["predict"] reveals=["\u56fe\u50cf 1 \u53d8\u5316\u65f6\u56fe\u50cf 0 \u7684\u8f93\u51fa\u662f\u5426\u4fdd\u6301\u4e0d\u53d8 -> False", "\u5e76\u4e0d\u662f\u4e00\u6b21\u53ea\u770b\u4e00\u5f20\u56fe\u50cf"]
+# %% reveals=["\u56fe\u50cf 1 \u53d8\u5316\u65f6\u56fe\u50cf 0 \u7684\u8f93\u51fa\u662f\u5426\u4fdd\u6301\u4e0d\u53d8 -> False", "\u5e76\u4e0d\u662f\u4e00\u6b21\u53ea\u770b\u4e00\u5f20\u56fe\u50cf"] tags=["predict"]
 prediction = False  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会保持不变吗？（True/False）
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
@@ -334,7 +334,7 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 
 log = show_log("amp", optimize_parameters_broken)
 
-# %% tags=["predict"] reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "\u500d\uff0coptimizer_d \u7684"]
+# %% reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "\u500d\uff0coptimizer_d \u7684"] tags=["predict"]
 prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是"都不"？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
@@ -390,7 +390,7 @@ assert solved, "amp_lab：还没有完成，或者还不对：上面几行说明
 #
 # **代码**。MorvanZhou 的 RNN 回归教程用 sin 预测 cos，每一步处理曲线的一段，并把 RNN 的隐状态 `h_state` 带到下一步。下面第二个单元格是人们最先想到的修法。
 
-# %% tags=["predict"] reveals=["loss\\.backward\\(\\) \u5931\u8d25\u7684\u90a3\u4e00\u6b65 -> 2", "\u6765\u81ea\u524d\u4e00\u6b65"]
+# %% reveals=["loss\\.backward\\(\\) \u5931\u8d25\u7684\u90a3\u4e00\u6b65 -> 2", "\u6765\u81ea\u524d\u4e00\u6b65"] tags=["predict"]
 def train_rnn_broken(rnn, optimizer, loss_func, steps):
     h_state = None
     for step in range(steps):
@@ -471,7 +471,7 @@ assert solved, "rnn_train：还没有完成，或者还不对：上面几行说�
 #
 # **代码**。带 R1 惩罚的 D 步、G 步，以及 G 的权重的 EMA（`ema.update(G)`）；G 和 D 都用 `aot_eager` 编译过，`ema` 是在编译 G 之前建立的。这个训练步运行两次。
 
-# %% tags=["predict"] reveals=["\u62a5\u9519\u7684\u90a3\u4e00\u884c -> 'backward'", "\u987a\u987a\u5f53\u5f53\u5730\u6c42\u51fa\u6765"]
+# %% reveals=["\u62a5\u9519\u7684\u90a3\u4e00\u884c -> 'backward'", "\u987a\u987a\u5f53\u5f53\u5730\u6c42\u51fa\u6765"] tags=["predict"]
 def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     x_fake = G(z)
     x_real = x_real.detach().requires_grad_(True)
@@ -564,7 +564,7 @@ def doctor_said(lab_name, seen):
         print(tr("{lab_name}: the doctor says nothing", lab_name=lab_name))
 
 
-# %% tags=["predict"] reveals=["\u627e\u51fa\u4e86\u5176\u4e2d\u4e09\u4e2a", "\u70b9\u540d\u6216\u8b66\u544a\u7684\u51fa\u9519\u8bad\u7ec3\u6b65 -> 3"]
+# %% reveals=["\u627e\u51fa\u4e86\u5176\u4e2d\u4e09\u4e2a", "\u70b9\u540d\u6216\u8b66\u544a\u7684\u51fa\u9519\u8bad\u7ec3\u6b65 -> 3"] tags=["predict"]
 prediction = 3  # SOLUTION: 六个出错的训练步各在医生的监视下运行一次，它会点名或者警告几个？
 broken = {"srgan": (srgan_step_broken, "modified by an inplace operation"), "biggan": (train_broken, None),
           "wgan_gp": (train_critic_broken, None), "amp": (optimize_parameters_broken, None),

@@ -51,6 +51,7 @@ def show_source(*functions):
 def same(a, b):
     return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
+
 # %% [markdown]
 # ## 1 · DDP 给训练步添了什么
 #
@@ -64,7 +65,7 @@ show_source(ddp_lesson.averaged)
 # %% [markdown]
 # **先预测，再验证**。经过 DDP 包装的 D 做完 `backward()` 之后，1 号进程的 `D` 里有了 `.grad`。它是不是 1 号进程自己那个损失的梯度，和单进程时一样？
 
-# %% tags=["predict"] reveals=["两个进程各自梯度的平均值", "不是 1 号进程自己的"]
+# %% reveals=["\u4e24\u4e2a\u8fdb\u7a0b\u5404\u81ea\u68af\u5ea6\u7684\u5e73\u5747\u503c", "\u4e0d\u662f 1 \u53f7\u8fdb\u7a0b\u81ea\u5df1\u7684"] tags=["predict"]
 prediction = False  # SOLUTION: DDP 反向传播之后，1 号进程的 .grad 是不是它自己那个损失的梯度？（True/False）
 rank0, rank1 = processes.run(ddp_lesson.averaged)
 check("1 号进程的 .grad 是它自己那个损失的梯度", prediction, same(rank1["after_ddp"], rank1["own"]),
@@ -91,7 +92,7 @@ show_source(ddp_lesson.buffers)
 # %% [markdown]
 # **先预测，再验证**。这次前向传播之后，1 号进程的移动平均值里还看得到那个 5 吗（以 0.1 的动量更新一次后约为 4.5）？
 
-# %% tags=["predict"] reveals=["0 号进程的缓冲区复制了进来", "那个 5 已经没了"]
+# %% reveals=["0 \u53f7\u8fdb\u7a0b\u7684\u7f13\u51b2\u533a\u590d\u5236\u4e86\u8fdb\u6765", "\u90a3\u4e2a 5 \u5df2\u7ecf\u6ca1\u4e86"] tags=["predict"]
 prediction = False  # SOLUTION: 经过一次 DDP 前向传播，1 号进程的移动平均值里还有那个 5 吗？（True/False）
 rank0, rank1 = processes.run(ddp_lesson.buffers)
 check("1 号进程的移动平均值保留了它的 5", prediction, bool(rank1["running_mean"].mean() > 1),
@@ -140,7 +141,7 @@ if NEW_FLAG:
 # %% [markdown]
 # **先预测，再验证**。GAN 时不时要画一张样本网格，那是在 `torch.no_grad()` 下的一次前向传播。下面每个进程先训练一步，再在 `no_grad` 下做一次前向传播，然后 1 号进程把它的移动平均值写成 5，接着做一次训练用的前向传播。这次前向传播会像上面那样把 0 号进程的缓冲区复制进来吗？
 
-# %% tags=["predict"] reveals=["1 号进程的 5 保留了下来", "之后才会复制"]
+# %% reveals=["1 \u53f7\u8fdb\u7a0b\u7684 5 \u4fdd\u7559\u4e86\u4e0b\u6765", "\u4e4b\u540e\u624d\u4f1a\u590d\u5236"] tags=["predict"]
 prediction = False  # SOLUTION: 在 no_grad 下的前向传播之后，下一次训练用的前向传播会复制 0 号进程的缓冲区吗？（True/False）
 after0, after1 = processes.run(ddp_lesson.sample_then_train)
 check("no_grad 前向传播之后的那次训练前向传播复制了 0 号进程的缓冲区", prediction,
@@ -199,7 +200,7 @@ show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
 # %% [markdown]
 # **先预测，再验证**。`unused_head(iterations=1)` 让 D 更新一步，`iterations=2` 更新两步。DDP 在第几次迭代（1 还是 2）报错？
 
-# %% tags=["predict"] reveals=["在第二次迭代开始时", "第 2 次迭代报错"]
+# %% reveals=["\u5728\u7b2c\u4e8c\u6b21\u8fed\u4ee3\u5f00\u59cb\u65f6", "\u7b2c 2 \u6b21\u8fed\u4ee3\u62a5\u9519"] tags=["predict"]
 prediction = 2  # SOLUTION: DDP 在第几次迭代（1 或 2）报错？
 try:
     first = processes.run(ddp_lesson.unused_head, iterations=1)
@@ -273,7 +274,7 @@ show_source(ddp_lesson.d_step_synced_each)
 # %% [markdown]
 # **先预测，再验证**。每次反向传播都对当时 `.grad` 里的东西求平均……真是这样吗？`accum=2` 时，每个进程据以更新的梯度，是不是单个进程把两个进程的批量合在一起时据以更新的那个梯度？
 
-# %% tags=["predict"] reveals=["梯度照样是对的", "和的平均等于平均的和"]
+# %% reveals=["\u68af\u5ea6\u7167\u6837\u662f\u5bf9\u7684", "\u548c\u7684\u5e73\u5747\u7b49\u4e8e\u5e73\u5747\u7684\u548c"] tags=["predict"]
 prediction = True  # SOLUTION: 每个进程据以更新的，是不是单个进程用全局批量得到的梯度？（True/False）
 synced = processes.run(ddp_lesson.accumulate, step="d_step_synced_each")
 one_process = ddp_lesson.one_process_reference(world=2)
