@@ -1,5 +1,5 @@
-"""The website (`make site`, Jupyter Book 1): its table of contents holds every lesson of both editions, every
-documentation page and the instructor notes, and nothing it must not (student copies, text sources); `make test`
+"""The website (`make site`, Jupyter Book 1): its table of contents holds every lesson of both editions and its
+student copy, every documentation page and the instructor notes, and nothing it must not (text sources); `make test`
 builds it with warnings as errors, so a broken link or page fails the suite."""
 import re
 from pathlib import Path
@@ -14,15 +14,23 @@ def test_the_site_holds_every_lesson_of_both_editions_and_every_page():
     lessons = [f"notebooks/{p.stem}" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
     zh = [f"notebooks/zh/{p.stem}" for p in sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))]
     docs = [f"docs/{p.stem}" for p in sorted((ROOT / "docs").glob("*.md"))]
+    students = [f.replace("notebooks/", "notebooks/student/", 1) if f.count("/") == 1 else
+                f.replace("notebooks/zh/", "notebooks/zh/student/", 1) for f in lessons + zh]
     assert files[0] == "README" and len(files) == len(set(files))
-    assert set(lessons + zh + docs + ["README.zh-CN", "CONTRIBUTING", "notebooks/README"]) == set(files[1:])
+    assert set(lessons + zh + students + docs + ["README.zh-CN", "CONTRIBUTING", "notebooks/README",
+                                                 "notebooks/zh/GLOSSARY"]) == set(files[1:])
     assert all(list((ROOT / f).parent.glob(Path(f).name + ".*")) for f in files), "a page the toc names is missing"
 
 
 def test_the_site_shows_stored_outputs_and_the_widget_s_picture():
     assert 'execute_notebooks: "off"' in CONFIG                       # the committed outputs, never run again
     assert '["html", "application/vnd.jupyter.widget-view+json", null]' in CONFIG   # lesson 05's stored picture
-    assert "notebooks/student/**" in CONFIG and "notebooks/zh/student/**" in CONFIG
+    assert "notebooks/src/**" in CONFIG and "notebooks/zh/src/**" in CONFIG and "student" not in CONFIG
+
+
+def test_the_site_suppresses_no_warning():
+    """Every warning of the build is an error (-W, below), and no category of them is switched off."""
+    assert not re.search(r"suppress_warnings:\s*\[\s*[\"']", CONFIG)
 
 
 def test_make_test_builds_the_site_with_warnings_as_errors():
