@@ -1,11 +1,12 @@
 """The doctor's journal: the history of what it has seen in the block, in one place. The doctor owns it and hands
 it to its parts: the recorder writes it, the namer, the checks and the diagnoses read it (and the checks add their
 warnings). How the recorder is recording, and what the checks wait to judge, are their own. Each record in it is a small dataclass (nodes.py); the rest are plain sets and dicts keyed by id."""
+import types
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
-from gan_lessons.doctor.nodes import Nodes
+from gan_lessons.doctor.nodes import CallRecord, LeafWrite, Nodes
 
 
 def _bounded(n):
@@ -19,7 +20,7 @@ class Journal:
     inplace: deque = _bounded(1000)                      # InplaceWrite
     backwards: deque = _bounded(50)                      # BackwardCall
     steps: deque = _bounded(50)                          # Step
-    last_leaf_inplace: object = None                     # LeafWrite
+    last_leaf_inplace: LeafWrite | None = None
     serial: int = 0                                      # the serial of the last node recorded
     first_seq: int = 0           # autograd's own number for the first node this thread made once the block began:
                                  # a node numbered below it was made before (not adopted by the op that reaches it)
@@ -29,8 +30,8 @@ class Journal:
     no_grad_forwards: deque = _bounded(20)
     # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were made under
     # inference_mode or made to require grad by requires_grad_ (id: a Made, with a weak reference to the tensor)
-    failed: object = None
-    entry: object = None                                 # the frame that entered the doctor (while the block runs)
+    failed: CallRecord | None = None
+    entry: types.FrameType | None = None                 # the frame that entered the doctor (while the block runs)
     inference_made: dict = field(default_factory=dict)
     flagged_at: dict = field(default_factory=dict)
     from_values: dict = field(default_factory=dict)      # tensors made from Python values (torch.tensor(x.item()))

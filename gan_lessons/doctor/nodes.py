@@ -2,7 +2,10 @@
 own metadata), the last in-place write on a leaf, each backward call, optimizer step and in-place write it saw, and
 each D step whose backward ran on into another net."""
 import itertools
+import weakref
 from dataclasses import dataclass, field
+
+import torch
 
 from gan_lessons.doctor.frames import shown_path
 from gan_lessons.doctor.report import Where
@@ -15,11 +18,11 @@ SERIAL = itertools.count(1)          # one counter for every doctor: a node's se
 class NodeInfo:
     """What the doctor knows of one autograd node it saw made."""
     op: str                      # the torch function that made it ("mul", "linear"; "compiled forward")
-    module: object               # the module running then (the outermost one the student called), or None
+    module: torch.nn.Module | None  # the module running then (the outermost one the student called), or None
     where: Where | None          # the student's line that made it (for ops inside a module, its call)
     serial: int                  # the order nodes were made in, across every doctor
     inside: Where | None = None  # for an op inside a module: the student's line in that module's code, if any
-    training: object = None      # that module's .training then (False: after model.eval()); None outside modules
+    training: bool | None = None  # that module's .training then (False: after model.eval()); None outside modules
 
     def place(self) -> str:
         """Where it was made, as a diagnosis says it: the line inside the module's code, called from the line
@@ -34,9 +37,9 @@ class NodeInfo:
 @dataclass(slots=True)
 class LeafWrite:
     """The last in-place op on a leaf that requires grad (or on a view of one), seen while autograd records."""
-    leaf: object                 # the leaf tensor
+    leaf: torch.Tensor           # the leaf tensor
     op: str                      # "sub_", "index_copy_"
-    where: object                # the student's line (a Where)
+    where: Where | None          # the student's line
     view: bool                   # written through a view of the leaf
     carries_grad: bool           # the values written require grad: their gradient must pass through the write
 
@@ -47,7 +50,7 @@ class BackwardCall:
     a retained or unused graph alive."""
     roots: list                  # weak references to the tensors it ran from
     root_ids: set                # their ids
-    where: object                # the student's line (a Where)
+    where: Where | None          # the student's line
     retain: bool                 # retain_graph (or create_graph) was set
     nodes: set                   # the serials of the graph's nodes the doctor saw made
     depth: dict                  # every leaf it reached: how many nodes from the roots (backward(inputs=...): those)
@@ -61,8 +64,8 @@ class BackwardCall:
 @dataclass(slots=True, eq=False)
 class Step:
     """An optimizer step the doctor saw end."""
-    optimizer: object
-    where: object                # the student's line
+    optimizer: torch.optim.Optimizer
+    where: Where | None          # the student's line
     params: list                 # the parameters it holds
     versions: list               # their versions after it
     serial: int                  # the last node serial before it
@@ -74,13 +77,13 @@ class InplaceWrite:
     given)."""
     ptr: int                     # the written tensor's storage
     op: str                      # how a diagnosis shows the op
-    where: object                # the student's line
+    where: Where | None          # the student's line
     version: int                 # the tensor's version after it
     shape: tuple
     serial: int                  # the last node serial before it
-    module: object = None        # the module running then, if any
-    made: object = None          # the NodeInfo of what the tensor held before (an in-place op's input), if known
-    outer: object = None         # the student's outermost line then (a Where), when `where` is in another file
+    module: torch.nn.Module | None = None  # the module running then, if any
+    made: NodeInfo | None = None  # the NodeInfo of what the tensor held before (an in-place op's input), if known
+    outer: Where | None = None   # the student's outermost line then, when `where` is in another file
 
 
 @dataclass(slots=True, eq=False)
@@ -88,7 +91,7 @@ class ForeignStep:
     """A D step on gradients whose backward ran on into another net: judged at that net's step (checks.py)."""
     backward: BackwardCall
     step: str                    # the optimizer's name
-    where: object                # the line of that step
+    where: Where | None          # the line of that step
     nets: list                   # the other nets the backward reached
     params: set                  # their parameters it reached
 
@@ -113,10 +116,10 @@ class Made:
     """How a tensor came to be as it is: made under inference_mode, made from Python values (torch.tensor), or made
     to require grad by requires_grad_; where (the student's line, and the function it ran in), and the call site of
     that function."""
-    tensor: object               # a weak reference to the tensor
-    where: object                # a Where
+    tensor: weakref.ref          # a weak reference to the tensor
+    where: Where | None
     function: str                # the function that line is in ("<module>" at a script's top level)
-    caller: object = None        # the line that called that function (a Where), if it is the student's
+    caller: Where | None = None  # the line that called that function, if it is the student's
 
 
 @dataclass(slots=True, eq=False)
@@ -125,7 +128,7 @@ class CallRecord:
     keep its arguments alive), and the student's line."""
     name: str
     given: list
-    where: object
+    where: Where | None
     storages: list = field(default_factory=list)   # the storage of each tensor given (it outlives a temporary)
 
     @property
