@@ -158,6 +158,10 @@ STRATEGIES = textwrap.dedent("""
             said[name] = "raised: " + str(error).split(":")[0]
     if rank == 0:
         print(said)
+    # the last wrapped nets let go of, and both processes at one point, before the group goes: without this the
+    # gloo teardown aborted ("terminate called without an active exception") in 2 of 10 runs, after the work
+    del G, D, opt_G, opt_D
+    dist.barrier()
     dist.destroy_process_group()
 """)
 
