@@ -87,3 +87,16 @@ def test_pre_commit_runs_ruff_and_the_source_check():
     hooks = [h for r in yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"] for h in r["hooks"]]
     entries = " ".join(h["entry"] for h in hooks)
     assert "ruff check" in entries and "tools/build_notebook.py --check" in entries
+
+
+def test_binder_builds_from_the_project_s_environment_and_the_badge_opens_a_lesson():
+    """Binder (repo2docker) reads environment.yml and runs postBuild at the root (no binder/ folder, which would
+    hide them); postBuild installs this checkout's package; the README's badge and the site's launch button open
+    lessons that exist."""
+    assert (ROOT / "environment.yml").exists() and not (ROOT / "binder").exists() and not (ROOT / ".binder").exists()
+    post = (ROOT / "postBuild").read_text()
+    assert "pip install --no-deps -e ." in post and (ROOT / "postBuild").stat().st_mode & 0o111
+    badges = re.findall(r"\(https://mybinder\.org/v2/gh/gan-lessons/gan-lessons/main\?urlpath=lab/tree/([^)\s]+)\)",
+                        (ROOT / "README.md").read_text())
+    assert badges and all((ROOT / path).exists() for path in badges), badges
+    assert "binderhub_url: https://mybinder.org" in (ROOT / "site" / "_config.yml").read_text()
