@@ -1,7 +1,9 @@
 """Where a list kept a tensor past its loop pass. The container is a fact of the live objects: the namer found the
-old tensor as an element of a list someone still holds (`past[0]`, `critic.history[1]`). Adding to a list is not a
-torch call, so no record has its line; it is read from the student's source, for that container only: the lines
-that append to it, extend it, insert into it or store into it (`past.append(logits)`, `self.history += [h]`)."""
+old tensor as an element of a list, deque or dict someone still holds (`past[0]`, `critic.history[1]`,
+`mem.items[0]`). Adding to a container is not a torch call, so no record has its line; it is read from the source
+of the files the records point to, for that container only: the lines that append to it, extend it, insert into
+it, store into it or rebuild it with a new element (`past.append(logits)`, `self.history += [h]`,
+`cache[k] = y`, `self.prev = self.prev[-2:] + [h]`)."""
 import ast
 import linecache
 import re
@@ -31,6 +33,7 @@ def owner_file(container: str, spaces) -> str | None:
         obj = getattr(obj, a, None)
     methods = [f for cls in type(obj).__mro__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
     return methods[0].__code__.co_filename if obj is not None and methods else None
+
 
 def _names(node, container: str) -> bool:
     """Does this expression stand for the container? Its last attribute decides (`self.history` and
