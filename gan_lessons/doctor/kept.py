@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gan_lessons.doctor.report import Where
 
 _ADDS = {"append", "extend", "insert", "appendleft", "extendleft", "add", "put", "setdefault", "update"}
+_ONE = {"append", "insert", "appendleft", "add", "put"}     # the calls whose last argument is the one value added
 _ELEMENT = re.compile(r"^(?P<container>[A-Za-z_][\w.]*?)((\[[^\]]*\])+)$")
 
 
@@ -49,7 +50,7 @@ def _additions(tree, container):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ADDS \
                 and _names(node.func.value, container) and node.args:
-            yield node.lineno, node.args[-1] if node.func.attr != "setdefault" else None
+            yield node.lineno, node.args[-1] if node.func.attr in _ONE else None   # (extend: many; no .detach())
         elif isinstance(node, ast.AugAssign) and _names(node.target, container):
             yield node.lineno, None
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and _names(t.value, container)
