@@ -22,8 +22,14 @@ nbgrader's metadata comes from the source too (gan_lessons.release.grading_metad
 `### BEGIN SOLUTION` is an autograded answer, a code cell tagged `test` (the checker's call and an `assert`) is a
 locked test cell worth one point, named after its checker."""
 import argparse
+import ast
 import difflib
+import inspect
+import io
+import re
 import sys
+import textwrap
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -168,8 +174,86 @@ def execute(nb, where: Path):
     return nb
 
 
+# --- solution blocks, filled from the package's reference answers ------------------------------------------------
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+def solution_blocks(lines: list) -> list:
+    """(function name, first line, end line, indentation) of each solution block that is a function's body: the
+    lines between its markers, lines[first:end]."""
+    blocks = []
+    for k, line in enumerate(lines):
+        if line.strip() != BEGIN:
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        head = next((re.match(r"(\s*)def (\w+)\(", lines[j]) for j in range(k - 1, -1, -1)
+                     if re.match(r"\s*def \w+\(", lines[j])), None)
+        end = next(j for j in range(k + 1, len(lines)) if lines[j].strip() == END)
+        if head and len(head.group(1)) < len(indent):
+            blocks.append((head.group(2), k + 1, end, indent))
+    return blocks
+
+
+def reference_lines(function) -> list:
+    """The body of a reference answer, its docstring and the package's `# noqa` marks left out, dedented."""
+    source = textwrap.dedent(inspect.getsource(function))
+    definition = ast.parse(source).body[0]
+    body = definition.body
+    first = body[1].lineno if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else \
+        body[0].lineno
+    lines = [re.sub(r"\s+# noqa\b.*$", "", line) for line in source.splitlines()[first - 1:]]
+    return textwrap.dedent("\n".join(lines)).rstrip().splitlines()
+
+
+def code_tokens(lines: list) -> list:
+    """The code's tokens, comments and layout left out: what two editions of one answer must share."""
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    text = textwrap.dedent("\n".join(lines)) + "\n"
+    return [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in skip]
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+
+
+def solutions(source: Path, fill=False, lang=None) -> list:
+    """Where a solution block of `source` differs from its reference answer (exercises.SOLUTIONS): one line each.
+    The English block must be the reference's body as it is; the Chinese one its code, comments aside. With fill,
+    each differing block is written from the reference instead (the Chinese block's comments then to translate)."""
+    from gan_lessons.exercises import SOLUTIONS
+    references, source = SOLUTIONS.get(source.name[:2], {}), Path(source).resolve()
+    lang = lang or language_of(source)
+    lines = source.read_text().splitlines()
+    problems, found = [], set()
+    for name, first, end, indent in reversed(solution_blocks(lines)):
+        if name not in references:
+            continue
+        found.add(name)
+        reference = references[name]
+        block = textwrap.dedent("\n".join(lines[first:end])).rstrip().splitlines()
+        want = reference_lines(reference)
+        same = block == want if lang == "en" else code_tokens(block) == code_tokens(want)
+        if same:
+            continue
+        where = f"{shown(source)}:{first + 1}"
+        if fill:
+            lines[first:end] = [indent + line if line else line for line in want]
+            problems.append(f"{where}: {name}'s solution filled from {reference.__module__}.{reference.__name__}"
+                            + ("" if lang == "en" else " (translate its comments)"))
+        else:
+            problems.append(f"{where}: {name}'s solution is not the code of {reference.__module__}."
+                            f"{reference.__name__}; rebuild to fill it from there, or edit the reference")
+    problems += [f"{shown(source)}: no solution block for {name} (its reference is "
+                 f"{references[name].__name__})" for name in sorted(set(references) - found)]
+    if fill and any("filled" in p for p in problems):
+        source.write_text("\n".join(lines) + "\n")
+    return problems
+
+
 def build(source: Path, keep_outputs=False) -> Path:
     source = Path(source)
+    for line in solutions(source, fill=True):
+        print(line)
     target = notebook_of(source)
     old = nbformat.read(target, as_version=4) if target.exists() else None
     nb = assemble(source, old, keep_outputs)
@@ -227,6 +311,7 @@ def main(argv=None):
     if a.check:
         problems = [line for s in sources for line in
                     (differences(s, notebook_of(s)) if notebook_of(s).exists() else [f"{notebook_of(s)} is missing"])]
+        problems += [line for s in sources for line in solutions(Path(s))]
         if problems:
             sys.exit("\n".join(problems) + "\nrebuild with `python tools/build_notebook.py SRC` (or --keep-outputs "
                                            "for prose-only edits)")

@@ -12,15 +12,17 @@ asserts on that verdict:
 One module per lesson (lesson01 ... lesson13; lesson08_gp holds lesson 08's gradient penalty, and lessons 11 and
 12 are packages, one module per part) holds that lesson's checkers and the reference answers they compare with;
 feedback holds what they share (the wording of the feedback lines, the autograd hints, known wrong answers), steps
-the engine that records the gradients each optimizer steps on (recorded_steps) and compares them, and
-diagnosis_key lesson 07's key to the doctor's diagnoses. Every checker is importable from here."""
+the engine that records the gradients each optimizer steps on (recorded_steps) and compares them, variants the
+known answers written as edits of a reference (variant), and diagnosis_key lesson 07's key to the doctor's
+diagnoses. SOLUTIONS names the reference each lesson's solution block is filled from. Every checker is importable
+from here."""
 from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT
 from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
 from gan_lessons.exercises.lesson02 import check_chain_step, reference_chain_step
 from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_saved
 from gan_lessons.exercises.lesson04 import check_d_step, check_sample, reference_d_step
-from gan_lessons.exercises.lesson05 import check_strategy
+from gan_lessons.exercises.lesson05 import check_strategy, reference_strategy
 from gan_lessons.exercises.lesson06 import check_resume
 from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check_seed000_step, reference_seed000_step
 from gan_lessons.exercises.lesson08 import check_lazy_r1
@@ -45,11 +47,34 @@ from gan_lessons.exercises.lesson12 import (
                                             check_wgan_gp,
                                             lab_problem,
 )
+from gan_lessons.exercises.lesson12.amp import reference_optimize_parameters
+from gan_lessons.exercises.lesson12.biggan import reference_biggan_train
+from gan_lessons.exercises.lesson12.compiled import reference_compiled_step
+from gan_lessons.exercises.lesson12.rnn import reference_rnn_train
+from gan_lessons.exercises.lesson12.srgan import reference_srgan_step
+from gan_lessons.exercises.lesson12.wgan_gp import reference_make_critic, reference_train_critic
 from gan_lessons.exercises.lesson13 import check_ddp_accumulation
 from gan_lessons.exercises.steps import recorded_steps
 
+# The reference answer of each build exercise whose checker compares with one, by lesson and the name of the function
+# the student writes: the one source of the code in that lesson's solution block. tools/build_notebook.py fills the
+# block from it in both editions (the English block is the reference's body as it is, comments included; the Chinese
+# one has the same code with its comments in Chinese), and its --check fails where they differ.
+SOLUTIONS = {
+    "02": {"chain_step": reference_chain_step},
+    "03": {"stale_saved": reference_stale_saved},
+    "04": {"d_step": reference_d_step},
+    "05": {"my_step": reference_strategy},
+    "07": {"fixed_step": reference_seed000_step},
+    "09": {"g_step": reference_frozen_g_step},
+    "10": {"amp_step": reference_amp_step},
+    "12": {"srgan_step": reference_srgan_step, "train": reference_biggan_train, "make_critic": reference_make_critic,
+           "train_critic": reference_train_critic, "optimize_parameters": reference_optimize_parameters,
+           "train_rnn": reference_rnn_train, "train_step": reference_compiled_step},
+}
+
 __all__ = [
-    "DOCTOR_KINDS", "ELLIPSIS_HINT", "recorded_steps",
+    "DOCTOR_KINDS", "ELLIPSIS_HINT", "SOLUTIONS", "recorded_steps",
     "check_sgd_step", "check_init",                                  # lesson 01
     "check_chain_step", "reference_chain_step",                      # lesson 02
     "check_stale_saved", "reference_stale_saved",                    # lesson 03

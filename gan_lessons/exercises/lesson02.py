@@ -32,12 +32,12 @@ def _chain_models():
 def reference_chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
     """One step of the chain: l3 stops at model3, l2 goes on into model1; one backward for the three losses."""
     a = model1(data)
-    b = model2(a)
-    c = model3(b.detach())
+    b = model2(a)                   # l2 goes on into model1: no cut here
+    c = model3(b.detach())          # l3 stops at model3
     loss = F.cross_entropy(a, label) + F.cross_entropy(b, label) + F.cross_entropy(c, label)
     for optimizer in (optimizer1, optimizer2, optimizer3):
         optimizer.zero_grad()
-    loss.backward()
+    loss.backward()                 # one backward: each loss reaches only what it may
     for optimizer in (optimizer1, optimizer2, optimizer3):
         optimizer.step()
 

@@ -60,10 +60,8 @@ def reference_stale_saved(make_loss):
     """Lesson 03: run make_loss() under saved-tensor hooks, then backward through the loss it returns; one
     (shape, version when saved, version at backward) per saved tensor whose version moved in between."""
     stale = []
-
     def pack(t):
-        return t, t._version
-
+        return t, t._version              # the tensor itself, and its version now
     def unpack(packed):
         t, version = packed
         if t._version != version:

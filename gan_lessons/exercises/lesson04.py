@@ -28,7 +28,7 @@ def _gan(batch=8):
 def reference_d_step(G, D, opt_D, z, x_real):
     """D's step of lesson 04's build, on the hinge loss (SAGAN's, BigGAN's): the fake batch detached, so loss_D
     trains D only."""
-    x_fake = G(z).detach()
+    x_fake = G(z).detach()                    # cut from G: D's backward stops here
     loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()
     opt_D.zero_grad()
     loss_D.backward()

@@ -29,7 +29,7 @@ def reference_strategy(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
         opt_D.step()
     opt_G.zero_grad()
     loss_G = -D(G(noise(len(x_chunk)))).mean()            # a fresh fake, through the updated D
-    loss_G.backward(inputs=list(G.parameters()))          # G's .grad only: D's is not computed
+    loss_G.backward(inputs=list(G.parameters()))
     opt_G.step()
     return loss_D, loss_G
 

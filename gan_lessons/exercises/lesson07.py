@@ -10,6 +10,7 @@ from torch import optim
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, same_steps
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _, language, speaking
 from gan_lessons.lesson import headline, not_solved
 
@@ -72,41 +73,37 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
 
 
 # --- lesson 07: seed 000's step, fixed with the doctor's help ------------------------------------------------
-def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z, d_scale=1.0, zero_d=True, zero_g=True,
-                           g_first=False):
+def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z):
     """Seed 000's step, fixed: raw logits into the *_with_logits loss, D's fake term detached, D first, then G
-    through the stepped D, one forward of g. d_scale=0.5 is the same step with D's loss the mean of its two terms
-    (lesson 05's convention), which the checker accepts too. zero_d=False, zero_g=False and g_first=True are
-    known wrong steps (a zero_grad left out; G's step before D's), which the checker names."""
-    bce = F.binary_cross_entropy_with_logits
+    through the stepped D, one forward of g. (The lesson's solution block is this code: tools/build_notebook.py
+    checks it.)"""
+    bce = F.binary_cross_entropy_with_logits         # takes raw logits: no sigmoid before it
     real_label, fake_label = torch.ones(len(x_real)), torch.zeros(len(z))
-    gz = g(z)
-
-    def g_step():
-        g_loss = bce(d(gz), real_label)
-        if zero_g:
-            g_optimizer.zero_grad()
-        g_loss.backward()
-        g_optimizer.step()
-
-    if g_first:
-        g_step()
-    d_loss = d_scale * (bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label))
-    if zero_d:
-        d_optimizer.zero_grad()
+    gz = g(z)                                          # the one forward of g
+    d_loss = bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)   # D's backward stops at gz
+    d_optimizer.zero_grad()
     d_loss.backward()
     d_optimizer.step()
-    if not g_first:
-        g_step()
+    g_loss = bce(d(gz), real_label)                    # a fresh forward of the d that has just stepped
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
 
 
-SEED000_MISTAKES = [(wrong, hint) for wrong, hint in (
-                        ({"zero_d": False}, N_("d's gradients at the second call are those of both calls added up: "
-                                               "call d_optimizer.zero_grad() before d_loss.backward()")),
-                        ({"zero_g": False}, N_("g's gradients at the second call are those of both calls added up: "
-                                               "call g_optimizer.zero_grad() before g_loss.backward()")),
-                        ({"g_first": True}, N_("G steps first, through D from before its step: seed 000's plan is D "
-                                               "first, then G's loss through the D that has just stepped")))]
+# D's loss the mean of its two terms (lesson 05's convention), which the checker accepts too
+D_LOSS_HALVED = {"bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)":
+                 "0.5 * (bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label))"}
+G_STEP = ["g_loss = bce(d(gz), real_label)", "g_optimizer.zero_grad()", "g_loss.backward()", "g_optimizer.step()"]
+SEED000_MISTAKES: list[tuple[dict, str]] = [
+    ({"drop": "d_optimizer.zero_grad()"},
+     N_("d's gradients at the second call are those of both calls added up: call d_optimizer.zero_grad() before "
+        "d_loss.backward()")),
+    ({"drop": "g_optimizer.zero_grad()"},
+     N_("g's gradients at the second call are those of both calls added up: call g_optimizer.zero_grad() before "
+        "g_loss.backward()")),
+    ({"move": (G_STEP, "d_loss = bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)")},
+     N_("G steps first, through D from before its step: seed 000's plan is D first, then G's loss through the D "
+        "that has just stepped"))]
 # What the doctor's report (its kind and words) means in this step, which the checker adds as a hint. The words are
 # matched against the doctor's English report.
 SEED000_DIAGNOSES = [
@@ -230,15 +227,15 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
                            for d, said in zip(suspicious, english))
     mine = _run_seed000(fixed_step, calls)
     run = functools.partial(_run_seed000, calls=calls)
-    records = {scale: run(functools.partial(reference_seed000_step, d_scale=scale)) for scale in (1.0, 0.5)}
+    forms = {1.0: {}, 0.5: D_LOSS_HALVED}
+    records = {scale: run(variant(reference_seed000_step, replace=form)) for scale, form in forms.items()}
     # D's loss summed or averaged: the scale whose steps all match, else the one whose first D step does
     scale = next((s for s, r in records.items() if matching(mine, r)), None) or next(
         (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1])), 1.0)
     reference = records[scale]
     differ = compare_steps(mine, reference, _("pass D raw logits, detach the fake in D's fake term, and give G's "
                                               "loss D's output on the fake batch after D's step"))
-    mistakes = [(functools.partial(reference_seed000_step, d_scale=scale, **wrong), hint)
-                for wrong, hint in SEED000_MISTAKES]
+    mistakes = [(variant(reference_seed000_step, replace=forms[scale], **edit), hint) for edit, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run) if differ and not warned else None
     problems = list(warned) + ([_(mistake)] if mistake else differ)
     forwards = _g_forwards(fixed_step)

@@ -1,15 +1,15 @@
 """Lesson 10's exercise: a GAN step under autocast with ONE GradScaler for both optimizers, D's gradient accumulated
 over micro-batches and its norm clipped (check_amp_step)."""
 import math
-from functools import partial
 
 import torch
-import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import flat, recorded_steps
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
+from gan_lessons.strategies import bce
 
 MAX_NORM = 0.1        # D's gradient norm on the checker's batch is about 0.27: the clip is active
 ACCUM = 2             # D's micro-batches per step, in the checker's runs
@@ -26,32 +26,30 @@ _AMP_HINTS = [
 ] + AUTOGRAD_HINTS
 
 
-def _bce(logits, target):
-    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
-
-
-def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2, _clear_each=False):
+def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     """Lesson 10: d_first_reuse_fake under autocast (bfloat16 on the CPU), one GradScaler for both optimizers, D's
-    gradient added up over `accum` micro-batches and its norm clipped to max_norm on the unscaled gradients.
-    (_clear_each: a known wrong version, D's .grad emptied before each micro-batch.)"""
+    gradient added up over `accum` micro-batches and its norm clipped to max_norm on the unscaled gradients. (The
+    lesson's solution block is this code: tools/build_notebook.py checks it.)"""
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x_fake = G(z)
-    opt_D.zero_grad()
+    opt_D.zero_grad()                                    # once: the micro-batches add up into .grad
     for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
-        if _clear_each:
-            opt_D.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss_D = (_bce(D(x_part), 1) + _bce(D(fake_part), 0)) / 2
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
         scaler.scale(loss_D / accum).backward()
-    scaler.unscale_(opt_D)                               # the true gradients, for the clip
+    scaler.unscale_(opt_D)                               # the true gradient, for the clip
     nn.utils.clip_grad_norm_(D.parameters(), max_norm)
-    scaler.step(opt_D)
+    scaler.step(opt_D)                                   # skipped if D's gradient holds an inf or NaN
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss_G = _bce(D(x_fake), 1)
+        loss_G = bce(D(x_fake), 1)
     opt_G.zero_grad()
     scaler.scale(loss_G).backward()
     scaler.step(opt_G)
     scaler.update()                                      # once, after both steps
+
+
+# a known wrong version: D's .grad emptied before each micro-batch, so only the last one's gradient is left
+CLEARED_EACH_MICRO_BATCH = {"move": ("opt_D.zero_grad()", "into the loop")}
 
 
 def _recording_scaler(names):
@@ -156,7 +154,7 @@ def _call_problems(run):
 def _gradient_problems(run, reference):
     """G's and D's gradients at their optimizer's step, compared with the reference step's."""
     problems, scale = [], run["scale before"]
-    last_only = _run_amp(partial(reference_amp_step, _clear_each=True))["records"]["opt_D"]
+    last_only = _run_amp(variant(reference_amp_step, **CLEARED_EACH_MICRO_BATCH))["records"]["opt_D"]
     if len(run["records"]["opt_D"]) == 1 and len(last_only) == 1 and \
             (flat(run["records"]["opt_D"][0]) - flat(last_only[0])).norm() <= 1e-2 * flat(last_only[0]).norm():
         return [_("D's gradient at opt_D.step() is its last micro-batch's alone: D's .grad was emptied between the "

@@ -66,7 +66,8 @@ def _srgan_extra(mine, ref):
 
 def reference_srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
     """SRGAN's step, fixed: D on the detached fake; G's loss from a fresh D(fake_img), after D's step."""
-    real_img, z = target, data
+    real_img = target
+    z = data
     fake_img = netG(z)
     netD.zero_grad()
     real_out = netD(real_img).mean()

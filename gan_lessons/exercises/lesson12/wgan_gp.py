@@ -64,8 +64,8 @@ def reference_train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
     gradients = torch.autograd.grad(outputs=prob_interpolated, inputs=interpolated,
                                     grad_outputs=torch.ones(prob_interpolated.size()),
                                     create_graph=True, retain_graph=True)[0]
-    gradient_penalty = ((gradients.view(gradients.size(0), -1).norm(2, dim=1) - 1) ** 2).mean() * lambda_term
-    gradient_penalty.backward()
+    grad_penalty = ((gradients.view(gradients.size(0), -1).norm(2, dim=1) - 1) ** 2).mean() * lambda_term
+    grad_penalty.backward()
     d_optimizer.step()
 
 
