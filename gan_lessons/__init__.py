@@ -30,11 +30,19 @@ Modules, each named for what it holds:
 __version__ = "0.1.0"
 
 
-def _make_torchvision_importable():
-    """PyPI's torchvision wheels are CUDA builds. Beside a CPU-only torch (what `make test` installs) their compiled
-    ops cannot load, and torchvision's import then fails on "operator torchvision::nms does not exist"
-    (pytorch/vision#9085). The suite uses only torchvision's pure-Python parts (MNIST, make_grid, save_image),
-    so declare the two operators that import expects, and import again. Any other failure is raised as is."""
+import importlib.abc
+import importlib.util
+import sys
+
+_REGISTERED: list = []
+
+
+def import_torchvision():
+    """torchvision, importable beside a CPU-only torch. PyPI's torchvision wheels are CUDA builds; beside a CPU-only
+    torch (what `make test` installs) their compiled ops cannot load, and torchvision's import then fails on
+    "operator torchvision::nms does not exist" (pytorch/vision#9085). The suite uses only torchvision's pure-Python
+    parts (MNIST, make_grid, save_image), so declare the two operators that import expects, and import again. Any
+    other failure is raised as is."""
     import torch
     try:
         import torchvision
@@ -44,11 +52,36 @@ def _make_torchvision_importable():
         lib = torch.library.Library("torchvision", "FRAGMENT")
         for op in ("nms", "qnms"):
             lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        _make_torchvision_importable.library = lib  # keep the registrations alive
-        import torchvision  # noqa: F401
+        _REGISTERED.append(lib)  # keep the registrations alive
+        import torchvision
+    return torchvision
 
 
-_make_torchvision_importable()
+class _Imported(importlib.abc.Loader):
+    def __init__(self, module):
+        self.module = module
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        pass
+
+
+class _TorchvisionOnFirstUse(importlib.abc.MetaPathFinder):
+    """torchvision is imported where it is first used, by this package or by anyone after `import gan_lessons`,
+    not with the package: its import takes about a second, which the command line's quick answers (--help, a bad
+    flag) would otherwise wait for. The first `import torchvision` goes through import_torchvision."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torchvision":
+            return None
+        sys.meta_path.remove(self)
+        return importlib.util.spec_from_loader(name, _Imported(import_torchvision()))
+
+
+if "torchvision" not in sys.modules:
+    sys.meta_path.insert(0, _TorchvisionOnFirstUse())
 
 
 def load_ipython_extension(ip):

