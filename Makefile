@@ -1,11 +1,12 @@
 # Two entry points, each doing its own setup and safe to re-run:
 #   make lab          set up .venv and open a working copy of the lessons (work/) in JupyterLab
-#   make test         set up .venv and run the test suite (the linter, the website's build, unit tests, the English
-#                     lessons under nbval, the website in a browser, the GPU run's rehearsal)
+#   make test         set up .venv and run the test suite (the linter, mypy, the website's build, the unit tests, the
+#                     English lessons under nbval, the command line, the doctor, the GPU run's rehearsal)
 # And the rest, each in a line (the comment above each target says more):
-#   make test-all     make test, then the lessons' other copies under nbval (Chinese, student copies); CI runs it
-#   make test-copies  the lessons' other copies alone: the Chinese edition and both editions' student copies
-#   make quick        a quick check: the linter, mypy and the unit tests, without notebooks, browser or training
+#   make test-all     make test, then make test-rest: every test there is; CI runs it
+#   make test-rest    what make test leaves out: the lessons' other copies under nbval (Chinese, student copies) and the
+#                     tests marked `extended` (the browser, nbgrader's round trip, Colab's stack, a busy machine, ...)
+#   make quick        a quick check: the linter, mypy and the tests not marked `slow` (no notebook, browser or training)
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
 #   make dot          graphviz's dot (apt where it can), for the graphs
@@ -39,18 +40,15 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test test-all test-copies quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
+.PHONY: lab test test-all test-rest quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
 
-# quick leaves out what takes minutes (every notebook under nbval, the browser, nbgrader's round trip, Colab's
-# widgets, training runs, two-process runs, the doctor on whole scripts and its case suite, timing under load, the
-# GPU rehearsal):
-# `make test` runs them all.
-QUICK_SKIP := browser site_browser nbgrader jupytext student colab cli_bad_input cli_reliability training timing_under_load gpu_run doctor_script \
-              doctor_real doctor_cases doctor_quiet wgan_gp fast_mode doctor_ranks processes checkers_lesson13 train_distributed
+# quick leaves out every test marked `slow` (set in the test's file; every lesson under nbval is, in conftest.py):
+# the notebooks, the browser, nbgrader's round trip, training runs, two-process runs, the doctor on whole scripts
+# and its case suite, timing under load, the GPU rehearsal. `make test` runs them, but those marked `extended`.
 quick: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -n 2 --dist loadscope -q tests $(foreach t,$(QUICK_SKIP),--ignore-glob='tests/*/test_$(t).py')
+	$(PY) -m pytest -n 2 --dist loadscope -q -m "not slow" tests
 
 # lab opens a working copy of the lessons, work/ (git-ignored), so running a lesson never changes the committed
 # notebooks. A lesson already in work/ is kept as it was left; delete it there to start that lesson afresh.
@@ -59,22 +57,25 @@ lab: setup dot fonts
 	$(VENV)/bin/jupyter lab work/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 # test: the 25 slowest tests are listed at the end (--durations), where a slower suite shows first.
-test: setup dot chromium fonts
+test: setup dot fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(MAKE) --no-print-directory site
-	$(PY) -m pytest -n 2 --dist loadscope -m "not copies" --durations=25
+	$(PY) -m pytest -n 2 --dist loadscope -m "not copies and not extended" --durations=25
 	$(MAKE) --no-print-directory gpu-smoke
 
-# The lessons' other copies (the `copies` marker, set in conftest.py by the notebook's folder): the Chinese edition
-# (its code is the English edition's, which tools/parity.py checks; its outputs are the Chinese ones) and the
-# student copies (their cells run with the answers left blank). The English lessons run in `make test`.
-test-copies: setup dot fonts
-	$(PY) -m pytest -n 2 --dist loadscope -m copies notebooks
+# What `make test` leaves out. The lessons' other copies (the `copies` marker, set in conftest.py by the notebook's
+# folder): the Chinese edition (its code is the English edition's, which tools/parity.py checks; its outputs are the
+# Chinese ones) and the student copies (their cells run with the answers left blank). And the tests marked
+# `extended` in their files, which run lessons or the trainer again in another setting: JupyterLab and the website
+# in a browser, nbgrader's round trip, Colab's stack, timing claims on a busy machine, the GPU run's budget, two
+# processes training like one.
+test-rest: setup dot chromium fonts
+	$(PY) -m pytest -n 2 --dist loadscope -m "copies or extended" --durations=10
 
 test-all: test
-	$(MAKE) --no-print-directory test-copies
+	$(MAKE) --no-print-directory test-rest
 
 # ruff over the package, tools, benchmarks, tests and the lessons' text sources (config: pyproject.toml).
 lint: setup

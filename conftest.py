@@ -6,8 +6,9 @@
   offline route) never lands in a compared notebook output.
 - Each xdist worker trains into its own runs folder (GAN_LESSONS_RUNS, which the notebook kernels inherit): two copies
   of lesson 06 on two workers would otherwise write the same run folder at once.
-- The lessons' other copies (the Chinese edition, both editions' student copies) are marked `copies`: `make test`
-  leaves them out, `make test-all` runs them too.
+- Every lesson under nbval is marked `slow` (`make quick` leaves it out); the lessons' other copies (the Chinese
+  edition, both editions' student copies) are marked `copies` too: `make test` leaves them out, and `make test-rest`
+  (in `make test-all`, which CI runs) runs them, with the tests marked `extended` in their files.
 - Ctrl-C works in every process the suite starts: a suite started in the background by a non-interactive shell
   inherits SIGINT ignored, and Python then leaves it ignored, so the tests of Ctrl-C would see nothing happen."""
 import os
@@ -38,5 +39,7 @@ def pytest_collection_modifyitems(config, items):
     root = str(config.rootpath).rstrip("/") + "/"
     for item in items:
         path = str(item.path).replace("\\", "/").removeprefix(root.replace("\\", "/"))
+        if path.endswith(".ipynb"):
+            item.add_marker(pytest.mark.slow)
         if path.startswith(_COPIES):
             item.add_marker(pytest.mark.copies)

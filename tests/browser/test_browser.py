@@ -20,7 +20,7 @@ from gan_lessons import strategies
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "build" / "screenshots"
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.slow, pytest.mark.extended, pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium: apt-get install chromium")]
 
 

@@ -15,7 +15,7 @@ HTML = ROOT / "build" / "site" / "_build" / "html"
 CHROMIUM = "/usr/bin/chromium"
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted((ROOT / "notebooks" / "zh").glob(
     "[0-9][0-9]_*.ipynb"))
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.slow, pytest.mark.extended, pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium: apt-get install chromium")]
 
 

@@ -10,6 +10,8 @@ import torch
 
 from gan_lessons import data
 
+pytestmark = pytest.mark.slow
+
 QUICK = ["--limit", "128", "--batch-size", "64", "--eval-samples", "0", "--no-progress", "--device", "cpu",
          "--data", data.DEFAULT_ROOT]
 

@@ -18,6 +18,8 @@ import torch
 from gan_lessons import __main__ as cli_main
 from gan_lessons import data, training
 
+pytestmark = pytest.mark.slow
+
 DATA = data.DEFAULT_ROOT
 QUICK = ["--limit", "256", "--batch-size", "64", "--no-progress", "--device", "cpu", "--data", DATA]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -14,6 +14,8 @@ import torch
 
 from gan_lessons import data, training
 
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
+
 DATA = data.DEFAULT_ROOT
 SMALL = ["--limit", "256", "--batch-size", "64", "--no-progress", "--device", "cpu", "--data", DATA,
          "--eval-samples", "0"]

@@ -23,6 +23,8 @@ import torch
 
 from gan_lessons.doctor import DoctorWarning, doctor
 
+pytestmark = pytest.mark.slow
+
 CASES = sorted((Path(__file__).parent / "doctor_cases").glob("[0-9]*.py"))
 
 

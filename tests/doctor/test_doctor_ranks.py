@@ -16,6 +16,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gan_lessons.doctor import doctor, ranks, versions
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def run_of_two(monkeypatch):

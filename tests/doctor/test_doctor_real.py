@@ -33,6 +33,8 @@ RuntimeError: Trying to backward through the graph a second time
 GAN = """\
 import argparse, torch, torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+
+pytestmark = pytest.mark.slow
 parser = argparse.ArgumentParser()
 parser.add_argument("--n_epochs", type=int, default=50)
 opt = parser.parse_args()

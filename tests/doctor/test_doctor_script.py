@@ -312,6 +312,8 @@ def test_warnings_inside_a_doctor_block_keep_python_s_registry_and_filters():
 
 CTRL_C = """
 import atexit, signal, sys, torch
+
+pytestmark = pytest.mark.slow
 atexit.register(lambda: print("atexit ran", flush=True))
 print(sys.argv[0])
 x = torch.ones(2, requires_grad=True)

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 
 from gan_lessons import exercises
 
+pytestmark = pytest.mark.slow
+
 
 def reference(ddp, opt_D, x_real, x_fake, accum):
     opt_D.zero_grad()

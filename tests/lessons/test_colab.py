@@ -11,6 +11,8 @@ import pytest
 
 from gan_lessons.lesson import REPO_URL, SETUP_CELL
 
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_notebook as bn  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 SOURCES = bn.all_sources("en") + bn.all_sources("zh")
 
 

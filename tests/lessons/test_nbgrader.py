@@ -11,6 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
+
 nbgrader_api = pytest.importorskip("nbgrader.api")
 
 ROOT = Path(__file__).resolve().parents[2]

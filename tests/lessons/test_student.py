@@ -27,6 +27,8 @@ HEADINGS = {"en": {"summary": "## Summary", "exercises": "## Exercises", "moved"
             "zh": {"summary": "## 小结", "exercises": "## 练习", "moved": "### 小结（做完练习再读）"}}
 from gan_lessons import release as student  # noqa: E402  (what the release does beyond nbgrader's own steps)
 
+pytestmark = pytest.mark.slow
+
 REGENERATE = "run `python tools/student.py`"
 
 

@@ -7,6 +7,8 @@ import torch
 
 from gan_lessons import training
 
+pytestmark = pytest.mark.slow
+
 
 def _losses(tmp_path, fast, strategy):
     cfg = training.TrainConfig(epochs=1, limit=128, device="cpu", out=str(tmp_path / f"{strategy}_{fast}"),

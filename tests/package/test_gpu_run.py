@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import gpu  # noqa: E402
 
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
+
 
 def test_a_missing_carry_folder_is_one_line_that_says_what_to_do(tmp_path):
     with pytest.raises(SystemExit) as caught:

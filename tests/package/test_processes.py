@@ -10,6 +10,8 @@ import torch
 
 from gan_lessons import ddp_lesson, processes
 
+pytestmark = pytest.mark.slow
+
 
 def test_each_process_returns_its_value_rank_0_first():
     assert processes.run(ddp_lesson.stalls, seconds=0) == [0, 1]

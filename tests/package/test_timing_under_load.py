@@ -14,6 +14,8 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
+
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "build" / "timing_under_load.jsonl"
 # What makes a code cell a timing cell: it reads a clock, or calls what does.

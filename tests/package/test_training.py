@@ -12,6 +12,8 @@ from gan_lessons.models import Generator
 from gan_lessons.training import ConfigError, TrainConfig
 from gan_lessons.wording import reword
 
+pytestmark = pytest.mark.slow
+
 DATA = data.DEFAULT_ROOT
 QUICK = ["--limit", "640", "--batch-size", "64", "--eval-samples", "0", "--no-progress", "--device", "cpu",
          "--data", DATA]

@@ -11,6 +11,8 @@ from gan_lessons import __main__ as cli_main
 from gan_lessons import costs, data, strategies, training
 from gan_lessons.wording import reword
 
+pytestmark = pytest.mark.slow
+
 
 def _cost(n_critic):
     """The passes of one call of wgan_gp, the first on fresh Adam optimizers (opt_D then has 1 step)."""

@@ -31,31 +31,34 @@ def test_lab_opens_a_working_copy_and_keeps_what_is_there(tmp_path):
     assert (tmp_path / "work" / "zh" / "01.ipynb").read_text() == "committed zh"
 
 
-def test_quick_leaves_out_only_modules_that_exist_and_make_test_runs_them():
-    text = (ROOT / "Makefile").read_text()
-    skip = re.search(r"^QUICK_SKIP := (.*?)(?<!\\)$", text, re.M | re.S).group(1).replace("\\\n", " ").split()
-    assert skip and all(len(list((ROOT / "tests").glob(f"*/test_{name}.py"))) == 1 for name in skip), skip
-    recipe = text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "pytest -n 2 --dist loadscope" in recipe and "--ignore" not in recipe     # the whole suite, nothing left out
+def _recipe(text, target):
+    return text.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
 
 
-def test_make_test_leaves_out_only_the_lessons_other_copies_and_make_test_all_runs_them():
-    """`make test` runs the English lessons under nbval; the `copies` marker (conftest.py) takes the Chinese edition
-    and the student copies to `make test-all`, which CI runs: every notebook runs in one of the two."""
+def _collected(marker):
+    """The test ids pytest collects under `-m marker` (the whole suite, as the Makefile runs it)."""
     import subprocess
     import sys
-    text = (ROOT / "Makefile").read_text()
-    assert '-m "not copies"' in text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "test-copies" in text.split("\ntest-all:", 1)[1].split("\n\n", 1)[0]
-    assert "make test\nmake test-copies" in (ROOT / ".ci" / "run").read_text()
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-m", marker],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode in (0, 5), run.stdout[-2000:] + run.stderr[-2000:]
+    return {line for line in run.stdout.splitlines() if "::" in line}
 
-    def notebooks(marker):
-        run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-m", marker,
-                              "notebooks"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-        return {line.split("::")[0] for line in run.stdout.splitlines() if line.endswith(("]", "::Cell 0"))
-                or "::Cell" in line}
-    copies, english = notebooks("copies"), notebooks("not copies")
-    every = {str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").rglob("*.ipynb")
-             if ".ipynb_checkpoints" not in p.parts}
-    assert copies | english == every and not copies & english
-    assert english == {str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+def test_make_test_and_make_test_rest_split_the_suite_by_marker_and_ci_runs_both():
+    """`make test` runs everything but the lessons' other copies (`copies`, set in conftest.py by folder) and the
+    tests marked `extended` in their files; `make test-rest` runs exactly those, `make test-all` both, and CI both:
+    every test runs in one of the two, none in both. `make quick` leaves out what is marked `slow`, which every
+    `extended` test, every lesson and nothing quick is."""
+    text = (ROOT / "Makefile").read_text()
+    assert '-m "not copies and not extended"' in _recipe(text, "test") and "--ignore" not in _recipe(text, "test")
+    assert '-m "copies or extended"' in _recipe(text, "test-rest")
+    assert "test-rest" in _recipe(text, "test-all")
+    assert "make test\nmake test-rest" in (ROOT / ".ci" / "run").read_text()
+    assert '-m "not slow"' in _recipe(text, "quick")
+    every, test, rest = _collected(""), _collected("not copies and not extended"), _collected("copies or extended")
+    assert test | rest == every and not test & rest and len(every) > 2000
+    slow = _collected("slow")
+    assert rest <= slow and {t for t in every if ".ipynb::" in t} <= slow
+    assert any(t.startswith("notebooks/zh/") for t in rest) and any(t.startswith("notebooks/student/") for t in rest)
+    assert any(t.startswith("notebooks/0") for t in test) and any("test_browser" in t for t in rest)
