@@ -11,6 +11,8 @@ from gan_lessons import strategies
 from gan_lessons.doctor import doctor
 from gan_lessons.exercises import reference_seed000_step
 
+pytestmark = pytest.mark.slow
+
 
 def tiny_gan():
     torch.manual_seed(0)
@@ -247,8 +249,6 @@ COMPILED_STEP = """
 import warnings, torch, torch.nn.functional as F
 from torch import nn, optim
 from gan_lessons.doctor import doctor
-
-pytestmark = pytest.mark.slow
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1), nn.Flatten(0))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 spec = importlib.util.spec_from_file_location("doctor_real", BENCHMARKS / "doctor_real.py")
 doctor_real = importlib.util.module_from_spec(spec)
@@ -33,8 +35,6 @@ RuntimeError: Trying to backward through the graph a second time
 GAN = """\
 import argparse, torch, torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
-
-pytestmark = pytest.mark.slow
 parser = argparse.ArgumentParser()
 parser.add_argument("--n_epochs", type=int, default=50)
 opt = parser.parse_args()

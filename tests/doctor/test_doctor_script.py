@@ -24,6 +24,8 @@ from torch import nn, optim
 from gan_lessons.__main__ import main
 from gan_lessons.doctor import doctor
 
+pytestmark = pytest.mark.slow
+
 QUIET_SOURCE = Path(quiet.__file__).read_text()
 
 # The quiet corpus as a script: its tests run with no doctor of their own (the command's watches them), the test
@@ -312,8 +314,6 @@ def test_warnings_inside_a_doctor_block_keep_python_s_registry_and_filters():
 
 CTRL_C = """
 import atexit, signal, sys, torch
-
-pytestmark = pytest.mark.slow
 atexit.register(lambda: print("atexit ran", flush=True))
 print(sys.argv[0])
 x = torch.ones(2, requires_grad=True)
