@@ -1,6 +1,7 @@
 """What the doctor records while the block runs: every torch call (through a TorchFunctionMode), every module's
 forward (global hooks) and every optimizer step (global step hooks)."""
 import contextlib
+import importlib
 import weakref
 
 import torch
@@ -146,6 +147,11 @@ class Recorder:
                 self.journal.first_seq = torch.ones(1, requires_grad=True).mul(1).grad_fn._sequence_nr() + 1
         except Exception as error:        # no number: every unseen node reached is adopted, as it was
             self.journal.note(_("doctor bookkeeping failed at the start: {error}").format(error=repr(error)))
+        # Under a function mode, torch imports torch._dynamo on the first call it makes through one of its
+        # dynamo-disabled functions (torch.ones_like inside backward's _make_grads). That import adds a warnings
+        # filter, and a change of the filters resets Python's once-per-location registry, so a warning the program
+        # had already printed would print again. Imported here, before the program runs, it changes nothing later.
+        importlib.import_module("torch._dynamo")
         self.mode.__enter__()
 
     def before(self, func, name, args, kwargs):

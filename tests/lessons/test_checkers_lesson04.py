@@ -44,6 +44,7 @@ def d_step_no_grad(G, D, opt_D, z, x_real):              # the fake batch made w
     D.zero_grad()
     loss_D.backward()
     opt_D.step()
+    return loss_D
 
 
 def d_step_concatenated(G, D, opt_D, z, x_real):         # one batch of reals and fakes, signs as targets
@@ -63,6 +64,7 @@ def d_step_minimum(G, D, opt_D, z, x_real):              # -min(0, s - 1), as th
     opt_D.zero_grad()
     loss_D.backward()
     opt_D.step()
+    return loss_D
 
 
 @pytest.mark.parametrize("d_step", [exercises.reference_d_step, d_step_averaged, d_step_no_grad, d_step_concatenated,
@@ -257,3 +259,24 @@ def test_each_wrong_sample_is_blamed_for_its_own_mistake_only(capsys):
     assert "running statistics" not in out, out
     ok, out = run(capsys, exercises.check_sample, sample_left_in_eval)
     assert out.count("✗") == 1, out
+
+
+def test_d_step_must_return_the_loss_it_trained_on(capsys):
+    """The exercise asks for `return loss_D`: a right step that returns nothing, or another number, is told so,
+    in both languages."""
+    from gan_lessons.i18n import speaking
+
+    def silent(G, D, opt_D, z, x_real):
+        exercises.reference_d_step(G, D, opt_D, z, x_real)
+
+    def halved(G, D, opt_D, z, x_real):
+        return exercises.reference_d_step(G, D, opt_D, z, x_real) / 3
+
+    assert not exercises.check_d_step(silent)
+    assert "d_step returned None, where the exercise asks it to return loss_D" in capsys.readouterr().out
+    assert not exercises.check_d_step(halved)
+    out = capsys.readouterr().out
+    assert "d_step returned" in out and "return the loss your step trained on" in out
+    with speaking("zh"):
+        assert not exercises.check_d_step(silent)
+    assert "d_step 返回的是 None，而练习要求它返回 loss_D" in capsys.readouterr().out
