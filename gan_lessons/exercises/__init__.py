@@ -17,64 +17,65 @@ known answers written as edits of a reference (variant), and diagnosis_key lesso
 diagnoses. SOLUTIONS names the reference each lesson's solution block is filled from. Every checker is importable
 from here."""
 from gan_lessons.exercises.diagnosis_key import check_diagnosis
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT
 from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
-from gan_lessons.exercises.lesson02 import check_chain_step, reference_chain_step
-from gan_lessons.exercises.lesson03 import check_stale_saved, reference_stale_saved
-from gan_lessons.exercises.lesson04 import check_d_step, check_sample, reference_d_step
-from gan_lessons.exercises.lesson05 import check_strategy, reference_strategy
+from gan_lessons.exercises.lesson02 import CHAIN_STEP, check_chain_step, reference_chain_step
+from gan_lessons.exercises.lesson03 import STALE_SAVED, check_stale_saved, reference_stale_saved
+from gan_lessons.exercises.lesson04 import D_STEP, check_d_step, check_sample, reference_d_step
+from gan_lessons.exercises.lesson05 import STRATEGY, check_strategy
 from gan_lessons.exercises.lesson06 import check_resume
-from gan_lessons.exercises.lesson07 import DOCTOR_KINDS, check_doctor_bug, check_seed000_step, reference_seed000_step
+from gan_lessons.exercises.lesson07 import (
+    DOCTOR_KINDS,
+    SEED000_STEP,
+    check_doctor_bug,
+    check_seed000_step,
+    reference_seed000_step,
+)
 from gan_lessons.exercises.lesson08 import check_lazy_r1
 from gan_lessons.exercises.lesson08_gp import check_gradient_penalty
-from gan_lessons.exercises.lesson09 import check_frozen_g_step, reference_frozen_g_step
-from gan_lessons.exercises.lesson10 import check_amp_step, reference_amp_step
+from gan_lessons.exercises.lesson09 import FROZEN_G_STEP, check_frozen_g_step, reference_frozen_g_step
+from gan_lessons.exercises.lesson10 import AMP_STEP, check_amp_step, reference_amp_step
 from gan_lessons.exercises.lesson11 import (
-                                            check_freeing,
-                                            check_leaf_rule,
-                                            check_numerical_grad,
-                                            check_saving,
-                                            check_training,
-                                            check_versions,
-                                            engine_or_reference,
+    check_freeing,
+    check_leaf_rule,
+    check_numerical_grad,
+    check_saving,
+    check_training,
+    check_versions,
+    engine_or_reference,
 )
 from gan_lessons.exercises.lesson12 import (
-                                            check_amp_lab,
-                                            check_biggan_train,
-                                            check_compiled_step,
-                                            check_rnn_train,
-                                            check_srgan_step,
-                                            check_wgan_gp,
-                                            lab_problem,
+    check_amp_lab,
+    check_biggan_train,
+    check_compiled_step,
+    check_rnn_train,
+    check_srgan_step,
+    check_wgan_gp,
+    lab_problem,
 )
-from gan_lessons.exercises.lesson12.amp import reference_optimize_parameters
-from gan_lessons.exercises.lesson12.biggan import reference_biggan_train
-from gan_lessons.exercises.lesson12.compiled import reference_compiled_step
-from gan_lessons.exercises.lesson12.rnn import reference_rnn_train
-from gan_lessons.exercises.lesson12.srgan import reference_srgan_step
-from gan_lessons.exercises.lesson12.wgan_gp import reference_make_critic, reference_train_critic
+from gan_lessons.exercises.lesson12.amp import OPTIMIZE_PARAMETERS
+from gan_lessons.exercises.lesson12.biggan import TRAIN
+from gan_lessons.exercises.lesson12.compiled import TRAIN_STEP
+from gan_lessons.exercises.lesson12.rnn import TRAIN_RNN
+from gan_lessons.exercises.lesson12.srgan import SRGAN_STEP
+from gan_lessons.exercises.lesson12.wgan_gp import MAKE_CRITIC, TRAIN_CRITIC
 from gan_lessons.exercises.lesson13 import check_ddp_accumulation
 from gan_lessons.exercises.steps import recorded_steps
 
-# The reference answer of each build exercise whose checker compares with one, by lesson and the name of the function
-# the student writes: the one source of the code in that lesson's solution block. tools/build_notebook.py fills the
-# block from it in both editions (the English block is the reference's body as it is, comments included; the Chinese
-# one has the same code with its comments in Chinese), and its --check fails where they differ.
-SOLUTIONS = {
-    "02": {"chain_step": reference_chain_step},
-    "03": {"stale_saved": reference_stale_saved},
-    "04": {"d_step": reference_d_step},
-    "05": {"my_step": reference_strategy},
-    "07": {"fixed_step": reference_seed000_step},
-    "09": {"g_step": reference_frozen_g_step},
-    "10": {"amp_step": reference_amp_step},
-    "12": {"srgan_step": reference_srgan_step, "train": reference_biggan_train, "make_critic": reference_make_critic,
-           "train_critic": reference_train_critic, "optimize_parameters": reference_optimize_parameters,
-           "train_rnn": reference_rnn_train, "train_step": reference_compiled_step},
-}
+# The build exercises whose checker compares with a reference answer, each declared where its checker is.
+EXERCISES: list[Exercise] = [CHAIN_STEP, STALE_SAVED, D_STEP, STRATEGY, SEED000_STEP, FROZEN_G_STEP, AMP_STEP,
+                             SRGAN_STEP, TRAIN, MAKE_CRITIC, TRAIN_CRITIC, OPTIMIZE_PARAMETERS, TRAIN_RNN, TRAIN_STEP]
+# Each one's reference, by lesson and the name of the function the student writes: the one source of the code in
+# that lesson's solution block. tools/build_notebook.py fills the block from it in both editions (the English block
+# is the reference's body as it is, comments included; the Chinese one has the same code with its comments in
+# Chinese), and its --check fails where they differ.
+SOLUTIONS: dict[str, dict] = {}
+for _exercise in EXERCISES:
+    SOLUTIONS.setdefault(_exercise.lesson, {})[_exercise.name] = _exercise.reference
 
 __all__ = [
-    "DOCTOR_KINDS", "ELLIPSIS_HINT", "SOLUTIONS", "recorded_steps",
+    "DOCTOR_KINDS", "ELLIPSIS_HINT", "EXERCISES", "Exercise", "SOLUTIONS", "recorded_steps",
     "check_sgd_step", "check_init",                                  # lesson 01
     "check_chain_step", "reference_chain_step",                      # lesson 02
     "check_stale_saved", "reference_stale_saved",                    # lesson 03

@@ -61,6 +61,31 @@ def verdict(name, problems, success) -> bool:
     return False
 
 
+def _numbers(value):
+    """A returned loss, or a tuple of them, as a tuple of floats; None when it is something else."""
+    if isinstance(value, torch.Tensor):
+        return (value.detach().double().item(),) if value.numel() == 1 else None
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        parts = [_numbers(v) for v in value]
+        return None if None in parts else tuple(x for part in parts for x in part)
+    return None
+
+
+def returned(name, value, right, what) -> list:
+    """What is wrong with what a step returned, where the exercise asks it to return `what` (a loss, or a tuple of
+    them) and `right` holds what the accepted answers return on the same problem: [] when it is one of those."""
+    got, expected = _numbers(value), [_numbers(r) for r in right]
+    if got is None or len(got) != len(expected[0]):
+        kind = "None" if value is None else type(value).__name__
+        return [_("{name} returned {kind}, where the exercise asks it to return {what}").format(
+            name=name, kind=kind, what=what)]
+    if not any(all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(got, e)) for e in expected):
+        return [_("{name} returned {got}, where {what} is {right} on the checker's batch: return the loss your "
+                  "step trained on").format(name=name, got=", ".join(f"{x:.4g}" for x in got), what=what,
+                                            right=", ".join(f"{x:.4g}" for x in expected[0]))]
+    return []
+
+
 def raised(function_name, error, hints) -> str:
     """One feedback line for an exception from the student's code: its first clause and the hint that fits.
     `hints` is a list of (pattern in PyTorch's message, hint marked with N_()); the hint is translated here."""

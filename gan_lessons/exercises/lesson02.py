@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn, optim
 from torch.overrides import TorchFunctionMode
 
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import close, compare_steps, flat, recorded_steps, same_steps
 from gan_lessons.i18n import N_, _
@@ -236,3 +237,12 @@ def check_chain_step(chain_step, calls=CALLS) -> bool:
     return verdict(name, problems, _("it runs, model1 steps on l1 and l2, model2 on l2 and model3 on l3 at every "
                                      "step ({calls} calls), l3 stops at model3, each model runs once a call and no "
                                      "graph is kept for nothing").format(calls=calls))
+
+
+def _chain_calls():
+    args = _chain_models()
+    return [args] * CALLS, [args]
+
+
+CHAIN_STEP = Exercise("02", "chain_step", reference_chain_step, check_chain_step, _chain_calls,
+                      forbids=("retain_graph=True",))

@@ -3,6 +3,7 @@
 import torch
 from torch import nn, optim
 
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
 
@@ -192,3 +193,11 @@ def check_stale_saved(stale_saved) -> bool:
         return verdict(name, [_("on {graph}: {problem} (and {more} more of the {graphs} graphs)").format(
             graph=_(description), problem=problem, more=more, graphs=len(GRAPHS))], "")
     return verdict(name, [_("on {graph}: {problem}").format(graph=_(description), problem=problem)], "")
+
+
+def _graph_calls():
+    made = [graph() for _description, graph in GRAPHS]
+    return [(make_loss,) for make_loss, _leaves in made], [leaves for _make_loss, leaves in made]
+
+
+STALE_SAVED = Exercise("03", "stale_saved", reference_stale_saved, check_stale_saved, _graph_calls, result=_entries)

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, known_mistake, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
 
@@ -52,6 +53,7 @@ def _d_step_written(scale=1.0, swap_signs=False, detach_output=False, zero_grad=
         if zero_grad == "after":
             opt_D.zero_grad()
         opt_D.step()
+        return loss_D
     return step
 
 
@@ -118,6 +120,9 @@ def check_d_step(d_step) -> bool:
     problems += [_(mistake)] if mistake else compare_steps(
         mine, reference, _("check your loss against the exercise's hinge loss, term by term, and where D's .grad "
                            "is cleared"))
+    if not problems:
+        forms = [reference_d_step, _d_step_written(scale=0.5)]
+        problems = returned(name, d_step(*_gan()), [form(*_gan()) for form in forms], "loss_D")
     return verdict(name, problems, _("D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
                                       "backward never enters G"))
 
@@ -190,3 +195,11 @@ def check_sample(sample) -> bool:
                               "G.training and put back that mode, rather than always calling G.train()"))
     return verdict(name, problems, _("eval-mode images, no graph, G's statistics and parameters untouched, G left "
                                       "in the mode it was in"))
+
+
+def _d_step_calls():
+    args = _gan()
+    return [args, args], [args]
+
+
+D_STEP = Exercise("04", "d_step", reference_d_step, check_d_step, _d_step_calls, flags=True)   # G's .grad: none

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from gan_lessons.costs import fresh_gan, measure
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
 
@@ -224,5 +225,19 @@ def check_strategy(step) -> bool:
                 problems = [_("with n_critic={n_critic}: {problem}").format(n_critic=n_critic, problem=p)
                             for p in problems]
             return verdict(name, problems, "")
-    return verdict(name, [], _("with n_critic 2 and 3, D and G step on the right gradients, D's gradient is "
+    def on_a_fresh_problem(form, n_critic=N_CRITICS[0]):
+        G, D, opt_G, opt_D, x_real, noise = _problem(n_critic)
+        return form(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
+    right = [on_a_fresh_problem(form) for form in (reference_strategy, _written(averaged=True))]
+    problems = returned(name, on_a_fresh_problem(step), right, "(loss_D, loss_G)")
+    return verdict(name, problems, _("with n_critic 2 and 3, D and G step on the right gradients, D's gradient is "
                                "computed once per D step (never in G's step), and G runs twice a step"))
+
+
+def _strategy_calls(n_critic=3):
+    args = (*_problem(n_critic), n_critic)
+    return [args, args], [args]
+
+
+STRATEGY = Exercise("05", "my_step", reference_strategy, check_strategy, _strategy_calls,
+                    forbids=("no keywords: loss_G.backward",))    # no D gradient computed for nothing

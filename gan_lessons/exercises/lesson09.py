@@ -3,7 +3,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, recorded_steps
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
@@ -14,13 +15,16 @@ class _Interrupt(Exception):
 
 
 def _frozen_problem():
-    """Seed 000's G and D; D's first layer frozen on purpose, D's .grad holding an earlier gradient."""
+    """Seed 000's G and D; D's first layer frozen on purpose, D's .grad holding an earlier gradient, and G's too (as
+    after an earlier step, so a step that does not clear it steps on both)."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(9)
     G, D = Generator(), Discriminator()
     D.net[0].requires_grad_(False)
     x_real = torch.rand(8, 1, 28, 28) * 2 - 1
     F.binary_cross_entropy_with_logits(D(x_real), torch.ones(8)).backward()
+    for p in G.parameters():
+        p.grad = torch.full_like(p, 0.01)
     return G, D, optim.Adam(G.parameters(), lr=1e-3), torch.randn(8, G.z_dim)
 
 
@@ -139,6 +143,17 @@ def check_frozen_g_step(g_step) -> bool:
             problems.append(_("an error raised inside D's forward did not come out of g_step: let it through "
                               "(try/finally, not try/except), so the caller sees that the step failed"))
         problems += _flag_problems(interrupted, AFTER_INNER_ERROR)
+    if not problems:
+        problems = returned(name, g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],
+                            "loss_G")
     return verdict(name, problems, _("G steps on the right gradient, D's .grad and weights are untouched, D was "
                                       "frozen for its forward, and every flag of D is back as it was, also after an "
                                       "error"))
+
+
+def _frozen_calls():
+    args = _frozen_problem()
+    return [args, args], [args]
+
+
+FROZEN_G_STEP = Exercise("09", "g_step", reference_frozen_g_step, check_frozen_g_step, _frozen_calls, flags=True)

@@ -1,12 +1,14 @@
 """Lesson 10's exercise: a GAN step under autocast with ONE GradScaler for both optimizers, D's gradient accumulated
 over micro-batches and its norm clipped (check_amp_step)."""
+import functools
 import math
 
 import torch
 from torch import nn, optim
 
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
-from gan_lessons.exercises.steps import flat, recorded_steps
+from gan_lessons.exercises.steps import first_difference, flat, recorded_steps
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
@@ -204,6 +206,42 @@ def _gradient_problems(run, reference):
     return problems
 
 
+def _unclipped_steps(amp_step, calls=2):
+    """The gradients each optimizer steps on over two calls, with a max_norm so large that the clip never acts (an
+    active clip hides a gradient's size: the loss's `/ accum`, its `/ 2`, an earlier call's gradient left in .grad),
+    and an inf in one of G's gradients at the first call (so G's step is skipped there, and a .grad left uncleared
+    holds the inf into the second)."""
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(10)
+    G, D = Generator(), Discriminator()
+    batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)) for _ in range(calls)]
+    opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    names = {p: f"G.{n}" for n, p in G.named_parameters()} | {p: f"D.{n}" for n, p in D.named_parameters()}
+    now = {"call": 0}
+    handle = G.net[0].weight.register_hook(
+        lambda grad: grad.index_fill(0, torch.tensor([0]), float("inf")) if now["call"] == 0 else grad)
+    try:
+        with recorded_steps({"opt_D": opt_D, "opt_G": opt_G}, names) as records:
+            for now["call"], (x_real, z) in enumerate(batches):
+                amp_step(G, D, opt_G, opt_D, scaler, x_real, z, 1e6, accum=ACCUM)
+    finally:
+        handle.remove()
+    return records
+
+
+def _unclipped_problems(amp_step):
+    try:
+        mine = _unclipped_steps(amp_step)
+    except Exception as error:  # reported as feedback
+        return [raised("amp_step", error, _AMP_HINTS)]
+    # bfloat16 is coarse (right answers written differently differ by a percent or two here); the mistakes this
+    # run is for change a gradient by a factor of 2 or more
+    line = first_difference(mine, _unclipped_steps(reference_amp_step), rtol=0.1)
+    return [] if line is None else [_("run twice with a max_norm so large that the clip never acts, and an inf in G's "
+                                      "gradient at the first call: {problem}").format(problem=line)]
+
+
 def _overflow_problems(amp_step):
     """An inf in one network's gradient: that optimizer skips, the other steps, the scale halves once."""
     problems = []
@@ -255,7 +293,36 @@ def check_amp_step(amp_step) -> bool:
     if not problems:
         problems = _gradient_problems(run, _run_amp(reference_amp_step))
     if not problems:
+        problems = _unclipped_problems(amp_step)
+    if not problems:
         problems = _overflow_problems(amp_step)
     return verdict(name, problems, _("autocast forwards, both losses scaled by one GradScaler, D's gradient added up "
                                      "over its micro-batches and clipped on its true value, G and D step on the right gradients, an inf skips only its own "
                                      "optimizer's step, and one update() halves the scale"))
+
+
+def _amp_calls():
+    """Three calls on seed 000's G and D; at the second an inf in one of G's gradients, at the third in one of D's,
+    as a float16 overflow would put them."""
+    from gan_lessons.models import Discriminator, Generator
+    torch.manual_seed(10)
+    G, D = Generator(), Discriminator()
+    x_real, z = torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)
+    opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+    args = (G, D, opt_G, opt_D, torch.amp.GradScaler("cpu"), x_real, z, MAX_NORM, ACCUM)
+    now = {"call": 0}
+
+    def overflow(at):
+        def hook(grad):
+            return grad.index_fill(0, torch.tensor([0]), float("inf")) if now["call"] == at else grad
+        return hook
+    G.net[0].weight.register_hook(overflow(1))
+    D.net[0].weight.register_hook(overflow(2))
+
+    def call(k):
+        now["call"] = k
+        return args
+    return [functools.partial(call, k) for k in range(3)], [args]
+
+
+AMP_STEP = Exercise("10", "amp_step", reference_amp_step, check_amp_step, _amp_calls)

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import _
 
 
@@ -129,3 +130,6 @@ def check_amp_lab(optimize_parameters) -> bool:
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("around the scaler", "1024x", "1024 倍", "scaler.step(optimizer_g)", "update() per", "second `scaler.update()`", "绕过")
 FIX_CODE = ("scaler.step(optimizer_g)", "scaler.step(optimizer_d)", "scaler.unscale_(optimizer")
+
+
+OPTIMIZE_PARAMETERS = Exercise("12", "optimize_parameters", reference_optimize_parameters, check_amp_lab, lab_calls(LABS["amp"]))

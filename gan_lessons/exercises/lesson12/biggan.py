@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -127,3 +128,6 @@ def check_biggan_train(train) -> bool:
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("zero_grad", "typo", "once, before", "清零", "笔误")
 FIX_CODE = ("D.optim.zero_grad()",)
+
+
+TRAIN = Exercise("12", "train", reference_biggan_train, check_biggan_train, lab_calls(LABS["biggan"]))

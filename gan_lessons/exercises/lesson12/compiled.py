@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -122,3 +123,6 @@ def check_compiled_step(train_step) -> bool:
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("_orig_mod", "uncompiled", "create_graph", "names g's parameters", "未编译", "参数命名")
 FIX_CODE = ("D._orig_mod", "G._orig_mod")
+
+
+TRAIN_STEP = Exercise("12", "train_step", reference_compiled_step, check_compiled_step, lab_calls(LABS["compiled"]))

@@ -1,6 +1,8 @@
 """What every lab of lesson 12 shares: a Lab runs a step on the lab's own models and records the gradient every
 optimizer steps on; check_lab compares it with the reference fix's through the grading engine (steps.py), says what
 differs, and names a known wrong fix when the run matches it."""
+import functools
+
 import torch
 
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
@@ -78,6 +80,14 @@ def gradient_ratio(name, step, optimizer, k=1):
 def add_lab(lab):
     LABS[lab.name] = lab
     return lab
+
+
+def lab_calls(lab):
+    """A lab's problem as an exercise declares it: () -> (the arguments of each call, the objects to compare)."""
+    def problem():
+        args, _optimizers, names, state = lab.problem()
+        return [functools.partial(args, k) for k in range(lab.calls)], [list(names), state]
+    return problem
 
 
 def named_params(**nets):

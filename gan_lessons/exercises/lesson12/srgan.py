@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, named_params
+from gan_lessons.exercises.exercise import Exercise
+from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -164,3 +165,6 @@ def check_srgan_step(srgan_step) -> bool:
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("detach", "old forward", "before the step", "stale", "retain_graph=true", "分离", "过期", "更新之前的")
 FIX_CODE = ("fake_img.detach()", "netD(fake_img.detach())")
+
+
+SRGAN_STEP = Exercise("12", "srgan_step", reference_srgan_step, check_srgan_step, lab_calls(LABS["srgan"]))

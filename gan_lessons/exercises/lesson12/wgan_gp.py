@@ -3,8 +3,9 @@
 import torch
 from torch import nn, optim
 
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
-from gan_lessons.exercises.lesson12.grading import LAB_HINTS, Lab, named_params
+from gan_lessons.exercises.lesson12.grading import LAB_HINTS, Lab, lab_calls, named_params
 from gan_lessons.exercises.steps import first_difference, matching
 from gan_lessons.i18n import N_, _
 
@@ -157,3 +158,15 @@ def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("batchnorm", "batch norm", "instancenorm", "groupnorm", "layernorm", "layer norm", "dim=1", "dim 1", "批量规范化", "层规范化", "批归一化")
 FIX_CODE = ("InstanceNorm2d(", "GroupNorm(", "LayerNorm(", ".view(gradients", "flatten(1)", ".reshape(gradients")
+
+
+def _critic_calls():
+    return [(1,)], []
+
+
+MAKE_CRITIC = Exercise("12", "make_critic", reference_make_critic,
+                       lambda make_critic: check_wgan_gp(make_critic, reference_train_critic), _critic_calls)
+TRAIN_CRITIC = Exercise("12", "train_critic", reference_train_critic,
+                        lambda train_critic: check_wgan_gp(reference_make_critic, train_critic),
+                        lab_calls(Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(reference_make_critic),
+                                      reference_train_critic, calls=3)))

@@ -1,0 +1,141 @@
+"""A build exercise as a declaration: the function the student writes, its reference answer, its checker, and the
+problem it runs on. The declarations are what the build tool fills solution blocks from (exercises.SOLUTIONS) and
+what a grader's tests judge it by: run any step on the problem, and `outcome` says what it did (the values it left
+in every parameter, buffer, flag and gradient it could reach, and what it returned, or the error it raised), so a
+step can be told to do the same as the reference, or not, without the checker's own words."""
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+TOLERANCE = 1e-4     # two outcomes are the same within this part of the larger value's size (float32 sums in another
+                     # order differ by about 1e-7 of it; Adam's first step can magnify that a hundredfold)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """lesson ("02"), name (the student's function, as the solution block defines it), reference, check (the checker:
+    answer -> bool, printing its feedback) and problem: () -> (the arguments of each call, in order, each a tuple
+    or a function that makes it just before the call; the objects
+    whose state is the outcome: modules, tensors, and anything with a state_dict). result: the returned value as
+    the outcome compares it (by default as it is). flags: whether the .grad and requires_grad a step leaves behind
+    are part of what it must do (by default not: a gradient cleared at the end of a step instead of its start
+    trains the same, and so does a network left requiring grad that the next step freezes again).
+    forbids: what the exercise's text rules out even where the values come out the same, as the edits that do it
+    are named (tests/lessons/mutants.py), e.g. "retain_graph=True" where no graph may be kept for nothing."""
+    lesson: str
+    name: str
+    reference: Callable
+    check: Callable[[Callable], bool]
+    problem: Callable[[], tuple[list, list]]
+    result: Callable[[Any], Any] = lambda value: value
+    flags: bool = False
+    forbids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a step did on an exercise's problem: the error it raised (its type's name), or None and the values."""
+    error: str | None
+    values: tuple
+
+
+def _values(thing, flags=False) -> list:
+    """Every number `thing` holds, as tensors and plain values, in a fixed order (with each tensor's .grad and
+    requires_grad, with flags)."""
+    def grad_of(t):
+        return [] if not flags else [t.requires_grad, None if not t.is_leaf or t.grad is None else t.grad.detach().clone()]
+    if isinstance(thing, nn.Module):
+        out: list = []
+        for _name, p in thing.named_parameters():
+            out += [p.detach().clone(), *grad_of(p)]
+        return out + [b.detach().clone() for _name, b in thing.named_buffers()]
+    if isinstance(thing, torch.Tensor):
+        return [thing.detach().clone(), *grad_of(thing)]
+    if isinstance(thing, dict):
+        return [v for key in sorted(thing, key=str) for v in [key, *_values(thing[key], flags)]]
+    if isinstance(thing, (list, tuple)):
+        return [v for item in thing for v in _values(item, flags)]
+    if isinstance(thing, torch.optim.Optimizer):
+        return []           # what it did is in the parameters it stepped
+    if hasattr(thing, "state_dict"):
+        return _values(thing.state_dict(), flags)
+    return [thing] if isinstance(thing, (bool, int, float, str, type(None))) else []
+
+
+def _optimizers(thing, found: list) -> list:
+    """The optimizers among a call's arguments (in containers and attributes of modules too), in order, once each."""
+    if isinstance(thing, torch.optim.Optimizer):
+        if all(thing is not seen for seen in found):
+            found.append(thing)
+    elif isinstance(thing, (list, tuple)):
+        for item in thing:
+            _optimizers(item, found)
+    elif isinstance(thing, dict):
+        for item in thing.values():
+            _optimizers(item, found)
+    elif isinstance(thing, nn.Module):
+        for value in vars(thing).values():
+            if isinstance(value, torch.optim.Optimizer):
+                _optimizers(value, found)
+    return found
+
+
+def _recorder(stepped: list, number: int):
+    """A step pre-hook that notes the optimizer's number and the gradient of each of its parameters."""
+    def hook(optimizer, args, kwargs):
+        stepped.extend([number, *[None if p.grad is None else p.grad.detach().clone()
+                                  for group in optimizer.param_groups for p in group["params"]]])
+    return hook
+
+
+def outcome(exercise: Exercise, step: Callable) -> Outcome:
+    """Run `step` on a fresh problem, each call after torch.manual_seed(100 + k) (randomness drawn inside a step
+    repeats from run to run). What it did: the gradient every optimizer among the arguments stepped on at each of
+    its steps, in the order they ran (what training does with them depends on the optimizer: Adam hides a constant
+    factor that plain SGD would not), then the values the objects hold after the last call and what it returned."""
+    calls, watched = exercise.problem()
+    stepped: list = []
+    optimizers: list = []
+    handles = []
+    results = []
+    try:
+        for k, args in enumerate(calls):
+            args = args() if callable(args) else args        # a call's arguments, made just before it
+            for opt in _optimizers(args, []):
+                if all(opt is not seen for seen in optimizers):
+                    optimizers.append(opt)
+                    handles.append(opt.register_step_pre_hook(_recorder(stepped, len(optimizers))))
+            torch.manual_seed(100 + k)
+            results.append(exercise.result(step(*args)))
+    except Exception as error:  # an outcome like any other
+        return Outcome(type(error).__name__, ())
+    finally:
+        for handle in handles:
+            handle.remove()
+    return Outcome(None, tuple(stepped + _values(watched, exercise.flags) + _values(results)))
+
+
+def _same(a, b, tolerance) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if not a.is_floating_point():
+            return torch.equal(a, b)
+        finite = a.isfinite() & b.isfinite()
+        if not torch.equal(a.isfinite(), b.isfinite()) or not torch.equal(a[~finite].nan_to_num(), b[~finite].nan_to_num()):
+            return False                # an inf or nan (an overflow, on purpose) where the other has the same
+        a, b = a[finite], b[finite]
+        scale = max(a.abs().max().item(), b.abs().max().item()) if a.numel() else 0.0
+        return bool(((a - b).abs() <= tolerance * scale + 1e-6).all())
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= tolerance * max(abs(a), abs(b)) + 1e-6
+    return type(a) is type(b) and a == b
+
+
+def same(a: Outcome, b: Outcome, tolerance: float = TOLERANCE) -> bool:
+    """Whether two outcomes are the same: the same error, or every value equal within `tolerance`."""
+    if a.error or b.error:
+        return a.error == b.error
+    return len(a.values) == len(b.values) and all(_same(x, y, tolerance) for x, y in zip(a.values, b.values))
