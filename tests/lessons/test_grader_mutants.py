@@ -14,7 +14,7 @@ from gan_lessons.exercises import EXERCISES
 from gan_lessons.exercises.exercise import outcome, same
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutants import compiled, mutants, sample  # noqa: E402
+from mutants import compiled, mutants, sample
 
 PER_EXERCISE = 4
 SEED = 2026
