@@ -7,6 +7,7 @@ from torch import optim
 from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import compare_steps, known_mistake, recorded_steps, right_answer
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
 
@@ -37,37 +38,32 @@ def reference_d_step(G, D, opt_D, z, x_real):
     return loss_D
 
 
-def _d_step_written(scale=1.0, swap_signs=False, detach_output=False, zero_grad="before", hinge=True):
-    """The reference D step written another way: its loss scaled (right: the mean of the two terms), or with the
-    signs swapped, D's *output* on the fakes detached, no hinge (the scores themselves, a Wasserstein critic's loss),
-    or opt_D.zero_grad() missing or after the backward (wrong, with hints below)."""
-    def step(G, D, opt_D, z, x_real):
-        real, fake = (1, -1) if swap_signs else (-1, 1)      # the hinge pushes real scores up, fake scores down
-        x_fake = G(z)
-        fake_scores = D(x_fake).detach() if detach_output else D(x_fake.detach())
-        margin = F.relu if hinge else (lambda t: t)
-        loss_D = scale * (margin(1 + real * D(x_real)).mean() + margin(1 + fake * fake_scores).mean())
-        if zero_grad == "before":
-            opt_D.zero_grad()
-        loss_D.backward()
-        if zero_grad == "after":
-            opt_D.zero_grad()
-        opt_D.step()
-        return loss_D
-    return step
+LOSS_D = "F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()"      # reference_d_step's loss, as written
+
+
+def _d_step_written(loss=LOSS_D, scale=1.0, replace=None, **edits):
+    """reference_d_step written another way (variants.variant): its loss written as `loss` and scaled by `scale`
+    (right: the mean of the two terms), with other edits; the wrong ones below each have a hint."""
+    written = loss if scale == 1.0 else f"{scale} * ({loss})"
+    return variant(reference_d_step, replace={**(replace or {}), **({LOSS_D: written} if written != LOSS_D else {})},
+                   **edits)
 
 
 D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
-    (dict(detach_output=True), N_("the fake term no longer reaches D: D's *output* on the fakes was detached, so only "
-                                  "the real images train D. What must be cut from G's graph is what goes into D")),
-    (dict(swap_signs=True), N_("the signs are swapped: this loss pushes D's scores on x_real down and on the fakes "
-                               "up")),
-    (dict(hinge=False), N_("there is no hinge: without the relu every score keeps pulling on D however far past its "
-                           "margin it is, where the hinge loss stops at 1 for the real images and -1 for the fakes")),
-    (dict(zero_grad=None), N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it "
-                              "before loss_D.backward()")),
-    (dict(zero_grad="after"), N_("D's gradients were cleared after loss_D.backward(), which throws the new gradient "
-                                 "away before the step")),
+    ({"loss": "F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake).detach()).mean()",
+      "replace": {"G(z).detach()": "G(z)"}},
+     N_("the fake term no longer reaches D: D's *output* on the fakes was detached, so only the real images train D. "
+        "What must be cut from G's graph is what goes into D")),
+    ({"loss": "F.relu(1 + D(x_real)).mean() + F.relu(1 - D(x_fake)).mean()"},
+     N_("the signs are swapped: this loss pushes D's scores on x_real down and on the fakes up")),
+    ({"loss": "(1 - D(x_real)).mean() + (1 + D(x_fake)).mean()"},
+     N_("there is no hinge: without the relu every score keeps pulling on D however far past its margin it is, where "
+        "the hinge loss stops at 1 for the real images and -1 for the fakes")),
+    ({"drop": "opt_D.zero_grad()"},
+     N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it before "
+        "loss_D.backward()")),
+    ({"move": ("opt_D.zero_grad()", "opt_D.step()")},
+     N_("D's gradients were cleared after loss_D.backward(), which throws the new gradient away before the step")),
 ]
 # each known mistake, in a loss summed over its two terms and in one averaged (both right otherwise)
 D_STEP_MISTAKES = [(_d_step_written(scale=scale, **how), hint) for how, hint in D_STEP_MISTAKE_HINTS
