@@ -16,6 +16,8 @@ from gan_lessons.exercises.exercise import outcome, same
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutants import compiled, mutants, sample
 
+pytestmark = pytest.mark.slow
+
 PER_EXERCISE = 4
 SEED = 2026
 
