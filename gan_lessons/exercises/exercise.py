@@ -1,8 +1,9 @@
 """A build exercise as a declaration: the function the student writes, its reference answer, its checker, and the
 problem it runs on. The declarations are what the build tool fills solution blocks from (exercises.SOLUTIONS) and
-what a grader's tests judge it by: run any step on the problem, and `outcome` says what it did (the values it left
-in every parameter, buffer, flag and gradient it could reach, and what it returned, or the error it raised), so a
-step can be told to do the same as the reference, or not, without the checker's own words."""
+what a grader's tests judge it by: run any step on the problem, and `outcome` says what it did (the gradient every
+optimizer stepped on, the values it left in every parameter and buffer it could reach, and what it returned, or
+the error it raised), so a step can be told to do the same as the reference, or not, without the checker's own
+words (tests/lessons/test_grader_mutants.py, benchmarks/grader_mutants.py)."""
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -10,15 +11,15 @@ import torch
 from torch import nn
 
 TOLERANCE = 1e-4     # two outcomes are the same within this part of the larger value's size (float32 sums in another
-                     # order differ by about 1e-7 of it; Adam's first step can magnify that a hundredfold)
+                     # order differ by about 1e-7 of it; two training steps can magnify that a hundredfold)
 
 
 @dataclass(frozen=True)
 class Exercise:
     """lesson ("02"), name (the student's function, as the solution block defines it), reference, check (the checker:
     answer -> bool, printing its feedback) and problem: () -> (the arguments of each call, in order, each a tuple
-    or a function that makes it just before the call; the objects
-    whose state is the outcome: modules, tensors, and anything with a state_dict). result: the returned value as
+    or a function that makes it just before the call; the objects whose state is the outcome: modules, tensors,
+    and anything with a state_dict). result: the returned value as
     the outcome compares it (by default as it is). flags: whether the .grad and requires_grad a step leaves behind
     are part of what it must do (by default not: a gradient cleared at the end of a step instead of its start
     trains the same, and so does a network left requiring grad that the next step freezes again).
@@ -45,7 +46,9 @@ def _values(thing, flags=False) -> list:
     """Every number `thing` holds, as tensors and plain values, in a fixed order (with each tensor's .grad and
     requires_grad, with flags)."""
     def grad_of(t):
-        return [] if not flags else [t.requires_grad, None if not t.is_leaf or t.grad is None else t.grad.detach().clone()]
+        if not flags:
+            return []
+        return [t.requires_grad, None if not t.is_leaf or t.grad is None else t.grad.detach().clone()]
     if isinstance(thing, nn.Module):
         out: list = []
         for _name, p in thing.named_parameters():
@@ -124,8 +127,9 @@ def _same(a, b, tolerance) -> bool:
         if not a.is_floating_point():
             return torch.equal(a, b)
         finite = a.isfinite() & b.isfinite()
-        if not torch.equal(a.isfinite(), b.isfinite()) or not torch.equal(a[~finite].nan_to_num(), b[~finite].nan_to_num()):
-            return False                # an inf or nan (an overflow, on purpose) where the other has the same
+        if not torch.equal(a.isfinite(), b.isfinite()) or \
+                not torch.equal(a[~finite].nan_to_num(), b[~finite].nan_to_num()):
+            return False                # an inf or nan (an overflow, on purpose) only where the other has the same
         a, b = a[finite], b[finite]
         scale = max(a.abs().max().item(), b.abs().max().item()) if a.numel() else 0.0
         return bool(((a - b).abs() <= tolerance * scale + 1e-6).all())
