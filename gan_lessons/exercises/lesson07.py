@@ -239,7 +239,8 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     reference = records[scale]
     differ = compare_steps(mine, reference, _("pass D raw logits, detach the fake in D's fake term, and give G's "
                                               "loss D's output on the fake batch after D's step"))
-    mistakes = [(variant(reference_seed000_step, replace=forms[scale], **edit), hint) for edit, hint in SEED000_MISTAKES]
+    mistakes = [(variant(reference_seed000_step, replace=forms[scale], **edit), hint)
+                for edit, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run) if differ and not warned else None
     problems = list(warned) + ([_(mistake)] if mistake else differ)
     forwards = _g_forwards(fixed_step)

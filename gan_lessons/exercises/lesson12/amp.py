@@ -132,4 +132,5 @@ TELLS = ("around the scaler", "1024x", "1024 倍", "scaler.step(optimizer_g)", "
 FIX_CODE = ("scaler.step(optimizer_g)", "scaler.step(optimizer_d)", "scaler.unscale_(optimizer")
 
 
-OPTIMIZE_PARAMETERS = Exercise("12", "optimize_parameters", reference_optimize_parameters, check_amp_lab, lab_calls(LABS["amp"]))
+OPTIMIZE_PARAMETERS = Exercise("12", "optimize_parameters", reference_optimize_parameters, check_amp_lab,
+                               lab_calls(LABS["amp"]))
