@@ -142,12 +142,18 @@ def _doctor_says(template, hinted, summary, kind, text, **values) -> str:
     return hinted.format(summary=headline(summary), hint=hint, **values)
 
 
-def _run_seed000(step, calls, watch=None):
+def _seed000_problem(calls):
+    """Seed 000's g and d, an Adam for each, and a batch (x_real, z) for each call."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(0)
     g, d = Generator(), Discriminator()
     g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
     batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)) for _ in range(calls)]
+    return g, d, g_optimizer, d_optimizer, batches
+
+
+def _run_seed000(step, calls, watch=None):
+    g, d, g_optimizer, d_optimizer, batches = _seed000_problem(calls)
     names = {p: f"g.{n}" for n, p in g.named_parameters()}
     names.update({p: f"d.{n}" for n, p in d.named_parameters()})
     with recorded_steps({"d_optimizer": d_optimizer, "g_optimizer": g_optimizer}, names) as records:
@@ -253,11 +259,7 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
 
 
 def _seed000_calls(calls=2):
-    from gan_lessons.models import Discriminator, Generator
-    torch.manual_seed(0)
-    g, d = Generator(), Discriminator()
-    g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
-    batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)) for _ in range(calls)]
+    g, d, g_optimizer, d_optimizer, batches = _seed000_problem(calls)
     return [(g, d, g_optimizer, d_optimizer, x_real, z) for x_real, z in batches], [g, d]
 
 

@@ -84,14 +84,20 @@ def _recording_scaler(names):
     return scaler
 
 
-def _run_amp(amp_step, poison=None):
-    """Run amp_step once on seed 000's G and D; poison="G" or "D" puts an inf into one gradient of that network
-    (as a float16 overflow would). Returns what the checks need."""
+def _amp_problem(calls=1):
+    """Seed 000's G and D (seed 10), an Adam for each, and a batch (x_real, z) for each call."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(10)
     G, D = Generator(), Discriminator()
-    x_real, z = torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)
+    batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)) for _ in range(calls)]
     opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+    return G, D, opt_G, opt_D, *batches
+
+
+def _run_amp(amp_step, poison=None):
+    """Run amp_step once on seed 000's G and D; poison="G" or "D" puts an inf into one gradient of that network
+    (as a float16 overflow would). Returns what the checks need."""
+    G, D, opt_G, opt_D, (x_real, z) = _amp_problem()
     scaler = _recording_scaler({opt_G: "opt_G", opt_D: "opt_D"})
     names = {p: f"G.{n}" for n, p in G.named_parameters()} | {p: f"D.{n}" for n, p in D.named_parameters()}
     before = {net: [p.detach().clone() for p in net.parameters()] for net in (G, D)}
@@ -211,11 +217,7 @@ def _unclipped_steps(amp_step, calls=2):
     active clip hides a gradient's size: the loss's `/ accum`, its `/ 2`, an earlier call's gradient left in .grad),
     and an inf in one of G's gradients at the first call (so G's step is skipped there, and a .grad left uncleared
     holds the inf into the second)."""
-    from gan_lessons.models import Discriminator, Generator
-    torch.manual_seed(10)
-    G, D = Generator(), Discriminator()
-    batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)) for _ in range(calls)]
-    opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+    G, D, opt_G, opt_D, *batches = _amp_problem(calls)
     scaler = torch.amp.GradScaler("cpu")
     names = {p: f"G.{n}" for n, p in G.named_parameters()} | {p: f"D.{n}" for n, p in D.named_parameters()}
     now = {"call": 0}
@@ -304,11 +306,7 @@ def check_amp_step(amp_step) -> bool:
 def _amp_calls():
     """Three calls on seed 000's G and D; at the second an inf in one of G's gradients, at the third in one of D's,
     as a float16 overflow would put them."""
-    from gan_lessons.models import Discriminator, Generator
-    torch.manual_seed(10)
-    G, D = Generator(), Discriminator()
-    x_real, z = torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, G.z_dim)
-    opt_G, opt_D = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+    G, D, opt_G, opt_D, (x_real, z) = _amp_problem()
     args = (G, D, opt_G, opt_D, torch.amp.GradScaler("cpu"), x_real, z, MAX_NORM, ACCUM)
     now = {"call": 0}
 

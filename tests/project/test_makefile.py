@@ -38,10 +38,13 @@ def _recipe(text, target):
 PLUGIN = """
 import json, os
 
+import pytest
 
-def pytest_collection_finish(session):
+
+@pytest.hookimpl(trylast=True)          # after conftest.py has marked the lessons
+def pytest_collection_modifyitems(items):
     with open(os.environ["MARKERS_OUT"], "w") as out:
-        json.dump({item.nodeid: sorted({m.name for m in item.iter_markers()}) for item in session.items}, out)
+        json.dump({item.nodeid: sorted({m.name for m in item.iter_markers()}) for item in items}, out)
 """
 
 
