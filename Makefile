@@ -185,7 +185,7 @@ check-colab: dot
 	$(COLAB_VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadscope -k "test_widgets or ipython or load_ext" \
 		tests/package/test_widgets.py tests/doctor/test_doctor.py tests/doctor/test_doctor_cases.py tests/doctor/test_doctor_script.py
 
-# The GPU run (docs/training.md, "The GPU run"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
+# The GPU run (CONTRIBUTING.md, "Checking on a GPU machine without a network"). Here, with a network: fill the carry folder (wheels for CPython 3.12, graphviz's
 # dot, MNIST). On a GPU machine that reaches no package index: PART=all runs the three parts in order under one
 # deadline of BUDGET seconds; a single part runs without one. gpu-smoke runs PART=all tiny on this CPU, in a fresh
 # environment, from a carry folder for this Python.

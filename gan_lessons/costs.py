@@ -11,6 +11,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -29,6 +30,7 @@ class Cost:
     D_forward: float = 0
     D_backward: float = 0
     G_grad_passes: float = 0      # gradient accumulations per G parameter per step
+    G_unused_graphs: float = 0    # G forwards per step that built a graph no backward went through
     D_grad_passes: float = 0
     ms_per_step: float | None = None
     saved_mib: float | None = None    # peak of autograd's saved tensors (parameters left out): what backward needs
@@ -47,6 +49,7 @@ class _Passes:
 
     def __init__(self, net):
         self.forward = self.backward = self.grads = 0
+        self.reached: list[bool] = []     # per forward that built a graph: whether a backward went through it
         self.n_params = len(list(net.parameters()))
         self.handles = [net.register_forward_hook(self._on_forward)]
         self.handles += [p.register_post_accumulate_grad_hook(self._on_grad) for p in net.parameters()]
@@ -54,10 +57,17 @@ class _Passes:
     def _on_forward(self, module, args, out):
         self.forward += 1
         if out.requires_grad:
-            out.register_hook(self._on_backward)
+            self.reached.append(False)
+            out.register_hook(partial(self._on_backward, len(self.reached) - 1))
 
-    def _on_backward(self, grad):
+    def _on_backward(self, k, grad):
         self.backward += 1
+        self.reached[k] = True
+
+    @property
+    def unused_graphs(self) -> int:
+        """Forwards that built a graph (saved tensors) through which no backward ever went."""
+        return self.reached.count(False)
 
     def _on_grad(self, p):
         self.grads += 1
@@ -170,6 +180,7 @@ def measure(name, G, D, x_real, noise, steps=5, warmup=2, lr=2e-4, memory=True) 
     cost.G_forward, cost.G_backward, cost.D_forward, cost.D_backward = (
         g.forward / steps, g.backward / steps, d.forward / steps, d.backward / steps)
     cost.G_grad_passes, cost.D_grad_passes = g.grads / g.n_params / steps, d.grads / d.n_params / steps
+    cost.G_unused_graphs = g.unused_graphs / steps
     cost.ms_per_step = statistics.median(times) * 1e3
     cost.saved_mib, cost.alloc_mib = saved.peak / 2**20, None if alloc is None else alloc / 2**20
     return cost

@@ -189,6 +189,9 @@ def _problems(step, n_critic, mine, D):
         problems.append(_("D's gradient is computed {times} per step where D steps {steps} times, once for nothing, "
                           "as in g_first: G's backward still fills D's .grad, which no step of D uses").format(
             times=_times(cost.D_grad_passes), steps=n_critic))
+    if cost.G_unused_graphs and hint != TRAINS_G:
+        problems.append(_("G built a graph {times} per step that no backward went through: its forward saved "
+                          "tensors for a backward that never runs").format(times=_times(cost.G_unused_graphs)))
     if cost.G_grad_passes > 1 and hint != TRAINS_G:                 # that hint already says D's loss reaches G
         problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G, through the fake "
                           "batches D sees").format(times=_times(cost.G_grad_passes)))
@@ -240,4 +243,5 @@ def _strategy_calls(n_critic=3):
 
 
 STRATEGY = Exercise("05", "my_step", reference_strategy, check_strategy, _strategy_calls,
-                    forbids=("no keywords: loss_G.backward",))    # no D gradient computed for nothing
+                    forbids=("no keywords: loss_G.backward",      # no D gradient computed for nothing
+                             "graph made, then detached"))        # D's fake batches made without a graph

@@ -143,11 +143,15 @@ def _doctor_says(template, hinted, summary, kind, text, **values) -> str:
 
 
 def _seed000_problem(calls):
-    """Seed 000's g and d, an Adam for each, and a batch (x_real, z) for each call."""
+    """Seed 000's g and d, an Adam for each, and a batch (x_real, z) for each call. Adam's eps is 1e-6, not 1e-8:
+    its first step moves every weight by about lr whatever the size of its gradient, so a gradient entry of 1e-9
+    (zero, written another way: softplus for the BCE, which differs by 1e-7) would turn into a whole step of either
+    sign; with eps 1e-6 it moves by almost nothing, and step 2 compares the same weights."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(0)
     g, d = Generator(), Discriminator()
-    g_optimizer, d_optimizer = optim.Adam(g.parameters(), lr=1e-3), optim.Adam(d.parameters(), lr=1e-3)
+    g_optimizer = optim.Adam(g.parameters(), lr=1e-3, eps=1e-6)
+    d_optimizer = optim.Adam(d.parameters(), lr=1e-3, eps=1e-6)
     batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)) for _ in range(calls)]
     return g, d, g_optimizer, d_optimizer, batches
 

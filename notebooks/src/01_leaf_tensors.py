@@ -241,24 +241,27 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
 print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
-# %% reveals=["leaf stays a leaf", "kept a a leaf"] tags=["predict"]
-prediction = True  # SOLUTION: does `a -= 0.1 * a.grad` under torch.no_grad() run AND leave a a leaf that requires grad? (True/False)
+# %% reveals=["bumped its version by one", "version after: 1\\b"] tags=["predict"]
+prediction = 1  # SOLUTION: a._version is 0 above. What is it after `a -= 0.1 * a.grad` under torch.no_grad()?
 try:
     with torch.no_grad():
         a -= 0.1 * a.grad          # the same line without no_grad() raises section 4's error
-    ran = True
-except RuntimeError:
-    ran = False
-check("the update under no_grad runs and a is still a leaf that requires grad", prediction,
-      ran and a.is_leaf and a.requires_grad,
-      why="with recording off, the in-place update is part of no graph, so nothing makes a the output of an "
-          "operation: the leaf stays a leaf, and autograd has no reason to refuse.")
+    version = a._version
+except RuntimeError as error:
+    version = f"an error: {error}"
+check("a's version after the update under no_grad", prediction, version,
+      why="no_grad switches off the recording of operations, not the counting of writes: every in-place change "
+          "bumps a tensor's version, recorded or not.")
 
 # %%
 print(tr("after : {value} | is_leaf: {is_leaf} | version after: {version}", value=a.detach(), is_leaf=a.is_leaf,
          version=a._version))
 claim("the update under no_grad kept a a leaf that requires grad, and bumped its version by one",
       a.is_leaf and a.requires_grad and a._version == 1)
+
+# %% [markdown]
+# With recording off, the in-place update is part of no graph, so nothing makes `a` the output of an operation: the
+# leaf stays a leaf, and autograd has no reason to refuse.
 
 # %% [markdown]
 # `torch.optim.SGD` does exactly this. Same start, same gradient, one `step()`; the two results are equal,

@@ -72,8 +72,8 @@ graph
 
 # %% reveals=["nodes are still there", "not the nodes themselves"] tags=["predict"]
 loss.backward()
-prediction = True  # SOLUTION: after loss.backward(), does loss still have its grad_fn (loss.grad_fn is not None)? (True/False)
-check("loss.grad_fn is still there after backward", prediction, loss.grad_fn is not None,
+prediction = False  # SOLUTION: does loss.backward() set loss.grad_fn to None? (True/False)
+check("loss.backward() sets loss.grad_fn to None", prediction, loss.grad_fn is None,
       why="backward frees what the nodes saved, not the nodes themselves: the grad_fn objects live as long as "
           "loss does.")
 

@@ -105,12 +105,12 @@ claim("init bumps the version once, and each Adam step once more", versions == [
 # 2. Before the table of what each op keeps, one case to think through from the derivative: `exp`.
 
 # %% reveals=["\\bstale\\b", "exp\\W.{0,25}saves? (its|their) output"] tags=["predict"]
-prediction = False  # SOLUTION: after `y = a.exp(); y.mul_(2)`, is the tensor exp saved for backward still as it was when saved?
+prediction = True  # SOLUTION: after `y = a.exp()`, does `y.mul_(2)` change the tensor exp saved for backward? (True/False)
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
 y.mul_(2)
 exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # what ExpBackward0 keeps
-check("exp's saved tensor unchanged after y.mul_(2)", prediction, exp_saved[0].state == "alive",
+check("y.mul_(2) changes exp's saved tensor", prediction, exp_saved[0].state != "alive",
       why=f"exp saves its output y (its derivative is exp(a), which is y), and mul_ changed y in place: the saved "
           f"`{exp_saved[0].name}` is {tr(exp_saved[0].state)}, at version {exp_saved[0].version_now}, saved at "
           f"{exp_saved[0].version_saved}.")
@@ -385,16 +385,17 @@ claim("gate that requires grad: mul saved h too", saved == ["other", "self"], sa
 with expect_error(RuntimeError, r"modified by an inplace operation.*output 0 of Relu(Backward0)?, is at version 1; expected version 0"):
     loss.backward()
 
-# %% reveals=["tanh\\W+(saves?|keeps?) (its|their) output", "Tanh then ReLU\\(inplace=True\\) raises -> True"] tags=["predict"]
-prediction = True  # SOLUTION: is nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True)) broken too?
-net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True))
+# %% reveals=["leaky_relu\\W+(saves?|keeps?) (its|their) input", "LeakyReLU then ReLU\\(inplace=True\\) raises -> False"] tags=["predict"]
+prediction = False  # SOLUTION: D's layers: is nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(0.2), nn.ReLU(inplace=True)) broken too? (True/False)
+net = nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(0.2), nn.ReLU(inplace=True))
 try:
     net(torch.randn(2, 4)).sum().backward()
     raised = False
 except RuntimeError:
     raised = True
-check("Tanh then ReLU(inplace=True) raises", prediction, raised,
-      why="tanh saves its output (its derivative is 1 - tanh^2), and relu_ overwrites it.")
+check("LeakyReLU then ReLU(inplace=True) raises", prediction, raised,
+      why="leaky_relu saves its input, not its output (its derivative, 1 or 0.2, depends on the input's sign), so "
+          "relu_ overwrites nothing a backward needs; after Tanh or Sigmoid, which save their output, it would.")
 
 # %% [markdown]
 # ## 5 · Seed 002's remedies, judged

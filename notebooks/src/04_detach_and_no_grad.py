@@ -63,7 +63,7 @@ claim("y.detach() shares y's memory", y_detached.data_ptr() == y.data_ptr())
 claim("yet it is an alias, not a view in autograd's sense: it has no _base", not y_detached._is_view() and y_detached._base is None)
 
 # %% reveals=["shares?[^.\\n]*version counter", "bumped y's version"] tags=["predict"]
-prediction = False  # SOLUTION: after `y = a.exp(); y.detach().zero_()`, does `y.sum().backward()` run without an error?
+prediction = False  # SOLUTION: after `y = a.exp(); y.detach().zero_()`, does `y.sum().backward()` fill a.grad? (True/False)
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
 y.detach().zero_()
@@ -72,7 +72,7 @@ try:
     raised = False
 except RuntimeError:
     raised = True
-check("backward after zeroing y.detach() in place runs", prediction, not raised,
+check("backward after zeroing y.detach() in place fills a.grad", prediction, not raised and a.grad is not None,
       why="detach() shares y's memory and also its version counter: zero_() bumped y's version, and exp saved y "
           "for its backward (lesson 03).")
 
@@ -388,7 +388,7 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # | 000: `with torch.no_grad(): fake = g(z).detach()` | works; the `detach()` inside `no_grad` does nothing more |
 # | 000's notes: `detach()` "expresses the intent more precisely" than `no_grad` | half true: `detach()` cuts one tensor, `no_grad` a whole block, and D gets the same gradient from both; but `detach()` comes after a forward that saved tensors for nothing. Neither stops G's BatchNorm running statistics (section 6) |
 # | 001: `lossG = (g + d.detach()).sum()` | runs, but G's gradient loses the part that flows through D |
-# | 004: detach with `itertools.chain` | runs; model1 gets no gradient from `l2` (lesson 02): its `.grad` stays `None`, so the shared Adam skips it. A `.grad` of zeros would not have kept it still (section 5) |
+# | 004: detach with `itertools.chain` | runs; model1 gets no gradient from `l2` (lesson 02): its `.grad` stays `None`, so the shared Adam skips it (section 5; the last section asks what happens when it holds zeros instead) |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
@@ -498,7 +498,7 @@ def G_after_a_D_step(set_to_none):
     return G.weight.grad, (G.weight - before).abs().max().item()
 
 
-# %% reveals=["zero \\.grad is (still )?stepped", "Adam still moves G"] tags=["predict"]
+# %% reveals=["zero \\.grad is (still )?stepped", "Adam still moves G", "`\\.grad` of zeros (would not have kept|does not keep)"] tags=["predict"]
 prediction = "moves"  # SOLUTION: with opt.zero_grad(set_to_none=False), G's .grad is zeros at the D step's opt.step(): does G "move" or "stay"?
 check("G at a D step with zeroed, not None, grads", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
@@ -515,6 +515,7 @@ claim("zero_grad(set_to_none=True): G.weight.grad is None, and Adam leaves G exa
 
 # %% [markdown]
 # A zero `.grad` is still stepped, and Adam's step comes from its running averages of **earlier** gradients, not
-# from this step's gradient alone: a parameter that has learned before keeps moving. So "no gradient, no update"
+# from this step's gradient alone: a parameter that has learned before keeps moving. A `.grad` of zeros does not keep
+# it still. So "no gradient, no update"
 # holds only while `.grad` is `None`. Plain SGD without momentum would not move G on a zero gradient (its step is
 # `lr * grad`); SGD with momentum, like Adam, would.

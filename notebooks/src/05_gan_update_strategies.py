@@ -297,17 +297,27 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # %% [markdown]
 # Two questions on the code above, before the text below walks through it.
 
-# %% reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "each backward limited by `inputs=` to one network", "only loss_D fills"] tags=["predict"]
-prediction = 1  # SOLUTION: in one step of one_forward, how many times is each D parameter's .grad accumulated into (its gradient passes)?
-one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
-check("one_forward D grad passes", prediction, one_forward_cost.D_grad_passes,
-      why="backward(inputs=...) keeps loss_G's backward out of D's .grad; only loss_D fills it.")
+# %% reveals=["has to go\\s+\\*through\\* D", "the backward went through D"] tags=["predict"]
+prediction = "both"  # SOLUTION: one_forward's loss_G.backward(inputs=list(G.parameters())) is marked "G's grads only". Which networks does that backward pass through: "G", "D" or "both"?
+G, D, x_real, noise = fresh_gan(batch=8)
+x_fake = G(noise(8))
+passed = set()
+x_fake.register_hook(lambda grad: passed.add("D"))      # a gradient arrived at D's input
+strategies.bce(D(x_fake), 1).backward(inputs=list(G.parameters()))
+if all(p.grad is not None for p in G.parameters()):
+    passed.add("G")
+check("networks loss_G.backward(inputs=G's parameters) passes through", prediction,
+      "both" if passed == {"G", "D"} else "neither" if not passed else passed.pop(),
+      why="G's gradient can only be reached through D's layers, so the backward went through D all the same; "
+          "`inputs=` decides which .grad is filled, not where the backward goes.")
 
-# %% reveals=["d_first_fresh_fake\\s+2/1\\b", "pays one extra G forward"] tags=["predict"]
-prediction = 2  # SOLUTION: how many forward calls of G per step does d_first_fresh_fake make (hooks count every call)?
-fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
-check("d_first_fresh_fake G forwards", prediction, fresh_fake_cost.G_forward,
-      why="one under no_grad for D's fake batch (a forward all the same), one with a graph for G's loss.")
+# %% reveals=["keeps? G's graph alive until D has stepped", "keeping G's graph alive"] tags=["predict"]
+prediction = "d_first_reuse_fake"  # SOLUTION: which one peaks higher in bytes saved for backward: "d_first_reuse_fake" or "d_first_fresh_fake"?
+saved = {name: costs.measure(name, *fresh_gan(), steps=1, warmup=1, memory=False).saved_mib
+         for name in ("d_first_reuse_fake", "d_first_fresh_fake")}
+check("the higher saved-tensor peak of the two", prediction, max(saved, key=saved.get),
+      why="d_first_reuse_fake keeps G's graph alive until D has stepped, under D's own graph of two forwards; "
+          "d_first_fresh_fake makes D's fake batch without a graph and builds G's only for G's step.")
 
 # %% [markdown]
 # `one_forward` is the correct version of seed 003's idea: G's gradient is taken through D **before**
@@ -448,8 +458,8 @@ print(shown["graph"])
 # part repeated, with D's gradient computed only by D's own steps. The contract:
 #
 # - `x_real` is cut into `n_critic` equal chunks, in order. D's fake batches come from **one** G forward: one
-#   `noise(len(x_real))` draw, made into a fake batch with no graph back to G and cut into `n_critic` chunks the same
-#   way. D's k-th step reads the k-th real chunk and the k-th fake chunk; its loss is the hinge loss
+#   `noise(len(x_real))` draw, made into a fake batch by a forward that builds no graph (it saves nothing for a
+#   backward) and cut into `n_critic` chunks the same way. D's k-th step reads the k-th real chunk and the k-th fake chunk; its loss is the hinge loss
 #   `F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()` (the mean of the two terms is right too).
 # - Then G steps once, on a fresh fake batch of one chunk's size from the next draw, scored by D **after** its last
 #   step: `-D(x_fake).mean()`.

@@ -151,8 +151,12 @@ claim("the doctor had nothing to say about the clean step", doc.diagnoses == [],
 # part every time.
 #
 # First the smallest case of all: one loss, and `backward()` called on it twice. Section 1's diagnosis was of
-# kind `"version"` (a saved tensor changed in place); the doctor has others, such as `"freed"` and
-# `"leaf_inplace"`, each named after what went wrong.
+# kind `"version"` (a saved tensor changed in place). The doctor has a kind for every autograd error it knows, each
+# named after what went wrong; here are their names, read from its catalogue:
+
+# %%
+from gan_lessons.doctor.catalogue import CATALOGUE
+print(", ".join(kind.key for kind in CATALOGUE))
 
 # %% reveals=["first (call|backward) freed", "first call freed its graph"] tags=["predict"]
 prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?

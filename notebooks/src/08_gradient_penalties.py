@@ -312,13 +312,13 @@ def r1_loss(**grad_options):
 
 
 # %% reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"] tags=["predict"]
-prediction = False  # SOLUTION: does r1_loss(retain_graph=False).backward() run?
+prediction = True  # SOLUTION: does r1_loss(retain_graph=False).backward() raise? (True/False)
 try:
     r1_loss(retain_graph=False).backward()
     backward_ran = True
 except RuntimeError:
     backward_ran = False
-check("r1_loss(retain_graph=False).backward() runs", prediction, backward_ran,
+check("r1_loss(retain_graph=False).backward() raises", prediction, not backward_ran,
       why="retain_graph=False frees what D's forward on the real images saved as soon as the gradient is taken, and "
           "the loss's backward still needs it.")
 

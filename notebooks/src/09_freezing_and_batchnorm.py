@@ -175,16 +175,15 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 # %% [markdown]
 # Freezing and `backward(inputs=...)` give G the same gradient and leave D's `.grad` alone. They differ in the
 # forward: `requires_grad_(False)` is known **before** D runs, while `inputs=` is read only when backward starts,
-# after D's forward has saved everything. What does a frozen layer leave out? A Linear layer needs its input only for
-# its weight's gradient, and a frozen one does not save it. A convolution, too, needs its input only for its
-# weight's gradient.
+# after D's forward has saved everything. What does a frozen layer leave out? A Linear layer and a convolution both
+# need their input only for their weight's gradient.
 #
 # **Predict, then check.** The next cell gives each of D's Conv and Linear layers an input that requires grad (as
 # G's fake does), with D frozen, and a saved-tensor hook records whether the layer saved that input. Replace the
-# `...` with your prediction for D's first Conv layer, then run the cell.
+# `...` with your prediction, then run the cell.
 
 # %% reveals=["Conv2d +input .*frozen: saves its input", "conv layers? still (saves|keeps|save|keep) (its|their) inputs?", "ConvolutionBackward0 keeps"] tags=["predict"]
-prediction = False  # SOLUTION: with D frozen, does D's first Conv layer skip saving its input for backward? (True or False)
+prediction = "Conv2d"  # SOLUTION: with D frozen, which of D's layers save their input for backward: "Conv2d", "Linear", "both" or "neither"?
 
 def saves_its_input(layer, shape):
     """Whether the layer's forward, on an input that requires grad, saves that input for backward."""
@@ -212,9 +211,12 @@ for name, m in layers.items():
     print(tr("D.{name:<6} {layer:<7} input {shape:<16} frozen: {verdict}", name=name, layer=type(m).__name__,
              shape=str(list(shapes[name])),
              verdict=tr("saves its input") if frozen_saves[name] else tr("does not save its input")))
-check("a frozen Conv layer skips saving its input", prediction, not frozen_saves["net.0"],
-      why="a convolution's backward function saves its input whatever requires grad; only the input's own "
-          "gradient needs the weight, and the weight's gradient needs the input.")
+kinds = {type(m).__name__ for name, m in layers.items() if frozen_saves[name]}
+check("the frozen layers that save their input", prediction,
+      "both" if len(kinds) == 2 else kinds.pop() if kinds else "neither",
+      why="a convolution's backward function saves its input whatever requires grad (only the input's own "
+          "gradient needs the weight, and the weight's gradient needs the input); a Linear layer's decides by "
+          "what requires grad, and leaves its input out when its weight does not.")
 
 # %%
 linear_kib = sum(shapes[n].numel() * 4 for n, m in layers.items() if isinstance(m, nn.Linear)) / 1024

@@ -544,8 +544,8 @@ claim("the same outcome from both, the same shapes and versions in the messages"
 # Torch refuses it (lesson 01), and allows it under `no_grad`, which is how `optimizer.step()` updates parameters.
 # **Predict, then check** whether the refusal depends on a backward having run.
 
-# %% reveals=["allows a\\.add_\\(1\\) after backward -> False", "not about (time|when)"] tags=["predict"]
-prediction = False  # SOLUTION: a leaf a that requires grad; loss.backward() has run. Does torch allow a.add_(1) outside no_grad? (True/False)
+# %% reveals=["a\\.add_\\(1\\) after backward -> 'error'", "not about (time|when)"] tags=["predict"]
+prediction = "error"  # SOLUTION: a leaf a that requires grad; loss.backward() has run. What does a.add_(1) outside no_grad do: "moves" (a changes) or "error"?
 a = torch.randn(3, requires_grad=True)
 (a * a).sum().backward()
 try:
@@ -553,7 +553,7 @@ try:
     refused = False
 except RuntimeError:
     refused = True
-check("torch allows a.add_(1) after backward", prediction, not refused,
+check("a.add_(1) after backward", prediction, "error" if refused else "moves",
       why="the rule is about what a is (a leaf that requires grad) and whether grad mode is on, not about time: "
           "after backward it is still a parameter; update it under no_grad.")
 

@@ -109,13 +109,14 @@ claim("the gradients travelled in one bucket (D is small), sent once in the back
 show_source(ddp_lesson.buffers)
 
 # %% [markdown]
-# **Predict, then check.** After that forward, does rank 1's running mean still show its 5 (about 4.5, after one
-# update with momentum 0.1)?
+# **Predict, then check.** Does that forward overwrite rank 1's running mean (about 4.5 after one update with
+# momentum 0.1, if nothing overwrote it) with rank 0's?
 
 # %% reveals=["copied rank 0's buffers in", "the 5 is gone"] tags=["predict"]
-prediction = False  # SOLUTION: does rank 1's running mean still show the 5 after one DDP forward? (True/False)
+prediction = True  # SOLUTION: does one DDP forward overwrite rank 1's running mean with rank 0's? (True/False)
 rank0, rank1 = processes.run(ddp_lesson.buffers)
-check("rank 1's running mean keeps its 5", prediction, bool(rank1["running_mean"].mean() > 1),
+check("one DDP forward overwrites rank 1's running mean with rank 0's", prediction,
+      bool(rank1["running_mean"].mean() < 1),
       why="before the forward, DDP copied rank 0's buffers in; the 5 is gone, and the forward's update started "
           "from rank 0's statistics.")
 

@@ -5,7 +5,8 @@ does something else and accept every one that does the same.
 
 The edits, each at one place of the reference: a statement deleted; two neighbouring statements swapped; an
 optimizer step, a zero_grad or a backward moved to the start or the end of its block; a `.detach()` taken away, or
-added to a network's input; a statement put under `torch.no_grad()`; `retain_graph=True` added to a backward, or a
+added to a network's input; a statement put under `torch.no_grad()`, or a `torch.no_grad()` block run with a graph
+that each network's output then detaches; `retain_graph=True` added to a backward, or a
 backward's or autograd.grad's keywords taken away; `mean` for `sum` and the other way; a division or a
 multiplication left out; one optimizer (or network) for another; an autocast or a scaler's scale() left out."""
 import ast
@@ -90,7 +91,7 @@ def _apply_statement_edit(definition, edit):
 def _expression_edits(definition, arguments):
     """(what, node index in ast.walk order, replacement maker) for edits of one expression."""
     edits = []
-    nets = {a for a in arguments if not a.lower().startswith(("opt", "d_opt", "g_opt"))}
+    nets = _networks(arguments)
     optimizers = [a for a in arguments if "opt" in a.lower()]
     for i, node in enumerate(ast.walk(definition)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -164,6 +165,22 @@ class _Unwrap(ast.NodeTransformer):
         return super().generic_visit(node)
 
 
+class _DetachCalls(ast.NodeTransformer):
+    """Puts `.detach()` after every outermost call of one of `nets` (a network's forward)."""
+
+    def __init__(self, nets):
+        self.nets = nets
+
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id in self.nets:
+            return ast.Call(ast.Attribute(node, "detach", ast.Load()), [], [])
+        return self.generic_visit(node)
+
+
+def _networks(arguments):
+    return {a for a in arguments if not a.lower().startswith(("opt", "d_opt", "g_opt"))}
+
+
 def mutants(reference: Callable) -> list[Mutant]:
     """Every mutant of `reference`, each a function's source with one edit, in a fixed order."""
     source = textwrap.dedent(inspect.getsource(reference))
@@ -191,6 +208,13 @@ def mutants(reference: Callable) -> list[Mutant]:
         target = list(ast.walk(mutated.body[0]))[index]
         _Unwrap(target).visit(mutated.body[0])
         keep(what, mutated)
+        if "no_grad" in what:               # the same values, made with a graph that is then cut off
+            mutated = copy.deepcopy(tree)
+            target = list(ast.walk(mutated.body[0]))[index]
+            for statement in target.body:
+                _DetachCalls(_networks(arguments)).visit(statement)
+            _Unwrap(target).visit(mutated.body[0])
+            keep(f"graph made, then detached: {ast.unparse(target.body[0]).splitlines()[0]}", mutated)
     return found
 
 

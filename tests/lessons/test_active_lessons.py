@@ -150,6 +150,29 @@ def test_true_and_false_answers_are_balanced(lesson):
         assert share <= 0.6, f"{name}: {answers.count('True')} of {len(answers)} True/False answers are True"
 
 
+# A True/False question asks whether something happens (raises, changes, saves), never whether it does not: a
+# student who knows the fact can answer a negation wrong. These words ask about an absence.
+NEGATED = {"en": re.compile(r"\b(skips?|without|stays?|still|unchanged|as it was|allows?|not|never|no longer|"
+                            r"remains?|fails? to)\b|\bruns?\?", re.I),
+           "zh": re.compile(r"不再|还有|还和|仍然|保持不变|正常运行|能运行|允许|跳过|没有")}
+TRUE_FALSE_QUESTION = re.compile(r"^prediction\w*\s*=\s*(?:True|False)\s*# SOLUTION:?(.*)$", re.M)
+
+
+def test_no_true_false_question_is_asked_as_a_negation(lesson):
+    name, nb, _ = lesson
+    for cell in nb.cells:
+        for question in TRUE_FALSE_QUESTION.findall(cell.source) if cell.cell_type == "code" else []:
+            hit = NEGATED[_lang(name)].search(question)
+            assert not hit, f"{name}: a True/False question asked as a negation ({hit[0]!r}): {question.strip()}"
+
+
+def test_the_negation_check_can_fail():
+    assert NEGATED["en"].search(" with D frozen, does D's first Conv layer skip saving its input? (True/False)")
+    assert NEGATED["en"].search(" does r1_loss(retain_graph=False).backward() run?")
+    assert NEGATED["zh"].search(" 冻结 D 之后，D 的第一个 Conv 层就不再为反向传播保存它的输入了吗？")
+    assert not NEGATED["en"].search(" does r1_loss(retain_graph=False).backward() raise? (True/False)")
+
+
 def _shown_forms(value) -> list:
     """The ways a lesson's output would show an answer: a node's name as itself, a shape or list as a list or a
     tuple. (Other names are the question's choices, which a lesson may show.)"""

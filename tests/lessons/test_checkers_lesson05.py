@@ -36,10 +36,11 @@ def frozen_D_sliced(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
 
 
 def detached_summed_autograd_grad(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
-    """split() and detach() instead of chunk() and no_grad, D's terms summed, module zero_grad(), G's gradient from
-    autograd.grad."""
+    """split() instead of chunk(), the fake batch under set_grad_enabled(False) and detached, D's terms summed,
+    module zero_grad(), G's gradient from autograd.grad."""
     size = len(x_real) // n_critic
-    fakes = torch.split(G(noise(len(x_real))).detach(), size)
+    with torch.set_grad_enabled(False):
+        fakes = torch.split(G(noise(len(x_real))).detach(), size)
     for x_chunk, x_fake in zip(torch.split(x_real, size), fakes):
         D.zero_grad()
         loss_D = torch.clamp(1 - D(x_chunk), min=0).mean() + torch.clamp(1 + D(x_fake), min=0).mean()
@@ -314,3 +315,23 @@ def test_the_student_copys_stub_and_an_ellipsis_say_not_solved_yet(capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2 and all(line.startswith("? ") and "not solved yet" in line for line in out)
     assert "raise NotImplementedError()" in out[0] and "my_answer = ..." in out[1]
+
+
+def test_a_fake_batch_made_with_a_graph_then_detached_is_named_as_lesson_04_names_it(capsys):
+    """The same gradients as the reference, but G's forward for D's fake batches saved tensors for nothing."""
+    def my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
+        fakes = G(noise(len(x_real))).detach().chunk(n_critic)      # a graph, cut off
+        for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
+            opt_D.zero_grad()
+            loss_D = F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()
+            loss_D.backward()
+            opt_D.step()
+        opt_G.zero_grad()
+        loss_G = -D(G(noise(len(x_chunk)))).mean()
+        loss_G.backward(inputs=list(G.parameters()))
+        opt_G.step()
+        return loss_D, loss_G
+    assert exercises.check_strategy(my_step) is False
+    out = capsys.readouterr().out
+    assert "G built a graph once per step that no backward went through" in out
+    assert "detach" not in out and "no_grad" not in out          # the symptom, not the fix

@@ -52,6 +52,30 @@ def detached_once(g, d, g_optimizer, d_optimizer, x_real, z):  # the fake made o
     g_optimizer.step()
 
 
+def softplus_form(g, d, g_optimizer, d_optimizer, x_real, z):  # the BCE written as softplus (the non-saturating loss)
+    gz = g(z)
+    d_loss = F.softplus(-d(x_real)).mean() + F.softplus(d(gz.detach())).mean()
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = F.softplus(-d(gz)).mean()
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def logsigmoid_form(g, d, g_optimizer, d_optimizer, x_real, z):  # -log σ(l) and -log(1 - σ(l)), as logsigmoid
+    gz = g(z)
+    d_loss = -(F.logsigmoid(d(x_real)).mean() + F.logsigmoid(-d(gz.detach())).mean())
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = -F.logsigmoid(d(gz)).mean()
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
 # --- check_seed000_step: wrong answers, each a mistake students make ------------------------------------------
 def no_detach(g, d, g_optimizer, d_optimizer, x_real, z):      # D's backward runs into g and frees its graph
     real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
@@ -144,7 +168,7 @@ def g_first(g, d, g_optimizer, d_optimizer, x_real, z):        # the order swapp
 
 
 def test_seed000_step_right_answers_written_differently(capsys):
-    for right in (exercises.reference_seed000_step, averaged, detached_once):
+    for right in (exercises.reference_seed000_step, averaged, detached_once, softplus_form, logsigmoid_form):
         ok, out = run(capsys, exercises.check_seed000_step, right)
         assert ok is True and out.startswith("✓") and "the doctor finds nothing" in out, (right.__name__, out)
 

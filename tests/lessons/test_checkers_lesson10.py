@@ -142,6 +142,13 @@ def test_each_mistake_is_named(capsys, answer, words):
         assert word in out, (word, out)
 
 
+def test_opt_D_stepped_directly_is_told_first_and_alone(capsys):
+    """Its first line says what happened: no false line about D's micro-batches before it."""
+    ok, out = run(capsys, amp_step(step_D="directly"))
+    assert ok is False and out.startswith("✗ amp_step: opt_D.step() ran, but not through scaler.step(opt_D)"), out
+    assert "samples at once" not in out, out
+
+
 def test_no_clip_and_a_wrong_loss(capsys):
     ok, out = run(capsys, amp_step(clip=False))
     assert ok is False and "above max_norm" in out and "clip_grad_norm_" in out, out

@@ -221,24 +221,26 @@ a = torch.tensor([1., 2, 3], requires_grad=True)
 (a * a).sum().backward()
 print(tr("grad: {grad} | version before: {version}", grad=a.grad, version=a._version))
 
-# %% reveals=["\u53f6\u5b50\u5f20\u91cf(\u4ecd\u7136|\u4f9d\u7136)\u662f\u53f6\u5b50\u5f20\u91cf", "a\\s*\u4fdd\u6301\u4e3a(\u9700\u8981\u68af\u5ea6\u7684)?\u53f6\u5b50\u5f20\u91cf"] tags=["predict"]
-prediction = True  # SOLUTION: 在 torch.no_grad() 下执行 `a -= 0.1 * a.grad`，能正常运行并且运行后 a 仍是需要梯度的叶子张量吗？（True/False）
+# %% reveals=["\u7248\u672c\u52a0\u4e86 1", "\u66f4\u65b0\u540e\u7684\u7248\u672c\uff1a1\\b"] tags=["predict"]
+prediction = 1  # SOLUTION: 上面 a._version 是 0。在 torch.no_grad() 下执行 `a -= 0.1 * a.grad` 之后，它是多少？
 try:
     with torch.no_grad():
         a -= 0.1 * a.grad          # 去掉 no_grad()，同样这一行就会引发第 4 节的错误
-    ran = True
-except RuntimeError:
-    ran = False
-check("no_grad 下的更新能运行，并且 a 仍是需要梯度的叶子张量", prediction,
-      ran and a.is_leaf and a.requires_grad,
-      why="关闭记录后，这次原地更新不属于任何计算图，也就没有什么会让 a 变成某个运算的输出："
-          "叶子张量仍然是叶子张量，自动微分也就没有理由拒绝。")
+    version = a._version
+except RuntimeError as error:
+    version = f"报错：{error}"
+check("no_grad 下更新之后 a 的版本", prediction, version,
+      why="no_grad 关闭的是对运算的记录，而不是对写入的计数：每一次原地修改都会让张量的版本加一，"
+          "不管这次修改有没有被记录。")
 
 # %%
 print(tr("after : {value} | is_leaf: {is_leaf} | version after: {version}", value=a.detach(), is_leaf=a.is_leaf,
          version=a._version))
 claim("no_grad 下的更新让 a 保持为需要梯度的叶子张量，并把它的版本加了 1",
       a.is_leaf and a.requires_grad and a._version == 1)
+
+# %% [markdown]
+# 关闭记录后，这次原地更新不属于任何计算图，也就没有什么会让 `a` 变成某个运算的输出：叶子张量仍然是叶子张量，自动微分也就没有理由拒绝。
 
 # %% [markdown]
 # `torch.optim.SGD` 做的正是这件事。同样的起点、同样的梯度、一次 `step()`，两个结果相等；而且这一步也以同样的方式让版本计数器加一（第 03 课就建立在这个计数器之上）。如果自上次 `zero_grad()` 以来，没有任何损失的反向传播到达某个参数，它的 `.grad` 就是 `None`（例如在用分离后的假样本训练 D 的那一步里，G 的参数就是这样，见第 04 课），SGD 会让它保持原样：

@@ -63,8 +63,8 @@ graph
 
 # %% reveals=["\u8282\u70b9\u90fd?\u8fd8\u5728", "\u4e0d\u662f\u8282\u70b9\u672c\u8eab"] tags=["predict"]
 loss.backward()
-prediction = True  # SOLUTION: loss.backward() 之后，loss 还有它的 grad_fn 吗（loss.grad_fn is not None）？（True/False）
-check("backward 之后 loss.grad_fn 还在", prediction, loss.grad_fn is not None,
+prediction = False  # SOLUTION: loss.backward() 会把 loss.grad_fn 设为 None 吗？（True/False）
+check("loss.backward() 把 loss.grad_fn 设为 None", prediction, loss.grad_fn is None,
       why="backward 释放的是节点保存的东西，而不是节点本身：只要 loss 还在，这些 grad_fn 对象就一直存在。")
 
 # %% [markdown]

@@ -95,12 +95,12 @@ claim("初始化让版本加 1，之后每步 Adam 再加 1", versions == [1, 2,
 # **为什么重要**。原地修改只对*被保存*的张量才是问题。哪些张量会被保存，取决于运算的导数，以及哪些输入需要梯度：`a + b` 什么也不保存；`a * b` 对每个操作数，只有在**另一个**操作数需要梯度时才会保存它（`a` 的梯度是 `grad * b`，所以要为它留着 `b`）。于是 `a * a` 会把 `a` 保存两次，`b` 是常量时 `a * b` 只保存 `b`，而 `a * 2` 只保存那个 2。在列出每种运算保存什么之前，我们先从导数出发想一个例子：`exp`。
 
 # %% reveals=["\u8fc7\u671f|\\bstale\\b", "exp\\W.{0,25}\u4fdd\u5b58[^\u3002\\n]{0,8}\u8f93\u51fa"] tags=["predict"]
-prediction = False  # SOLUTION: 执行 `y = a.exp(); y.mul_(2)` 之后，exp 为反向传播保存的那个张量，还和保存时一样吗？
+prediction = True  # SOLUTION: 执行 `y = a.exp()` 之后，`y.mul_(2)` 会改动 exp 为反向传播保存的那个张量吗？（True/False）
 a = torch.ones(2, requires_grad=True)
 y = a.exp()
 y.mul_(2)
 exp_saved = graphs.saved_tensors(y.grad_fn.next_functions[0][0])       # ExpBackward0 保存的东西
-check("y.mul_(2) 之后 exp 保存的张量没有变", prediction, exp_saved[0].state == "alive",
+check("y.mul_(2) 改动了 exp 保存的张量", prediction, exp_saved[0].state != "alive",
       why=f"exp 保存的是它的输出 y（它的导数 exp(a) 就是 y），而 mul_ 原地修改了 y：保存的 "
           f"`{exp_saved[0].name}` 现在{tr(exp_saved[0].state)}，当前版本 {exp_saved[0].version_now}，保存时为 "
           f"{exp_saved[0].version_saved}。")
@@ -355,16 +355,17 @@ claim("gate 需要梯度：mul 把 h 也保存了", saved == ["other", "self"], 
 with expect_error(RuntimeError, r"modified by an inplace operation.*output 0 of Relu(Backward0)?, is at version 1; expected version 0"):
     loss.backward()
 
-# %% reveals=["tanh\\W+\u4fdd\u5b58[^\u3002\\n]{0,6}\u8f93\u51fa", "Tanh \u4e4b\u540e\u63a5 ReLU\\(inplace=True\\) \u4f1a\u62a5\u9519 -> True"] tags=["predict"]
-prediction = True  # SOLUTION: nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True)) 也会出错吗？
-net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU(inplace=True))
+# %% reveals=["leaky_relu\\W+\u4fdd\u5b58[^\u3002\\n]{0,6}\u8f93\u5165", "LeakyReLU \u4e4b\u540e\u63a5 ReLU\\(inplace=True\\) \u4f1a\u62a5\u9519 -> False"] tags=["predict"]
+prediction = False  # SOLUTION: D 里用的层：nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(0.2), nn.ReLU(inplace=True)) 也会出错吗？（True/False）
+net = nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU(0.2), nn.ReLU(inplace=True))
 try:
     net(torch.randn(2, 4)).sum().backward()
     raised = False
 except RuntimeError:
     raised = True
-check("Tanh 之后接 ReLU(inplace=True) 会报错", prediction, raised,
-      why="tanh 保存它的输出（它的导数是 1 - tanh^2），而 relu_ 覆盖了这个输出。")
+check("LeakyReLU 之后接 ReLU(inplace=True) 会报错", prediction, raised,
+      why="leaky_relu 保存的是它的输入而不是输出（它的导数是 1 还是 0.2，取决于输入的正负），所以 relu_ "
+          "覆盖的不是任何反向传播需要的东西；换成保存输出的 Tanh 或 Sigmoid，就会出错。")
 
 # %% [markdown]
 # ## 5 · 评判原帖 002 的解决方法

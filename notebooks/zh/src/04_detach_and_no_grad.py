@@ -56,7 +56,7 @@ claim("y.detach() 与 y 共享内存", y_detached.data_ptr() == y.data_ptr())
 claim("但它是别名，而不是自动微分意义上的视图：它没有 _base", not y_detached._is_view() and y_detached._base is None)
 
 # %% reveals=["\u5171\u4eab[^\u3002\\n]*\u7248\u672c\u8ba1\u6570\u5668", "y \u7684\u7248\u672c\u52a0\u4e86 1"] tags=["predict"]
-prediction = False  # SOLUTION: 执行 `y = a.exp(); y.detach().zero_()` 之后，`y.sum().backward()` 能正常运行吗？
+prediction = False  # SOLUTION: 执行 `y = a.exp(); y.detach().zero_()` 之后，`y.sum().backward()` 会填上 a.grad 吗？（True/False）
 a = torch.ones(3, requires_grad=True)
 y = a.exp()
 y.detach().zero_()
@@ -65,7 +65,7 @@ try:
     raised = False
 except RuntimeError:
     raised = True
-check("原地把 y.detach() 清零之后，反向传播能正常运行", prediction, not raised,
+check("原地把 y.detach() 清零之后，反向传播填上了 a.grad", prediction, not raised and a.grad is not None,
       why="detach() 不仅共享 y 的内存，也共享它的版本计数器：zero_() 让 y 的版本加了 1，而 exp 为它的反向传播"
           "保存了 y（第 03 课）。")
 
@@ -357,7 +357,7 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 # | 000：`with torch.no_grad(): fake = g(z).detach()` | 能运行；`no_grad` 里面的 `detach()` 不起任何额外作用 |
 # | 000 的说明：`detach()` 比 `no_grad`「更精确地表达了“只使用数据,不追踪其来源梯度”的意图」 | 对了一半：`detach()` 切断一个张量，`no_grad` 管一整个代码块，D 从两者得到的梯度相同；但 `detach()` 之前的那次前向传播白白保存了张量。两者都拦不住 G 的 BatchNorm 运行统计量（第 6 节） |
 # | 001：`lossG = (g + d.detach()).sum()` | 能运行，但 G 的梯度丢掉了流经 D 的那部分 |
-# | 004：配合 `itertools.chain` 使用分离 | 能运行；model1 得不到来自 `l2` 的梯度（第 02 课）：它的 `.grad` 一直是 `None`，所以共享的 Adam 跳过了它。如果 `.grad` 是零，就不会让它保持不动（第 5 节） |
+# | 004：配合 `itertools.chain` 使用分离 | 能运行；model1 得不到来自 `l2` 的梯度（第 02 课）：它的 `.grad` 一直是 `None`，所以共享的 Adam 跳过了它（第 5 节；`.grad` 若存的是零又会怎样，最后一节再问） |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
@@ -444,7 +444,7 @@ def G_after_a_D_step(set_to_none):
     return G.weight.grad, (G.weight - before).abs().max().item()
 
 
-# %% reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G"] tags=["predict"]
+# %% reveals=["\u4e3a\u96f6\u7684\u53c2\u6570\u7167\u6837\u4f1a\u88ab\u66f4\u65b0", "Adam \u4ecd\u4f1a\u66f4\u65b0 G", "`\\.grad` ?\u662f\u96f6\uff0c(\u5c31\u4e0d\u4f1a|\u5e76\u4e0d\u80fd)\u8ba9(\u5b83|\u53c2\u6570)\u4fdd\u6301\u4e0d\u52a8"] tags=["predict"]
 prediction = "会变"  # SOLUTION: 用 opt.zero_grad(set_to_none=False) 时，D 训练步的 opt.step() 那一刻 G 的 .grad 全是零：G "会变"还是"不变"？
 check("梯度被清零而不是设为 None 时，D 训练步中的 G", prediction,
       "moves" if G_after_a_D_step(set_to_none=False)[1] > 0 else "stays",
@@ -460,4 +460,4 @@ claim("zero_grad(set_to_none=True)：G.weight.grad 为 None，Adam 让 G 原封�
       grad is None and moved == 0, f"最大 |变化| {moved}")
 
 # %% [markdown]
-# `.grad` 为零的参数照样会被更新，而且 Adam 这一步的大小来自它对**之前**各步梯度的移动平均，而不只取决于这一步的梯度：一个以前学过东西的参数会继续移动。所以“没有梯度就没有更新”只在 `.grad` 为 `None` 时成立。不带动量的普通 SGD 在零梯度下不会移动 G（它的一步是 `lr * grad`）；带动量的 SGD 则和 Adam 一样，会移动 G。
+# `.grad` 为零的参数照样会被更新，而且 Adam 这一步的大小来自它对**之前**各步梯度的移动平均，而不只取决于这一步的梯度：一个以前学过东西的参数会继续移动。`.grad` 是零，并不能让参数保持不动。所以“没有梯度就没有更新”只在 `.grad` 为 `None` 时成立。不带动量的普通 SGD 在零梯度下不会移动 G（它的一步是 `lr * grad`）；带动量的 SGD 则和 Adam 一样，会移动 G。

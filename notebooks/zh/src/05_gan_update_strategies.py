@@ -270,17 +270,27 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # %% [markdown]
 # 先就上面的代码回答两个问题，下文再逐一讲解。
 
-# %% reveals=["one_forward\\s+1/1\\s+2/3\\s+1\\s+1\\b", "\u6bcf\u6b21\u53cd\u5411\u4f20\u64ad\u90fd\u7528 `inputs=` \u9650\u5b9a\u4e3a\u53ea\u5bf9\u4e00\u4e2a\u7f51\u7edc", "\u53ea\u7531\\s*loss_D\\s*\u586b\u5145"] tags=["predict"]
-prediction = 1  # SOLUTION: one_forward 的一步里，每个 D 参数的 .grad 被累积几次（即梯度遍数）？
-one_forward_cost = costs.measure("one_forward", *fresh_gan(), steps=1, warmup=1, memory=False)
-check("one_forward 的 D 梯度遍数", prediction, one_forward_cost.D_grad_passes,
-      why="backward(inputs=...) 让 loss_G 的反向传播碰不到 D 的 .grad；D 的 .grad 只由 loss_D 填充。")
+# %% reveals=["\u5fc5\u987b\\*\u7a7f\u8fc7\\* D", "\u53cd\u5411\u4f20\u64ad\u8fd8\u662f\u7a7f\u8fc7\u4e86 D"] tags=["predict"]
+prediction = "两者"  # SOLUTION: one_forward 的 loss_G.backward(inputs=list(G.parameters())) 注释写着 "G's grads only"。这次反向传播穿过了哪些网络："G"、"D" 还是 "两者"？
+G, D, x_real, noise = fresh_gan(batch=8)
+x_fake = G(noise(8))
+passed = set()
+x_fake.register_hook(lambda grad: passed.add("D"))      # 梯度到达了 D 的输入
+strategies.bce(D(x_fake), 1).backward(inputs=list(G.parameters()))
+if all(p.grad is not None for p in G.parameters()):
+    passed.add("G")
+check("loss_G.backward(inputs=G 的参数) 穿过的网络", prediction,
+      "both" if passed == {"G", "D"} else "neither" if not passed else passed.pop(),
+      why="要得到 G 的梯度，只能穿过 D 的各层，所以反向传播还是穿过了 D；"
+          "`inputs=` 决定的是填哪些 .grad，而不是反向传播走到哪里。")
 
-# %% reveals=["d_first_fresh_fake\\s+2/1\\b", "\u591a\u4ed8\u51fa\u4e00\u6b21\\s*G\\s*\u7684\u524d\u5411\u4f20\u64ad"] tags=["predict"]
-prediction = 2  # SOLUTION: d_first_fresh_fake 每一步调用几次 G 的前向（钩子会统计每一次调用）？
-fresh_fake_cost = costs.measure("d_first_fresh_fake", *fresh_gan(), steps=1, warmup=1, memory=False)
-check("d_first_fresh_fake 的 G 前向调用次数", prediction, fresh_fake_cost.G_forward,
-      why="一次在 no_grad 下为 D 生成假样本批量（这同样是一次前向传播），一次带计算图，用于 G 的损失。")
+# %% reveals=["\u628a G \u7684\u8ba1\u7b97\u56fe\u4e00\u76f4\u4fdd\u7559\u5230 D \u66f4\u65b0\u4e4b\u540e", "G \u7684\u8ba1\u7b97\u56fe\u4e00\u76f4\u4fdd\u7559\u5230 D"] tags=["predict"]
+prediction = "d_first_reuse_fake"  # SOLUTION: 哪一种为反向传播保存的字节数峰值更高："d_first_reuse_fake" 还是 "d_first_fresh_fake"？
+saved = {name: costs.measure(name, *fresh_gan(), steps=1, warmup=1, memory=False).saved_mib
+         for name in ("d_first_reuse_fake", "d_first_fresh_fake")}
+check("两者中保存张量峰值更高的一个", prediction, max(saved, key=saved.get),
+      why="d_first_reuse_fake 把 G 的计算图一直保留到 D 更新之后，压在 D 自己两次前向传播的计算图之下；"
+          "d_first_fresh_fake 为 D 生成假样本时不建计算图，G 的计算图只在 G 的那一步才建。")
 
 # %% [markdown]
 # `one_forward` 是原帖 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=` 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
@@ -398,7 +408,7 @@ print(shown["graph"])
 #
 # **动手实现 BigGAN 的训练步：铰链损失，每次更新 G 之前更新 D 多次**。WGAN 以及其后的许多 GAN 每更新一次 G，就更新 D `n_critic` 次；BigGAN 这样做时用的是第 04 课的铰链损失。写出 `my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2)` 的完整函数体：像 `d_first_fresh_fake`（第 3 节）那样先更新 D，把 D 的那部分重复多次，并且 D 的梯度只在 D 自己的更新中计算。要求如下：
 #
-# - 把 `x_real` 按顺序均分成 `n_critic` 块。D 用的假样本只来自**一次** G 的前向传播：抽取一次 `noise(len(x_real))`，生成一个不连回 G 的计算图的假样本批量，再按同样的方式均分成 `n_critic` 块。D 的第 k 次更新读真实样本的第 k 块和假样本的第 k 块；D 的损失是铰链损失 `F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()`（取两项的平均也对）。
+# - 把 `x_real` 按顺序均分成 `n_critic` 块。D 用的假样本只来自**一次** G 的前向传播：抽取一次 `noise(len(x_real))`，这次前向传播不构建计算图（不为反向传播保存任何张量），生成一个假样本批量，再按同样的方式均分成 `n_critic` 块。D 的第 k 次更新读真实样本的第 k 块和假样本的第 k 块；D 的损失是铰链损失 `F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()`（取两项的平均也对）。
 # - 然后 G 更新一次，用下一次抽样生成的、大小为一块的新假样本批量，由 D **最后一次更新之后**打分：`-D(x_fake).mean()`。
 # - 不白算任何梯度，也不白做任何前向传播（无论 `n_critic` 是多少，G 每步都只运行两次）；优化器据以更新的每个 `.grad` 都只来自那一次更新；D 的可训练状态与开始时相同。返回 `(loss_D, loss_G)`，其中 `loss_D` 来自 D 的最后一次更新。
 #

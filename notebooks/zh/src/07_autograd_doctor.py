@@ -132,7 +132,11 @@ claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses
 #
 # **为什么重要**。每篇原帖都从不同的方向撞上了这些错误中的一个。医生每次都能指出变动出在哪里。
 #
-# 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（已保存张量被原地修改了）；医生还有别的类别，比如 `"freed"` 和 `"leaf_inplace"`，每一类都以出了什么问题来命名。
+# 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（已保存张量被原地修改了）。医生认识的每一种自动微分错误都有自己的类别，每一类都以出了什么问题来命名；下面是从它的错误目录里读出的全部类别名：
+
+# %%
+from gan_lessons.doctor.catalogue import CATALOGUE
+print(", ".join(kind.key for kind in CATALOGUE))
 
 # %% reveals=["first (call|backward) freed|\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u7528\u5b8c\u5c31\u91ca\u653e", "\u7b2c\u4e00\u6b21\u8c03\u7528\u5df2\u7ecf\u91ca\u653e\u4e86\u5b83\u7684\u8ba1\u7b97\u56fe"] tags=["predict"]
 prediction = "freed"  # SOLUTION: 对同一个 y 调用两次 `y.backward()`：会得到哪一类诊断？

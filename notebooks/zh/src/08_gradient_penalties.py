@@ -271,13 +271,13 @@ def r1_loss(**grad_options):
 
 
 # %% reveals=["retain_graph=False.{0,60}\u91ca\u653e"] tags=["predict"]
-prediction = False  # SOLUTION: r1_loss(retain_graph=False).backward() 能运行吗？
+prediction = True  # SOLUTION: r1_loss(retain_graph=False).backward() 会报错吗？（True/False）
 try:
     r1_loss(retain_graph=False).backward()
     backward_ran = True
 except RuntimeError:
     backward_ran = False
-check("r1_loss(retain_graph=False).backward() 能运行", prediction, backward_ran,
+check("r1_loss(retain_graph=False).backward() 会报错", prediction, not backward_ran,
       why="retain_graph=False 一求完梯度，就释放了 D 在真实图像上的前向传播所保存的东西，而损失的反向传播还需要"
           "它们。")
 

@@ -157,12 +157,12 @@ with expect_error(RuntimeError, "element 0 of tensors does not require grad and 
 
 
 # %% [markdown]
-# 冻结和 `backward(inputs=...)` 给 G 的梯度相同，也都不碰 D 的 `.grad`。它们的区别在前向传播：`requires_grad_(False)` 在 D 运行**之前**就已经确定，而 `inputs=` 要到反向传播开始时才被读取，那时 D 的前向传播早已把该保存的都保存了。被冻结的层会少保存什么？Linear 层只有在求权重的梯度时才需要它的输入，被冻结的 Linear 层就不保存输入。卷积也一样，只有求权重的梯度时才需要输入。
+# 冻结和 `backward(inputs=...)` 给 G 的梯度相同，也都不碰 D 的 `.grad`。它们的区别在前向传播：`requires_grad_(False)` 在 D 运行**之前**就已经确定，而 `inputs=` 要到反向传播开始时才被读取，那时 D 的前向传播早已把该保存的都保存了。被冻结的层会少保存什么？Linear 层和卷积层都只有在求权重的梯度时才需要它们的输入。
 #
-# **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你对 D 的第一个 Conv 层的预测，然后运行这个单元格。
+# **先预测，再验证**。下一个单元格在 D 冻结的情况下，给 D 的每个 Conv 层和 Linear 层一个需要梯度的输入（就像 G 生成的假样本那样），并用保存张量钩子记录该层是否保存了这个输入。把 `...` 换成你的预测，然后运行这个单元格。
 
 # %% reveals=["Conv2d +\u8f93\u5165 .*\u51bb\u7ed3\u65f6\uff1a\u4fdd\u5b58\u5b83\u7684\u8f93\u5165", "conv ?\u5c42(\u4ecd\u7136|\u4f9d\u7136)\u4f1a?\u4fdd\u5b58(\u5b83\u7684|\u5176)?\u8f93\u5165", "ConvolutionBackward0 ?\u90fd\u4f1a\u4fdd\u5b58"] tags=["predict"]
-prediction = False  # SOLUTION: 冻结 D 之后，D 的第一个 Conv 层就不再为反向传播保存它的输入了吗？（True 或 False）
+prediction = "Conv2d"  # SOLUTION: 冻结 D 之后，D 的哪些层会为反向传播保存输入："Conv2d"、"Linear"、"两者" 还是 "都不"？
 
 def saves_its_input(layer, shape):
     """在需要梯度的输入上运行该层的前向传播，返回它是否为反向传播保存了这个输入。"""
@@ -190,8 +190,11 @@ for name, m in layers.items():
     print(tr("D.{name:<6} {layer:<7} input {shape:<16} frozen: {verdict}", name=name, layer=type(m).__name__,
              shape=str(list(shapes[name])),
              verdict=tr("saves its input") if frozen_saves[name] else tr("does not save its input")))
-check("冻结的 Conv 层不再保存它的输入", prediction, not frozen_saves["net.0"],
-      why="无论谁需要梯度，卷积的反向函数都会保存输入；只有输入自身的梯度需要权重，而权重的梯度需要输入。")
+kinds = {type(m).__name__ for name, m in layers.items() if frozen_saves[name]}
+check("冻结后仍保存输入的层", prediction,
+      "both" if len(kinds) == 2 else kinds.pop() if kinds else "neither",
+      why="无论谁需要梯度，卷积的反向函数都会保存输入（只有输入自身的梯度需要权重，而权重的梯度需要输入）；"
+          "Linear 层的反向函数则看谁需要梯度，权重不需要梯度时就不保存输入。")
 
 # %%
 linear_kib = sum(shapes[n].numel() * 4 for n, m in layers.items() if isinstance(m, nn.Linear)) / 1024

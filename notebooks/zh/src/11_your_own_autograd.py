@@ -481,8 +481,8 @@ claim("两边结果相同，报错信息里的形状和版本也相同", all(agr
 #
 # **为什么重要**。需要梯度的叶子张量就是参数：优化器读的是它的 `.grad`；在梯度模式下原地修改它，就得把这次修改作为一个运算记入计算图，而它作用的却是一个没有历史的值。torch 拒绝这样做（第 01 课），但在 `no_grad` 下允许，`optimizer.step()` 正是这样更新参数的。**先预测，再验证**：这种拒绝是否取决于有没有运行过反向传播？
 
-# %% reveals=["\u662f\u5426\u5141\u8bb8 a\\.add_\\(1\\) -> False", "\u4e0e(\u65f6\u95f4|\u65f6\u673a|\u4f55\u65f6)\u65e0\u5173"] tags=["predict"]
-prediction = False  # SOLUTION: 叶子张量 a 需要梯度；loss.backward() 已经运行过。在 no_grad 之外，torch 会允许 a.add_(1) 吗？（True/False）
+# %% reveals=["backward \u4e4b\u540e\u6267\u884c a\\.add_\\(1\\) -> '\u62a5\u9519'", "\u4e0e(\u65f6\u95f4|\u65f6\u673a|\u4f55\u65f6)\u65e0\u5173"] tags=["predict"]
+prediction = "报错"  # SOLUTION: 叶子张量 a 需要梯度；loss.backward() 已经运行过。在 no_grad 之外执行 a.add_(1) 会怎样："会变"（a 被改动）还是 "报错"？
 a = torch.randn(3, requires_grad=True)
 (a * a).sum().backward()
 try:
@@ -490,7 +490,7 @@ try:
     refused = False
 except RuntimeError:
     refused = True
-check("backward 之后，torch 是否允许 a.add_(1)", prediction, not refused,
+check("backward 之后执行 a.add_(1)", prediction, "error" if refused else "moves",
       why="这条规则看的是 a 是什么（需要梯度的叶子张量）以及梯度模式是否开启，与时间无关："
           "反向传播之后它仍然是参数；要在 no_grad 下更新它。")
 

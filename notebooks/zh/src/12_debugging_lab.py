@@ -248,11 +248,11 @@ def train_critic_broken(D, G, d_optimizer, images, z, eta, lambda_term=10):
 
 log = show_log("wgan_gp", train_critic_broken, make_critic_broken)
 
-# %% reveals=["\u56fe\u50cf 1 \u53d8\u5316\u65f6\u56fe\u50cf 0 \u7684\u8f93\u51fa\u662f\u5426\u4fdd\u6301\u4e0d\u53d8 -> False", "\u5e76\u4e0d\u662f\u4e00\u6b21\u53ea\u770b\u4e00\u5f20\u56fe\u50cf"] tags=["predict"]
-prediction = False  # SOLUTION: 在训练模式下，图像 1 变化时，这个评判器对同一批量中图像 0 的输出会保持不变吗？（True/False）
+# %% reveals=["\u56fe\u50cf 1 \u53d8\u5316\u65f6\u56fe\u50cf 0 \u7684\u8f93\u51fa -> '\u4f1a\u53d8'", "\u5e76\u4e0d\u662f\u4e00\u6b21\u53ea\u770b\u4e00\u5f20\u56fe\u50cf"] tags=["predict"]
+prediction = "会变"  # SOLUTION: 在训练模式下，同一批量中的图像 1 变了：这个评判器对图像 0 的输出是 "会变" 还是 "不变"？
 broken_ok = exercises.check_wgan_gp(make_critic_broken, train_critic_broken)
 mixed = mixes_samples(make_critic_broken(1))
-check("评判器：图像 1 变化时图像 0 的输出是否保持不变", prediction, mixed == 0,
+check("评判器：图像 1 变化时图像 0 的输出", prediction, "stays" if mixed == 0 else "moves",
       why="它对图像 0 的输出关于同一批量中其他图像的梯度不为零：这个评判器并不是一次只看一张图像。")
 
 

@@ -90,12 +90,13 @@ claim("梯度装在一个桶里（D 很小），在反向传播中发送了一�
 show_source(ddp_lesson.buffers)
 
 # %% [markdown]
-# **先预测，再验证**。这次前向传播之后，1 号进程的移动平均值里还看得到那个 5 吗（以 0.1 的动量更新一次后约为 4.5）？
+# **先预测，再验证**。这次前向传播会不会用 0 号进程的移动平均值覆盖 1 号进程的（如果没有被覆盖，以 0.1 的动量更新一次后约为 4.5）？
 
 # %% reveals=["0 \u53f7\u8fdb\u7a0b\u7684\u7f13\u51b2\u533a\u590d\u5236\u4e86\u8fdb\u6765", "\u90a3\u4e2a 5 \u5df2\u7ecf\u6ca1\u4e86"] tags=["predict"]
-prediction = False  # SOLUTION: 经过一次 DDP 前向传播，1 号进程的移动平均值里还有那个 5 吗？（True/False）
+prediction = True  # SOLUTION: 一次 DDP 前向传播会用 0 号进程的移动平均值覆盖 1 号进程的吗？（True/False）
 rank0, rank1 = processes.run(ddp_lesson.buffers)
-check("1 号进程的移动平均值保留了它的 5", prediction, bool(rank1["running_mean"].mean() > 1),
+check("一次 DDP 前向传播用 0 号进程的移动平均值覆盖了 1 号进程的", prediction,
+      bool(rank1["running_mean"].mean() < 1),
       why="前向传播之前，DDP 把 0 号进程的缓冲区复制了进来；那个 5 已经没了，这次前向传播的更新是从 0 号进程的统计量开始的。")
 
 # %%
