@@ -82,14 +82,15 @@ def _which(g_step, r_step, rtol, scale):
     return _(" (only in {parameters}; the other {count} are right)").format(parameters=shown, count=right)
 
 
-def _how(mine, ref, k, rtol, name):
+def _how(mine, ref, k, rtol, name, causes=True):
     """How the gradient optimizer `name` stepped on at its step k (1-based) differs from the reference's: the
-    whole line."""
+    whole line. causes=False says only what can be measured (sizes, directions), never what made it so: no
+    "plus an earlier step's gradient", no ratio written as a power of two."""
     g, r = flat(mine[k - 1]), flat(ref[k - 1])
     if g.shape != r.shape:
         return _("step {step}: {optimizer} stepped on a different set of gradients (a .grad is None where it should "
                  "hold one, or the other way round)").format(step=k, optimizer=name)
-    for first in range(1, k):
+    for first in range(1, k) if causes else ():
         earlier = sum(flat(ref[j - 1]) for j in range(first, k + 1))
         if close(g, earlier, rtol * 10, r.abs().max().item()):
             if first == k - 1:
@@ -105,6 +106,12 @@ def _how(mine, ref, k, rtol, name):
         return _("step {step}: {optimizer} stepped on gradients all zero").format(step=k, optimizer=name) + only
     ratio = (g.norm() / r.norm()).item()
     cos = (g @ r / (g.norm() * r.norm())).item()
+    if not causes and not (cos > 0.999 and abs(ratio - 1) < 0.01):
+        return _("step {step}: {optimizer} stepped on gradients of norm {norm:.3g}, where the reference's have norm "
+                 "{reference:.3g}, {direction}").format(
+            step=k, optimizer=name, norm=g.norm().item(), reference=r.norm().item(),
+            direction=_("in the same direction") if cos > 0.999 else
+            _("in another direction (cosine {cosine:.2f})").format(cosine=cos)) + only
     if cos > 0.999 and times(ratio) == "1x":
         return _("step {step}: {optimizer} stepped on gradients the size of the reference's and in its direction, yet "
                  "{apart:.2g} of its norm apart: a small part of the reference's gradient is missing or changed, "
@@ -117,9 +124,9 @@ def _how(mine, ref, k, rtol, name):
              "(cosine {cosine:.2f})").format(step=k, optimizer=name, times=times(ratio), cosine=cos) + only
 
 
-def first_difference(mine, ref, rtol=RTOL):
+def first_difference(mine, ref, rtol=RTOL, causes=True):
     """The first optimizer step (in the order the reference's steps ran) where the student's gradients differ from
-    the reference's, in words, or None when every step matches."""
+    the reference's, in words, or None when every step matches (causes=False: what was measured only, see _how)."""
     for opt_name in ref:
         got, expected = len(mine.get(opt_name, [])), len(ref[opt_name])
         if got != expected:
@@ -131,7 +138,7 @@ def first_difference(mine, ref, rtol=RTOL):
         missing = [p for p, r in r_step.items() if r is not None and g_step.get(p) is None]
         if missing:
             return _("step {step}: {optimizer} stepped with {parameter}.grad None ({count} parameter(s) without a "
-                     "gradient): the loss that trains it never reached it").format(
+                     "gradient at that step)").format(
                 step=k + 1, optimizer=name, parameter=missing[0], count=len(missing))
         extra = [p for p, r in r_step.items() if r is None and g_step.get(p) is not None]
         if g_step.keys() != r_step.keys():
@@ -139,11 +146,11 @@ def first_difference(mine, ref, rtol=RTOL):
                 step=k + 1, optimizer=name)
         if extra:
             return _("step {step}: {optimizer} stepped with a gradient in {parameter}.grad ({count} parameter(s)), "
-                     "where the reference's is None: a loss reached parameters it should not").format(
+                     "where the reference's is None").format(
                 step=k + 1, optimizer=name, parameter=extra[0], count=len(extra))
         scale = max((r.abs().max().item() for r in r_step.values() if r is not None and r.numel()), default=0.0)
         if not all(r is None or close(g_step[p], r, rtol, scale) for p, r in r_step.items()):
-            return _how(mine[name], ref[name], k + 1, rtol, name)
+            return _how(mine[name], ref[name], k + 1, rtol, name, causes)
     return None
 
 

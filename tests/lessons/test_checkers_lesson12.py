@@ -119,7 +119,8 @@ def test_srgan_right_answers_written_three_ways_pass(capsys):
 @pytest.mark.parametrize("wrong, words", [
     (srgan_constant_label, ["step 1: optimizerG", "of its norm apart", "image loss's gradient alone"]),
     (srgan_detached_g, ["step 1: optimizerG", "image loss's gradient alone"]),
-    (srgan_g_first_frozen, ["step 1: optimizerG", "before optimizerD.step()", "G's step ran before D's"]),
+    (srgan_g_first_frozen, ["step 1: optimizerG", "as it was before optimizerD.step()",
+                            "G learns from the netD that has just stepped"]),
     (srgan_wasted_backward, ["call 1: 2 backward passes reached netG where the reference makes 1"]),
 ])
 def test_srgan_wrong_fixes_are_named(capsys, wrong, words):
@@ -223,7 +224,8 @@ def biggan_zero_each_step_by_params(G, D, GD, z_, config, x):
 
 def test_biggan(capsys):
     ok, out = out_of(capsys, exercises.check_biggan_train(biggan_broken))
-    assert not ok and "step 2: D.optim stepped on this step's gradient plus step 1's, which its .grad still held" in out, out
+    assert not ok and "step 2: D.optim stepped on gradients of norm 1.84, where the reference's have norm 1.1" in out, out
+    assert "plus step 1" not in out and ".grad still held" not in out, out     # what was measured, not why
     for right in (biggan.reference_biggan_train, biggan_set_to_none, biggan_zero_each_step_by_params):
         ok, out = out_of(capsys, exercises.check_biggan_train(right))
         assert ok and out.startswith("✓"), out
@@ -521,6 +523,99 @@ def test_amp_wrong_fixes_are_named_by_what_their_step_does(capsys, wrong, words)
         assert code not in out, out
 
 
+def amp_d_first(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """D's step before G's: G's loss then goes through the D that has just stepped. In bfloat16 this is 0.29% of
+    the largest gradient entry away from the reference, where right answers differ by up to 0.25%."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = net_g(lq)
+    _amp_d_step_no_update(net_d, optimizer_d, scaler, output, gt)
+    for p in net_d.parameters():
+        p.requires_grad = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        l_g_total = F.l1_loss(output, gt) + 0.1 * F.softplus(-net_d(output)).mean()
+    for p in net_d.parameters():
+        p.requires_grad = True
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    scaler.step(optimizer_g)
+    scaler.update()
+
+
+def _amp_d_step_no_update(net_d, optimizer_d, scaler, output, gt):
+    optimizer_d.zero_grad()
+    scaler.scale(_amp_d_loss(net_d, output, gt)).backward()
+    scaler.step(optimizer_d)
+
+
+def amp_no_autocast(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """The reference without autocast: float32 throughout, within 2e-2 of the bfloat16 reference."""
+    for p in net_d.parameters():
+        p.requires_grad = False
+    output = net_g(lq)
+    l_g_total = F.l1_loss(output, gt) + 0.1 * F.softplus(-net_d(output)).mean()
+    optimizer_g.zero_grad()
+    scaler.scale(l_g_total).backward()
+    scaler.step(optimizer_g)
+    for p in net_d.parameters():
+        p.requires_grad = True
+    optimizer_d.zero_grad()
+    scaler.scale(F.softplus(-net_d(gt)).mean() + F.softplus(net_d(output.detach())).mean()).backward()
+    scaler.step(optimizer_d)
+    scaler.update()
+
+
+def amp_g_never_zeroed(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
+    """No optimizer_g.zero_grad(): the unscaled leftover is 1/2048 of the new gradient until call 3's inf, which then
+    stays in G's .grad, so G never steps again."""
+    output, l_g_total = _amp_g_loss(net_g, net_d, lq, gt)
+    scaler.scale(l_g_total).backward()
+    scaler.step(optimizer_g)
+    _amp_d_step(net_d, optimizer_d, scaler, output, gt)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (amp_d_first, ["with autocast switched off", "step 1: optimizer_g stepped on gradients"]),
+    (amp_no_autocast, ["net_g's first layer computed in float32"]),
+    (amp_g_never_zeroed, ["call 4: optimizer_g did not step, where the reference's does"]),
+])
+def test_amp_differences_below_bfloat16s_noise_are_found(capsys, wrong, words):
+    ok, out = out_of(capsys, exercises.check_amp_lab(wrong))
+    assert not ok and out.startswith("✗"), out
+    for w in words:
+        assert w in out, out
+
+
+def test_the_amp_labs_float32_tolerance_sits_well_between_right_answers_and_the_wrong_order():
+    """With autocast off, right answers written differently stay 10x below EXACT_ATOL, and D's step first lies 10x
+    above it (relative to each step's largest entry)."""
+    from gan_lessons.exercises.steps import flat
+    lab = grading.LABS["amp"]
+
+    def worst(step):
+        mine, ref = lab.run(step)[0], lab.run(amp.reference_optimize_parameters)[0]
+        return max(((flat(a) - flat(b)).abs().max() / flat(b).abs().max()).item()
+                   for opt in ref for a, b in zip(mine[opt], ref[opt]) if torch.isfinite(flat(b)).all())
+    with amp._autocast_off():
+        assert all(worst(right) < amp.EXACT_ATOL / 10 for right in (amp_inputs, amp_unscale_and_clip))
+        assert worst(amp_d_first) > amp.EXACT_ATOL * 10
+
+
+def test_the_amp_lab_switches_autocast_off_for_every_way_of_writing_it():
+    """torch.autocast, torch.amp.autocast and torch.cpu.amp.autocast, enabled by keyword or by position, all come out
+    disabled inside the block, and enabled again after it."""
+    import warnings
+    makers = [lambda: torch.autocast("cpu", dtype=torch.bfloat16), lambda: torch.amp.autocast("cpu", torch.bfloat16),
+              lambda: torch.autocast("cpu", torch.bfloat16, True)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        makers.append(lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16))
+        for make in makers:
+            with amp._autocast_off(), make():
+                assert not torch.is_autocast_enabled("cpu")
+            with make():
+                assert torch.is_autocast_enabled("cpu")
+
+
 def test_the_amp_lab_puts_an_inf_into_one_optimizers_gradients_at_calls_2_and_3():
     args, opts, names, state = grading.LABS["amp"].problem()
     for k in range(3):
@@ -533,7 +628,9 @@ def test_the_amp_lab_puts_an_inf_into_one_optimizers_gradients_at_calls_2_and_3(
 
 def test_amp(capsys):
     ok, out = out_of(capsys, exercises.check_amp_lab(amp_broken))
-    assert not ok and "step 1: optimizer_g stepped on gradients 2^10 = 1024x the reference's" in out, out
+    assert not ok and "step 1: optimizer_g stepped on gradients of norm 1.41e+03, where the reference's have norm " \
+        "1.37, in the same direction" in out, out
+    assert "1024" not in out and "2^10" not in out, out
     for right in (amp.reference_optimize_parameters, amp_inputs):
         ok, out = out_of(capsys, exercises.check_amp_lab(right))
         assert ok and out.startswith("✓"), out
@@ -603,7 +700,7 @@ def test_rnn(capsys):
     ok, out = out_of(capsys, exercises.check_rnn_train(rnn_retain_graph))
     assert not ok and "modified by an inplace operation" in out, out
     ok, out = out_of(capsys, exercises.check_rnn_train(rnn._rnn_reset))
-    assert not ok and "step 2: optimizer stepped on gradients" in out and "reset to None" in out, out
+    assert not ok and "step 2: optimizer stepped on gradients" in out and "starts afresh at every step" in out, out
     ok, out = out_of(capsys, exercises.check_rnn_train(stub))
     assert not ok and "not solved yet" in out
 
@@ -713,26 +810,79 @@ LABS_IN_ORDER = [("srgan", srgan), ("biggan", biggan), ("wgan_gp", wgan_gp), ("a
                  ("compiled", compiled)]
 
 
-@pytest.mark.parametrize("copy", ["notebooks/student/12_debugging_lab.ipynb",
-                                  "notebooks/zh/student/12_debugging_lab.ipynb"])
-def test_no_markdown_before_a_grader_names_the_bug_or_its_fix(copy):
-    """In the student copy, the markdown of each lab up to its grader's cell, and the lesson's opening (its materials
-    table), say none of that lab's TELLS."""
+def _comments_and_docstrings(source: str) -> str:
+    """A code cell's comments and docstrings: what a student reads in it besides the code."""
+    import ast
+    import io
+    import tokenize
+    parts = []
+    try:
+        parts += [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+        parts += [ast.get_docstring(n) or "" for n in ast.walk(ast.parse(source))
+                  if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Module))]
+    except (SyntaxError, tokenize.TokenError):
+        parts += [line for line in source.splitlines() if line.lstrip().startswith("#")]
+    return "\n".join(parts)
+
+
+def _outputs(cell) -> str:
+    return "\n".join(o.get("text", "") if o.get("output_type") == "stream" else
+                     (o.get("data") or {}).get("text/plain", "") for o in cell.get("outputs", []))
+
+
+def _before_each_grader(answered, copy):
+    """For each lab, in order: (name, module, what a student sees before that lab's grader passes): the lesson's
+    opening and the lab's cells up to its grader: from the student copy, the markdown and the comments and docstrings
+    of the code (the broken step's and the stub's); from the answered lesson, every output there (the broken step
+    run, the grader on it, each prediction's explanation)."""
     from pathlib import Path
 
     import nbformat
-    cells = nbformat.read(Path(__file__).resolve().parents[2] / copy, as_version=4).cells
-    graders = [i for i, c in enumerate(cells) if c.cell_type == "code" and "my_answer" in c.source
-               and "exercises.check_" in c.source]
-    assert len(graders) == len(LABS_IN_ORDER), graders
-    start = 0
-    opening = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## 1 ·"))
-    for (name, module), end in zip(LABS_IN_ORDER, graders):
-        spans = [(0, opening), (start, end)]
-        text = "\n".join(cells[i].source.lower() for a, b in spans for i in range(a, b) if cells[i].cell_type == "markdown")
-        said = [w for w in module.TELLS if w.lower() in text]
-        assert not said, f"{copy}: before lab {name}'s grader the markdown says {said}"
-        start = end + 1
+    root = Path(__file__).resolve().parents[2]
+    lesson = nbformat.read(root / answered, as_version=4).cells
+    student = nbformat.read(root / copy, as_version=4).cells
+
+    def graders(cells):
+        return [i for i, c in enumerate(cells) if c.cell_type == "code" and "my_answer" in c.source
+                and "exercises.check_" in c.source]
+
+    def opening(cells):
+        return next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## 1 ·"))
+    seen = []
+    for cells, with_outputs in ((student, False), (lesson, True)):
+        ends = graders(cells)
+        assert len(ends) == len(LABS_IN_ORDER), ends
+        start, texts = 0, []
+        for end in ends:
+            chosen = [c for a, b in ((0, opening(cells)), (start, end)) for c in cells[a:b]]
+            if with_outputs:        # the answered lesson: its outputs (its markdown is placed for a reader, not a student)
+                text = [_outputs(c) for c in chosen if c.cell_type == "code"]
+            else:
+                text = [c.source if c.cell_type == "markdown" else _comments_and_docstrings(c.source) for c in chosen]
+            texts.append("\n".join(text).lower())
+            start = end + 1
+        seen.append(texts)
+    return [(name, module, a + "\n" + b) for (name, module), a, b in zip(LABS_IN_ORDER, *seen)]
+
+
+@pytest.mark.parametrize("answered, copy", [("notebooks/12_debugging_lab.ipynb", "notebooks/student/12_debugging_lab.ipynb"),
+                                            ("notebooks/zh/12_debugging_lab.ipynb",
+                                             "notebooks/zh/student/12_debugging_lab.ipynb")], ids=["en", "zh"])
+def test_nothing_a_student_sees_before_a_grader_passes_names_the_bug_or_its_fix(answered, copy):
+    """Markdown, the code's comments and docstrings, and every output (the broken step's error, the grader's lines
+    on it, each prediction's explanation), from the lesson's opening to each lab's grader: none of that lab's TELLS,
+    nor the code of its fix."""
+    for name, module, text in _before_each_grader(answered, copy):
+        said = [w for w in module.TELLS + module.FIX_CODE if w.lower() in text]
+        assert not said, f"{answered}: before lab {name}'s grader, a student sees {said}"
+
+
+def test_the_giveaway_check_reads_outputs_and_docstrings(monkeypatch):
+    """The words a grader used to print on BigGAN's broken step, and the AMP stub's old docstring, are caught."""
+    assert "still held" in biggan.TELLS and "update() per" in amp.TELLS
+    assert "update() per" in _comments_and_docstrings('def f():\n    """one scaler, one update() per call."""\n')
+    cell = {"outputs": [{"output_type": "stream", "text": "step 2: D.optim ... which its .grad still held"}]}
+    assert "still held" in _outputs(cell)
 
 
 def _wrong_answers():
@@ -766,15 +916,18 @@ def test_no_grader_message_prints_the_fix(capsys, name, module):
 
 # --- the training log a silent lab opens with -----------------------------------------------------------------------
 def test_the_training_log_holds_each_loss_a_backward_starts_from_unscaled_and_the_scale(capsys):
-    """The AMP step as written: the same losses as the fix (Adam hides the scale), and the scale after call 3 differs
-    (G stepped around the scaler, so the inf in G's gradient at call 3 halved nothing). Each loss is unscaled: the
-    value loss.item() prints, not 1024 times it."""
+    """The AMP step as written: the same losses as the fix at first (Adam hides the scale), the scale after call 3
+    differs (G stepped around the scaler, so the inf in G's gradient at call 3 halved nothing), and at call 4 the
+    losses are nan (G stepped on that inf). Each loss is unscaled: the value loss.item() prints, not 1024 times it."""
+    import math
+
     from gan_lessons.exercises.lesson12 import reference_log, training_log
     mine = training_log("amp", amp_broken)
     ref = reference_log("amp")
-    assert [len(c) for c in mine.losses] == [2, 2, 2] and all(0 < v < 5 for c in mine.losses for v in c), mine
+    assert [len(c) for c in mine.losses] == [2, 2, 2, 2] and all(0 < v < 5 for c in mine.losses[:3] for v in c), mine
+    assert all(math.isnan(v) for v in mine.losses[3]) and all(0 < v < 5 for c in ref.losses for v in c), mine
     assert mine.losses[0] == pytest.approx(ref.losses[0])
-    assert ref.scales == [2048.0, 1024.0, 512.0] and mine.scales[2] != ref.scales[2], (mine.scales, ref.scales)
+    assert ref.scales == [2048.0, 1024.0, 512.0, 1024.0] and mine.scales[2] != ref.scales[2], (mine.scales, ref.scales)
 
 
 def test_the_training_log_signs_a_loss_backed_from_with_a_gradient_and_records_an_error(capsys):

@@ -1,4 +1,5 @@
 """Lab 4 · AMP with one GradScaler and two optimizers (nerfacc#307, neosr PRs #9 and #50)."""
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -6,6 +7,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.steps import first_difference
 from gan_lessons.i18n import _
 
 
@@ -16,18 +18,27 @@ def _amp_nets():
 
 
 AMP_INF = {2: "optimizer_d", 3: "optimizer_g"}   # call -> the optimizer one of whose scaled gradients is inf then
+AMP_CALLS = 4
+# Two right steps differ by up to 0.25% of the largest gradient entry in bfloat16 (sums in another order), and a
+# step whose D steps before G's loss goes through it by 0.29%: no tolerance tells them apart in bfloat16. So the lab
+# is also run with autocast switched off, where right steps agree to float32's rounding (below 1e-6 of the largest
+# entry) and D's step first differs by 4e-4; EXACT_ATOL sits between the two
+# (tests/lessons/test_checkers_lesson12.py checks both sides).
+EXACT_ATOL = 1e-5
 
 
 def _amp_problem():
-    """Three calls; at call 2 one of D's scaled gradients is inf, at call 3 one of G's, as an overflow would make
-    them (a hook on each network's first weight), so a grader sees which step the scaler skips and how it scales."""
+    """Four calls; at call 2 one of D's scaled gradients is inf, at call 3 one of G's, as an overflow would make
+    them (a hook on each network's first weight), so a grader sees which step the scaler skips and how it scales;
+    call 4 is clean again, so an inf left in a .grad shows. Each network's first layer notes the dtype it computed
+    in."""
     torch.manual_seed(4)
     net_g, net_d = _amp_nets()
     optimizer_g, optimizer_d = optim.Adam(net_g.parameters(), lr=1e-4), optim.Adam(net_d.parameters(), lr=1e-4)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=1)
     g = torch.Generator().manual_seed(44)
-    data = [(torch.rand(2, 3, 8, 8, generator=g), torch.rand(2, 3, 8, 8, generator=g)) for _ in range(3)]
-    scales, stepped, now = [], [], {"call": 0}
+    data = [(torch.rand(2, 3, 8, 8, generator=g), torch.rand(2, 3, 8, 8, generator=g)) for _ in range(AMP_CALLS)]
+    scales, stepped, now, dtypes = [], [], {"call": 0}, {"net_g": set(), "net_d": set()}
     opts = {"optimizer_g": optimizer_g, "optimizer_d": optimizer_d}
 
     def overflow(name):
@@ -40,6 +51,8 @@ def _amp_problem():
         return hook
     net_g[0].weight.register_hook(overflow("optimizer_g"))
     net_d[0].weight.register_hook(overflow("optimizer_d"))
+    for key, net in (("net_g", net_g), ("net_d", net_d)):
+        net[0].register_forward_hook(lambda m, args, out, key=key: dtypes[key].add(out.dtype))
     for name, opt in opts.items():
         opt.register_step_pre_hook(lambda o, a, kw, name=name: stepped.append((now["call"], name)))
 
@@ -48,7 +61,8 @@ def _amp_problem():
         scales.append(scaler.get_scale())
         return net_g, net_d, optimizer_g, optimizer_d, scaler, *data[k]
     return args, opts, named_params(net_g=net_g, net_d=net_d), \
-        {"scaler": scaler, "scales": scales, "stepped": stepped, "nets": {"optimizer_g": net_g, "optimizer_d": net_d}}
+        {"scaler": scaler, "scales": scales, "stepped": stepped, "nets": {"optimizer_g": net_g, "optimizer_d": net_d},
+         "dtypes": dtypes}
 
 
 def reference_optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -75,8 +89,13 @@ def reference_optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler
 
 
 def _amp_steps(mine, ref):
-    """Which optimizer stepped at which call, against the reference's scaler (which skips a step on an inf): the
-    steps each optimizer took before the first call where they differ, and what differs there."""
+    """A network computed in float32 under the student's autocast; else which optimizer stepped at which call,
+    against the reference's scaler (which skips a step on an inf): the steps each optimizer took before the first
+    call where they differ, and what differs there."""
+    for key, seen in mine["dtypes"].items():
+        if torch.float32 in seen:
+            return {}, [_("{net}'s first layer computed in float32, where the reference's computes in "
+                          "bfloat16").format(net=key)]
     got, want = set(mine["stepped"]), set(ref["stepped"])
     for call, name in sorted(got ^ want)[:1]:
         before = {n: sum(1 for c, m in ref["stepped"] if m == n and c < call) for n in mine["nets"]}
@@ -109,15 +128,48 @@ def _amp_extra(mine, ref):
     return []
 
 
+@contextmanager
+def _autocast_off():
+    """Every torch.autocast (torch.amp.autocast, and the older torch.cpu.amp.autocast, its subclass) made within the
+    block is made with enabled=False: the step runs in float32, as written otherwise."""
+    autocast = torch.amp.autocast_mode.autocast
+    original = autocast.__init__
 
-add_lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters, calls=3, atol=2e-2,
-         extra=_amp_extra, first=_amp_steps))
+    def disabled(self, device_type, *args, **kwargs):
+        if len(args) >= 2:                        # (dtype, enabled, ...) given by position
+            args = (args[0], False, *args[2:])
+        else:
+            kwargs["enabled"] = False
+        original(self, device_type, *args, **kwargs)
+    autocast.__init__ = disabled
+    try:
+        yield
+    finally:
+        autocast.__init__ = original
+
+
+def _amp_exact(step):
+    """What the run in float32 shows and the bfloat16 run cannot: the first gradient off the reference's, both run
+    with autocast off."""
+    lab = LABS["amp"]
+    with _autocast_off():
+        mine, _state, error = lab.run(step)
+        reference = lab.run(reference_optimize_parameters)[0]
+    if error is not None:
+        return []
+    wrong = first_difference(mine, reference, EXACT_ATOL, causes=False)
+    return [_("{problem} (with autocast switched off, where the reference's steps are exact to float32's "
+              "rounding)").format(problem=wrong)] if wrong else []
+
+
+add_lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters,
+            calls=AMP_CALLS, atol=2e-2, extra=_amp_extra, first=_amp_steps, exact=_amp_exact))
 
 
 def check_amp_lab(optimize_parameters) -> bool:
-    """Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), three iterations, with
+    """Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), four iterations, with
     one GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf); an inf
-    in one of D's scaled gradients at call 2 and in one of G's at call 3."""
+    in one of D's scaled gradients at call 2 and in one of G's at call 3; then the same four in float32."""
     return check_lab(LABS["amp"], optimize_parameters, "optimize_parameters", _(
         "both optimizers step through the one scaler on the reference's (unscaled) gradients, each skips the call "
         "where one of its gradients is inf, and the scale follows the reference's (2x per clean call, halved after "
@@ -128,7 +180,7 @@ def check_amp_lab(optimize_parameters) -> bool:
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
-TELLS = ("around the scaler", "1024x", "1024 倍", "scaler.step(optimizer_g)", "update() per", "second `scaler.update()`", "绕过")
+TELLS = ("around the scaler", "1024x", "1024 倍", "2^10 = 1024", "1024 times", "scaler.step(optimizer_g)", "update() per", "second `scaler.update()`", "绕过")
 FIX_CODE = ("scaler.step(optimizer_g)", "scaler.step(optimizer_d)", "scaler.unscale_(optimizer")
 
 

@@ -126,7 +126,7 @@ def check_biggan_train(train) -> bool:
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
-TELLS = ("zero_grad", "typo", "once, before", "清零", "笔误")
+TELLS = ("zero_grad", "typo", "once, before", "still held", "plus step", "清零", "笔误", "还留在", "加上第")
 FIX_CODE = ("D.optim.zero_grad()",)
 
 

@@ -5,19 +5,26 @@ import functools
 
 import torch
 
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import close, first_difference, flat, known_mistake, prefix, recorded_steps
 from gan_lessons.i18n import N_, _
 
-LAB_HINTS = AUTOGRAD_HINTS + [
+# What an error a lab's step raises means, said as what happened, never as what to change: the lab is for finding
+# that (lessons 01 to 10's AUTOGRAD_HINTS add the fix; here the fix is the student's to find).
+LAB_HINTS = [
+    ("leaf Variable that requires grad is being used in an in-place operation",
+     N_("a parameter was changed in place while autograd was recording")),
+    ("backward through the graph a second time",
+     N_("this backward needed tensors that an earlier backward had already freed")),
+    ("modified by an inplace operation",
+     N_("a tensor saved for this backward was changed in place after the forward that saved it")),
     ("does not currently support double backward",
-     N_("a penalty's create_graph=True gradient cannot go back through a module compiled with an AOT backend "
-        "(aot_eager, inductor)")),
+     N_("the second differentiation (a backward through a gradient that has a graph of its own) went through a "
+        "module compiled with an AOT backend (aot_eager, inductor)")),
     ("does not require grad and does not have a grad_fn",
-     N_("nothing in that loss requires grad: is the network that should learn from it frozen, or its input "
-        "detached?")),
+     N_("nothing in that loss requires grad: no parameter it should train is reached from it")),
     ("unscale_() has already been called on this optimizer",
-     N_("scaler.step(opt) unscales by itself; call scaler.unscale_(opt) at most once per optimizer per iteration")),
+     N_("scaler.unscale_ ran twice on one optimizer in one iteration (scaler.step unscales by itself)")),
 ]
 
 
@@ -25,14 +32,16 @@ LAB_HINTS = AUTOGRAD_HINTS + [
 class Lab:
     """One lab: problem(seed) -> (args for each call, {optimizer name: optimizer}, {parameter: name}, state); the
     reference step; the calls made; known wrong fixes [(step, hint)]; extra(state_mine, state_ref) -> problems, and
-    first(...) likewise, judged before the gradients are compared."""
+    first(...) likewise, judged before the gradients are compared; exact(step) -> problems, judged once the
+    gradients match, before extra."""
 
     def __init__(self, name, title, problem, reference, calls, mistakes=(), extra=None, atol=1e-4, first=None,
-                 hints=None):
+                 hints=None, exact=None):
         self.name, self.title, self.problem, self.reference = name, title, problem, reference
         self.hints = (hints or []) + LAB_HINTS   # (pattern, hint) for an error the step raises: this lab's first
         self.calls, self.mistakes, self.extra, self.atol = calls, list(mistakes), extra, atol
         self.first = first          # first(state_mine, state_ref) -> problems, judged before the gradients
+        self.exact = exact
 
     def run(self, step, skip=()):
         args, opts, names, state = self.problem()
@@ -106,15 +115,17 @@ def check_lab(lab, answer, label, success, extra_problems=None):
     assert ref_error is None, ref_error
     before, problems = lab.first(state, ref_state) if lab.first else ({}, [])
     if problems:                # what went wrong first in time: a gradient before that call, or that call's steps
-        earlier = first_difference(prefix(mine, before), prefix(ref, before), lab.atol)
+        earlier = first_difference(prefix(mine, before), prefix(ref, before), lab.atol, causes=False)
         return verdict(label, [earlier] if earlier else problems, success)
-    wrong = first_difference(mine, ref, lab.atol)
+    wrong = first_difference(mine, ref, lab.atol, causes=False)
     if wrong:
         hint = known_mistake(mine, lab.mistakes, lambda step: lab.run(step)[0], lab.atol)
         if hint:
             hint = _(hint)
             hint = hint[:1].upper() + hint[1:]
         problems.append(_("{problem}. {hint}").format(problem=wrong, hint=hint) if hint else wrong)
+    elif lab.exact and (exact := lab.exact(answer)):
+        problems += exact
     elif lab.extra:
         problems += lab.extra(state, ref_state)
     problems += extra_problems or []

@@ -54,9 +54,9 @@ def _rnn_reset(rnn, optimizer, loss_func, steps):
 
 
 add_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
-    (_rnn_reset, N_("the state is reset to None at every step, which makes the error go away and changes what the "
-                    "RNN computes: the state must still go on to the next step, without the graph of the step that "
-                    "made it"))]))
+    (_rnn_reset, N_("the state starts afresh at every step (as from None or zeros), which makes the error go away "
+                    "and changes what the RNN computes: the state must still go on to the next step, without the "
+                    "graph of the step that made it"))]))
 
 
 def check_rnn_train(train) -> bool:

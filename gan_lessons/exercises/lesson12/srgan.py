@@ -142,8 +142,8 @@ add_lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, refe
     (_srgan_no_adversarial, N_("what reached netG is the image loss's gradient alone: no part of it came through "
                                "netD, so G no longer learns from D's score of its images (the adversarial term is "
                                "1/1000 of the loss and hides under the image loss)")),
-    (_srgan_g_first, N_("netG's gradient came through netD as it was before optimizerD.step(): G's step ran before "
-                        "D's, where the report's order, kept in the reference, is D's step first")),
+    (_srgan_g_first, N_("netG's gradient came through netD as it was before optimizerD.step(), where in the "
+                        "report's order, kept in the reference, G learns from the netD that has just stepped")),
     (_srgan_both_steps_last, N_("both steps after both backwards makes the error go away, but optimizerD then "
                                 "steps on d_loss's gradient plus g_loss's (g_loss went back through netD too), and G "
                                 "learns from D as it was before its step")),

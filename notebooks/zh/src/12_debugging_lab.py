@@ -22,7 +22,7 @@
 #
 # **目标**。修好六个出了错的训练步。它们都取自公开的缺陷报告，出错的方式也和真实代码里一样：一步里有两三个错误，有的会报错，有的悄无声息（能运行，但训练的东西是错的）；其中几个还附带网上流传的修法，它让报错消失，训练却仍然是错的。请先凭第 01 到 10 课学到的知识和评分器的反馈，自己把每一个修好；然后在第 7 节看看自动微分医生对这六个问题怎么说。
 #
-# **材料**。每个训练步都保留了报告中代码的变量名和结构，只是把网络缩得很小，让它在 CPU 上远不到一秒就能跑完。这些报告都是公开的：
+# **材料**。每个训练步都保留了报告中代码的变量名和结构，只是把网络缩得很小，在 CPU 上就能运行。这些报告都是公开的：
 #
 # | 实验 | 代码 | 报告 |
 # |---|---|---|
@@ -33,9 +33,9 @@
 # | 5 | 一个 RNN 回归教程 | [MorvanZhou/PyTorch-Tutorial#57](https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57) |
 # | 6 | 一个带 R1 惩罚和 EMA 的编译后的 GAN | [pytorch/pytorch#91469](https://github.com/pytorch/pytorch/issues/91469)、[pytorch/pytorch#92348](https://github.com/pytorch/pytorch/pull/92348)、[pytorch/pytorch#92893](https://github.com/pytorch/pytorch/pull/92893)、[wandb/senpai#2899](https://github.com/wandb/senpai/pull/2899) |
 #
-# **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步运行两到三步；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（是正确梯度的多少倍；是正确梯度加上之前某一步留在 `.grad` 里的东西；……），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过，除非实验另有要求（实验 1 还会数有几次反向传播进入了 G，实验 4 还会检查缩放因子）。
+# **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步调用一到四次；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（它的范数与参考解法的对比，以及它的方向），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过，除非实验另有要求（实验 1 还会数有几次反向传播进入了 G，实验 4 还会检查缩放因子）。
 #
-# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验的第一个代码单元格还会问你毛病出在哪里：先回答，再运行这个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看医生的表现。
+# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验在出错的训练步运行过之后，还会问你毛病出在哪里：先回答，再运行那个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看医生的表现。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -308,7 +308,7 @@ assert solved, "wgan_gp：还没有完成，或者还不对：上面几行说明
 #
 # **为什么重要**。混合精度在反向传播之前把损失乘上一个缩放因子，在每次更新之前再把它除掉；把这件事做错的训练步照样能运行。
 #
-# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的缩放器从 2^10 开始，每次 `update()` 时只要没出现 inf 就翻倍；这个训练步运行三次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样。下面的单元格打印训练日志：每个反向传播起点处未经缩放的损失（也就是 `loss.item()` 打印出来的值），以及每次调用之后的缩放因子，格式为“原样 / 参考解法”。
+# **代码**。一个仿照 neosr（一个超分辨率 GAN 训练框架）写法的 SR-GAN 训练步，在 CPU 上以 bfloat16 autocast 运行：先是冻结 D 后的 G 步，然后是 D 步，共用一个 `GradScaler`。评分器的缩放器从 2^10 开始，每次 `update()` 时只要没出现 inf 就翻倍；这个训练步运行四次，第二次调用时评分器让 D 的一个缩放后的梯度变成 inf，第三次调用时让 G 的一个变成 inf，就像数值溢出时那样；第四次调用又恢复正常。下面的单元格打印训练日志：每个反向传播起点处未经缩放的损失（也就是 `loss.item()` 打印出来的值），以及每次调用之后的缩放因子，格式为“原样 / 参考解法”。
 
 # %%
 def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
@@ -334,14 +334,13 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 
 log = show_log("amp", optimize_parameters_broken)
 
-# %% reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "\u500d\uff0coptimizer_d \u7684"] tags=["predict"]
+# %% reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "optimizer_d \u7684\u4e0e\u5b83\u76f8\u540c"] tags=["predict"]
 prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是"都不"？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
 check("第一次调用时离参考解法很远的优化器", prediction,
       next((name for name, r in ratios.items() if not 0.99 < r < 1.01), "neither"),
-      why=f"optimizer_g 的梯度是参考解法的 {ratios['optimizer_g']:.0f} 倍，optimizer_d 的是 "
-          f"{ratios['optimizer_d']:.2f} 倍。")
+      why="上面评分器的第一行已经测出来了：optimizer_g 的梯度范数与参考解法的相差很远，optimizer_d 的与它相同。")
 
 
 # %% [markdown]
@@ -349,7 +348,7 @@ check("第一次调用时离参考解法很远的优化器", prediction,
 
 # %%
 def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
-    """先是 G 步（冻结 D），然后是 D 步，都在 bfloat16 autocast 下；两者共用一个 scaler，每次调用只 update() 一次。"""
+    """先是 G 步（冻结 D），然后是 D 步，都在 bfloat16 autocast 下，使用传进来的 scaler。"""
     ### BEGIN SOLUTION
     for p in net_d.parameters():
         p.requires_grad = False
@@ -488,7 +487,7 @@ def train_step_broken(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):
     opt_G.step()
     ema.update(G)
 
-prediction = "backward"  # SOLUTION: 报错的是 autograd.grad(..., create_graph=True) 那一行，还是 loss_D.backward()？（"grad" 或 "backward"）
+prediction = "backward"  # SOLUTION: 报错的是 autograd.grad(...) 那一行，还是 loss_D.backward()？（"grad" 或 "backward"）
 broken_ok = exercises.check_compiled_step(train_step_broken)
 G, D, opt_G, opt_D, ema, x_real, z = exercises.lab_problem("compiled")
 x = x_real.detach().requires_grad_(True)
