@@ -47,7 +47,7 @@ class Cost:
 class _Passes:
     """Counts forward calls of a module, and backward passes through each call's output."""
 
-    def __init__(self, net):
+    def __init__(self, net: torch.nn.Module):
         self.forward = self.backward = self.grads = 0
         self.reached: list[bool] = []     # per forward that built a graph: whether a backward went through it
         self.n_params = len(list(net.parameters()))

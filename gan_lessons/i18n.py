@@ -140,3 +140,43 @@ CHOICES = (N_("both"), N_("neither"), N_("none"), N_("error"), N_("moves"), N_("
 def choice(answer):
     """`answer` in the language in use when it is one of CHOICES, else `answer` itself."""
     return _(answer) if isinstance(answer, str) and answer in CHOICES else answer
+
+
+# --- a package function's source, shown in a lesson ------------------------------------------------------------------
+def source_words(source: str) -> list:
+    """What a reader reads in a piece of code besides the code: (first line, last line, column, kind, text) for each
+    comment ("# ..." without its mark) and each docstring (cleaned as inspect.cleandoc cleans it), lines counted
+    from 1. tools/messages.py extracts these for the catalog; source_in_language translates them."""
+    import ast
+    import inspect
+    import io
+    import tokenize
+    found = [(t.start[0], t.start[0], t.start[1], "comment", t.string[1:].strip())
+             for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and ast.get_docstring(node):
+            doc = node.body[0]
+            found.append((doc.lineno, doc.end_lineno or doc.lineno, doc.col_offset, "docstring",
+                          inspect.cleandoc(doc.value.value)))       # type: ignore[attr-defined]
+    return sorted(found)
+
+
+def source_in_language(source: str) -> str:
+    """`source` with each comment and docstring in the language in use, where the catalog translates it (the code is
+    the same in every language). A translated docstring keeps its quotes and indentation; a comment its column."""
+    if language() == "en":
+        return source
+    lines = source.splitlines(keepends=True)
+    for first, last, column, kind, text in reversed(source_words(source)):
+        translated = _(text)
+        if translated == text:
+            continue
+        if kind == "comment":
+            line = lines[first - 1]
+            start = line.index("#", column)
+            lines[first - 1] = line[:start] + "# " + translated + "\n"
+        else:
+            indent = " " * column
+            body = translated.replace("\n", "\n" + indent)
+            lines[first - 1:last] = [f'{indent}"""{body}"""\n']
+    return "".join(lines)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gan_lessons.i18n import _, choice, set_language, tr
+from gan_lessons.i18n import _, choice, set_language, source_in_language, tr
 
 REPO_URL = "https://github.com/gan-lessons/gan-lessons"  # the one place the repository's address is kept
 
@@ -300,3 +300,14 @@ def rounded(t: torch.Tensor, digits: int = 4):
 def headline(message: str) -> str:
     """An error message's first clause, whole: what a table cell can hold without cutting a word."""
     return re.split(r": \[|\. |\.$", message.strip(), maxsplit=1)[0]
+
+
+def show_source(*objects) -> None:
+    """Show each function's or class's source as a Python block, its comments and docstrings in the lesson's
+    language (the code itself is the same in every language)."""
+    import inspect
+
+    from IPython.display import Markdown, display
+    for obj in objects:
+        display(Markdown(f"```python\n{source_in_language(inspect.getsource(obj))}```"))
+

@@ -1,7 +1,9 @@
 """The package's message catalog (gan_lessons/i18n.py says how messages are written): extract, translate, compile.
 
-    python tools/messages.py                  extract every `_()`/`N_()` message from gan_lessons/ and every
-                                              `tr()` label of the English lessons (notebooks/src/), update the
+    python tools/messages.py                  extract every `_()`/`N_()` message from gan_lessons/, every
+                                              `tr()` label of the English lessons (notebooks/src/) and every
+                                              comment and docstring of the package code they show
+                                              (`show_source`), update the
                                               template (.pot) and the Chinese catalog (.po), compile the .mo
     python tools/messages.py --add FILE.json  also take translations from {"English message": "中文", ...}
     python tools/messages.py --check          list what is wrong and exit 1: a message with no translation, a
@@ -48,6 +50,37 @@ def marked_calls(path: Path) -> list:
                   and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
 
 
+def shown_objects() -> list:
+    """The package's functions and classes whose source the English lessons display with `show_source(...)`: each
+    call's arguments evaluated with the package's modules they name (`strategies.get(name) for name in (...)`,
+    `ddp_lesson.buffers`)."""
+    import importlib
+    import importlib.util
+    import re
+    found = []
+    for path in sorted(LESSONS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "show_source":
+                arguments = ", ".join(ast.unparse(a) for a in node.args)
+                modules = {name: importlib.import_module(f"gan_lessons.{name}")
+                           for name in set(re.findall(r"\b(\w+)\.", arguments))
+                           if importlib.util.find_spec(f"gan_lessons.{name}") is not None}
+                found += [(path, obj) for obj in eval(f"[{arguments}]", modules)]     # the lesson's own expression
+    return found
+
+
+def shown_words():
+    """(message, (file, line)) for every comment and docstring of the sources the lessons display."""
+    import inspect
+
+    from gan_lessons.i18n import source_words
+    for _lesson, obj in shown_objects():
+        lines, start = inspect.getsourcelines(obj)
+        where = Path(inspect.getsourcefile(obj)).resolve().relative_to(ROOT).as_posix()
+        for first, _last, _column, _kind, text in source_words("".join(lines)):
+            yield text, (where, start + first - 1)
+
+
 def template() -> Catalog:
     """Every message the package marks and every label the English lessons translate, with where it is written
     (paths relative to the repository)."""
@@ -62,6 +95,11 @@ def template() -> Catalog:
                 pot.add(message, locations=[where])
             elif where not in pot[message].locations:              # a label both a lesson and the package use
                 pot[message].locations.append(where)
+    for message, where in shown_words():                       # what show_source displays besides the code
+        if pot.get(message) is None:
+            pot.add(message, locations=[where], flags=["no-python-format"])
+        elif where not in pot[message].locations:
+            pot[message].locations.append(where)
     return pot
 
 

@@ -3,7 +3,8 @@
 Two lessons agree when they have the same cells in the same order: the same cell types, the same tags, a heading
 where the other has one, and code that is identical once string literals and comments are set aside (the cells'
 parsed code is compared, IPython's magics and `!` commands included). What the tools and nbval read from comments
-must agree too: nbval's markers, nbgrader's `### BEGIN/END SOLUTION` and the `# SOLUTION` of a prediction.
+must agree too: nbval's markers, nbgrader's `### BEGIN/END SOLUTION` and the `# SOLUTION` of a prediction. A verdict
+table's rows must state the same verdicts (raises, runs, never, half true: `verdict`).
 
     python tools/parity.py notebooks/zh/src/01_leaf_tensors.py ...   compare Chinese sources with the English ones
     python tools/parity.py                                           every pair of sources, and every pair of notebooks"""
@@ -64,6 +65,44 @@ def prose_shape(markdown: str) -> dict:
             "bold terms": len(re.findall(r"\*\*[^*]+\*\*", text))}
 
 
+# A verdict table's last column says what a listing does on today's torch. Its first clause (or, in Chinese, the
+# whole cell where the first clause has none) is read as one verdict: it raises, it runs (works, is right), never /
+# not at all, or half true; a Chinese verdict must be the English one.
+VERDICTS = {
+    "raises": (r"^(raises?\b|.*\braises\b)", r"报错|引发|抛出|有关的错误"),
+    "runs": (r"^(runs?|works?|both (run|work)|correct|right\b(?! only))", r"能运行|(?<!只)能用|正确|与文章所说一致"),
+    "never": (r"^(never|none)\b", r"^(绝不|不报错)"),
+    "half": (r"^half true", r"^对了一半"),
+}
+
+
+def verdict(cell: str, lang: str):
+    """The verdict a table cell states (a key of VERDICTS), or None where it states none of them."""
+    text = re.sub(r"`[^`]*`|“[^”]*”|\"[^\"]*\"|「[^」]*」|\*\*", "", cell).strip()
+    languages = (0,) if lang == "en" else (1, 0)        # a Chinese cell left in English reads as English
+    for part in (re.split(r"[;:；：,，(（]", text, maxsplit=1)[0].strip(), text if lang == "zh" else None):
+        if part is None:
+            continue
+        found = [k for k, patterns in VERDICTS.items() if any(re.search(patterns[i], part, re.I) for i in languages)]
+        if "never" in found:
+            return "never"
+        if found:
+            return found[0]
+    return None
+
+
+def verdict_differences(english: str, chinese: str) -> list:
+    """For two prose cells' tables, row by row: each row whose last column states another verdict in Chinese."""
+    rows = [[line for line in text.splitlines() if line.lstrip().startswith("|") and not re.match(r"\s*\|[-| ]+\|\s*$", line)]
+            for text in (english, chinese)]
+    found = []
+    for a, b in zip(*rows):
+        x, y = verdict(a.strip().strip("|").split("|")[-1], "en"), verdict(b.strip().strip("|").split("|")[-1], "zh")
+        if x is not None and x != y:                # (a cell that states no verdict, a header: nothing to hold)
+            found.append(f"the row {a.strip()[:50]!r} says {x} in English and {y} in Chinese")
+    return found
+
+
 def _label(cell, k) -> str:
     first = cell.source.strip().splitlines()[0][:60] if cell.source.strip() else "(empty)"
     return f"cell {k} ({cell.cell_type}: {first!r})"
@@ -89,6 +128,7 @@ def differences(english: Path, chinese: Path) -> list:
             shapes = prose_shape(a.source), prose_shape(b.source)
             lines += [f"{where}: {shapes[1][k]} {what}, the English cell has {shapes[0][k]}"
                       for k, what in ((k, k) for k in shapes[0]) if shapes[0][k] != shapes[1][k]]
+            lines += [f"{where}: {line}" for line in verdict_differences(a.source, b.source)]
             continue
         if code_shape(a.source) != code_shape(b.source):
             lines.append(f"{where}: the code differs (string literals and comments aside)")

@@ -104,8 +104,8 @@ def _run_amp(amp_step, poison=None):
     dtypes = {"G": [], "D": []}
     handles = [net.net[0].register_forward_hook(lambda m, a, out, key=key: dtypes[key].append(out.dtype))
                for key, net in (("G", G), ("D", D))]
-    d_batches: list[int] = []         # the batch of each D forward before opt_D's first step, through the scaler
-    d_stepped: list[bool] = []        # (which may skip it) or not
+    d_batches = []                    # the batch of each D forward before opt_D's first step, through the scaler
+    d_stepped = []                    # (which may skip it) or not
     handles.append(opt_D.register_step_pre_hook(lambda *_: d_stepped.append(True)))
     handles.append(D.register_forward_hook(
         lambda m, args, out: None if d_stepped or "step(opt_D)" in scaler.calls else d_batches.append(len(args[0]))))

@@ -51,19 +51,14 @@ from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check
 device, QUICK = setup(seed=0, lang="en")
 
 # %%
-import inspect
 from IPython.display import Markdown, display
 from gan_lessons import costs, strategies
-from gan_lessons.lesson import headline
+from gan_lessons.lesson import headline, show_source
 from gan_lessons.models import Generator
 
 def fresh_gan(batch=64):
     """Seed 000's G and D (seeded), a batch in [-1, 1] standing in for MNIST, and a seeded noise source."""
     return costs.fresh_gan(batch=batch, device=device)
-
-def show_source(*functions):
-    for f in functions:
-        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
 
 
 # %% [markdown]

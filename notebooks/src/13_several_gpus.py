@@ -49,12 +49,8 @@ device, QUICK = setup(seed=0, lang="en")
 
 # %%
 import inspect
-from IPython.display import Markdown, display
 from gan_lessons import ddp_lesson, processes
-
-def show_source(*functions):
-    for f in functions:
-        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
+from gan_lessons.lesson import show_source
 
 def same(a, b):
     return torch.allclose(a, b, rtol=1e-5, atol=1e-7)

@@ -66,6 +66,20 @@ def test_the_parity_check_catches_a_lesson_changed_in_one_language(tmp_path):
     assert parity.differences(english, translated) == []
 
 
+def test_the_parity_check_catches_a_verdict_reversed_in_translation(tmp_path):
+    """Lesson 03's verdict on `.data` ("never") turned into "can be used", and a listing that works said to raise:
+    the same cells, tags and code, but another meaning."""
+    source = ZH / "src" / "03_inplace_and_versions.py"
+    english = parity.english_of(source)
+    text = source.read_text(encoding="utf-8")
+    assert "| 绝不要用：" in text and "| 能运行，梯度正确 |" in text
+    for original, reversed_ in (("| 绝不要用：", "| 可以放心用："), ("| 能运行，梯度正确 |", "| 报错 |")):
+        changed = tmp_path / source.name
+        changed.write_text(text.replace(original, reversed_, 1), encoding="utf-8")
+        assert any("in English and" in line for line in parity.differences(english, changed)), reversed_
+    assert parity.differences(english, source) == []
+
+
 def _verdicts(path):
     """Per code cell, how many ✓ and ✗ its stored outputs print (what a check or claim decided)."""
     out = []
@@ -304,8 +318,9 @@ def english_pieces() -> dict:
     """{piece: message}: the English words of every catalog message between its placeholders, where a piece is long
     enough (three words or more) to be the package's own sentence and not a name or a number."""
     pieces = {}
+    code_words = {text for text, _where in messages.shown_words()}   # comments in code, which the doctor quotes as is
     for message in messages.template():
-        if not message.id:
+        if not message.id or message.id in code_words:
             continue
         for piece in re.split(r"\{[^{}]*\}", message.id):
             piece = piece.strip(" .,:;()\n`'\"*")
@@ -815,3 +830,9 @@ def test_a_chinese_student_copy_asks_in_chinese_typesetting_with_answer_words_a_
     lines = [line for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"
              for line in "".join(c["source"]).splitlines() if "# 你的答案" in line]
     assert not [line for line in lines if "# 你的答案:" in line or "“" in line.partition("# 你的答案")[2]], lines
+
+
+def test_every_chinese_lesson_s_colab_badge_speaks_chinese():
+    for path in sorted((ZH / "src").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "[![在 Colab 中打开](" in text and "Open In Colab" not in text, path.name

@@ -22,7 +22,7 @@
 #
 # **目标**。亲眼看到前向传播构建计算图、`backward()` 释放计算图中保存的张量；用三种方式复现“Trying to backward through the graph a second time”；测量 `retain_graph=True` 让多少东西继续留在内存里；在这个报错的两种修复方法 `retain_graph` 和 `detach` 之间做出选择，并知道各自在什么时候是错的。最后，我们从零写出原帖 004 修复后的训练步。
 #
-# **材料**。原帖 001（G/D 玩具例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和原帖 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。原帖都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
+# **材料**。原帖 001（G/D 小例子；一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）和原帖 004（model1/model2 循环，以及它关于 `itertools.chain` 的提醒；一篇没有标题的转载文章，讲“Trying to backward through the graph a second time”；没有注明作者和日期）。原帖都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -137,7 +137,7 @@ with expect_error(RuntimeError, "Trying to backward through the graph a second t
 
 
 # %% [markdown]
-# **方式二：原帖 001 的 G/D 玩具例子**。`lossD` 和 `lossG` 都依赖于 `d = D(g)`。`lossD.backward()` 之后，从 `t` 经过 G 和 D 到 `d` 的那一段计算图已被释放，`lossG.backward()` 也就无路可回了。
+# **方式二：原帖 001 的 G/D 小例子**。`lossD` 和 `lossG` 都依赖于 `d = D(g)`。`lossD.backward()` 之后，从 `t` 经过 G 和 D 到 `d` 的那一段计算图已被释放，`lossG.backward()` 也就无路可回了。
 
 # %%
 def seed001_toy(retain_graph=False, detach=False):
@@ -359,7 +359,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.Floa
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 原帖代码 | 在今天的 torch 上 |
+# | 原帖代码 | 在如今的 torch 上 |
 # |---|---|
 # | 001：`lossD.backward(); optimD.step(); lossG.backward()` | 引发“Trying to backward through the graph a second time” |
 # | 001：同上，但改用 `lossD.backward(retain_graph=True)` | 改为引发版本错误（第 03 课会解释） |

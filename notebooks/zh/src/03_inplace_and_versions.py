@@ -283,8 +283,8 @@ claim("前向传播保存的 D 的每个权重都已过期，排在第一个的�
 
 # %%
 def seed000_backwards(step_between):
-    """Seed 000's two backwards on a fresh GAN: D's last weight's version before and after d_loss.backward,
-    and g_loss.backward's error, if any (如果运行成功则为 None)."""
+    """在一对新建的 G 和 D 上运行原帖 000 的两次反向传播：返回 d_loss.backward 前后 D 最后一层权重的版本，
+    以及 g_loss.backward 的报错（如果运行成功则为 None）。"""
     torch.manual_seed(0)
     g, d = Generator().to(device), Discriminator().to(device)
     d_optimizer = optim.Adam(d.parameters(), lr=1e-3)
@@ -574,7 +574,7 @@ assert solved, "stale_saved：还没有完成，或者还不对：上面几行�
 #
 # *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
-# **为什么重要**。PyTorch 的提示是 `enable anomaly detection`，即打开异常检测。异常检测会记录每个前向运算的 traceback（调用栈），并打印出反向计算失败的那个运算的 traceback。下面是它对原帖 001 小例子给出的结果：
+# **为什么重要**。PyTorch 的提示是 `enable anomaly detection`，即打开异常检测。异常检测会记录每个前向运算的回溯信息（调用栈），并打印出反向计算失败的那个运算的回溯信息。下面是它对原帖 001 小例子给出的结果：
 
 # %%
 import warnings

@@ -25,7 +25,7 @@
 # **材料**。原帖 003（三种策略和一个效率论证；凌逆战，「pytorch训练GAN时的detach()」，博客园，2020-11-09）和原帖 000（`loss_nonsaturating`；聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php 中文网，2025-10-02）。原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。
 
 # %% [markdown] tags=["read-after-exercises"]
-# | 原帖代码 | 在今天的 torch 上 |
+# | 原帖代码 | 在如今的 torch 上 |
 # |---|---|
 # | 003 的「策略一」：`d_loss.backward(retain_graph=True)`、`optimizer_D.step()`、`g_loss.backward()` | 抛出版本错误（torch 1.5 起；在此之前，则是悄无声息地得到错误的梯度） |
 # | 003 的「策略二」：D 作用于 `gen_imgs.detach()`，然后在同一个输出上计算 `g_loss = adversarial_loss(pred_gen, valid)` | 抛出 "Trying to backward through the graph a second time"；加上 `retain_graph=True`，则抛出版本错误（两次反向传播之间 D 更新了一步）；加上 `retain_graph=True` 且中间不更新 D，它能运行，但 G **得不到**梯度 |
@@ -48,19 +48,14 @@ from gan_lessons.lesson import setup, expect_error, expect_warning, claim, check
 device, QUICK = setup(seed=0, lang="zh")
 
 # %%
-import inspect
 from IPython.display import Markdown, display
 from gan_lessons import costs, strategies
-from gan_lessons.lesson import headline
+from gan_lessons.lesson import headline, show_source
 from gan_lessons.models import Generator
 
 def fresh_gan(batch=64):
     """原帖 000 的 G 和 D（固定了随机数种子）、一个代替 MNIST 的取值在 [-1, 1] 的批量，以及一个固定了随机数种子的噪声来源。"""
     return costs.fresh_gan(batch=batch, device=device)
-
-def show_source(*functions):
-    for f in functions:
-        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
 
 
 # %% [markdown]
@@ -250,7 +245,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # loss_G.backward()
 # ```
 
-# %% reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "also fills D's grads", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"] tags=["predict"]
+# %% reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "\u4e5f\u4f1a\u586b\u4e0a D \u7684\u68af\u5ea6", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"] tags=["predict"]
 prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是"两者"？
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
@@ -271,7 +266,7 @@ show_source(*(strategies.get(name) for name in ("one_forward", "d_first_reuse_fa
 # 先就上面的代码回答两个问题，下文再逐一讲解。
 
 # %% reveals=["\u5fc5\u987b\\*\u7a7f\u8fc7\\* D", "\u53cd\u5411\u4f20\u64ad\u8fd8\u662f\u7a7f\u8fc7\u4e86 D"] tags=["predict"]
-prediction = "两者"  # SOLUTION: one_forward 的 loss_G.backward(inputs=list(G.parameters())) 注释写着 "G's grads only"。这次反向传播穿过了哪些网络："G"、"D" 还是 "两者"？
+prediction = "两者"  # SOLUTION: one_forward 的 loss_G.backward(inputs=list(G.parameters())) 注释写着 "只求 G 的梯度"。这次反向传播穿过了哪些网络："G"、"D" 还是 "两者"？
 G, D, x_real, noise = fresh_gan(batch=8)
 x_fake = G(noise(8))
 passed = set()
@@ -369,7 +364,7 @@ from gan_lessons.widgets import StrategyPanel
 RING_GEN = torch.Generator().manual_seed(0)     # 下面所有批量共用一个随机数流
 
 def ring_batch(n=128, gen=RING_GEN):
-    """来自圆周上八个高斯分布的点：经典的二维 GAN 玩具例子。"""
+    """来自圆周上八个高斯分布的点：经典的二维 GAN 小例子。"""
     angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
     centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
     return centres + 0.05 * torch.randn(n, 2, generator=gen)
@@ -395,7 +390,7 @@ print(shown["graph"])
 # ## 小结
 #
 # - GAN 的 G 最小化的是 −log D(G(z))，而不是博弈中的 log(1 − D(G(z)))，因为在 D 识破假样本时，后者的梯度会消失；
-#   `bce(D(x_fake), 1)` 正是前一个损失。在一维玩具例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
+#   `bce(D(x_fake), 1)` 正是前一个损失。在一维小例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
 # - 原帖 003 的策略一和原帖 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
 # - 原帖 003 的策略二在已分离的假样本上复用 D 的输出来计算 G 的损失：要么遇到已被释放的计算图，要么（加上
 #   `retain_graph=True`）抛出版本错误；如果中间不更新 D，它能运行，但 G 根本得不到梯度。

@@ -461,7 +461,7 @@ assert solved, "rnn_train：还没有完成，或者还不对：上面几行说�
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，不过那是在 2018 年的 torch 上（教程是为 0.4 版写的）；在今天的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
+# **报告，以及错在哪里（实验 5）**。在 MorvanZhou/PyTorch-Tutorial#57 里，一位读者删掉了教程中的 `h_state = h_state.data`，也就是把状态从上一步计算图上切断的那一行，于是第二步的 `loss.backward()` 失败了：它要反向经过第一步的计算图，而那张图已经被释放。报告者发现 `loss.backward(retain_graph=True)` 能让报错消失，不过那是在 2018 年的 torch 上（教程是为 0.4 版写的）；在如今的 torch 上，它会改报版本错误，因为优化器已经改过了旧计算图保存的权重。修法：把状态从计算图上切断之后再带到下一步，即 `h_state.detach()`（教程里的 `.data` 在这里效果相同，只是绕过了版本检查）。
 
 # %% [markdown]
 # ## 6 · 编译后的 GAN：D 步报错，还有一个要检查的 EMA

@@ -18,7 +18,7 @@
 # %% [markdown]
 # # 第 13 课 · 多块 GPU：分布式数据并行给 GAN 的训练步带来了什么
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_several_gpus.ipynb)
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_several_gpus.ipynb)
 #
 # **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
 #
@@ -41,12 +41,8 @@ device, QUICK = setup(seed=0, lang="zh")
 
 # %%
 import inspect
-from IPython.display import Markdown, display
 from gan_lessons import ddp_lesson, processes
-
-def show_source(*functions):
-    for f in functions:
-        display(Markdown(f"```python\n{inspect.getsource(f)}```"))
+from gan_lessons.lesson import show_source
 
 def same(a, b):
     return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
@@ -255,7 +251,7 @@ claim("D 的损失里加上 0 * classes.sum()、不设任何选项时，三次�
 # %% [markdown]
 # ## 4 · DDP 下原帖 003 的顺序
 #
-# **为什么重要**。原帖 003 的策略 1（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在反向传播之前原地改写了 D 的权重，而这次反向传播所用的计算图保存了这些权重。
+# **为什么重要**。原帖 003 的策略一（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在反向传播之前原地改写了 D 的权重，而这次反向传播所用的计算图保存了这些权重。
 
 # %%
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16, 1\]\]"):
