@@ -30,15 +30,13 @@ def _one_backward_problem(engine):
         return None
     if run(NOTHING_SAVED, engine).kind == "second time":
         return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
-                 "only backward call of {program}, whose nodes saved nothing: a node whose `_saved` is empty was "
-                 "taken for a freed one. Only a node whose saved values were freed (`_saved` is None) has lost "
-                 "anything").format(program=shown_program(NOTHING_SAVED))
+                 "only backward call of {program}, whose nodes saved nothing: a node that had saved nothing was "
+                 "taken for a freed one").format(program=shown_program(NOTHING_SAVED))
     got = run(TWO_USES, engine)
     if got.kind == "second time" and got.call == 1:
         return _("your backward raised \"Trying to backward through the graph a second time\" within the first and "
-                 "only backward call of {program}: it ran y's node once per use of y, and the first run freed what "
-                 "exp saved. Run each node once, after the gradient from every use of it has arrived (a topological "
-                 "order)").format(program=shown_program(TWO_USES))
+                 "only backward call of {program}, where y is used twice: within one backward, what a node saved "
+                 "was gone before that node's backward ran").format(program=shown_program(TWO_USES))
     return None
 
 
@@ -55,8 +53,8 @@ def _shared_gradient(engine):
         if a.data_ptr() == b.data_ptr() and not replaced:
             return _("after two backward calls on {program}, a.grad is {mine} where torch's is {theirs}, and a.grad "
                      "and b.grad are one tensor: the gradient a sum sends to both operands is one tensor, a leaf kept "
-                     "it as its .grad, and adding the next backward's gradient to it in place changed both leaves. "
-                     "Give each leaf a gradient of its own").format(program=shown_program(program), mine=rounded(a),
+                     "it as its .grad, and adding the next backward's gradient to it in place changed both "
+                     "leaves").format(program=shown_program(program), mine=rounded(a),
                                                                     theirs=rounded(want.grads["a"]))
     return None
 
@@ -72,30 +70,28 @@ def freeing_problems(differences, engine=None):
     other = first_of(differences, lambda d: d["engine"].kind == "other")
     if other:
         if other["torch"].kind == "second time":
-            problems.append(_("your engine raised {yours} on {program}: the saved values are gone there; raise "
-                              "torch's RuntimeError (\"Trying to backward through the graph a second time ...\") "
-                              "instead").format(yours=said_of(other['engine']), program=shown_program(other['program'])))
+            problems.append(_("your engine raised {yours} on {program}, where the saved values are gone and torch "
+                              "raises \"Trying to backward through the graph a second time ...\"").format(yours=said_of(other['engine']), program=shown_program(other['program'])))
         else:
             problems.append(_("your engine raised {yours} on {program}").format(yours=said_of(other['engine']),
                                                                                 program=shown_program(other['program'])))
     ran = first_of(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind is None)
     if ran:
         problems.append(_("saved values were not freed: a second backward ran on {program}, where torch raises "
-                          "\"Trying to backward through the graph a second time\". After a node's backward, free "
-                          "what it saved (unless retain_graph=True), and refuse a node whose saved values are "
-                          "gone").format(program=shown_program(ran['program'])))
+                          "\"Trying to backward through the graph a second time\"").format(
+            program=shown_program(ran['program'])))
     retained = first_of(differences, lambda d: d["kind"].endswith("retained") and d["engine"].kind == "second time"
                       and d["engine"].call == 2)
     if retained:
         problems.append(_("retain_graph=True did not keep the saved values: the second backward raised on "
-                          "{program}; free them only when retain_graph is False").format(
+                          "{program}").format(
             program=shown_program(retained['program'])))
     empty = first_of(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "second time"
                    and not d["kind"].endswith("retained"))
     if empty:
         problems.append(_("a second backward through nodes that saved nothing raised on {program}: torch runs it "
-                          "(an addition or a sum keeps no values, so it has nothing to miss); mark as freed only a "
-                          "node that had saved something").format(program=shown_program(empty['program'])))
+                          "(an addition or a sum keeps no values, so it has nothing to miss)").format(
+            program=shown_program(empty['program'])))
     wording = first_of(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind not in
                      ("second time", None, "other"))
     if wording:
@@ -109,8 +105,7 @@ def freeing_problems(differences, engine=None):
         shared = [d for d in once if _uses_twice(d["program"])]
         if len(shared) == len(once):
             problems.append(_("a value used more than once got the gradient of only some of its uses, on "
-                              "{program}: add up the gradients that reach a value from every use, and run its "
-                              "backward only once all of them have arrived (topological order)").format(
+                              "{program}").format(
                 program=shown_program(once[0]['program'])))
         else:
             problems.append(_("gradients differ from torch's on {count} expression(s), e.g. {program}").format(
@@ -124,8 +119,8 @@ def freeing_problems(differences, engine=None):
                               ".grad)").format(program=shown_program(d['program'])))
         else:
             problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: "
-                              "gradients of intermediate values carried over from the first call (keep them per "
-                              "backward call: torch keeps .grad only on leaves)").format(program=shown_program(d['program'])))
+                              "gradients of intermediate values carried over from the first call").format(
+                program=shown_program(d['program'])))
     return problems
 
 

@@ -154,8 +154,8 @@ def _build_changed(kind, rng, lines, info, saved, unsaved):
     if kind == "changed back":
         if not saved:
             return None
-        name = rng.choice(saved)
-        return lines + _change(name, info) + _change(name, info, "add_(-0.5)") + ["loss.backward()"]
+        name = rng.choice(saved)            # doubled, then halved: exactly the old values again (powers of two)
+        return lines + _change(name, info, "mul_(2.0)") + _change(name, info, "mul_(0.5)") + ["loss.backward()"]
     if kind == "unsaved change":
         return lines + _change(rng.choice(unsaved), info, "mul_(2.0)") + ["loss.backward()"] if unsaved else None
     if kind == "changed after backward":
@@ -191,6 +191,10 @@ def _build_in_place(kind, rng, lines, info, leaves_rg, constants):
         return lines + (change + ["loss.backward()"] if kind == "non-leaf in place" else ["loss.backward()"] + change)
     if kind == "constant in place":
         return lines + [f"{rng.choice(constants)}.mul_(2.0)", "loss.backward()"] if constants else None
+    if kind == "leaf refused, then used":         # the refusal caught: the leaf must be as it was, value and version
+        name = rng.choice(leaves_rg)
+        return lines + [f"kept = ({name} * {name}).sum()", "try:", f"    {name}.add_(0.5)", "except RuntimeError:",
+                        "    pass", "loss = loss + kept", "loss.backward()"]
     raise ValueError(kind)
 
 
@@ -201,6 +205,7 @@ CATEGORIES = {   # category: (step, how many programs)
     "retained, then changed": (3, 3), "changed before the forward": (3, 4), "changed before and after": (3, 3),
     "leaf in place": (4, 4), "leaf in place, before the forward": (4, 2), "leaf in place after backward": (4, 2),
     "constant in place": (4, 3), "non-leaf in place": (4, 4), "non-leaf in place after backward": (4, 2),
+    "leaf refused, then used": (4, 3),
 }
 _PROGRAMS: dict = {}
 
@@ -240,7 +245,9 @@ def compare(engine, step):
 
 
 def shown_program(program):
-    return "`" + "; ".join(program.replace("with no_grad():\n    ", "with no_grad(): ").splitlines()) + "`"
+    program = program.replace("with no_grad():\n    ", "with no_grad(): ").replace("try:\n    ", "try: ")
+    return "`" + "; ".join(program.replace("\nexcept RuntimeError:\n    pass", " except RuntimeError: pass")
+                           .splitlines()) + "`"
 
 
 def said_of(outcome):

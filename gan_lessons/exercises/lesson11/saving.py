@@ -109,9 +109,9 @@ def _saving_problem(case, engine, want):
         return _name_saving_mistake(op, what, roles, want["roles"], ra, rb)
     unversioned = _unversioned((out._saved or {}).values())
     if unversioned:
-        return _("save kept {kept} on {what}: beside each value, keep the version it has when it is saved (here "
-                 "{version}), as the `_saved` entry `(value, version)`; step 3 compares it with the version at "
-                 "backward").format(kept=unversioned[0], what=what, version=unversioned[1])
+        return _("save kept {kept} on {what}, where the value was at version {version} when it was saved: the "
+                 "version it had then is not what was kept beside it").format(kept=unversioned[0], what=what,
+                                                                              version=unversioned[1])
     if not out.requires_grad:
         return None
     return _backward_problem(op, out, a, b, same, what, want)
@@ -132,15 +132,14 @@ def _backward_problem(op, out, a, b, same, what, want):
         message = str(error)
         if any(w in message for w in ("cannot be multiplied", "size of tensor", "must match the size", "shape")):
             return _("{op}'s backward raised {kind}: {error} on {what}: the shapes in one of its products do not fit "
-                     "(grad has shape {shape}); a gradient has the shape of the operand it is for").format(
+                     "(grad has shape {shape})").format(
                 op=op, kind=type(error).__name__, error=headline(message), what=what, shape=list(want["grad"].shape))
-        return _("{op}'s backward raised {kind}: {error} on {what}: it must read what it needs from `saved` (the "
-                 "names it saved), and only what it saved").format(op=op, kind=type(error).__name__, error=error,
-                                                                   what=what)
+        return _("{op}'s backward raised {kind}: {error} on {what}: it read something other than what the node "
+                 "saved").format(op=op, kind=type(error).__name__, error=error, what=what)
     grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
     if len(grads) != len(parents):
-        return _("{op}'s backward returned {count} gradient(s) on {what}: one per parent, in order").format(
-            op=op, count=len(grads), what=what)
+        return _("{op}'s backward returned {count} gradient(s) on {what}, where the node has {parents} "
+                 "parent(s)").format(op=op, count=len(grads), what=what, parents=len(parents))
     if same:                              # a * a: a's gradient is what both slots return, added
         if any(g is None for g in grads):
             return _("mul's backward returned None for one operand on {what}, where both are a, which requires "
@@ -153,15 +152,10 @@ def _backward_problem(op, out, a, b, same, what, want):
             return _("{op}'s backward returned None for {name} on {what}, which requires grad").format(
                 op=op, name=name, what=what)
         mine = torch.as_tensor(mine)
-        if mine.shape != right.shape and op == "matmul":
-            return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape {operand_shape}: "
-                     "the gradient of a matrix has the matrix's shape").format(
-                op=op, name=name, shape=list(mine.shape), what=what, operand_shape=list(p.data.shape))
         if mine.shape != right.shape:
-            return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape {operand_shape}: "
-                     "sum a broadcast gradient back to the operand's shape (`.sum_to_size(...)`, as __add__ "
-                     "does)").format(op=op, name=name, shape=list(mine.shape), what=what,
-                                     operand_shape=list(p.data.shape))
+            return _("{op}'s gradient for {name} has shape {shape} on {what}, but {name} has shape "
+                     "{operand_shape}").format(op=op, name=name, shape=list(mine.shape), what=what,
+                                               operand_shape=list(p.data.shape))
         if not torch.allclose(mine.float(), right, rtol=1e-4, atol=1e-6):
             return _("{op}'s gradient for {name} differs from torch's on {what}: it is {formula}").format(
                 op=op, name=name, what=what, formula=_formula(op, name, same))
@@ -194,35 +188,30 @@ def _formula(op, name, same):
 
 def _name_saving_mistake(op, what, roles, right, ra, rb):
     if any(r in ("a copy", "a tensor, not a Value") for r in roles):
-        return _("{op} saved a copy or a bare tensor on {what}: save the Value itself (`out.save(name, value)`); a "
-                 "copy has a version counter of its own, so an in-place change of the original would go "
-                 "unnoticed").format(op=op, what=what)
+        return _("{op} saved a copy or a bare tensor on {what}, not the value itself: a copy has a version counter "
+                 "of its own, so an in-place change of the original would go unnoticed").format(op=op, what=what)
     if op in UNARY:
         if "a" in roles and "out" not in roles:
-            return _("{op} saved its input instead of its output on {what}: {op}'s derivative can be computed from "
-                     "its own result, so keep the output (`out`) and not a").format(op=op, what=what)
+            return _("{op} saved its input instead of its output on {what}").format(op=op, what=what)
         if not right:
-            return _("{op} saved {roles} on {what}, where nothing needs a gradient: save nothing there").format(
+            return _("{op} saved {roles} on {what}, where nothing needs a gradient and torch saves nothing").format(
                 op=op, roles=roles, what=what)
         if "a" in roles:
-            return _("{op} saved its input as well as its output on {what}: the output is all its backward "
-                     "needs").format(op=op, what=what)
-        return _("{op} saved nothing on {what}: its backward needs the output; keep it with `out.save(...)`").format(
-            op=op, what=what)
+            return _("{op} saved its input as well as its output on {what}; torch saves the output "
+                     "alone").format(op=op, what=what)
+        return _("{op} saved nothing on {what}; torch saves the output").format(op=op, what=what)
     if not right:
-        return _("{op} saved {roles} on {what}, where no gradient is needed (no graph): save nothing there").format(
-            op=op, roles=roles, what=what)
+        return _("{op} saved {roles} on {what}, where no gradient is needed (no graph) and torch saves "
+                 "nothing").format(op=op, roles=roles, what=what)
     if not roles:
-        return _("{op} saved nothing on {what}: its backward needs the other operand; keep it with "
-                 "`out.save(...)` and read it from `saved`").format(op=op, what=what)
+        return _("{op} saved nothing on {what}; torch saves {right}").format(op=op, what=what, right=right)
     learner, other = ("a", "b") if ra else ("b", "a")
     if ra != rb and len(set(roles)) == 1 and roles[0] == learner:
-        return _("{op} saved its own operand instead of the other on {what}: {learner}'s gradient is computed from "
-                 "{other}, so keep {other}").format(op=op, what=what, learner=learner, other=other)
+        return _("{op} saved its own operand instead of the other on {what}: only {learner} requires grad, and "
+                 "torch saves {other}").format(op=op, what=what, learner=learner, other=other)
     if ra != rb and set(roles) == {"a", "b"}:
-        return _("{op} saved both operands on {what}: only {learner} needs a gradient, and its gradient needs only "
-                 "{other}; save an operand only when the other one requires grad").format(op=op, what=what,
-                                                                                       learner=learner, other=other)
+        return _("{op} saved both operands on {what}, where only {learner} requires grad; torch saves {other} "
+                 "alone").format(op=op, what=what, learner=learner, other=other)
     return _("{op} saved {roles} on {what}; torch saves {right}").format(op=op, roles=roles, what=what, right=right)
 
 

@@ -59,41 +59,37 @@ def torch_fit(problem, steps, lr, reset=True, sign=-1.0):
 def _raised(error):
     message = str(error)
     if LEAF_IN_PLACE in message:
-        return _("your loop raised the leaf error: it changed a parameter in place while grad mode was on; a "
-                 "parameter is a leaf that requires grad, so its update runs under the engine's no_grad")
+        return _("your loop raised the leaf error: it changed a parameter in place while grad mode was on")
     if "backward through the graph a second time" in message:
         return _("your loop raised \"Trying to backward through the graph a second time\": a backward ran through "
-                 "nodes an earlier step's backward had freed; build the forward and the loss again in every step")
+                 "nodes an earlier step's backward had freed")
     if "modified by an inplace operation" in message:
         return _("your loop raised the version error: a backward read a parameter its forward had saved, after an "
-                 "update had changed it; in every step run the forward, then the backward, then the update")
+                 "update had changed it")
     if "NoneType" in message:
-        return _("your loop raised {kind}: {error}. A parameter had no gradient: a name bound to a new Value (made "
-                 "under no_grad, it requires no grad) is no longer the parameter; change the parameter "
-                 "itself").format(kind=type(error).__name__, error=headline(message))
+        return _("your loop raised {kind}: {error}. A parameter had no gradient at the update").format(
+            kind=type(error).__name__, error=headline(message))
     return _("your loop raised {kind}: {error}").format(kind=type(error).__name__, error=str(error)[:200])
 
 
 def _losses_problem(got, problem, steps, lr, before, params):
     want = torch_fit(problem, steps, lr)
     if not isinstance(got, (list, tuple)) or len(got) != steps:
-        return _("with steps={steps} your function returned {what}: return one loss per step, a list of {steps} "
-                 "numbers").format(steps=steps, what=f"{len(got)} values" if isinstance(got, (list, tuple))
-                                   else type(got).__name__)
-    try:
-        got = torch.tensor([float(v.data.item() if hasattr(v, "data") else v) for v in got])
-    except (TypeError, ValueError, RuntimeError):
-        return _("with steps={steps} your losses are not numbers: append each step's loss as a number "
-                 "(`loss.data.item()`)").format(steps=steps)
+        return _("with steps={steps} your function returned {what}, where the loop makes {steps} "
+                 "losses").format(steps=steps, what=f"{len(got)} values" if isinstance(got, (list, tuple))
+                                  else type(got).__name__)
+    kinds = sorted({type(v).__name__ for v in got if isinstance(v, bool) or not isinstance(v, (int, float))})
+    if kinds:
+        return _("with steps={steps} your losses are {kinds}, not numbers: the cells below plot and print them as "
+                 "numbers").format(steps=steps, kinds=", ".join(kinds))
+    got = torch.tensor([float(v) for v in got])
     if torch.allclose(got, torch.tensor(want), rtol=1e-4, atol=1e-6):
         return None
     if all(torch.equal(p.data, b) for p, b in zip(params, before)):
-        return _("the parameters are where they started after {steps} steps: the update never reached them (a "
-                 "name bound to a new Value leaves the parameter as it was; change the parameter itself)").format(
-            steps=steps)
+        return _("the parameters are where they started after {steps} steps: the update never reached "
+                 "them").format(steps=steps)
     for slip, line in [(dict(reset=False), _("your losses are torch's when no step resets the gradients: each "
-                                             "backward added to the .grad of the steps before (torch's loops call "
-                                             "zero_grad for this)")),
+                                             "backward added to the .grad of the steps before")),
                        (dict(sign=1.0), _("your loss grows as torch's does when every step moves the parameters "
                                           "along the gradient, not against it"))]:
         head = min(steps, 5)              # a step along the gradient diverges, and rounding with it: the first steps
