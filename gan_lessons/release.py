@@ -195,6 +195,17 @@ COLAB_LESSON = re.compile(r"(\(https://colab\.research\.google\.com/github/[^)\s
                           r"(\d\d_\w+\.ipynb\))")
 
 
+# A lesson's line of editions, under its badge: the lesson in the other language, and its student copy. A student copy
+# points to the other language's student copy alone (never to an answered lesson); the paths are the lesson's.
+EDITIONS = re.compile(r"^\[(?P<other>中文版|English)\]\((?P<prefix>zh/|\.\./)(?P<name>\d\d_\w+\.ipynb)\) · "
+                      r"\[(?:Student copy|学生版)\]\(student/(?P=name)\)$", re.M)
+
+
+def student_editions(source: str) -> str:
+    """The line of editions as a student copy shows it."""
+    return EDITIONS.sub(lambda m: f"[{m['other']}]({m['prefix']}student/{m['name']})", source)
+
+
 def relink(source: str, lesson_dir, out=None, lang: str = "en") -> str:
     """Relative links, which point from the lesson's folder, pointed from the folder `out` instead; without one
     (a course's release folder, far from the repository), to the file in the repository on GitHub."""
@@ -231,7 +242,8 @@ def release(nb, lesson_dir=None, out=None, name: str = "a lesson"):
             if TEST in cell.metadata.get("tags", []) and "raises-exception" not in cell.metadata["tags"]:
                 cell.metadata["tags"] = [*cell.metadata["tags"], "raises-exception"]
         elif cell.cell_type == "markdown":
-            cell.source = COLAB_LESSON.sub(r"\1student/\2", relink(cell.source, lesson_dir, out, lang))
+            cell.source = COLAB_LESSON.sub(r"\1student/\2", relink(student_editions(cell.source), lesson_dir, out,
+                                                                     lang))
     if hidden_used and clash is not None:
         raise ValueError(f"{name}, cell {clash} binds the name `hidden`, which the release imports from "
                          "gan_lessons.lesson: rename it")

@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/01_leaf_tensors.ipynb)
 #
+# [中文版](zh/01_leaf_tensors.ipynb) · [Student copy](student/01_leaf_tensors.ipynb)
+#
 # **Goal.** After this lesson you can look at any tensor in a training script and say whether it is a *leaf*,
 # whether `.grad` will be filled after `backward()`, and why PyTorch refuses `a += 1` on a parameter but lets
 # `optimizer.step()` change that same parameter in place. You end by writing two functions every training script

@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/02_graph_freeing_and_retain_graph.ipynb)
 #
+# [中文版](zh/02_graph_freeing_and_retain_graph.ipynb) · [Student copy](student/02_graph_freeing_and_retain_graph.ipynb)
+#
 # **Goal.** See the graph being built by the forward pass and its saved tensors being freed by `backward()`;
 # reproduce "Trying to backward through the graph a second time" three ways; measure what `retain_graph=True`
 # keeps alive; and choose between its two fixes, `retain_graph` and `detach`, knowing when each one is wrong. You end

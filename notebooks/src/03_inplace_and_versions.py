@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/03_inplace_and_versions.ipynb)
 #
+# [中文版](zh/03_inplace_and_versions.ipynb) · [Student copy](student/03_inplace_and_versions.ipynb)
+#
 # **Goal.** Read the most confusing error in GAN training word by word:
 # `one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`. You will see the counter it talks about, reproduce it from seeds 001 and 000,

@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/04_detach_and_no_grad.ipynb)
 #
+# [中文版](zh/04_detach_and_no_grad.ipynb) · [Student copy](student/04_detach_and_no_grad.ipynb)
+#
 # **Goal.** Know exactly what each of the three ways of "turning gradients off" makes, use `detach()` to cut the
 # G→D gradient in a GAN step (and check every parameter's `.grad` to prove it), and recognise the two places
 # where detach is the wrong fix: when it removes the gradient G needs, and when one optimizer owns both models. Then weigh seed 000's claim

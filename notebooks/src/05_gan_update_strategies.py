@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/05_gan_update_strategies.ipynb)
 #
+# [中文版](zh/05_gan_update_strategies.ipynb) · [Student copy](student/05_gan_update_strategies.ipynb)
+#
 # **Goal.** Run the orders in which a GAN can update D and G, see which ones fail and why, compare what each really
 # costs (passes through G and D counted with hooks, arithmetic, time, memory), switch between them with a widget,
 # and write one order yourself that wastes nothing.

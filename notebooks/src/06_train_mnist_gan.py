@@ -24,6 +24,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/06_train_mnist_gan.ipynb)
 #
+# [中文版](zh/06_train_mnist_gan.ipynb) · [Student copy](student/06_train_mnist_gan.ipynb)
+#
 # **Goal.** Put the course together. Train seed 000's GAN on MNIST with the update strategy you pick, watch the
 # samples improve, read the loss curves for what they can and cannot tell you, and measure the digits with a
 # number instead of squinting at them.

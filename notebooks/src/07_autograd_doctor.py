@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/07_autograd_doctor.ipynb)
 #
+# [中文版](zh/07_autograd_doctor.ipynb) · [Student copy](student/07_autograd_doctor.ipynb)
+#
 # **Goal.** Turn a diagnostic tool on over broken GAN code, your own included, and get the answer PyTorch's
 # message leaves out: *which* tensor (by module and parameter name), *which* forward line saved it, *which* line
 # or `optimizer.step()` changed or freed it, and the fix, with the lesson that teaches it.

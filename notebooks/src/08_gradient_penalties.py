@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/08_gradient_penalties.ipynb)
 #
+# [中文版](zh/08_gradient_penalties.ipynb) · [Student copy](student/08_gradient_penalties.ipynb)
+#
 # **Goal.** Take gradients *as values* with `torch.autograd.grad`, and know what each of its arguments does:
 # `grad_outputs`, `retain_graph`, `create_graph`, `inputs`. Then build WGAN-GP's gradient penalty one line at a
 # time, meet each error it raises on the way, and find out what a penalty computed without `create_graph=True`

@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/09_freezing_and_batchnorm.ipynb)
 #
+# [中文版](zh/09_freezing_and_batchnorm.ipynb) · [Student copy](student/09_freezing_and_batchnorm.ipynb)
+#
 # **Goal.** Know what two pieces of machinery do in the middle of a GAN step, each checked on this torch: freezing D
 # for G's step (and the look-alike that is not one, and how a freeze goes wrong), and BatchNorm's running statistics
 # and batch statistics. Then build a G step through a frozen D that puts everything back. Lesson 10 takes the next

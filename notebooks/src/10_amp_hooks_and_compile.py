@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/10_amp_hooks_and_compile.ipynb)
 #
+# [中文版](zh/10_amp_hooks_and_compile.ipynb) · [Student copy](student/10_amp_hooks_and_compile.ipynb)
+#
 # **Goal.** Know what three more pieces of machinery do in the middle of a GAN step, each checked on this torch:
 # mixed precision with one `GradScaler` for two optimizers, hooks that read or change a gradient or count saved
 # bytes, and what `torch.compile` changes about `retain_graph` and `.item()`. Then build a GAN step under autocast

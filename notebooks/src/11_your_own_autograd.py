@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/11_your_own_autograd.ipynb)
 #
+# [中文版](zh/11_your_own_autograd.ipynb) · [Student copy](student/11_your_own_autograd.ipynb)
+#
 # **Goal.** Build a reverse-mode engine of your own, about 100 lines, that does the three things lessons 02 and 03
 # took apart in PyTorch: it saves what each backward needs (PyTorch saves more for a few operations: a convolution
 # keeps its input even when no gradient will read it, lesson 09), frees it after backward, and checks

@@ -20,6 +20,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/12_debugging_lab.ipynb)
 #
+# [中文版](zh/12_debugging_lab.ipynb) · [Student copy](student/12_debugging_lab.ipynb)
+#
 # **Goal.** Fix six broken training steps taken from public bug reports, the way they break in real code: two or
 # three mistakes in one step, some loud (an error), some silent (it runs, and trains the wrong thing), and for some
 # a fix people post that makes the error go away and leaves the training wrong. Fix each one yourself first, with

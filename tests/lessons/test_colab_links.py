@@ -105,3 +105,21 @@ def test_each_lesson_opens_itself_in_colab_and_its_student_copy_opens_the_studen
         links = re.findall(rf"\]\({re.escape(badge)}\)\]\(([^)\s]+)\)", text)
         assert first["cell_type"] == "markdown" and links == [COLAB + target.relative_to(ROOT).as_posix()], \
             f"{notebook.relative_to(ROOT)}: {links}"
+
+
+def _editions(notebook: Path) -> list:
+    """The relative links of a notebook's first cell that lead to another lesson notebook, resolved."""
+    first = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    return [(notebook.parent / target).resolve() for target in re.findall(r"\]\(([^)\s:]+\.ipynb)\)", first)]
+
+
+@pytest.mark.parametrize("path", ALL_LESSONS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
+def test_each_lesson_links_its_other_language_and_its_student_copy_and_a_student_copy_no_answers(path):
+    """Under the badge: the lesson in the other language and its student copy; a student copy links the other
+    language's student copy and nothing answered."""
+    zh = path.parent.name == "zh"
+    twin = (path.parent.parent if zh else path.parent / "zh") / path.name
+    assert _editions(path) == [twin.resolve(), (path.parent / "student" / path.name).resolve()], _editions(path)
+    student = path.parent / "student" / path.name
+    assert _editions(student) == [(twin.parent / "student" / path.name).resolve()], _editions(student)
+    assert all(target.exists() for target in _editions(path) + _editions(student))

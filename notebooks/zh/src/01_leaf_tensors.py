@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/01_leaf_tensors.ipynb)
 #
+# [English](../01_leaf_tensors.ipynb) · [学生版](student/01_leaf_tensors.ipynb)
+#
 # **目标**。学完本课，你能看着训练脚本里的任何一个张量，说出它是不是*叶子张量*、`backward()` 之后它的 `.grad` 会不会被填上，还能解释为什么 PyTorch 拒绝对参数执行 `a += 1`，却允许 `optimizer.step()` 原地修改同一个参数。最后，我们会亲手写出每个训练脚本都需要的两个函数：一个 SGD 更新步，以及 DCGAN 的权重初始化。
 #
 # **材料**。本课从原帖 001 开头的这几个例子讲起（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`；没有注明作者和日期）。我们在如今的 torch 上逐一运行它的代码清单，验证它的每个说法。原帖都是公开的中文博客文章，出处列在[教师手册（英文）](../README.md#the-seeds)里；本课运行的每段代码都已放在单元格中。

@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/03_inplace_and_versions.ipynb)
 #
+# [English](../03_inplace_and_versions.ipynb) · [学生版](student/03_inplace_and_versions.ipynb)
+#
 # **目标**。逐字读懂 GAN 训练中最让人困惑的报错：`one of the variables needed for gradient computation has been modified by an inplace operation: [...] is at
 # version N; expected version M`。我们会看到它所说的那个计数器，用原帖 001 和原帖 000 复现这个报错，认识到 `optimizer.step()` 就是那个谁都看不见的原地操作，并评判原帖 002 给出的四种解决方法，其中一种会藏起一个错误的梯度。
 #

@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/04_detach_and_no_grad.ipynb)
 #
+# [English](../04_detach_and_no_grad.ipynb) · [学生版](student/04_detach_and_no_grad.ipynb)
+#
 # **目标**。弄清楚“关掉梯度”的三种方式各自产生的是什么；用 `detach()` 切断 GAN 一步中 G→D 的梯度（并检查每个参数的 `.grad` 来证明这一点）；认出分离不是正确修正的两种情形：它去掉了 G 需要的梯度，以及一个优化器同时管着两个模型。然后把 G 的 BatchNorm 也考虑进来，掂量原帖 000 的说法：`detach()` 是比 `no_grad` 更精确的选择。最后写一个 D 的训练步和一个采样函数，二者都不改动 G。
 #
 # **材料**。原帖 000（它修正后的循环；聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php 中文网，2025-10-02），原帖 001（`d.detach()` 这个修正），原帖 003（它的各种策略里的 `detach`；凌逆战，「pytorch训练GAN时的detach()」，博客园，2020-11-09），原帖 004（关于共享优化器的提醒）。这些原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在单元格里。

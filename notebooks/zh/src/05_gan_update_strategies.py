@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/05_gan_update_strategies.ipynb)
 #
+# [English](../05_gan_update_strategies.ipynb) · [学生版](student/05_gan_update_strategies.ipynb)
+#
 # **目标**。把 GAN 更新 D 和 G 的几种顺序都跑一遍，看哪些会失败、为什么失败；比较每种顺序的实际开销（用钩子统计经过 G 和 D 的遍数，以及运算量、时间和内存）；用一个控件在它们之间切换；最后自己写出一种毫不浪费的顺序。
 #
 # **材料**。原帖 003（三种策略和一个效率论证；凌逆战，「pytorch训练GAN时的detach()」，博客园，2020-11-09）和原帖 000（`loss_nonsaturating`；聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php 中文网，2025-10-02）。原帖都是公开的中文博客文章，出处见[教师手册](../README.md#the-seeds)（英文）；本课运行的每段代码都写在本课的单元格里。

@@ -24,6 +24,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/06_train_mnist_gan.ipynb)
 #
+# [English](../06_train_mnist_gan.ipynb) · [学生版](student/06_train_mnist_gan.ipynb)
+#
 # **目标**。把整门课串起来。用你选的更新策略在 MNIST 上训练原帖 000 的 GAN，看着样本一步步变好，弄清损失曲线能告诉你什么、不能告诉你什么，并用一个数值指标来衡量生成的手写数字，而不是眯着眼睛去看。
 #
 # **材料**。原帖 000 的 Generator（Linear、BatchNorm、PixelShuffle、Conv）和 Discriminator（`gan_lessons.models`），`z_dim = 64`，另外在 G 的末尾加一个 `nn.Tanh()`（第 6 节比较有它和没有它的各一次运行）；以及第 05 课的各种策略。

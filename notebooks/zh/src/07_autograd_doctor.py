@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/07_autograd_doctor.ipynb)
 #
+# [English](../07_autograd_doctor.ipynb) · [学生版](student/07_autograd_doctor.ipynb)
+#
 # **目标**。把自动微分医生套在出错的 GAN 代码上（也包括你自己的代码），拿到 PyTorch 报错信息里没有给出的答案：出问题的是*哪个*张量（精确到模块名和参数名），是前向传播的*哪一行*保存了它，是*哪一行*代码或哪一次 `optimizer.step()` 修改或释放了它，该怎么修，以及哪一课讲了这种修法。
 #
 # **材料**。原帖里的每一段出错代码（原帖 000、001、003、004），再加上三段常有人贴出来求助的同类代码。

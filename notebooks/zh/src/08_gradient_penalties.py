@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/08_gradient_penalties.ipynb)
 #
+# [English](../08_gradient_penalties.ipynb) · [学生版](student/08_gradient_penalties.ipynb)
+#
 # **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并弄清不加 `create_graph=True` 算出的惩罚会怎样。接下来是真实图像上的 R1、惰性正则化（lazy
 # regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出条件评判器的 WGAN-GP 惩罚（两个输入，只对其中一个求梯度）和惰性 R1。
 #

@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/09_freezing_and_batchnorm.ipynb)
 #
+# [English](../09_freezing_and_batchnorm.ipynb) · [学生版](student/09_freezing_and_batchnorm.ipynb)
+#
 # **目标**。弄清 GAN 训练步中间的两个机制的作用，每一样都在当前的 torch 上验证过：一是在 G 的更新步中冻结 D（还有一种看似冻结、其实不是的写法，以及冻结会怎样出错），二是 BatchNorm 的运行统计量和批量统计量。最后动手写一个穿过冻结 D 的 G 更新步，并把一切恢复原状。第 10 课接着讲后面三样：混合精度、钩子和 `torch.compile`。
 #
 # **材料**。原帖都没有讲到这么深；模型用的是原帖 000 的 G（带 BatchNorm）和 D。事实来自 PyTorch 自己的文档（`requires_grad_`、`backward(inputs=...)`、BatchNorm）、pix2pix/CycleGAN 的 `set_requires_grad`，以及 soumith/ganhacks（第 4 条技巧：一个小批量里要么全是真实图像，要么全是生成的图像，PyTorch 的 DCGAN 教程就是这样做的）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。

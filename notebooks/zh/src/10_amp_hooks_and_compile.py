@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/10_amp_hooks_and_compile.ipynb)
 #
+# [English](../10_amp_hooks_and_compile.ipynb) · [学生版](student/10_amp_hooks_and_compile.ipynb)
+#
 # **目标**。弄清 GAN 训练步中间另外三样机制的作用，每一样都在当前的 torch 上验证过：两个优化器共用一个 `GradScaler` 的混合精度训练，读取或修改梯度、统计保存字节数的钩子，以及 `torch.compile` 在 `retain_graph` 和 `.item()` 上带来的变化。最后动手写一个在 autocast 下运行、共用一个 `GradScaler`、并裁剪 D 的梯度的 GAN 训练步。第 09 课已经讲了前两样：冻结 D，以及 BatchNorm。
 #
 # **材料**。原帖都没有讲到这么深；模型用的是原帖 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。

@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/11_your_own_autograd.ipynb)
 #
+# [English](../11_your_own_autograd.ipynb) · [学生版](student/11_your_own_autograd.ipynb)
+#
 # **目标**。自己搭一个反向模式的自动微分引擎（约 100 行），让它做到第 02 课和第 03 课在 PyTorch 里拆解过的三件事：保存每个反向计算需要的值（PyTorch 对少数运算会多存一些：卷积即使没有哪个梯度要读它的输入，也会保存输入，见第 09 课），在反向传播之后释放它们，并检查版本计数器；此外，和第 01 课的规则一样，它拒绝对需要梯度的叶子张量做原地操作。所有要紧的部分都由你来写：每个运算保存什么、连同哪个版本，反向传播本身，版本的计数和检查，以及叶子规则。每个动手步骤都在相同的程序上与 torch 对照检查：随机表达式上的梯度，以及 PyTorch 的三个错误——每个错误都恰好在 torch 报错的地方报出，别处一个也不报。接着，你用自己写的有限差分来检验梯度，这也是检验任何自动微分引擎的标准做法；你会画出自己的计算图，看清每个节点保存了什么；原帖 001 和原帖 000 中出错的那几步会在你的引擎上报出与 torch 相同的两个错误；最后，你的引擎会训练一个小网络，每一步的损失都与 torch 的一致（相对误差在 1e-4 以内）。本课只需要第 01 课到第 03 课的知识：学完第 03 课就可以直接学本课。本课按两节连堂安排。
 #
 # **材料**。引擎的结构仿照 Andrej Karpathy 的 micrograd（一个知道自己父节点、带有 `_backward` 的 `Value`），而 micrograd 既没有需要释放的保存值，也没有版本计数器；我们拿来对照检查的，是 PyTorch 自己的节点（`grad_fn._saved_self`、`_saved_other`、`_saved_result`、`_saved_mat2`）和报错信息。出错的步骤来自原帖 001（一篇没有标题的文章，讲 GAN 训练中的叶子节点、`retain_graph` 和 `detach`）和原帖 000（聖光之護，「解决PyTorch GAN训练中的梯度计算错误:inplace操作与计算图分离」，php 中文网，2025-10-02）；原帖的出处见[教师手册](../README.md#the-seeds)。

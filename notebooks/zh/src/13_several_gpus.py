@@ -20,6 +20,8 @@
 #
 # [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_several_gpus.ipynb)
 #
+# [English](../13_several_gpus.ipynb) · [学生版](student/13_several_gpus.ipynb)
+#
 # **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
 #
 # **在这里怎么运行**。每个实验都在本笔记本于 CPU 上启动的两个进程里运行，两个进程由 PyTorch 的 gloo 后端连在一起，和 `torchrun --nproc_per_node=2` 在两块 GPU 上用 NCCL 启动它们的方式一样。DDP 对自动微分做的事在两种情况下相同（只能用于 GPU 的 SyncBatchNorm 除外），速度则不同（本课最后会说明换成 GPU 后有什么变化）。每个实验都是 `gan_lessons/ddp_lesson.py` 里的一个普通函数 `f(rank, world, ...)`，由 `processes.run` 在两个进程里分别调用，并按 0 号进程在前的顺序返回每个进程的结果。本课计划用时 55 分钟。
