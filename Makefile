@@ -208,9 +208,11 @@ gpu-smoke: setup
 SITE_VENV ?= .venv-site
 site:
 	@test -x $(SITE_VENV)/bin/python || { $(PYTHON) -m venv $(SITE_VENV) && echo '*' > $(SITE_VENV)/.gitignore; }
-	$(SITE_VENV)/bin/python -m pip install -q "jupyter-book==1.0.4.post1"
-	rm -rf build/site
+	$(SITE_VENV)/bin/python -m pip install -q "jupyter-book==1.0.4.post1" "jieba==0.42.1"
+	rm -rf build/site build/site-zh
 	$(SITE_VENV)/bin/jupyter-book build . --config site/_config.yml --toc site/_toc.yml --path-output build/site -W -q
+	$(SITE_VENV)/bin/jupyter-book build . --config site/zh/_config.yml --toc site/zh/_toc.yml --path-output build/site-zh -W -q
+	cp -r build/site-zh/_build/html build/site/_build/html/zh
 
 clean:
 	rm -rf $(VENV) .venv-torch-* .venv-colab $(SITE_VENV) build .gpu-carry* gpu-results

@@ -117,3 +117,25 @@ def test_every_internal_link_resolves(site):
                 if unquote(url.fragment) not in ids[target]:
                     missing.append(f"{source.relative_to(site)} -> {href} (no such anchor)")
     assert len(pages) >= len(LESSONS) and not missing, missing[:10]
+
+
+def test_the_chinese_site_speaks_chinese_and_its_search_finds_a_chinese_word(page, site):
+    """At zh/: the pages say lang="zh-CN" (and a Chinese page of the English site too), the interface is Chinese, and
+    searching 叶子 (a word inside longer Chinese text, which only a segmenting search finds) lists the Chinese
+    lessons that teach it."""
+    from urllib.parse import quote
+    zh = site / "zh"
+    page.goto((zh / "README.zh-CN.html").as_uri())
+    assert page.locator("html").get_attribute("lang") == "zh-CN"
+    assert page.locator("input[name=q]").first.get_attribute("placeholder") == "搜索本书……"
+    page.goto((site / "notebooks" / "zh" / "01_leaf_tensors.html").as_uri())
+    assert page.locator("html").get_attribute("lang") == "zh-CN"
+    page.goto((site / "notebooks" / "01_leaf_tensors.html").as_uri())
+    assert page.locator("html").get_attribute("lang") == "en"
+    page.goto((zh / "search.html").as_uri() + "?q=" + quote("叶子"))
+    results = page.locator("#search-results li a")
+    results.first.wait_for(timeout=30_000)
+    found = {urlparse(unquote(a.get_attribute("href") or "")).path.split("/")[-1] for a in results.all()}
+    assert {"01_leaf_tensors.html"} <= found, found
+    hrefs = [a.get_attribute("href") or "" for a in results.all()]
+    assert any("notebooks/zh/01_leaf_tensors" in h for h in hrefs), hrefs

@@ -48,3 +48,25 @@ def test_publishing_builds_the_same_site_and_deploys_it_to_pages():
     assert "run: make site" in workflow and "path: build/site/_build/html" in workflow
     assert "actions/upload-pages-artifact" in workflow and "actions/deploy-pages" in workflow
     assert re.search(r"pages: write", workflow) and re.search(r"branches: \[main\]", workflow)
+
+
+def test_the_chinese_site_is_a_book_of_its_own_in_chinese_holding_the_same_pages():
+    """site/zh: Chinese as the book's language (its buttons, its search's word splitting), the Chinese edition first,
+    and the same pages as the English site, so that no link of a Chinese page leads nowhere."""
+    zh_toc = (ROOT / "site" / "zh" / "_toc.yml").read_text(encoding="utf-8")
+    zh_config = (ROOT / "site" / "zh" / "_config.yml").read_text(encoding="utf-8")
+    pages = lambda toc: re.findall(r"^\s*(?:- file|root): (\S+)$", toc, re.M)   # noqa: E731
+    assert pages(zh_toc)[0] == "README.zh-CN" and sorted(pages(zh_toc)) == sorted(pages(TOC))
+    assert "language: zh_CN" in zh_config and "language: en" in CONFIG
+    assert zh_config.replace("language: zh_CN", "language: en").count("execute_notebooks") == 1
+    site = (ROOT / "Makefile").read_text().split("\nsite:", 1)[1].split("\n\n", 1)[0]
+    assert "--config site/zh/_config.yml --toc site/zh/_toc.yml" in site and "jieba" in site
+    assert "build/site/_build/html/zh" in site                       # published under the English site, at zh/
+
+
+def test_each_page_says_its_own_language():
+    import sys
+    sys.path.insert(0, str(ROOT / "site" / "_ext"))
+    from page_language import page_language
+    assert page_language("notebooks/zh/01_leaf_tensors") == page_language("README.zh-CN") == "zh-CN"
+    assert page_language("notebooks/01_leaf_tensors") == page_language("docs/setup") == "en"
