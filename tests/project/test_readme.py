@@ -210,3 +210,26 @@ def test_fixed_cost_paragraph_is_its_results_file():
     assert f"`one_forward` came out at {small['one_forward']:.2f}" in text
     large = [r["eager_batch_64"]["trainer_over_plain"]["median"] for r in rows.values()]
     assert f"the step took {min(large):.2f} to {max(large):.2f} of the time." in text
+
+
+NUMBER_WORDS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16}
+CHINESE_NUMBERS = {"十": 10, "十一": 11, "十二": 12, "十三": 13, "十四": 14, "十五": 15, "十六": 16}
+
+
+def test_every_count_of_lessons_the_docs_state_is_the_tree_s():
+    """Where a page says how many lessons there are ("Thirteen lessons", 十三课), the number is the number of lesson
+    notebooks; a dated record (a bold date, as in docs/setup.md) says what it covered then and is left out."""
+    lessons = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    found = []
+    for path in [ROOT / "README.md", ROOT / "README.zh-CN.md", ROOT / "CONTRIBUTING.md", ROOT / "notebooks" / "README.md",
+                 *sorted((ROOT / "docs").glob("*.md"))]:
+        for paragraph in path.read_text(encoding="utf-8").split("\n\n"):
+            if re.search(r"\*\*[^*]*\d{4}-\d\d-\d\d\*\*", paragraph):
+                continue
+            found += [(path.name, m[0], NUMBER_WORDS[m[1].lower()]) for m in
+                      re.finditer(rf"\b({'|'.join(NUMBER_WORDS)}) lessons\b", paragraph, re.I)]
+            found += [(path.name, m[0], CHINESE_NUMBERS[m[1]]) for m in
+                      re.finditer(rf"({'|'.join(sorted(CHINESE_NUMBERS, key=len, reverse=True))})课", paragraph)]
+    assert found, "no page states the number of lessons"
+    wrong = [(name, said) for name, said, n in found if n != lessons]
+    assert not wrong, f"{lessons} lessons in the tree, but: {wrong}"
