@@ -836,3 +836,47 @@ def test_every_chinese_lesson_s_colab_badge_speaks_chinese():
     for path in sorted((ZH / "src").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert "[![在 Colab 中打开](" in text and "Open In Colab" not in text, path.name
+
+
+def printed_labels(number: str) -> set:
+    """The Chinese of every label a lesson can print (its own tr() labels and the package's messages: tables' headers,
+    rows' names), each piece between placeholders, as the catalog translates it."""
+    from gan_lessons.i18n import catalog
+    zh, labels = catalog("zh"), set()
+    for message in messages.template():
+        if message.id and any(f.startswith((f"notebooks/src/{number}_", "gan_lessons/")) for f, _line in message.locations):
+            labels.update(p.strip(" -:：|()（）\n") for p in re.split(r"\{[^{}]*\}", zh.gettext(message.id)))
+    return {label for label in labels if re.search(r"[\u4e00-\u9fff]", label) and len(label) <= 14}
+
+
+def misnamed_labels(markdown: list, labels: set) -> list:
+    """Short “quoted” words of the prose that are none of the lesson's printed labels, though one looks like them
+    (lesson 05 once said “G 前/反” for the column “G 前向/反向”): (quoted, the label it resembles)."""
+    import difflib
+    found = []
+    for source in markdown:
+        for quoted in re.findall(r"“([^”]{1,14})”", source):
+            quoted = quoted.strip(" :：")
+            if quoted in labels or all(part.strip() in labels for part in quoted.split("/")):
+                continue
+            close = [label for label in labels if difflib.SequenceMatcher(None, quoted, label).ratio() >= 0.6]
+            if close:
+                found.append((quoted, close[0]))
+    return found
+
+
+def _markdown(path) -> list:
+    return ["".join(c["source"]) for c in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "markdown"]
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: p.name)
+def test_the_labels_the_prose_names_are_the_labels_printed(path):
+    found = misnamed_labels(_markdown(path), printed_labels(path.name[:2]))
+    assert not found, f"{path.name}: the prose names labels its output does not print: {found}"
+
+
+def test_the_label_naming_check_sees_a_shortened_column_name():
+    path = ZH / "05_gan_update_strategies.ipynb"
+    markdown = [m.replace("“G 前向/反向”", "“G 前/反”").replace("“G 梯度遍数”", "“G 梯度”") for m in _markdown(path)]
+    assert {q for q, _ in misnamed_labels(markdown, printed_labels("05"))} == {"G 前/反", "G 梯度"}
