@@ -880,3 +880,50 @@ def test_the_label_naming_check_sees_a_shortened_column_name():
     path = ZH / "05_gan_update_strategies.ipynb"
     markdown = [m.replace("“G 前向/反向”", "“G 前/反”").replace("“G 梯度遍数”", "“G 梯度”") for m in _markdown(path)]
     assert {q for q, _ in misnamed_labels(markdown, printed_labels("05"))} == {"G 前/反", "G 梯度"}
+
+
+def _code_spans(text: str) -> set:
+    """A prose cell's code spans that are code (not an English phrase set in backticks, not a label the doctor prints
+    in the reader's language, such as `not:`)."""
+    spans = re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text)
+    return {s for s in spans if s.strip() == s and not re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", s)
+            and not re.fullmatch(r"\w[\w ]*:", s)}
+
+
+def _prose_numbers(text: str) -> set:
+    """The numbers a prose cell states (two digits or more, or with a decimal point), without thousands' commas: a
+    single digit may be a word in Chinese (第一步)."""
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return {n.replace(",", "") for n in re.findall(r"(?<![\w.])(?:\d+\.\d+|\d{2,}(?:,\d{3})*|\d+(?:,\d{3})+)(?![\d,])", text)}
+
+
+def meaning_differences(english: Path, chinese: Path) -> list:
+    """Per prose cell: the English cell's code spans and numbers that the Chinese cell leaves out."""
+    found = []
+    pairs = zip(build_notebook.cells(english), build_notebook.cells(chinese))
+    for k, (a, b) in enumerate(pairs):
+        if a.cell_type != "markdown":
+            continue
+        zh_numbers = {n.replace(",", "") for n in re.findall(r"\d[\d,]*(?:\.\d+)?", b.source)}
+        missing = sorted(s for s in _code_spans(a.source) if s not in b.source)
+        missing += sorted(n for n in _prose_numbers(a.source) if n not in zh_numbers)
+        if missing:
+            found.append(f"{chinese.name}, cell {k}: {missing}")
+    return found
+
+
+@pytest.mark.parametrize("source", sorted((ZH / "src").glob("[0-9][0-9]_*.py")), ids=lambda p: p.name)
+def test_a_chinese_cell_keeps_the_code_and_the_numbers_of_its_english_cell(source):
+    found = meaning_differences(parity.english_of(source), source)
+    assert not found, found
+
+
+def test_the_meaning_check_sees_a_number_or_a_code_name_changed(tmp_path):
+    source = ZH / "src" / "06_train_mnist_gan.py"
+    changed = tmp_path / source.name
+    text = source.read_text(encoding="utf-8")
+    assert "60,000 张图像" in text and "`z_dim = 64`" in text
+    changed.write_text(text.replace("60,000 张图像", "6,000 张图像", 1).replace("`z_dim = 64`", "`z_dim = 32`", 1),
+                       encoding="utf-8")
+    found = " ".join(meaning_differences(parity.english_of(source), changed))
+    assert "60000" in found and "z_dim = 64" in found, found

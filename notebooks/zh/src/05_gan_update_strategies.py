@@ -30,9 +30,9 @@
 # | 原帖代码 | 在如今的 torch 上 |
 # |---|---|
 # | 003 的「策略一」：`d_loss.backward(retain_graph=True)`、`optimizer_D.step()`、`g_loss.backward()` | 抛出版本错误（torch 1.5 起；在此之前，则是悄无声息地得到错误的梯度） |
-# | 003 的「策略二」：D 作用于 `gen_imgs.detach()`，然后在同一个输出上计算 `g_loss = adversarial_loss(pred_gen, valid)` | 抛出 "Trying to backward through the graph a second time"；加上 `retain_graph=True`，则抛出版本错误（两次反向传播之间 D 更新了一步）；加上 `retain_graph=True` 且中间不更新 D，它能运行，但 G **得不到**梯度 |
+# | 003 的「策略二」：D 作用于 `gen_imgs.detach()`，然后在同一个输出上计算 `g_loss = adversarial_loss(pred_gen, valid)` | 抛出“Trying to backward through the graph a second time”；加上 `retain_graph=True`，则抛出版本错误（两次反向传播之间 D 更新了一步）；加上 `retain_graph=True` 且中间不更新 D，它能运行，但 G **得不到**梯度 |
 # | 003 的「策略三」：先更新 G，再让 D 作用于分离后的假样本 | 能运行（即下文的 `g_first`）；原帖说这份开销「不得不」付，这一点不成立：第 4 节统计了它，冻结 D 或使用 `backward(inputs=...)` 都能让它更省 |
-# | 000 的 `loss_nonsaturating` | 在它的循环里抛出版本错误 `[512, 1]`；另外，它还把 sigmoid 用了两次，而这一点没有任何提示 |
+# | 000 的 `loss_nonsaturating` | 在它的循环里抛出版本错误 `[512, 1]`；另外，它还把 sigmoid 用了两次，而且既不报错也不警告 |
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -56,7 +56,7 @@ from gan_lessons.lesson import headline, show_source
 from gan_lessons.models import Generator
 
 def fresh_gan(batch=64):
-    """原帖 000 的 G 和 D（固定了随机数种子）、一个代替 MNIST 的取值在 [-1, 1] 的批量，以及一个固定了随机数种子的噪声来源。"""
+    """原帖 000 的 G 和 D（固定了随机种子）、一个代替 MNIST 的取值在 [-1, 1] 的批量，以及一个固定了随机种子的噪声来源。"""
     return costs.fresh_gan(batch=batch, device=device)
 
 
@@ -69,7 +69,7 @@ def fresh_gan(batch=64):
 #
 # $$\min_G \max_D \; \mathbb{E}_{x}\big[\log D(x)\big] + \mathbb{E}_{z}\big[\log\big(1 - D(G(z))\big)\big]$$
 #
-# 只有第二项依赖 G，所以博弈中 G 的损失是 log(1 − D(G(z)))。训练初期，D 能轻易识破 G 拙劣的样本（D(G(z)) ≈ 0），而这个损失在那里几乎是平的：G 最差的时候反而学得最少。因此，G 改为最小化目标相同的**非饱和**损失 −log D(G(z))。这两个损失都是作用在 D 的 logit 上的二元交叉熵（`F.binary_cross_entropy_with_logits`；即目标取常数的 `strategies.bce(logits, target)`）：目标为 1 时得到 −log σ(ℓ)，它既是 G 在假样本上的损失，也是 D 损失中的真实样本项；目标为 0 时得到 −log(1 − σ(ℓ))，即 D 损失中的假样本项。
+# 只有第二项依赖 G，所以博弈中 G 的损失是 log(1 − D(G(z)))。训练初期，D 能轻易识破 G 拙劣的样本（D(G(z)) ≈ 0），而此时这个损失几乎是平的：G 最差的时候反而学得最少。因此，G 改为最小化用意相同的**非饱和**损失 −log D(G(z))。这两个损失都是作用在 D 的 logit 上的二元交叉熵（`F.binary_cross_entropy_with_logits`；即目标取常数的 `strategies.bce(logits, target)`）：目标为 1 时得到 −log σ(ℓ)，它既是 G 在假样本上的损失，也是 D 损失中的真实样本项；目标为 0 时得到 −log(1 − σ(ℓ))，即 D 损失中的假样本项。
 
 # %%
 logit = torch.tensor(-6.0, requires_grad=True)       # D 很有把握地判定一个假样本为假
@@ -233,7 +233,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
       shown=f"logit 从 -30 扫到 30：{G_seen.min():.4f} 到 {G_seen.max():.4f}")
 
 # %% [markdown]
-# 在 D 很有把握地判定假样本为假的地方，正确的损失会用力推动 G（梯度 ≈ −1）；双重 sigmoid 给出的梯度在 logit −6 处小约 800 倍，在 −10 处小 44,000 倍，而且缩小的倍数没有上限；与此同时，它的损失曲线看起来很平稳，实际上什么也没学到。第 07 课的自动微分医生会报告这种模式。
+# 在 D 很有把握地判定假样本为假的地方，正确的损失会用力推动 G（梯度 ≈ −1）；双重 sigmoid 给出的梯度在 logit −6 处只有正确梯度的约 1/800，在 −10 处只有约 1/44,000，而且缩小的倍数没有上限；与此同时，它的损失曲线看起来很平稳，实际上什么也没学到。第 07 课的自动微分医生会报告这种模式。
 
 # %% [markdown]
 # ## 3 · 六种能运行的策略，代码并排比较
@@ -248,7 +248,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # ```
 
 # %% reveals=["D \u7684\u53c2\u6570\u4e5f\u5f97\u5230\u4e86\u68af\u5ea6", "\u4e5f\u4f1a\u586b\u4e0a D \u7684\u68af\u5ea6", "G \u7684\u53cd\u5411\u4f20\u64ad\\s*(\u4ecd\u7136|\u4e5f)?\\s*\u4f1a?\\s*\u8ba1\u7b97\\s*D \u7684(\u53c2\u6570)?\u68af\u5ea6"] tags=["predict"]
-prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是"两者"？
+prediction = "两者"  # SOLUTION: g_first 执行 loss_G.backward() 之后，哪个网络的参数有 .grad："G"、"D" 还是 "两者"？
 G, D, x_real, noise = fresh_gan(batch=8)
 strategies.bce(D(G(noise(8))), 1).backward()
 has = lambda net: all(p.grad is not None for p in net.parameters())
@@ -285,14 +285,14 @@ check("loss_G.backward(inputs=G 的参数) 穿过的网络", prediction,
 prediction = "d_first_reuse_fake"  # SOLUTION: 哪一种为反向传播保存的字节数峰值更高："d_first_reuse_fake" 还是 "d_first_fresh_fake"？
 saved = {name: costs.measure(name, *fresh_gan(), steps=1, warmup=1, memory=False).saved_mib
          for name in ("d_first_reuse_fake", "d_first_fresh_fake")}
-check("两者中保存张量峰值更高的一个", prediction, max(saved, key=saved.get),
+check("两者中已保存张量的峰值更高的一个", prediction, max(saved, key=saved.get),
       why="d_first_reuse_fake 把 G 的计算图一直保留到 D 更新之后，压在 D 自己两次前向传播的计算图之下；"
           "d_first_fresh_fake 为 D 生成假样本时不建计算图，G 的计算图只在 G 的那一步才建。")
 
 # %% [markdown]
 # `one_forward` 是原帖 003 那个想法的正确版本：G 的梯度在 `opt_D.step()` **之前**经过 D 求出，每次反向传播都用 `inputs=` 限定为只对一个网络求梯度。它是另一种算法：*同时*更新，G 回应的是给它打分的那个 D；而其他顺序都是*交替*更新，G 回应的是刚刚更新过的 D（`g_first` 给 G 看的也是旧的 D）。
 #
-# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步前后用 `D.requires_grad_(False)` 把它们关掉（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用 `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/package/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
+# 最后两种是在 `d_first_reuse_fake` 和 `g_first` 的基础上，只改动 G 的那一步。G 的反向传播必须*穿过* D，但不必计算 D 的**参数**梯度，因为 G 的那一步反正会把它们扔掉。`d_first_frozen_D` 在 G 的那一步之前用 `D.requires_grad_(False)` 把它们关掉，之后再用 `D.requires_grad_(True)` 打开（pix2pix 和 CycleGAN 用各自的 `set_requires_grad` 做同样的事）；`g_first_inputs` 则用 `loss_G.backward(inputs=list(G.parameters()))` 只要 G 的梯度。`tests/package/test_strategies.py` 会检查：在这六种策略中，D 更新所用的梯度**完全相同**；`one_forward` 和 `g_first` 给 G 的梯度完全相同，而与先更新 D 的那几种顺序给出的不同。
 
 # %% [markdown]
 # ## 4 · 实测开销
@@ -303,12 +303,11 @@ check("两者中保存张量峰值更高的一个", prediction, max(saved, key=s
 #
 # > 综合来说,还是策略三最好,策略二其次,策略一最差(差在多计算一次 generator gradient 上,而通常多计算一次 generator gradient 的运算量比多计算一次 discriminator 前向传播的运算量大)
 #
-# 我们不讲理论，直接计数。`costs.measure` 在原帖 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计每一步的：G 和 D 的前向调用次数、经过这些调用的反向传播遍数（表中“G 前向/反向”“D 前向/反向”两列，斜杠前是前向，斜杠后是反向），以及**梯度遍数**（grad passes；表中“G 梯度遍数”“D 梯度遍数”两列），即每个参数的梯度被累积了几次（2 表示有一次是白算的）。它还测量了两种内存，二者是不同的量：
+# 我们不讲理论，直接计数。`costs.measure` 在原帖 000 的模型上（批量 64）用新建的 Adam 优化器运行一种策略，并用钩子统计每一步中的以下几项：G 和 D 的前向调用次数、经过这些调用的反向传播遍数（表中“G 前向/反向”“D 前向/反向”两列，斜杠前是前向，斜杠后是反向），以及**梯度遍数**（grad passes；表中“G 梯度遍数”“D 梯度遍数”两列），即每个参数的梯度被累积了几次（2 表示有一次是白算的）。它还测量了两种内存，二者是不同的量：
 #
 # - **已保存 MiB**（saved MiB）：自动微分为反向传播保留的已保存张量所占字节数的峰值（不计参数），由已保存张量的钩子（saved-tensor
 #   hooks）测得。它是一张计算图在等待反向传播期间的开销。
-# - **分配器峰值 MiB**（allocator peak MiB）：一步之内，分配器占用的内存比这一步开始时高出的最大值：除了已保存张量，还包括正在写入的梯度、
-#   反向传播用不到的输出，以及反向传播的临时张量。在 CPU 上，它来自性能分析器（profiler）对每次分配和释放的记录；在 GPU
+# - **分配器峰值 MiB**（allocator peak MiB）：一步之内，分配器占用的内存比这一步开始时高出的最大值：除了已保存张量，还包括正在写入的梯度、反向传播用不到的输出，以及反向传播的临时张量。在 CPU 上，它来自性能分析器（profiler）对每次分配和释放的记录；在 GPU
 #   上，来自 CUDA 自己记录的峰值。一步能不能放进内存，由它决定。
 
 # %%
@@ -391,14 +390,13 @@ print(shown["graph"])
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - GAN 的 G 最小化的是 −log D(G(z))，而不是博弈中的 log(1 − D(G(z)))，因为在 D 识破假样本时，后者的梯度会消失；
-#   `bce(D(x_fake), 1)` 正是前一个损失。在一维小例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
+# - GAN 的 G 最小化的是 −log D(G(z))，而不是博弈中的 log(1 − D(G(z)))，因为在 D 识破假样本时，后者的梯度会消失；`bce(D(x_fake), 1)` 正是前一个损失。在一维小例子上，`g_first` 用 1000 步就把 G 的样本移到了数据上。
 # - 原帖 003 的策略一和原帖 000 的循环会抛出版本错误，因为两次反向传播之间运行了 `optimizer_D.step()`，而这两次反向传播穿过的是同一次 D 前向传播。在 torch 1.5 之前，它们能运行，得到的梯度却既不属于旧的 D，也不属于新的 D。
 # - 原帖 003 的策略二在已分离的假样本上复用 D 的输出来计算 G 的损失：要么遇到已被释放的计算图，要么（加上
 #   `retain_graph=True`）抛出版本错误；如果中间不更新 D，它能运行，但 G 根本得不到梯度。
 # - 原帖 000 在 `binary_cross_entropy_with_logits` 之前加的 `F.sigmoid`，把 G 的损失压进 [0.31, 0.69]，并把 G 的梯度缩小一个没有上限的倍数（logit −6 处约 800 倍，−10 处约 44,000 倍），而且悄无声息。
 # - 实测：按原样写，交替顺序在 G 的那一步会白算一次 D 的梯度；冻结 D 或使用 `backward(inputs=...)`，在任何顺序中都能去掉这一遍。`one_forward` 的运算量最少，交替计时时也最快；在繁忙的机器上，每种策略单独跑一段来计时，可能排出任意名次。
-# - 保存的张量的字节数（自动微分为反向传播保留的东西）只是分配器峰值（一步在最紧张的时刻占用的全部内存）的一部分。按两种度量，把 G 的计算图保留到 D 更新之后的顺序，峰值都最高。
+# - 已保存张量的字节数（自动微分为反向传播保留的东西）只是分配器峰值（一步在最紧张的时刻占用的全部内存）的一部分。按两种度量，把 G 的计算图保留到 D 更新之后的顺序，峰值都最高。
 
 # %% [markdown]
 # ## 练习
@@ -475,7 +473,7 @@ claim("d_first_frozen_D 比 d_first_reuse_fake 少一次 D 前向传播的运算
       and abs(gflop["d_first_frozen_D"] - gflop["one_forward"] - d_forward) < 1e-3)
 
 # %% [markdown]
-# 可见，这些可能的原因没有一个增加了工作量：`one_forward` 省掉了一次 D 的前向传播，它的 `inputs=` 也像冻结 D 一样省掉了白算的 D 梯度。再来看时间。上面的表格把每种策略放在各自的一段里计时（快速模式下 3 步），一段接着一段：只要某一段期间有什么拖慢了机器（别的程序、时钟频率、第一段的热身），代价就全落在那一种策略上。`costs.interleaved_ms` 则轮流对单步计时，每隔一轮把顺序反过来，我们再把每一轮中的各步两两配对比较。只有当这些比值的中位数的 99% 区间整个落在 1 的一侧时，才算得出结论；否则就再多计几轮（最多 50 轮）。机器忙到无法下结论时，这个单元格会直说，而不是去猜：
+# 可见，这些可能的原因没有一个增加了工作量：`one_forward` 省掉了一次 D 的前向传播，它的 `inputs=` 也像冻结 D 一样省掉了白算的 D 梯度。再来看时间。上面的表格把每种策略放在各自的一段里计时（快速模式下 3 步），一段接着一段：只要某一段期间有什么拖慢了机器（别的程序、时钟频率、第一段的热身），代价就全落在那一种策略上。`costs.interleaved_ms` 则轮流对单步计时，每隔一轮把顺序反过来，我们再把每一轮中的各步两两配对比较。只有当这些比值的中位数的 99% 置信区间整个落在 1 的一侧时，才算得出结论；否则就再多测几轮（最多 50 轮）。机器忙到无法下结论时，这个单元格会直说，而不是去猜：
 
 # %% tags=["nbval-ignore-output"]
 import statistics
@@ -500,7 +498,7 @@ verdict = timing.claim_timing("交替计时时，one_forward 每步的用时少�
 
 # %%
 order = [n for n, c in results.items() if not c.error]
-claim("在每种顺序中，分配器的峰值都高于保存的张量的峰值：保存的张量只是一步所占内存的一部分",
+claim("在每种顺序中，分配器的峰值都高于已保存张量的峰值：已保存张量只是一步所占内存的一部分",
       all(r[n].alloc_mib > r[n].saved_mib for n in order),
       shown=", ".join(f"{n} {r[n].saved_mib:.2f} / {r[n].alloc_mib:.2f}" for n in order))
 keeps_G_graph, frees_it = ("one_forward", "d_first_reuse_fake"), ("g_first", "d_first_fresh_fake")
@@ -509,7 +507,7 @@ claim("按两种度量，把 G 的计算图一直保留到 D 更新之后的顺�
       and min(r[n].alloc_mib for n in keeps_G_graph) > max(r[n].alloc_mib for n in frees_it))
 saved_saving = 1 - r["g_first"].saved_mib / r["d_first_reuse_fake"].saved_mib
 alloc_saving = 1 - r["g_first"].alloc_mib / r["d_first_reuse_fake"].alloc_mib
-claim("及早释放 G 的计算图（g_first 对比 d_first_reuse_fake），保存的张量能省下约五分之一，"
+claim("及早释放 G 的计算图（g_first 对比 d_first_reuse_fake），已保存张量能省下约五分之一，"
       "分配器的峰值能省下约三分之一", 0.15 < saved_saving < 0.25 and 0.25 < alloc_saving < 0.40,
       shown=f"{saved_saving:.0%} 和 {alloc_saving:.0%}")
 

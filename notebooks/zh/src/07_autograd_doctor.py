@@ -198,6 +198,8 @@ with expect_error(RuntimeError, "is at version 2; expected version 1"):
 # > 此时我们执行lossG.backward()一定会报错,因为从G到D的计算图都被释放了。
 #
 # > 前面提到optimD.step()执行以后,D的参数被修改了且是inplace操作,而lossG的计算依赖于D的输出d,那么lossG在反向传播时肯定会发生inplace error。
+#
+# 也就是说：不加 `retain_graph` 时，从 G 到 D 的计算图在第一次反向传播时就被释放了；加上它，`optimD.step()` 又原地修改了 D 的参数，而 `lossG` 依赖 D 的输出 `d`。
 
 # %% [markdown]
 # **原帖 003 的策略一**（`gan_lessons.strategies.retain_graph_seed003`）：医生指出的那几行都在这个策略函数里，而这正是要改的代码。

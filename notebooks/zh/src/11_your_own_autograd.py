@@ -91,7 +91,7 @@ claim("torch 保存了 b、exp 的输出和 c，没有保存 a", len(kept) == 3 
 
 
 # %% [markdown]
-# **引擎**。`Value` 持有一个普通的 torch 张量 `data`，它从不需要梯度：自动微分全部由我们自己完成。一个运算产生一个输出 `Value`，它知道自己的 `parents`，并带有一个 `_backward(grad, saved)`：把输出的梯度变成每个父节点各一个梯度，需要的值从 `saved` 里读（一个按名字索引的字典，名字和 torch 的一样）。节点保存的东西放在它的 `_saved` 字典里：名字 -> `(value, 保存时 value 的版本)`；反向传播释放之后，`_saved` 变为 `None`。下面的类只提供容器和一些辅助代码：`__add__` 和 `sum`（它们什么也不保存，因为求和的梯度不需要任何值），减号、正整数次幂 `**` 和反向运算符（用 `+` 和 `*` 写成），以及两个等你替换的占位实现：`unpack`（第 3 节）和 `add_`、`mul_` 背后的 `_inplace`（第 3 节和第 4 节）。`method` 把你写的函数挂到类上，这样引擎就能一步步搭起来。
+# **引擎**。`Value` 持有一个普通的 torch 张量 `data`，它从不需要梯度：自动微分全部由我们自己完成。一个运算产生一个输出 `Value`，它知道自己的 `parents`，并带有一个 `_backward(grad, saved)`：把输出的梯度变成每个父节点各一个梯度，需要的值从 `saved` 里读（一个按名字索引的字典，名字和 torch 的一样）。节点保存的东西放在它的 `_saved` 字典里：名字 -> `(value, 保存时 value 的版本)`；反向传播释放之后，`_saved` 变为 `None`。下面的类只提供容器和一些辅助代码：`__add__` 和 `sum`（它们什么也不保存，因为求和的梯度不需要任何值），减号、正整数次幂 `**`，以及右操作数版本的运算符 `__radd__`、`__rmul__`（都用 `+` 和 `*` 写成），以及两个等你替换的占位实现：`unpack`（第 3 节）和 `add_`、`mul_` 背后的 `_inplace`（第 3 节和第 4 节）。`method` 把你写的函数挂到类上，这样引擎就能一步步搭起来。
 
 # %%
 class Value:
@@ -144,7 +144,7 @@ class Value:
         out._backward = lambda grad, saved: (grad * torch.ones_like(self.data),)
         return out
 
-    # 管道代码，用 + 和 * 写成：它们保存的就是 + 和 * 保存的
+    # 辅助方法，用 + 和 * 写成：它们保存的就是 + 和 * 保存的
     def __radd__(self, other):
         return self + other
 
@@ -280,7 +280,7 @@ for what, theirs, ours, same_values in rows:
     print(tr("{what:<32} torch keeps {theirs:<20} ours keeps {ours}", what=what, theirs=str(theirs), ours=ours))
 claim("在每种情况下，你的引擎保存的都和 torch 的 MulBackward0、ExpBackward0 保存的一样",
       all(theirs == ours and same_values for _, theirs, ours, same_values in rows))
-claim("为一个操作数的梯度，mul 保存的是“另一个”操作数；exp 保存的是它的输出",
+claim("为了求一个操作数的梯度，mul 保存的是“另一个”操作数；exp 保存的是它的输出",
       rows[0][1] == ["other"] and rows[1][1] == ["self"] and rows[3][1] == ["result"])
 
 # %% [markdown]
@@ -289,7 +289,7 @@ claim("为一个操作数的梯度，mul 保存的是“另一个”操作数；
 # %% [markdown]
 # ## 2 · 反向传播，以及释放它用过的值
 #
-# **为什么重要**。反向传播从输出往回逐个访问节点，每个节点都要等流向它的梯度全部到齐之后才处理（即按拓扑顺序），并把一个值在每处使用传回来的梯度加起来。之后，除非指定 `retain_graph=True`，torch 会释放每个节点保存的值；第 02 课的 "Trying to backward through the graph a second time"，就是一个节点被要求交出它已经不再持有的值。
+# **为什么重要**。反向传播从输出往回逐个访问节点，每个节点都要等流向它的梯度全部到齐之后才处理（即按拓扑顺序），并把一个值在每处使用传回来的梯度加起来。之后，除非指定 `retain_graph=True`，torch 会释放每个节点保存的值；第 02 课的“Trying to backward through the graph a second time”，就是一个节点被要求交出它已经不再持有的值。
 #
 # **先预测，再验证**。从同一个叶子张量构建两个损失，各自经过自己的一次乘法。
 
@@ -312,7 +312,7 @@ check("l1.backward() 之后，l2.backward() 是否报错", prediction, raised,
 # %% [markdown]
 # ### 动手实现，第 2 步：`backward`
 #
-# 写出 `loss.backward(retain_graph=False)`：从全 1 的梯度出发，等一个节点在每处使用传来的梯度都到齐之后，用 `node.unpack()` 返回的张量运行它的 `_backward`，并把被多次使用的值的梯度加起来。需要梯度的叶子张量把梯度加到 `.grad` 上（和 torch 一样，第二次反向传播会加到第一次的结果上）；其他值不保留梯度。然后，除非 `retain_graph=True`，释放每个节点保存的值（`node._saved = None`）；当反向传播遇到一个保存的值已被释放的节点时，抛出 torch 的错误：`RuntimeError(lesson11.SECOND_TIME)`。留意那些什么也没保存的节点。检查程序在 torch 和你的引擎上运行 43 个程序：24 个随机表达式（比较梯度），调用两次 backward 的程序（带或不带 `retain_graph`），以及共享节点的两个损失。
+# 写出 `loss.backward(retain_graph=False)`：从全 1 的梯度出发，等一个节点从它每一处被使用的地方传回的梯度都到齐之后，用 `node.unpack()` 返回的张量运行它的 `_backward`，并把被多次使用的值的梯度加起来。需要梯度的叶子张量把梯度加到 `.grad` 上（和 torch 一样，第二次反向传播会加到第一次的结果上）；其他值不保留梯度。然后，除非 `retain_graph=True`，释放每个节点保存的值（`node._saved = None`）；当反向传播遇到一个保存的值已被释放的节点时，抛出 torch 的错误：`RuntimeError(lesson11.SECOND_TIME)`。留意那些什么也没保存的节点。检查程序在 torch 和你的引擎上运行 43 个程序：24 个随机表达式（比较梯度），调用两次 backward 的程序（带或不带 `retain_graph`），以及共享节点的两个损失。
 
 # %%
 @method
@@ -421,7 +421,7 @@ check("b 被原地修改后又改回原值：backward 是否报错", prediction,
 # %% [markdown]
 # ### 动手实现，第 3 步：`_inplace` 计数，`unpack` 检查
 #
-# 两个方法。`_inplace(op, other)` 和占位实现一样，用 `op(self.data, self._value(other).data)` 修改 `self.data`，同时给这次修改计数：每一次原地修改都让这个值的版本加一。`unpack()` 按名字返回已保存张量（`self._saved` 的每一项是 `(value, 保存时它的版本)`）；如果某个值的版本在保存之后变了，就抛出 torch 的错误，内容是 torch 的报错信息里所带的那些：值的类型和形状，以及两个版本：`one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
+# 两个方法。`_inplace(op, other)` 和占位实现一样，用 `op(self.data, self._value(other).data)` 修改 `self.data`，同时给这次修改计数：每一次原地修改都让这个值的版本加一。`unpack()` 按名字返回已保存张量（`self._saved` 的每一项是 `(value, 保存时它的版本)`）；如果某个值的版本在保存之后变了，就抛出与 torch 相同的错误，信息里包含 torch 报错所带的几项：值的类型和形状，以及两个版本：`one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
 # [3, 3]], is at version 1; expected version 0 instead.`（`value.data.type()` 是 `torch.FloatTensor`）。检查程序运行 69 个程序：第 2 节的那些，再加上对保存的值和未保存的值所做的修改——在前向传播之前、在它之后、在反向传播之后、在两次反向传播之间，以及改回原值。
 
 # %%
@@ -493,7 +493,7 @@ try:
 except RuntimeError:
     refused = True
 check("backward 之后执行 a.add_(1)", prediction, "error" if refused else "moves",
-      why="这条规则看的是 a 是什么（需要梯度的叶子张量）以及梯度模式是否开启，与时间无关："
+      why="这条规则看的是 a 是什么（需要梯度的叶子张量）以及梯度模式是否开启，与时机无关："
           "反向传播之后它仍然是参数；要在 no_grad 下更新它。")
 
 
@@ -551,7 +551,7 @@ check("eps 从 1e-2 变为 1e-3 时，中心差分的误差缩小到原来的几
 
 # %%
 ratio_one_sided = error_one_sided[1e-2] / error_one_sided[1e-3]
-claim("单侧差分 (f(x + eps) - f(x)) / eps 的误差只缩小约 10 倍", 8 < ratio_one_sided < 12,
+claim("单侧差分 (f(x + eps) - f(x)) / eps 的误差只缩小到约十分之一", 8 < ratio_one_sided < 12,
       f"{ratio_one_sided:.1f}")
 
 
@@ -593,7 +593,7 @@ x, y = engine(problem.x), engine(problem.y)
 
 
 def loss_of(W1_data, requires_grad=False):
-    """以 exp 为非线性的小网络：给定 W1，返回损失和 W1。"""
+    """以 exp 为激活函数的小网络：给定 W1，返回损失和 W1。"""
     W1 = engine(W1_data, requires_grad=requires_grad)
     b1, W2, b2 = [engine(p) for p in problem.params[1:]]
     pred = (x @ W1 + b1).exp() @ W2 + b2
@@ -762,7 +762,7 @@ claim("两边都是 D 的最后一个权重 [512, 1]，版本为 2，而保存�
 #
 # ### 动手实现，第 6 步：`tanh` 和训练循环
 #
-# 先写 `a.tanh()`：它的导数是 `1 - tanh(a)²`；只保存这个导数要读的值（对照的是 torch 的 `TanhBackward0`）。然后写 `fit(params, x, y, steps, lr)`：`params` 是 `[W1, b1, W2, b2]`，都是需要梯度的 Value（W1 形状为 [2, 16]，b1 为 [16]，W2 为 [16, 1]，b2 为 [1]）；`x` 的形状为 [64, 2]，`y` 为 [64, 1]。每一步计算 `pred = tanh(x @ W1 + b1) @ W2 + b2` 和损失，即 `(pred - y)²` 在 64 个样本上的平均值（你的引擎没有除法：乘以 `1 / 64`；`**` 只支持正整数次幂），做反向传播，再把每个参数挪动 `-lr` 乘以它的梯度。函数返回每一步的损失，每个都是数。检查程序把你的循环运行两次（lr 0.1 下 40 步，lr 0.3 下 8 步），每次都和 torch 上的同一个循环从相同的起点出发，并逐步比较两者的损失。
+# 先写 `a.tanh()`：它的导数是 `1 - tanh(a)²`；只保存这个导数要读的值（对照的是 torch 的 `TanhBackward0`）。然后写 `fit(params, x, y, steps, lr)`：`params` 是 `[W1, b1, W2, b2]`，都是需要梯度的 Value（W1 形状为 [2, 16]，b1 为 [16]，W2 为 [16, 1]，b2 为 [1]）；`x` 的形状为 [64, 2]，`y` 为 [64, 1]。每一步计算 `pred = tanh(x @ W1 + b1) @ W2 + b2` 和损失，即 `(pred - y)²` 在 64 个样本上的平均值（你的引擎没有除法：乘以 `1 / 64`；`**` 只支持正整数次幂），做反向传播，再把每个参数挪动 `-lr` 乘以它的梯度。函数以 Python 浮点数列表的形式返回每一步的损失。检查程序把你的循环运行两次（lr 0.1 下 40 步，lr 0.3 下 8 步），每次都和 torch 上的同一个循环从相同的起点出发，并逐步比较两者的损失。
 
 # %%
 @method

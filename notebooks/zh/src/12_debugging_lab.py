@@ -37,7 +37,7 @@
 #
 # **评分看修法做了什么，而不看它怎么写**。评分器用它自己的小模型、优化器和批量，把你修好的训练步调用一到四次；每当任何一个优化器调用 `step()`，它就记下这次更新所用的梯度。它在同样的模型和批量上运行参考解法，逐个优化器、逐步进行比较。反馈会指出第一个出错的地方：哪个优化器、第几步、它的梯度是什么（它的范数与参考解法的对比，以及它的方向），并点名它认识的错误修法。只要代码用正确的梯度更新参数，无论怎么写都能通过，除非实验另有要求（实验 1 还会数有几次反向传播进入了 G，实验 4 还会检查缩放因子）。
 #
-# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在什么也不报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验在出错的训练步运行过之后，还会问你毛病出在哪里：先回答，再运行那个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看医生的表现。
+# **怎么做**。每一节先把出错的训练步原样运行一遍，让你看到使用者遇到的情形：它的报错，或者在没有任何报错时评分器测出的差异。找出毛病所在，把出错的函数体复制到下方练习的函数里，在那里修改。每个实验在出错的训练步运行过之后，还会问你毛病出在哪里：先回答，再运行那个单元格。每个训练步背后的报告、讨论串、原因和修法，都放在这一步的评分器之后（学生版放在最后）：等你的修法通过之后再读。本实验按**两节连堂**（约 100 分钟）设计：开头十分钟，每个实验约十四分钟，最后一轮看医生的表现。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -127,11 +127,11 @@ assert solved, "srgan_step：还没有完成，或者还不对：上面几行说
 # **报告，以及错在哪里（实验 1）**。在 leftthomas/SRGAN#89 里，SRGAN 的训练循环只在生成的批量上计算一次 D 的输出 `fake_out`，用它算出 `d_loss`，调用 `d_loss.backward(retain_graph=True)` 和 `optimizerD.step()`，然后又用同一个 `fake_out` 构造 G 的损失。在 torch 1.5 及以后的版本上，这会在 D 的最后一个权重上引发版本错误：G 的反向传播经过的是 D 更新之前的那次前向传播，而它保存的权重已经被这次更新原地改过了。讨论串里有一个回答把两个 `step()` 调用都挪到了两次反向传播之后；这样能运行，可 D 更新时用的是 d_loss 的梯度加上 g_loss 的梯度（g_loss 的反向传播也经过了 netD）。第二个错误：D 的损失用的是没有分离的生成图像，于是有一次反向传播进入了 G，又被 `netG.zero_grad()` 丢掉。修法：D 的损失用 `fake_img.detach()`，G 的损失则经过更新后的 D 重新做一次前向传播。
 
 # %% [markdown]
-# ## 2 · BigGAN：什么也不报错
+# ## 2 · BigGAN：没有任何报错
 #
 # **为什么重要**。这是一个被广泛复制的代码库里的静默错误。
 #
-# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。什么也不会报错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中，作为各次反向传播起点的那些损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
+# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。不会报任何错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中，作为各次反向传播起点的那些损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
 
 # %%
 def train_broken(G, D, GD, z_, config, x):
@@ -168,7 +168,7 @@ log = show_log("biggan", train_broken)
 prediction = 2  # SOLUTION: 评分器把 train 运行两次，每次两个 D 步：这四个 D 步里，第一个用错梯度的是第几个？（1 到 4）
 broken_ok = exercises.check_biggan_train(train_broken)
 check("第一个用错梯度的 D 步", prediction, first_wrong_step("biggan", train_broken, "D.optim"),
-      why="第一个 D 步用的是参考解法的梯度，第二个却不是：去找两个 D 步之间的某样东西。"
+      why="第一个 D 步用的是参考解法的梯度，第二个却不是：毛病出在两个 D 步之间的某样东西上。"
           "（一步更新错了之后，权重就与参考解法不同了，后面的梯度也都随之不同。）")
 
 
@@ -223,7 +223,7 @@ assert solved, "biggan_train：还没有完成，或者还不对：上面几行�
 #
 # **为什么重要**。一个惩罚项可以看起来像 WGAN-GP 的、也能运行，训练的却是别的东西。
 #
-# **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8x8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。下面的单元格打印它的训练日志，旁边是参考解法的：每次迭代中每个反向传播起点处的损失（`-D(real)`、`D(fake)` 和惩罚项）。
+# **代码**。WGAN-GP 惩罚的是评判器对每个输入单独求出的梯度的范数。下面的评判器是 Zeleni9 的（pytorch-wgan），缩小到 8×8 像素；`train_critic` 是它评判器循环中的一次迭代（随机的 `z` 和 `eta` 作为参数传入），运行三次。下面的单元格打印它的训练日志，旁边是参考解法的：每次迭代中每个反向传播起点处的损失（`-D(real)`、`D(fake)` 和惩罚项）。
 
 # %%
 def make_critic_broken(channels):
@@ -303,7 +303,7 @@ assert solved, "wgan_gp：还没有完成，或者还不对：上面几行说明
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 3）**。论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化；可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和 kongyanye 代码下的 issue 问的就是为什么）：BatchNorm 让每张图像的输出依赖于同一批量里的其他图像，于是一个样本的梯度里混进了其他样本。Zeleni9 自己的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`（上面的评判器在那个位置用的是 BatchNorm），而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`，也就是在只有一个通道的维度上求范数，得到的是逐元素的 `|g|`。这两个错误都是静默的。修法：任何按样本单独做的规范化（InstanceNorm、`GroupNorm(1, C)`、层规范化），以及对每个样本展平后的梯度求范数。
+# **报告，以及错在哪里（实验 3）**。论文写明“no critic batch normalization”（评判器不用批量规范化），并建议改用层规范化；可是不少公开的 WGAN-GP 评判器依然保留了 BatchNorm（Lornatang 和 kongyanye 代码下的 issue 问的就是为什么）：BatchNorm 让每张图像的输出依赖于同一批量里的其他图像，于是一个样本的梯度里混进了其他样本。Zeleni9 自己的评判器正因如此使用了 `nn.InstanceNorm2d(C, affine=True)`（上面的评判器在那个位置用的是 BatchNorm），而它的 issue #40 发现了另一个错误：惩罚项对形状为 `[batch, 1, 32, 32]` 的梯度取 `gradients.norm(2, dim=1)`，也就是在只有一个通道的维度上求范数，得到的是逐元素的 `|g|`。这两个错误都是静默的。修法：换用任何按样本单独做的规范化（InstanceNorm、`GroupNorm(1, C)`、层规范化），并对每个样本展平后的梯度求范数。
 
 # %% [markdown]
 # ## 4 · 混合精度：一个在 autocast 下运行的 SR-GAN 训练步
@@ -337,7 +337,7 @@ def optimize_parameters_broken(net_g, net_d, optimizer_g, optimizer_d, scaler, l
 log = show_log("amp", optimize_parameters_broken)
 
 # %% reveals=["\u7b2c\u4e00\u6b21\u8c03\u7528\u65f6\u79bb\u53c2\u8003\u89e3\u6cd5\u5f88\u8fdc\u7684\u4f18\u5316\u5668 -> 'optimizer_g'", "optimizer_d \u7684\u4e0e\u5b83\u76f8\u540c"] tags=["predict"]
-prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是"都不"？
+prediction = "optimizer_g"  # SOLUTION: 第一次调用时，有没有哪个优化器所用的梯度离参考解法的很远？是 "optimizer_g"、"optimizer_d" 还是 "都不"（两个都不是）？
 broken_ok = exercises.check_amp_lab(optimize_parameters_broken)
 ratios = {name: gradient_ratio("amp", optimize_parameters_broken, name) for name in ("optimizer_g", "optimizer_d")}
 check("第一次调用时离参考解法很远的优化器", prediction,
@@ -350,7 +350,7 @@ check("第一次调用时离参考解法很远的优化器", prediction,
 
 # %%
 def optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt):
-    """先是 G 步（冻结 D），然后是 D 步，都在 bfloat16 autocast 下，使用传进来的 scaler。"""
+    """先是 G 步（冻结 D），然后是 D 步，都在 bfloat16 autocast 下，使用传进来的缩放器 `scaler`。"""
     ### BEGIN SOLUTION
     for p in net_d.parameters():
         p.requires_grad = False
