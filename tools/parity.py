@@ -62,7 +62,12 @@ def prose_shape(markdown: str) -> dict:
     return {"table rows": len([line for line in text.splitlines() if line.lstrip().startswith("|")]),
             "list items": len(re.findall(r"^\s*[-*] ", text, re.M)),
             "headings": len(re.findall(r"^#+ ", text, re.M)),
-            "bold terms": len(re.findall(r"\*\*[^*]+\*\*", text))}
+            "bold terms": len([b for b in re.findall(r"\*\*[^*]+\*\*", text) if b not in SECTION_DEVICES])}
+
+
+# The English lessons open each section with "**Why it matters.**"; the Chinese ones open it as a Chinese textbook
+# does, with the reason itself. Neither counts as a bold term.
+SECTION_DEVICES = ("**Why it matters.**", "**为什么重要**")
 
 
 # A verdict table's last column says what a listing does on today's torch. Its first clause (or, in Chinese, the

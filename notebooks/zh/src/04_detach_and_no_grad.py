@@ -48,7 +48,7 @@ from gan_lessons.models import Generator, Discriminator
 # %% [markdown]
 # ## 1 · `detach()` 返回的是什么
 #
-# **为什么重要**。`detach()` 返回一个没有 `grad_fn` 的新张量对象，所以自动微分不会顺着它往回走。它不是副本：它指向**同一块内存**。GAN 的一步把 `x_fake.detach()` 交给 D，把 `x_fake` 留给 G，所以发生在其中一个身上的事，也可能发生在另一个身上。
+# `detach()` 返回一个没有 `grad_fn` 的新张量对象，所以自动微分不会顺着它往回走。它不是副本：它指向**同一块内存**。GAN 的一步把 `x_fake.detach()` 交给 D，把 `x_fake` 留给 G，所以发生在其中一个身上的事，也可能发生在另一个身上。
 
 # %%
 a = torch.ones(3, requires_grad=True)
@@ -88,7 +88,7 @@ with expect_error(RuntimeError, "output 0 of Exp(Backward0)?, is at version 1; e
 # %% [markdown]
 # ## 2 · `detach()`、`torch.no_grad()` 与 `torch.inference_mode()` 的对比
 #
-# **为什么重要**。三者都能阻止梯度，但产生的东西各不相同；选错了，要么浪费内存，要么在后面报错。
+# 三者都能阻止梯度，但产生的东西各不相同；选错了，要么浪费内存，要么在后面报错。
 
 # %%
 G = nn.Linear(4, 4)
@@ -144,7 +144,7 @@ with expect_error(RuntimeError, "Inference tensors do not track version counter"
 # %% [markdown]
 # ## 3 · 在 GAN 的一步中切断 G→D 的梯度
 #
-# **为什么重要**。D 在假样本批量上的损失只应该训练 D。如果假样本批量按 G 生成时的样子直接送进 D，`loss_D.backward()` 会对 G 做什么？我们在原帖 000 的模型上检查**每一个**参数的 `.grad`。
+# D 在假样本批量上的损失只应该训练 D。如果假样本批量按 G 生成时的样子直接送进 D，`loss_D.backward()` 会对 G 做什么？我们在原帖 000 的模型上检查**每一个**参数的 `.grad`。
 
 # %%
 def grads_after_D_step(detach):
@@ -194,7 +194,7 @@ with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be 
 # %% [markdown]
 # ## 4 · 分离用错的情形（一）：它可能去掉 G 需要的梯度
 #
-# **为什么重要**。原帖 001 用 `lossG = (g + d.detach()).sum()` 修好了它的 G/D 小例子。代码能运行，但 G 的损失从此忽略了经过 D 的那条路径，而 GAN 的生成器恰恰是从这条路径上学习的。我们把它和按原样写出的那个损失的梯度作对比，后者用正确的方式计算：用 D 更新后的权重，做一次新的前向传播。
+# 原帖 001 用 `lossG = (g + d.detach()).sum()` 修好了它的 G/D 小例子。代码能运行，但 G 的损失从此忽略了经过 D 的那条路径，而 GAN 的生成器恰恰是从这条路径上学习的。我们把它和按原样写出的那个损失的梯度作对比，后者用正确的方式计算：用 D 更新后的权重，做一次新的前向传播。
 
 # %%
 def seed001_grads(fix):
@@ -234,7 +234,7 @@ claim("它与让更新后的 D 重新做一次前向传播所得的 G 的梯度�
 # %% [markdown]
 # ## 5 · 分离用错的情形（二）：一个优化器管两个模型
 #
-# **为什么重要**。这是从与第 02 课相反的一面来看：如果一个优化器同时更新两个模型，损失里的一个 `detach()` 会让它上游的参数得不到这个损失的梯度，而优化器接下来怎么处理这些参数，取决于它们的 `.grad`。症状是某个模型悄悄地一直不变，或者做了你没让它做的事。
+# 这是从与第 02 课相反的一面来看：如果一个优化器同时更新两个模型，损失里的一个 `detach()` 会让它上游的参数得不到这个损失的梯度，而优化器接下来怎么处理这些参数，取决于它们的 `.grad`。症状是某个模型悄悄地一直不变，或者做了你没让它做的事。
 
 # %%
 import itertools
@@ -254,7 +254,7 @@ claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.
 # %% [markdown]
 # ## 6 · 原帖 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
 #
-# **为什么重要**。原帖 000 的说明认为，对于 D 看到的假样本批量，`detach()` 更精确：
+# 原帖 000 的说明认为，对于 D 看到的假样本批量，`detach()` 更精确：
 #
 # > 在GANs中,当判别器处理生成器输出的假样本时,使用detach()更精确地表达了“只使用数据,不追踪其来源梯度”的意图。
 #

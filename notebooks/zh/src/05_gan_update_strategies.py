@@ -63,7 +63,7 @@ def fresh_gan(batch=64):
 # %% [markdown]
 # ## 0 · 两个玩家，一个损失
 #
-# **为什么重要**。本课的每种策略，都是在安排同样两次更新的先后顺序。这里先说清楚更新的是什么，以及为什么它们用的 G 损失都是 `bce(D(x_fake), 1)`。
+# 本课的每种策略，都是在安排同样两次更新的先后顺序。这里先说清楚更新的是什么，以及为什么它们用的 G 损失都是 `bce(D(x_fake), 1)`。
 #
 # **生成器** G 把噪声 z 映射成一个样本：x_fake = G(z)。**判别器** D 把一个样本映射成一个 **logit**：值越大，表示越像“真”。下文的 D(x) 指 σ(logit)，即 D 认为样本为“真”的概率。两者进行如下博弈：
 #
@@ -136,7 +136,7 @@ plt.show()
 # %% [markdown]
 # ## 1 · 两种如今会失败的原帖策略，以及它们以前为什么悄无声息地出错
 #
-# **为什么重要**。原帖 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与原帖相同，只是用 logit 代替了 `BCELoss`），在原帖 000 的 G 和 D 上运行：
+# 原帖 003 向 D 开销大的 GAN 推荐它的策略一：「如果 discriminator 比generator 复杂,那么应该采取第一种策略」。在 torch ≥ 1.5 上，它根本跑不起来。下面把它写成一个策略函数（顺序与原帖相同，只是用 logit 代替了 `BCELoss`），在原帖 000 的 G 和 D 上运行：
 
 # %%
 show_source(strategies.retain_graph_seed003)
@@ -205,7 +205,7 @@ claim("有 retain_graph 且中间不更新 D 时，它能运行，但 G 的参�
 # %% [markdown]
 # ## 2 · 原帖 000 的双重 sigmoid
 #
-# **为什么重要**。`loss_nonsaturating` 先算 `dgz = F.sigmoid(d(gz))`，再把 `dgz` 交给 `binary_cross_entropy_with_logits`，而后者自己还会再做一次 sigmoid。没有报错，没有警告，损失值看上去也合情合理。下面比较有和没有这个多余的 sigmoid 时，G 的损失以及它关于 D 的 logit 的梯度：
+# `loss_nonsaturating` 先算 `dgz = F.sigmoid(d(gz))`，再把 `dgz` 交给 `binary_cross_entropy_with_logits`，而后者自己还会再做一次 sigmoid。没有报错，没有警告，损失值看上去也合情合理。下面比较有和没有这个多余的 sigmoid 时，G 的损失以及它关于 D 的 logit 的梯度：
 
 # %%
 import warnings
@@ -238,7 +238,7 @@ claim("有了双重 sigmoid，不管 logit 是多少，G 的损失都在 softplu
 # %% [markdown]
 # ## 3 · 六种能运行的策略，代码并排比较
 #
-# **为什么重要**。自动微分的全部逻辑，都体现在 `zero_grad`、`detach`、`backward` 和 `step` 的先后顺序里。读这些代码之前，先回答一个关于 `g_first` 的问题；它就是第 0 节用的顺序，也是原帖 003 的策略三。它的开头是：
+# 自动微分的全部逻辑，都体现在 `zero_grad`、`detach`、`backward` 和 `step` 的先后顺序里。读这些代码之前，先回答一个关于 `g_first` 的问题；它就是第 0 节用的顺序，也是原帖 003 的策略三。它的开头是：
 #
 # ```python
 # x_fake = G(noise(len(x_real)))
@@ -297,7 +297,7 @@ check("两者中已保存张量的峰值更高的一个", prediction, max(saved,
 # %% [markdown]
 # ## 4 · 实测开销
 #
-# **为什么重要**。原帖 003 从理论上论证：策略一省了一次前向传播，却多算了一次 G 的梯度；策略三最好。它的原话是：
+# 原帖 003 从理论上论证：策略一省了一次前向传播，却多算了一次 G 的梯度；策略三最好。它的原话是：
 #
 # > 一个多计算了一次 generator 梯度,一个多计算一次 discriminator 前向传播。
 #
@@ -356,7 +356,7 @@ print(tr("time relative to d_first_reuse_fake: {ratios}",
 # %% [markdown]
 # ## 5 · 自己切换策略
 #
-# **为什么重要**。这个控件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略运行一步。它显示这一步的计算图（已保存张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按默认选项画一次。
+# 这个控件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略运行一步。它显示这一步的计算图（已保存张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按默认选项画一次。
 
 # %%
 import math

@@ -59,7 +59,7 @@ grad = torch.autograd.grad
 # %% [markdown]
 # ## 1 · `torch.autograd.grad`：可以拿来计算的梯度
 #
-# **为什么重要**。`loss.backward()` 把梯度加进叶子张量的 `.grad` 里，自己什么也不返回。而梯度惩罚需要的是 D 的输出*关于输入图像*的梯度，它得是一个张量，出现在损失里。这就是 `torch.autograd.grad(outputs, inputs)`：它以元组的形式返回梯度，每个输入一个。
+# `loss.backward()` 把梯度加进叶子张量的 `.grad` 里，自己什么也不返回。而梯度惩罚需要的是 D 的输出*关于输入图像*的梯度，它得是一个张量，出现在损失里。这就是 `torch.autograd.grad(outputs, inputs)`：它以元组的形式返回梯度，每个输入一个。
 
 # %%
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -119,7 +119,7 @@ claim("d(ab)/da = b，d(ab)/db = a，没用到的输入得到 None", da.item() =
 # %% [markdown]
 # ## 2 · 梯度的计算图
 #
-# **为什么重要**。设置 `create_graph=True` 时，自动微分会把反向传播记录成一个新的前向计算图。这个图的节点是 D 各个运算的*导数*：LeakyReLU 的反向计算变成一个 `LeakyReluBackwardBackward0` 节点，而反向计算中用到的转置权重（`TBackward0`、`MmBackward0`）又连回 D 的参数。惩罚的梯度正是沿着这条路径去训练 D 的。下面是一个小评判器的惩罚，直接从运行中的张量画出来：
+# 设置 `create_graph=True` 时，自动微分会把反向传播记录成一个新的前向计算图。这个图的节点是 D 各个运算的*导数*：LeakyReLU 的反向计算变成一个 `LeakyReluBackwardBackward0` 节点，而反向计算中用到的转置权重（`TBackward0`、`MmBackward0`）又连回 D 的参数。惩罚的梯度正是沿着这条路径去训练 D 的。下面是一个小评判器的惩罚，直接从运行中的张量画出来：
 
 # %%
 torch.manual_seed(0)
@@ -139,7 +139,7 @@ graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
 # %% [markdown]
 # ## 3 · 一行一行地搭出 WGAN-GP 的惩罚
 #
-# **为什么重要**。WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在原帖 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
+# WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在原帖 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
 
 # %%
 torch.manual_seed(0)
@@ -206,7 +206,7 @@ claim("穿过换成 SiLU 的同一个 D，它们就不为零", any(bool(t.abs().
 # %% [markdown]
 # ## 4 · 不加 `create_graph=True` 的惩罚
 #
-# **为什么重要**。去掉 `create_graph=True`，一切照样运行。惩罚照样算出来、打印出来，也加进了 `loss_D`。下面比较同一批量上三种损失给 D 的梯度：只有评判器的损失（`plain`）；加上不设 `create_graph=True` 算出的惩罚（`no_graph`）；加上设了它算出的惩罚（`right`）。
+# 去掉 `create_graph=True`，一切照样运行。惩罚照样算出来、打印出来，也加进了 `loss_D`。下面比较同一批量上三种损失给 D 的梯度：只有评判器的损失（`plain`）；加上不设 `create_graph=True` 算出的惩罚（`no_graph`）；加上设了它算出的惩罚（`right`）。
 
 # %%
 def critic_loss(D, create_graph):
@@ -262,7 +262,7 @@ with expect_warning(DoctorWarning, "create_graph"):
 # %% [markdown]
 # ## 5 · 惩罚代码里的 `retain_graph`：写 `True`、省略，还是写 `False`
 #
-# **为什么重要**。网上找到的惩罚代码经常写成 `autograd.grad(..., create_graph=True, retain_graph=True)`，接着又写 `loss_D.backward(retain_graph=True)`。第一个 `retain_graph=True` 重复了 `create_graph=True` 已经做了的事（第 1 节）。第二个会让这一步保存的所有张量在它之后继续存活，直到计算图被丢弃，只为了一次永远不会到来的第二次反向传播。删掉哪一个都是安全的。那么，在 `create_graph=True` 旁边写上 `retain_graph=False` 又会怎样？在 R1 式的代码里（第 6 节），惩罚的梯度和损失共用 D 在真实图像上的同一次前向传播：
+# 网上找到的惩罚代码经常写成 `autograd.grad(..., create_graph=True, retain_graph=True)`，接着又写 `loss_D.backward(retain_graph=True)`。第一个 `retain_graph=True` 重复了 `create_graph=True` 已经做了的事（第 1 节）。第二个会让这一步保存的所有张量在它之后继续存活，直到计算图被丢弃，只为了一次永远不会到来的第二次反向传播。删掉哪一个都是安全的。那么，在 `create_graph=True` 旁边写上 `retain_graph=False` 又会怎样？在 R1 式的代码里（第 6 节），惩罚的梯度和损失共用 D 在真实图像上的同一次前向传播：
 
 # %%
 def r1_loss(**grad_options):
@@ -308,7 +308,7 @@ claim("但加上它，这一步保存的张量在之后仍然留在内存里", k
 # %% [markdown]
 # ## 6 · 真实图像上的 R1，以及惰性正则化
 #
-# **为什么重要**。R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须设为需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 每 *k* 个小批量（k = 16）才计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
+# R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须设为需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 每 *k* 个小批量（k = 16）才计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
 
 # %%
 every, gamma = 16, 10.0
@@ -350,7 +350,7 @@ claim("D 在训练时，惰性 R1 的那一个梯度只是它所代表的 16 个
 # %% [markdown]
 # ## 7 · 每次 G 更新配 `n_critic` 次评判器更新，以及假样本批量
 #
-# **为什么重要**。WGAN-GP 每更新一次 G，就更新评判器 5 次。如果一个循环在每次评判器更新时都用 `G(z)` 生成假样本，却不分离它，G 的 `.grad` 就会被*评判器*损失的梯度填充五次。如果 `opt_G.zero_grad()` 只在每轮迭代的开头调用一次，G 的更新就会把它自己的梯度加到这些梯度上。评判器的损失奖励 D 给假样本打低分；它在 G 上的梯度把 G 推向与 G 自己的损失相反的方向，而且一共有五份。在 G 的反向传播之前紧接着调用一次 `zero_grad()`，就能把它们扔掉，G 的更新也就又对了；剩下的只有开销：五次白白穿过 G 的反向传播：
+# WGAN-GP 每更新一次 G，就更新评判器 5 次。如果一个循环在每次评判器更新时都用 `G(z)` 生成假样本，却不分离它，G 的 `.grad` 就会被*评判器*损失的梯度填充五次。如果 `opt_G.zero_grad()` 只在每轮迭代的开头调用一次，G 的更新就会把它自己的梯度加到这些梯度上。评判器的损失奖励 D 给假样本打低分；它在 G 上的梯度把 G 推向与 G 自己的损失相反的方向，而且一共有五份。在 G 的反向传播之前紧接着调用一次 `zero_grad()`，就能把它们扔掉，G 的更新也就又对了；剩下的只有开销：五次白白穿过 G 的反向传播：
 
 # %%
 def n_critic_iteration(detach, n_critic=5, zero_grad_before_G=False):
@@ -398,7 +398,7 @@ claim("n_critic=5 时调用 wgan_gp 10 次：D 更新 10 次，G 更新 2 次", 
 # %% [markdown]
 # ## 8 · 实测一个惩罚的开销
 #
-# **为什么重要**。惩罚需要多做一次 D 的前向传播（在 `x_hat` 上），还要穿过梯度自己的计算图做一次反向传播，也就是二阶反向传播（double backward）。第 05 课的开销探针用钩子统计穿过 G 和 D 的次数。这里用它在原帖 000 的模型上运行 DCGAN 式的顺序和 `wgan_gp`；`wgan_gp` 的计数是它 5 次调用为一个周期的平均值（四次只有评判器更新，一次在评判器更新之后还有 G 的更新）。最后说明为什么 `torch.compile` 不能让惩罚变得更便宜。
+# 惩罚需要多做一次 D 的前向传播（在 `x_hat` 上），还要穿过梯度自己的计算图做一次反向传播，也就是二阶反向传播（double backward）。第 05 课的开销探针用钩子统计穿过 G 和 D 的次数。这里用它在原帖 000 的模型上运行 DCGAN 式的顺序和 `wgan_gp`；`wgan_gp` 的计数是它 5 次调用为一个周期的平均值（四次只有评判器更新，一次在评判器更新之后还有 G 的更新）。最后说明为什么 `torch.compile` 不能让惩罚变得更便宜。
 
 # %% tags=["nbval-ignore-output"]
 measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)

@@ -52,7 +52,7 @@ bce = strategies.bce       # bce(logits, 1)：G 的非饱和损失；bce(logits,
 # %% [markdown]
 # ## 1 · 混合精度：autocast，以及两个优化器共用一个 GradScaler
 #
-# **为什么重要**。`torch.autocast` 让一张清单上的运算以 16 位类型运行，另一张清单上的运算以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在原帖 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
+# `torch.autocast` 让一张清单上的运算以 16 位类型运行，另一张清单上的运算以 float32 运行，其余的运算则沿用输入的类型；`GradScaler` 把损失乘上一个倍数，让很小的 float16 梯度不至于舍入成零，并且在梯度出现 inf 或 NaN 时跳过那次优化器更新。GAN 有两个损失和两个优化器，这正是 PyTorch 的 AMP 示例单独讨论的情形。CPU 上的 autocast 默认使用 bfloat16，而当前的 torch 能在 CPU 上运行这一切，所以 CI 也会检查这部分。首先看看在原帖 000 的 G 和 D 的一次前向传播中，哪些运算改变了类型：
 
 # %%
 torch.manual_seed(0)
@@ -259,7 +259,7 @@ else:
 # %% [markdown]
 # ## 2 · 钩子：读取梯度、修改梯度、统计保存了什么
 #
-# **为什么重要**。钩子让我们不必改写训练步就能看到它的内部。`x_fake.register_hook(fn)` 会用损失关于 `x_fake` 的梯度调用 `fn`，这正是 G 经由 D 收到的信号；如果 `fn` 返回一个张量，这个张量就会替换掉该梯度，供上游的一切使用，也就是整个 G。保存张量钩子（`torch.autograd.graph.saved_tensors_hooks`）能看到 autograd 为反向传播保存的每一个张量。先从读取开始：
+# 钩子让我们不必改写训练步就能看到它的内部。`x_fake.register_hook(fn)` 会用损失关于 `x_fake` 的梯度调用 `fn`，这正是 G 经由 D 收到的信号；如果 `fn` 返回一个张量，这个张量就会替换掉该梯度，供上游的一切使用，也就是整个 G。保存张量钩子（`torch.autograd.graph.saved_tensors_hooks`）能看到 autograd 为反向传播保存的每一个张量。先从读取开始：
 
 # %%
 torch.manual_seed(0)
@@ -391,7 +391,7 @@ claim("三种情况下，pack 钩子统计的结果都和手算的大小相等",
 # %% [markdown]
 # ## 3 · `torch.compile`：捐赠缓冲区与图中断
 #
-# **为什么重要**。`torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++ 代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
+# `torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++ 代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
 
 # %%
 torch._logging.set_logs(dynamo=logging.ERROR)     # 不让 dynamo 自己的警告出现在输出里

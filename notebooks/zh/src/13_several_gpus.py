@@ -53,7 +53,7 @@ def same(a, b):
 # %% [markdown]
 # ## 1 · DDP 给训练步添了什么
 #
-# **为什么重要**。下面每一个分布式错误都来自 DDP 添加的某样东西，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间起作用；梯度在进程间传送时装进的桶（bucket）；以及它对缓冲区的处理，因为没有梯度会到达缓冲区。
+# 下面每一个分布式错误都来自 DDP 添加的某样东西，而它们在训练代码里都看不见：每个参数上的一个钩子，它在 `backward()` 期间起作用；梯度在进程间传送时装进的桶（bucket）；以及它对缓冲区的处理，因为没有梯度会到达缓冲区。
 #
 # 包装只要一行：`ddp = DistributedDataParallel(D)`；训练代码随后在原来调用 `D(x)` 的地方调用 `ddp(x)`。下面每个进程都在**自己的**批量上（每个进程的批量都不同；进程编号即 rank）计算 D 的损失并调用 `backward()`：一次用普通的 D，一次用权重相同、经 DDP 包装的 D。
 
@@ -158,7 +158,7 @@ claim("每次前向传播之前，DDP 自己的 ddp.will_sync_module_buffers() �
 # %% [markdown]
 # ## 2 · BatchNorm 的缓冲区与版本错误
 #
-# **为什么重要**。“DDP + BatchNorm + D 的两次前向传播”是 GAN 代码里最常被报告的 DDP 错误之一（pytorch/pytorch#22095、#175024；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因是 DDP 在第二次前向传播时复制缓冲区：这是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上（准备工作那一格打印了它的版本），DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行；在把这次复制算作写入的 torch 上，同样的代码会报错，这时就要用下面的修法：
+# “DDP + BatchNorm + D 的两次前向传播”是 GAN 代码里最常被报告的 DDP 错误之一（pytorch/pytorch#22095、#175024；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因是 DDP 在第二次前向传播时复制缓冲区：这是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上（准备工作那一格打印了它的版本），DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行；在把这次复制算作写入的 torch 上，同样的代码会报错，这时就要用下面的修法：
 
 # %%
 show_source(ddp_lesson.two_forwards)
@@ -191,7 +191,7 @@ claim("broadcast_buffers=False：一次前向传播之后，1 号进程的移动
 # %% [markdown]
 # ## 3 · 没有任何损失到达的参数
 #
-# **为什么重要**。AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，装着这个头的桶永远装不满。
+# AC-GAN 式的 D 有两个头：一个真假分数，一组类别 logits。如果某一步的损失只用到分数（在无标签数据上更新 D），类别头就得不到梯度。单进程时这无关紧要：它的 `.grad` 保持为 `None`。在 DDP 下，装着这个头的桶永远装不满。
 
 # %%
 show_source(ddp_lesson.ConditionalD, ddp_lesson.unused_head)
@@ -253,7 +253,7 @@ claim("D 的损失里加上 0 * classes.sum()、不设任何选项时，三次�
 # %% [markdown]
 # ## 4 · DDP 下原帖 003 的顺序
 #
-# **为什么重要**。原帖 003 的策略一（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在反向传播之前原地改写了 D 的权重，而这次反向传播所用的计算图保存了这些权重。
+# 原帖 003 的策略一（第 05 课）用 `retain_graph=True` 保留 D 的计算图，更新 D，然后让 G 的损失穿过这张已过期的计算图做反向传播。DDP 对此毫无改变：更新仍然在反向传播之前原地改写了 D 的权重，而这次反向传播所用的计算图保存了这些权重。
 
 # %%
 with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cuda.)?FloatTensor \[16, 1\]\]"):
@@ -265,7 +265,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
 # %% [markdown]
 # ## 5 · 累积 D 的梯度：`no_sync()`
 #
-# **为什么重要**。一个批量放不下时，BigGAN 会把 D 的梯度在几个微批量上累积起来（第 10 课配合 `GradScaler` 做过）。下面是按单进程写法写的这个训练步，D 经过了 DDP 包装：
+# 一个批量放不下时，BigGAN 会把 D 的梯度在几个微批量上累积起来（第 10 课配合 `GradScaler` 做过）。下面是按单进程写法写的这个训练步，D 经过了 DDP 包装：
 
 # %%
 show_source(ddp_lesson.d_step_synced_each)
@@ -291,7 +291,7 @@ claim("但 DDP 每次反向传播都发送一次 D 的桶：两个微批量，�
 # %% [markdown]
 # ## 6 · DDP 下冻结 D 与梯度惩罚
 #
-# **为什么重要**。第 08 课和第 09 课写过一个 WGAN-GP 训练步：G 更新时冻结 D，梯度惩罚需要穿过 D 做二阶反向传播（`create_graph=True`）。这两样都碰到了 DDP 装钩子的地方：冻结的 D 有些参数在 G 的更新中得不到梯度；惩罚项的 `autograd.grad` 算出梯度，却不放进 `.grad`。在两个进程里把两者都运行三步：
+# 第 08 课和第 09 课写过一个 WGAN-GP 训练步：G 更新时冻结 D，梯度惩罚需要穿过 D 做二阶反向传播（`create_graph=True`）。这两样都碰到了 DDP 装钩子的地方：冻结的 D 有些参数在 G 的更新中得不到梯度；惩罚项的 `autograd.grad` 算出梯度，却不放进 `.grad`。在两个进程里把两者都运行三步：
 
 # %%
 show_source(ddp_lesson.frozen_and_penalty)
@@ -307,7 +307,7 @@ claim("惩罚项的 autograd.grad 没有让 DDP 发送任何东西；D 的桶是
 # %% [markdown]
 # ## 7 · 噪声、随机种子与文件
 #
-# **为什么重要**。为单进程写的代码设一次随机种子，然后抽取 `z`。原样在每个进程里运行，它还会在每个进程里写检查点。
+# 为单进程写的代码设一次随机种子，然后抽取 `z`。原样在每个进程里运行，它还会在每个进程里写检查点。
 
 # %%
 show_source(ddp_lesson.noise_and_files)
@@ -331,7 +331,7 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 # %% [markdown]
 # ## 8 · 真正的多 GPU GAN 还需要什么
 #
-# **为什么重要**。本课的实验有意做得很小。在多块 GPU 上运行的训练脚本还会遇到几件事，每一件都是大家常问的 DDP 问题。
+# 本课的实验有意做得很小。在多块 GPU 上运行的训练脚本还会遇到几件事，每一件都是大家常问的 DDP 问题。
 #
 # - **对参数调用 `torch.autograd.grad`**。DDP 是在填写 `.grad` 的钩子里求平均的。`autograd.grad` 返回梯度却不碰 `.grad`，所以这些梯度永远不会被平均；手动赋给 `.grad` 的值也一样。（第 6 节里惩罚项对输入调用的 `autograd.grad` 没有问题。）
 
