@@ -927,3 +927,19 @@ def test_the_meaning_check_sees_a_number_or_a_code_name_changed(tmp_path):
                        encoding="utf-8")
     found = " ".join(meaning_differences(parity.english_of(source), changed))
     assert "60000" in found and "z_dim = 64" in found, found
+
+
+def section_openers(source: str) -> list:
+    """The bold label that opens a section's first paragraph (`## 2 · ...` then `**标签**。...`), for each section."""
+    return re.findall(r"^# ## [^\n]*\n#\n# (\*\*[^*\n]{1,20}\*\*)", source, re.M)
+
+
+def test_chinese_sections_open_with_their_reason_not_a_fixed_label():
+    """The English lessons open each section with "**Why it matters.**"; the Chinese ones open it as a Chinese
+    textbook does, with the reason itself: no bold label opens more than two sections of the edition."""
+    import collections
+    openers = collections.Counter(o for p in sorted((ZH / "src").glob("[0-9][0-9]_*.py"))
+                                  for o in section_openers(p.read_text(encoding="utf-8")))
+    assert not [o for o, n in openers.items() if n > 2], openers.most_common(3)
+    english = "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "notebooks" / "src").glob("[0-9]*.py")))
+    assert section_openers(english).count("**Why it matters.**") > 50          # the check reads what it should
