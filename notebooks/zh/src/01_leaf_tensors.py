@@ -216,7 +216,7 @@ with expect_error(RuntimeError, "a leaf Variable that requires grad is being use
 # %% [markdown]
 # ## 5 · 那么优化器是怎样修改叶子张量的？
 #
-# `optimizer.step()` 会原地修改每一个参数，而参数恰恰是需要梯度的叶子张量：这正是第 4 节被拒绝的情况。下面的单元格亲手做同样的修改，只是外面套了一行 `with torch.no_grad():`，在修改期间关闭记录。
+# `optimizer.step()` 会原地修改每一个参数，而参数恰恰是需要梯度的叶子张量：这正是第 4 节被拒绝的情况。下面的单元格手动做同样的修改，只是外面套了一行 `with torch.no_grad():`，在修改期间关闭记录。
 
 # %%
 a = torch.tensor([1., 2, 3], requires_grad=True)
@@ -261,7 +261,7 @@ claim("SGD 跳过 .grad 为 None 的参数：它保持原样", spare.grad is Non
 # %% [markdown]
 # ## 6 · 第二次 `backward()` 遇上已有内容的 `.grad`
 #
-# GAN 的一个训练步要做两次反向传播，而两次都可能到达同一批参数：`loss_G` 的反向传播要穿过 D 才能到达 G，所以它也会填充 D 的 `.grad`，除非你把它拦下来（第 04 课和第 05 课）。一个已有内容的 `.grad` 会怎样，决定了 D 的下一步更新是否正确。下面这个循环忘了清空它：
+# GAN 的一个训练步要做两次反向传播，而两次都可能到达同一批参数：`loss_G` 的反向传播要穿过 D 才能到达 G，所以它也会填充 D 的 `.grad`，除非你把它拦下来（第 04 课和第 05 课）。`.grad` 里已经有值时会发生什么，决定了 D 的下一步更新对不对。下面这个循环忘了清空它：
 
 # %%
 D = nn.Linear(3, 1)

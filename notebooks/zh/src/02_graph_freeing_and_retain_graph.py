@@ -85,12 +85,12 @@ graph
 #
 # > 其实看简单点和我们之前的backward一样,当图进行了一次梯度更新,就会把一些梯度的缓存给清空,为了避免下次叠加
 #
-# 这句话的两半都不对。反向传播释放的是前向传播保存下来的东西（输入、权重、输出），从来不是梯度；释放也阻止不了梯度的累加。把计算图留住，第二次反向传播照样能运行，并且和第一次一样累加到 `.grad` 上：
+# 这句话前后两层意思都不对。反向传播释放的是前向传播保存下来的东西（输入、权重、输出），从来不是梯度；释放也阻止不了梯度的累加。把计算图留住，第二次反向传播照样能运行，并且和第一次一样累加到 `.grad` 上：
 
 # %%
 w = torch.ones(3, requires_grad=True)
 y = (w * w).sum()
-y.backward(retain_graph=True)                 # keep what the forward saved
+y.backward(retain_graph=True)                 # 留住前向传播保存的东西
 first = w.grad.clone()
 y.backward()                                  # 第二次反向传播能运行，并且会累加
 claim("留住计算图时，第二次反向传播能运行，.grad 也会累加：防止累加的并不是释放",
@@ -224,7 +224,7 @@ prediction = "差不多"  # SOLUTION: 一个批量的已保存张量，与 G 和
 ratio = saved[0] / param_bytes
 check("一个批量保存的张量的字节数，与参数的字节数相比", prediction,
       "far fewer bytes" if ratio < 0.1 else "far more bytes" if ratio > 10 else "about the same",
-      why=f"保存的张量是参数字节数的 {ratio:.2f} 倍：64 张 28 x 28 的图像一层接一层留下的激活值，"
+      why=f"已保存张量是参数字节数的 {ratio:.2f} 倍：64 张 28 x 28 的图像一层接一层留下的激活值，"
           f"和各层的权重差不多一样重。")
 
 # %% [markdown]
@@ -244,7 +244,7 @@ claim("retain_graph 让每个保存的字节都留着，和参数差不多一样
       saved[1] == saved[0] and 0.8 < saved[0] / param_bytes < 1.2 and saved[2] == 0)
 
 # %% [markdown]
-# 使用 `retain_graph=True` 时，整个前向传播的激活值都会留在内存里，直到*下一次*反向传播，或者直到对计算图的最后一个引用消失。每保留一个计算图，它们的开销就和参数本身差不多。
+# 使用 `retain_graph=True` 时，整个前向传播的激活值都会留在内存里，直到*下一次*反向传播，或者直到对计算图的最后一个引用消失。每保留一个计算图，就要多占用和全部参数差不多大小的内存。
 #
 # 它换来的是对**同一次**前向传播再做一次反向传播。当两个损失来自同一次前向传播时，另一种做法是为第二个损失再跑一遍前向传播；`retain_graph` 省下了这第二次前向传播，代价就是上面那些内存。第 05 课的 `one_forward` 策略就是这样从 D 的一次前向传播中同时得到 G 和 D 的损失。`retain_graph` 不改变任何梯度：下面在一个小的 G 和 D 上计算两个损失，并用钩子统计 D 的前向传播次数。
 

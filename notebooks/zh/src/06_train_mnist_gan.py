@@ -337,7 +337,7 @@ for s, (_, m) in runs.items():
 #
 # ### 动手实现：一个能让运行精确恢复的检查点
 #
-# `python -m gan_lessons train --resume` 接着一次中断的运行继续训练，精确到最终的权重与一次从未中断的运行逐位相同。请为这样的检查点写出两半。要训练的是一个小 GAN，使用 `strategies.d_first_fresh_fake`，它的真实批量取决于步数（就像一个迭代周期里的顺序那样）：
+# `python -m gan_lessons train --resume` 接着一次中断的运行继续训练，而且恢复得足够精确：最终的权重与从未中断的运行逐位相同。请为这样的检查点写出两半。要训练的是一个小 GAN，使用 `strategies.d_first_fresh_fake`，它的真实批量取决于步数（就像一个迭代周期里的顺序那样）：
 #
 # - `save_state(G, D, opt_G, opt_D, step)` 以纯数据的形式（张量、数字，以及由它们组成的字典）返回走完 `step` 步之后的运行状态。训练器可能在运行继续时把它留在内存里（作为目前最好的状态），稍后再写到磁盘，所以它一经返回就不能再变。
 # - `load_state(state, G, D, opt_G, opt_D)` 把它放回新建的对象中，并返回接下来应从哪一步继续。

@@ -23,7 +23,7 @@
 # [English](../08_gradient_penalties.ipynb) · [学生版](student/08_gradient_penalties.ipynb)
 #
 # **目标**。用 `torch.autograd.grad` 把梯度*作为值*取出来，并弄清它每个参数的作用：`grad_outputs`、`retain_graph`、`create_graph`、`inputs`。然后一行一行地搭出 WGAN-GP 的梯度惩罚，途中逐一遇到它会抛出的错误，并弄清不加 `create_graph=True` 算出的惩罚会怎样。接下来是真实图像上的 R1、惰性正则化（lazy
-# regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端接不住惩罚。在练习里，你将从零写出条件评判器的 WGAN-GP 惩罚（两个输入，只对其中一个求梯度）和惰性 R1。
+# regularisation）、每次 G 更新配 `n_critic` 次评判器更新、实测一个惩罚的开销，以及为什么 `torch.compile` 的预先编译后端处理不了惩罚。在练习里，你将从零写出条件评判器的 WGAN-GP 惩罚（两个输入，只对其中一个求梯度）和惰性 R1。
 #
 # **材料**。五篇原帖都没有讲到梯度惩罚；这一课走得比它们更远。事实来自论文：WGAN-GP（Gulrajani 等，*Improved Training of Wasserstein GANs*，2017：惩罚权重 10，`n_critic` 为 5，Adam 的学习率为 1e-4、betas 为 (0, 0.9)）、R1（Mescheder 等，*Which Training Methods for GANs do actually Converge?*，2018）和惰性正则化（Karras 等，*Analyzing and Improving the Image Quality of StyleGAN*，2020：每 16 个小批量做一次 R1）。小结之前（学生版里在练习之后）有一张表，汇总了人们围绕它们写的代码，以及这些代码在如今的 torch 上会怎样。
 
@@ -139,7 +139,7 @@ graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
 # %% [markdown]
 # ## 3 · 一行一行地搭出 WGAN-GP 的惩罚
 #
-# WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在原帖 000 的 D 和真实的手写数字上搭建它，并遇到途中的两个错误。
+# WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在原帖 000 的 D 和真实的手写数字上搭建它，途中会遇到两个错误。
 
 # %%
 torch.manual_seed(0)
@@ -234,7 +234,7 @@ claim("不加 create_graph，惩罚的值也一样", torch.allclose(gp_const, gp
 
 # %% reveals=["\u4e0e\u4e0d\u52a0\u4efb\u4f55\u60e9\u7f5a\u7684\u635f\u5931.{0,10}\u5b8c\u5168\u76f8\u540c", "\u4ec0\u4e48\u4e5f\u8bad\u7ec3\u4e0d\u4e86", "(\u5173\u4e8e|\u5bf9) ?D ?(\u7684\u6743\u91cd)?\u7684\u68af\u5ea6\u4e3a\u96f6"] tags=["predict"]
 prediction = 0  # SOLUTION: D 的参数中，有多少个在 `no_graph` 里得到的梯度与 `plain` 里不同？
-check("不加 create_graph 的惩罚改变了其梯度的 D 参数个数", prediction,
+check("D 的参数中，梯度被不加 create_graph 的惩罚改变的个数", prediction,
       sum(not torch.equal(s, p) for s, p in zip(no_graph, plain)),
       why="一个不需要梯度的张量，不会给任何梯度添上任何东西：这个惩罚只是损失里的一个数。")
 
@@ -327,7 +327,7 @@ claim("在 D 保持不变时，一个 16 步的周期里，惰性 R1（γ/2 · 1
       f"最大差距 {(lazy_cycle - every_step).abs().max().item():.1e}")
 
 # %% [markdown]
-# D 保持不变时，两者相等只是线性的结果：上面那条论断不可能不成立，而且它对训练什么也没说，因为训练时 D 在两次需要计算 R1 的步之间会变。下面让 D 训练 16 步（Adam，损失是它在真实图像和噪声上的损失，每一步再加上 γ/2 · R1），并在每一步另外求出 R1 的梯度：惰性的估计是其中第一个的 16 倍，它所代表的量则是这 16 个梯度之和。惰性正则化保住的是惩罚的平均权重，而不是每一步的梯度；StyleGAN2 的作者报告说，这样做没有让他们的模型质量变差。
+# D 保持不变时，两者相等仅仅是线性性的直接结果：上面那条论断不可能不成立，而且它对训练什么也没说，因为训练时 D 在两次需要计算 R1 的步之间会变。下面让 D 训练 16 步（Adam，损失是它在真实图像和噪声上的损失，每一步再加上 γ/2 · R1），并在每一步另外求出 R1 的梯度：惰性的估计是其中第一个的 16 倍，它所代表的量则是这 16 个梯度之和。惰性正则化保住的是惩罚的平均权重，而不是每一步的梯度；StyleGAN2 的作者报告说，这样做没有让他们的模型质量变差。
 
 # %%
 D_live = copy.deepcopy(D)
@@ -494,11 +494,11 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 #
 # | 人们写的代码 | 在如今的 torch 上 |
 # |---|---|
-# | `torch.autograd.grad(D(x_hat), x_hat)`，D 给每张图像一个分数 | 报错 “grad can be implicitly created only for scalar outputs”（第 3 节） |
-# | 由分离过的张量构成的插值点，没有调用 `requires_grad_()` | 报错 “One of the differentiated Tensors does not require grad”（第 3 节） |
+# | `torch.autograd.grad(D(x_hat), x_hat)`，D 给每张图像一个分数 | 报错“grad can be implicitly created only for scalar outputs”（第 3 节） |
+# | 由分离过的张量构成的插值点，没有调用 `requires_grad_()` | 报错“One of the differentiated Tensors does not require grad”（第 3 节） |
 # | 惩罚的 `autograd.grad` 不加 `create_graph=True` | 能运行，但惩罚什么也训练不了：它对 D 的梯度为零（第 4 节） |
 # | `autograd.grad(..., create_graph=True, retain_graph=True)` | 能运行；`create_graph=True` 本来就隐含了 `retain_graph=True`（第 5 节） |
-# | 对 D 在真实图像上的分数用 `create_graph=True, retain_graph=False`，然后在同样的分数上算损失 | 报错 “Trying to backward through the graph a second time”（第 5 节） |
+# | 对 D 在真实图像上的分数用 `create_graph=True, retain_graph=False`，然后在同样的分数上算损失 | 报错“Trying to backward through the graph a second time”（第 5 节） |
 # | `torch.compile(D)`，然后穿过它计算梯度惩罚 | `autograd.grad(..., create_graph=True)` 能运行；惩罚的反向传播报错 “does not currently support double backward”（第 8 节） |
 # | 在没有分离的假样本批量上做 `n_critic` 次评判器更新，`opt_G.zero_grad()` 只在每轮迭代开头调用一次 | 能运行，但 G 的梯度方向是错的；在 G 的反向传播之前紧接着调用 `zero_grad()` 就对了，但评判器更新仍要为穿过 G 的反向传播付出开销（第 7 节） |
 
@@ -518,7 +518,7 @@ claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运�
 #
 # ### 动手实现：条件评判器的梯度惩罚
 #
-# pix2pix 等图像到图像的 GAN 评判的是一对图像：评判器在给定生成所依据的那张图像的条件下，给图像 `x` 打分，即 `D(x_cond, x)`。写出 `gradient_penalty(D, x_cond, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量（三者形状相同），每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回只针对图像的 WGAN-GP 惩罚：`(‖∇x D(x_cond, x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值，真实图像和生成图像共用同一个条件。结果是一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小的条件评判器上运行你的函数，把值和 D 的梯度与正确惩罚的比较；值不对时，它会告诉你是哪种错误导致了你得到的这个值。
+# pix2pix 等图像到图像的 GAN 评判的是一对图像：评判器以生成 `x` 时所依据的那张图像为条件，给 `x` 打分，即 `D(x_cond, x)`。写出 `gradient_penalty(D, x_cond, x_real, x_fake, eps)`，它处理形状为 `(N, C, H, W)` 的图像批量（三者形状相同），每张图像一个 `eps`，以形状为 `(N,)` 的张量给出。它返回只针对图像的 WGAN-GP 惩罚：`(‖∇x D(x_cond, x_hat)‖₂ − 1)²` 在 `x_hat = eps·x_real + (1 − eps)·x_fake` 处的批量均值，真实图像和生成图像共用同一个条件。结果是一个数，以 0 维张量的形式给出，它训练 D 而不训练 G（`x_fake` 直接来自 G，带着它的计算图）。用 `torch.autograd.grad` 求梯度，不要用 `strategies.gradient_penalty`。检查程序会在一个小的条件评判器上运行你的函数，把值和 D 的梯度与正确惩罚的比较；值不对时，它会告诉你是哪种错误导致了你得到的这个值。
 
 # %%
 def gradient_penalty(D, x_cond, x_real, x_fake, eps):

@@ -24,7 +24,7 @@
 #
 # **目标**。弄清 GAN 训练步中间另外三样机制的作用，每一样都在当前的 torch 上验证过：两个优化器共用一个 `GradScaler` 的混合精度训练，读取或修改梯度、统计保存字节数的钩子，以及 `torch.compile` 在 `retain_graph` 和 `.item()` 上带来的变化。最后动手写一个在 autocast 下运行、共用一个 `GradScaler`、并裁剪 D 的梯度的 GAN 训练步。第 09 课已经讲了前两样：冻结 D，以及 BatchNorm。
 #
-# **材料**。原帖都没有讲到这么深；模型用的是原帖 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler`，以及它针对多个模型和优化器、针对使用反缩放后梯度的示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
+# **材料**。原帖都没有讲到这么深；模型用的是原帖 000 的 G 和 D。事实来自 PyTorch 自己的文档（autocast；`GradScaler` 及其针对多个模型和优化器、针对反缩放后梯度的两个示例；张量钩子和保存张量钩子；`torch.compile`）。课末有一张表，把人们常写的代码和它在如今的 torch 上实际做了什么并排列出。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -244,7 +244,7 @@ else:
     print(NO_AMP_SCALER)
 
 # %% [markdown]
-# GAN 的训练步是有先后顺序的：D 在 G 的损失算出来之前就已经更新了（`d_first_reuse_fake`，第 05 课），所以 D 的 `scaler.step` 在 G 的反向传播之前，而那唯一一次 `update()` 在 G 更新之后。练习会写出这样的训练步，并裁剪 D 的梯度。在 GPU 上，同一个缩放器配合 float16 运行，那里是真的会溢出。下一个单元格只在有 CUDA 时在 GPU 上运行上面的两次迭代，没有 CUDA 时会如实说明：
+# GAN 的训练步是有先后顺序的：D 在 G 的损失算出来之前就已经更新了（`d_first_reuse_fake`，第 05 课），所以 D 的 `scaler.step` 在 G 的反向传播之前，而那唯一一次 `update()` 在 G 更新之后。练习会写出这样的训练步，并裁剪 D 的梯度。在 GPU 上，同一个缩放器要配合 float16 使用，那里才真的会发生溢出。下一个单元格只在有 CUDA 时在 GPU 上运行上面的两次迭代，没有 CUDA 时会如实说明：
 
 # %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available() and HAS_AMP_SCALER:
@@ -525,7 +525,7 @@ else:
 
 
 # %% [markdown]
-# 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，开销小的做法是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备把活干完。
+# 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，开销小的做法是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备完成之前排队的计算。
 
 # %% [markdown] tags=["read-after-exercises"]
 # | 人们常写的代码 | 在如今的 torch 上 |
@@ -549,7 +549,7 @@ else:
 #
 # ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，累积并裁剪 D 的梯度
 #
-# 第 1 节让一个缩放器服务两个互不相干的网络，每个网络各做一次反向传播。GAN 的训练步是有先后顺序的；整个批量放不进显存时，BigGAN 一类的代码会把 D 的梯度在几个微批量上累积起来，而很多 GAN 代码库还会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`，做一步 `d_first_reuse_fake`（第 05 课）。先算 `x_fake = G(z)`；然后在 `accum` 个微批量上求 D 的梯度：把 `x_real` 和（分离后的）`x_fake` 各按顺序均分成 `accum` 块，对每一对 `x_part, fake_part` 计算损失 `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`，除以 `accum`，各做一次反向传播；D 根据累积的梯度只更新一次。然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；每个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 累积后的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以批量 8、`accum=2`、`max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用和 D 每次前向传播的批量大小，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
+# 第 1 节让一个缩放器服务两个互不相干的网络，每个网络各做一次反向传播。GAN 的训练步是有先后顺序的；整个批量放不进显存时，BigGAN 一类的代码会把 D 的梯度在几个微批量上累积起来，而很多 GAN 代码库还会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`，做一步 `d_first_reuse_fake`（第 05 课）。先算 `x_fake = G(z)`；然后在 `accum` 个微批量上求 D 的梯度：把 `x_real` 和（分离后的）`x_fake` 各按顺序均分成 `accum` 块，对每一对 `x_part, fake_part` 计算损失 `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`，除以 `accum`，各做一次反向传播；D 根据累积的梯度只更新一次。然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；每个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 累积后的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以批量大小 8、`accum=2`、`max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用和 D 每次前向传播的批量大小，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
 
 # %%
 def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):

@@ -104,7 +104,7 @@ claim("而且缓冲区的版本计数器没有变：在这个版本的 torch 上
       rank1["version"][0] == rank1["version"][1], shown=f"版本 {rank1['version'][0]} -> {rank1['version'][1]}")
 
 # %% [markdown]
-# 关掉这次复制的选项变了。torch 2.12 及以前是 `broadcast_buffers=False`；torch 2.13 弃用了它（会发出 `FutureWarning`），另加了 `forward_sync_buffers`。两者并不是同一个开关：`broadcast_buffers=False` 连 DDP 在包装模块时做的那一次复制也跳过了，而 `forward_sync_buffers=False` 保留那一次。
+# 用来关掉这次复制的选项在新版本里变了。torch 2.12 及以前是 `broadcast_buffers=False`；torch 2.13 弃用了它（会发出 `FutureWarning`），另加了 `forward_sync_buffers`。两者并不是同一个开关：`broadcast_buffers=False` 连 DDP 在包装模块时做的那一次复制也跳过了，而 `forward_sync_buffers=False` 保留那一次。
 
 # %%
 from torch.nn.parallel import DistributedDataParallel
@@ -158,7 +158,7 @@ claim("每次前向传播之前，DDP 自己的 ddp.will_sync_module_buffers() �
 # %% [markdown]
 # ## 2 · BatchNorm 的缓冲区与版本错误
 #
-# “DDP + BatchNorm + D 的两次前向传播”是 GAN 代码里最常被报告的 DDP 错误之一（pytorch/pytorch#22095、#175024；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因是 DDP 在第二次前向传播时复制缓冲区：这是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上（准备工作那一格打印了它的版本），DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行；在把这次复制算作写入的 torch 上，同样的代码会报错，这时就要用下面的修法：
+# “DDP + BatchNorm + D 的两次前向传播”是 GAN 代码里最常被报告的 DDP 错误之一（pytorch/pytorch#22095、#175024；rosinality/stylegan2-pytorch#236；Project-MONAI/GenerativeModels#352）：D 先在真实批量上、再在假样本批量上运行，然后一次反向传播就抛出第 03 课的版本错误，出错的张量和 BatchNorm 的移动平均值一样大。原因曾是 DDP 在第二次前向传播时复制缓冲区：这次复制是对一个缓冲区的原地写入，而第一次前向传播的计算图保存了这个缓冲区。在这个版本的 torch 上（准备工作那一格打印了它的版本），DDP 做这次复制时不把它算作写入（上面版本计数器没有动），所以这个经典场景能运行；在把这次复制算作写入的 torch 上，同样的代码会报错，这时就要用下面的修法：
 
 # %%
 show_source(ddp_lesson.two_forwards)
@@ -260,7 +260,7 @@ with expect_error(RuntimeError, r"modified by an inplace operation: \[torch.(cud
     processes.run(ddp_lesson.seed003)
 
 # %% [markdown]
-# 修法就是第 05 课的：任何一种在 `opt_D.step()` 之前求 G 的梯度的顺序，或者在它之后重新做一次 D 的前向传播。在 `torchrun` 下，`python -m gan_lessons train --strategy ...` 能用 DDP 运行每一种课程里的策略（原帖 003 的顺序在那里同样报错）。
+# 修法就是第 05 课的：任何一种在 `opt_D.step()` 之前求 G 的梯度的顺序，或者在它之后重新做一次 D 的前向传播。在 `torchrun` 下，`python -m gan_lessons train --strategy ...` 能用 DDP 运行课程里的每一种策略（原帖 003 的顺序在那里同样报错）。
 
 # %% [markdown]
 # ## 5 · 累积 D 的梯度：`no_sync()`
@@ -307,7 +307,7 @@ claim("惩罚项的 autograd.grad 没有让 DDP 发送任何东西；D 的桶是
 # %% [markdown]
 # ## 7 · 噪声、随机种子与文件
 #
-# 为单进程写的代码设一次随机种子，然后抽取 `z`。原样在每个进程里运行，它还会在每个进程里写检查点。
+# 为单进程写的代码只设一次随机种子，然后抽取 `z`；原样放到每个进程里运行时，每个进程还都会写一遍检查点。
 
 # %%
 show_source(ddp_lesson.noise_and_files)
@@ -350,7 +350,7 @@ claim("DDP 的 state_dict 里的名字以 module. 开头，模块自己的不是
       shown=f"{g0['ddp_keys'][0]} / {g0['module_keys'][0]}")
 
 # %% [markdown]
-# - **`DataLoader`**。训练程序是对一个打乱后的批量切片；用 `DataLoader` 时需要 `DistributedSampler`，它让每个进程拿到数据集里属于自己的那一份，并且每个迭代周期开始时要调用 `sampler.set_epoch(epoch)`：不调用的话，每个迭代周期的打乱顺序都一样。
+# - **`DataLoader`**。训练程序的做法是把一个打乱后的批量切成几片；用 `DataLoader` 时需要 `DistributedSampler`，它让每个进程拿到数据集里属于自己的那一份，并且每个迭代周期开始时要调用 `sampler.set_epoch(epoch)`：不调用的话，每个迭代周期的打乱顺序都一样。
 
 # %%
 from torch.utils.data import DistributedSampler
@@ -382,7 +382,7 @@ claim("不调用 set_epoch 时，DistributedSampler 每个迭代周期给出的�
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
-# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。它在包装模块时把 0 号进程的缓冲区复制到每个进程，之后在每次开着梯度的前向传播之后的那次前向传播之前再复制（`no_grad` 或 `no_sync()` 下的前向传播之后不复制）。torch 2.13 弃用了 `broadcast_buffers`，改用 `forward_sync_buffers`，后者保留包装时的那次复制。
+# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。它在包装模块时把 0 号进程的缓冲区复制到每个进程，此后，只要上一次前向传播开着梯度，下一次前向传播之前就会再复制一次（上一次是在 `no_grad` 或 `no_sync()` 下做的，就不复制）。torch 2.13 弃用了 `broadcast_buffers`，改用 `forward_sync_buffers`，后者保留包装时的那次复制。
 # - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 能让它运行，代价是每次迭代多遍历一次计算图；给每个头都加一个损失项（哪怕权重为零）则不需要任何选项。`static_graph=True` 在这个 D 上失败，是因为 PyTorch 在处理返回了却没被用到的输出时有缺陷；前向传播不输出这个头时它就能运行。在 DDP 报错之前什么都没有平均：两份副本从第 1 次迭代起就开始不一致。
 # - 在这个版本的 torch 上，复制缓冲区不再触发版本检查，所以 D 先做两次前向传播再做一次反向传播可以运行；而你自己对已保存的缓冲区的写入仍会抛出第 03 课的错误。`broadcast_buffers=False` 让统计量各自漂移；`SyncBatchNorm` 需要 GPU。
 # - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题；对参数调用 `autograd.grad` 得到的梯度不会被平均。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件，写的是 `ddp.module` 的状态。
