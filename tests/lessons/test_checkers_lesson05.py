@@ -318,20 +318,12 @@ def test_the_student_copys_stub_and_an_ellipsis_say_not_solved_yet(capsys):
 
 
 def test_a_fake_batch_made_with_a_graph_then_detached_is_named_as_lesson_04_names_it(capsys):
-    """The same gradients as the reference, but G's forward for D's fake batches saved tensors for nothing."""
-    def my_step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
-        fakes = G(noise(len(x_real))).detach().chunk(n_critic)      # a graph, cut off
-        for x_chunk, x_fake in zip(x_real.chunk(n_critic), fakes):
-            opt_D.zero_grad()
-            loss_D = F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()
-            loss_D.backward()
-            opt_D.step()
-        opt_G.zero_grad()
-        loss_G = -D(G(noise(len(x_chunk)))).mean()
-        loss_G.backward(inputs=list(G.parameters()))
-        opt_G.step()
-        return loss_D, loss_G
-    assert exercises.check_strategy(my_step) is False
+    """The same gradients as the reference, but G's forward for D's fake batches saved tensors for nothing: the
+    reference with its no_grad block run with a graph and G's output detached (the mutant generator's edit)."""
+    from mutants import compiled, mutants
+    detached = next(m for m in mutants(reference_strategy) if m.what.startswith("graph made, then detached"))
+    assert ".detach().chunk(n_critic)" in detached.source and "no_grad" not in detached.source
+    assert exercises.check_strategy(compiled(reference_strategy, detached)) is False
     out = capsys.readouterr().out
     assert "G built a graph once per step that no backward went through" in out
     assert "detach" not in out and "no_grad" not in out          # the symptom, not the fix
