@@ -1,11 +1,12 @@
 # Two entry points, each doing its own setup and safe to re-run:
 #   make lab          set up .venv and open a working copy of the lessons (work/) in JupyterLab
-#   make test         set up .venv and run the test suite (the linter, mypy, the website's build, the unit tests, the
-#                     English lessons under nbval, the command line, the doctor, the GPU run's rehearsal)
+#   make test         set up .venv and run the test suite (the linter, mypy, the unit tests, the English lessons under
+#                     nbval, the command line, the doctor)
 # And the rest, each in a line (the comment above each target says more):
 #   make test-all     make test, then make test-rest: every test there is; CI runs it
-#   make test-rest    what make test leaves out: the lessons' other copies under nbval (Chinese, student copies) and the
-#                     tests marked `extended` (the browser, nbgrader's round trip, Colab's stack, a busy machine, ...)
+#   make test-rest    what make test leaves out: the website's build, the lessons' other copies under nbval (Chinese,
+#                     student copies), the tests marked `extended` (the browser, nbgrader's round trip, Colab's stack, a
+#                     busy machine, ...) and the GPU run's rehearsal
 #   make quick        a quick check: the linter, mypy and the tests not marked `slow` (no notebook, browser or training)
 #   make setup        .venv with the package, its test tools and the reference torch
 #   make lint         ruff over the package, tools, benchmarks, tests and the lessons' text sources
@@ -24,6 +25,8 @@
 #   make gpu-run      the GPU run on a GPU machine: PART=all (BUDGET=480 seconds), or one of train, bench, notebooks
 #   make gpu-smoke    the GPU run's parts, tiny, on this CPU
 #   make site         the website: both editions' lessons and the documentation, with Jupyter Book
+#   make site-en      the website's English book alone (make site builds both books side by side)
+#   make site-zh      the website's Chinese book alone
 #   make clean        remove the environments, build/ and the GPU run's folders
 PYTHON ?= python3
 VENV   ?= .venv
@@ -40,7 +43,7 @@ torch_index = if command -v nvidia-smi >/dev/null 2>&1 || $(PY) -m pip index ver
 # System packages without what they only recommend (chromium alone would pull in cups, samba and avahi).
 APT_INSTALL := apt-get install -y -qq --no-install-recommends
 
-.PHONY: lab test test-all test-rest quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site
+.PHONY: lab test test-all test-rest quick lint setup dot chromium fonts messages train bench notebooks student clean check-torch check-colab gpu-carry gpu-run gpu-smoke site site-en site-zh
 
 # quick leaves out every test marked `slow` (set in the test's file; every lesson under nbval is, in conftest.py):
 # the notebooks, the browser, nbgrader's round trip, training runs, two-process runs, the doctor on whole scripts
@@ -61,18 +64,19 @@ test: setup dot fonts
 	@command -v dot >/dev/null || { echo "The tests need graphviz's 'dot' program. Install it with: sudo apt-get install graphviz"; exit 1; }
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(MAKE) --no-print-directory site
 	$(PY) -m pytest -n 2 --dist loadscope -m "not copies and not extended" --durations=25
-	$(MAKE) --no-print-directory gpu-smoke
 
-# What `make test` leaves out. The lessons' other copies (the `copies` marker, set in conftest.py by the notebook's
+# What `make test` leaves out. The website, built first with warnings as errors (the browser's tests open this very
+# build), and the GPU run's rehearsal, last. The lessons' other copies (the `copies` marker, set in conftest.py by the notebook's
 # folder): the Chinese edition (its code is the English edition's, which tools/parity.py checks; its outputs are the
 # Chinese ones) and the student copies (their cells run with the answers left blank). And the tests marked
 # `extended` in their files, which run lessons or the trainer again in another setting: JupyterLab and the website
 # in a browser, nbgrader's round trip, Colab's stack, timing claims on a busy machine, the GPU run's budget, two
 # processes training like one.
 test-rest: setup dot chromium fonts
+	$(MAKE) --no-print-directory site
 	$(PY) -m pytest -n 2 --dist loadscope -m "copies or extended" --durations=10
+	$(MAKE) --no-print-directory gpu-smoke
 
 test-all: test
 	$(MAKE) --no-print-directory test-rest
@@ -205,14 +209,20 @@ gpu-smoke: setup
 
 # site builds the website with Jupyter Book 1 (site/_config.yml, site/_toc.yml), in an environment of its own,
 # from the committed notebooks as they are (nothing is run again), into build/site/_build/html; a warning fails it.
+# The two editions are two books, built side by side (one core each), the Chinese one then copied in at zh/.
 SITE_VENV ?= .venv-site
 site:
 	@test -x $(SITE_VENV)/bin/python || { $(PYTHON) -m venv $(SITE_VENV) && echo '*' > $(SITE_VENV)/.gitignore; }
 	$(SITE_VENV)/bin/python -m pip install -q "jupyter-book==1.0.4.post1" "jieba==0.42.1"
 	rm -rf build/site build/site-zh
-	$(SITE_VENV)/bin/jupyter-book build . --config site/_config.yml --toc site/_toc.yml --path-output build/site -W -q
-	$(SITE_VENV)/bin/jupyter-book build . --config site/zh/_config.yml --toc site/zh/_toc.yml --path-output build/site-zh -W -q
+	$(MAKE) --no-print-directory -j2 site-en site-zh
 	cp -r build/site-zh/_build/html build/site/_build/html/zh
+
+site-en:
+	$(SITE_VENV)/bin/jupyter-book build . --config site/_config.yml --toc site/_toc.yml --path-output build/site -W -q
+
+site-zh:
+	$(SITE_VENV)/bin/jupyter-book build . --config site/zh/_config.yml --toc site/zh/_toc.yml --path-output build/site-zh -W -q
 
 clean:
 	rm -rf $(VENV) .venv-torch-* .venv-colab $(SITE_VENV) build .gpu-carry* gpu-results

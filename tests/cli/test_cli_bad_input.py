@@ -1,14 +1,21 @@
-"""Bad input to the command line, table-driven: each case runs the real command in a subprocess, against a copy of a
-finished run, and must exit 2 with one line that says what to do, no traceback, and every file that existed before
-byte-for-byte unchanged."""
+"""Bad input to the command line, table-driven: each case runs the command against a copy of a finished run, and
+must exit 2 with one line that says what to do, no traceback, and every file that existed before byte-for-byte
+unchanged. The cases run the command's own entry point, `main(ARGS)` of `python -m gan_lessons`, in this process
+(a subprocess would spend most of its time importing torch again); a sample of them, one per subcommand and one of
+argparse's own errors, also runs as the real command in a subprocess, which must say the same line."""
+import contextlib
 import hashlib
+import io
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
 from gan_lessons import data
+from gan_lessons.__main__ import main
 
 pytestmark = pytest.mark.slow
 
@@ -102,8 +109,34 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, args, words", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run, tmp_path, cli):
+def in_process(*args) -> subprocess.CompletedProcess:
+    """main(args), as `python -m gan_lessons ARGS` calls it, in this process: its exit status and what it wrote.
+    argparse's errors exit through SystemExit; the SIGTERM handler main() installs is put back."""
+    out, err = io.StringIO(), io.StringIO()
+    handler = signal.getsignal(signal.SIGTERM)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit:
+            code = exit.code
+        finally:
+            signal.signal(signal.SIGTERM, handler)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+# run as the real command too: one case of each subcommand, and one of argparse's own errors
+IN_A_SUBPROCESS = ["train over a finished run without --resume", "--lr-g not a number", "sample -n 0",
+                   "evaluate of a run folder", "export of a folder without a run", "an unknown subcommand"]
+
+
+def fill(args, root: Path) -> list:
+    return [a.replace("RUN", str(root / "run")).replace("CKPT", str(root / "run" / "last.pt"))
+            .replace("TMP", str(root)) for a in args]
+
+
+@pytest.fixture
+def work(finished_run, tmp_path) -> Path:
+    """A folder holding a copy of the finished run and the odd files the cases point at."""
     root = tmp_path / "work"
     shutil.copytree(finished_run, root / "run")
     (root / "run.npz").mkdir()
@@ -116,15 +149,28 @@ def test_bad_input_is_one_line_and_loses_nothing(name, args, words, finished_run
     (root / "badrun").mkdir()
     shutil.copy(root / "run" / "last.pt", root / "badrun" / "last.pt")
     (root / "badrun" / "metrics.json").write_text("{broken")
-    filled = [a.replace("RUN", str(root / "run")).replace("CKPT", str(root / "run" / "last.pt"))
-              .replace("TMP", str(root)) for a in args]
-    before = snapshot(root)
-    result = cli(*filled)
+    return root
+
+
+@pytest.mark.parametrize("name, args, words", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_loses_nothing(name, args, words, work):
+    before = snapshot(work)
+    result = in_process(*fill(args, work))
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, (result.returncode, result.stderr[-1500:])
     assert "Traceback" not in result.stderr and len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines[0]
-    assert snapshot(root) == before, "a file that existed before was changed or removed"
+    assert snapshot(work) == before, "a file that existed before was changed or removed"
+
+
+@pytest.mark.parametrize("name", IN_A_SUBPROCESS)
+def test_the_real_command_says_the_same_line_and_exits_alike(name, work, cli):
+    args = fill(dict((c[0], c[1]) for c in CASES)[name], work)
+    before = snapshot(work)
+    real, here = cli(*args), in_process(*args)
+    assert (real.returncode, real.stderr) == (here.returncode, here.stderr)
+    assert real.returncode == 2 and "Traceback" not in real.stderr and len(real.stderr.strip().splitlines()) == 1
+    assert snapshot(work) == before
 
 
 def test_restart_replaces_the_run_and_stitches_no_old_grids(finished_run, tmp_path, cli):

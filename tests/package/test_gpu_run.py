@@ -1,5 +1,5 @@
 """tools/gpu.py, the GPU run's preparation: what can be checked without a GPU or a network. The whole
-path, carry folder to the three parts, runs in `make gpu-smoke`, which `make test` calls after pytest; here, the
+path, carry folder to the three parts, runs in `make gpu-smoke`, which `make test-rest` calls after pytest; here, the
 deadline of `run all` with a budget too small for its parts, and the limits on what comes back."""
 import json
 import os
@@ -58,9 +58,9 @@ def test_a_dot_without_a_png_renderer_still_draws_svg(monkeypatch, failure):
     assert "image/svg+xml" in bundle and "text/plain" in bundle and "image/png" not in bundle
 
 
-def test_make_test_runs_the_smoke():
-    recipe = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "gpu-smoke" in recipe
+def test_make_test_rest_runs_the_smoke_after_its_tests():
+    recipe = (ROOT / "Makefile").read_text().split("\ntest-rest:", 1)[1].split("\n\n", 1)[0]
+    assert recipe.index("-m pytest") < recipe.index("gpu-smoke")
 
 
 def test_what_breaks_the_folder_limits_is_packed_into_one_archive(tmp_path):
