@@ -19,7 +19,7 @@ from here."""
 from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT
-from gan_lessons.exercises.lesson01 import check_init, check_sgd_step
+from gan_lessons.exercises.lesson01 import INIT, SGD_STEP, check_init, check_sgd_step
 from gan_lessons.exercises.lesson02 import CHAIN_STEP, check_chain_step, reference_chain_step
 from gan_lessons.exercises.lesson03 import STALE_SAVED, check_stale_saved, reference_stale_saved
 from gan_lessons.exercises.lesson04 import D_STEP, check_d_step, check_sample, reference_d_step
@@ -32,8 +32,8 @@ from gan_lessons.exercises.lesson07 import (
     check_seed000_step,
     reference_seed000_step,
 )
-from gan_lessons.exercises.lesson08 import check_lazy_r1
-from gan_lessons.exercises.lesson08_gp import check_gradient_penalty
+from gan_lessons.exercises.lesson08 import LAZY_R1, check_lazy_r1
+from gan_lessons.exercises.lesson08_gp import GRADIENT_PENALTY, check_gradient_penalty
 from gan_lessons.exercises.lesson09 import FROZEN_G_STEP, check_frozen_g_step, reference_frozen_g_step
 from gan_lessons.exercises.lesson10 import AMP_STEP, check_amp_step, reference_amp_step
 from gan_lessons.exercises.lesson11 import (
@@ -64,7 +64,7 @@ from gan_lessons.exercises.lesson13 import check_ddp_accumulation
 from gan_lessons.exercises.steps import recorded_steps
 
 # The build exercises whose checker compares with a reference answer, each declared where its checker is.
-EXERCISES: list[Exercise] = [CHAIN_STEP, STALE_SAVED, D_STEP, STRATEGY, SEED000_STEP, FROZEN_G_STEP, AMP_STEP,
+EXERCISES: list[Exercise] = [SGD_STEP, INIT, CHAIN_STEP, STALE_SAVED, D_STEP, STRATEGY, SEED000_STEP, GRADIENT_PENALTY, LAZY_R1, FROZEN_G_STEP, AMP_STEP,
                              SRGAN_STEP, TRAIN, MAKE_CRITIC, TRAIN_CRITIC, OPTIMIZE_PARAMETERS, TRAIN_RNN, TRAIN_STEP]
 # Each one's reference, by lesson and the name of the function the student writes: the one source of the code in
 # that lesson's solution block. tools/build_notebook.py fills the block from it in both editions (the English block

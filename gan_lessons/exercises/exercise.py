@@ -35,6 +35,14 @@ class Exercise:
     forbids: tuple[str, ...] = ()
 
 
+def backward_through(value):
+    """A returned loss term as an outcome compares it: its value, after a backward through it when it has a graph,
+    so that the gradients it gives land in the watched modules' .grad (compared with flags=True)."""
+    if isinstance(value, torch.Tensor) and value.requires_grad:
+        value.backward()
+    return value.detach() if isinstance(value, torch.Tensor) else value
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a step did on an exercise's problem: the error it raised (its type's name), or None and the values."""

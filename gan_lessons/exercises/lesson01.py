@@ -5,6 +5,7 @@ import math
 import torch
 from torch import nn, optim
 
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads, raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
@@ -79,6 +80,26 @@ def _param_problems(step, params, ref_params, before, had_grad):
             problems.append(_("{name}.grad still holds the gradient after your step: set it to None (what "
                               "opt.zero_grad() does), or the next backward adds to it").format(name=n))
     return problems
+
+
+def reference_sgd_step(params, lr):
+    """The lesson's answer: SGD's update of every parameter that has a gradient, then its .grad cleared."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is None:          # no loss reached p: SGD leaves it alone
+                continue
+            p -= lr * p.grad
+            p.grad = None
+
+
+def _sgd_calls():
+    """Two steps, each after a backward of the problem's loss (the second one adds to what the first left)."""
+    params, loss = _sgd_problem()
+
+    def after_backward():
+        loss().backward()
+        return params, 0.1
+    return [after_backward, after_backward], [params]
 
 
 def check_sgd_step(sgd_step, lr=0.1) -> bool:
@@ -236,3 +257,25 @@ def check_init(init_weights) -> bool:
             problems.append(_("after init, backward no longer reaches {name}").format(name=missing[0]))
     return verdict(name, problems[:6], _("DCGAN's values set in place; every parameter is still the same leaf, "
                                           "requires grad and gets a gradient"))
+
+
+def reference_init_weights(m):
+    """The lesson's answer: DCGAN's initial values for module m, set in place under no_grad."""
+    if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
+        mean = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0
+        with torch.no_grad():
+            m.weight.normal_(mean, 0.02)
+            if m.bias is not None:  # DCGAN's convolutions are built with bias=False
+                m.bias.zero_()
+
+
+def _init_calls():
+    """model.apply(init_weights): one call per module, children first, as apply() makes them."""
+    model = _init_model()
+    modules: list = []
+    model.apply(modules.append)
+    return [(m,) for m in modules], [model]
+
+
+SGD_STEP = Exercise("01", "sgd_step", reference_sgd_step, check_sgd_step, _sgd_calls)
+INIT = Exercise("01", "init_weights", reference_init_weights, check_init, _init_calls)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from gan_lessons.exercises.exercise import Exercise, backward_through
 from gan_lessons.exercises.feedback import raised, stub_line, unanswered, verdict
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
@@ -215,3 +216,29 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
             break
     return verdict(name, problems, _("computed at steps 0, {every}, ... only, weighted gamma/2 * every, with the "
                                       "right gradients for D").format(every=every))
+
+
+def reference_r1_term(D, x_real, step, every, gamma):
+    """The lesson's answer: lazy R1, 0 off the schedule without running D; on it gamma / 2 * every * E||grad_x D||^2."""
+    if step % every != 0:
+        return torch.zeros(())
+    x_real = x_real.detach().requires_grad_(True)
+    scores = D(x_real)
+    g, = torch.autograd.grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=True)
+    r1 = g.flatten(1).pow(2).sum(1).mean()
+    return gamma / 2 * every * r1
+
+
+def _r1_calls():
+    """Eight training steps with every=4 and gamma=10 on one critic, each term's backward adding to D's .grad; D's
+    forwards are counted (off the schedule, none may run)."""
+    D, _G, x_real, _fake, _eps = _critic()
+    forwards = torch.zeros(())
+
+    def count(module, args) -> None:
+        forwards.add_(1)
+    D.register_forward_pre_hook(count)
+    return [(D, x_real, step, 4, 10.0) for step in range(8)], [D, forwards]
+
+
+LAZY_R1 = Exercise("08", "r1_term", reference_r1_term, check_lazy_r1, _r1_calls, result=backward_through, flags=True)

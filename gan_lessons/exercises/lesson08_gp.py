@@ -5,6 +5,7 @@ inputs."""
 import torch
 from torch import nn
 
+from gan_lessons.exercises.exercise import Exercise, backward_through
 from gan_lessons.exercises.feedback import unanswered, verdict
 from gan_lessons.exercises.lesson08 import (
     CONSTANT,
@@ -143,3 +144,23 @@ def check_gradient_penalty(gradient_penalty) -> bool:
         problems = [_("it calls strategies.gradient_penalty: write the penalty yourself, with torch.autograd.grad")]
     return verdict(name, problems, _("the right value, a graph back to D's parameters (create_graph=True), D's "
                                       "gradients equal to WGAN-GP's, and nothing reaches G"))
+
+
+def reference_gradient_penalty(D, x_cond, x_real, x_fake, eps):
+    """The lesson's answer: WGAN-GP's penalty on the image alone, for a conditional critic D(x_cond, x)."""
+    eps = eps.view(-1, 1, 1, 1)                             # one eps per image, over all its pixels
+    x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+    scores = D(x_cond, x_hat)                               # the condition is given: no gradient is taken for it
+    g, = torch.autograd.grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    norms = g.flatten(1).norm(2, dim=1)                     # one norm per image
+    return ((norms - 1) ** 2).mean()
+
+
+def _gp_calls():
+    """One penalty on the conditional critic's batch, its backward run: D's gradients, and none for G."""
+    D, G, x_cond, x_real, x_fake, eps = _conditional_critic()
+    return [(D, x_cond, x_real, x_fake, eps)], [D, G]
+
+
+GRADIENT_PENALTY = Exercise("08", "gradient_penalty", reference_gradient_penalty, check_gradient_penalty, _gp_calls,
+                            result=backward_through, flags=True)
