@@ -12,8 +12,8 @@ What `StudentCopy` adds to a release, before nbgrader clears the solutions:
   then prints "not solved yet");
 - every `why=` feedback (check()'s explanation, which often states the answer) is kept out of sight: the expression
   becomes `hidden("<base64 of its source>", globals(), locals())`, which prints the same text once answered;
-- every cell tagged `read-after-exercises` (the table of verdicts, the summary) moves after the exercises, and a
-  pointer stands in its place;
+- every cell tagged `read-after-exercises` (the table of verdicts, the summary) moves to the end, after the exercises
+  and the side roads that follow them (it answers their questions too), and a pointer stands in its place;
 - test cells are tagged `raises-exception`, so that JupyterLab's "Run All" (and nbval) go on past an unsolved one;
 - relative links point from the release's folder, or, where that is not known, to the repository on GitHub.
 
@@ -161,9 +161,9 @@ def hide_feedback(source: str, where: str = "a cell", lang: str = "en") -> str:
 
 
 def move_after_exercises(nb, lang: str = "en") -> int:
-    """Every cell tagged `read-after-exercises` moved after the exercises (before the "Going further" side roads, if
-    the lesson has any), under a heading that says so; a one-line pointer stands where it was. Returns how many
-    cells moved."""
+    """Every cell tagged `read-after-exercises` moved to the end, after the exercises and the "Going further" side
+    roads that follow them (a side road's questions are among those it answers), under a heading that says so; a
+    one-line pointer stands where it was. Returns how many cells moved."""
     moved: list = []
     words = WORDS[lang]
     for i, cell in enumerate(nb.cells):
@@ -184,9 +184,7 @@ def move_after_exercises(nb, lang: str = "en") -> int:
                                                 metadata={"slideshow": {"slide_type": "-"}})
         pointer.id = cell.id
         nb.cells[i] = pointer
-    further = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith(FURTHER[lang])]
-    at = further[0] if further else len(nb.cells)     # before the side roads that follow the exercises, if any
-    nb.cells[at:at] = moved
+    nb.cells.extend(moved)
     return len(moved)
 
 

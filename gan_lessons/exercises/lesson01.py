@@ -269,7 +269,7 @@ def reference_init_weights(m):
                 m.bias.zero_()
 
 
-def _init_calls():
+def _init_calls() -> tuple[list, list]:
     """model.apply(init_weights): one call per module, children first, as apply() makes them."""
     model = _init_model()
     modules: list = []

@@ -282,63 +282,6 @@ print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {
 claim("SGD's step gives the manual update's values and the same version", torch.equal(a2, a) and a2._version == a._version)
 claim("SGD skips a parameter whose .grad is None: it is left as it was", spare.grad is None and spare.item() == 5.0)
 
-# %% [markdown]
-# ## 6 · A second `backward()` into a `.grad` that already holds something
-#
-# **Why it matters.** A GAN step runs two backward passes, and both can reach the same parameters: `loss_G`'s
-# backward flows through D to reach G, so it also fills D's `.grad`, unless you stop it (lessons 04 and 05). What
-# happens to a `.grad` that already holds something decides whether D's next step is right. Here is a loop that
-# forgets to clear it:
-
-# %%
-D = nn.Linear(3, 1)
-opt_D = optim.SGD(D.parameters(), lr=0.1)
-x = torch.ones(1, 3)
-for step in range(3):
-    loss_D = D(x).sum()                       # d loss_D / d D.weight is x: all ones, every step
-    loss_D.backward()                         # note: no opt_D.zero_grad() in this loop
-
-# %% reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W+adds", "each backward adds"] tags=["predict"]
-prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the loop? (a list of 3 numbers)
-check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
-      why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")
-
-# %% [markdown]
-# `backward()` **adds** the new gradient to whatever `.grad` holds. That is a feature: two backward passes into one
-# `.grad` give exactly the gradient of the sum of the two losses, which is how `loss_D = loss_real + loss_fake` can
-# be split in two backward calls. It is also why every training step starts with `opt.zero_grad()`. Both halves,
-# checked:
-
-# %%
-w = torch.tensor([1., 2, 3], requires_grad=True)
-(w * w).sum().backward()
-first = w.grad.clone()
-(w * w).sum().backward()                      # the same loss again, no zero_grad in between
-claim("a second backward adds to .grad: it now holds twice the first gradient", torch.equal(w.grad, 2 * first),
-      shown=f"first {first.tolist()}, now {w.grad.tolist()}")
-
-w.grad = None
-((w * w).sum() + (3 * w).sum()).backward()    # one backward of the summed loss
-summed = w.grad.clone()
-w.grad = None
-(w * w).sum().backward()                      # two backward passes, one per term
-(3 * w).sum().backward()
-claim("two backward passes into one .grad give the gradient of the summed loss", torch.equal(w.grad, summed),
-      shown=f"{w.grad.tolist()}")
-
-
-# %% [markdown]
-# In a GAN this is where a forgotten `zero_grad()` hides: the loop runs, every step is a legal step, and D is
-# trained on the sum of this step's gradient and the last one's. Nothing raises. Lesson 07's doctor warns when the gradients of two different losses add up this way.
-# Which tensor `zero_grad()` leaves behind (zeros or `None`) matters too, and lesson 04 shows when.
-
-# %% [markdown] tags=["read-after-exercises"]
-# | seed 001 listing | on today's torch |
-# |---|---|
-# | `a * 2`, `loss.backward()`, `a.grad` | works as the post says |
-# | `b.grad`, `loss.grad` | `b.grad` is `None`; `loss.grad` is `None` **and** a `UserWarning` (section 2) |
-# | `a += 1` on a leaf that requires grad | raises `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` at that line |
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -362,8 +305,8 @@ claim("two backward passes into one .grad give the gradient of the summed loss",
 # - every parameter `p` with a gradient changes **in place** by `lr * p.grad`, and stays the same tensor, a leaf that
 #   requires grad;
 # - a parameter whose `.grad` is `None` (no loss reached it) is left as it is, as SGD leaves it (section 5);
-# - once used, `.grad` is cleared (set to `None`, as `opt.zero_grad()` does), because `backward()` adds to whatever
-#   `.grad` already holds.
+# - once used, `.grad` is cleared (set to `None`, as `opt.zero_grad()` does), so that the next step's `backward()`
+#   starts from an empty `.grad` (the side road after the exercises shows what it does to one that is not).
 #
 # Then point `my_answer` at your function and run the cell. The checker runs two steps on fresh leaves `w` and `b`
 # and on a leaf `u` that the loss never reaches, compares the values with `optim.SGD`'s, and says what is still
@@ -439,3 +382,62 @@ nn.init.normal_(lin.weight, 0.0, 0.02)
 claim("nn.init.normal_ changed the parameter in place and left it a leaf that requires grad",
       lin.weight._version > version and lin.weight.is_leaf and lin.weight.requires_grad,
       shown=f"version {version} -> {lin.weight._version}")
+
+# %% [markdown]
+# ## Going further · A second `backward()` into a `.grad` that already holds something
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** A GAN step runs two backward passes, and both can reach the same parameters: `loss_G`'s
+# backward flows through D to reach G, so it also fills D's `.grad`, unless you stop it (lessons 04 and 05). What
+# happens to a `.grad` that already holds something decides whether D's next step is right. Here is a loop that
+# forgets to clear it:
+
+# %%
+D = nn.Linear(3, 1)
+opt_D = optim.SGD(D.parameters(), lr=0.1)
+x = torch.ones(1, 3)
+for step in range(3):
+    loss_D = D(x).sum()                       # d loss_D / d D.weight is x: all ones, every step
+    loss_D.backward()                         # note: no opt_D.zero_grad() in this loop
+
+# %% reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W+adds", "each backward adds"] tags=["predict"]
+prediction = [3.0, 3.0, 3.0]  # SOLUTION: what does D.weight.grad hold after the loop? (a list of 3 numbers)
+check("D.weight.grad after 3 backward passes without zero_grad", prediction, D.weight.grad[0].tolist(),
+      why="each backward adds x = [1, 1, 1]; three of them make [3, 3, 3]. opt_D.zero_grad() would have reset it.")
+
+# %% [markdown]
+# `backward()` **adds** the new gradient to whatever `.grad` holds. That is a feature: two backward passes into one
+# `.grad` give exactly the gradient of the sum of the two losses, which is how `loss_D = loss_real + loss_fake` can
+# be split in two backward calls. It is also why every training step starts with `opt.zero_grad()`. Both halves,
+# checked:
+
+# %%
+w = torch.tensor([1., 2, 3], requires_grad=True)
+(w * w).sum().backward()
+first = w.grad.clone()
+(w * w).sum().backward()                      # the same loss again, no zero_grad in between
+claim("a second backward adds to .grad: it now holds twice the first gradient", torch.equal(w.grad, 2 * first),
+      shown=f"first {first.tolist()}, now {w.grad.tolist()}")
+
+w.grad = None
+((w * w).sum() + (3 * w).sum()).backward()    # one backward of the summed loss
+summed = w.grad.clone()
+w.grad = None
+(w * w).sum().backward()                      # two backward passes, one per term
+(3 * w).sum().backward()
+claim("two backward passes into one .grad give the gradient of the summed loss", torch.equal(w.grad, summed),
+      shown=f"{w.grad.tolist()}")
+
+
+# %% [markdown]
+# In a GAN this is where a forgotten `zero_grad()` hides: the loop runs, every step is a legal step, and D is
+# trained on the sum of this step's gradient and the last one's. Nothing raises. Lesson 07's doctor warns when the gradients of two different losses add up this way.
+# Which tensor `zero_grad()` leaves behind (zeros or `None`) matters too, and lesson 04 shows when.
+
+# %% [markdown] tags=["read-after-exercises"]
+# | seed 001 listing | on today's torch |
+# |---|---|
+# | `a * 2`, `loss.backward()`, `a.grad` | works as the post says |
+# | `b.grad`, `loss.grad` | `b.grad` is `None`; `loss.grad` is `None` **and** a `UserWarning` (section 2) |
+# | `a += 1` on a leaf that requires grad | raises `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` at that line |

@@ -300,7 +300,7 @@ claim("every weight of D that the forward saved is stale, D's last layer (net.7)
 
 # %% [markdown]
 # Every weight of D that the forward saved is stale, since `step()` touched them all; PyTorch reports the first
-# one its backward reaches, D's last layer. Section 5 says why the same loop ran without this error on old torch.
+# one its backward reaches, D's last layer. The side road "Seed 002's remedies, judged", after the exercises, says why the same loop ran without this error on old torch.
 
 # %% [markdown]
 # **Seed 000's explanation, checked.** Seed 000 says that `d_loss.backward(retain_graph=True)` "may operate on
@@ -343,8 +343,84 @@ claim("with d_optimizer.step() between them, g_loss.backward() raises the versio
 # loss then no longer reaches G's part of the graph, and G's loss has a forward of its own, so no graph is
 # differentiated twice.
 
+# %% [markdown] tags=["read-after-exercises"]
+# ## Summary
+#
+# - Every tensor carries `_version`; in-place ops, including `optimizer.step()`, bump it.
+# - Autograd saves some tensors with their version; backward checks it. Which are saved follows the derivative:
+#   `a * b` keeps `b` only if `a` requires grad and `a` only if `b` does; `exp`, `sigmoid`, `tanh` keep their output.
+# - The message gives the **saved** tensor's type and shape (a Linear weight appears transposed), the node that
+#   now produces it (`AsStrided` for a view whose base was changed in place, as `step()` does), and the two versions.
+# - Seeds 001 and 000 hit it because `retain_graph=True` kept a graph alive across `optimizer.step()`.
+# - An in-place op, `ReLU(inplace=True)` included, breaks backward when the tensor it overwrites was saved: by the
+#   op that made it (Sigmoid, Tanh) or by another op that read it first (a mul by a tensor that requires grad).
+#   After Linear or Conv it is usually fine, because they do not save their output; it is not a rule about layers.
+# - Seed 002's `.data` remedy removes the error by producing a wrong gradient; `clone()` or no in-place op are the
+#   real fixes, and `no_grad()` is for updating leaves.
+
 # %% [markdown]
-# ## 4 · `ReLU(inplace=True)`: safe in one place, an error in another
+# ## Exercises
+#
+# ### Build it: a probe that finds stale saved tensors
+#
+# Every tensor autograd saves can pass through your own code. Inside
+# `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`, each tensor an operation saves for backward goes
+# through `pack(t)`, and whatever `pack` returns is kept in its place and handed to `unpack` when a backward needs
+# the tensor (the hooks stay attached to the graph, so that backward may run after the `with` block). Tools use
+# this to keep saved activations on the CPU (`torch.autograd.graph.save_on_cpu`). There is a catch: autograd
+# cannot see through your hooks, so it stops checking versions, and section 2's error becomes a wrong gradient
+# without a word:
+
+# %%
+a = torch.ones(3, requires_grad=True)
+with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+    y = a.exp()                           # exp saves y through the hooks
+y.mul_(2)                                 # the saved y moves to version 1
+y.sum().backward()                        # no error
+right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # the same loss, out of place
+claim("under saved_tensors_hooks, the stale saved y raised no error", a.grad is not None)
+claim("and the gradient is wrong: 4e (mul_'s 2 times the doubled y), where the right one is 2e",
+      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)} vs {rounded(right)}")
+
+
+# %% [markdown]
+# Put the check back yourself. Write `stale_saved(make_loss)`: run `make_loss()` (it builds a graph, may change
+# a saved tensor in place, and returns a loss) under your hooks, run the backward through that loss, and return
+# one `(shape, version when saved, version at backward)` per saved tensor whose version moved in between, `[]`
+# when none did. A tensor saved twice counts twice. The backward must compute what it computes without your
+# probe. The checker runs your probe on four graphs (section 2's `exp`, `a * a`, a clean `tanh(Linear(x))` and
+# section 3's seed 001 toy) and compares your report and the gradients with its own.
+
+# %%
+def stale_saved(make_loss):
+    """Run make_loss() and the backward through the loss it returns; one (shape, version when saved, version at
+    backward) per saved tensor whose version moved in between."""
+    ### BEGIN SOLUTION
+    stale = []
+    def pack(t):
+        return t, t._version              # the tensor itself, and its version now
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+    ### END SOLUTION
+
+my_answer = stale_saved  # SOLUTION: point this at your stale_saved
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_stale_saved(my_answer)
+assert solved, "stale_saved: not solved yet, or not right: the lines above say what is missing"
+
+# %% [markdown]
+# ## Going further · `ReLU(inplace=True)`: safe in one place, an error in another
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
 #
 # **Why it matters.** Seed 001 says in-place on non-leaves is fine, "which is why `ReLU(inplace=True)` is
 # common". The rule is not about which layer comes before it. An in-place op breaks backward when the tensor it
@@ -400,7 +476,9 @@ check("LeakyReLU then ReLU(inplace=True) raises", prediction, raised,
           "relu_ overwrites nothing a backward needs; after Tanh or Sigmoid, which save their output, it would.")
 
 # %% [markdown]
-# ## 5 · Seed 002's remedies, judged
+# ## Going further · Seed 002's remedies, judged
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
 #
 # **Why it matters.** Seed 002 lists four remedies. Three are sound in the right place; one makes the error
 # disappear by making the gradient wrong. We run each listing as written, then on a case where a tensor *was*
@@ -546,80 +624,6 @@ print(tr("in-place augmentation on the input batch: fine; model.weight.grad set:
 # | 002: `with torch.no_grad(): x += 1` | works here; does **not** help when the tensor was saved for backward |
 # | 002: `x.data += 1` | runs, no error, and can give a **silently wrong** gradient |
 # | 002: CIFAR-10 augmentation loop | downloads CIFAR-10 (not run here); its `clone()` is unnecessary, since nothing there requires grad |
-
-# %% [markdown] tags=["read-after-exercises"]
-# ## Summary
-#
-# - Every tensor carries `_version`; in-place ops, including `optimizer.step()`, bump it.
-# - Autograd saves some tensors with their version; backward checks it. Which are saved follows the derivative:
-#   `a * b` keeps `b` only if `a` requires grad and `a` only if `b` does; `exp`, `sigmoid`, `tanh` keep their output.
-# - The message gives the **saved** tensor's type and shape (a Linear weight appears transposed), the node that
-#   now produces it (`AsStrided` for a view whose base was changed in place, as `step()` does), and the two versions.
-# - Seeds 001 and 000 hit it because `retain_graph=True` kept a graph alive across `optimizer.step()`.
-# - An in-place op, `ReLU(inplace=True)` included, breaks backward when the tensor it overwrites was saved: by the
-#   op that made it (Sigmoid, Tanh) or by another op that read it first (a mul by a tensor that requires grad).
-#   After Linear or Conv it is usually fine, because they do not save their output; it is not a rule about layers.
-# - Seed 002's `.data` remedy removes the error by producing a wrong gradient; `clone()` or no in-place op are the
-#   real fixes, and `no_grad()` is for updating leaves.
-
-# %% [markdown]
-# ## Exercises
-#
-# ### Build it: a probe that finds stale saved tensors
-#
-# Every tensor autograd saves can pass through your own code. Inside
-# `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`, each tensor an operation saves for backward goes
-# through `pack(t)`, and whatever `pack` returns is kept in its place and handed to `unpack` when a backward needs
-# the tensor (the hooks stay attached to the graph, so that backward may run after the `with` block). Tools use
-# this to keep saved activations on the CPU (`torch.autograd.graph.save_on_cpu`). There is a catch: autograd
-# cannot see through your hooks, so it stops checking versions, and section 2's error becomes a wrong gradient
-# without a word:
-
-# %%
-a = torch.ones(3, requires_grad=True)
-with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
-    y = a.exp()                           # exp saves y through the hooks
-y.mul_(2)                                 # the saved y moves to version 1
-y.sum().backward()                        # no error
-right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # the same loss, out of place
-claim("under saved_tensors_hooks, the stale saved y raised no error", a.grad is not None)
-claim("and the gradient is wrong: 4e (mul_'s 2 times the doubled y), where the right one is 2e",
-      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)} vs {rounded(right)}")
-
-
-# %% [markdown]
-# Put the check back yourself. Write `stale_saved(make_loss)`: run `make_loss()` (it builds a graph, may change
-# a saved tensor in place, and returns a loss) under your hooks, run the backward through that loss, and return
-# one `(shape, version when saved, version at backward)` per saved tensor whose version moved in between, `[]`
-# when none did. A tensor saved twice counts twice. The backward must compute what it computes without your
-# probe. The checker runs your probe on four graphs (section 2's `exp`, `a * a`, a clean `tanh(Linear(x))` and
-# section 3's seed 001 toy) and compares your report and the gradients with its own.
-
-# %%
-def stale_saved(make_loss):
-    """Run make_loss() and the backward through the loss it returns; one (shape, version when saved, version at
-    backward) per saved tensor whose version moved in between."""
-    ### BEGIN SOLUTION
-    stale = []
-    def pack(t):
-        return t, t._version              # the tensor itself, and its version now
-    def unpack(packed):
-        t, version = packed
-        if t._version != version:
-            stale.append((tuple(t.shape), version, t._version))
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        loss = make_loss()
-    loss.backward()
-    return stale
-    ### END SOLUTION
-
-my_answer = stale_saved  # SOLUTION: point this at your stale_saved
-
-# %% tags=["test"]
-from gan_lessons import exercises
-solved = exercises.check_stale_saved(my_answer)
-assert solved, "stale_saved: not solved yet, or not right: the lines above say what is missing"
 
 # %% [markdown]
 # ## Going further · Anomaly detection points at the forward, not at `step()`

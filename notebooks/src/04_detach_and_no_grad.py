@@ -208,71 +208,7 @@ with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be 
 # With labels of shape `[64]` the loop runs, and it is the "D first, fresh G forward" order of lesson 05.
 
 # %% [markdown]
-# ## 4 · When detach is wrong (1): it can remove the gradient G needs
-#
-# **Why it matters.** Seed 001 fixes its G/D toy with `lossG = (g + d.detach()).sum()`. It runs, but G's
-# loss now ignores the path through D, the very path a GAN's generator learns from. Compare with the gradient
-# of the loss as written, computed correctly: with D's updated weights, by a fresh forward.
-
-# %%
-def seed001_grads(fix):
-    torch.manual_seed(0)
-    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
-    optimD = optim.Adam(D.parameters())
-    t = torch.tensor([1., 2], requires_grad=True)
-    g = G(t)
-    d = D(g)
-    optimD.zero_grad()
-    d.sum().backward(retain_graph=True)
-    optimD.step()
-    G.zero_grad(); D.zero_grad()           # every .grad back to None
-    if fix == "seed 001: d.detach()":
-        (g + d.detach()).sum().backward()
-    else:                                  # fresh forward through the updated D
-        g = G(t)
-        (g + D(g)).sum().backward()
-    return t, G.weight.grad, D.weight.grad
-
-t, detached, D_grad = seed001_grads("seed 001: d.detach()")
-_, fresh, _ = seed001_grads("fresh forward")
-claim("seed 001's d.detach(): lossG gives D no gradient (D.weight.grad is None)", D_grad is None)
-claim("and G's gradient is only d(sum g)/dW: each row is t, whatever D is", torch.equal(detached, t.detach().expand(2, 2)),
-      f"G.weight.grad = {rounded(detached)}")
-gap = (detached - fresh).abs().max().item()
-claim("it differs from G's gradient by a fresh forward through the updated D", not torch.allclose(detached, fresh),
-      f"fresh forward: {rounded(fresh)}, max |difference| {gap:.4f}")
-
-# %% [markdown]
-# The detached version's gradient is just `d(sum g)/dW`, the same whatever D says. For a GAN that means G stops
-# learning from D. Seed 001's reason for the detach, that G's loss should compute no gradient for D's parameters,
-# is met, but at the price of the path through D; freezing D or `backward(inputs=...)` (lesson 05) keep the path
-# and still spare D's gradients. Detach the **fake batch for D's loss**, never D's output in G's loss.
-
-# %% [markdown]
-# ## 5 · When detach is wrong (2): one optimizer for both models
-#
-# **Why it matters.** Seen from the other side than lesson 02: if a single optimizer steps both models, a
-# `detach()` in a loss leaves the parameters upstream of it with no gradient from that loss, and what the
-# optimizer then does to them depends on their `.grad`. The symptom is a model that silently never changes, or
-# one that does something you did not ask for.
-
-# %%
-import itertools
-
-torch.manual_seed(0)
-model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
-opt = optim.Adam(itertools.chain(model1.parameters(), model2.parameters()), lr=0.1)
-before = model1.weight.detach().clone()
-data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-for step in range(5):
-    opt.zero_grad()
-    F.cross_entropy(model2(model1(data).detach()), label).backward()
-    opt.step()
-claim("nothing reaches model1 through the detach: model1.weight.grad is None", model1.weight.grad is None)
-claim("so the shared Adam skips it: model1 is unchanged after 5 steps", torch.equal(before, model1.weight))
-
-# %% [markdown]
-# ## 6 · Seed 000's `no_grad` and `detach()`, and G's BatchNorm
+# ## 4 · Seed 000's `no_grad` and `detach()`, and G's BatchNorm
 #
 # **Why it matters.** Seed 000's notes say that for the fake batch D sees, `detach()` "expresses more precisely"
 # the intent "use the data only, do not track where its gradient came from" (its loop's comment: `detach` is
@@ -388,9 +324,9 @@ claim("and eval() changes G's output: BatchNorm now normalises with the running 
 # |---|---|
 # | 000: the "corrected training loop" | raises `ValueError: Target size (torch.Size([64, 1])) must be the same as input size (torch.Size([64]))` at its first loss; its D returns `[B]`, its labels are `[B, 1]` |
 # | 000: `with torch.no_grad(): fake = g(z).detach()` | works; the `detach()` inside `no_grad` does nothing more |
-# | 000's notes: `detach()` "expresses the intent more precisely" than `no_grad` | half true: `detach()` cuts one tensor, `no_grad` a whole block, and D gets the same gradient from both; but `detach()` comes after a forward that saved tensors for nothing. Neither stops G's BatchNorm running statistics (section 6) |
+# | 000's notes: `detach()` "expresses the intent more precisely" than `no_grad` | half true: `detach()` cuts one tensor, `no_grad` a whole block, and D gets the same gradient from both; but `detach()` comes after a forward that saved tensors for nothing. Neither stops G's BatchNorm running statistics (section 4) |
 # | 001: `lossG = (g + d.detach()).sum()` | runs, but G's gradient loses the part that flows through D |
-# | 004: detach with `itertools.chain` | runs; model1 gets no gradient from `l2` (lesson 02): its `.grad` stays `None`, so the shared Adam skips it (section 5; the last section asks what happens when it holds zeros instead) |
+# | 004: detach with `itertools.chain` | runs; model1 gets no gradient from `l2` (lesson 02): its `.grad` stays `None`, so the shared Adam skips it (side road "When detach is wrong (2)"; the last one asks what happens when it holds zeros instead) |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
@@ -447,7 +383,7 @@ assert solved, "d_step: not solved yet, or not right: the lines above say what i
 # ### Build it: samples for a figure, mid-training
 #
 # Every few hundred steps a training loop draws a grid of G's images (lesson 06's trainer does). That sampling
-# must leave no trace on training: section 6 showed what a forward in training mode does to BatchNorm's running
+# must leave no trace on training: section 4 showed what a forward in training mode does to BatchNorm's running
 # statistics, and that a `detach()` after the forward comes too late to save the graph's memory. Write
 # `sample(G, z)`: it returns G's images **as G computes them in evaluation mode**, builds no graph, leaves G's
 # parameters and running statistics as they were, and leaves G in the mode it found it in (training or
@@ -475,11 +411,79 @@ assert solved, "sample: not solved yet, or not right: the lines above say what i
 
 
 # %% [markdown]
+# ## Going further · When detach is wrong (1): it can remove the gradient G needs
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** Seed 001 fixes its G/D toy with `lossG = (g + d.detach()).sum()`. It runs, but G's
+# loss now ignores the path through D, the very path a GAN's generator learns from. Compare with the gradient
+# of the loss as written, computed correctly: with D's updated weights, by a fresh forward.
+
+# %%
+def seed001_grads(fix):
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    optimD = optim.Adam(D.parameters())
+    t = torch.tensor([1., 2], requires_grad=True)
+    g = G(t)
+    d = D(g)
+    optimD.zero_grad()
+    d.sum().backward(retain_graph=True)
+    optimD.step()
+    G.zero_grad(); D.zero_grad()           # every .grad back to None
+    if fix == "seed 001: d.detach()":
+        (g + d.detach()).sum().backward()
+    else:                                  # fresh forward through the updated D
+        g = G(t)
+        (g + D(g)).sum().backward()
+    return t, G.weight.grad, D.weight.grad
+
+t, detached, D_grad = seed001_grads("seed 001: d.detach()")
+_, fresh, _ = seed001_grads("fresh forward")
+claim("seed 001's d.detach(): lossG gives D no gradient (D.weight.grad is None)", D_grad is None)
+claim("and G's gradient is only d(sum g)/dW: each row is t, whatever D is", torch.equal(detached, t.detach().expand(2, 2)),
+      f"G.weight.grad = {rounded(detached)}")
+gap = (detached - fresh).abs().max().item()
+claim("it differs from G's gradient by a fresh forward through the updated D", not torch.allclose(detached, fresh),
+      f"fresh forward: {rounded(fresh)}, max |difference| {gap:.4f}")
+
+# %% [markdown]
+# The detached version's gradient is just `d(sum g)/dW`, the same whatever D says. For a GAN that means G stops
+# learning from D. Seed 001's reason for the detach, that G's loss should compute no gradient for D's parameters,
+# is met, but at the price of the path through D; freezing D or `backward(inputs=...)` (lesson 05) keep the path
+# and still spare D's gradients. Detach the **fake batch for D's loss**, never D's output in G's loss.
+
+# %% [markdown]
+# ## Going further · When detach is wrong (2): one optimizer for both models
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** Seen from the other side than lesson 02: if a single optimizer steps both models, a
+# `detach()` in a loss leaves the parameters upstream of it with no gradient from that loss, and what the
+# optimizer then does to them depends on their `.grad`. The symptom is a model that silently never changes, or
+# one that does something you did not ask for.
+
+# %%
+import itertools
+
+torch.manual_seed(0)
+model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
+opt = optim.Adam(itertools.chain(model1.parameters(), model2.parameters()), lr=0.1)
+before = model1.weight.detach().clone()
+data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+for step in range(5):
+    opt.zero_grad()
+    F.cross_entropy(model2(model1(data).detach()), label).backward()
+    opt.step()
+claim("nothing reaches model1 through the detach: model1.weight.grad is None", model1.weight.grad is None)
+claim("so the shared Adam skips it: model1 is unchanged after 5 steps", torch.equal(before, model1.weight))
+
+# %% [markdown]
 # ## Going further · `None` or zeros: `zero_grad(set_to_none=...)`
 #
 # *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
 #
-# In section 5, model1 stayed put because its `.grad` was `None`:
+# In the side road "When detach is wrong (2)", model1 stayed put because its `.grad` was `None`:
 # `opt.zero_grad()` sets every `.grad` to `None` (`set_to_none=True`, the default since torch 2.0), backward never
 # wrote one, and an optimizer skips a parameter whose `.grad` is `None`. `opt.zero_grad(set_to_none=False)` fills
 # the `.grad`s with zeros instead, as `zero_grad()` did before torch 2.0. Below, one Adam owns G and D; G takes a

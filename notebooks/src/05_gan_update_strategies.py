@@ -390,43 +390,6 @@ ref = results["d_first_reuse_fake"].ms_per_step
 print(tr("time relative to d_first_reuse_fake: {ratios}",
          ratios={n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error}))
 
-# %% [markdown]
-# ## 5 · Switch strategies yourself
-#
-# **Why it matters.** The widget runs the chosen strategy for one step on a small GAN (2-D points on a ring of
-# eight Gaussians, so it trains in seconds on a CPU). It shows the step's graph, with saved tensors coloured by
-# state, the strategy's cost row from the table above, and a short training curve. It draws the default choice
-# once when created.
-
-# %%
-import math
-from gan_lessons.widgets import StrategyPanel
-
-RING_GEN = torch.Generator().manual_seed(0)     # one stream for every batch below
-
-def ring_batch(n=128, gen=RING_GEN):
-    """Points from eight Gaussians on a circle: the classic 2-D GAN toy."""
-    angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
-    centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
-    return centres + 0.05 * torch.randn(n, 2, generator=gen)
-
-torch.manual_seed(0)
-toy_G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
-toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.Flatten(0))
-toy_noise_gen = torch.Generator().manual_seed(1)
-toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
-
-# %% tags=["nbval-ignore-output"]
-panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
-panel
-
-# %%
-shown = panel.shown[panel.buttons.value]
-print(tr("default strategy: {name}", name=panel.buttons.value))
-print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
-print(shown["graph"])
-
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -493,6 +456,45 @@ my_answer = my_step  # SOLUTION: point this at your my_step
 from gan_lessons import exercises
 solved = exercises.check_strategy(my_answer)
 assert solved, "strategy: not solved yet, or not right: the lines above say what is missing"
+
+# %% [markdown]
+# ## Going further · Switch strategies yourself
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** The widget runs the chosen strategy for one step on a small GAN (2-D points on a ring of
+# eight Gaussians, so it trains in seconds on a CPU). It shows the step's graph, with saved tensors coloured by
+# state, the strategy's cost row from the table above, and a short training curve. It draws the default choice
+# once when created.
+
+# %%
+import math
+from gan_lessons.widgets import StrategyPanel
+
+RING_GEN = torch.Generator().manual_seed(0)     # one stream for every batch below
+
+def ring_batch(n=128, gen=RING_GEN):
+    """Points from eight Gaussians on a circle: the classic 2-D GAN toy."""
+    angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
+    centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
+    return centres + 0.05 * torch.randn(n, 2, generator=gen)
+
+torch.manual_seed(0)
+toy_G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
+toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.Flatten(0))
+toy_noise_gen = torch.Generator().manual_seed(1)
+toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
+
+# %% tags=["nbval-ignore-output"]
+panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
+panel
+
+# %%
+shown = panel.shown[panel.buttons.value]
+print(tr("default strategy: {name}", name=panel.buttons.value))
+print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
+print(shown["graph"])
+
 
 # %% [markdown]
 # ## Going further · Why `one_forward` can come out slowest

@@ -351,32 +351,6 @@ claim("the seed's G, in its one run, collapsed onto 0s and 8s: together they are
 # say that `tanh` fixes the seed's training you would need several runs per setting, at least 3 seeds each,
 # with the spread of their scores; this lesson does not train them.
 
-# %% [markdown]
-# ## 7 · Two strategies, compared
-#
-# **Why it matters.** Lesson 05 showed that the alternating orders cost nearly the same. Do they train the same?
-# Here two runs from the same seed and the same settings, one per strategy, are compared by their curves and
-# their scores. Both must have learned (every digit present) for the comparison to mean anything. On a GPU, the
-# full run's epochs show the full curves.
-
-# %% tags=["nbval-ignore-output"]
-trained = {cfg.strategy: trainer,   # the run above, and the same settings with g_first's order
-           "g_first": training.train(dataclasses.replace(cfg, strategy="g_first", out=str(training.RUNS / "lesson06_g_first")))}
-runs = {}
-for strategy, t in trained.items():
-    G_s = t.G.eval().cpu()
-    with torch.no_grad():
-        fakes = G_s(torch.randn(2000, G_s.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
-    runs[strategy] = (t.history, metrics.evaluate(fakes))
-plots.loss_figure({s: h for s, (h, _) in runs.items()}, title=tr("two strategies, same seed"))
-plt.show()
-for s, (_, m) in runs.items():
-    print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
-             fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
-    claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005,
-          on='these runs')
-
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -440,3 +414,31 @@ my_answer = save_state  # SOLUTION: point this at your save_state (no parenthese
 from gan_lessons import exercises
 solved = exercises.check_resume(my_answer, load_state)
 assert solved, "resume: not solved yet, or not right: the lines above say what is missing"
+
+# %% [markdown]
+# ## Going further · Two strategies, compared
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** Lesson 05 showed that the alternating orders cost nearly the same. Do they train the same?
+# Here two runs from the same seed and the same settings, one per strategy, are compared by their curves and
+# their scores. Both must have learned (every digit present) for the comparison to mean anything. On a GPU, the
+# full run's epochs show the full curves.
+
+# %% tags=["nbval-ignore-output"]
+trained = {cfg.strategy: trainer,   # the run above, and the same settings with g_first's order
+           "g_first": training.train(dataclasses.replace(cfg, strategy="g_first", out=str(training.RUNS / "lesson06_g_first")))}
+runs = {}
+for strategy, t in trained.items():
+    G_s = t.G.eval().cpu()
+    with torch.no_grad():
+        fakes = G_s(torch.randn(2000, G_s.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
+    runs[strategy] = (t.history, metrics.evaluate(fakes))
+plots.loss_figure({s: h for s, (h, _) in runs.items()}, title=tr("two strategies, same seed"))
+plt.show()
+for s, (_, m) in runs.items():
+    print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
+             fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
+    claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005,
+          on='these runs')
+

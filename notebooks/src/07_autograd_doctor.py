@@ -147,139 +147,7 @@ claim("the doctor had nothing to say about the clean step", doc.diagnoses == [],
 
 
 # %% [markdown]
-# ## 2 · The other seeds' broken listings
-#
-# **Why it matters.** Each seed hits one of these errors from a different direction. The doctor names the moving
-# part every time.
-#
-# First the smallest case of all: one loss, and `backward()` called on it twice. Section 1's diagnosis was of
-# kind `"version"` (a saved tensor changed in place). The doctor has a kind for every autograd error it knows, each
-# named after what went wrong; here are their names, read from its catalogue:
-
-# %%
-from gan_lessons.doctor.catalogue import CATALOGUE
-print(", ".join(kind.key for kind in CATALOGUE))
-
-# %% reveals=["first (call|backward) freed", "first call freed its graph"] tags=["predict"]
-prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?
-x = torch.ones(2, requires_grad=True)
-kind = None                                  # stays None if nothing raises
-try:
-    with doctor(x=x):
-        y = (x * x).sum()
-        y.backward()
-        y.backward()
-except RuntimeError as error:
-    kind = error.diagnosis.kind
-check("diagnosis kind", prediction, kind,
-      why="mul saved x (twice) for its backward; the first backward used and freed it, so the second has nothing to "
-          "work with. It is one loss, so the doctor's fix is to call backward() once, not to detach.")
-
-
-# %% [markdown]
-# From here on, before each broken listing runs, write down what the doctor will say, as
-# `dict(kind=..., tensor=..., line=...)`: the kind; the tensor it names (for `"version"` the stale tensor, written
-# as its owner and attribute, such as `G.bias`; for `"freed"` a tensor through which the second loss reaches the
-# part that was freed); and the line to blame, the one that changed that tensor or freed that part (its code, or
-# its line number in the cell). The doctor is the answer key.
-#
-# **Seed 001's G/D toy**, first without `retain_graph`:
-
-# %%
-def seed001(retain_graph):
-    torch.manual_seed(0)
-    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
-    optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-    with doctor(G=G, D=D, optimG=optimG, optimD=optimD):
-        t = torch.tensor([1., 2], requires_grad=True)
-        g = G(t)
-        d = D(g)
-        lossD = d.sum()
-        optimD.zero_grad()
-        lossD.backward(retain_graph=retain_graph)
-        optimD.step()
-        lossG = (g + d).sum()
-        optimG.zero_grad()
-        lossG.backward()
-
-
-# %% reveals=["freed by: the backward at line", "the first backward freed it"] tags=["predict"]
-prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
-with expect_error(RuntimeError, "backward through the graph a second time") as caught:
-    seed001(retain_graph=False)
-check_diagnosis(prediction, caught.error.diagnosis)
-
-# %% [markdown]
-# Its `not:` line already says what `retain_graph=True` would do here. Seed 001 tried it (on Colab, whose
-# ipykernel is 6.17, the `DoctorWarning` may come after the error's lines instead of before them):
-
-# %%
-with expect_error(RuntimeError, "is at version 2; expected version 1"):
-    seed001(retain_graph=True)
-
-# %% [markdown]
-# Seed 001 explains both failures itself, as the doctor does: without `retain_graph`, the graph from G to D is
-# freed by the first backward; with it, `optimD.step()` has changed D's parameters in place, and `lossG` depends on
-# D's output `d`.
-
-# %% [markdown]
-# **Seed 003's strategy 1** (`gan_lessons.strategies.retain_graph_seed003`): the lines named are inside the strategy
-# function, which is exactly the code to fix.
-
-# %%
-torch.manual_seed(0)
-G, D = Generator(), Discriminator()
-opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-noise = lambda n: torch.randn(n, G.z_dim)
-with expect_error(RuntimeError, "modified by an inplace operation"):
-    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
-        strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
-
-# %% [markdown]
-# **Seed 004's model1/model2 loop**: two losses, each with its own optimizer. Predict first.
-
-# %% reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"] tags=["predict"]
-prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
-torch.manual_seed(0)
-model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
-optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
-optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
-loss = nn.CrossEntropyLoss()
-data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-with expect_error(RuntimeError, "backward through the graph a second time") as caught:
-    with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
-        a = model1(data)
-        b = model2(a)
-        l1, l2 = loss(a, label), loss(b, label)
-        optimizer2.zero_grad()
-        l2.backward()
-        optimizer2.step()
-        optimizer1.zero_grad()
-        l1.backward()
-check_diagnosis(prediction, caught.error.diagnosis)
-
-# %% [markdown]
-# **Seed 001's leaf error** and **its non-leaf `.grad`**:
-
-# %%
-a = torch.tensor([1., 2, 3], requires_grad=True)
-with expect_error(RuntimeError, "leaf Variable that requires grad"):
-    with doctor(a=a):
-        c = a * 2
-        a += 1
-
-# %%
-G = nn.Linear(2, 2)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", UserWarning)   # PyTorch's own warning; the doctor's diagnosis follows
-    warnings.simplefilter("always", DoctorWarning)
-    with doctor(G=G) as doc:
-        x_fake = G(torch.randn(3, 2))
-        x_fake.sum().backward()
-        x_fake.grad
-
-# %% [markdown]
-# ## 3 · Four broken training loops of the kinds people post
+# ## 2 · Four broken training loops of the kinds people post
 #
 # **Why it matters.** Real code breaks in ways no blog post listed. Here are four new ones.
 #
@@ -369,7 +237,7 @@ claim("one warning, naming the .data change", len(doc.diagnoses) == 1 and "`.dat
       on="this package's doctor")
 
 # %% [markdown]
-# ## 4 · The doctor in every cell: `%load_ext gan_lessons`
+# ## 3 · The doctor in every cell: `%load_ext gan_lessons`
 #
 # **Why it matters.** Wrapping code in `with doctor(...)` is fine for a script. In a notebook, the extension does
 # it for you: every cell runs under a doctor. Names are looked up when a diagnosis needs them, not before the cell
@@ -569,3 +437,137 @@ def my_buggy_loop():
 expected = "freed"  # SOLUTION: the diagnosis kind you expect: "leaf_inplace", "freed" or "version"
 my_answer = my_buggy_loop  # SOLUTION: point this at your loop
 solved = exercises.check_doctor_bug(my_answer, expected)
+
+# %% [markdown]
+# ## Going further · The other seeds' broken listings
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** Each seed hits one of these errors from a different direction. The doctor names the moving
+# part every time.
+#
+# First the smallest case of all: one loss, and `backward()` called on it twice. Section 1's diagnosis was of
+# kind `"version"` (a saved tensor changed in place). The doctor has a kind for every autograd error it knows, each
+# named after what went wrong; here are their names, read from its catalogue:
+
+# %%
+from gan_lessons.doctor.catalogue import CATALOGUE
+print(", ".join(kind.key for kind in CATALOGUE))
+
+# %% reveals=["first (call|backward) freed", "first call freed its graph"] tags=["predict"]
+prediction = "freed"  # SOLUTION: `y.backward()` twice on the same y: which kind of diagnosis?
+x = torch.ones(2, requires_grad=True)
+kind = None                                  # stays None if nothing raises
+try:
+    with doctor(x=x):
+        y = (x * x).sum()
+        y.backward()
+        y.backward()
+except RuntimeError as error:
+    kind = error.diagnosis.kind
+check("diagnosis kind", prediction, kind,
+      why="mul saved x (twice) for its backward; the first backward used and freed it, so the second has nothing to "
+          "work with. It is one loss, so the doctor's fix is to call backward() once, not to detach.")
+
+
+# %% [markdown]
+# From here on, before each broken listing runs, write down what the doctor will say, as
+# `dict(kind=..., tensor=..., line=...)`: the kind; the tensor it names (for `"version"` the stale tensor, written
+# as its owner and attribute, such as `G.bias`; for `"freed"` a tensor through which the second loss reaches the
+# part that was freed); and the line to blame, the one that changed that tensor or freed that part (its code, or
+# its line number in the cell). The doctor is the answer key.
+#
+# **Seed 001's G/D toy**, first without `retain_graph`:
+
+# %%
+def seed001(retain_graph):
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    with doctor(G=G, D=D, optimG=optimG, optimD=optimD):
+        t = torch.tensor([1., 2], requires_grad=True)
+        g = G(t)
+        d = D(g)
+        lossD = d.sum()
+        optimD.zero_grad()
+        lossD.backward(retain_graph=retain_graph)
+        optimD.step()
+        lossG = (g + d).sum()
+        optimG.zero_grad()
+        lossG.backward()
+
+
+# %% reveals=["freed by: the backward at line", "the first backward freed it"] tags=["predict"]
+prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
+    seed001(retain_graph=False)
+check_diagnosis(prediction, caught.error.diagnosis)
+
+# %% [markdown]
+# Its `not:` line already says what `retain_graph=True` would do here. Seed 001 tried it (on Colab, whose
+# ipykernel is 6.17, the `DoctorWarning` may come after the error's lines instead of before them):
+
+# %%
+with expect_error(RuntimeError, "is at version 2; expected version 1"):
+    seed001(retain_graph=True)
+
+# %% [markdown]
+# Seed 001 explains both failures itself, as the doctor does: without `retain_graph`, the graph from G to D is
+# freed by the first backward; with it, `optimD.step()` has changed D's parameters in place, and `lossG` depends on
+# D's output `d`.
+
+# %% [markdown]
+# **Seed 003's strategy 1** (`gan_lessons.strategies.retain_graph_seed003`): the lines named are inside the strategy
+# function, which is exactly the code to fix.
+
+# %%
+torch.manual_seed(0)
+G, D = Generator(), Discriminator()
+opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+noise = lambda n: torch.randn(n, G.z_dim)
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+        strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
+
+# %% [markdown]
+# **Seed 004's model1/model2 loop**: two losses, each with its own optimizer. Predict first.
+
+# %% reveals=["freed by: the backward at line \\d+ \\(`l2", "through `a`"] tags=["predict"]
+prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: what will the doctor say? dict(kind=..., tensor=..., line=...)
+torch.manual_seed(0)
+model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
+optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
+optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
+loss = nn.CrossEntropyLoss()
+data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
+    with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
+        a = model1(data)
+        b = model2(a)
+        l1, l2 = loss(a, label), loss(b, label)
+        optimizer2.zero_grad()
+        l2.backward()
+        optimizer2.step()
+        optimizer1.zero_grad()
+        l1.backward()
+check_diagnosis(prediction, caught.error.diagnosis)
+
+# %% [markdown]
+# **Seed 001's leaf error** and **its non-leaf `.grad`**:
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+with expect_error(RuntimeError, "leaf Variable that requires grad"):
+    with doctor(a=a):
+        c = a * 2
+        a += 1
+
+# %%
+G = nn.Linear(2, 2)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)   # PyTorch's own warning; the doctor's diagnosis follows
+    warnings.simplefilter("always", DoctorWarning)
+    with doctor(G=G) as doc:
+        x_fake = G(torch.randn(3, 2))
+        x_fake.sum().backward()
+        x_fake.grad

@@ -135,31 +135,7 @@ da, db, dunused = grad(a * b, (a, b, unused), allow_unused=True)
 claim("d(ab)/da = b, d(ab)/db = a, and an unused input gets None", da.item() == 5.0 and db.item() == 2.0 and dunused is None)
 
 # %% [markdown]
-# ## 2 · The graph of a gradient
-#
-# **Why it matters.** With `create_graph=True` autograd records the backward pass as a new forward graph. Its
-# nodes are the *derivatives* of D's operations: a LeakyReLU's backward becomes a `LeakyReluBackwardBackward0`
-# node, and the transposed weights of the backward (`TBackward0`, `MmBackward0`) lead back to D's parameters.
-# That is the path a penalty's gradient takes to train D. Here is the penalty of a small critic, drawn from the
-# live tensors:
-
-# %%
-torch.manual_seed(0)
-D_small = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
-x_hat = torch.randn(3, 4, requires_grad=True)
-scores = D_small(x_hat).squeeze(1)
-g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
-penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
-nodes = sorted({type(fn).__name__ for fn in graphs.walk([penalty])})
-claim("the penalty's graph holds the derivative of D's LeakyReLU, and reaches both of D's weights",
-      "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
-      and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
-      ", ".join(nodes))
-graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
-            title=tr("a gradient penalty's graph (create_graph=True)"))
-
-# %% [markdown]
-# ## 3 · WGAN-GP's penalty, one line at a time
+# ## 2 · WGAN-GP's penalty, one line at a time
 #
 # **Why it matters.** WGAN-GP asks D (a *critic*: a score, no sigmoid) to have gradient norm 1 with respect to
 # its input, on points between real and fake images: `x_hat = eps·x_real + (1 − eps)·x_fake`, one `eps` per image.
@@ -236,7 +212,7 @@ claim("through the same D with SiLU they are not", any(bool(t.abs().sum() > 0) f
 
 
 # %% [markdown]
-# ## 4 · A penalty without `create_graph=True`
+# ## 3 · A penalty without `create_graph=True`
 #
 # **Why it matters.** Drop `create_graph=True` and everything still runs. The penalty is computed and printed,
 # and it is added to `loss_D`. Below, D's gradients from three losses on the same batch: the critic's loss alone
@@ -296,64 +272,11 @@ with expect_warning(DoctorWarning, "create_graph"):
 
 
 # %% [markdown]
-# ## 5 · `retain_graph` in penalty code: `True`, left out, or `False`
-#
-# **Why it matters.** Penalty code found online often reads `autograd.grad(..., create_graph=True,
-# retain_graph=True)` and then `loss_D.backward(retain_graph=True)`. The first `retain_graph=True` repeats what
-# `create_graph=True` already does (section 1). The second keeps every saved tensor of the step alive after it,
-# until the graph is dropped, for a second backward that never comes. Deleting either is safe. And writing
-# `retain_graph=False` next to `create_graph=True`? In R1-style code (section 6), the penalty's gradient and the
-# loss share one forward of D on the real images:
-
-# %%
-def r1_loss(**grad_options):
-    x_real_leaf = x_real.clone().requires_grad_(True)
-    scores_real = D(x_real_leaf)
-    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
-    return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # the loss and R1, weight 5
-
-
-# %% reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"] tags=["predict"]
-prediction = True  # SOLUTION: does r1_loss(retain_graph=False).backward() raise? (True/False)
-try:
-    r1_loss(retain_graph=False).backward()
-    backward_ran = True
-except RuntimeError:
-    backward_ran = False
-check("r1_loss(retain_graph=False).backward() raises", prediction, not backward_ran,
-      why="retain_graph=False frees what D's forward on the real images saved as soon as the gradient is taken, and "
-          "the loss's backward still needs it.")
-
-# %%
-with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
-    r1_loss(retain_graph=False).backward()
-
-
-# %% [markdown]
-# `retain_graph=False` beside `create_graph=True` freed D's forward on the real images, which the loss needed.
-# Leave `retain_graph` out (it then follows `create_graph`), and the same code runs. And the final
-# `backward(retain_graph=True)` only keeps memory: after it, the saved tensors are still held.
-
-# %%
-def r1_step(retain):
-    loss = r1_loss()                                        # retain_graph left out
-    D.zero_grad()
-    loss.backward(retain_graph=retain)
-    return loss, [p.grad.clone() for p in D.parameters()]
-
-(loss_kept, grads_kept), (loss_freed, grads_freed) = r1_step(retain=True), r1_step(retain=False)
-claim("the step gives the same gradients with and without backward(retain_graph=True)",
-      all(torch.allclose(a, b) for a, b in zip(grads_kept, grads_freed)))
-kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
-claim("but with it, the step's saved tensors stay in memory afterwards", kept > 0 and freed == 0,
-      f"{kept / 2**20:.2f} MiB still held vs {freed} bytes")
-
-# %% [markdown]
-# ## 6 · R1 on real images, and lazy regularisation
+# ## 4 · R1 on real images, and lazy regularisation
 #
 # **Why it matters.** R1 penalises D's gradient on *real* images only, `γ/2 · E‖∇x D(x_real)‖²`, pushing D to be
-# flat where the data is. It is computed from the real images' own forward, so `x_real` must require grad (section
-# 5's `r1_loss` adds it with weight 5). StyleGAN2 computes it only every *k*-th minibatch (k = 16) and multiplies it
+# flat where the data is. It is computed from the real images' own forward, so `x_real` must require grad (the side
+# road on `retain_graph` has an `r1_loss` that adds it with weight 5). StyleGAN2 computes it only every *k*-th minibatch (k = 16) and multiplies it
 # by *k*: on average it weighs the same, at a fraction of the cost. `strategies.r1_penalty` is R1 with weight 1;
 # in the exercises you write lazy R1 yourself.
 
@@ -397,180 +320,6 @@ gap = ((lazy_estimate - summed).norm() / summed.norm()).item()
 claim("while D trains, lazy R1's one gradient only estimates the 16 it stands for: they differ", gap > 1e-3,
       f"relative gap {gap:.1%} over 16 Adam steps at lr 2e-4")
 
-
-# %% [markdown]
-# ## 7 · `n_critic` critic steps per G step, and the fake batch
-#
-# **Why it matters.** WGAN-GP takes 5 critic steps for each G step. A loop that makes each critic step's fake
-# with `G(z)` and does not detach it fills G's `.grad` five times with the gradient of the *critic's* loss. If
-# `opt_G.zero_grad()` is called once at the top of the iteration, G's step then adds its own gradient to those.
-# The critic's loss rewards D for scoring fakes low; its gradient on G pushes G the opposite way from G's own
-# loss, and there are five of them. A `zero_grad()` right before G's backward throws them away, so G's step is
-# right again; what stays is the cost, five backward passes through G for nothing:
-
-# %%
-def n_critic_iteration(detach, n_critic=5, zero_grad_before_G=False):
-    g, d = copy.deepcopy(G), copy.deepcopy(D)
-    opt_G = torch.optim.Adam(g.parameters(), lr=1e-4, betas=(0.0, 0.9))
-    opt_D = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
-    torch.manual_seed(1)
-    opt_G.zero_grad()
-    for _ in range(n_critic):
-        x_fake = g(torch.randn(16, g.z_dim))
-        loss_D = d(x_fake.detach() if detach else x_fake).mean() - d(x_real).mean()
-        opt_D.zero_grad()
-        loss_D.backward()
-        opt_D.step()
-    loss_G = -d(g(torch.randn(16, g.z_dim))).mean()
-    if zero_grad_before_G:
-        opt_G.zero_grad()
-    loss_G.backward()
-    return torch.cat([p.grad.flatten() for p in g.parameters()])
-
-right_G, polluted_G = n_critic_iteration(detach=True), n_critic_iteration(detach=False)
-cosine = F.cosine_similarity(right_G, polluted_G, dim=0).item()
-claim("without detach, G's gradient at its step points away from the right one (negative cosine)", cosine < 0,
-      f"cosine {cosine:.2f}")
-late_zero_G = n_critic_iteration(detach=False, zero_grad_before_G=True)
-claim("with opt_G.zero_grad() right before G's backward, the undetached loop gives G exactly the right gradient",
-      torch.equal(late_zero_G, right_G))
-
-# %% [markdown]
-# `strategies.wgan_gp` avoids both traps: each call is one critic step on a fake made under `no_grad`, and G
-# steps once every `n_critic` calls, counted by `opt_D`'s own step counter (so a resumed run keeps the cadence).
-
-# %%
-torch.manual_seed(0)
-G8, D8 = Generator(tanh=True), Discriminator()
-opt_G8 = torch.optim.Adam(G8.parameters(), lr=1e-4, betas=(0.0, 0.9))
-opt_D8 = torch.optim.Adam(D8.parameters(), lr=1e-4, betas=(0.0, 0.9))
-steps = {"G": 0, "D": 0}
-hooks = [opt_G8.register_step_post_hook(lambda *a: steps.__setitem__("G", steps["G"] + 1)),
-         opt_D8.register_step_post_hook(lambda *a: steps.__setitem__("D", steps["D"] + 1))]
-noise = lambda n: torch.randn(n, G8.z_dim)
-for _ in range(10):
-    loss_D, loss_G = strategies.wgan_gp(G8, D8, opt_G8, opt_D8, x_real, noise, n_critic=5)
-claim("10 calls of wgan_gp with n_critic=5: D steps 10 times, G twice", steps == {"G": 2, "D": 10}, steps)
-
-# %% [markdown]
-# ## 8 · What a penalty costs, measured
-#
-# **Why it matters.** The penalty needs one more D forward (on `x_hat`) and a backward through the gradient's
-# own graph: a double backward. The cost probe of lesson 05 counts passes through G and D with hooks. Here it
-# runs the DCGAN-style order and `wgan_gp` on seed 000's models; `wgan_gp`'s counts are averages over its
-# 5-call cycle (four critic steps alone, one followed by G's step). Last, why `torch.compile` cannot make a
-# penalty cheaper.
-
-# %% tags=["nbval-ignore-output"]
-measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)
-            for name in ("d_first_reuse_fake", "wgan_gp")}
-display(Markdown(costs.cost_table_markdown(measured.values())))
-
-# %%
-gp_cost = measured["wgan_gp"]
-claim("wgan_gp: 3 D forwards per critic step (fake, real, x_hat), and a 4th on every 5th call for G: 3.2 a call",
-      gp_cost.D_forward == 3.2, f"{gp_cost.D_forward:g}")
-claim("G is backpropagated on 1 call in 5 only (its fakes for D are made under no_grad)", gp_cost.G_backward == 0.2,
-      f"{gp_cost.G_backward:g}")
-claim("each D parameter gets one gradient accumulation a call: the penalty's and the loss's arrive in one backward",
-      gp_cost.D_grad_passes == 1, f"{gp_cost.D_grad_passes:g}")
-
-# %% [markdown]
-# What the penalty itself adds to one critic step, on the same batch: the tensors autograd saves (the double
-# backward needs the gradient's graph too), and the time of a critic step with and without it.
-
-# %%
-G16, D16, x_real16, noise16 = costs.fresh_gan(batch=16)
-with torch.no_grad():
-    x_fake16 = G16(noise16(16))
-
-def critic_step_loss(gp_weight):
-    loss_D = D16(x_fake16).mean() - D16(x_real16).mean()
-    return loss_D + gp_weight * strategies.gradient_penalty(D16, x_real16, x_fake16) if gp_weight else loss_D
-
-saved_plain = graphs.saved_bytes({"loss_D": critic_step_loss(0)}, exclude=list(D16.parameters()))
-saved_gp = graphs.saved_bytes({"loss_D": critic_step_loss(10)}, exclude=list(D16.parameters()))
-claim("with the penalty a critic step saves more than 1.5 times the bytes it saves without",
-      saved_gp > 1.5 * saved_plain, f"{saved_plain / 2**20:.2f} MiB without, {saved_gp / 2**20:.2f} MiB with")
-
-
-# %% tags=["nbval-ignore-output"]
-def ms_per_critic_step(gp_weight, repeats=7):
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        loss_D = critic_step_loss(gp_weight)
-        D16.zero_grad()
-        loss_D.backward()
-        times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
-
-ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # warm-up
-without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
-print(tr("critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
-         "({ratio:.2f}x), batch 16, torch {version}", without=without, with_gp=with_gp, ratio=with_gp / without,
-         version=torch.__version__))
-
-# %% [markdown]
-# **A penalty cannot run through AOTAutograd.** The usual way to make a step cheaper is `torch.compile(D)`.
-# A compiled module runs its forward and its backward as functions that AOTAutograd made, and a penalty needs the
-# backward of that backward. Here is the smallest case, on section 2's small critic, with `backend="aot_eager"`:
-# it runs AOTAutograd without generating code, so no C++ compiler is needed (the default backend, inductor, goes
-# through the same AOTAutograd). On Colab with Python 3.13.0, each compiled cell also prints torch's warning that
-# guards may run slower on that Python release; it changes nothing here (`make check-colab`, docs/setup.md).
-
-# %%
-D_compiled = torch.compile(D_small, backend="aot_eager")
-x_hat = torch.randn(3, 4, requires_grad=True)
-scores = D_compiled(x_hat)
-g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
-claim("through a compiled D, grad(..., create_graph=True) returns a gradient with a grad_fn", g.grad_fn is not None,
-      type(g.grad_fn).__name__)
-with expect_error(RuntimeError, "does not currently support double backward"):
-    ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
-
-D_dynamo_only = torch.compile(D_small, backend="eager")   # Dynamo captures the graph; nothing is compiled ahead
-scores = D_dynamo_only(x_hat)
-g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
-((g.norm(2, dim=1) - 1) ** 2).mean().backward()
-claim("with backend=\"eager\", which skips AOTAutograd, the penalty's backward runs and reaches D's weights",
-      all(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in (D_small[0].weight, D_small[2].weight)))
-D_small.zero_grad(set_to_none=True)
-
-# %% [markdown]
-# The gradient comes back; the error waits for the penalty's backward. `backend="eager"` runs it: it hands the
-# captured graph back to PyTorch to run as it is, with no AOTAutograd in between. The trainer knows: `TrainConfig` refuses
-# `fast=True` (compile G and D) with `wgan_gp`. What does run is the critic's loss through the compiled D and the
-# penalty through the module it wraps, `D_compiled._orig_mod`, which holds the same parameters.
-
-# %%
-with expect_error(ConfigError, "cannot train wgan_gp"):
-    TrainConfig(strategy="wgan_gp", fast=True).validate()
-
-x_fake_small, x_real_small = torch.randn(3, 4), torch.randn(3, 4)
-
-def small_critic_grads(D_loss, D_penalty):
-    loss = D_loss(x_fake_small).mean() - D_loss(x_real_small).mean() + 10 * strategies.gradient_penalty(
-        D_penalty, x_real_small, x_fake_small, eps=torch.tensor([0.2, 0.5, 0.9]))
-    return grad(loss, list(D_small.parameters()))
-
-mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
-claim("the loss through the compiled D, the penalty through D_compiled._orig_mod: it runs, and D gets the "
-      "gradients it gets with no compile at all", all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
-
-
-# %% [markdown] tags=["read-after-exercises"]
-# ### What people write, and what it does
-#
-# | what people write | on today's torch |
-# |---|---|
-# | `torch.autograd.grad(D(x_hat), x_hat)` with D's one score per image | raises "grad can be implicitly created only for scalar outputs" (section 3) |
-# | interpolates made from detached tensors, without `requires_grad_()` | raises "One of the differentiated Tensors does not require grad" (section 3) |
-# | the penalty's `autograd.grad` without `create_graph=True` | runs, and the penalty trains nothing: its gradient on D is zero (section 4) |
-# | `autograd.grad(..., create_graph=True, retain_graph=True)` | runs; `retain_graph=True` is what `create_graph=True` already implies (section 5) |
-# | `create_graph=True, retain_graph=False` on D's real scores, then the loss on the same scores | raises "Trying to backward through the graph a second time" (section 5) |
-# | `torch.compile(D)`, then a gradient penalty through it | `autograd.grad(..., create_graph=True)` runs; the penalty's backward raises "does not currently support double backward" (section 8) |
-# | `n_critic` critic steps on a fake batch that is not detached, `opt_G.zero_grad()` once at the top of the iteration | runs, and G's gradient points the wrong way; with `zero_grad()` right before G's backward it is right, and the critic steps still pay for backward passes through G (section 7) |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
@@ -653,3 +402,262 @@ my_answer = r1_term  # SOLUTION: point this at your r1_term
 from gan_lessons import exercises
 solved = exercises.check_lazy_r1(my_answer)
 assert solved, "lazy_r1: not solved yet, or not right: the lines above say what is missing"
+
+# %% [markdown]
+# ## Going further · The graph of a gradient
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** With `create_graph=True` autograd records the backward pass as a new forward graph. Its
+# nodes are the *derivatives* of D's operations: a LeakyReLU's backward becomes a `LeakyReluBackwardBackward0`
+# node, and the transposed weights of the backward (`TBackward0`, `MmBackward0`) lead back to D's parameters.
+# That is the path a penalty's gradient takes to train D. Here is the penalty of a small critic, drawn from the
+# live tensors:
+
+# %%
+torch.manual_seed(0)
+D_small = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+x_hat = torch.randn(3, 4, requires_grad=True)
+scores = D_small(x_hat).squeeze(1)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+nodes = sorted({type(fn).__name__ for fn in graphs.walk([penalty])})
+claim("the penalty's graph holds the derivative of D's LeakyReLU, and reaches both of D's weights",
+      "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
+      and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
+      ", ".join(nodes))
+graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
+            title=tr("a gradient penalty's graph (create_graph=True)"))
+
+# %% [markdown]
+# ## Going further · `retain_graph` in penalty code: `True`, left out, or `False`
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** Penalty code found online often reads `autograd.grad(..., create_graph=True,
+# retain_graph=True)` and then `loss_D.backward(retain_graph=True)`. The first `retain_graph=True` repeats what
+# `create_graph=True` already does (section 1). The second keeps every saved tensor of the step alive after it,
+# until the graph is dropped, for a second backward that never comes. Deleting either is safe. And writing
+# `retain_graph=False` next to `create_graph=True`? In R1-style code (section 4), the penalty's gradient and the
+# loss share one forward of D on the real images:
+
+# %%
+def r1_loss(**grad_options):
+    x_real_leaf = x_real.clone().requires_grad_(True)
+    scores_real = D(x_real_leaf)
+    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
+    return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # the loss and R1, weight 5
+
+
+# %% reveals=["retain_graph=False.{0,60}(breaks|freed|frees)"] tags=["predict"]
+prediction = True  # SOLUTION: does r1_loss(retain_graph=False).backward() raise? (True/False)
+try:
+    r1_loss(retain_graph=False).backward()
+    backward_ran = True
+except RuntimeError:
+    backward_ran = False
+check("r1_loss(retain_graph=False).backward() raises", prediction, not backward_ran,
+      why="retain_graph=False frees what D's forward on the real images saved as soon as the gradient is taken, and "
+          "the loss's backward still needs it.")
+
+# %%
+with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+    r1_loss(retain_graph=False).backward()
+
+
+# %% [markdown]
+# `retain_graph=False` beside `create_graph=True` freed D's forward on the real images, which the loss needed.
+# Leave `retain_graph` out (it then follows `create_graph`), and the same code runs. And the final
+# `backward(retain_graph=True)` only keeps memory: after it, the saved tensors are still held.
+
+# %%
+def r1_step(retain):
+    loss = r1_loss()                                        # retain_graph left out
+    D.zero_grad()
+    loss.backward(retain_graph=retain)
+    return loss, [p.grad.clone() for p in D.parameters()]
+
+(loss_kept, grads_kept), (loss_freed, grads_freed) = r1_step(retain=True), r1_step(retain=False)
+claim("the step gives the same gradients with and without backward(retain_graph=True)",
+      all(torch.allclose(a, b) for a, b in zip(grads_kept, grads_freed)))
+kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
+claim("but with it, the step's saved tensors stay in memory afterwards", kept > 0 and freed == 0,
+      f"{kept / 2**20:.2f} MiB still held vs {freed} bytes")
+
+# %% [markdown]
+# ## Going further · `n_critic` critic steps per G step, and the fake batch
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** WGAN-GP takes 5 critic steps for each G step. A loop that makes each critic step's fake
+# with `G(z)` and does not detach it fills G's `.grad` five times with the gradient of the *critic's* loss. If
+# `opt_G.zero_grad()` is called once at the top of the iteration, G's step then adds its own gradient to those.
+# The critic's loss rewards D for scoring fakes low; its gradient on G pushes G the opposite way from G's own
+# loss, and there are five of them. A `zero_grad()` right before G's backward throws them away, so G's step is
+# right again; what stays is the cost, five backward passes through G for nothing:
+
+# %%
+def n_critic_iteration(detach, n_critic=5, zero_grad_before_G=False):
+    g, d = copy.deepcopy(G), copy.deepcopy(D)
+    opt_G = torch.optim.Adam(g.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    opt_D = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    torch.manual_seed(1)
+    opt_G.zero_grad()
+    for _ in range(n_critic):
+        x_fake = g(torch.randn(16, g.z_dim))
+        loss_D = d(x_fake.detach() if detach else x_fake).mean() - d(x_real).mean()
+        opt_D.zero_grad()
+        loss_D.backward()
+        opt_D.step()
+    loss_G = -d(g(torch.randn(16, g.z_dim))).mean()
+    if zero_grad_before_G:
+        opt_G.zero_grad()
+    loss_G.backward()
+    return torch.cat([p.grad.flatten() for p in g.parameters()])
+
+right_G, polluted_G = n_critic_iteration(detach=True), n_critic_iteration(detach=False)
+cosine = F.cosine_similarity(right_G, polluted_G, dim=0).item()
+claim("without detach, G's gradient at its step points away from the right one (negative cosine)", cosine < 0,
+      f"cosine {cosine:.2f}")
+late_zero_G = n_critic_iteration(detach=False, zero_grad_before_G=True)
+claim("with opt_G.zero_grad() right before G's backward, the undetached loop gives G exactly the right gradient",
+      torch.equal(late_zero_G, right_G))
+
+# %% [markdown]
+# `strategies.wgan_gp` avoids both traps: each call is one critic step on a fake made under `no_grad`, and G
+# steps once every `n_critic` calls, counted by `opt_D`'s own step counter (so a resumed run keeps the cadence).
+
+# %%
+torch.manual_seed(0)
+G8, D8 = Generator(tanh=True), Discriminator()
+opt_G8 = torch.optim.Adam(G8.parameters(), lr=1e-4, betas=(0.0, 0.9))
+opt_D8 = torch.optim.Adam(D8.parameters(), lr=1e-4, betas=(0.0, 0.9))
+steps = {"G": 0, "D": 0}
+hooks = [opt_G8.register_step_post_hook(lambda *a: steps.__setitem__("G", steps["G"] + 1)),
+         opt_D8.register_step_post_hook(lambda *a: steps.__setitem__("D", steps["D"] + 1))]
+noise = lambda n: torch.randn(n, G8.z_dim)
+for _ in range(10):
+    loss_D, loss_G = strategies.wgan_gp(G8, D8, opt_G8, opt_D8, x_real, noise, n_critic=5)
+claim("10 calls of wgan_gp with n_critic=5: D steps 10 times, G twice", steps == {"G": 2, "D": 10}, steps)
+
+# %% [markdown]
+# ## Going further · What a penalty costs, measured
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** The penalty needs one more D forward (on `x_hat`) and a backward through the gradient's
+# own graph: a double backward. The cost probe of lesson 05 counts passes through G and D with hooks. Here it
+# runs the DCGAN-style order and `wgan_gp` on seed 000's models; `wgan_gp`'s counts are averages over its
+# 5-call cycle (four critic steps alone, one followed by G's step). Last, why `torch.compile` cannot make a
+# penalty cheaper.
+
+# %% tags=["nbval-ignore-output"]
+measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)
+            for name in ("d_first_reuse_fake", "wgan_gp")}
+display(Markdown(costs.cost_table_markdown(measured.values())))
+
+# %%
+gp_cost = measured["wgan_gp"]
+claim("wgan_gp: 3 D forwards per critic step (fake, real, x_hat), and a 4th on every 5th call for G: 3.2 a call",
+      gp_cost.D_forward == 3.2, f"{gp_cost.D_forward:g}")
+claim("G is backpropagated on 1 call in 5 only (its fakes for D are made under no_grad)", gp_cost.G_backward == 0.2,
+      f"{gp_cost.G_backward:g}")
+claim("each D parameter gets one gradient accumulation a call: the penalty's and the loss's arrive in one backward",
+      gp_cost.D_grad_passes == 1, f"{gp_cost.D_grad_passes:g}")
+
+# %% [markdown]
+# What the penalty itself adds to one critic step, on the same batch: the tensors autograd saves (the double
+# backward needs the gradient's graph too), and the time of a critic step with and without it.
+
+# %%
+G16, D16, x_real16, noise16 = costs.fresh_gan(batch=16)
+with torch.no_grad():
+    x_fake16 = G16(noise16(16))
+
+def critic_step_loss(gp_weight):
+    loss_D = D16(x_fake16).mean() - D16(x_real16).mean()
+    return loss_D + gp_weight * strategies.gradient_penalty(D16, x_real16, x_fake16) if gp_weight else loss_D
+
+saved_plain = graphs.saved_bytes({"loss_D": critic_step_loss(0)}, exclude=list(D16.parameters()))
+saved_gp = graphs.saved_bytes({"loss_D": critic_step_loss(10)}, exclude=list(D16.parameters()))
+claim("with the penalty a critic step saves more than 1.5 times the bytes it saves without",
+      saved_gp > 1.5 * saved_plain, f"{saved_plain / 2**20:.2f} MiB without, {saved_gp / 2**20:.2f} MiB with")
+
+
+# %% tags=["nbval-ignore-output"]
+def ms_per_critic_step(gp_weight, repeats=7):
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        loss_D = critic_step_loss(gp_weight)
+        D16.zero_grad()
+        loss_D.backward()
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
+
+ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # warm-up
+without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
+print(tr("critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
+         "({ratio:.2f}x), batch 16, torch {version}", without=without, with_gp=with_gp, ratio=with_gp / without,
+         version=torch.__version__))
+
+# %% [markdown]
+# **A penalty cannot run through AOTAutograd.** The usual way to make a step cheaper is `torch.compile(D)`.
+# A compiled module runs its forward and its backward as functions that AOTAutograd made, and a penalty needs the
+# backward of that backward. Here is the smallest case, on the small critic of the side road on a gradient's graph, with `backend="aot_eager"`:
+# it runs AOTAutograd without generating code, so no C++ compiler is needed (the default backend, inductor, goes
+# through the same AOTAutograd). On Colab with Python 3.13.0, each compiled cell also prints torch's warning that
+# guards may run slower on that Python release; it changes nothing here (`make check-colab`, docs/setup.md).
+
+# %%
+D_compiled = torch.compile(D_small, backend="aot_eager")
+x_hat = torch.randn(3, 4, requires_grad=True)
+scores = D_compiled(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+claim("through a compiled D, grad(..., create_graph=True) returns a gradient with a grad_fn", g.grad_fn is not None,
+      type(g.grad_fn).__name__)
+with expect_error(RuntimeError, "does not currently support double backward"):
+    ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+
+D_dynamo_only = torch.compile(D_small, backend="eager")   # Dynamo captures the graph; nothing is compiled ahead
+scores = D_dynamo_only(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+claim("with backend=\"eager\", which skips AOTAutograd, the penalty's backward runs and reaches D's weights",
+      all(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in (D_small[0].weight, D_small[2].weight)))
+D_small.zero_grad(set_to_none=True)
+
+# %% [markdown]
+# The gradient comes back; the error waits for the penalty's backward. `backend="eager"` runs it: it hands the
+# captured graph back to PyTorch to run as it is, with no AOTAutograd in between. The trainer knows: `TrainConfig` refuses
+# `fast=True` (compile G and D) with `wgan_gp`. What does run is the critic's loss through the compiled D and the
+# penalty through the module it wraps, `D_compiled._orig_mod`, which holds the same parameters.
+
+# %%
+with expect_error(ConfigError, "cannot train wgan_gp"):
+    TrainConfig(strategy="wgan_gp", fast=True).validate()
+
+x_fake_small, x_real_small = torch.randn(3, 4), torch.randn(3, 4)
+
+def small_critic_grads(D_loss, D_penalty):
+    loss = D_loss(x_fake_small).mean() - D_loss(x_real_small).mean() + 10 * strategies.gradient_penalty(
+        D_penalty, x_real_small, x_fake_small, eps=torch.tensor([0.2, 0.5, 0.9]))
+    return grad(loss, list(D_small.parameters()))
+
+mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
+claim("the loss through the compiled D, the penalty through D_compiled._orig_mod: it runs, and D gets the "
+      "gradients it gets with no compile at all", all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
+
+
+# %% [markdown] tags=["read-after-exercises"]
+# ### What people write, and what it does
+#
+# | what people write | on today's torch |
+# |---|---|
+# | `torch.autograd.grad(D(x_hat), x_hat)` with D's one score per image | raises "grad can be implicitly created only for scalar outputs" (section 2) |
+# | interpolates made from detached tensors, without `requires_grad_()` | raises "One of the differentiated Tensors does not require grad" (section 2) |
+# | the penalty's `autograd.grad` without `create_graph=True` | runs, and the penalty trains nothing: its gradient on D is zero (section 3) |
+# | `autograd.grad(..., create_graph=True, retain_graph=True)` | runs; `retain_graph=True` is what `create_graph=True` already implies (side road: `retain_graph`) |
+# | `create_graph=True, retain_graph=False` on D's real scores, then the loss on the same scores | raises "Trying to backward through the graph a second time" (side road: `retain_graph`) |
+# | `torch.compile(D)`, then a gradient penalty through it | `autograd.grad(..., create_graph=True)` runs; the penalty's backward raises "does not currently support double backward" (side road: the cost) |
+# | `n_critic` critic steps on a fake batch that is not detached, `opt_G.zero_grad()` once at the top of the iteration | runs, and G's gradient points the wrong way; with `zero_grad()` right before G's backward it is right, and the critic steps still pay for backward passes through G (side road: `n_critic`) |

@@ -290,8 +290,78 @@ else:
     print(tr("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. "
              "The bfloat16 run above, on the CPU, checked the same GradScaler logic."))
 
+# %% [markdown] tags=["read-after-exercises"]
+# ## Summary
+#
+# - Autocast on the CPU (bfloat16) runs Linear and Conv in bfloat16 and the BCE loss in float32; parameters and
+#   gradients stay float32. `torch.amp.GradScaler("cpu")` works on torch 2.13. With one scaler and two
+#   optimizers, each `scaler.step` skips only its own optimizer on inf/NaN, and `scaler.update()` runs once per
+#   iteration and halves the scale after an inf. Between backward and step, `.grad` is scaled: clip after
+#   `scaler.unscale_(opt)`.
+# - A hook on `x_fake` sees the gradient G gets through D (the same as `torch.autograd.grad`, which the hook also
+#   changes). Scaling it scales G's gradient exactly; SGD's update follows, Adam's barely moves. A weight on one
+#   term of a loss moves where Adam settles; a factor on the whole loss does not.
+#   `saved_tensors_hooks` count what autograd keeps, and the count matches the sizes worked out by hand.
+# - Compiled modules donate saved activations to a plain backward; a later `retain_graph=True` through them
+#   raises. `torch._functorch.config.donated_buffer = False` (the trainer's fix) or orders that never retain.
+#   `.item()` in a compiled function is a graph break. A gradient penalty cannot run through a D compiled with an
+#   AOTAutograd backend, the default included; `backend="eager"` runs it (lesson 08).
+
 # %% [markdown]
-# ## 2 · Hooks: read a gradient, change it, count what is saved
+# ## Exercises
+#
+# ### Build it: a GAN step under autocast, one GradScaler, D's gradient accumulated and clipped
+#
+# Section 1 ran one scaler for two independent networks, one backward each. A GAN step is ordered; BigGAN-style code
+# adds D's gradient up over several micro-batches when a whole batch does not fit, and many GAN codebases clip D's
+# gradient norm. Write `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`: one
+# `d_first_reuse_fake` step (lesson 05). `x_fake = G(z)`; then D's gradient over `accum` micro-batches: `x_real` and
+# `x_fake` (detached) each cut into `accum` equal chunks, in order, and for each pair `x_part, fake_part` the loss
+# `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`, divided by `accum`, with its own backward; D steps once, on the
+# sum. Then G's loss `bce(D(x_fake), 1)` through the updated D, and G steps. The forwards and the losses run under
+# `torch.autocast("cpu", dtype=torch.bfloat16)`; every loss is scaled by the one `scaler` passed in; D's summed
+# gradient norm is clipped to `max_norm` with `torch.nn.utils.clip_grad_norm_`, measured on the true gradient; an
+# inf or NaN in one network's gradients skips that network's step only; and the scale is updated once for the
+# iteration. The checker runs it on seed 000's G and D with a batch of 8, `accum=2` and `max_norm=0.1` (D's
+# gradient norm there is about 0.27), notes every call on the scaler and the batch of every D forward, compares the
+# gradient each optimizer steps on with the right one, and runs it twice more: with an inf in one of D's gradients,
+# then in one of G's. The whole body is yours.
+
+# %%
+def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """One d_first_reuse_fake step under bfloat16 autocast: one GradScaler for opt_D and opt_G, D's gradient
+    added up over accum micro-batches and clipped to max_norm on its true value, an overflow skipping only its own
+    network's step."""
+    ### BEGIN SOLUTION
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    opt_D.zero_grad()                                    # once: the micro-batches add up into .grad
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
+    scaler.unscale_(opt_D)                               # the true gradient, for the clip
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)                                   # skipped if D's gradient holds an inf or NaN
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    opt_G.zero_grad()
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()                                      # once, after both steps
+    ### END SOLUTION
+
+my_answer = amp_step  # SOLUTION: point this at your amp_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_amp_step(my_answer)
+assert solved, "amp_step: not solved yet, or not right: the lines above say what is missing"
+
+# %% [markdown]
+# ## Going further · Hooks: read a gradient, change it, count what is saved
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
 #
 # **Why it matters.** Hooks let you look inside a step without rewriting it. `x_fake.register_hook(fn)` calls `fn`
 # with the gradient of the loss with respect to `x_fake`, the signal G receives through D; if `fn` returns a tensor,
@@ -441,7 +511,9 @@ claim("the pack hook's count equals the sizes worked out by hand, in all three c
 # layers still keep their inputs (lesson 09), so what freezing saves is the Linear layers' inputs.
 
 # %% [markdown]
-# ## 3 · `torch.compile`: donated buffers and graph breaks
+# ## Going further · `torch.compile`: donated buffers and graph breaks
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
 #
 # **Why it matters.** `torch.compile(D)` traces D's forward into a graph and compiles a matching backward. Two things
 # a GAN loop does can collide with it: keeping a graph for a second backward (`retain_graph=True`, as lesson 05's
@@ -463,7 +535,7 @@ try:
     print(tr("torch.compile works here (backend aot_eager)"))
 except Exception as error:                        # any failure: say so, and skip this section's checks
     compile_works = False
-    print(tr("torch.compile does NOT work on this machine ({error_type}: {error}). The checks of section 3 are "
+    print(tr("torch.compile does NOT work on this machine ({error_type}: {error}). The checks of this side road are "
              "skipped below, each cell says so; the rest of the lesson is unaffected.",
              error_type=type(error).__name__, error=headline(str(error))))
 SKIPPED = tr("skipped, not checked: torch.compile does not work on this machine (see above)")
@@ -613,74 +685,6 @@ else:
 # | `torch.autocast("cpu", dtype=torch.bfloat16)` and `torch.amp.GradScaler("cpu")` | both work on a CPU; Linear and Conv layers compute in bfloat16, the loss and every `.grad` stay float32 (section 1) |
 # | one `GradScaler` for opt_G and opt_D, an inf in one of G's gradients | opt_G skips its step, opt_D takes its own, the scale halves (section 1) |
 # | `clip_grad_norm_` between `scaler.scale(loss).backward()` and `scaler.step(opt)` | clips the scaled gradient, unless `scaler.unscale_(opt)` comes first (section 1, the exercise) |
-# | a hook that halves the gradient at `x_fake`, "to slow G down" | halves G's update under SGD; under Adam the first update hardly changes (section 2) |
-# | `torch.compile(D)` and a strategy that keeps its graph (`retain_graph=True`) | raises about "donated buffers" once a plain backward has compiled D's backward (section 3) |
-# | `loss_D.item()` inside a compiled function | a graph break: the function runs as two graphs with Python in between (section 3) |
-
-# %% [markdown] tags=["read-after-exercises"]
-# ## Summary
-#
-# - Autocast on the CPU (bfloat16) runs Linear and Conv in bfloat16 and the BCE loss in float32; parameters and
-#   gradients stay float32. `torch.amp.GradScaler("cpu")` works on torch 2.13. With one scaler and two
-#   optimizers, each `scaler.step` skips only its own optimizer on inf/NaN, and `scaler.update()` runs once per
-#   iteration and halves the scale after an inf. Between backward and step, `.grad` is scaled: clip after
-#   `scaler.unscale_(opt)`.
-# - A hook on `x_fake` sees the gradient G gets through D (the same as `torch.autograd.grad`, which the hook also
-#   changes). Scaling it scales G's gradient exactly; SGD's update follows, Adam's barely moves. A weight on one
-#   term of a loss moves where Adam settles; a factor on the whole loss does not.
-#   `saved_tensors_hooks` count what autograd keeps, and the count matches the sizes worked out by hand.
-# - Compiled modules donate saved activations to a plain backward; a later `retain_graph=True` through them
-#   raises. `torch._functorch.config.donated_buffer = False` (the trainer's fix) or orders that never retain.
-#   `.item()` in a compiled function is a graph break. A gradient penalty cannot run through a D compiled with an
-#   AOTAutograd backend, the default included; `backend="eager"` runs it (lesson 08).
-
-# %% [markdown]
-# ## Exercises
-#
-# ### Build it: a GAN step under autocast, one GradScaler, D's gradient accumulated and clipped
-#
-# Section 1 ran one scaler for two independent networks, one backward each. A GAN step is ordered; BigGAN-style code
-# adds D's gradient up over several micro-batches when a whole batch does not fit, and many GAN codebases clip D's
-# gradient norm. Write `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`: one
-# `d_first_reuse_fake` step (lesson 05). `x_fake = G(z)`; then D's gradient over `accum` micro-batches: `x_real` and
-# `x_fake` (detached) each cut into `accum` equal chunks, in order, and for each pair `x_part, fake_part` the loss
-# `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`, divided by `accum`, with its own backward; D steps once, on the
-# sum. Then G's loss `bce(D(x_fake), 1)` through the updated D, and G steps. The forwards and the losses run under
-# `torch.autocast("cpu", dtype=torch.bfloat16)`; every loss is scaled by the one `scaler` passed in; D's summed
-# gradient norm is clipped to `max_norm` with `torch.nn.utils.clip_grad_norm_`, measured on the true gradient; an
-# inf or NaN in one network's gradients skips that network's step only; and the scale is updated once for the
-# iteration. The checker runs it on seed 000's G and D with a batch of 8, `accum=2` and `max_norm=0.1` (D's
-# gradient norm there is about 0.27), notes every call on the scaler and the batch of every D forward, compares the
-# gradient each optimizer steps on with the right one, and runs it twice more: with an inf in one of D's gradients,
-# then in one of G's. The whole body is yours.
-
-# %%
-def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-    """One d_first_reuse_fake step under bfloat16 autocast: one GradScaler for opt_D and opt_G, D's gradient
-    added up over accum micro-batches and clipped to max_norm on its true value, an overflow skipping only its own
-    network's step."""
-    ### BEGIN SOLUTION
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        x_fake = G(z)
-    opt_D.zero_grad()                                    # once: the micro-batches add up into .grad
-    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
-        scaler.scale(loss_D / accum).backward()
-    scaler.unscale_(opt_D)                               # the true gradient, for the clip
-    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
-    scaler.step(opt_D)                                   # skipped if D's gradient holds an inf or NaN
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss_G = bce(D(x_fake), 1)
-    opt_G.zero_grad()
-    scaler.scale(loss_G).backward()
-    scaler.step(opt_G)
-    scaler.update()                                      # once, after both steps
-    ### END SOLUTION
-
-my_answer = amp_step  # SOLUTION: point this at your amp_step
-
-# %% tags=["test"]
-from gan_lessons import exercises
-solved = exercises.check_amp_step(my_answer)
-assert solved, "amp_step: not solved yet, or not right: the lines above say what is missing"
+# | a hook that halves the gradient at `x_fake`, "to slow G down" | halves G's update under SGD; under Adam the first update hardly changes (side road: hooks) |
+# | `torch.compile(D)` and a strategy that keeps its graph (`retain_graph=True`) | raises about "donated buffers" once a plain backward has compiled D's backward (side road: `torch.compile`) |
+# | `loss_D.item()` inside a compiled function | a graph break: the function runs as two graphs with Python in between (side road: `torch.compile`) |

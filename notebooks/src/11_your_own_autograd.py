@@ -32,7 +32,8 @@
 # check your gradients the way every engine is checked, with finite differences you write; you draw your own graph
 # with what each node kept; seeds 001's and 000's failing steps raise torch's two errors on your engine; and your
 # engine trains a small network, step for step with torch (its losses within a relative 1e-4 of torch's). This
-# lesson needs only lessons 01 to 03: it can be taken right after lesson 03. It is planned as a double slot.
+# lesson needs only lessons 01 to 03: it can be taken right after lesson 03. At a careful pace it takes about 200
+# minutes: two double slots, sections 1 and 2 in the first.
 #
 # **Material.** The engine is shaped like Andrej Karpathy's micrograd (a `Value` that knows its parents and a
 # `_backward`), which has no saved values to free and no version counter; PyTorch's own nodes (`grad_fn._saved_self`,

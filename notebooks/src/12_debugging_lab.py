@@ -25,8 +25,8 @@
 # **Goal.** Fix six broken training steps taken from public bug reports, the way they break in real code: two or
 # three mistakes in one step, some loud (an error), some silent (it runs, and trains the wrong thing), and for some
 # a fix people post that makes the error go away and leaves the training wrong. Fix each one yourself first, with
-# what lessons 01 to 10 taught and the grader's feedback; then, in section 7, see what the autograd doctor says
-# about the same six.
+# what lessons 01 to 10 taught and the grader's feedback; then, in the side road after the exercises, see what the
+# autograd doctor says about the same six.
 #
 # **Material.** Each step keeps the names and the shape of the code in its report, scaled down to tiny networks
 # that a CPU runs. The reports, all public:
@@ -52,8 +52,8 @@
 # and fix it there. Each lab also asks, once its broken step has run, where the fault shows: answer it before you
 # run that cell.
 # The report behind each step, its thread, the cause and the fix come after the step's grader (in
-# the student copy, at the end): read them once yours passes. This lab is planned as a **double slot** (about 100
-# minutes): ten minutes to start, about fourteen per lab, and a closing round with the doctor.
+# the student copy, at the end): read them once yours passes. This lab takes a **double slot**: about 95 minutes
+# at a careful pace, about fourteen per lab; the round with the doctor after the exercises is a side road.
 
 # %% tags=["nbval-ignore-output"]
 # Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
@@ -624,7 +624,17 @@ assert solved, "compiled_step: not solved yet, or not right: the lines above say
 # `G._orig_mod`.
 
 # %% [markdown]
-# ## 7 · The same six under the doctor
+# ## Exercises
+#
+# The six fixes above are this lesson's exercises, each with its grader. One more, for the rest of the double
+# slot if there is time: take a training script of your own, run it under `python -m gan_lessons doctor
+# train.py` (lesson 07), and then compare, for one or two steps, the gradients its optimizers step on with a slow,
+# obvious version of the same step, as the graders here do (`gan_lessons.exercises.recorded_steps` records them).
+
+# %% [markdown]
+# ## Going further · The same six under the doctor
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
 #
 # **Why it matters.** You fixed them without the doctor. Here is what `%load_ext gan_lessons` says about each broken
 # version, run once on the lab's own models (`exercises.lab_problem(name)` gives a fresh set).
@@ -690,14 +700,6 @@ claim("it warns about BigGAN's gradients applied again, and says nothing about t
 # this lab's grader makes: the gradients every optimizer steps on, against a reference you trust. On your own
 # code, the reference can be the same step written the slow, obvious way (no compile, no autocast, float64, one
 # sample at a time), run on a copy of the models for a step or two.
-
-# %% [markdown]
-# ## Exercises
-#
-# The six fixes above are this lesson's exercises, each with its grader. One more, for the rest of the double
-# slot if there is time: take a training script of your own, run it under `python -m gan_lessons doctor
-# train.py` (lesson 07), and then compare, for one or two steps, the gradients its optimizers step on with a slow,
-# obvious version of the same step, as the graders here do (`gan_lessons.exercises.recorded_steps` records them).
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary

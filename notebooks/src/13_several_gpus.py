@@ -32,7 +32,7 @@
 # PyTorch's gloo backend, as `torchrun --nproc_per_node=2` would start them on two GPUs with NCCL. What DDP does
 # to autograd is the same on both (SyncBatchNorm aside: GPUs only); the speed is not (the note at the end says what a GPU changes). Each
 # experiment is a plain function in `gan_lessons/ddp_lesson.py`, `f(rank, world, ...)`, called in both processes
-# by `processes.run`, which returns what each process returned, rank 0 first. Planned at 55 minutes.
+# by `processes.run`, which returns what each process returned, rank 0 first. About 58 minutes at a careful pace.
 
 # %% tags=["nbval-ignore-output"]
 # Setup, the same in every lesson. On Colab it installs what Colab lacks: torchviz and this package.
@@ -145,7 +145,7 @@ claim("with broadcast_buffers=False each process keeps its own statistics: rank 
       bool(kept1["running_mean"].mean() > 4), shown=f"rank 1 {rounded(kept1['running_mean'][:3])}")
 
 # %% [markdown]
-# The copy at wrapping time matters as soon as the processes build their modules differently. Section 7 advises
+# The copy at wrapping time matters as soon as the processes build their modules differently. The side road "Noise, seeds and files" advises
 # seeding each process with its rank added, so that each draws its own noise; a D with spectral norm (SNGAN's,
 # `nn.utils.parametrizations.spectral_norm`) then starts with a different vector `u` per layer in each process, a buffer. DDP copies rank 0's
 # parameters into every process when it wraps D; it copies the buffers too unless `broadcast_buffers=False`:
@@ -375,100 +375,6 @@ claim("the penalty's autograd.grad made DDP send nothing; D's buckets went in th
 # penalty's `autograd.grad` computes a gradient with respect to `x_hat` only, which puts nothing in D's `.grad` and
 # fires none of DDP's hooks: D's gradient, penalty included, is averaged once, in the backward of D's loss.
 
-# %% [markdown]
-# ## 7 · Noise, seeds and files
-#
-# **Why it matters.** Code written for one process seeds once and draws `z`. Run as it is in every process, it
-# also writes its checkpoints from every process.
-
-# %%
-show_source(ddp_lesson.noise_and_files)
-
-# %% [markdown]
-# Every process below calls `torch.manual_seed(0)`, then `torch.randn(8, 4)`, as one-process code does:
-
-# %%
-rank0, rank1 = processes.run(ddp_lesson.noise_and_files)
-claim("the two processes draw the same z: half the fakes of the global batch are copies of the other half",
-      torch.equal(rank0["z"], rank1["z"]))
-
-# %%
-own0, own1 = processes.run(ddp_lesson.noise_and_files, seed_per_rank=True)
-claim("seeded with seed + rank, the processes draw different z", not torch.equal(own0["z"], own1["z"]))
-claim("rank 0 alone wrote the checkpoint; after a barrier, every process read the same weights",
-      own0["loaded_equal"] and own1["loaded_equal"])
-
-# %% [markdown]
-# Two ways to give every process its own noise: seed with the rank added (above), or draw the global batch's noise
-# from one shared stream and take your slice, which is what `python -m gan_lessons train` does under `torchrun`,
-# so that two processes together draw exactly the noise one process would. Files: one process writes
-# (`if dist.get_rank() == 0`), the others wait at `dist.barrier()` before they read; the trainer does the same.
-# Seeding with the rank has the price section 1 showed: modules built differently in each process, whose buffers
-# only the copy at wrapping time makes equal.
-
-# %% [markdown]
-# ## 8 · What a real multi-GPU GAN also needs
-#
-# **Why it matters.** The lesson's experiments are small on purpose. A training script on several GPUs meets a few
-# more things, each of them a question people ask about DDP.
-#
-# - **`torch.autograd.grad` with respect to the parameters.** DDP averages in the hooks that fill `.grad`.
-#   `autograd.grad` returns gradients without touching `.grad`, so they are never averaged; neither is a `.grad`
-#   you assign by hand. (A penalty's `autograd.grad` with respect to the *input*, section 6, is fine.)
-
-# %%
-show_source(ddp_lesson.grad_of_parameters)
-g0, g1 = processes.run(ddp_lesson.grad_of_parameters)
-claim("autograd.grad through the DDP-wrapped D returns each process's own gradient, not the mean",
-      same(g0["through_ddp"], g0["own"]) and same(g1["through_ddp"], g1["own"]) and not same(g0["through_ddp"], g1["through_ddp"]))
-
-# %% [markdown]
-# - **Saving.** DDP's `state_dict()` puts `module.` before every name; save `ddp.module.state_dict()` (here D's), so
-#   that one process can load it without DDP. An exponential moving average of G's weights (StyleGAN, BigGAN) is
-#   kept from `ddp.module` too, by one process or by all (the replicas are equal after every step).
-
-# %%
-claim("DDP's state_dict names start with module.; the module's own do not",
-      all(k.startswith("module.") for k in g0["ddp_keys"]) and not any(k.startswith("module.") for k in g0["module_keys"]),
-      shown=f"{g0['ddp_keys'][0]} / {g0['module_keys'][0]}")
-
-# %% [markdown]
-# - **A `DataLoader`.** The trainer slices one shuffled batch; a `DataLoader` needs `DistributedSampler`, which
-#   gives each process its own share of the dataset, and `sampler.set_epoch(epoch)` at the start of each epoch:
-#   without it, every epoch shuffles in the same order.
-
-# %%
-from torch.utils.data import DistributedSampler
-sampler = DistributedSampler(range(16), num_replicas=2, rank=0, seed=0)
-first, again = list(sampler), list(sampler)
-sampler.set_epoch(1)
-claim("without set_epoch, DistributedSampler gives the same order every epoch; set_epoch(1) changes it",
-      first == again and list(sampler) != first, shown=f"{first[:4]} ... then {list(sampler)[:4]} ...")
-
-# %% [markdown]
-# - **Calls on one process only.** A forward through the DDP wrapper can run a collective (the buffer copy of
-#   section 1), which every process must join. A grid or a log made on rank 0 alone goes through `ddp.module`, not
-#   `ddp`: `ddp.will_sync_module_buffers()` says whether the next forward will copy.
-# - **On GPUs** (not run here): each process calls `torch.cuda.set_device(local_rank)` before it builds anything,
-#   and uses `backend="nccl"`. When one process dies, the others wait in their next collective until NCCL's watchdog
-#   or the group's timeout stops them; `torchrun` then stops the rest. `python -m gan_lessons train` under
-#   `torchrun` does both (docs/training.md).
-
-# %% [markdown] tags=["read-after-exercises"]
-# | on several processes | what happens | what to do |
-# |---|---|---|
-# | a parameter no loss reaches (a second head) | iteration 1 averages nothing; the next raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step (`0 * classes.sum()` will do), or `find_unused_parameters=True` (a graph walk every iteration); `static_graph=True` only if the forward does not return the head (pytorch/pytorch#97030) |
-# | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing on this torch (on one whose DDP counts it: the buffer fixes below); a `copy_` into a buffer between the forwards and the backward still raises the version error |
-# | `broadcast_buffers=False` (deprecated in torch 2.13) | no buffer copy, not even at wrapping time; running statistics drift apart, and with seed + rank spectral norm's `u` differs | `forward_sync_buffers=False` keeps the copy at wrapping time; evaluate and save from one process, or use SyncBatchNorm |
-# | a forward under `no_grad` (a grid) | the next forward skips the buffer copy | nothing, or sample through `ddp.module` |
-# | `autograd.grad` on the parameters | each process's own gradient, not averaged | `backward()` into `.grad` |
-# | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; a collective in every BatchNorm forward and backward |
-# | seed 003's order | the same version error as on one process | lesson 05's orders |
-# | accumulation over micro-batches | right gradient, one all-reduce per backward | `no_sync()` for all but the last micro-batch |
-# | D frozen for G's step; a gradient penalty | replicas stay equal | nothing |
-# | the same seed in every process | the same noise in every process | seed + rank, or a slice of one shared draw |
-# | files | every process writes | rank 0 writes, the others wait at a barrier |
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -529,3 +435,101 @@ my_answer = d_step  # SOLUTION: point this at your d_step
 from gan_lessons import exercises
 solved = exercises.check_ddp_accumulation(my_answer)
 assert solved, "d_step: not solved yet, or not right: the lines above say what is missing"
+
+# %% [markdown]
+# ## Going further · Noise, seeds and files
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** Code written for one process seeds once and draws `z`. Run as it is in every process, it
+# also writes its checkpoints from every process.
+
+# %%
+show_source(ddp_lesson.noise_and_files)
+
+# %% [markdown]
+# Every process below calls `torch.manual_seed(0)`, then `torch.randn(8, 4)`, as one-process code does:
+
+# %%
+rank0, rank1 = processes.run(ddp_lesson.noise_and_files)
+claim("the two processes draw the same z: half the fakes of the global batch are copies of the other half",
+      torch.equal(rank0["z"], rank1["z"]))
+
+# %%
+own0, own1 = processes.run(ddp_lesson.noise_and_files, seed_per_rank=True)
+claim("seeded with seed + rank, the processes draw different z", not torch.equal(own0["z"], own1["z"]))
+claim("rank 0 alone wrote the checkpoint; after a barrier, every process read the same weights",
+      own0["loaded_equal"] and own1["loaded_equal"])
+
+# %% [markdown]
+# Two ways to give every process its own noise: seed with the rank added (above), or draw the global batch's noise
+# from one shared stream and take your slice, which is what `python -m gan_lessons train` does under `torchrun`,
+# so that two processes together draw exactly the noise one process would. Files: one process writes
+# (`if dist.get_rank() == 0`), the others wait at `dist.barrier()` before they read; the trainer does the same.
+# Seeding with the rank has the price section 1 showed: modules built differently in each process, whose buffers
+# only the copy at wrapping time makes equal.
+
+# %% [markdown]
+# ## Going further · What a real multi-GPU GAN also needs
+#
+# *Outside the lesson's planned time: a side road for whoever wants it, after the exercises.*
+#
+# **Why it matters.** The lesson's experiments are small on purpose. A training script on several GPUs meets a few
+# more things, each of them a question people ask about DDP.
+#
+# - **`torch.autograd.grad` with respect to the parameters.** DDP averages in the hooks that fill `.grad`.
+#   `autograd.grad` returns gradients without touching `.grad`, so they are never averaged; neither is a `.grad`
+#   you assign by hand. (A penalty's `autograd.grad` with respect to the *input*, section 6, is fine.)
+
+# %%
+show_source(ddp_lesson.grad_of_parameters)
+g0, g1 = processes.run(ddp_lesson.grad_of_parameters)
+claim("autograd.grad through the DDP-wrapped D returns each process's own gradient, not the mean",
+      same(g0["through_ddp"], g0["own"]) and same(g1["through_ddp"], g1["own"]) and not same(g0["through_ddp"], g1["through_ddp"]))
+
+# %% [markdown]
+# - **Saving.** DDP's `state_dict()` puts `module.` before every name; save `ddp.module.state_dict()` (here D's), so
+#   that one process can load it without DDP. An exponential moving average of G's weights (StyleGAN, BigGAN) is
+#   kept from `ddp.module` too, by one process or by all (the replicas are equal after every step).
+
+# %%
+claim("DDP's state_dict names start with module.; the module's own do not",
+      all(k.startswith("module.") for k in g0["ddp_keys"]) and not any(k.startswith("module.") for k in g0["module_keys"]),
+      shown=f"{g0['ddp_keys'][0]} / {g0['module_keys'][0]}")
+
+# %% [markdown]
+# - **A `DataLoader`.** The trainer slices one shuffled batch; a `DataLoader` needs `DistributedSampler`, which
+#   gives each process its own share of the dataset, and `sampler.set_epoch(epoch)` at the start of each epoch:
+#   without it, every epoch shuffles in the same order.
+
+# %%
+from torch.utils.data import DistributedSampler
+sampler = DistributedSampler(range(16), num_replicas=2, rank=0, seed=0)
+first, again = list(sampler), list(sampler)
+sampler.set_epoch(1)
+claim("without set_epoch, DistributedSampler gives the same order every epoch; set_epoch(1) changes it",
+      first == again and list(sampler) != first, shown=f"{first[:4]} ... then {list(sampler)[:4]} ...")
+
+# %% [markdown]
+# - **Calls on one process only.** A forward through the DDP wrapper can run a collective (the buffer copy of
+#   section 1), which every process must join. A grid or a log made on rank 0 alone goes through `ddp.module`, not
+#   `ddp`: `ddp.will_sync_module_buffers()` says whether the next forward will copy.
+# - **On GPUs** (not run here): each process calls `torch.cuda.set_device(local_rank)` before it builds anything,
+#   and uses `backend="nccl"`. When one process dies, the others wait in their next collective until NCCL's watchdog
+#   or the group's timeout stops them; `torchrun` then stops the rest. `python -m gan_lessons train` under
+#   `torchrun` does both (docs/training.md).
+
+# %% [markdown] tags=["read-after-exercises"]
+# | on several processes | what happens | what to do |
+# |---|---|---|
+# | a parameter no loss reaches (a second head) | iteration 1 averages nothing; the next raises "Expected to have finished reduction in the prior iteration" | give it a loss term in every step (`0 * classes.sum()` will do), or `find_unused_parameters=True` (a graph walk every iteration); `static_graph=True` only if the forward does not return the head (pytorch/pytorch#97030) |
+# | BatchNorm, two forwards of D, one backward | runs on this torch: DDP's buffer copy no longer counts as a write | nothing on this torch (on one whose DDP counts it: the buffer fixes below); a `copy_` into a buffer between the forwards and the backward still raises the version error |
+# | `broadcast_buffers=False` (deprecated in torch 2.13) | no buffer copy, not even at wrapping time; running statistics drift apart, and with seed + rank spectral norm's `u` differs | `forward_sync_buffers=False` keeps the copy at wrapping time; evaluate and save from one process, or use SyncBatchNorm |
+# | a forward under `no_grad` (a grid) | the next forward skips the buffer copy | nothing, or sample through `ddp.module` |
+# | `autograd.grad` on the parameters | each process's own gradient, not averaged | `backward()` into `.grad` |
+# | `SyncBatchNorm` on the CPU | raises "SyncBatchNorm layers only work with GPU modules" | GPUs only; a collective in every BatchNorm forward and backward |
+# | seed 003's order | the same version error as on one process | lesson 05's orders |
+# | accumulation over micro-batches | right gradient, one all-reduce per backward | `no_sync()` for all but the last micro-batch |
+# | D frozen for G's step; a gradient penalty | replicas stay equal | nothing |
+# | the same seed in every process | the same noise in every process | seed + rank, or a slice of one shared draw |
+# | files | every process writes | rank 0 writes, the others wait at a barrier |

@@ -258,55 +258,6 @@ print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {
 claim("SGD 的 step 得到的值与手动更新相同，版本也相同", torch.equal(a2, a) and a2._version == a._version)
 claim("SGD 跳过 .grad 为 None 的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
 
-# %% [markdown]
-# ## 6 · 第二次 `backward()` 遇上已有内容的 `.grad`
-#
-# GAN 的一个训练步要做两次反向传播，而两次都可能到达同一批参数：`loss_G` 的反向传播要穿过 D 才能到达 G，所以它也会填充 D 的 `.grad`，除非你把它拦下来（第 04 课和第 05 课）。`.grad` 里已经有值时会发生什么，决定了 D 的下一步更新对不对。下面这个循环忘了清空它：
-
-# %%
-D = nn.Linear(3, 1)
-opt_D = optim.SGD(D.parameters(), lr=0.1)
-x = torch.ones(1, 3)
-for step in range(3):
-    loss_D = D(x).sum()                       # d loss_D / d D.weight 就是 x：每一步都是全 1
-    loss_D.backward()                         # 注意：这个循环里没有 opt_D.zero_grad()
-
-# %% reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"] tags=["predict"]
-prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad 里是什么？（由 3 个数组成的列表）
-check("3 次反向传播、中间没有 zero_grad 之后的 D.weight.grad", prediction, D.weight.grad[0].tolist(),
-      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是 [3, 3, 3]。调用 opt_D.zero_grad() 本可以把它清零。")
-
-# %% [markdown]
-# `backward()` 会把新的梯度**加到**`.grad` 已有的值上。这是有意的设计：两次反向传播写进同一个 `.grad`，得到的恰好是两个损失之和的梯度，所以 `loss_D = loss_real + loss_fake` 可以拆成两次 `backward` 调用。这也是为什么每个训练步都要从 `opt.zero_grad()` 开始。两点都验证一下：
-
-# %%
-w = torch.tensor([1., 2, 3], requires_grad=True)
-(w * w).sum().backward()
-first = w.grad.clone()
-(w * w).sum().backward()                      # 同样的损失再来一次，中间没有 zero_grad
-claim("第二次 backward 会加到 .grad 上：现在它是第一次梯度的两倍", torch.equal(w.grad, 2 * first),
-      shown=f"第一次 {first.tolist()}，现在 {w.grad.tolist()}")
-
-w.grad = None
-((w * w).sum() + (3 * w).sum()).backward()    # 对求和后的损失做一次反向传播
-summed = w.grad.clone()
-w.grad = None
-(w * w).sum().backward()                      # 两次反向传播，每一项一次
-(3 * w).sum().backward()
-claim("两次反向传播写进同一个 .grad，得到的是损失之和的梯度", torch.equal(w.grad, summed),
-      shown=f"{w.grad.tolist()}")
-
-
-# %% [markdown]
-# 在 GAN 里，漏写 `zero_grad()` 的错误就藏在这里：循环照常运行，每一步都是合法的一步，而 D 是用这一步的梯度与上一步的梯度之和来训练的。不会有任何报错。第 07 课的自动微分医生会在两个不同损失的梯度这样叠加时发出警告。`zero_grad()` 留下的是什么张量（全零还是 `None`）也有影响，第 04 课会说明什么时候有影响。
-
-# %% [markdown] tags=["read-after-exercises"]
-# | 原帖 001 的代码 | 在如今的 torch 上 |
-# |---|---|
-# | `a * 2`、`loss.backward()`、`a.grad` | 与文章所说一致 |
-# | `b.grad`、`loss.grad` | `b.grad` 是 `None`；`loss.grad` 是 `None`，**并且**发出 `UserWarning`（第 2 节） |
-# | 对需要梯度的叶子张量执行 `a += 1` | 就在这一行引发 `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` |
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -325,7 +276,7 @@ claim("两次反向传播写进同一个 .grad，得到的是损失之和的梯�
 # 原帖 001 修改叶子张量的写法 `p -= lr * p.grad`，在自动微分记录运算时会引发第 4 节的错误。请写出 `sgd_step(params, lr)` 的完整函数体，也就是 `optim.SGD` 所做的更新：
 # - 每个有梯度的参数 `p` 都按 `lr * p.grad`**原地**更新，并且仍是同一个张量、仍是需要梯度的叶子张量；
 # - `.grad` 为 `None` 的参数（没有任何损失到达它）保持原样，和 SGD 的做法一样（第 5 节）；
-# - 用过之后清除 `.grad`（设为 `None`，和 `opt.zero_grad()` 一样），因为 `backward()` 会把梯度加到 `.grad` 已有的值上。
+# - 用过之后清除 `.grad`（设为 `None`，和 `opt.zero_grad()` 一样），让下一步的 `backward()` 从空的 `.grad` 开始（`.grad` 不空时会怎样，见练习之后的延伸）。
 #
 # 然后把 `my_answer` 指向你的函数，运行单元格。检查程序会在全新的叶子张量 `w` 和 `b`、以及一个损失永远到达不了的叶子张量 `u` 上运行两步，把得到的值与 `optim.SGD` 的结果比较，并告诉你还有哪里不对。
 
@@ -391,3 +342,54 @@ nn.init.normal_(lin.weight, 0.0, 0.02)
 claim("nn.init.normal_ 原地修改了参数，并让它仍是需要梯度的叶子张量",
       lin.weight._version > version and lin.weight.is_leaf and lin.weight.requires_grad,
       shown=f"版本 {version} -> {lin.weight._version}")
+
+# %% [markdown]
+# ## 延伸 · 第二次 `backward()` 遇上已有内容的 `.grad`
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# GAN 的一个训练步要做两次反向传播，而两次都可能到达同一批参数：`loss_G` 的反向传播要穿过 D 才能到达 G，所以它也会填充 D 的 `.grad`，除非你把它拦下来（第 04 课和第 05 课）。`.grad` 里已经有值时会发生什么，决定了 D 的下一步更新对不对。下面这个循环忘了清空它：
+
+# %%
+D = nn.Linear(3, 1)
+opt_D = optim.SGD(D.parameters(), lr=0.1)
+x = torch.ones(1, 3)
+for step in range(3):
+    loss_D = D(x).sum()                       # d loss_D / d D.weight 就是 x：每一步都是全 1
+    loss_D.backward()                         # 注意：这个循环里没有 opt_D.zero_grad()
+
+# %% reveals=["\\[3\\.0, 3\\.0, 3\\.0\\]", "backward\\(\\)\\W*\u4f1a?\u628a\u65b0\u7684?\u68af\u5ea6\\W*\u52a0\u5230", "\u6bcf\u6b21(\u53cd\u5411\u4f20\u64ad|backward\\(\\))\u90fd\u4f1a?\u52a0\u4e0a"] tags=["predict"]
+prediction = [3.0, 3.0, 3.0]  # SOLUTION: 循环结束后，D.weight.grad 里是什么？（由 3 个数组成的列表）
+check("3 次反向传播、中间没有 zero_grad 之后的 D.weight.grad", prediction, D.weight.grad[0].tolist(),
+      why="每次反向传播都加上 x = [1, 1, 1]，三次加起来就是 [3, 3, 3]。调用 opt_D.zero_grad() 本可以把它清零。")
+
+# %% [markdown]
+# `backward()` 会把新的梯度**加到**`.grad` 已有的值上。这是有意的设计：两次反向传播写进同一个 `.grad`，得到的恰好是两个损失之和的梯度，所以 `loss_D = loss_real + loss_fake` 可以拆成两次 `backward` 调用。这也是为什么每个训练步都要从 `opt.zero_grad()` 开始。两点都验证一下：
+
+# %%
+w = torch.tensor([1., 2, 3], requires_grad=True)
+(w * w).sum().backward()
+first = w.grad.clone()
+(w * w).sum().backward()                      # 同样的损失再来一次，中间没有 zero_grad
+claim("第二次 backward 会加到 .grad 上：现在它是第一次梯度的两倍", torch.equal(w.grad, 2 * first),
+      shown=f"第一次 {first.tolist()}，现在 {w.grad.tolist()}")
+
+w.grad = None
+((w * w).sum() + (3 * w).sum()).backward()    # 对求和后的损失做一次反向传播
+summed = w.grad.clone()
+w.grad = None
+(w * w).sum().backward()                      # 两次反向传播，每一项一次
+(3 * w).sum().backward()
+claim("两次反向传播写进同一个 .grad，得到的是损失之和的梯度", torch.equal(w.grad, summed),
+      shown=f"{w.grad.tolist()}")
+
+
+# %% [markdown]
+# 在 GAN 里，漏写 `zero_grad()` 的错误就藏在这里：循环照常运行，每一步都是合法的一步，而 D 是用这一步的梯度与上一步的梯度之和来训练的。不会有任何报错。第 07 课的自动微分医生会在两个不同损失的梯度这样叠加时发出警告。`zero_grad()` 留下的是什么张量（全零还是 `None`）也有影响，第 04 课会说明什么时候有影响。
+
+# %% [markdown] tags=["read-after-exercises"]
+# | 原帖 001 的代码 | 在如今的 torch 上 |
+# |---|---|
+# | `a * 2`、`loss.backward()`、`a.grad` | 与文章所说一致 |
+# | `b.grad`、`loss.grad` | `b.grad` 是 `None`；`loss.grad` 是 `None`，**并且**发出 `UserWarning`（第 2 节） |
+# | 对需要梯度的叶子张量执行 `a += 1` | 就在这一行引发 `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.` |

@@ -274,7 +274,7 @@ claim("前向传播保存的 D 的每个权重都已过期，排在第一个的�
 
 
 # %% [markdown]
-# 前向传播保存的 D 的每个权重都已过期，因为 `step()` 把它们全都改了；PyTorch 报告的是它的反向传播最先遇到的那一个，也就是 D 的最后一层。第 5 节会解释，为什么同样的循环在旧版 torch 上不报这个错。
+# 前向传播保存的 D 的每个权重都已过期，因为 `step()` 把它们全都改了；PyTorch 报告的是它的反向传播最先遇到的那一个，也就是 D 的最后一层。练习之后的延伸“评判原帖 002 的解决方法”会解释，为什么同样的循环在旧版 torch 上不报这个错。
 
 # %% [markdown]
 # **检验原帖 000 的解释**。原帖 000 是这样解释这个报错的：
@@ -317,8 +317,69 @@ claim("两次反向传播之间有 d_optimizer.step() 时，g_loss.backward() �
 #
 # 改好之后，D 的损失不再连到计算图里 G 的那一部分，G 的损失也有自己的前向传播，没有哪张计算图会被求导两次。
 
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - 每个张量都带着 `_version`；原地操作（包括 `optimizer.step()`）会让它加 1。
+# - 自动微分保存某些张量时，连同它们的版本一起记下；反向传播时检查版本。哪些张量被保存取决于导数：
+#   `a * b` 只在 `a` 需要梯度时保存 `b`，只在 `b` 需要梯度时保存 `a`；`exp`、`sigmoid`、`tanh` 保存它们的输出。
+# - 报错信息给出**保存的**张量的类型和形状（Linear 的权重以转置的形式出现）、现在产生它的节点（基张量被原地修改过的视图显示为 `AsStrided`，`step()` 就会造成这种情况），以及两个版本号。
+# - 原帖 001 和原帖 000 碰到这个报错，是因为 `retain_graph=True` 让计算图在 `optimizer.step()` 之后依然存活。
+# - 原地操作（包括 `ReLU(inplace=True)`）会破坏反向传播，前提是它覆盖的张量已经被保存下来：保存它的，可能是产生它的运算（Sigmoid、Tanh），也可能是先读过它的另一个运算（乘以一个需要梯度的张量的 mul）。接在 Linear 或 Conv 后面通常没问题，因为它们不保存输出；但这不是一条关于层的规则。
+# - 原帖 002 的 `.data` 方法是靠产生错误的梯度来消除报错的；真正的修正是 `clone()` 或者不用原地操作，而 `no_grad()` 是用来更新叶子张量的。
+
 # %% [markdown]
-# ## 4 · `ReLU(inplace=True)`：在一处安全，在另一处报错
+# ## 练习
+#
+# ### 动手实现：一个探针，找出过期的已保存张量
+#
+# 自动微分保存的每个张量，都可以先交给你自己的代码处理一遍。在 `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` 里面，运算为反向传播保存的每个张量都会经过 `pack(t)`，`pack` 返回的东西会代替它保存下来，等反向传播需要这个张量时再交给 `unpack`（钩子会一直挂在计算图上，所以反向传播可以在 `with` 块结束之后才运行）。有些工具就是用它把保存的激活值放到 CPU 上（`torch.autograd.graph.save_on_cpu`）。但这里有个陷阱：自动微分看不透你的钩子，于是不再检查版本，第 2 节的报错就变成了一个一声不吭的错误梯度：
+
+# %%
+a = torch.ones(3, requires_grad=True)
+with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+    y = a.exp()                           # exp 通过钩子保存 y
+y.mul_(2)                                 # 保存的 y 变成版本 1
+y.sum().backward()                        # 不报错
+right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # 同一个损失，用非原地操作计算
+claim("在 saved_tensors_hooks 下，过期的已保存张量 y 没有引发报错", a.grad is not None)
+claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确的应该是 2e",
+      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)}，正确的是 {rounded(right)}")
+
+
+# %% [markdown]
+# 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个已保存张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个已保存张量，返回一个 `(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的 `tanh(Linear(x))`，以及第 3 节原帖 001 的小例子），并把你的报告和梯度与它自己的结果比较。
+
+# %%
+def stale_saved(make_loss):
+    """运行 make_loss()，再对它返回的损失做反向传播；对在此期间版本变动过的每个已保存张量，
+    返回一个 (形状, 保存时的版本, 反向传播时的版本)。"""
+    ### BEGIN SOLUTION
+    stale = []
+    def pack(t):
+        return t, t._version              # 张量本身，以及它此刻的版本
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+    ### END SOLUTION
+
+my_answer = stale_saved  # SOLUTION: 让它指向你的 stale_saved
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_stale_saved(my_answer)
+assert solved, "stale_saved：还没有完成，或者还不对：上面几行说明了缺什么"
+
+# %% [markdown]
+# ## 延伸 · `ReLU(inplace=True)`：在一处安全，在另一处报错
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
 # 原帖 001 说，对非叶子张量做原地操作没有问题，所以 `ReLU(inplace=True)` 才那么常见：
 #
@@ -370,7 +431,9 @@ check("LeakyReLU 之后接 ReLU(inplace=True) 会报错", prediction, raised,
           "覆盖的不是任何反向传播需要的东西；换成保存输出的 Tanh 或 Sigmoid，就会出错。")
 
 # %% [markdown]
-# ## 5 · 评判原帖 002 的解决方法
+# ## 延伸 · 评判原帖 002 的解决方法
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
 # 原帖 002 列出了四种解决方法：
 #
@@ -511,65 +574,6 @@ print(tr("in-place augmentation on the input batch: fine; model.weight.grad set:
 # | 002：`with torch.no_grad(): x += 1` | 在这里能运行；但张量被保存下来供反向传播使用时，它**帮不上忙** |
 # | 002：`x.data += 1` | 能运行，不报错，却可能给出**悄无声息的错误**梯度 |
 # | 002：CIFAR-10 数据增强循环 | 要下载 CIFAR-10（这里不运行）；它的 `clone()` 没有必要，因为那里没有任何东西需要梯度 |
-
-# %% [markdown] tags=["read-after-exercises"]
-# ## 小结
-#
-# - 每个张量都带着 `_version`；原地操作（包括 `optimizer.step()`）会让它加 1。
-# - 自动微分保存某些张量时，连同它们的版本一起记下；反向传播时检查版本。哪些张量被保存取决于导数：
-#   `a * b` 只在 `a` 需要梯度时保存 `b`，只在 `b` 需要梯度时保存 `a`；`exp`、`sigmoid`、`tanh` 保存它们的输出。
-# - 报错信息给出**保存的**张量的类型和形状（Linear 的权重以转置的形式出现）、现在产生它的节点（基张量被原地修改过的视图显示为 `AsStrided`，`step()` 就会造成这种情况），以及两个版本号。
-# - 原帖 001 和原帖 000 碰到这个报错，是因为 `retain_graph=True` 让计算图在 `optimizer.step()` 之后依然存活。
-# - 原地操作（包括 `ReLU(inplace=True)`）会破坏反向传播，前提是它覆盖的张量已经被保存下来：保存它的，可能是产生它的运算（Sigmoid、Tanh），也可能是先读过它的另一个运算（乘以一个需要梯度的张量的 mul）。接在 Linear 或 Conv 后面通常没问题，因为它们不保存输出；但这不是一条关于层的规则。
-# - 原帖 002 的 `.data` 方法是靠产生错误的梯度来消除报错的；真正的修正是 `clone()` 或者不用原地操作，而 `no_grad()` 是用来更新叶子张量的。
-
-# %% [markdown]
-# ## 练习
-#
-# ### 动手实现：一个探针，找出过期的已保存张量
-#
-# 自动微分保存的每个张量，都可以先交给你自己的代码处理一遍。在 `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` 里面，运算为反向传播保存的每个张量都会经过 `pack(t)`，`pack` 返回的东西会代替它保存下来，等反向传播需要这个张量时再交给 `unpack`（钩子会一直挂在计算图上，所以反向传播可以在 `with` 块结束之后才运行）。有些工具就是用它把保存的激活值放到 CPU 上（`torch.autograd.graph.save_on_cpu`）。但这里有个陷阱：自动微分看不透你的钩子，于是不再检查版本，第 2 节的报错就变成了一个一声不吭的错误梯度：
-
-# %%
-a = torch.ones(3, requires_grad=True)
-with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
-    y = a.exp()                           # exp 通过钩子保存 y
-y.mul_(2)                                 # 保存的 y 变成版本 1
-y.sum().backward()                        # 不报错
-right = torch.autograd.grad((a.exp() * 2).sum(), a)[0]   # 同一个损失，用非原地操作计算
-claim("在 saved_tensors_hooks 下，过期的已保存张量 y 没有引发报错", a.grad is not None)
-claim("而且梯度是错的：4e（mul_ 的 2 乘以翻倍后的 y），正确的应该是 2e",
-      torch.allclose(a.grad, 2 * right), f"{rounded(a.grad)}，正确的是 {rounded(right)}")
-
-
-# %% [markdown]
-# 自己把检查加回来。写一个 `stale_saved(make_loss)`：在你的钩子下运行 `make_loss()`（它构建计算图，可能原地修改某个已保存张量，并返回一个损失），对它返回的损失做反向传播；对在此期间版本变动过的每个已保存张量，返回一个 `(形状, 保存时的版本, 反向传播时的版本)`，一个都没有时返回 `[]`。同一个张量被保存两次就算两次。反向传播算出的结果必须和不装探针时一样。检查程序会在四个计算图上运行你的探针（第 2 节的 `exp`、`a * a`、一个干净的 `tanh(Linear(x))`，以及第 3 节原帖 001 的小例子），并把你的报告和梯度与它自己的结果比较。
-
-# %%
-def stale_saved(make_loss):
-    """运行 make_loss()，再对它返回的损失做反向传播；对在此期间版本变动过的每个已保存张量，
-    返回一个 (形状, 保存时的版本, 反向传播时的版本)。"""
-    ### BEGIN SOLUTION
-    stale = []
-    def pack(t):
-        return t, t._version              # 张量本身，以及它此刻的版本
-    def unpack(packed):
-        t, version = packed
-        if t._version != version:
-            stale.append((tuple(t.shape), version, t._version))
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        loss = make_loss()
-    loss.backward()
-    return stale
-    ### END SOLUTION
-
-my_answer = stale_saved  # SOLUTION: 让它指向你的 stale_saved
-
-# %% tags=["test"]
-from gan_lessons import exercises
-solved = exercises.check_stale_saved(my_answer)
-assert solved, "stale_saved：还没有完成，或者还不对：上面几行说明了缺什么"
 
 # %% [markdown]
 # ## 延伸 · 异常检测指向的是前向传播，而不是 `step()`

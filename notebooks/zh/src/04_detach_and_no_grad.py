@@ -192,67 +192,7 @@ with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be 
 # 把标签的形状改成 `[64]`，这个循环就能运行，它就是第 05 课里“先训练 D，再对 G 做一次新的前向传播”的顺序。
 
 # %% [markdown]
-# ## 4 · 分离用错的情形（一）：它可能去掉 G 需要的梯度
-#
-# 原帖 001 用 `lossG = (g + d.detach()).sum()` 修好了它的 G/D 小例子。代码能运行，但 G 的损失从此忽略了经过 D 的那条路径，而 GAN 的生成器恰恰是从这条路径上学习的。我们把它和按原样写出的那个损失的梯度作对比，后者用正确的方式计算：用 D 更新后的权重，做一次新的前向传播。
-
-# %%
-def seed001_grads(fix):
-    torch.manual_seed(0)
-    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
-    optimD = optim.Adam(D.parameters())
-    t = torch.tensor([1., 2], requires_grad=True)
-    g = G(t)
-    d = D(g)
-    optimD.zero_grad()
-    d.sum().backward(retain_graph=True)
-    optimD.step()
-    G.zero_grad(); D.zero_grad()           # 所有 .grad 都恢复为 None
-    if fix == "seed 001: d.detach()":
-        (g + d.detach()).sum().backward()
-    else:                                  # 经过更新后的 D 做一次新的前向传播
-        g = G(t)
-        (g + D(g)).sum().backward()
-    return t, G.weight.grad, D.weight.grad
-
-t, detached, D_grad = seed001_grads("seed 001: d.detach()")
-_, fresh, _ = seed001_grads("fresh forward")
-claim("原帖 001 的 d.detach()：lossG 不给 D 任何梯度（D.weight.grad 为 None）", D_grad is None)
-claim("而 G 的梯度只有 d(sum g)/dW：不管 D 是什么，每一行都是 t", torch.equal(detached, t.detach().expand(2, 2)),
-      f"G.weight.grad = {rounded(detached)}")
-gap = (detached - fresh).abs().max().item()
-claim("它与让更新后的 D 重新做一次前向传播所得的 G 的梯度不同", not torch.allclose(detached, fresh),
-      f"新的前向传播：{rounded(fresh)}，最大 |差| {gap:.4f}")
-
-# %% [markdown]
-# 分离之后的梯度只是 `d(sum g)/dW`，与 D 的输出无关。对 GAN 来说，这意味着 G 不再从 D 那里学习。原帖 001 做分离的理由是：
-#
-# > 现在是训练G的参数,D的参数应该是不变的,所以我们不希望D参数的梯度在反向传播时被计算,这样既节省了计算资源,又可以避免inplace error。
-#
-# 这个目的达到了，代价却是丢掉了经过 D 的路径；冻结 D 或者用 `backward(inputs=...)`（第 05 课）既能保留这条路径，又能省掉 D 的梯度。要分离的是**给 D 的损失用的假样本批量**，绝不是 G 的损失里 D 的输出。
-
-# %% [markdown]
-# ## 5 · 分离用错的情形（二）：一个优化器管两个模型
-#
-# 这是从与第 02 课相反的一面来看：如果一个优化器同时更新两个模型，损失里的一个 `detach()` 会让它上游的参数得不到这个损失的梯度，而优化器接下来怎么处理这些参数，取决于它们的 `.grad`。症状是某个模型悄悄地一直不变，或者做了你没让它做的事。
-
-# %%
-import itertools
-
-torch.manual_seed(0)
-model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
-opt = optim.Adam(itertools.chain(model1.parameters(), model2.parameters()), lr=0.1)
-before = model1.weight.detach().clone()
-data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-for step in range(5):
-    opt.zero_grad()
-    F.cross_entropy(model2(model1(data).detach()), label).backward()
-    opt.step()
-claim("因为做了分离，没有任何梯度到达 model1：model1.weight.grad 为 None", model1.weight.grad is None)
-claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.equal(before, model1.weight))
-
-# %% [markdown]
-# ## 6 · 原帖 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
+# ## 4 · 原帖 000 的 `no_grad` 与 `detach()`，以及 G 的 BatchNorm
 #
 # 原帖 000 的说明认为，对于 D 看到的假样本批量，`detach()` 更精确：
 #
@@ -357,9 +297,9 @@ claim("而且 eval() 改变了 G 的输出：BatchNorm 现在用运行统计量�
 # |---|---|
 # | 000：「修正后的训练循环」 | 在第一个损失处抛出 `ValueError: Target size (torch.Size([64, 1])) must be the same as input size (torch.Size([64]))`；它的 D 返回 `[B]`，标签却是 `[B, 1]` |
 # | 000：`with torch.no_grad(): fake = g(z).detach()` | 能运行；`no_grad` 里面的 `detach()` 不起任何额外作用 |
-# | 000 的说明：`detach()` 比 `no_grad`「更精确地表达了“只使用数据,不追踪其来源梯度”的意图」 | 对了一半：`detach()` 切断一个张量，`no_grad` 管一整个代码块，D 从两者得到的梯度相同；但 `detach()` 之前的那次前向传播白白保存了张量。两者都拦不住 G 的 BatchNorm 运行统计量（第 6 节） |
+# | 000 的说明：`detach()` 比 `no_grad`「更精确地表达了“只使用数据,不追踪其来源梯度”的意图」 | 对了一半：`detach()` 切断一个张量，`no_grad` 管一整个代码块，D 从两者得到的梯度相同；但 `detach()` 之前的那次前向传播白白保存了张量。两者都拦不住 G 的 BatchNorm 运行统计量（第 4 节） |
 # | 001：`lossG = (g + d.detach()).sum()` | 能运行，但 G 的梯度丢掉了流经 D 的那部分 |
-# | 004：配合 `itertools.chain` 使用分离 | 能运行；model1 得不到来自 `l2` 的梯度（第 02 课）：它的 `.grad` 一直是 `None`，所以共享的 Adam 跳过了它（第 5 节；`.grad` 若存的是零又会怎样，最后一节再问） |
+# | 004：配合 `itertools.chain` 使用分离 | 能运行；model1 得不到来自 `l2` 的梯度（第 02 课）：它的 `.grad` 一直是 `None`，所以共享的 Adam 跳过了它（延伸“分离用错的情形（二）”；`.grad` 若存的是零又会怎样，最后一个延伸再问） |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
@@ -402,7 +342,7 @@ assert solved, "d_step：还没有完成，或者还不对：上面几行说明�
 # %% [markdown]
 # ### 动手实现：训练中途生成样本图
 #
-# 训练循环每隔几百步就会画一张 G 生成的图像网格（第 06 课的训练器就是这样做的）。这次采样不能在训练上留下任何痕迹：第 6 节展示了训练模式下的前向传播会对 BatchNorm 的运行统计量做什么，也展示了在前向传播之后才 `detach()` 为时已晚，省不下计算图的内存。写一个 `sample(G, z)`：它返回 **G 在评估模式下计算出的**图像，不建计算图，让 G 的参数和运行统计量保持原样，并让 G 回到它原来所处的模式（训练或评估）。检查程序先把一个小的 G 训练两步，然后分别在训练模式和评估模式下对它调用你的函数，用 `saved_tensors_hooks` 数它的前向传播保存了多少张量，并比较其余的一切。
+# 训练循环每隔几百步就会画一张 G 生成的图像网格（第 06 课的训练器就是这样做的）。这次采样不能在训练上留下任何痕迹：第 4 节展示了训练模式下的前向传播会对 BatchNorm 的运行统计量做什么，也展示了在前向传播之后才 `detach()` 为时已晚，省不下计算图的内存。写一个 `sample(G, z)`：它返回 **G 在评估模式下计算出的**图像，不建计算图，让 G 的参数和运行统计量保持原样，并让 G 回到它原来所处的模式（训练或评估）。检查程序先把一个小的 G 训练两步，然后分别在训练模式和评估模式下对它调用你的函数，用 `saved_tensors_hooks` 数它的前向传播保存了多少张量，并比较其余的一切。
 
 # %%
 def sample(G, z):
@@ -425,11 +365,75 @@ assert solved, "sample：还没有完成，或者还不对：上面几行说明�
 
 
 # %% [markdown]
+# ## 延伸 · 分离用错的情形（一）：它可能去掉 G 需要的梯度
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 原帖 001 用 `lossG = (g + d.detach()).sum()` 修好了它的 G/D 小例子。代码能运行，但 G 的损失从此忽略了经过 D 的那条路径，而 GAN 的生成器恰恰是从这条路径上学习的。我们把它和按原样写出的那个损失的梯度作对比，后者用正确的方式计算：用 D 更新后的权重，做一次新的前向传播。
+
+# %%
+def seed001_grads(fix):
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    optimD = optim.Adam(D.parameters())
+    t = torch.tensor([1., 2], requires_grad=True)
+    g = G(t)
+    d = D(g)
+    optimD.zero_grad()
+    d.sum().backward(retain_graph=True)
+    optimD.step()
+    G.zero_grad(); D.zero_grad()           # 所有 .grad 都恢复为 None
+    if fix == "seed 001: d.detach()":
+        (g + d.detach()).sum().backward()
+    else:                                  # 经过更新后的 D 做一次新的前向传播
+        g = G(t)
+        (g + D(g)).sum().backward()
+    return t, G.weight.grad, D.weight.grad
+
+t, detached, D_grad = seed001_grads("seed 001: d.detach()")
+_, fresh, _ = seed001_grads("fresh forward")
+claim("原帖 001 的 d.detach()：lossG 不给 D 任何梯度（D.weight.grad 为 None）", D_grad is None)
+claim("而 G 的梯度只有 d(sum g)/dW：不管 D 是什么，每一行都是 t", torch.equal(detached, t.detach().expand(2, 2)),
+      f"G.weight.grad = {rounded(detached)}")
+gap = (detached - fresh).abs().max().item()
+claim("它与让更新后的 D 重新做一次前向传播所得的 G 的梯度不同", not torch.allclose(detached, fresh),
+      f"新的前向传播：{rounded(fresh)}，最大 |差| {gap:.4f}")
+
+# %% [markdown]
+# 分离之后的梯度只是 `d(sum g)/dW`，与 D 的输出无关。对 GAN 来说，这意味着 G 不再从 D 那里学习。原帖 001 做分离的理由是：
+#
+# > 现在是训练G的参数,D的参数应该是不变的,所以我们不希望D参数的梯度在反向传播时被计算,这样既节省了计算资源,又可以避免inplace error。
+#
+# 这个目的达到了，代价却是丢掉了经过 D 的路径；冻结 D 或者用 `backward(inputs=...)`（第 05 课）既能保留这条路径，又能省掉 D 的梯度。要分离的是**给 D 的损失用的假样本批量**，绝不是 G 的损失里 D 的输出。
+
+# %% [markdown]
+# ## 延伸 · 分离用错的情形（二）：一个优化器管两个模型
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 这是从与第 02 课相反的一面来看：如果一个优化器同时更新两个模型，损失里的一个 `detach()` 会让它上游的参数得不到这个损失的梯度，而优化器接下来怎么处理这些参数，取决于它们的 `.grad`。症状是某个模型悄悄地一直不变，或者做了你没让它做的事。
+
+# %%
+import itertools
+
+torch.manual_seed(0)
+model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
+opt = optim.Adam(itertools.chain(model1.parameters(), model2.parameters()), lr=0.1)
+before = model1.weight.detach().clone()
+data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+for step in range(5):
+    opt.zero_grad()
+    F.cross_entropy(model2(model1(data).detach()), label).backward()
+    opt.step()
+claim("因为做了分离，没有任何梯度到达 model1：model1.weight.grad 为 None", model1.weight.grad is None)
+claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.equal(before, model1.weight))
+
+# %% [markdown]
 # ## 延伸 · `None` 还是零：`zero_grad(set_to_none=...)`
 #
 # *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
-# 第 5 节里，model1 停在原地，是因为它的 `.grad` 是 `None`：`opt.zero_grad()` 把每个 `.grad` 设成 `None`（即 `set_to_none=True`，torch 2.0 起的默认值），反向传播没有写入任何值，而优化器会跳过 `.grad` 为 `None` 的参数。`opt.zero_grad(set_to_none=False)` 则把 `.grad` 填成零，和 torch 2.0 之前的 `zero_grad()` 一样。下面让一个 Adam 同时管 G 和 D；G 先走一步，接着是在 `x_fake.detach()` 上的 D 训练步，所以到第二次 `opt.step()` 时，G 的 `.grad` 要么是零，要么是 `None`。
+# 延伸“分离用错的情形（二）”里，model1 停在原地，是因为它的 `.grad` 是 `None`：`opt.zero_grad()` 把每个 `.grad` 设成 `None`（即 `set_to_none=True`，torch 2.0 起的默认值），反向传播没有写入任何值，而优化器会跳过 `.grad` 为 `None` 的参数。`opt.zero_grad(set_to_none=False)` 则把 `.grad` 填成零，和 torch 2.0 之前的 `zero_grad()` 一样。下面让一个 Adam 同时管 G 和 D；G 先走一步，接着是在 `x_fake.detach()` 上的 D 训练步，所以到第二次 `opt.step()` 时，G 的 `.grad` 要么是零，要么是 `None`。
 
 # %%
 def G_after_a_D_step(set_to_none):

@@ -353,40 +353,6 @@ ref = results["d_first_reuse_fake"].ms_per_step
 print(tr("time relative to d_first_reuse_fake: {ratios}",
          ratios={n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error}))
 
-# %% [markdown]
-# ## 5 · 自己切换策略
-#
-# 这个控件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略运行一步。它显示这一步的计算图（已保存张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按默认选项画一次。
-
-# %%
-import math
-from gan_lessons.widgets import StrategyPanel
-
-RING_GEN = torch.Generator().manual_seed(0)     # 下面所有批量共用一个随机数流
-
-def ring_batch(n=128, gen=RING_GEN):
-    """来自圆周上八个高斯分布的点：经典的二维 GAN 小例子。"""
-    angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
-    centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
-    return centres + 0.05 * torch.randn(n, 2, generator=gen)
-
-torch.manual_seed(0)
-toy_G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
-toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.Flatten(0))
-toy_noise_gen = torch.Generator().manual_seed(1)
-toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
-
-# %% tags=["nbval-ignore-output"]
-panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
-panel
-
-# %%
-shown = panel.shown[panel.buttons.value]
-print(tr("default strategy: {name}", name=panel.buttons.value))
-print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
-print(shown["graph"])
-
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -434,6 +400,42 @@ my_answer = my_step  # SOLUTION: 把它指向你的 my_step
 from gan_lessons import exercises
 solved = exercises.check_strategy(my_answer)
 assert solved, "strategy：还没有完成，或者还不对：上面几行说明了缺什么"
+
+# %% [markdown]
+# ## 延伸 · 自己切换策略
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 这个控件在一个小 GAN 上（排成一圈的八个高斯分布上的二维点，在 CPU 上几秒钟就能训练好）用所选的策略运行一步。它显示这一步的计算图（已保存张量按状态着色）、上表中该策略的开销行，以及一条简短的训练曲线。创建时，它会按默认选项画一次。
+
+# %%
+import math
+from gan_lessons.widgets import StrategyPanel
+
+RING_GEN = torch.Generator().manual_seed(0)     # 下面所有批量共用一个随机数流
+
+def ring_batch(n=128, gen=RING_GEN):
+    """来自圆周上八个高斯分布的点：经典的二维 GAN 小例子。"""
+    angle = torch.randint(0, 8, (n,), generator=gen) * (2 * math.pi / 8)
+    centres = torch.stack([angle.cos(), angle.sin()], dim=1) * 2
+    return centres + 0.05 * torch.randn(n, 2, generator=gen)
+
+torch.manual_seed(0)
+toy_G = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 2))
+toy_D = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1), nn.Flatten(0))
+toy_noise_gen = torch.Generator().manual_seed(1)
+toy_noise = lambda n: torch.randn(n, 8, generator=toy_noise_gen)
+
+# %% tags=["nbval-ignore-output"]
+panel = StrategyPanel(toy_G, toy_D, ring_batch, toy_noise, results, steps=100 if QUICK else 600)
+panel
+
+# %%
+shown = panel.shown[panel.buttons.value]
+print(tr("default strategy: {name}", name=panel.buttons.value))
+print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
+print(shown["graph"])
+
 
 # %% [markdown]
 # ## 延伸 · 为什么 `one_forward` 可能最慢

@@ -301,28 +301,6 @@ claim("原帖的 G 在它唯一的一次运行中发生模式崩溃，只剩 0 �
 # %% [markdown]
 # 原帖的 G 运行时不报任何错误，这恰恰是陷阱所在：PyTorch 没有任何抱怨，损失看起来也像是 GAN 的损失。只有测量样本才能看出发生了什么：它的那次运行发生了模式崩溃，几乎只生成 0 和 8，而且画得很差；而带 `tanh` 的那次运行覆盖了全部十个数字。两次运行只差一个没有权重的层，但**每种设置只有一次运行**：这只说明这两次运行发生了什么，不能说明这种情况有多常见，也不能说明单凭这一层就决定了结果（任何一种设置换一个随机种子，结果都可能不同）。要说 `tanh` 修好了原帖的训练，需要每种设置跑多次，每种至少 3 个随机种子，并给出它们得分的离散程度；本课不训练这些。
 
-# %% [markdown]
-# ## 7 · 比较两种策略
-#
-# 第 05 课表明，几种交替顺序的开销几乎相同。那么它们训练出来的结果也一样吗？这里用同一个随机种子和同样的设置，每种策略各跑一次，比较它们的曲线和得分。两次运行都必须学到了东西（每个数字都出现），比较才有意义。在 GPU 上，完整运行的各个迭代周期会给出完整的曲线。
-
-# %% tags=["nbval-ignore-output"]
-trained = {cfg.strategy: trainer,   # 上面那次运行，以及同样设置下按 g_first 顺序的一次运行
-           "g_first": training.train(dataclasses.replace(cfg, strategy="g_first", out=str(training.RUNS / "lesson06_g_first")))}
-runs = {}
-for strategy, t in trained.items():
-    G_s = t.G.eval().cpu()
-    with torch.no_grad():
-        fakes = G_s(torch.randn(2000, G_s.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
-    runs[strategy] = (t.history, metrics.evaluate(fakes))
-plots.loss_figure({s: h for s, (h, _) in runs.items()}, title=tr("two strategies, same seed"))
-plt.show()
-for s, (_, m) in runs.items():
-    print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
-             fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
-    claim(f"{s} 的运行学会了每个数字（每个数字都至少占样本的 0.5%）", min(m["coverage"]) >= 0.005, on='这两次训练')
-
-
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -374,3 +352,27 @@ my_answer = save_state  # SOLUTION: 把它指向你的 save_state（不要加括
 from gan_lessons import exercises
 solved = exercises.check_resume(my_answer, load_state)
 assert solved, "resume：还没有完成，或者还不对：上面几行说明了缺什么"
+
+# %% [markdown]
+# ## 延伸 · 比较两种策略
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 第 05 课表明，几种交替顺序的开销几乎相同。那么它们训练出来的结果也一样吗？这里用同一个随机种子和同样的设置，每种策略各跑一次，比较它们的曲线和得分。两次运行都必须学到了东西（每个数字都出现），比较才有意义。在 GPU 上，完整运行的各个迭代周期会给出完整的曲线。
+
+# %% tags=["nbval-ignore-output"]
+trained = {cfg.strategy: trainer,   # 上面那次运行，以及同样设置下按 g_first 顺序的一次运行
+           "g_first": training.train(dataclasses.replace(cfg, strategy="g_first", out=str(training.RUNS / "lesson06_g_first")))}
+runs = {}
+for strategy, t in trained.items():
+    G_s = t.G.eval().cpu()
+    with torch.no_grad():
+        fakes = G_s(torch.randn(2000, G_s.z_dim, generator=torch.Generator().manual_seed(0))).clamp(-1, 1)
+    runs[strategy] = (t.history, metrics.evaluate(fakes))
+plots.loss_figure({s: h for s, (h, _) in runs.items()}, title=tr("two strategies, same seed"))
+plt.show()
+for s, (_, m) in runs.items():
+    print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
+             fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
+    claim(f"{s} 的运行学会了每个数字（每个数字都至少占样本的 0.5%）", min(m["coverage"]) >= 0.005, on='这两次训练')
+

@@ -130,134 +130,7 @@ claim("对这个干净的训练步，医生没有任何话要说", doc.diagnoses
 
 
 # %% [markdown]
-# ## 2 · 其他原帖里的出错代码
-#
-# 每篇原帖都从不同的方向撞上了这些错误中的一个。医生每次都能指出问题出在哪个环节。
-#
-# 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（已保存张量被原地修改了）。医生认识的每一种自动微分错误都有自己的类别，每一类都以出了什么问题来命名；下面是从它的错误目录里读出的全部类别名：
-
-# %%
-from gan_lessons.doctor.catalogue import CATALOGUE
-print(", ".join(kind.key for kind in CATALOGUE))
-
-# %% reveals=["first (call|backward) freed|\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u7528\u5b8c\u5c31\u91ca\u653e", "\u7b2c\u4e00\u6b21\u8c03\u7528\u5df2\u7ecf\u91ca\u653e\u4e86\u5b83\u7684\u8ba1\u7b97\u56fe"] tags=["predict"]
-prediction = "freed"  # SOLUTION: 对同一个 y 调用两次 `y.backward()`：会得到哪一类诊断？
-x = torch.ones(2, requires_grad=True)
-kind = None                                  # 如果没有报错，就保持 None
-try:
-    with doctor(x=x):
-        y = (x * x).sum()
-        y.backward()
-        y.backward()
-except RuntimeError as error:
-    kind = error.diagnosis.kind
-check("诊断类别", prediction, kind,
-      why="mul 为它的反向传播保存了 x（两次）；第一次反向传播用完就释放了它，所以第二次没有东西可用。这是同一个"
-          "损失，所以医生给出的修法是只调用一次 backward()，而不是分离。")
-
-
-# %% [markdown]
-# 从这里开始，每段有问题的代码运行之前，先写下医生会怎么说，写成 `dict(kind=..., tensor=..., line=...)`：诊断的类别；它点名的张量（`"version"` 类写过期的那个张量，用“所属模块加属性名”的形式，例如 `G.bias`；`"freed"` 类写第二个损失经由哪个张量到达被释放的那部分）；以及该怪的那一行，也就是改动了这个张量、或者释放了那部分计算图的那一行（写它的代码，或者它在单元格里的行号）。医生的诊断就是答案。
-#
-# **原帖 001 的 G/D 小例子**，先不加 `retain_graph`：
-
-# %%
-def seed001(retain_graph):
-    torch.manual_seed(0)
-    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
-    optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-    with doctor(G=G, D=D, optimG=optimG, optimD=optimD):
-        t = torch.tensor([1., 2], requires_grad=True)
-        g = G(t)
-        d = D(g)
-        lossD = d.sum()
-        optimD.zero_grad()
-        lossD.backward(retain_graph=retain_graph)
-        optimD.step()
-        lossG = (g + d).sum()
-        optimG.zero_grad()
-        lossG.backward()
-
-
-# %% reveals=["\u91ca\u653e\u8005\uff1a\u7b2c \\d+ \u884c\uff08`lossD", "\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u5df2\u7ecf\u628a\u8fd9\u90e8\u5206\u91ca\u653e\u4e86"] tags=["predict"]
-prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
-with expect_error(RuntimeError, "backward through the graph a second time") as caught:
-    seed001(retain_graph=False)
-check_diagnosis(prediction, caught.error.diagnosis)
-
-# %% [markdown]
-# 诊断里以“行不通：”开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。原帖 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
-
-# %%
-with expect_error(RuntimeError, "is at version 2; expected version 1"):
-    seed001(retain_graph=True)
-
-# %% [markdown]
-# 原帖 001 自己对这两次失败是这样解释的，和医生说的一致：
-#
-# > 此时我们执行lossG.backward()一定会报错,因为从G到D的计算图都被释放了。
-#
-# > 前面提到optimD.step()执行以后,D的参数被修改了且是inplace操作,而lossG的计算依赖于D的输出d,那么lossG在反向传播时肯定会发生inplace error。
-#
-# 也就是说：不加 `retain_graph` 时，从 G 到 D 的计算图在第一次反向传播时就被释放了；加上它，`optimD.step()` 又原地修改了 D 的参数，而 `lossG` 依赖 D 的输出 `d`。
-
-# %% [markdown]
-# **原帖 003 的策略一**（`gan_lessons.strategies.retain_graph_seed003`）：医生指出的那几行都在这个策略函数里，而这正是要改的代码。
-
-# %%
-torch.manual_seed(0)
-G, D = Generator(), Discriminator()
-opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-noise = lambda n: torch.randn(n, G.z_dim)
-with expect_error(RuntimeError, "modified by an inplace operation"):
-    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
-        strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
-
-# %% [markdown]
-# **原帖 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
-
-# %% reveals=["\u91ca\u653e\u8005\uff1a\u7b2c \\d+ \u884c\uff08`l2", "\u7ecf\u7531 `a` \u8fde\u5230\u7b2c\u4e8c\u4e2a\u635f\u5931"] tags=["predict"]
-prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
-torch.manual_seed(0)
-model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
-optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
-optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
-loss = nn.CrossEntropyLoss()
-data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
-with expect_error(RuntimeError, "backward through the graph a second time") as caught:
-    with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
-        a = model1(data)
-        b = model2(a)
-        l1, l2 = loss(a, label), loss(b, label)
-        optimizer2.zero_grad()
-        l2.backward()
-        optimizer2.step()
-        optimizer1.zero_grad()
-        l1.backward()
-check_diagnosis(prediction, caught.error.diagnosis)
-
-# %% [markdown]
-# **原帖 001 的叶子张量错误**，以及**它读取非叶子张量的 `.grad`**：
-
-# %%
-a = torch.tensor([1., 2, 3], requires_grad=True)
-with expect_error(RuntimeError, "leaf Variable that requires grad"):
-    with doctor(a=a):
-        c = a * 2
-        a += 1
-
-# %%
-G = nn.Linear(2, 2)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", UserWarning)   # PyTorch 自己的警告；医生的诊断在后面
-    warnings.simplefilter("always", DoctorWarning)
-    with doctor(G=G) as doc:
-        x_fake = G(torch.randn(3, 2))
-        x_fake.sum().backward()
-        x_fake.grad
-
-# %% [markdown]
-# ## 3 · 四个常有人贴出来求助的出错训练循环
+# ## 2 · 四个常有人贴出来求助的出错训练循环
 #
 # 真实代码还会以博客里从没列出过的方式出错。这里是四个新例子。
 #
@@ -336,7 +209,7 @@ print(tr("warnings: {warnings}", warnings=[headline(d.summary) for d in doc.diag
 claim("一条警告，指出了 .data 修改", len(doc.diagnoses) == 1 and "`.data.clamp_`" in doc.diagnoses[0].summary, on='本课程的自动微分医生')
 
 # %% [markdown]
-# ## 4 · 每个单元格里都有医生：`%load_ext gan_lessons`
+# ## 3 · 每个单元格里都有医生：`%load_ext gan_lessons`
 #
 # 在脚本里，用 `with doctor(...)` 把代码包起来就行。在笔记本里，这个扩展替你做这件事：每个单元格都在医生的监视下运行。名字是在诊断需要时才去查的，而不是在单元格运行之前：先查笔记本里的变量（取它们此刻的值，所以同一个单元格里新建的模型和优化器也算在内），再查你自己的对象下一层属性上的模块（如 `agent.critic`），再查正在运行的函数的局部变量；一个在哪里都没有名字的模块，就用它的类名来称呼（`Critic.net.2.weight`）。当这些错误之一从单元格里抛出时，诊断会出现在平常的回溯信息下面，而这份回溯正是没有医生时你会看到的那一份。其他任何异常的显示都与不加载扩展时完全一样（`tests/doctor/test_doctor.py` 对两者都做了检查）。下面它抓到了一个不报错的 bug：
 
@@ -506,3 +379,132 @@ def my_buggy_loop():
 expected = "freed"  # SOLUTION: 你预期的诊断类别："leaf_inplace"、"freed" 或 "version"
 my_answer = my_buggy_loop  # SOLUTION: 把它指向你的循环
 solved = exercises.check_doctor_bug(my_answer, expected)
+
+# %% [markdown]
+# ## 延伸 · 其他原帖里的出错代码
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 每篇原帖都从不同的方向撞上了这些错误中的一个。医生每次都能指出问题出在哪个环节。
+#
+# 先看最小的情形：只有一个损失，对它调用两次 `backward()`。第 1 节的诊断属于 `"version"` 类（已保存张量被原地修改了）。医生认识的每一种自动微分错误都有自己的类别，每一类都以出了什么问题来命名；下面是从它的错误目录里读出的全部类别名：
+
+# %%
+from gan_lessons.doctor.catalogue import CATALOGUE
+print(", ".join(kind.key for kind in CATALOGUE))
+
+# %% reveals=["first (call|backward) freed|\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u7528\u5b8c\u5c31\u91ca\u653e", "\u7b2c\u4e00\u6b21\u8c03\u7528\u5df2\u7ecf\u91ca\u653e\u4e86\u5b83\u7684\u8ba1\u7b97\u56fe"] tags=["predict"]
+prediction = "freed"  # SOLUTION: 对同一个 y 调用两次 `y.backward()`：会得到哪一类诊断？
+x = torch.ones(2, requires_grad=True)
+kind = None                                  # 如果没有报错，就保持 None
+try:
+    with doctor(x=x):
+        y = (x * x).sum()
+        y.backward()
+        y.backward()
+except RuntimeError as error:
+    kind = error.diagnosis.kind
+check("诊断类别", prediction, kind,
+      why="mul 为它的反向传播保存了 x（两次）；第一次反向传播用完就释放了它，所以第二次没有东西可用。这是同一个"
+          "损失，所以医生给出的修法是只调用一次 backward()，而不是分离。")
+
+
+# %% [markdown]
+# 从这里开始，每段有问题的代码运行之前，先写下医生会怎么说，写成 `dict(kind=..., tensor=..., line=...)`：诊断的类别；它点名的张量（`"version"` 类写过期的那个张量，用“所属模块加属性名”的形式，例如 `G.bias`；`"freed"` 类写第二个损失经由哪个张量到达被释放的那部分）；以及该怪的那一行，也就是改动了这个张量、或者释放了那部分计算图的那一行（写它的代码，或者它在单元格里的行号）。医生的诊断就是答案。
+#
+# **原帖 001 的 G/D 小例子**，先不加 `retain_graph`：
+
+# %%
+def seed001(retain_graph):
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 2), nn.Linear(2, 2)
+    optimG, optimD = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    with doctor(G=G, D=D, optimG=optimG, optimD=optimD):
+        t = torch.tensor([1., 2], requires_grad=True)
+        g = G(t)
+        d = D(g)
+        lossD = d.sum()
+        optimD.zero_grad()
+        lossD.backward(retain_graph=retain_graph)
+        optimD.step()
+        lossG = (g + d).sum()
+        optimG.zero_grad()
+        lossG.backward()
+
+
+# %% reveals=["\u91ca\u653e\u8005\uff1a\u7b2c \\d+ \u884c\uff08`lossD", "\u7b2c\u4e00\u6b21\u53cd\u5411\u4f20\u64ad\u5df2\u7ecf\u628a\u8fd9\u90e8\u5206\u91ca\u653e\u4e86"] tags=["predict"]
+prediction = dict(kind="freed", tensor="g", line="lossD.backward(retain_graph=retain_graph)")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
+    seed001(retain_graph=False)
+check_diagnosis(prediction, caught.error.diagnosis)
+
+# %% [markdown]
+# 诊断里以“行不通：”开头的那一行已经说了，在这里加上 `retain_graph=True` 会怎样。原帖 001 试的正是这个（在 Colab 上，ipykernel 的版本是 6.17，`DoctorWarning` 可能出现在错误信息之后，而不是之前）：
+
+# %%
+with expect_error(RuntimeError, "is at version 2; expected version 1"):
+    seed001(retain_graph=True)
+
+# %% [markdown]
+# 原帖 001 自己对这两次失败是这样解释的，和医生说的一致：
+#
+# > 此时我们执行lossG.backward()一定会报错,因为从G到D的计算图都被释放了。
+#
+# > 前面提到optimD.step()执行以后,D的参数被修改了且是inplace操作,而lossG的计算依赖于D的输出d,那么lossG在反向传播时肯定会发生inplace error。
+#
+# 也就是说：不加 `retain_graph` 时，从 G 到 D 的计算图在第一次反向传播时就被释放了；加上它，`optimD.step()` 又原地修改了 D 的参数，而 `lossG` 依赖 D 的输出 `d`。
+
+# %% [markdown]
+# **原帖 003 的策略一**（`gan_lessons.strategies.retain_graph_seed003`）：医生指出的那几行都在这个策略函数里，而这正是要改的代码。
+
+# %%
+torch.manual_seed(0)
+G, D = Generator(), Discriminator()
+opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+noise = lambda n: torch.randn(n, G.z_dim)
+with expect_error(RuntimeError, "modified by an inplace operation"):
+    with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+        strategies.retain_graph_seed003(G, D, opt_G, opt_D, x_real, noise)
+
+# %% [markdown]
+# **原帖 004 的 model1/model2 循环**：两个损失，各有各的优化器。还是先预测。
+
+# %% reveals=["\u91ca\u653e\u8005\uff1a\u7b2c \\d+ \u884c\uff08`l2", "\u7ecf\u7531 `a` \u8fde\u5230\u7b2c\u4e8c\u4e2a\u635f\u5931"] tags=["predict"]
+prediction = dict(kind="freed", tensor="a", line="l2.backward()")  # SOLUTION: 医生会怎么说？写成 dict(kind=..., tensor=..., line=...)
+torch.manual_seed(0)
+model1, model2 = nn.Linear(10, 2), nn.Linear(2, 2)
+optimizer1 = optim.Adam(model1.parameters(), lr=0.001, betas=(0.5, 0.999))
+optimizer2 = optim.Adam(model2.parameters(), lr=0.001, betas=(0.5, 0.999))
+loss = nn.CrossEntropyLoss()
+data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+with expect_error(RuntimeError, "backward through the graph a second time") as caught:
+    with doctor(model1=model1, model2=model2, optimizer1=optimizer1, optimizer2=optimizer2):
+        a = model1(data)
+        b = model2(a)
+        l1, l2 = loss(a, label), loss(b, label)
+        optimizer2.zero_grad()
+        l2.backward()
+        optimizer2.step()
+        optimizer1.zero_grad()
+        l1.backward()
+check_diagnosis(prediction, caught.error.diagnosis)
+
+# %% [markdown]
+# **原帖 001 的叶子张量错误**，以及**它读取非叶子张量的 `.grad`**：
+
+# %%
+a = torch.tensor([1., 2, 3], requires_grad=True)
+with expect_error(RuntimeError, "leaf Variable that requires grad"):
+    with doctor(a=a):
+        c = a * 2
+        a += 1
+
+# %%
+G = nn.Linear(2, 2)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)   # PyTorch 自己的警告；医生的诊断在后面
+    warnings.simplefilter("always", DoctorWarning)
+    with doctor(G=G) as doc:
+        x_fake = G(torch.randn(3, 2))
+        x_fake.sum().backward()
+        x_fake.grad

@@ -117,27 +117,7 @@ da, db, dunused = grad(a * b, (a, b, unused), allow_unused=True)
 claim("d(ab)/da = b，d(ab)/db = a，没用到的输入得到 None", da.item() == 5.0 and db.item() == 2.0 and dunused is None)
 
 # %% [markdown]
-# ## 2 · 梯度的计算图
-#
-# 设置 `create_graph=True` 时，自动微分会把反向传播记录成一个新的前向计算图。这个图的节点是 D 各个运算的*导数*：LeakyReLU 的反向计算变成一个 `LeakyReluBackwardBackward0` 节点，而反向计算中用到的转置权重（`TBackward0`、`MmBackward0`）又连回 D 的参数。惩罚的梯度正是沿着这条路径去训练 D 的。下面是一个小评判器的惩罚，直接从运行中的张量画出来：
-
-# %%
-torch.manual_seed(0)
-D_small = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
-x_hat = torch.randn(3, 4, requires_grad=True)
-scores = D_small(x_hat).squeeze(1)
-g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
-penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
-nodes = sorted({type(fn).__name__ for fn in graphs.walk([penalty])})
-claim("惩罚的计算图里有 D 的 LeakyReLU 的导数，并且连到了 D 的两个权重",
-      "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
-      and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
-      ", ".join(nodes))
-graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
-            title=tr("a gradient penalty's graph (create_graph=True)"))
-
-# %% [markdown]
-# ## 3 · 一行一行地搭出 WGAN-GP 的惩罚
+# ## 2 · 一行一行地搭出 WGAN-GP 的惩罚
 #
 # WGAN-GP 要求 D（一个*评判器*：只打分，不经过 sigmoid）在真实图像和假图像之间的点上，关于输入的梯度范数为 1：`x_hat = eps·x_real + (1 − eps)·x_fake`，每张图像一个 `eps`。惩罚是 `(‖∇x_hat D(x_hat)‖₂ − 1)²` 在批量上的均值，权重为 10。我们在原帖 000 的 D 和真实的手写数字上搭建它，途中会遇到两个错误。
 
@@ -204,7 +184,7 @@ claim("穿过换成 SiLU 的同一个 D，它们就不为零", any(bool(t.abs().
 
 
 # %% [markdown]
-# ## 4 · 不加 `create_graph=True` 的惩罚
+# ## 3 · 不加 `create_graph=True` 的惩罚
 #
 # 去掉 `create_graph=True`，一切照样运行。惩罚照样算出来、打印出来，也加进了 `loss_D`。下面比较同一批量上三种损失给 D 的梯度：只有评判器的损失（`plain`）；加上不设 `create_graph=True` 算出的惩罚（`no_graph`）；加上设了它算出的惩罚（`right`）。
 
@@ -260,55 +240,9 @@ with expect_warning(DoctorWarning, "create_graph"):
 
 
 # %% [markdown]
-# ## 5 · 惩罚代码里的 `retain_graph`：写 `True`、省略，还是写 `False`
+# ## 4 · 真实图像上的 R1，以及惰性正则化
 #
-# 网上找到的惩罚代码经常写成 `autograd.grad(..., create_graph=True, retain_graph=True)`，接着又写 `loss_D.backward(retain_graph=True)`。第一个 `retain_graph=True` 重复了 `create_graph=True` 已经做了的事（第 1 节）。第二个会让这一步保存的所有张量在它之后继续存活，直到计算图被丢弃，只为了一次永远不会到来的第二次反向传播。删掉哪一个都是安全的。那么，在 `create_graph=True` 旁边写上 `retain_graph=False` 又会怎样？在 R1 式的代码里（第 6 节），惩罚的梯度和损失共用 D 在真实图像上的同一次前向传播：
-
-# %%
-def r1_loss(**grad_options):
-    x_real_leaf = x_real.clone().requires_grad_(True)
-    scores_real = D(x_real_leaf)
-    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
-    return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # 损失加上 R1，权重为 5
-
-
-# %% reveals=["retain_graph=False.{0,60}\u91ca\u653e"] tags=["predict"]
-prediction = True  # SOLUTION: r1_loss(retain_graph=False).backward() 会报错吗？（True/False）
-try:
-    r1_loss(retain_graph=False).backward()
-    backward_ran = True
-except RuntimeError:
-    backward_ran = False
-check("r1_loss(retain_graph=False).backward() 会报错", prediction, not backward_ran,
-      why="retain_graph=False 一求完梯度，就释放了 D 在真实图像上的前向传播所保存的东西，而损失的反向传播还需要"
-          "它们。")
-
-# %%
-with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
-    r1_loss(retain_graph=False).backward()
-
-
-# %% [markdown]
-# 写在 `create_graph=True` 旁边的 `retain_graph=False` 释放了 D 在真实图像上的前向传播，而损失还需要它。省略 `retain_graph`（这时它跟随 `create_graph`），同样的代码就能运行。至于最后的 `backward(retain_graph=True)`，它只是占着内存：在它之后，已保存张量仍然被持有。
-
-# %%
-def r1_step(retain):
-    loss = r1_loss()                                        # 省略 retain_graph
-    D.zero_grad()
-    loss.backward(retain_graph=retain)
-    return loss, [p.grad.clone() for p in D.parameters()]
-
-(loss_kept, grads_kept), (loss_freed, grads_freed) = r1_step(retain=True), r1_step(retain=False)
-claim("不管有没有 backward(retain_graph=True)，这一步给出的梯度都相同",
-      all(torch.allclose(a, b) for a, b in zip(grads_kept, grads_freed)))
-kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
-claim("但加上它，这一步保存的张量在之后仍然留在内存里", kept > 0 and freed == 0,
-      f"仍持有 {kept / 2**20:.2f} MiB，对比 {freed} 字节")
-
-# %% [markdown]
-# ## 6 · 真实图像上的 R1，以及惰性正则化
-#
-# R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须设为需要梯度（第 5 节的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 每 *k* 个小批量（k = 16）才计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
+# R1 只惩罚 D 在*真实*图像上的梯度，即 `γ/2 · E‖∇x D(x_real)‖²`，促使 D 在数据所在之处保持平坦。它由真实图像自己的前向传播算出，所以 `x_real` 必须设为需要梯度（延伸“惩罚代码里的 `retain_graph`”中的 `r1_loss` 以权重 5 加上了它）。StyleGAN2 每 *k* 个小批量（k = 16）才计算一次 R1，并把它乘以 *k*：平均来看权重不变，开销却只是原来的一小部分。`strategies.r1_penalty` 是权重为 1 的 R1；在练习里，你将自己写出惰性 R1。
 
 # %%
 every, gamma = 16, 10.0
@@ -346,161 +280,6 @@ gap = ((lazy_estimate - summed).norm() / summed.norm()).item()
 claim("D 在训练时，惰性 R1 的那一个梯度只是它所代表的 16 个梯度的估计：两者不同", gap > 1e-3,
       f"在学习率 2e-4 下 Adam 更新 16 步，相对差距为 {gap:.1%}")
 
-
-# %% [markdown]
-# ## 7 · 每次 G 更新配 `n_critic` 次评判器更新，以及假样本批量
-#
-# WGAN-GP 每更新一次 G，就更新评判器 5 次。如果一个循环在每次评判器更新时都用 `G(z)` 生成假样本，却不分离它，G 的 `.grad` 就会被*评判器*损失的梯度填充五次。如果 `opt_G.zero_grad()` 只在每轮迭代的开头调用一次，G 的更新就会把它自己的梯度加到这些梯度上。评判器的损失奖励 D 给假样本打低分；它在 G 上的梯度把 G 推向与 G 自己的损失相反的方向，而且一共有五份。在 G 的反向传播之前紧接着调用一次 `zero_grad()`，就能把它们扔掉，G 的更新也就又对了；剩下的只有开销：五次白白穿过 G 的反向传播：
-
-# %%
-def n_critic_iteration(detach, n_critic=5, zero_grad_before_G=False):
-    g, d = copy.deepcopy(G), copy.deepcopy(D)
-    opt_G = torch.optim.Adam(g.parameters(), lr=1e-4, betas=(0.0, 0.9))
-    opt_D = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
-    torch.manual_seed(1)
-    opt_G.zero_grad()
-    for _ in range(n_critic):
-        x_fake = g(torch.randn(16, g.z_dim))
-        loss_D = d(x_fake.detach() if detach else x_fake).mean() - d(x_real).mean()
-        opt_D.zero_grad()
-        loss_D.backward()
-        opt_D.step()
-    loss_G = -d(g(torch.randn(16, g.z_dim))).mean()
-    if zero_grad_before_G:
-        opt_G.zero_grad()
-    loss_G.backward()
-    return torch.cat([p.grad.flatten() for p in g.parameters()])
-
-right_G, polluted_G = n_critic_iteration(detach=True), n_critic_iteration(detach=False)
-cosine = F.cosine_similarity(right_G, polluted_G, dim=0).item()
-claim("不分离时，G 在更新时的梯度背离了正确的梯度（余弦为负）", cosine < 0,
-      f"余弦 {cosine:.2f}")
-late_zero_G = n_critic_iteration(detach=False, zero_grad_before_G=True)
-claim("在 G 的反向传播之前紧接着调用 opt_G.zero_grad()，不分离的循环也能给 G 完全正确的梯度",
-      torch.equal(late_zero_G, right_G))
-
-# %% [markdown]
-# `strategies.wgan_gp` 避开了这两个坑：每次调用是一次评判器更新，所用的假样本在 `no_grad` 下生成；G 每 `n_critic` 次调用才更新一次，按 `opt_D` 自己的更新计数器来数（所以恢复训练之后，节奏保持不变）。
-
-# %%
-torch.manual_seed(0)
-G8, D8 = Generator(tanh=True), Discriminator()
-opt_G8 = torch.optim.Adam(G8.parameters(), lr=1e-4, betas=(0.0, 0.9))
-opt_D8 = torch.optim.Adam(D8.parameters(), lr=1e-4, betas=(0.0, 0.9))
-steps = {"G": 0, "D": 0}
-hooks = [opt_G8.register_step_post_hook(lambda *a: steps.__setitem__("G", steps["G"] + 1)),
-         opt_D8.register_step_post_hook(lambda *a: steps.__setitem__("D", steps["D"] + 1))]
-noise = lambda n: torch.randn(n, G8.z_dim)
-for _ in range(10):
-    loss_D, loss_G = strategies.wgan_gp(G8, D8, opt_G8, opt_D8, x_real, noise, n_critic=5)
-claim("n_critic=5 时调用 wgan_gp 10 次：D 更新 10 次，G 更新 2 次", steps == {"G": 2, "D": 10}, steps)
-
-# %% [markdown]
-# ## 8 · 实测一个惩罚的开销
-#
-# 惩罚需要多做一次 D 的前向传播（在 `x_hat` 上），还要穿过梯度自己的计算图做一次反向传播，也就是二阶反向传播（double backward）。第 05 课的开销探针用钩子统计穿过 G 和 D 的次数。这里用它在原帖 000 的模型上运行 DCGAN 式的顺序和 `wgan_gp`；`wgan_gp` 的计数是它 5 次调用为一个周期的平均值（四次只有评判器更新，一次在评判器更新之后还有 G 的更新）。最后说明为什么 `torch.compile` 不能让惩罚变得更便宜。
-
-# %% tags=["nbval-ignore-output"]
-measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)
-            for name in ("d_first_reuse_fake", "wgan_gp")}
-display(Markdown(costs.cost_table_markdown(measured.values())))
-
-# %%
-gp_cost = measured["wgan_gp"]
-claim("wgan_gp：每次评判器更新做 3 次 D 的前向传播（假样本、真实样本、x_hat），每第 5 次调用再为 G 做第 4 次："
-      "平均每次调用 3.2 次", gp_cost.D_forward == 3.2, f"{gp_cost.D_forward:g}")
-claim("每 5 次调用只有 1 次对 G 做反向传播（给 D 的假样本在 no_grad 下生成）", gp_cost.G_backward == 0.2,
-      f"{gp_cost.G_backward:g}")
-claim("每次调用，D 的每个参数只做一次梯度累积：惩罚的梯度和损失的梯度在同一次反向传播里到达",
-      gp_cost.D_grad_passes == 1, f"{gp_cost.D_grad_passes:g}")
-
-# %% [markdown]
-# 在同一个批量上，惩罚本身给一次评判器更新增加了什么：自动微分保存的张量（二阶反向传播还需要梯度的计算图），以及一次评判器更新在有无惩罚时各自的耗时。
-
-# %%
-G16, D16, x_real16, noise16 = costs.fresh_gan(batch=16)
-with torch.no_grad():
-    x_fake16 = G16(noise16(16))
-
-def critic_step_loss(gp_weight):
-    loss_D = D16(x_fake16).mean() - D16(x_real16).mean()
-    return loss_D + gp_weight * strategies.gradient_penalty(D16, x_real16, x_fake16) if gp_weight else loss_D
-
-saved_plain = graphs.saved_bytes({"loss_D": critic_step_loss(0)}, exclude=list(D16.parameters()))
-saved_gp = graphs.saved_bytes({"loss_D": critic_step_loss(10)}, exclude=list(D16.parameters()))
-claim("加上惩罚后，一次评判器更新保存的字节数是不加时的 1.5 倍以上",
-      saved_gp > 1.5 * saved_plain, f"不加时 {saved_plain / 2**20:.2f} MiB，加上时 {saved_gp / 2**20:.2f} MiB")
-
-
-# %% tags=["nbval-ignore-output"]
-def ms_per_critic_step(gp_weight, repeats=7):
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        loss_D = critic_step_loss(gp_weight)
-        D16.zero_grad()
-        loss_D.backward()
-        times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
-
-ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # 预热
-without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
-print(tr("critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
-         "({ratio:.2f}x), batch 16, torch {version}", without=without, with_gp=with_gp, ratio=with_gp / without,
-         version=torch.__version__))
-
-# %% [markdown]
-# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用 AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用第 2 节的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 docs/setup.md 中的 `make check-colab`，英文）。
-
-# %%
-D_compiled = torch.compile(D_small, backend="aot_eager")
-x_hat = torch.randn(3, 4, requires_grad=True)
-scores = D_compiled(x_hat)
-g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
-claim("穿过编译后的 D，grad(..., create_graph=True) 返回一个带 grad_fn 的梯度", g.grad_fn is not None,
-      type(g.grad_fn).__name__)
-with expect_error(RuntimeError, "does not currently support double backward"):
-    ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
-
-D_dynamo_only = torch.compile(D_small, backend="eager")   # Dynamo 捕获计算图，但不做任何预先编译
-scores = D_dynamo_only(x_hat)
-g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
-((g.norm(2, dim=1) - 1) ** 2).mean().backward()
-claim("用 backend=\"eager\"（绕开 AOTAutograd），惩罚的反向传播能运行，并且到达 D 的权重",
-      all(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in (D_small[0].weight, D_small[2].weight)))
-D_small.zero_grad(set_to_none=True)
-
-# %% [markdown]
-# 梯度能拿回来；错误要等到惩罚做反向传播时才出现。`backend="eager"` 能跑通：它把捕获到的计算图原样交回 PyTorch 执行，中间没有 AOTAutograd。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用 `fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块 `D_compiled._orig_mod`，二者持有相同的参数。
-
-# %%
-with expect_error(ConfigError, "不能训练 wgan_gp"):
-    TrainConfig(strategy="wgan_gp", fast=True).validate()
-
-x_fake_small, x_real_small = torch.randn(3, 4), torch.randn(3, 4)
-
-def small_critic_grads(D_loss, D_penalty):
-    loss = D_loss(x_fake_small).mean() - D_loss(x_real_small).mean() + 10 * strategies.gradient_penalty(
-        D_penalty, x_real_small, x_fake_small, eps=torch.tensor([0.2, 0.5, 0.9]))
-    return grad(loss, list(D_small.parameters()))
-
-mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
-claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运行，而且 D 得到的梯度与完全不编译时的相同",
-      all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
-
-
-# %% [markdown] tags=["read-after-exercises"]
-# ### 人们怎么写，结果如何
-#
-# | 人们写的代码 | 在如今的 torch 上 |
-# |---|---|
-# | `torch.autograd.grad(D(x_hat), x_hat)`，D 给每张图像一个分数 | 报错“grad can be implicitly created only for scalar outputs”（第 3 节） |
-# | 由分离过的张量构成的插值点，没有调用 `requires_grad_()` | 报错“One of the differentiated Tensors does not require grad”（第 3 节） |
-# | 惩罚的 `autograd.grad` 不加 `create_graph=True` | 能运行，但惩罚什么也训练不了：它对 D 的梯度为零（第 4 节） |
-# | `autograd.grad(..., create_graph=True, retain_graph=True)` | 能运行；`create_graph=True` 本来就隐含了 `retain_graph=True`（第 5 节） |
-# | 对 D 在真实图像上的分数用 `create_graph=True, retain_graph=False`，然后在同样的分数上算损失 | 报错“Trying to backward through the graph a second time”（第 5 节） |
-# | `torch.compile(D)`，然后穿过它计算梯度惩罚 | `autograd.grad(..., create_graph=True)` 能运行；惩罚的反向传播报错 “does not currently support double backward”（第 8 节） |
-# | 在没有分离的假样本批量上做 `n_critic` 次评判器更新，`opt_G.zero_grad()` 只在每轮迭代开头调用一次 | 能运行，但 G 的梯度方向是错的；在 G 的反向传播之前紧接着调用 `zero_grad()` 就对了，但评判器更新仍要为穿过 G 的反向传播付出开销（第 7 节） |
 
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
@@ -566,3 +345,232 @@ my_answer = r1_term  # SOLUTION: 把它指向你的 r1_term
 from gan_lessons import exercises
 solved = exercises.check_lazy_r1(my_answer)
 assert solved, "lazy_r1：还没有完成，或者还不对：上面几行说明了缺什么"
+
+# %% [markdown]
+# ## 延伸 · 梯度的计算图
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 设置 `create_graph=True` 时，自动微分会把反向传播记录成一个新的前向计算图。这个图的节点是 D 各个运算的*导数*：LeakyReLU 的反向计算变成一个 `LeakyReluBackwardBackward0` 节点，而反向计算中用到的转置权重（`TBackward0`、`MmBackward0`）又连回 D 的参数。惩罚的梯度正是沿着这条路径去训练 D 的。下面是一个小评判器的惩罚，直接从运行中的张量画出来：
+
+# %%
+torch.manual_seed(0)
+D_small = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+x_hat = torch.randn(3, 4, requires_grad=True)
+scores = D_small(x_hat).squeeze(1)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+nodes = sorted({type(fn).__name__ for fn in graphs.walk([penalty])})
+claim("惩罚的计算图里有 D 的 LeakyReLU 的导数，并且连到了 D 的两个权重",
+      "LeakyReluBackwardBackward0" in nodes and "AccumulateGrad" in nodes
+      and all(p_grad is not None for p_grad in grad(penalty, [D_small[0].weight, D_small[2].weight], retain_graph=True)),
+      ", ".join(nodes))
+graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
+            title=tr("a gradient penalty's graph (create_graph=True)"))
+
+# %% [markdown]
+# ## 延伸 · 惩罚代码里的 `retain_graph`：写 `True`、省略，还是写 `False`
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 网上找到的惩罚代码经常写成 `autograd.grad(..., create_graph=True, retain_graph=True)`，接着又写 `loss_D.backward(retain_graph=True)`。第一个 `retain_graph=True` 重复了 `create_graph=True` 已经做了的事（第 1 节）。第二个会让这一步保存的所有张量在它之后继续存活，直到计算图被丢弃，只为了一次永远不会到来的第二次反向传播。删掉哪一个都是安全的。那么，在 `create_graph=True` 旁边写上 `retain_graph=False` 又会怎样？在 R1 式的代码里（第 4 节），惩罚的梯度和损失共用 D 在真实图像上的同一次前向传播：
+
+# %%
+def r1_loss(**grad_options):
+    x_real_leaf = x_real.clone().requires_grad_(True)
+    scores_real = D(x_real_leaf)
+    g, = grad(scores_real, x_real_leaf, grad_outputs=torch.ones_like(scores_real), create_graph=True, **grad_options)
+    return F.softplus(-scores_real).mean() + 5 * g.flatten(1).pow(2).sum(1).mean()   # 损失加上 R1，权重为 5
+
+
+# %% reveals=["retain_graph=False.{0,60}\u91ca\u653e"] tags=["predict"]
+prediction = True  # SOLUTION: r1_loss(retain_graph=False).backward() 会报错吗？（True/False）
+try:
+    r1_loss(retain_graph=False).backward()
+    backward_ran = True
+except RuntimeError:
+    backward_ran = False
+check("r1_loss(retain_graph=False).backward() 会报错", prediction, not backward_ran,
+      why="retain_graph=False 一求完梯度，就释放了 D 在真实图像上的前向传播所保存的东西，而损失的反向传播还需要"
+          "它们。")
+
+# %%
+with expect_error(RuntimeError, "Trying to backward through the graph a second time"):
+    r1_loss(retain_graph=False).backward()
+
+
+# %% [markdown]
+# 写在 `create_graph=True` 旁边的 `retain_graph=False` 释放了 D 在真实图像上的前向传播，而损失还需要它。省略 `retain_graph`（这时它跟随 `create_graph`），同样的代码就能运行。至于最后的 `backward(retain_graph=True)`，它只是占着内存：在它之后，已保存张量仍然被持有。
+
+# %%
+def r1_step(retain):
+    loss = r1_loss()                                        # 省略 retain_graph
+    D.zero_grad()
+    loss.backward(retain_graph=retain)
+    return loss, [p.grad.clone() for p in D.parameters()]
+
+(loss_kept, grads_kept), (loss_freed, grads_freed) = r1_step(retain=True), r1_step(retain=False)
+claim("不管有没有 backward(retain_graph=True)，这一步给出的梯度都相同",
+      all(torch.allclose(a, b) for a, b in zip(grads_kept, grads_freed)))
+kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
+claim("但加上它，这一步保存的张量在之后仍然留在内存里", kept > 0 and freed == 0,
+      f"仍持有 {kept / 2**20:.2f} MiB，对比 {freed} 字节")
+
+# %% [markdown]
+# ## 延伸 · 每次 G 更新配 `n_critic` 次评判器更新，以及假样本批量
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# WGAN-GP 每更新一次 G，就更新评判器 5 次。如果一个循环在每次评判器更新时都用 `G(z)` 生成假样本，却不分离它，G 的 `.grad` 就会被*评判器*损失的梯度填充五次。如果 `opt_G.zero_grad()` 只在每轮迭代的开头调用一次，G 的更新就会把它自己的梯度加到这些梯度上。评判器的损失奖励 D 给假样本打低分；它在 G 上的梯度把 G 推向与 G 自己的损失相反的方向，而且一共有五份。在 G 的反向传播之前紧接着调用一次 `zero_grad()`，就能把它们扔掉，G 的更新也就又对了；剩下的只有开销：五次白白穿过 G 的反向传播：
+
+# %%
+def n_critic_iteration(detach, n_critic=5, zero_grad_before_G=False):
+    g, d = copy.deepcopy(G), copy.deepcopy(D)
+    opt_G = torch.optim.Adam(g.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    opt_D = torch.optim.Adam(d.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    torch.manual_seed(1)
+    opt_G.zero_grad()
+    for _ in range(n_critic):
+        x_fake = g(torch.randn(16, g.z_dim))
+        loss_D = d(x_fake.detach() if detach else x_fake).mean() - d(x_real).mean()
+        opt_D.zero_grad()
+        loss_D.backward()
+        opt_D.step()
+    loss_G = -d(g(torch.randn(16, g.z_dim))).mean()
+    if zero_grad_before_G:
+        opt_G.zero_grad()
+    loss_G.backward()
+    return torch.cat([p.grad.flatten() for p in g.parameters()])
+
+right_G, polluted_G = n_critic_iteration(detach=True), n_critic_iteration(detach=False)
+cosine = F.cosine_similarity(right_G, polluted_G, dim=0).item()
+claim("不分离时，G 在更新时的梯度背离了正确的梯度（余弦为负）", cosine < 0,
+      f"余弦 {cosine:.2f}")
+late_zero_G = n_critic_iteration(detach=False, zero_grad_before_G=True)
+claim("在 G 的反向传播之前紧接着调用 opt_G.zero_grad()，不分离的循环也能给 G 完全正确的梯度",
+      torch.equal(late_zero_G, right_G))
+
+# %% [markdown]
+# `strategies.wgan_gp` 避开了这两个坑：每次调用是一次评判器更新，所用的假样本在 `no_grad` 下生成；G 每 `n_critic` 次调用才更新一次，按 `opt_D` 自己的更新计数器来数（所以恢复训练之后，节奏保持不变）。
+
+# %%
+torch.manual_seed(0)
+G8, D8 = Generator(tanh=True), Discriminator()
+opt_G8 = torch.optim.Adam(G8.parameters(), lr=1e-4, betas=(0.0, 0.9))
+opt_D8 = torch.optim.Adam(D8.parameters(), lr=1e-4, betas=(0.0, 0.9))
+steps = {"G": 0, "D": 0}
+hooks = [opt_G8.register_step_post_hook(lambda *a: steps.__setitem__("G", steps["G"] + 1)),
+         opt_D8.register_step_post_hook(lambda *a: steps.__setitem__("D", steps["D"] + 1))]
+noise = lambda n: torch.randn(n, G8.z_dim)
+for _ in range(10):
+    loss_D, loss_G = strategies.wgan_gp(G8, D8, opt_G8, opt_D8, x_real, noise, n_critic=5)
+claim("n_critic=5 时调用 wgan_gp 10 次：D 更新 10 次，G 更新 2 次", steps == {"G": 2, "D": 10}, steps)
+
+# %% [markdown]
+# ## 延伸 · 实测一个惩罚的开销
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
+#
+# 惩罚需要多做一次 D 的前向传播（在 `x_hat` 上），还要穿过梯度自己的计算图做一次反向传播，也就是二阶反向传播（double backward）。第 05 课的开销探针用钩子统计穿过 G 和 D 的次数。这里用它在原帖 000 的模型上运行 DCGAN 式的顺序和 `wgan_gp`；`wgan_gp` 的计数是它 5 次调用为一个周期的平均值（四次只有评判器更新，一次在评判器更新之后还有 G 的更新）。最后说明为什么 `torch.compile` 不能让惩罚变得更便宜。
+
+# %% tags=["nbval-ignore-output"]
+measured = {name: costs.measure(name, *costs.fresh_gan(batch=16), steps=5, warmup=5)
+            for name in ("d_first_reuse_fake", "wgan_gp")}
+display(Markdown(costs.cost_table_markdown(measured.values())))
+
+# %%
+gp_cost = measured["wgan_gp"]
+claim("wgan_gp：每次评判器更新做 3 次 D 的前向传播（假样本、真实样本、x_hat），每第 5 次调用再为 G 做第 4 次："
+      "平均每次调用 3.2 次", gp_cost.D_forward == 3.2, f"{gp_cost.D_forward:g}")
+claim("每 5 次调用只有 1 次对 G 做反向传播（给 D 的假样本在 no_grad 下生成）", gp_cost.G_backward == 0.2,
+      f"{gp_cost.G_backward:g}")
+claim("每次调用，D 的每个参数只做一次梯度累积：惩罚的梯度和损失的梯度在同一次反向传播里到达",
+      gp_cost.D_grad_passes == 1, f"{gp_cost.D_grad_passes:g}")
+
+# %% [markdown]
+# 在同一个批量上，惩罚本身给一次评判器更新增加了什么：自动微分保存的张量（二阶反向传播还需要梯度的计算图），以及一次评判器更新在有无惩罚时各自的耗时。
+
+# %%
+G16, D16, x_real16, noise16 = costs.fresh_gan(batch=16)
+with torch.no_grad():
+    x_fake16 = G16(noise16(16))
+
+def critic_step_loss(gp_weight):
+    loss_D = D16(x_fake16).mean() - D16(x_real16).mean()
+    return loss_D + gp_weight * strategies.gradient_penalty(D16, x_real16, x_fake16) if gp_weight else loss_D
+
+saved_plain = graphs.saved_bytes({"loss_D": critic_step_loss(0)}, exclude=list(D16.parameters()))
+saved_gp = graphs.saved_bytes({"loss_D": critic_step_loss(10)}, exclude=list(D16.parameters()))
+claim("加上惩罚后，一次评判器更新保存的字节数是不加时的 1.5 倍以上",
+      saved_gp > 1.5 * saved_plain, f"不加时 {saved_plain / 2**20:.2f} MiB，加上时 {saved_gp / 2**20:.2f} MiB")
+
+
+# %% tags=["nbval-ignore-output"]
+def ms_per_critic_step(gp_weight, repeats=7):
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        loss_D = critic_step_loss(gp_weight)
+        D16.zero_grad()
+        loss_D.backward()
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
+
+ms_per_critic_step(0, repeats=2), ms_per_critic_step(10, repeats=2)          # 预热
+without, with_gp = ms_per_critic_step(0), ms_per_critic_step(10)
+print(tr("critic step, median of 7: {without:.1f} ms without the penalty, {with_gp:.1f} ms with it "
+         "({ratio:.2f}x), batch 16, torch {version}", without=without, with_gp=with_gp, ratio=with_gp / without,
+         version=torch.__version__))
+
+# %% [markdown]
+# **惩罚无法穿过 AOTAutograd 运行**。让一步训练变得更便宜，常用的办法是 `torch.compile(D)`。编译后的模块用 AOTAutograd 生成的函数来运行它的前向传播和反向传播，而惩罚需要的是这个反向传播的反向传播。下面是最小的例子，用讲梯度计算图的那个延伸里的小评判器，加上 `backend="aot_eager"`：它运行 AOTAutograd，但不生成代码，所以不需要 C++ 编译器（默认后端 inductor 也经过同一个 AOTAutograd）。在 Python 3.13.0 的 Colab 上，每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；它不影响这里的任何结果（见 docs/setup.md 中的 `make check-colab`，英文）。
+
+# %%
+D_compiled = torch.compile(D_small, backend="aot_eager")
+x_hat = torch.randn(3, 4, requires_grad=True)
+scores = D_compiled(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+claim("穿过编译后的 D，grad(..., create_graph=True) 返回一个带 grad_fn 的梯度", g.grad_fn is not None,
+      type(g.grad_fn).__name__)
+with expect_error(RuntimeError, "does not currently support double backward"):
+    ((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+
+D_dynamo_only = torch.compile(D_small, backend="eager")   # Dynamo 捕获计算图，但不做任何预先编译
+scores = D_dynamo_only(x_hat)
+g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+((g.norm(2, dim=1) - 1) ** 2).mean().backward()
+claim("用 backend=\"eager\"（绕开 AOTAutograd），惩罚的反向传播能运行，并且到达 D 的权重",
+      all(w.grad is not None and bool(w.grad.abs().sum() > 0) for w in (D_small[0].weight, D_small[2].weight)))
+D_small.zero_grad(set_to_none=True)
+
+# %% [markdown]
+# 梯度能拿回来；错误要等到惩罚做反向传播时才出现。`backend="eager"` 能跑通：它把捕获到的计算图原样交回 PyTorch 执行，中间没有 AOTAutograd。训练器知道这一点：`TrainConfig` 拒绝在 `wgan_gp` 下使用 `fast=True`（编译 G 和 D）。能运行的做法是：评判器的损失穿过编译后的 D，惩罚则穿过它所包装的模块 `D_compiled._orig_mod`，二者持有相同的参数。
+
+# %%
+with expect_error(ConfigError, "不能训练 wgan_gp"):
+    TrainConfig(strategy="wgan_gp", fast=True).validate()
+
+x_fake_small, x_real_small = torch.randn(3, 4), torch.randn(3, 4)
+
+def small_critic_grads(D_loss, D_penalty):
+    loss = D_loss(x_fake_small).mean() - D_loss(x_real_small).mean() + 10 * strategies.gradient_penalty(
+        D_penalty, x_real_small, x_fake_small, eps=torch.tensor([0.2, 0.5, 0.9]))
+    return grad(loss, list(D_small.parameters()))
+
+mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
+claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运行，而且 D 得到的梯度与完全不编译时的相同",
+      all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
+
+
+# %% [markdown] tags=["read-after-exercises"]
+# ### 人们怎么写，结果如何
+#
+# | 人们写的代码 | 在如今的 torch 上 |
+# |---|---|
+# | `torch.autograd.grad(D(x_hat), x_hat)`，D 给每张图像一个分数 | 报错“grad can be implicitly created only for scalar outputs”（第 2 节） |
+# | 由分离过的张量构成的插值点，没有调用 `requires_grad_()` | 报错“One of the differentiated Tensors does not require grad”（第 2 节） |
+# | 惩罚的 `autograd.grad` 不加 `create_graph=True` | 能运行，但惩罚什么也训练不了：它对 D 的梯度为零（第 3 节） |
+# | `autograd.grad(..., create_graph=True, retain_graph=True)` | 能运行；`create_graph=True` 本来就隐含了 `retain_graph=True`（延伸：`retain_graph`） |
+# | 对 D 在真实图像上的分数用 `create_graph=True, retain_graph=False`，然后在同样的分数上算损失 | 报错“Trying to backward through the graph a second time”（延伸：`retain_graph`） |
+# | `torch.compile(D)`，然后穿过它计算梯度惩罚 | `autograd.grad(..., create_graph=True)` 能运行；惩罚的反向传播报错 “does not currently support double backward”（延伸：开销） |
+# | 在没有分离的假样本批量上做 `n_critic` 次评判器更新，`opt_G.zero_grad()` 只在每轮迭代开头调用一次 | 能运行，但 G 的梯度方向是错的；在 G 的反向传播之前紧接着调用 `zero_grad()` 就对了，但评判器更新仍要为穿过 G 的反向传播付出开销（延伸：`n_critic`） |

@@ -256,8 +256,54 @@ else:
     print(tr("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. "
              "The bfloat16 run above, on the CPU, checked the same GradScaler logic."))
 
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - CPU 上的 autocast（bfloat16）让 Linear 和 Conv 以 bfloat16 运行，BCE 损失以 float32 运行；参数和梯度都保持 float32。`torch.amp.GradScaler("cpu")` 在 torch 2.13 上可用。一个缩放器配两个优化器时，遇到 inf/NaN，每个 `scaler.step` 只跳过它自己的优化器；`scaler.update()` 每次迭代运行一次，遇到 inf 后把缩放因子减半。在反向传播和更新之间，`.grad` 是缩放过的：要在 `scaler.unscale_(opt)` 之后再裁剪。
+# - `x_fake` 上的钩子看到的是 G 经由 D 得到的梯度（和 `torch.autograd.grad` 的结果相同，钩子也会改变后者）。缩放它，G 的梯度就精确地按同样比例缩放；SGD 的更新随之变化，Adam 的几乎不动。损失中某一项上的权重会改变 Adam 最终停下的位置；整个损失上的因子则不会。`saved_tensors_hooks` 统计 autograd 保存了什么，统计结果与手算的大小一致。
+# - 编译过的模块会把保存的激活值捐赠给普通的反向传播；之后再经过它们做 `retain_graph=True` 的反向传播就会报错。解决办法是 `torch._functorch.config.donated_buffer = False`（训练器的修复方法），或者只用从不保留计算图的顺序。编译过的函数里的 `.item()` 是一次图中断。用 AOTAutograd 后端（包括默认后端）编译过的 D，梯度惩罚无法穿过它运行；`backend="eager"` 可以（第 08 课）。
+
 # %% [markdown]
-# ## 2 · 钩子：读取梯度、修改梯度、统计保存了什么
+# ## 练习
+#
+# ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，累积并裁剪 D 的梯度
+#
+# 第 1 节让一个缩放器服务两个互不相干的网络，每个网络各做一次反向传播。GAN 的训练步是有先后顺序的；整个批量放不进显存时，BigGAN 一类的代码会把 D 的梯度在几个微批量上累积起来，而很多 GAN 代码库还会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`，做一步 `d_first_reuse_fake`（第 05 课）。先算 `x_fake = G(z)`；然后在 `accum` 个微批量上求 D 的梯度：把 `x_real` 和（分离后的）`x_fake` 各按顺序均分成 `accum` 块，对每一对 `x_part, fake_part` 计算损失 `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`，除以 `accum`，各做一次反向传播；D 根据累积的梯度只更新一次。然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；每个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 累积后的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以批量大小 8、`accum=2`、`max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用和 D 每次前向传播的批量大小，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
+
+# %%
+def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """bfloat16 autocast 下的一步 d_first_reuse_fake：opt_D 和 opt_G 共用一个 GradScaler，D 的梯度在 accum 个微批量上
+    累积，按真实值裁剪到 max_norm，溢出只跳过对应网络的更新。"""
+    ### BEGIN SOLUTION
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在 .grad 里
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
+    scaler.unscale_(opt_D)                               # 先还原真实梯度，再裁剪
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)                                   # D 的梯度里有 inf 或 NaN 时会跳过
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    opt_G.zero_grad()
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()                                      # 两次更新之后，只调用一次
+    ### END SOLUTION
+
+my_answer = amp_step  # SOLUTION: 把它指向你的 amp_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_amp_step(my_answer)
+assert solved, "amp_step：还没有完成，或者还不对：上面几行说明了缺什么"
+
+# %% [markdown]
+# ## 延伸 · 钩子：读取梯度、修改梯度、统计保存了什么
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
 # 钩子让我们不必改写训练步就能看到它的内部。`x_fake.register_hook(fn)` 会用损失关于 `x_fake` 的梯度调用 `fn`，这正是 G 经由 D 收到的信号；如果 `fn` 返回一个张量，这个张量就会替换掉该梯度，供上游的一切使用，也就是整个 G。保存张量钩子（`torch.autograd.graph.saved_tensors_hooks`）能看到 autograd 为反向传播保存的每一个张量。先从读取开始：
 
@@ -389,7 +435,9 @@ claim("三种情况下，pack 钩子统计的结果都和手算的大小相等",
 # 转置后的权重只是权重的一个视图，不占新的内存，所以第 09 课的计数器（以及 `gan_lessons.costs`）不把参数的存储算在内。在冻结的 D 里，Linear 层只保存这样的视图；Conv 层仍然保存它们的输入（第 09 课），所以冻结省下的是 Linear 层的输入。
 
 # %% [markdown]
-# ## 3 · `torch.compile`：捐赠缓冲区与图中断
+# ## 延伸 · `torch.compile`：捐赠缓冲区与图中断
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
 # `torch.compile(D)` 把 D 的前向传播追踪成一个图，并编译出与之对应的反向传播。GAN 训练循环里有两种做法可能和它冲突：为第二次反向传播保留计算图（`retain_graph=True`，第 05 课的 `one_forward` 就是这样做的），以及在函数中间用 `.item()` 取出一个数。编译很花时间，所以这里的模型都很小，后端用的是 `aot_eager`：它运行的 AOTAutograd 层和默认的 `inductor` 后端相同（捐赠缓冲区就在这一层），但不生成、也不编译 C++ 代码，所以速度快，也不需要编译器。在 Python 3.13.0 的 Colab 上，下面每个编译过的单元格还会打印 torch 的一条警告，说在这个 Python 版本上 guard 可能运行得更慢；结果是一样的（`make check-colab`，见 docs/setup.md）。首先看看 `torch.compile` 在这台机器上到底能不能用：
 
@@ -533,50 +581,6 @@ else:
 # | `torch.autocast("cpu", dtype=torch.bfloat16)` 和 `torch.amp.GradScaler("cpu")` | 两者在 CPU 上都能用；Linear 层和 Conv 层以 bfloat16 计算，损失和每个 `.grad` 都保持 float32（第 1 节） |
 # | opt_G 和 opt_D 共用一个 `GradScaler`，G 的一个梯度里有 inf | opt_G 跳过它的更新，opt_D 照常更新，缩放因子减半（第 1 节） |
 # | 在 `scaler.scale(loss).backward()` 和 `scaler.step(opt)` 之间调用 `clip_grad_norm_` | 裁剪的是缩放后的梯度，除非先调用 `scaler.unscale_(opt)`（第 1 节、练习） |
-# | 在 `x_fake` 处把梯度减半的钩子，“用来让 G 慢下来” | 在 SGD 下 G 的更新减半；在 Adam 下第一次更新几乎不变（第 2 节） |
-# | `torch.compile(D)`，再加一个保留计算图的策略（`retain_graph=True`） | 一旦某次普通的反向传播编译了 D 的反向传播，就会报与“donated buffers”有关的错误（第 3 节） |
-# | 在编译过的函数里写 `loss_D.item()` | 一次图中断：函数以两个图运行，中间夹着 Python（第 3 节） |
-
-# %% [markdown] tags=["read-after-exercises"]
-# ## 小结
-#
-# - CPU 上的 autocast（bfloat16）让 Linear 和 Conv 以 bfloat16 运行，BCE 损失以 float32 运行；参数和梯度都保持 float32。`torch.amp.GradScaler("cpu")` 在 torch 2.13 上可用。一个缩放器配两个优化器时，遇到 inf/NaN，每个 `scaler.step` 只跳过它自己的优化器；`scaler.update()` 每次迭代运行一次，遇到 inf 后把缩放因子减半。在反向传播和更新之间，`.grad` 是缩放过的：要在 `scaler.unscale_(opt)` 之后再裁剪。
-# - `x_fake` 上的钩子看到的是 G 经由 D 得到的梯度（和 `torch.autograd.grad` 的结果相同，钩子也会改变后者）。缩放它，G 的梯度就精确地按同样比例缩放；SGD 的更新随之变化，Adam 的几乎不动。损失中某一项上的权重会改变 Adam 最终停下的位置；整个损失上的因子则不会。`saved_tensors_hooks` 统计 autograd 保存了什么，统计结果与手算的大小一致。
-# - 编译过的模块会把保存的激活值捐赠给普通的反向传播；之后再经过它们做 `retain_graph=True` 的反向传播就会报错。解决办法是 `torch._functorch.config.donated_buffer = False`（训练器的修复方法），或者只用从不保留计算图的顺序。编译过的函数里的 `.item()` 是一次图中断。用 AOTAutograd 后端（包括默认后端）编译过的 D，梯度惩罚无法穿过它运行；`backend="eager"` 可以（第 08 课）。
-
-# %% [markdown]
-# ## 练习
-#
-# ### 动手实现：autocast 下的 GAN 训练步，共用一个 GradScaler，累积并裁剪 D 的梯度
-#
-# 第 1 节让一个缩放器服务两个互不相干的网络，每个网络各做一次反向传播。GAN 的训练步是有先后顺序的；整个批量放不进显存时，BigGAN 一类的代码会把 D 的梯度在几个微批量上累积起来，而很多 GAN 代码库还会裁剪 D 的梯度范数。请写一个 `amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)`，做一步 `d_first_reuse_fake`（第 05 课）。先算 `x_fake = G(z)`；然后在 `accum` 个微批量上求 D 的梯度：把 `x_real` 和（分离后的）`x_fake` 各按顺序均分成 `accum` 块，对每一对 `x_part, fake_part` 计算损失 `(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2`，除以 `accum`，各做一次反向传播；D 根据累积的梯度只更新一次。然后 G 的损失 `bce(D(x_fake), 1)` 经过更新后的 D，G 更新。前向传播和损失都在 `torch.autocast("cpu", dtype=torch.bfloat16)` 下计算；每个损失都用传进来的这一个 `scaler` 缩放；用 `torch.nn.utils.clip_grad_norm_` 把 D 累积后的梯度范数裁剪到 `max_norm`，范数按真实梯度计算；一个网络的梯度里出现 inf 或 NaN 时，只跳过这个网络的更新；缩放因子在整次迭代中只更新一次。检查程序会在原帖 000 的 G 和 D 上以批量大小 8、`accum=2`、`max_norm=0.1` 运行它（那里 D 的梯度范数约为 0.27），记录对缩放器的每一次调用和 D 每次前向传播的批量大小，把每个优化器更新时所用的梯度和正确的梯度比较，然后再运行两次：一次在 D 的一个梯度里放 inf，一次在 G 的一个梯度里放 inf。整个函数体都由你来写。
-
-# %%
-def amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-    """bfloat16 autocast 下的一步 d_first_reuse_fake：opt_D 和 opt_G 共用一个 GradScaler，D 的梯度在 accum 个微批量上
-    累积，按真实值裁剪到 max_norm，溢出只跳过对应网络的更新。"""
-    ### BEGIN SOLUTION
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        x_fake = G(z)
-    opt_D.zero_grad()                                    # 只清一次：各微批量的梯度累积在 .grad 里
-    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
-        scaler.scale(loss_D / accum).backward()
-    scaler.unscale_(opt_D)                               # 先还原真实梯度，再裁剪
-    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
-    scaler.step(opt_D)                                   # D 的梯度里有 inf 或 NaN 时会跳过
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss_G = bce(D(x_fake), 1)
-    opt_G.zero_grad()
-    scaler.scale(loss_G).backward()
-    scaler.step(opt_G)
-    scaler.update()                                      # 两次更新之后，只调用一次
-    ### END SOLUTION
-
-my_answer = amp_step  # SOLUTION: 把它指向你的 amp_step
-
-# %% tags=["test"]
-from gan_lessons import exercises
-solved = exercises.check_amp_step(my_answer)
-assert solved, "amp_step：还没有完成，或者还不对：上面几行说明了缺什么"
+# | 在 `x_fake` 处把梯度减半的钩子，“用来让 G 慢下来” | 在 SGD 下 G 的更新减半；在 Adam 下第一次更新几乎不变（延伸：钩子） |
+# | `torch.compile(D)`，再加一个保留计算图的策略（`retain_graph=True`） | 一旦某次普通的反向传播编译了 D 的反向传播，就会报与“donated buffers”有关的错误（延伸：`torch.compile`） |
+# | 在编译过的函数里写 `loss_D.item()` | 一次图中断：函数以两个图运行，中间夹着 Python（延伸：`torch.compile`） |

@@ -24,7 +24,7 @@
 #
 # **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
 #
-# **在这里怎么运行**。每个实验都在本笔记本于 CPU 上启动的两个进程里运行，两个进程由 PyTorch 的 gloo 后端连在一起，和 `torchrun --nproc_per_node=2` 在两块 GPU 上用 NCCL 启动它们的方式一样。DDP 对自动微分做的事在两种情况下相同（只能用于 GPU 的 SyncBatchNorm 除外），速度则不同（本课最后会说明换成 GPU 后有什么变化）。每个实验都是 `gan_lessons/ddp_lesson.py` 里的一个普通函数 `f(rank, world, ...)`，由 `processes.run` 在两个进程里分别调用，并按 0 号进程在前的顺序返回每个进程的结果。本课计划用时 55 分钟。
+# **在这里怎么运行**。每个实验都在本笔记本于 CPU 上启动的两个进程里运行，两个进程由 PyTorch 的 gloo 后端连在一起，和 `torchrun --nproc_per_node=2` 在两块 GPU 上用 NCCL 启动它们的方式一样。DDP 对自动微分做的事在两种情况下相同（只能用于 GPU 的 SyncBatchNorm 除外），速度则不同（本课最后会说明换成 GPU 后有什么变化）。每个实验都是 `gan_lessons/ddp_lesson.py` 里的一个普通函数 `f(rank, world, ...)`，由 `processes.run` 在两个进程里分别调用，并按 0 号进程在前的顺序返回每个进程的结果。按仔细学习的节奏，本课约需 58 分钟。
 
 # %% tags=["nbval-ignore-output"]
 # 每一课都一样的准备工作。在 Colab 上，它只安装 Colab 没有的两样：torchviz 和本课程的包。
@@ -121,7 +121,7 @@ claim("broadcast_buffers=False 时，每个进程保留自己的统计量：1 �
       bool(kept1["running_mean"].mean() > 4), shown=f"1 号进程 {rounded(kept1['running_mean'][:3])}")
 
 # %% [markdown]
-# 一旦各进程构建模块的方式不同，包装时的那次复制就要紧了。第 7 节建议每个进程把进程编号加到随机种子上，好让各进程抽到自己的噪声；这样一来，带谱规范化的 D（SNGAN 的做法，`nn.utils.parametrizations.spectral_norm`）在每个进程里每层的向量 `u` 都不同，而 `u` 是缓冲区。DDP 包装 D 时会把 0 号进程的参数复制到每个进程；缓冲区也会复制，除非设了 `broadcast_buffers=False`：
+# 一旦各进程构建模块的方式不同，包装时的那次复制就要紧了。延伸“噪声、随机种子与文件”建议每个进程把进程编号加到随机种子上，好让各进程抽到自己的噪声；这样一来，带谱规范化的 D（SNGAN 的做法，`nn.utils.parametrizations.spectral_norm`）在每个进程里每层的向量 `u` 都不同，而 `u` 是缓冲区。DDP 包装 D 时会把 0 号进程的参数复制到每个进程；缓冲区也会复制，除非设了 `broadcast_buffers=False`：
 
 # %%
 show_source(ddp_lesson.seeded_per_rank)
@@ -304,8 +304,51 @@ claim("惩罚项的 autograd.grad 没有让 DDP 发送任何东西；D 的桶是
 # %% [markdown]
 # 两者都没问题：`requires_grad_(False)` 把 D 的参数从 G 的反向传播里拿掉了，DDP 也就不为它们发送任何东西；惩罚项的 `autograd.grad` 只对 `x_hat` 求梯度，不往 D 的 `.grad` 里放任何东西，也不触发 DDP 的任何钩子：D 的梯度（连同惩罚项）只在 D 的损失的反向传播中求一次平均。
 
+# %% [markdown] tags=["read-after-exercises"]
+# ## 小结
+#
+# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。它在包装模块时把 0 号进程的缓冲区复制到每个进程，此后，只要上一次前向传播开着梯度，下一次前向传播之前就会再复制一次（上一次是在 `no_grad` 或 `no_sync()` 下做的，就不复制）。torch 2.13 弃用了 `broadcast_buffers`，改用 `forward_sync_buffers`，后者保留包装时的那次复制。
+# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 能让它运行，代价是每次迭代多遍历一次计算图；给每个头都加一个损失项（哪怕权重为零）则不需要任何选项。`static_graph=True` 在这个 D 上失败，是因为 PyTorch 在处理返回了却没被用到的输出时有缺陷；前向传播不输出这个头时它就能运行。在 DDP 报错之前什么都没有平均：两份副本从第 1 次迭代起就开始不一致。
+# - 在这个版本的 torch 上，复制缓冲区不再触发版本检查，所以 D 先做两次前向传播再做一次反向传播可以运行；而你自己对已保存的缓冲区的写入仍会抛出第 03 课的错误。`broadcast_buffers=False` 让统计量各自漂移；`SyncBatchNorm` 需要 GPU。
+# - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题；对参数调用 `autograd.grad` 得到的梯度不会被平均。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件，写的是 `ddp.module` 的状态。
+# - 在 GPU 上（每块 GPU 一个进程，使用 NCCL），求平均和反向传播重叠进行，每个设备分担的是实实在在的工作。在这台 2 核 CPU 上，第二个进程带不来任何好处：`docs/training.md` 给出了实测的每步用时。
+
 # %% [markdown]
-# ## 7 · 噪声、随机种子与文件
+# ## 练习
+#
+# ### 动手实现：在微批量上累积、只平均一次的 D 训练步
+#
+# 写一个 `d_step(ddp, opt_D, x_real, x_fake, accum)`：D 的一步更新，D 的梯度在 `accum` 个微批量上累积，其中 `ddp` 是经 DDP 包装的 D。把 `x_real` 和 `x_fake` 按顺序各均分成 `accum` 块；对每一对，计算 D 的铰链损失 `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`，除以 `accum`，各做一次反向传播；只调用一次 `opt_D.step()`，每次调用 d_step 都要从清零的梯度开始。DDP 每一步只能求**一次**平均：除最后一个微批量之外，每个微批量的前向传播和反向传播都要放在 `ddp.no_sync()` 里。
+#
+# 检查程序会在两个进程里运行你的函数，每个进程用自己的批量，各调用两次；它把每个进程中 D 据以更新的梯度，与单个进程把两个批量合在一起时据以更新的梯度相比较，并用一个计数钩子检查 DDP 每一步只发送一次桶。你的函数是在那两个进程里单独运行的，看不到本笔记本其他单元格里的东西（在别的单元格里定义的辅助函数不在那里，它打印的内容也不会显示）：`torch`、`F`、`nn` 和 `contextlib` 已经有了，其他要用的请在函数内部定义或导入。
+
+# %%
+import contextlib
+
+def d_step(ddp, opt_D, x_real, x_fake, accum):
+    """DDP 下 D 在 accum 个微批量上的铰链损失，只在最后一次反向传播时在进程间求一次平均。"""
+    ### BEGIN SOLUTION
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        last = k == len(pairs) - 1
+        with contextlib.nullcontext() if last else ddp.no_sync():
+            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+            loss_D.backward()
+    opt_D.step()
+    ### END SOLUTION
+
+my_answer = d_step  # SOLUTION: 把它指向你的 d_step
+
+# %% tags=["test"]
+from gan_lessons import exercises
+solved = exercises.check_ddp_accumulation(my_answer)
+assert solved, "d_step：还没有完成，或者还不对：上面几行说明了缺什么"
+
+# %% [markdown]
+# ## 延伸 · 噪声、随机种子与文件
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
 # 为单进程写的代码只设一次随机种子，然后抽取 `z`；原样放到每个进程里运行时，每个进程还都会写一遍检查点。
 
@@ -329,7 +372,9 @@ claim("只有 0 号进程写了检查点；经过一道屏障之后，每个进�
 # 让每个进程拿到自己的噪声有两种办法：像上面那样把进程编号加到随机种子上；或者从一个共享的随机数流里抽取整个全局批量的噪声，再各取自己的一片。`torchrun` 下的 `python -m gan_lessons train` 用的是后一种，这样两个进程合起来抽到的噪声，恰好就是单个进程会抽到的。文件：只让一个进程写（`if dist.get_rank() == 0`），其他进程先在 `dist.barrier()` 处等待，再去读；训练程序也是这样做的。把进程编号加到随机种子上是有代价的，第 1 节已经看到：各进程构建出的模块不同，它们的缓冲区只靠包装时的那次复制才变得一致。
 
 # %% [markdown]
-# ## 8 · 真正的多 GPU GAN 还需要什么
+# ## 延伸 · 真正的多 GPU GAN 还需要什么
+#
+# *不计入本课的计划课时：留给有兴趣的读者，在做完练习之后读。*
 #
 # 本课的实验有意做得很小。在多块 GPU 上运行的训练脚本还会遇到几件事，每一件都是大家常问的 DDP 问题。
 #
@@ -378,44 +423,3 @@ claim("不调用 set_epoch 时，DistributedSampler 每个迭代周期给出的�
 # | G 更新时冻结 D；梯度惩罚 | 各副本保持一致 | 无需处理 |
 # | 每个进程用同一个随机种子 | 每个进程抽到相同的噪声 | 随机种子加上进程编号，或者各取一次共享抽样的一片 |
 # | 文件 | 每个进程都写 | 0 号进程写，其他进程在屏障处等待 |
-
-# %% [markdown] tags=["read-after-exercises"]
-# ## 小结
-#
-# - DDP 在 `backward()` **期间**通过每个参数上的钩子，按桶对每个梯度在各进程间求平均；之后每个进程的梯度都相同，更新也相同。它在包装模块时把 0 号进程的缓冲区复制到每个进程，此后，只要上一次前向传播开着梯度，下一次前向传播之前就会再复制一次（上一次是在 `no_grad` 或 `no_sync()` 下做的，就不复制）。torch 2.13 弃用了 `broadcast_buffers`，改用 `forward_sync_buffers`，后者保留包装时的那次复制。
-# - 某个参数没有任何损失到达时，下一次迭代会报错；`find_unused_parameters=True` 能让它运行，代价是每次迭代多遍历一次计算图；给每个头都加一个损失项（哪怕权重为零）则不需要任何选项。`static_graph=True` 在这个 D 上失败，是因为 PyTorch 在处理返回了却没被用到的输出时有缺陷；前向传播不输出这个头时它就能运行。在 DDP 报错之前什么都没有平均：两份副本从第 1 次迭代起就开始不一致。
-# - 在这个版本的 torch 上，复制缓冲区不再触发版本检查，所以 D 先做两次前向传播再做一次反向传播可以运行；而你自己对已保存的缓冲区的写入仍会抛出第 03 课的错误。`broadcast_buffers=False` 让统计量各自漂移；`SyncBatchNorm` 需要 GPU。
-# - 原帖 003 的顺序和单进程时一样出错。冻结 D 和梯度惩罚都没问题；对参数调用 `autograd.grad` 得到的梯度不会被平均。梯度累积需要 `no_sync()`。每个进程需要自己的噪声；只让一个进程写文件，写的是 `ddp.module` 的状态。
-# - 在 GPU 上（每块 GPU 一个进程，使用 NCCL），求平均和反向传播重叠进行，每个设备分担的是实实在在的工作。在这台 2 核 CPU 上，第二个进程带不来任何好处：`docs/training.md` 给出了实测的每步用时。
-
-# %% [markdown]
-# ## 练习
-#
-# ### 动手实现：在微批量上累积、只平均一次的 D 训练步
-#
-# 写一个 `d_step(ddp, opt_D, x_real, x_fake, accum)`：D 的一步更新，D 的梯度在 `accum` 个微批量上累积，其中 `ddp` 是经 DDP 包装的 D。把 `x_real` 和 `x_fake` 按顺序各均分成 `accum` 块；对每一对，计算 D 的铰链损失 `F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()`，除以 `accum`，各做一次反向传播；只调用一次 `opt_D.step()`，每次调用 d_step 都要从清零的梯度开始。DDP 每一步只能求**一次**平均：除最后一个微批量之外，每个微批量的前向传播和反向传播都要放在 `ddp.no_sync()` 里。
-#
-# 检查程序会在两个进程里运行你的函数，每个进程用自己的批量，各调用两次；它把每个进程中 D 据以更新的梯度，与单个进程把两个批量合在一起时据以更新的梯度相比较，并用一个计数钩子检查 DDP 每一步只发送一次桶。你的函数是在那两个进程里单独运行的，看不到本笔记本其他单元格里的东西（在别的单元格里定义的辅助函数不在那里，它打印的内容也不会显示）：`torch`、`F`、`nn` 和 `contextlib` 已经有了，其他要用的请在函数内部定义或导入。
-
-# %%
-import contextlib
-
-def d_step(ddp, opt_D, x_real, x_fake, accum):
-    """DDP 下 D 在 accum 个微批量上的铰链损失，只在最后一次反向传播时在进程间求一次平均。"""
-    ### BEGIN SOLUTION
-    opt_D.zero_grad()
-    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
-    for k, (real, fake) in enumerate(pairs):
-        last = k == len(pairs) - 1
-        with contextlib.nullcontext() if last else ddp.no_sync():
-            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
-            loss_D.backward()
-    opt_D.step()
-    ### END SOLUTION
-
-my_answer = d_step  # SOLUTION: 把它指向你的 d_step
-
-# %% tags=["test"]
-from gan_lessons import exercises
-solved = exercises.check_ddp_accumulation(my_answer)
-assert solved, "d_step：还没有完成，或者还不对：上面几行说明了缺什么"
