@@ -47,6 +47,7 @@ def unload_ipython_extension(ip):
     """%unload_ext gan_lessons: back to plain tracebacks."""
     pre, post = _installed.pop(id(ip), (None, None))
     if pre is not None:
+        post()          # the doctor entered for the cell that unloads it ends here, as that cell's end would end it
         ip.events.unregister("pre_run_cell", pre)
         ip.events.unregister("post_run_cell", post)
         ip.set_custom_exc((), None)

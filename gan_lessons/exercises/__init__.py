@@ -24,7 +24,7 @@ from gan_lessons.exercises.lesson02 import CHAIN_STEP, check_chain_step, referen
 from gan_lessons.exercises.lesson03 import STALE_SAVED, check_stale_saved, reference_stale_saved
 from gan_lessons.exercises.lesson04 import D_STEP, check_d_step, check_sample, reference_d_step
 from gan_lessons.exercises.lesson05 import STRATEGY, check_strategy
-from gan_lessons.exercises.lesson06 import check_resume
+from gan_lessons.exercises.lesson06 import LOAD_STATE, SAVE_STATE, check_resume
 from gan_lessons.exercises.lesson07 import (
     DOCTOR_KINDS,
     SEED000_STEP,
@@ -60,12 +60,13 @@ from gan_lessons.exercises.lesson12.compiled import TRAIN_STEP
 from gan_lessons.exercises.lesson12.rnn import TRAIN_RNN
 from gan_lessons.exercises.lesson12.srgan import SRGAN_STEP
 from gan_lessons.exercises.lesson12.wgan_gp import MAKE_CRITIC, TRAIN_CRITIC
-from gan_lessons.exercises.lesson13 import check_ddp_accumulation
+from gan_lessons.exercises.lesson13 import DDP_D_STEP, check_ddp_accumulation
 from gan_lessons.exercises.steps import recorded_steps
 
 # The build exercises whose checker compares with a reference answer, each declared where its checker is.
-EXERCISES: list[Exercise] = [SGD_STEP, INIT, CHAIN_STEP, STALE_SAVED, D_STEP, STRATEGY, SEED000_STEP, GRADIENT_PENALTY, LAZY_R1, FROZEN_G_STEP, AMP_STEP,
-                             SRGAN_STEP, TRAIN, MAKE_CRITIC, TRAIN_CRITIC, OPTIMIZE_PARAMETERS, TRAIN_RNN, TRAIN_STEP]
+EXERCISES: list[Exercise] = [SGD_STEP, INIT, CHAIN_STEP, STALE_SAVED, D_STEP, STRATEGY, SAVE_STATE, LOAD_STATE,
+                             SEED000_STEP, GRADIENT_PENALTY, LAZY_R1, FROZEN_G_STEP, AMP_STEP, SRGAN_STEP, TRAIN,
+                             MAKE_CRITIC, TRAIN_CRITIC, OPTIMIZE_PARAMETERS, TRAIN_RNN, TRAIN_STEP, DDP_D_STEP]
 # Each one's reference, by lesson and the name of the function the student writes: the one source of the code in
 # that lesson's solution block. tools/build_notebook.py fills the block from it in both editions (the English block
 # is the reference's body as it is, comments included; the Chinese one has the same code with its comments in

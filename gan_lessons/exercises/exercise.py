@@ -24,7 +24,9 @@ class Exercise:
     are part of what it must do (by default not: a gradient cleared at the end of a step instead of its start
     trains the same, and so does a network left requiring grad that the next step freezes again).
     forbids: what the exercise's text rules out even where the values come out the same, as the edits that do it
-    are named (tests/lessons/mutants.py), e.g. "retain_graph=True" where no graph may be kept for nothing."""
+    are named (tests/lessons/mutants.py), e.g. "retain_graph=True" where no graph may be kept for nothing.
+    scenario: for a function that is half of something (a checkpoint's save is half of a resumed run), the whole run
+    around it instead of calls on the problem: scenario(function) returns the values an outcome compares."""
     lesson: str
     name: str
     reference: Callable
@@ -33,6 +35,7 @@ class Exercise:
     result: Callable[[Any], Any] = lambda value: value
     flags: bool = False
     forbids: tuple[str, ...] = ()
+    scenario: Callable[[Callable], Any] | None = None
 
 
 def backward_through(value):
@@ -106,6 +109,11 @@ def outcome(exercise: Exercise, step: Callable) -> Outcome:
     repeats from run to run). What it did: the gradient every optimizer among the arguments stepped on at each of
     its steps, in the order they ran (what training does with them depends on the optimizer: Adam hides a constant
     factor that plain SGD would not), then the values the objects hold after the last call and what it returned."""
+    if exercise.scenario is not None:
+        try:
+            return Outcome(None, tuple(_values(exercise.scenario(step))))
+        except Exception as error:  # an outcome like any other
+            return Outcome(type(error).__name__, ())
     calls, watched = exercise.problem()
     stepped: list = []
     optimizers: list = []

@@ -4,6 +4,7 @@ import copy
 import torch
 from torch import nn, optim
 
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT, raised, stub_left, unanswered, verdict
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
@@ -139,3 +140,53 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     return verdict(name, problems, _("a run stopped after {steps} steps, saved, loaded into fresh objects and "
                                       "continued ends with the same weights, bit for bit, as one that never "
                                       "stopped").format(steps=steps))
+
+
+def reference_save_state(G, D, opt_G, opt_D, step):
+    """The lesson's answer: the run after `step` steps, as plain data that stays as it is while the run goes on."""
+    import copy
+    state = {"G": G.state_dict(), "D": D.state_dict(),                   # the weights
+             "opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict(),   # Adam's moments and step counts
+             "rng": torch.get_rng_state(),                               # decides the next z
+             "step": step}                                               # decides the next batch
+    return copy.deepcopy(state)    # state_dict() hands out the live tensors, which the next steps change
+
+
+def reference_load_state(state, G, D, opt_G, opt_D):
+    """The lesson's answer: the checkpoint put back into fresh objects; the step to go on from."""
+    G.load_state_dict(state["G"])
+    D.load_state_dict(state["D"])
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    torch.set_rng_state(state["rng"])
+    return state["step"]
+
+
+def resumed_run(save_state, load_state, steps=3) -> list:
+    """What a checkpoint does, whatever its checker says: a run saved after `steps` steps goes on `steps` more, the
+    checkpoint goes through torch.save and torch.load(weights_only=True) into objects with other weights and another
+    random state, and the run resumes from the step load_state returns up to 2 * steps. The step it resumed from and
+    the weights it ends with."""
+    G, D, opt_G, opt_D = _resume_run(0)
+    _resume_steps(G, D, opt_G, opt_D, 0, steps)
+    saved = save_state(G, D, opt_G, opt_D, steps)
+    _resume_steps(G, D, opt_G, opt_D, steps, 2 * steps)      # the run goes on after the save
+    state, problem = _round_trip(saved)
+    if problem is not None:
+        raise TypeError(problem)
+    G, D, opt_G, opt_D = _resume_run(1)
+    start = int(load_state(state, G, D, opt_G, opt_D))
+    _resume_steps(G, D, opt_G, opt_D, start, 2 * steps)
+    return [start, *[p.detach().clone() for p in (*G.parameters(), *D.parameters())]]
+
+
+def _no_calls() -> tuple[list, list]:
+    return [], []
+
+
+SAVE_STATE = Exercise("06", "save_state", reference_save_state,
+                      lambda save_state: check_resume(save_state, reference_load_state), _no_calls,
+                      scenario=lambda save_state: resumed_run(save_state, reference_load_state))
+LOAD_STATE = Exercise("06", "load_state", reference_load_state,
+                      lambda load_state: check_resume(reference_save_state, load_state), _no_calls,
+                      scenario=lambda load_state: resumed_run(reference_save_state, load_state))

@@ -2,11 +2,14 @@
 averaged over the processes once a step (check_ddp_accumulation). The checker runs the student's function in two
 processes (processes.run), records the gradient D steps on in each, and compares it with what one process steps on
 with the whole global batch; a communication hook counts the buckets DDP sends."""
+import contextlib
 import inspect
 
 import torch
+import torch.nn.functional as F
 
 from gan_lessons import ddp_lesson, processes
+from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
 from gan_lessons.exercises.steps import Steps, compare_steps
 from gan_lessons.i18n import N_, _
@@ -71,3 +74,32 @@ def check_ddp_accumulation(d_step) -> bool:
     return verdict(name, problems, _("in both processes and at each of {calls} calls D steps on the gradient one "
                                      "process steps on with the whole global batch, and DDP sends each bucket once a "
                                      "step").format(calls=CALLS))
+
+
+def reference_d_step(ddp, opt_D, x_real, x_fake, accum):
+    """The lesson's answer: D's hinge loss over accum micro-batches, averaged over the processes once, at the last
+    backward."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        last = k == len(pairs) - 1
+        with contextlib.nullcontext() if last else ddp.no_sync():
+            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+            loss_D.backward()
+    opt_D.step()
+
+
+def in_two_processes(d_step) -> list:
+    """What d_step does under DDP, whatever its checker says: in each of the two processes, the gradient D stepped
+    on at each call and the buckets DDP sent."""
+    runs, error = _run(d_step)
+    if error is not None:
+        raise error
+    return [[*run["grads"], *run["sent"]] for run in runs]
+
+
+def _no_calls() -> tuple[list, list]:
+    return [], []
+
+
+DDP_D_STEP = Exercise("13", "d_step", reference_d_step, check_ddp_accumulation, _no_calls, scenario=in_two_processes)

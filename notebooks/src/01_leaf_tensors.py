@@ -282,6 +282,7 @@ print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {
 claim("SGD's step gives the manual update's values and the same version", torch.equal(a2, a) and a2._version == a._version)
 claim("SGD skips a parameter whose .grad is None: it is left as it was", spare.grad is None and spare.item() == 5.0)
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -428,7 +429,6 @@ w.grad = None
 (3 * w).sum().backward()
 claim("two backward passes into one .grad give the gradient of the summed loss", torch.equal(w.grad, summed),
       shown=f"{w.grad.tolist()}")
-
 
 # %% [markdown]
 # In a GAN this is where a forgotten `zero_grad()` hides: the loop runs, every step is a legal step, and D is

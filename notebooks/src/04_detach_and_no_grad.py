@@ -203,7 +203,6 @@ real_label = torch.ones(x_real.shape[0], 1, device=device)  # as in seed 000
 with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be the same as input size \(torch.Size\(\[64\]\)\)"):
     F.binary_cross_entropy_with_logits(real_output, real_label).mean()
 
-
 # %% [markdown]
 # With labels of shape `[64]` the loop runs, and it is the "D first, fresh G forward" order of lesson 05.
 
@@ -477,6 +476,7 @@ for step in range(5):
     opt.step()
 claim("nothing reaches model1 through the detach: model1.weight.grad is None", model1.weight.grad is None)
 claim("so the shared Adam skips it: model1 is unchanged after 5 steps", torch.equal(before, model1.weight))
+
 
 # %% [markdown]
 # ## Going further · `None` or zeros: `zero_grad(set_to_none=...)`

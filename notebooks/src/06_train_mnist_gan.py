@@ -342,6 +342,7 @@ claim("the seed's G, in its one run, collapsed onto 0s and 8s: together they are
       sorted(top_two) == [0, 8] and share > 0.9, shown=f"0: {seed_m['coverage'][0]:.1%}, 8: {seed_m['coverage'][8]:.1%}",
       on='the two runs shipped with the lessons')
 
+
 # %% [markdown]
 # The seed's G runs without an error, and that is the trap: nothing in PyTorch complains, and the losses
 # look like a GAN's losses. Only measuring the samples shows what happened: its run collapsed onto two digits,
@@ -441,4 +442,3 @@ for s, (_, m) in runs.items():
              fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
     claim(f"{s}'s run learned every digit (each at least 0.5% of its samples)", min(m["coverage"]) >= 0.005,
           on='these runs')
-

@@ -270,7 +270,6 @@ with expect_warning(DoctorWarning, "create_graph"):
         wasserstein, gp_const = critic_loss(D, create_graph=False)
         (wasserstein + 10 * gp_const).backward()
 
-
 # %% [markdown]
 # ## 4 · R1 on real images, and lazy regularisation
 #
@@ -429,6 +428,7 @@ claim("the penalty's graph holds the derivative of D's LeakyReLU, and reaches bo
 graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
             title=tr("a gradient penalty's graph (create_graph=True)"))
 
+
 # %% [markdown]
 # ## Going further · `retain_graph` in penalty code: `True`, left out, or `False`
 #
@@ -483,6 +483,7 @@ claim("the step gives the same gradients with and without backward(retain_graph=
 kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
 claim("but with it, the step's saved tensors stay in memory afterwards", kept > 0 and freed == 0,
       f"{kept / 2**20:.2f} MiB still held vs {freed} bytes")
+
 
 # %% [markdown]
 # ## Going further · `n_critic` critic steps per G step, and the fake batch
@@ -647,7 +648,6 @@ def small_critic_grads(D_loss, D_penalty):
 mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
 claim("the loss through the compiled D, the penalty through D_compiled._orig_mod: it runs, and D gets the "
       "gradients it gets with no compile at all", all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
-
 
 # %% [markdown] tags=["read-after-exercises"]
 # ### What people write, and what it does

@@ -290,6 +290,7 @@ else:
     print(tr("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. "
              "The bfloat16 run above, on the CPU, checked the same GradScaler logic."))
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## Summary
 #
@@ -670,7 +671,6 @@ if compile_works:
         claim("but a Python branch on the number breaks the graph even then", branching.graph_break_count == 1)
 else:
     print(SKIPPED)
-
 
 # %% [markdown]
 # By default dynamo ends the graph at `.item()`, runs that line in Python, and starts a new graph after it. A break

@@ -150,3 +150,24 @@ def test_each_case_as_a_script(path, as_scripts):
 def test_as_scripts_every_case_counts(as_scripts):
     missed = [path.name for path in CASES if not counts(diagnosis_of(as_scripts(path)), *expectation(path)[1:])]
     assert not missed, missed
+
+
+def test_a_cell_that_unloads_the_extension_leaves_no_doctor_behind(ip):
+    """`%unload_ext gan_lessons` in a cell of its own: the doctor that cell entered ends with it. (It used to stay
+    entered, and a later `with doctor()` no longer saw the optimizer step that made a saved weight stale.)"""
+    from gan_lessons.doctor.extension import _active
+    ip.run_cell("%unload_ext gan_lessons")
+    try:
+        assert not _active
+        torch.manual_seed(0)
+        G, D = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+        opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
+        with pytest.raises(RuntimeError, match="is at version"), doctor(G=G, D=D, opt_D=opt_D) as doc:
+            d = D(G(torch.randn(4, 2)))
+            opt_D.zero_grad()
+            d.mean().backward(retain_graph=True)
+            opt_D.step()
+            (-d).mean().backward()
+        assert doc.diagnoses[-1].facts["modified by"].startswith("opt_D.step()")
+    finally:
+        ip.run_line_magic("load_ext", "gan_lessons")       # as the fixture left it

@@ -12,6 +12,7 @@ multiplication left out; one optimizer (or network) for another; an autocast or 
 import ast
 import copy
 import inspect
+import linecache
 import random
 import textwrap
 from dataclasses import dataclass
@@ -219,9 +220,12 @@ def mutants(reference: Callable) -> list[Mutant]:
 
 
 def compiled(reference: Callable, mutant: Mutant) -> Callable:
-    """The mutant as a function, defined in the reference's module (its names resolve as the reference's do)."""
+    """The mutant as a function, defined in the reference's module (its names resolve as the reference's do), its
+    source readable by inspect.getsource (lesson 13's checker sends it to two processes)."""
     namespace: dict = {}
-    exec(compile(mutant.source, f"<mutant of {reference.__name__}>", "exec"), reference.__globals__, namespace)
+    filename = f"<mutant of {reference.__name__}: {mutant.what}>"
+    linecache.cache[filename] = (len(mutant.source), None, mutant.source.splitlines(True), filename)  # getsource
+    exec(compile(mutant.source, filename, "exec"), reference.__globals__, namespace)
     return namespace[reference.__name__]
 
 

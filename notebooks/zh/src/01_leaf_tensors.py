@@ -258,6 +258,7 @@ print(tr("SGD result: {value} | equal to the manual update: {equal} | version: {
 claim("SGD 的 step 得到的值与手动更新相同，版本也相同", torch.equal(a2, a) and a2._version == a._version)
 claim("SGD 跳过 .grad 为 None 的参数：它保持原样", spare.grad is None and spare.item() == 5.0)
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -382,7 +383,6 @@ w.grad = None
 (3 * w).sum().backward()
 claim("两次反向传播写进同一个 .grad，得到的是损失之和的梯度", torch.equal(w.grad, summed),
       shown=f"{w.grad.tolist()}")
-
 
 # %% [markdown]
 # 在 GAN 里，漏写 `zero_grad()` 的错误就藏在这里：循环照常运行，每一步都是合法的一步，而 D 是用这一步的梯度与上一步的梯度之和来训练的。不会有任何报错。第 07 课的自动微分医生会在两个不同损失的梯度这样叠加时发出警告。`zero_grad()` 留下的是什么张量（全零还是 `None`）也有影响，第 04 课会说明什么时候有影响。

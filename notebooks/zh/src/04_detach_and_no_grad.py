@@ -187,7 +187,6 @@ real_label = torch.ones(x_real.shape[0], 1, device=device)  # 和原帖 000 一�
 with expect_error(ValueError, r"Target size \(torch.Size\(\[64, 1\]\)\) must be the same as input size \(torch.Size\(\[64\]\)\)"):
     F.binary_cross_entropy_with_logits(real_output, real_label).mean()
 
-
 # %% [markdown]
 # 把标签的形状改成 `[64]`，这个循环就能运行，它就是第 05 课里“先训练 D，再对 G 做一次新的前向传播”的顺序。
 
@@ -427,6 +426,7 @@ for step in range(5):
     opt.step()
 claim("因为做了分离，没有任何梯度到达 model1：model1.weight.grad 为 None", model1.weight.grad is None)
 claim("于是共享的 Adam 跳过了它：5 步之后 model1 没有变", torch.equal(before, model1.weight))
+
 
 # %% [markdown]
 # ## 延伸 · `None` 还是零：`zero_grad(set_to_none=...)`

@@ -353,6 +353,7 @@ ref = results["d_first_reuse_fake"].ms_per_step
 print(tr("time relative to d_first_reuse_fake: {ratios}",
          ratios={n: round(c.ms_per_step / ref, 2) for n, c in results.items() if not c.error}))
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -435,7 +436,6 @@ shown = panel.shown[panel.buttons.value]
 print(tr("default strategy: {name}", name=panel.buttons.value))
 print(tr("final (loss_D, loss_G): {final}", final=tuple(round(v, 4) for v in shown["final"])))
 print(shown["graph"])
-
 
 # %% [markdown]
 # ## 延伸 · 为什么 `one_forward` 可能最慢

@@ -298,6 +298,7 @@ claim("原帖的 G 在它唯一的一次运行中发生模式崩溃，只剩 0 �
       sorted(top_two) == [0, 8] and share > 0.9, shown=f"0：{seed_m['coverage'][0]:.1%}，8：{seed_m['coverage'][8]:.1%}",
       on='课程附带的两次训练')
 
+
 # %% [markdown]
 # 原帖的 G 运行时不报任何错误，这恰恰是陷阱所在：PyTorch 没有任何抱怨，损失看起来也像是 GAN 的损失。只有测量样本才能看出发生了什么：它的那次运行发生了模式崩溃，几乎只生成 0 和 8，而且画得很差；而带 `tanh` 的那次运行覆盖了全部十个数字。两次运行只差一个没有权重的层，但**每种设置只有一次运行**：这只说明这两次运行发生了什么，不能说明这种情况有多常见，也不能说明单凭这一层就决定了结果（任何一种设置换一个随机种子，结果都可能不同）。要说 `tanh` 修好了原帖的训练，需要每种设置跑多次，每种至少 3 个随机种子，并给出它们得分的离散程度；本课不训练这些。
 
@@ -375,4 +376,3 @@ for s, (_, m) in runs.items():
     print(tr("{strategy:<20} MNIST-FID {fid:.2f}  score {score:.2f}  rarest digit {rarest:.1%}", strategy=s,
              fid=m["mnist_fid"], score=m["classifier_score"], rarest=min(m["coverage"])))
     claim(f"{s} 的运行学会了每个数字（每个数字都至少占样本的 0.5%）", min(m["coverage"]) >= 0.005, on='这两次训练')
-

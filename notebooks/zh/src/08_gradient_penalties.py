@@ -238,7 +238,6 @@ with expect_warning(DoctorWarning, "create_graph"):
         wasserstein, gp_const = critic_loss(D, create_graph=False)
         (wasserstein + 10 * gp_const).backward()
 
-
 # %% [markdown]
 # ## 4 · 真实图像上的 R1，以及惰性正则化
 #
@@ -368,6 +367,7 @@ claim("惩罚的计算图里有 D 的 LeakyReLU 的导数，并且连到了 D �
 graphs.draw({"penalty": penalty}, graphs.param_names(D=D_small),
             title=tr("a gradient penalty's graph (create_graph=True)"))
 
+
 # %% [markdown]
 # ## 延伸 · 惩罚代码里的 `retain_graph`：写 `True`、省略，还是写 `False`
 #
@@ -415,6 +415,7 @@ claim("不管有没有 backward(retain_graph=True)，这一步给出的梯度都
 kept, freed = graphs.saved_bytes({"loss": loss_kept}), graphs.saved_bytes({"loss": loss_freed})
 claim("但加上它，这一步保存的张量在之后仍然留在内存里", kept > 0 and freed == 0,
       f"仍持有 {kept / 2**20:.2f} MiB，对比 {freed} 字节")
+
 
 # %% [markdown]
 # ## 延伸 · 每次 G 更新配 `n_critic` 次评判器更新，以及假样本批量
@@ -560,7 +561,6 @@ def small_critic_grads(D_loss, D_penalty):
 mixed, eager = small_critic_grads(D_compiled, D_compiled._orig_mod), small_critic_grads(D_small, D_small)
 claim("损失穿过编译后的 D，惩罚穿过 D_compiled._orig_mod：能运行，而且 D 得到的梯度与完全不编译时的相同",
       all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, eager)))
-
 
 # %% [markdown] tags=["read-after-exercises"]
 # ### 人们怎么写，结果如何

@@ -256,6 +256,7 @@ else:
     print(tr("No CUDA device here (or no torch.amp.GradScaler): the float16 run on a GPU is skipped, not checked. "
              "The bfloat16 run above, on the CPU, checked the same GradScaler logic."))
 
+
 # %% [markdown] tags=["read-after-exercises"]
 # ## 小结
 #
@@ -570,7 +571,6 @@ if compile_works:
         claim("但即使这样，Python 根据这个数字做分支判断仍然会造成图中断", branching.graph_break_count == 1)
 else:
     print(SKIPPED)
-
 
 # %% [markdown]
 # 默认情况下，dynamo 在 `.item()` 处结束当前的图，用 Python 运行这一行，然后在它之后开始一个新图。图中断不是错误：函数照样运行，只是变成两段编译好的代码，中间夹着 Python。只有在没有 Python 代码查看这个数字时，它才能留在图里。在训练循环里，开销小的做法是在训练步内部把损失保留为张量，隔一段时间才读取一次，`gan_lessons.training` 就是这样做的（`_losses` 累加分离后的损失，`.tolist()` 每个迭代周期只运行一次）；在 GPU 上，`.item()` 还要等设备完成之前排队的计算。
