@@ -20,6 +20,7 @@ misuse.py; kept.py finds the lines that add to a list which keeps an old graph).
 and shows warnings where python would; extension.py is `%load_ext gan_lessons`; script.py is
 `python -m gan_lessons doctor SCRIPT`; ranks.py says each diagnosis once under torchrun."""
 import sys
+import threading
 
 from torch.nn.modules import module as nn_module
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -69,6 +70,7 @@ class doctor:
 
     def __enter__(self):
         self.journal.entry = sys._getframe(1)
+        self.journal.threads_at_entry = frozenset(t.ident for t in threading.enumerate())
         if self.namer.namespaces is None:
             self.namer.frame = sys._getframe(1)
         self.handles = [nn_module.register_module_forward_pre_hook(self._guarded("pre_forward")),

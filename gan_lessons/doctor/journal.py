@@ -32,6 +32,7 @@ class Journal:
     # inference_mode or made to require grad by requires_grad_ (id: a Made, with a weak reference to the tensor)
     failed: CallRecord | None = None
     entry: types.FrameType | None = None                 # the frame that entered the doctor (while the block runs)
+    threads_at_entry: frozenset = frozenset()            # the idents of the threads alive when the block began
     inference_made: dict = field(default_factory=dict)
     flagged_at: dict = field(default_factory=dict)
     from_values: dict = field(default_factory=dict)      # tensors made from Python values (torch.tensor(x.item()))

@@ -295,7 +295,9 @@ class VersionErrors:
             return _("an in-place write the doctor did not see: the forward that saved the tensor ran before the "
                      "doctor began watching (outside the `with doctor()` block, or in an earlier cell), and so may "
                      "the write")
-        others = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
+        # the threads started inside the block first: the likelier writers, and named even when many others run
+        others = [t.name for t in sorted(threading.enumerate(), key=lambda t: t.ident in self.journal.threads_at_entry)
+                  if t is not threading.current_thread()]
         if others:
             return _("an in-place write the doctor did not see, made after the forward that saved the tensor: "
                      "other threads run beside the one that entered the doctor ({names}), and it watches only that "
