@@ -10,6 +10,6 @@ from gan_lessons.release import StudentCopy
 c = get_config()  # noqa: F821 (nbgrader's config loader provides it)
 c.GenerateAssignment.preprocessors = [StudentCopy, *GenerateAssignment.class_traits()["preprocessors"].default()]
 c.ClearSolutions.enforce_metadata = True
-# nbgrader gives a cell 30 s by default; lesson 13's cells start two processes each, and on a busy grading machine one
+# nbgrader gives a cell 30 s by default; lesson 14's cells start two processes each, and on a busy grading machine one
 # of them took longer than that. Ten minutes: a cell that runs this long is stuck, not slow.
 c.Execute.timeout = 600

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "notebooks"
 RESULTS = ROOT / "benchmarks" / "results"
 SLOT, DOUBLE_SLOT = 60, 100
-DOUBLE = ("11", "12")                     # the two double slots
+DOUBLE = ("11", "12", "13")               # the double slots: the engine in two, and the lab
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Modules, each named for what it holds:
   costs       passes, gradient passes, time and memory of a strategy (lesson 05)
   timing      timing claims a busy machine cannot get wrong (lesson 05)
   widgets     lesson 05's strategy switch
-  exercises   the checkers of the build-or-fix exercises, one module or package per lesson (lessons 01-13)
+  exercises   the checkers of the build-or-fix exercises, one module or package per lesson (lessons 01-14)
   data        MNIST, online or from the registry wheel offline (lesson 06)
   config      TrainConfig, each wrong setting refused with what to change (lesson 06)
   training    the trainer and resume (lesson 06)
@@ -20,9 +20,9 @@ Modules, each named for what it holds:
   metrics     the shipped classifier, MNIST-FID, classifier score, coverage (lesson 06)
   plots       sample grids, GIFs, loss curves (lesson 06)
   doctor      the autograd doctor and its IPython extension (lesson 07)
-  distributed training on several processes under torchrun (lesson 13)
-  processes   several processes from a notebook, as torchrun would start them (lesson 13)
-  ddp_lesson  lesson 13's experiments, one plain function per process
+  distributed training on several processes under torchrun (lesson 14)
+  processes   several processes from a notebook, as torchrun would start them (lesson 14)
+  ddp_lesson  lesson 14's experiments, one plain function per process
   release     the lessons as nbgrader assignments
   cli         the command line's parser and its words
   __main__    the command line: train, sample, evaluate, export, classifier, doctor

@@ -1,4 +1,4 @@
-"""Lesson 13's experiments: each is a plain function(rank, world, ...) that processes.run() calls in every process of
+"""Lesson 14's experiments: each is a plain function(rank, world, ...) that processes.run() calls in every process of
 a gloo group (two processes on the CPU), and returns what that process saw. Small G and D, so each runs in well
 under a second; seed 000's networks behave the same way.
 

@@ -133,8 +133,8 @@ def tr(message: str, **values) -> Text:
 
 
 # The answers a prediction may name in words: a check shows them, and accepts them, in the lesson's language too.
-CHOICES = (N_("both"), N_("neither"), N_("none"), N_("error"), N_("moves"), N_("stays"), N_("far fewer bytes"),
-           N_("about the same"), N_("far more bytes"))
+CHOICES = (N_("both"), N_("neither"), N_("none"), N_("error"), N_("runs"), N_("moves"), N_("stays"),
+           N_("far fewer bytes"), N_("about the same"), N_("far more bytes"))
 
 
 def choice(answer):

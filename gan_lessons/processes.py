@@ -1,4 +1,4 @@
-"""Several processes from a notebook (lesson 13): run one function of this package in `world` fresh processes that
+"""Several processes from a notebook (lesson 14): run one function of this package in `world` fresh processes that
 form a gloo process group on this machine, as torchrun would start them, and bring back what each returned.
 
     results = processes.run(ddp_lesson.averaged, world=2)      # one value per rank, rank 0 first

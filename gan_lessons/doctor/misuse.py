@@ -43,9 +43,9 @@ FUNCTION_FIXES = [(N_("make backward return one gradient per input of forward, e
 HOOK_FIXES = [(N_("register the hook on a tensor that requires grad: the module's output or a parameter, not a "
                    "detached copy or a tensor made under torch.no_grad()"), "04")]
 DDP_FIXES = [(N_("make every parameter of the wrapped module take part in each loss, or freeze the ones that do "
-                  "not (requires_grad=False) before wrapping it in DistributedDataParallel"), "13"),
+                  "not (requires_grad=False) before wrapping it in DistributedDataParallel"), "14"),
               (N_("or DistributedDataParallel(..., find_unused_parameters=True): it looks for them at every backward "
-                  "(slower)"), "13")]
+                  "(slower)"), "14")]
 
 
 def _label(namer, tensor):

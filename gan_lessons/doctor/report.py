@@ -9,7 +9,7 @@ from gan_lessons.i18n import N_, _, tidy
 LESSONS = {"01": "01_leaf_tensors.ipynb", "02": "02_graph_freeing_and_retain_graph.ipynb",
            "03": "03_inplace_and_versions.ipynb", "04": "04_detach_and_no_grad.ipynb",
            "05": "05_gan_update_strategies.ipynb", "08": "08_gradient_penalties.ipynb",
-           "09": "09_freezing_and_batchnorm.ipynb", "10": "10_amp_hooks_and_compile.ipynb", "13": "13_several_gpus.ipynb"}
+           "09": "09_freezing_and_batchnorm.ipynb", "10": "10_amp_hooks_and_compile.ipynb", "14": "14_several_gpus.ipynb"}
 
 
 class DoctorWarning(UserWarning):
@@ -97,12 +97,12 @@ PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weigh
 # A buffer your own code wrote (a hand-made sync of statistics): only moving the write helps; DDP's flags and one
 # forward per backward leave your write where it was.
 BUFFER_FIXES = [(N_("write the buffer after the backward, not between the forwards and it (a hand-made sync of "
-                      "statistics belongs after the step)"), "13")]
+                      "statistics belongs after the step)"), "14")]
 # A buffer DDP's own copy wrote (on a torch that counts that copy as a write).
 DDP_COPY_FIXES = [(N_("one forward of the wrapped module per backward: D(torch.cat([x_real, x_fake])), split after"),
-                    "13"),
+                    "14"),
                    (N_("DDP(..., forward_sync_buffers=False) (broadcast_buffers=False before torch 2.13), each process "
-                       "then keeping statistics of its own; or SyncBatchNorm, on GPUs"), "13")]
+                       "then keeping statistics of its own; or SyncBatchNorm, on GPUs"), "14")]
 STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
                      "the state in place, by design"), "03")]
 CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "

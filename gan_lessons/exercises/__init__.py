@@ -9,8 +9,8 @@ asserts on that verdict:
     solved = exercises.check_sgd_step(my_answer)     # the next cell, locked
     assert solved, "sgd_step: not solved yet, or not right: ..."
 
-One module per lesson (lesson01 ... lesson13; lesson08_gp holds lesson 08's gradient penalty, and lessons 11 and
-12 are packages, one module per part) holds that lesson's checkers and the reference answers they compare with;
+One module per lesson (lesson01 ... lesson14; lesson08_gp holds lesson 08's gradient penalty; lesson11, the
+engine of lessons 11 and 12, and lesson13 are packages, one module per part) holds that lesson's checkers and the reference answers they compare with;
 feedback holds what they share (the wording of the feedback lines, the autograd hints, known wrong answers), steps
 the engine that records the gradients each optimizer steps on (recorded_steps) and compares them, variants the
 known answers written as edits of a reference (variant), and diagnosis_key lesson 07's key to the doctor's
@@ -45,7 +45,7 @@ from gan_lessons.exercises.lesson11 import (
     check_versions,
     engine_or_reference,
 )
-from gan_lessons.exercises.lesson12 import (
+from gan_lessons.exercises.lesson13 import (
     check_amp_lab,
     check_biggan_train,
     check_compiled_step,
@@ -54,13 +54,13 @@ from gan_lessons.exercises.lesson12 import (
     check_wgan_gp,
     lab_problem,
 )
-from gan_lessons.exercises.lesson12.amp import OPTIMIZE_PARAMETERS
-from gan_lessons.exercises.lesson12.biggan import TRAIN
-from gan_lessons.exercises.lesson12.compiled import TRAIN_STEP
-from gan_lessons.exercises.lesson12.rnn import TRAIN_RNN
-from gan_lessons.exercises.lesson12.srgan import SRGAN_STEP
-from gan_lessons.exercises.lesson12.wgan_gp import MAKE_CRITIC, TRAIN_CRITIC
-from gan_lessons.exercises.lesson13 import DDP_D_STEP, check_ddp_accumulation
+from gan_lessons.exercises.lesson13.amp import OPTIMIZE_PARAMETERS
+from gan_lessons.exercises.lesson13.biggan import TRAIN
+from gan_lessons.exercises.lesson13.compiled import TRAIN_STEP
+from gan_lessons.exercises.lesson13.rnn import TRAIN_RNN
+from gan_lessons.exercises.lesson13.srgan import SRGAN_STEP
+from gan_lessons.exercises.lesson13.wgan_gp import MAKE_CRITIC, TRAIN_CRITIC
+from gan_lessons.exercises.lesson14 import DDP_D_STEP, check_ddp_accumulation
 from gan_lessons.exercises.steps import recorded_steps
 
 # The build exercises whose checker compares with a reference answer, each declared where its checker is.
@@ -88,8 +88,8 @@ __all__ = [
     "check_frozen_g_step", "reference_frozen_g_step",                # lesson 09
     "check_amp_step", "reference_amp_step",                          # lesson 10
     "check_saving", "check_freeing", "check_versions", "check_leaf_rule", "check_numerical_grad", "check_training",
-    "engine_or_reference",                                           # lesson 11
+    "engine_or_reference",                                           # lessons 11 and 12
     "check_srgan_step", "check_biggan_train", "check_wgan_gp", "check_amp_lab", "check_rnn_train",
-    "check_compiled_step", "lab_problem",                            # lesson 12
-    "check_ddp_accumulation",                                        # lesson 13
+    "check_compiled_step", "lab_problem",                            # lesson 13
+    "check_ddp_accumulation",                                        # lesson 14
 ]

@@ -1,4 +1,4 @@
-"""The one grading engine every step checker uses (lessons 01 to 10 and every lab of lesson 12).
+"""The one grading engine every step checker uses (lessons 01 to 10 and every lab of lesson 13).
 
 A checker runs the student's step and a right step on the same fresh models, and records, each time an optimizer
 steps, the gradient it steps on (`recorded_steps`). `first_difference` compares the two records in the order the

@@ -383,7 +383,7 @@ claim("evaluation mode: the same logits either way: BatchNorm normalises with it
 # mixture that neither real nor fake batches have. ganhacks' tip 4 says to keep each mini-batch all real or all fake,
 # which is why PyTorch's DCGAN tutorial calls D twice; the other way out is a D without BatchNorm (seed 000's D, and
 # the critic the WGAN-GP paper recommends, since its penalty is per sample, lesson 08; public critics that keep
-# BatchNorm exist, and lesson 12 debugs one). For G, sample figures in `G.eval()` under `no_grad`
+# BatchNorm exist, and lesson 13 debugs one). For G, sample figures in `G.eval()` under `no_grad`
 # (lesson 04's exercise).
 
 # %% [markdown] tags=["read-after-exercises"]

@@ -92,7 +92,7 @@ def test_two_processes_meet_a_hand_made_buffer_sync_and_the_diagnosis_is_said_on
     assert run.stderr.count("[rank1]: RuntimeError: one of the variables needed") == 1     # each with its error
     headlines = [line for line in run.stderr.splitlines() if line.startswith("autograd doctor:")]
     assert headlines == ["autograd doctor: D.module.1.running_mean changed in place after the forward saved it"]
-    assert "modified by: copy_ at line 14" in run.stderr and "(lesson 13, notebooks/13_several_gpus.ipynb)" in run.stderr
+    assert "modified by: copy_ at line 14" in run.stderr and "(lesson 14, notebooks/14_several_gpus.ipynb)" in run.stderr
     assert "[rank 1]" not in run.stderr
     assert list((tmp_path / "tmp").glob("gan_lessons_doctor_*")) == []      # nothing left in the temporary folder
 

@@ -221,7 +221,7 @@ def mutants(reference: Callable) -> list[Mutant]:
 
 def compiled(reference: Callable, mutant: Mutant) -> Callable:
     """The mutant as a function, defined in the reference's module (its names resolve as the reference's do), its
-    source readable by inspect.getsource (lesson 13's checker sends it to two processes)."""
+    source readable by inspect.getsource (lesson 14's checker sends it to two processes)."""
     namespace: dict = {}
     filename = f"<mutant of {reference.__name__}: {mutant.what}>"
     linecache.cache[filename] = (len(mutant.source), None, mutant.source.splitlines(True), filename)  # getsource

@@ -878,16 +878,37 @@ def test_the_drawing_marks_what_each_node_saved():
 
 
 # --- the student copy gives the container, not the answers ----------------------------------------------------------------
-@pytest.mark.parametrize("copy", ["notebooks/student/11_your_own_autograd.ipynb",
-                                  "notebooks/zh/student/11_your_own_autograd.ipynb"])
-def test_the_student_copy_records_no_version_and_bumps_nothing(copy):
-    """No cell of the student copy keeps a version beside a saved value, counts an in-place change, or calls `save`:
-    the student writes all three. The only operations given (`+`, `sum` and what is written with them) save nothing."""
+@pytest.mark.parametrize("folder", ["notebooks/student", "notebooks/zh/student"])
+def test_the_student_copies_record_no_version_and_bump_nothing(folder):
+    """No cell of the two student copies keeps a version beside a saved value, counts an in-place change, or calls
+    `save`: the student writes all three. The only operations given (`+`, `sum` and what is written with them) save
+    nothing; lesson 12 starts from an engine whose `unpack` and `_inplace` check and count nothing."""
     import nbformat
-    code = "\n".join(c.source for c in nbformat.read(copy, as_version=4).cells if c.cell_type == "code")
-    assert "value._version" not in code and "_version +=" not in code and "_version = self._version" not in code
-    assert ".save(" not in code
-    assert code.count("raise NotImplementedError()") >= 9    # save, *, exp, @, backward, _inplace twice, unpack, ...
+    copies = [f"{folder}/11_your_own_autograd.ipynb", f"{folder}/12_your_engine_versions_and_training.ipynb"]
+    stubs = []
+    for copy in copies:
+        code = "\n".join(c.source for c in nbformat.read(copy, as_version=4).cells if c.cell_type == "code")
+        assert "value._version" not in code and "_version +=" not in code and "_version = self._version" not in code
+        assert ".save(" not in code
+        stubs.append(code.count("raise NotImplementedError()"))
+    assert stubs[0] >= 5 and stubs[1] >= 5, stubs   # save, *, exp, @, backward; _inplace twice, unpack, tanh, fit, ...
+
+
+def test_lesson_12_starts_from_an_engine_that_holds_none_of_its_answers():
+    """The class lesson 12 goes on with: lesson 11's steps written, its own not (no check, no count, no tanh), and
+    nothing of the finished engine among its bases."""
+    import inspect
+    engine = lesson11.engine_after_lesson_11()
+    assert Value not in engine.__mro__ and not hasattr(engine, "tanh")
+    a = engine(torch.ones(3), requires_grad=True)
+    y = a.exp()
+    with engine.no_grad():
+        y.mul_(2)
+    assert y._version == 0 and torch.equal(y.unpack()["result"], torch.full((3,), 2 * torch.e))
+    a.add_(1)                                     # no leaf rule yet
+    source = "\n".join(inspect.getsource(c) for c in engine.__mro__ if c.__module__.startswith("gan_lessons"))
+    assert "version_error" not in source and "LEAF_IN_PLACE" not in source and "_version += 1" not in source
+    assert engine is not lesson11.engine_after_lesson_11()     # a fresh class each time
 
 
 # --- slips a student met trying the lesson -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""processes.run, which lesson 13 runs its experiments with: one value per process, rank 0 first; an error raised in
+"""processes.run, which lesson 14 runs its experiments with: one value per process, rank 0 first; an error raised in
 a process comes back as the same kind of error, with its rank, without waiting for the peers that hang; a process
 that does not return is stopped at the timeout, with one line."""
 import threading

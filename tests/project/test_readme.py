@@ -217,7 +217,7 @@ CHINESE_NUMBERS = {"十": 10, "十一": 11, "十二": 12, "十三": 13, "十四"
 
 
 def test_every_count_of_lessons_the_docs_state_is_the_tree_s():
-    """Where a page says how many lessons there are ("Thirteen lessons", 十三课), the number is the number of lesson
+    """Where a page says how many lessons there are ("Fourteen lessons", 十四课), the number is the number of lesson
     notebooks; a dated record (a bold date, as in docs/setup.md) says what it covered then and is left out."""
     lessons = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     found = []

@@ -1,4 +1,4 @@
-"""Lesson 11's exercises: a tiny reverse-mode engine of the student's own, built step by step, each step checked
+"""Lessons 11 and 12's exercises: a tiny reverse-mode engine of the student's own, built step by step, each step checked
 against torch on the same programs: what each operation saves (check_saving), backward and freeing (check_freeing),
 version counters (check_versions), the leaf rule (check_leaf_rule), a finite-difference gradient
 (check_numerical_grad), and a model trained on the engine (check_training).
@@ -10,13 +10,21 @@ engine's graph with what each node saved, alive, freed or stale."""
 from gan_lessons.exercises.lesson11.backward import check_freeing
 from gan_lessons.exercises.lesson11.cases import compare, programs, run, version_parts
 from gan_lessons.exercises.lesson11.drawing import draw_engine
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, SECOND_TIME, Value, engine_or_reference, version_error
+from gan_lessons.exercises.lesson11.engine import (
+                                                   LEAF_IN_PLACE,
+                                                   SECOND_TIME,
+                                                   Value,
+                                                   engine_after_lesson_11,
+                                                   engine_or_reference,
+                                                   version_error,
+)
 from gan_lessons.exercises.lesson11.numerics import check_numerical_grad, numerical_grad_or_finished
 from gan_lessons.exercises.lesson11.saving import check_saving
 from gan_lessons.exercises.lesson11.training import check_training, fit_or_finished, torch_fit, training_problem
 from gan_lessons.exercises.lesson11.versions import check_leaf_rule, check_versions
 
-__all__ = ["LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "version_error", "compare", "programs",
+__all__ = ["LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "engine_after_lesson_11", "version_error",
+           "compare", "programs",
            "run", "version_parts", "draw_engine", "training_problem", "torch_fit", "numerical_grad_or_finished",
            "fit_or_finished",
            "check_saving", "check_freeing", "check_versions", "check_leaf_rule", "check_numerical_grad",

@@ -1,6 +1,6 @@
-"""Programs for lesson 11's checkers: a few lines of Python over `leaf(shape, requires_grad=...)`, `no_grad()` and
-the operations both engines share, run on torch or on an engine (run), drawn at random per category (programs), and
-compared (compare); and what every step's checker shares to say what it found."""
+"""Programs for the engine's checkers (lessons 11 and 12): a few lines of Python over `leaf(shape, requires_grad=...)`,
+`no_grad()` and the operations both engines share, run on torch or on an engine (run), drawn at random per category
+(programs), and compared (compare); and what every step's checker shares to say what it found."""
 import random
 import re
 from dataclasses import dataclass

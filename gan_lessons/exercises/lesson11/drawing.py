@@ -1,4 +1,4 @@
-"""Lesson 11's graphs: an engine's own graph drawn from its live Values, in the colours `gan_lessons.graphs` uses for
+"""Lesson 12's graphs: an engine's own graph drawn from its live Values, in the colours `gan_lessons.graphs` uses for
 torch's (each saved value alive, freed or stale, with its versions). It reads only what the lesson's `Value` keeps:
 `parents`, `_backward`, `_saved` (name -> (value, version when saved), None once freed) and `_version`."""
 import graphviz

@@ -1,5 +1,5 @@
-"""Lesson 11's reference engine: the lesson's answers, and what a lesson cell runs on while the student's own
-engine is not finished (engine_or_reference); and PyTorch's words for the three errors the engine raises."""
+"""The reference engine of lessons 11 and 12: the lessons' answers, and what a lesson cell runs on while the student's
+own engine is not finished (engine_or_reference); and PyTorch's words for the three errors the engine raises."""
 from contextlib import contextmanager
 
 import torch
@@ -23,8 +23,9 @@ def version_error(value, version):
             f"expected version {version} instead.")
 
 
-class Value:
-    """A tensor of the reference engine. `data` is a plain torch tensor (it never requires grad): the autograd is ours."""
+class Core:
+    """A tensor of the reference engine as lesson 11 leaves it (its two steps written, versions neither counted nor
+    checked yet). `data` is a plain torch tensor (it never requires grad): the autograd is ours."""
     grad_enabled = True                   # the engine's no_grad switch
 
     def __init__(self, data, requires_grad=False, parents=()):
@@ -54,7 +55,7 @@ class Value:
             cls.grad_enabled = before
 
     def _value(self, x):
-        return x if isinstance(x, Value) else type(self)(x)
+        return x if isinstance(x, Core) else type(self)(x)
 
     def _result(self, data, parents):
         """An operation's output: it requires grad when an input does (and grad is on), and only then has parents."""
@@ -114,12 +115,6 @@ class Value:
         out._backward = lambda grad, saved: (grad * saved["result"],)
         return out
 
-    def tanh(self):                       # the training section
-        out = self._result(self.data.tanh(), (self,))
-        out.save("result", out)           # tanh's derivative is 1 - tanh**2: its own output again
-        out._backward = lambda grad, saved: (grad * (1 - saved["result"] ** 2),)
-        return out
-
     def __matmul__(self, other):          # step 1
         out = self._result(self.data @ other.data, (self, other))
         if self.requires_grad:
@@ -166,6 +161,28 @@ class Value:
         if self.requires_grad:
             self._saved[name] = (value, value._version)
 
+    def unpack(self):                     # lesson 12 writes the check
+        return {name: value.data for name, (value, _) in self._saved.items()}
+
+    def _inplace(self, op, other):        # lesson 12 counts the change and writes the leaf rule
+        op(self.data, self._value(other).data)
+        return self
+
+    def add_(self, other):
+        return self._inplace(torch.Tensor.add_, other)
+
+    def mul_(self, other):
+        return self._inplace(torch.Tensor.mul_, other)
+
+
+class Value(Core):
+    """The reference engine, finished: lesson 12's steps on lesson 11's engine."""
+    def tanh(self):                       # the training section
+        out = self._result(self.data.tanh(), (self,))
+        out.save("result", out)           # tanh's derivative is 1 - tanh**2: its own output again
+        out._backward = lambda grad, saved: (grad * (1 - saved["result"] ** 2),)
+        return out
+
     def unpack(self):
         """The saved tensors by name, each checked: it must still be at the version it was saved at."""
         tensors = {}
@@ -183,11 +200,12 @@ class Value:
         self._version += 1
         return self
 
-    def add_(self, other):
-        return self._inplace(torch.Tensor.add_, other)
 
-    def mul_(self, other):
-        return self._inplace(torch.Tensor.mul_, other)
+def engine_after_lesson_11():
+    """A fresh engine class as lesson 11 leaves it, for lesson 12 to go on with: `save`, `*`, `exp`, `@` and
+    `backward` written, `unpack` and `_inplace` still the placeholders that check and count nothing, and no `tanh`.
+    A new class on each call, so the methods a lesson attaches to it change no other."""
+    return type("Value", (Core,), {"grad_enabled": True, "__module__": "__main__"})
 
 
 def engine_or_reference(engine, *solved):

@@ -1,4 +1,4 @@
-"""Lesson 11, step 5: a finite-difference gradient, the check every autograd engine is tested with.
+"""Lesson 12, step 5: a finite-difference gradient, the check every autograd engine is tested with.
 
 The student writes `numerical_grad(f, x, eps)`: `f` maps a tensor to a number, `x` is a float tensor, and the answer is
 a tensor of x's shape whose entry i is (f(x + eps e_i) - f(x - eps e_i)) / (2 eps), e_i the i-th unit tensor. The
@@ -88,10 +88,10 @@ def _problem(numerical_grad, what, f, x, exact):
 
 
 def check_numerical_grad(numerical_grad) -> bool:
-    """Lesson 11, step 5. numerical_grad(f, x, eps) on three smooth functions of tensors of shapes [3], [3, 4] and []
+    """Lesson 12, step 5. numerical_grad(f, x, eps) on three smooth functions of tensors of shapes [3], [3, 4] and []
     in float64, against their exact gradients: within 1e-5 for a central difference with eps = 1e-3, x left as it
     was, and the usual slips named (one-sided, divided by eps, every entry moved at once)."""
-    # TRANSLATORS: the name of lesson 11's step 5, as its feedback lines show it ("✓ finite differences: ...")
+    # TRANSLATORS: the name of lesson 12's step 5, as its feedback lines show it ("✓ finite differences: ...")
     name = _("finite differences")
     if unanswered(name, numerical_grad):
         return False

@@ -1,6 +1,6 @@
-"""Lesson 11, the last build: the student's engine trains a model. A two-layer tanh network fits a smooth function
-of two inputs by plain gradient descent, with the student's `tanh` and the student's training loop, and the losses
-are compared step by step with the same loop on torch."""
+"""Lesson 12, the engine's last build: the student's engine trains a model. A two-layer tanh network fits a smooth
+function of two inputs by plain gradient descent, with the student's `tanh` and the student's training loop, and the
+losses are compared step by step with the same loop on torch."""
 from dataclasses import dataclass
 
 import torch
@@ -102,10 +102,10 @@ def _losses_problem(got, problem, steps, lr, before, params):
 
 
 def check_training(engine, fit) -> bool:
-    """Lesson 11, the last build. The engine's `tanh` on ten one-operation expressions, then
+    """Lesson 12, the engine's last build. The engine's `tanh` on ten one-operation expressions, then
     fit(params, x, y, steps, lr) on the engine, twice (40 steps at lr 0.1, 8 at lr 0.3), from the same start as the
     same loop on torch: one loss per step, each within 1e-4 of torch's."""
-    # TRANSLATORS: the name of lesson 11's last build, as its feedback lines show it ("✓ training: ...")
+    # TRANSLATORS: the name of lesson 12's last build, as its feedback lines show it ("✓ training: ...")
     name = _("training")
     if unanswered(name, engine, N_("your Value class")) or unanswered(name, fit):
         return False

@@ -1,4 +1,4 @@
-"""Lesson 11, steps 3 and 4: version counters, and the leaf rule; checked on programs run on torch and on the
+"""Lesson 12, steps 3 and 4 of the engine: version counters, and the leaf rule; checked on programs run on torch and on the
 student's engine."""
 
 import torch
@@ -87,10 +87,10 @@ def _version_problems(engine, differences):
 
 
 def check_versions(engine) -> bool:
-    """Lesson 11, step 3. Version counters: every program of step 2 again, and programs that change a value in place
+    """Lesson 12, step 3. Version counters: every program of step 2 again, and programs that change a value in place
     (under no_grad where it requires grad) before the forward, after it, after the backward, or back to its old
     values. The version error must come exactly where torch raises its own, naming the same shape and versions."""
-    # TRANSLATORS: the name of lesson 11's step 3, as its feedback lines show it ("✓ versions: ...")
+    # TRANSLATORS: the name of lesson 12's step 3, as its feedback lines show it ("✓ versions: ...")
     name = _("versions")
     if unanswered(name, engine, N_("your Value class")):
         return False
@@ -107,10 +107,10 @@ def check_versions(engine) -> bool:
 
 
 def check_leaf_rule(engine) -> bool:
-    """Lesson 11, step 4. `_inplace` refuses a leaf that requires grad, outside no_grad, with torch's message; allows
+    """Lesson 12, step 4. `_inplace` refuses a leaf that requires grad, outside no_grad, with torch's message; allows
     everything else (under no_grad, constants) and still counts versions. Every program of steps 2 and 3 again, and
     programs that change a leaf in place in grad mode: before the forward, after it, after the backward."""
-    # TRANSLATORS: the name of lesson 11's step 4, as its feedback lines show it ("✓ leaf rule: ...")
+    # TRANSLATORS: the name of lesson 12's step 4, as its feedback lines show it ("✓ leaf rule: ...")
     name = _("leaf rule")
     if unanswered(name, engine, N_("your Value class")):
         return False

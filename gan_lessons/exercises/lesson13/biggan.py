@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -130,4 +130,4 @@ TELLS = ("zero_grad", "typo", "once, before", "still held", "plus step", "清零
 FIX_CODE = ("D.optim.zero_grad()",)
 
 
-TRAIN = Exercise("12", "train", reference_biggan_train, check_biggan_train, lab_calls(LABS["biggan"]))
+TRAIN = Exercise("13", "train", reference_biggan_train, check_biggan_train, lab_calls(LABS["biggan"]))

@@ -16,11 +16,11 @@
 # ---
 
 # %% [markdown]
-# # Lesson 12 · Debugging lab
+# # Lesson 13 · Debugging lab
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/12_debugging_lab.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/13_debugging_lab.ipynb)
 #
-# [中文版](zh/12_debugging_lab.ipynb) · [Student copy](student/12_debugging_lab.ipynb)
+# [中文版](zh/13_debugging_lab.ipynb) · [Student copy](student/13_debugging_lab.ipynb)
 #
 # **Goal.** Fix six broken training steps taken from public bug reports, the way they break in real code: two or
 # three mistakes in one step, some loud (an error), some silent (it runs, and trains the wrong thing), and for some
@@ -73,7 +73,7 @@ device, QUICK = setup(seed=0, lang="en")
 # %%
 import math
 from gan_lessons import exercises
-from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
+from gan_lessons.exercises.lesson13 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
                                            gradient_ratio, mixes_samples, show_log, step_that_clears_the_error,
                                            toggle_grad)
 

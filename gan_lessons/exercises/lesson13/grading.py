@@ -1,4 +1,4 @@
-"""What every lab of lesson 12 shares: a Lab runs a step on the lab's own models and records the gradient every
+"""What every lab of lesson 13 shares: a Lab runs a step on the lab's own models and records the gradient every
 optimizer steps on; check_lab compares it with the reference fix's through the grading engine (steps.py), says what
 differs, and names a known wrong fix when the run matches it."""
 import functools

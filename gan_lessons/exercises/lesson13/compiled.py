@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -125,4 +125,4 @@ TELLS = ("_orig_mod", "uncompiled", "create_graph", "names g's parameters", "未
 FIX_CODE = ("D._orig_mod", "G._orig_mod")
 
 
-TRAIN_STEP = Exercise("12", "train_step", reference_compiled_step, check_compiled_step, lab_calls(LABS["compiled"]))
+TRAIN_STEP = Exercise("13", "train_step", reference_compiled_step, check_compiled_step, lab_calls(LABS["compiled"]))

@@ -16,11 +16,11 @@
 # ---
 
 # %% [markdown]
-# # Lesson 13 · Several GPUs: what DistributedDataParallel changes in a GAN step
+# # Lesson 14 · Several GPUs: what DistributedDataParallel changes in a GAN step
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/13_several_gpus.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/14_several_gpus.ipynb)
 #
-# [中文版](zh/13_several_gpus.ipynb) · [Student copy](student/13_several_gpus.ipynb)
+# [中文版](zh/14_several_gpus.ipynb) · [Student copy](student/14_several_gpus.ipynb)
 #
 # **Goal.** The day a GAN moves to several GPUs, the errors of lessons 01 to 10 come back in new forms, and a few
 # new ones arrive. `DistributedDataParallel` (DDP) runs one copy of G and D per device, each on its own slice of

@@ -16,11 +16,11 @@
 # ---
 
 # %% [markdown]
-# # 第 12 课 · 调试实验
+# # 第 13 课 · 调试实验
 #
-# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/12_debugging_lab.ipynb)
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_debugging_lab.ipynb)
 #
-# [English](../12_debugging_lab.ipynb) · [学生版](student/12_debugging_lab.ipynb)
+# [English](../13_debugging_lab.ipynb) · [学生版](student/13_debugging_lab.ipynb)
 #
 # **目标**。修好六个出了错的训练步。它们都取自公开的缺陷报告，出错的方式也和真实代码里一样：一步里有两三个错误，有的会报错，有的悄无声息（能运行，但训练的东西是错的）；其中几个还附带网上流传的修法，它让报错消失，训练却仍然是错的。请先凭第 01 到 10 课学到的知识和评分器的反馈，自己把每一个修好；然后在练习之后的延伸里看看自动微分医生对这六个问题怎么说。
 #
@@ -57,7 +57,7 @@ device, QUICK = setup(seed=0, lang="zh")
 # %%
 import math
 from gan_lessons import exercises
-from gan_lessons.exercises.lesson12 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
+from gan_lessons.exercises.lesson13 import (Discriminator, discriminator_loss, first_wrong_step, generator_loss,
                                            gradient_ratio, mixes_samples, show_log, step_that_clears_the_error,
                                            toggle_grad)
 

@@ -16,11 +16,11 @@
 # ---
 
 # %% [markdown]
-# # 第 13 课 · 多块 GPU：分布式数据并行给 GAN 的训练步带来了什么
+# # 第 14 课 · 多块 GPU：分布式数据并行给 GAN 的训练步带来了什么
 #
-# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/13_several_gpus.ipynb)
+# [![在 Colab 中打开](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/gan-lessons/gan-lessons/blob/main/notebooks/zh/14_several_gpus.ipynb)
 #
-# [English](../13_several_gpus.ipynb) · [学生版](student/13_several_gpus.ipynb)
+# [English](../14_several_gpus.ipynb) · [学生版](student/14_several_gpus.ipynb)
 #
 # **目标**。GAN 搬到多块 GPU 上的那一天，第 01 到 10 课的错误会换个样子回来，还会多出几个新的。分布式数据并行（`DistributedDataParallel`，下文简称 DDP）在每个设备上各放一份 G 和 D，每份只处理批量中属于自己的那一片，并让各份副本保持一致。本课展示它给训练步添了什么，又在哪里出错：没有任何损失到达的参数、BatchNorm 的缓冲区、原帖 003 的顺序、梯度累积、噪声和文件。
 #

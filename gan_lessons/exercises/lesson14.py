@@ -1,4 +1,4 @@
-"""Lesson 13's exercise: D's step with its gradient accumulated over micro-batches under DistributedDataParallel,
+"""Lesson 14's exercise: D's step with its gradient accumulated over micro-batches under DistributedDataParallel,
 averaged over the processes once a step (check_ddp_accumulation). The checker runs the student's function in two
 processes (processes.run), records the gradient D steps on in each, and compares it with what one process steps on
 with the whole global batch; a communication hook counts the buckets DDP sends."""
@@ -39,7 +39,7 @@ def _run(function):
 
 
 def check_ddp_accumulation(d_step) -> bool:
-    """Lesson 13. d_step(ddp, opt_D, x_real, x_fake, accum): D's hinge loss over `accum` micro-batches with D wrapped
+    """Lesson 14. d_step(ddp, opt_D, x_real, x_fake, accum): D's hinge loss over `accum` micro-batches with D wrapped
     in DDP, one opt_D.step(); right when, in both processes and at every call, D steps on the gradient one process
     steps on with the whole global batch, and DDP sends each bucket once a step."""
     name = "d_step"
@@ -102,4 +102,4 @@ def _no_calls() -> tuple[list, list]:
     return [], []
 
 
-DDP_D_STEP = Exercise("13", "d_step", reference_d_step, check_ddp_accumulation, _no_calls, scenario=in_two_processes)
+DDP_D_STEP = Exercise("14", "d_step", reference_d_step, check_ddp_accumulation, _no_calls, scenario=in_two_processes)

@@ -5,7 +5,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
 from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
-from gan_lessons.exercises.lesson12.grading import LAB_HINTS, Lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LAB_HINTS, Lab, lab_calls, named_params
 from gan_lessons.exercises.steps import first_difference, matching
 from gan_lessons.i18n import N_, _
 
@@ -164,9 +164,9 @@ def _critic_calls():
     return [(1,)], []
 
 
-MAKE_CRITIC = Exercise("12", "make_critic", reference_make_critic,
+MAKE_CRITIC = Exercise("13", "make_critic", reference_make_critic,
                        lambda make_critic: check_wgan_gp(make_critic, reference_train_critic), _critic_calls)
-TRAIN_CRITIC = Exercise("12", "train_critic", reference_train_critic,
+TRAIN_CRITIC = Exercise("13", "train_critic", reference_train_critic,
                         lambda train_critic: check_wgan_gp(reference_make_critic, train_critic),
                         lab_calls(Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(reference_make_critic),
                                       reference_train_critic, calls=3)))

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -167,4 +167,4 @@ TELLS = ("detach", "old forward", "before the step", "stale", "retain_graph=true
 FIX_CODE = ("fake_img.detach()", "netD(fake_img.detach())")
 
 
-SRGAN_STEP = Exercise("12", "srgan_step", reference_srgan_step, check_srgan_step, lab_calls(LABS["srgan"]))
+SRGAN_STEP = Exercise("13", "srgan_step", reference_srgan_step, check_srgan_step, lab_calls(LABS["srgan"]))

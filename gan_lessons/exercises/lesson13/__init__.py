@@ -1,4 +1,4 @@
-"""Lesson 12's debugging lab: six training steps from public bug reports, scaled down, each graded by behaviour.
+"""Lesson 13's debugging lab: six training steps from public bug reports, scaled down, each graded by behaviour.
 
 Each lab runs the student's fixed step (or few-step loop) on the lab's own small models, optimizers and batches, and
 records, at every optimizer's every step(), the gradient it steps on (steps.recorded_steps). The same run with
@@ -9,26 +9,26 @@ labs also compare state that no optimizer steps on (an EMA copy's weights, a Gra
     exercises.check_lab("srgan", my_answer)            # or check_srgan_step(my_answer), ...
 
 `lab_problem(name)` gives a lab's fresh arguments, to run a broken version by hand (or under the doctor)."""
-from gan_lessons.exercises.lesson12.amp import check_amp_lab
-from gan_lessons.exercises.lesson12.biggan import (
+from gan_lessons.exercises.lesson13.amp import check_amp_lab
+from gan_lessons.exercises.lesson13.biggan import (
     G_D,
     check_biggan_train,
     discriminator_loss,
     generator_loss,
     toggle_grad,
 )
-from gan_lessons.exercises.lesson12.compiled import check_compiled_step
-from gan_lessons.exercises.lesson12.grading import (
+from gan_lessons.exercises.lesson13.compiled import check_compiled_step
+from gan_lessons.exercises.lesson13.grading import (
     LABS,
     Lab,
     first_wrong_step,
     gradient_ratio,
     step_that_clears_the_error,
 )
-from gan_lessons.exercises.lesson12.rnn import check_rnn_train
-from gan_lessons.exercises.lesson12.srgan import check_srgan_step
-from gan_lessons.exercises.lesson12.symptoms import Log, reference_log, show_log, training_log
-from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, Generator, check_wgan_gp, sample_mixing, wgan_problem
+from gan_lessons.exercises.lesson13.rnn import check_rnn_train
+from gan_lessons.exercises.lesson13.srgan import check_srgan_step
+from gan_lessons.exercises.lesson13.symptoms import Log, reference_log, show_log, training_log
+from gan_lessons.exercises.lesson13.wgan_gp import Discriminator, Generator, check_wgan_gp, sample_mixing, wgan_problem
 
 
 def mixes_samples(D):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gan_lessons.exercises.lesson12.grading import LABS
+from gan_lessons.exercises.lesson13.grading import LABS
 from gan_lessons.i18n import Text, _, width
 
 
@@ -40,7 +40,7 @@ class _Backwards(TorchFunctionMode):
 
 def _problem(name, make_critic):
     if name == "wgan_gp":
-        from gan_lessons.exercises.lesson12.wgan_gp import Discriminator, wgan_problem
+        from gan_lessons.exercises.lesson13.wgan_gp import Discriminator, wgan_problem
         return wgan_problem(make_critic or Discriminator)
     return LABS[name].problem()
 
@@ -76,7 +76,7 @@ def training_log(name, step, make_critic=None, calls=None):
 def reference_log(name):
     """The log of the lab's reference fix."""
     if name == "wgan_gp":
-        from gan_lessons.exercises.lesson12.wgan_gp import reference_make_critic, reference_train_critic
+        from gan_lessons.exercises.lesson13.wgan_gp import reference_make_critic, reference_train_critic
         return training_log(name, reference_train_critic, reference_make_critic)
     return training_log(name, LABS[name].reference)
 

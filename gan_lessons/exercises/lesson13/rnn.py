@@ -5,7 +5,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -73,4 +73,4 @@ TELLS = ("detach", "h_state.data", "cut it", "cuts it", "retain_graph", "切断"
 FIX_CODE = ("h_state.detach()", "h_state = h_state.data", "h_state.data")
 
 
-TRAIN_RNN = Exercise("12", "train_rnn", reference_rnn_train, check_rnn_train, lab_calls(LABS["rnn"]))
+TRAIN_RNN = Exercise("13", "train_rnn", reference_rnn_train, check_rnn_train, lab_calls(LABS["rnn"]))

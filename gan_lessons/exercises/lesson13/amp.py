@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson12.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
 from gan_lessons.exercises.steps import first_difference
 from gan_lessons.i18n import _
 
@@ -184,5 +184,5 @@ TELLS = ("around the scaler", "1024x", "1024 倍", "2^10 = 1024", "1024 times", 
 FIX_CODE = ("scaler.step(optimizer_g)", "scaler.step(optimizer_d)", "scaler.unscale_(optimizer")
 
 
-OPTIMIZE_PARAMETERS = Exercise("12", "optimize_parameters", reference_optimize_parameters, check_amp_lab,
+OPTIMIZE_PARAMETERS = Exercise("13", "optimize_parameters", reference_optimize_parameters, check_amp_lab,
                                lab_calls(LABS["amp"]))

@@ -1,0 +1,128 @@
+"""Lesson 14's checker, check_ddp_accumulation, run in two processes: right answers written differently (each
+accepted), the wrong answers students write (each named, the fix not printed), and the stub and `...`.
+The functions are module-level so that the checker can read their source, as it reads a notebook cell's."""
+import contextlib
+
+import pytest
+import torch.nn.functional as F
+
+from gan_lessons import exercises
+
+pytestmark = pytest.mark.slow
+
+
+def reference(ddp, opt_D, x_real, x_fake, accum):
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+            loss_D.backward()
+    opt_D.step()
+
+
+def split_by_hand(ddp, opt_D, x_real, x_fake, accum):
+    """The last micro-batch outside the loop; sizes by slicing; the zero_grad at the end of the step instead."""
+    import torch
+    n = len(x_real) // accum
+    with ddp.no_sync():
+        for k in range(accum - 1):
+            part = slice(k * n, (k + 1) * n)
+            (torch.clamp(1 - ddp(x_real[part]), min=0).mean() / accum
+             + torch.clamp(1 + ddp(x_fake[part]), min=0).mean() / accum).backward()
+    last = slice((accum - 1) * n, accum * n)
+    (F.relu(1 - ddp(x_real[last])).mean() / accum + F.relu(1 + ddp(x_fake[last])).mean() / accum).backward()
+    opt_D.step()
+    opt_D.zero_grad()
+
+
+def synced_every_time(ddp, opt_D, x_real, x_fake, accum):
+    opt_D.zero_grad()
+    for real, fake in zip(x_real.chunk(accum), x_fake.chunk(accum)):
+        ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def never_synced(ddp, opt_D, x_real, x_fake, accum):
+    opt_D.zero_grad()
+    with ddp.no_sync():
+        for real, fake in zip(x_real.chunk(accum), x_fake.chunk(accum)):
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def around_the_wrapper(ddp, opt_D, x_real, x_fake, accum):
+    D = ddp.module                                   # the plain D: DDP's hooks never run
+    opt_D.zero_grad()
+    for real, fake in zip(x_real.chunk(accum), x_fake.chunk(accum)):
+        ((F.relu(1 - D(real)).mean() + F.relu(1 + D(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def cleared_each_time(ddp, opt_D, x_real, x_fake, accum):
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        opt_D.zero_grad()
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def not_divided(ddp, opt_D, x_real, x_fake, accum):
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()).backward()
+    opt_D.step()
+
+
+def never_cleared(ddp, opt_D, x_real, x_fake, accum):
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def uses_a_notebook_name(ddp, opt_D, x_real, x_fake, accum):
+    opt_D.zero_grad()
+    hinge_D(ddp, x_real, x_fake).backward()          # noqa: F821 (defined in another cell of a notebook)
+    opt_D.step()
+
+
+def stub(ddp, opt_D, x_real, x_fake, accum):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("answer", [reference, split_by_hand])
+def test_right_answers_are_accepted(capsys, answer):
+    assert exercises.check_ddp_accumulation(answer) is True
+    out = capsys.readouterr().out
+    assert out.startswith("✓ d_step:") and "once a step" in out, out
+
+
+@pytest.mark.parametrize("answer, words", [
+    (synced_every_time, ["the gradients are right, but DDP sent each bucket 2 times a step"]),
+    (never_synced, ["the two processes stepped on different gradients", "never averaged them"]),
+    (around_the_wrapper, ["the two processes stepped on different gradients"]),
+    (cleared_each_time, ["its last micro-batch's gradient alone", "emptied between"]),
+    (not_divided, ["2x the reference's, in the same direction"]),
+    (never_cleared, ["step 2: opt_D stepped on this step's gradient plus step 1's"]),
+    (uses_a_notebook_name, ["NameError", "import what it uses inside the function"]),
+], ids=lambda x: getattr(x, "__name__", "words"))
+def test_each_mistake_is_named(capsys, answer, words):
+    assert exercises.check_ddp_accumulation(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗") and "✓" not in out, out
+    for word in words:
+        assert word in out, (word, out)
+    assert "no_sync()" not in out.replace("outside no_sync()", ""), out       # the fix is the student's to write
+
+
+def test_not_solved_yet(capsys):
+    assert exercises.check_ddp_accumulation(...) is False
+    assert exercises.check_ddp_accumulation(stub) is False
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 2 and all(line.startswith("? ") and "not solved yet" in line for line in out), out
