@@ -1,10 +1,12 @@
 """Each build checker's mutation score: every mutant of its reference answer (tests/lessons/mutants.py) is run on
 the exercise's problem and classified by what it does (the same values as the reference within tolerance, other
-values, or an error), then given to the checker. A checker must reject every mutant that does something else and
-accept every one that does the same. Writes benchmarks/results/DATE_grader_mutants.json.
+values, or an error), then given to the checker. The engine of lessons 11 and 12 likewise, one method or function at
+a time (tests/lessons/engine_mutants.py: what the engine then does beside torch on programs no checker runs). A
+checker must reject every mutant that does something else and accept every one that does the same. Writes
+benchmarks/results/DATE_grader_mutants.json.
 
-    python benchmarks/grader_mutants.py                    # every exercise in exercises.EXERCISES
-    python benchmarks/grader_mutants.py --only chain_step  # one (the name of the student's function)"""
+    python benchmarks/grader_mutants.py                    # every exercise in exercises.EXERCISES, every engine step
+    python benchmarks/grader_mutants.py --only chain_step  # one (the student's function, or "check_versions: unpack")"""
 import argparse
 import contextlib
 import datetime
@@ -19,6 +21,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "lessons"))
+import engine_mutants  # noqa: E402
 from mutants import compiled, mutants  # noqa: E402
 
 from gan_lessons.exercises import EXERCISES  # noqa: E402
@@ -51,14 +54,18 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     report = {"torch": torch.__version__, "exercises": []}
-    for exercise in EXERCISES:
-        if a.only and exercise.name not in a.only:
+    judges = [(e.lesson, e.name, lambda e=e: [judged(e, m) for m in mutants(e.reference)]) for e in EXERCISES]
+    judges += [(step.lesson, step.name, lambda step=step: [engine_mutants.judged(step, m) for m in
+                                                          engine_mutants.engine_mutants(step.reference)])
+               for step in engine_mutants.STEPS]
+    for lesson, name, judge in judges:
+        if a.only and name not in a.only:
             continue
         start = time.perf_counter()
-        cases = [judged(exercise, m) for m in mutants(exercise.reference)]
+        cases = judge()
         differ = [c for c in cases if c["does"] != "same"]
         alike = [c for c in cases if c["does"] == "same"]
-        row = {"lesson": exercise.lesson, "name": exercise.name, "mutants": len(cases),
+        row = {"lesson": lesson, "name": name, "mutants": len(cases),
                "behaviour_changing": len(differ), "rejected": sum(c["accepted"] is False for c in differ),
                "equivalent": len(alike), "equivalent_rejected": sum(c["accepted"] is not True for c in alike),
                "checker_raised": sum(c["accepted"] is None for c in cases),
@@ -67,7 +74,7 @@ def main(argv=None):
                "seconds": round(time.perf_counter() - start, 1)}
         row["score"] = round(row["rejected"] / max(1, row["behaviour_changing"]), 3)
         report["exercises"].append(row)
-        print(f"{exercise.lesson} {exercise.name:20} {row['rejected']}/{row['behaviour_changing']} rejected "
+        print(f"{lesson} {name:36} {row['rejected']}/{row['behaviour_changing']} rejected "
               f"({row['score']:.0%}), {row['equivalent_rejected']}/{row['equivalent']} equivalent rejected, "
               f"{row['seconds']} s", flush=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)

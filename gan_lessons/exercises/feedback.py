@@ -98,14 +98,14 @@ def raised(function_name, error, hints) -> str:
 
 AUTOGRAD_HINTS = [
     ("leaf Variable that requires grad is being used in an in-place operation",
-     N_("an in-place update of a parameter must run under `with torch.no_grad():`, as optimizer.step() does "
+     N_("a parameter that requires grad was changed in place while autograd was recording, which autograd refuses "
         "(lesson 01)")),
     ("backward through the graph a second time",
-     N_("a first backward freed part of the graph a second loss still needs: detach the shared tensor in the loss "
-        "that must not reach it (lessons 02 and 04)")),
+     N_("a backward went back through a part of the graph that an earlier backward had already freed: two of your "
+        "losses share that part (lessons 02 and 04)")),
     ("modified by an inplace operation",
-     N_("a step or an in-place op changed a tensor a pending backward saved: do that backward before the step, or "
-        "detach so the backward never needs it (lesson 03)")),
+     N_("a tensor saved for a backward still to come was changed in place after it was saved, by an optimizer's "
+        "step or an in-place op (lesson 03)")),
 ]
 
 

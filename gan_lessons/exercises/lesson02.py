@@ -175,8 +175,8 @@ def _mixed_up(mine):
 
 HINTS = [
     ("backward through the graph a second time",
-     N_("one backward freed a part of the graph that a later backward still goes back through: for each part two "
-        "of your losses share, ask whether both of them should train it (sections 4 and 5)")),
+     N_("one backward freed a part of the graph that a later backward still goes back through: two of your losses "
+        "share that part (sections 4 and 5)")),
     ("does not require grad and does not have a grad_fn",
      N_("that loss has no graph at all: a detach() (or torch.no_grad()) cut the very path it must train through")),
 ] + AUTOGRAD_HINTS

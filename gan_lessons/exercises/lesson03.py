@@ -147,12 +147,12 @@ def _hint(got, right, grads, graph):
 
 PROBE_HINTS = [
     ("modified by an inplace operation",
-     N_("that is autograd's own version check: your hooks were not on when make_loss() ran. Call make_loss() inside "
-        "`with torch.autograd.graph.saved_tensors_hooks(pack, unpack):` (under your hooks, the check is yours)")),
+     N_("that is autograd's own version check: make_loss() ran while your hooks were not on, so autograd saved "
+        "and checked the tensors itself")),
     ("unpack_hook expected to be a Tensor",
-     N_("unpack must return the tensor itself (the first item of what pack returned), not the packed pair")),
-    ("NoneType", N_("pack must return what unpack needs, the tensor and its version; yours returned None")),
-    ("cannot unpack non-iterable", N_("pack must return what unpack needs, the tensor and its version")),
+     N_("your unpack gave autograd something that is not a tensor (the packed pair itself?)")),
+    ("NoneType", N_("your pack returned None, so unpack had nothing to read")),
+    ("cannot unpack non-iterable", N_("unpack took apart what pack returned, and it was one value, not a pair")),
 ]
 
 

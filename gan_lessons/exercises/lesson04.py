@@ -70,7 +70,7 @@ D_STEP_MISTAKES = [(_d_step_written(scale=scale, **how), hint) for how, hint in 
                    for scale in (1.0, 0.5)]
 D_STEP_HINTS = AUTOGRAD_HINTS + [
     ("does not require grad and does not have a grad_fn",
-     N_("loss_D has no graph: only the fake batch may be made under torch.no_grad(), D's forward needs its graph")),
+     N_("loss_D has no graph: D's forward ran where no graph was recorded")),
 ]
 
 

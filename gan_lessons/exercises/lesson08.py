@@ -16,8 +16,8 @@ from gan_lessons.models import Reshape
 
 # Messages and hints are marked with N_() here and translated where they are shown (raised() translates the hints).
 SCALAR = ("grad can be implicitly created only for scalar outputs",
-           N_("D gives one score per image: pass grad_outputs=torch.ones_like(scores) to torch.autograd.grad (or take "
-              "the gradient of scores.sum())"))
+           N_("D gives one score per image, and torch.autograd.grad of many scores was not told how to weigh each "
+              "(it takes one number, or grad_outputs)"))
 SECOND = ("backward through the graph a second time",
            N_("create_graph=True keeps the graph; a retain_graph=False beside it frees D's graph too early"))
 CONSTANT = ("does not require grad and does not have a grad_fn",
@@ -28,8 +28,7 @@ UNPACK = ("too many values to unpack",
               "penalty is on the gradient with respect to D's input, one tensor"))
 _R1_HINTS = [
     ("One of the differentiated Tensors does not require grad",
-     N_("x_real must require grad before D sees it (data never does): x_real = "
-        "x_real.detach().requires_grad_(True)")),
+     N_("x_real did not require grad when D saw it (data never does), so D's scores have no graph back to it")),
     SCALAR, SECOND, CONSTANT, UNPACK]
 
 

@@ -27,11 +27,10 @@ from gan_lessons.models import Reshape
 
 _GP_HINTS = [
     ("must match the size of tensor",
-     N_("eps holds one number per image, shape (N,): reshape it to (N, 1, 1, 1), e.g. eps.view(-1, 1, 1, 1), so "
-        "that each image's pixels share its own eps")),
+     N_("eps, one number per image with shape (N,), met the images' last dimension instead of one number per "
+        "image")),
     ("One of the differentiated Tensors does not require grad",
-     N_("x_hat must require grad before D sees it: x_hat = (...).requires_grad_(True), made from a detached "
-        "x_fake")),
+     N_("x_hat did not require grad when D saw it, so D's scores have no graph back to it")),
     ("missing 1 required positional argument",
      N_("D is conditional: it takes two arguments, D(x_cond, x), the condition first")),
     SCALAR, SECOND, CONSTANT, UNPACK]

@@ -18,13 +18,12 @@ ACCUM = 2             # D's micro-batches per step, in the checker's runs
 
 _AMP_HINTS = [
     ("unscale_() has already been called on this optimizer since the last update()",
-     N_("scaler.step(opt) unscales by itself; call scaler.unscale_(opt) yourself only where you need the true "
-        "gradients (before clipping), at most once per optimizer per iteration")),
+     N_("scaler.unscale_ ran twice on one optimizer in one iteration (scaler.step unscales by itself)")),
     ("No inf checks were recorded for this optimizer",
-     N_("scaler.step(opt) found no gradients to unscale: that optimizer's loss must go through "
-        "scaler.scale(loss).backward() first")),
+     N_("scaler.step(opt) found no gradients of a scaled loss to unscale: no scaled loss had reached that "
+        "optimizer's parameters")),
     ("No inf checks were recorded prior to update",
-     N_("scaler.update() comes after scaler.step(opt_D) and scaler.step(opt_G), once")),
+     N_("scaler.update() ran before any scaler.step of this iteration had checked its gradients for inf")),
 ] + AUTOGRAD_HINTS
 
 

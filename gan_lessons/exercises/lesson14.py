@@ -18,8 +18,8 @@ CALLS = 2
 ACCUM = 2
 
 HINTS = [
-    ("is not defined", N_("the worker processes run your function alone, without this notebook's other cells: "
-                          "import what it uses inside the function (torch, F, nn and contextlib are there)")),
+    ("is not defined", N_("the worker processes run your function alone, without this notebook's other cells: a "
+                          "name from another cell is not there (torch, F, nn and contextlib are)")),
 ] + AUTOGRAD_HINTS
 
 

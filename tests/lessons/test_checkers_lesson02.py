@@ -209,7 +209,7 @@ def test_names_each_mistake(capsys):
     assert ok is False and "optimizer1 stepped on the gradient of l1, where it should step on that of l1 + l2" in out
     assert "l2 must train model1 too" in out and "optimizer2" not in out
     ok, out = run(capsys, as_seed004)
-    assert ok is False and "second time" in out and "ask whether both of them should train it" in out
+    assert ok is False and "second time" in out and "two of your losses share that part" in out
     ok, out = run(capsys, thrown_away)
     assert ok is False and "gradients are right" in out and "from model3 into model2" in out and "threw away" in out
     ok, out = run(capsys, kept_for_nothing)

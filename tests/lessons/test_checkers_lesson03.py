@@ -165,13 +165,13 @@ def probe_returns_count(make_loss):
 
 
 @pytest.mark.parametrize("probe, named", [
-    (probe_outside, ["autograd's own version check", "hooks were not on when make_loss() ran"]),
+    (probe_outside, ["autograd's own version check", "ran while your hooks were not on"]),
     (probe_copy, ["you packed a copy", "never looks stale"]),
     (probe_version_at_unpack, ["you reported nothing", "in pack, keep", "t._version"]),
     (probe_no_backward, ["no backward ran", "call loss.backward()"]),
     (probe_reports_all, ["whose version did not change"]),
-    (probe_unpack_returns_pair, ["unpack must return the tensor itself"]),
-    (probe_pack_returns_nothing, ["pack must return what unpack needs", "returned None"]),
+    (probe_unpack_returns_pair, ["your unpack gave autograd something that is not a tensor"]),
+    (probe_pack_returns_nothing, ["your pack returned None"]),
     (probe_versions_swapped, ["other way round"]),
     (probe_a_set, ["saves a twice", "one entry per saved tensor"]),
     (probe_returns_count, ["return a list with one (shape"]),

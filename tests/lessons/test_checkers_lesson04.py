@@ -167,7 +167,7 @@ def d_step_freezes_G(G, D, opt_D, z, x_real):           # G frozen for the step,
     (d_step_no_hinge, ["there is no hinge"]),
     (d_step_no_zero_grad, ["still held an earlier gradient", "nothing cleared it before loss_D.backward()"]),
     (d_step_zero_grad_late, ["cleared after loss_D.backward(), which throws the new gradient away"]),
-    (d_step_all_no_grad, ["loss_D has no graph", "only the fake batch may be made under torch.no_grad()"]),
+    (d_step_all_no_grad, ["loss_D has no graph", "D's forward ran where no graph was recorded"]),
     (d_step_bce, ["another direction", "the exercise's hinge loss, term by term"]),
     (d_step_freezes_G, ["no longer require grad"]),
 ])

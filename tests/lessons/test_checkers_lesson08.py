@@ -153,13 +153,13 @@ def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answ
     (gp_written(per_image=False), ["one norm over the whole batch", "one norm per image"]),
     (gp_written(flatten=False), ["across the channels", "g.flatten(1)"]),
     (gp_written(mean=False), ["the sum over the batch", "mean"]),
-    (gp_written(reshape=False), ["must match the size", "one number per image", "eps.view(-1, 1, 1, 1)"]),
+    (gp_written(reshape=False), ["must match the size", "one number per image"]),
     (gp_written(first_eps=True), ["one eps for the whole batch", "its own eps"]),
     (gp_eps_requires_grad, ["eps requires grad", "not something to differentiate"]),
     (gp_written(ones=False), ["scalar outputs", "grad_outputs"]),
     (gp_weights, ["gradient with respect to D's weights", "D's input"]),
     (gp_weights_unpacked, ["too many values to unpack", "one gradient per input"]),
-    (gp_no_requires_grad, ["does not require grad", "requires_grad_(True)"]),
+    (gp_no_requires_grad, ["does not require grad", "did not require grad when D saw it"]),
     (gp_not_detached, ["reaches G", "detached"]),
     (gp_package, ["calls strategies.gradient_penalty", "torch.autograd.grad"]),
     (gp_both_inputs, ["both of D's inputs", "the image's gradient alone"]),
@@ -257,7 +257,7 @@ def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
     (r1_written(create_graph=False), ["at step 0", "constant", "create_graph=True"]),
     (r1_written(batch_mean=False), ["the sum over the batch", "batch mean"]),
     (r1_written(squared=False), ["not squared"]),
-    (r1_no_requires_grad, ["r1_term at step 0 raised", "x_real must require grad"]),
+    (r1_no_requires_grad, ["r1_term at step 0 raised", "x_real did not require grad when D saw it"]),
     (r1_weights, ["gradient with respect to D's weights", "real images"]),
     (r1_package, ["calls strategies.r1_penalty", "torch.autograd.grad"]),
 ], ids=lambda a: getattr(a, "__qualname__", "")[:40])
@@ -300,7 +300,7 @@ def test_gradient_penalty(capsys):
     assert ok and out.startswith("✓"), out
     wrong = [(penalty(create_graph=False), ["constant", "create_graph=True"]),
              (penalty(detach=False, leaf=False), ["reaches G", "detached"]),
-             (penalty(leaf=False), ["does not require grad", "requires_grad_(True)"]),
+             (penalty(leaf=False), ["does not require grad", "did not require grad when D saw it"]),
              (penalty(ones=False), ["scalar outputs", "grad_outputs"]),
              (penalty(target=0.0), ["the right one"])]
     for answer, words in wrong:

@@ -131,7 +131,7 @@ def test_right_answers_are_accepted(capsys, answer):
     (amp_step(autocast=False), ["computed in float32", "torch.autocast"]),
     (amp_step(own_scaler=True), ["not through scaler.step(opt_G) on the scaler passed in"]),
     (amp_step(zero_each=True), ["its last micro-batch's alone", "emptied between the micro-batches' backwards"]),
-    (amp_step(unscale_each=True), ["unscale_() has already been called", "at most once per optimizer per iteration"]),
+    (amp_step(unscale_each=True), ["unscale_() has already been called", "ran twice on one optimizer in one iteration"]),
     (amp_step(whole_batch=True), ["D ran on 8 samples at once", "accum=2 micro-batches holds 4"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
         "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches"])

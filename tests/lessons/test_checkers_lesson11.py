@@ -482,11 +482,29 @@ def test_leaf_rule_wrong_answers_are_named(capsys, inplace, words):
 def test_engine_or_reference(capsys):
     mine = engine()
     assert exercises.engine_or_reference(mine, True, True) is mine
-    assert exercises.engine_or_reference(mine, True, False) is Value
-    assert exercises.engine_or_reference(..., True) is Value
+    finished = exercises.engine_or_reference(mine, True, False)
+    assert exercises.engine_or_reference(..., True) is finished and finished is not mine
     out = capsys.readouterr().out
     assert "running on your engine" in out and "running on a finished engine, not yours" in out
     assert "lesson11" not in out and "Value" not in out      # the fallback does not point at the answers
+
+
+def test_the_finished_engine_and_functions_run_as_the_reference_and_show_no_source(capsys):
+    """What a lesson cell runs on while the student's step is not solved: the reference's behaviour (the same
+    outcome as the reference on every program), and no text of its answers for inspect.getsource to show, not even
+    of a backward it makes."""
+    import inspect
+    finished = exercises.engine_or_reference(..., False)
+    assert lesson11.compare(finished, 4) == []
+    numerical_grad = lesson11.numerical_grad_or_finished(..., False)
+    fit = lesson11.fit_or_finished(..., False)
+    assert exercises.check_numerical_grad(numerical_grad) and exercises.check_training(finished, fit)
+    out = finished(torch.ones(2), requires_grad=True).tanh()
+    for shown in [finished, out._backward, numerical_grad, fit, *[getattr(finished, name) for name in
+                  ("save", "__mul__", "exp", "__matmul__", "tanh", "backward", "unpack", "_inplace")]]:
+        with pytest.raises((OSError, TypeError)):
+            inspect.getsource(shown)
+    assert inspect.getsource(Value.unpack)          # the package's own reference is still there to read and test
 
 
 # --- step 1, again: save keeps the version; `@` --------------------------------------------------------------------

@@ -110,7 +110,7 @@ def test_right_answers_are_accepted(capsys, answer):
     (cleared_each_time, ["its last micro-batch's gradient alone", "emptied between"]),
     (not_divided, ["2x the reference's, in the same direction"]),
     (never_cleared, ["step 2: opt_D stepped on this step's gradient plus step 1's"]),
-    (uses_a_notebook_name, ["NameError", "import what it uses inside the function"]),
+    (uses_a_notebook_name, ["NameError", "a name from another cell is not there"]),
 ], ids=lambda x: getattr(x, "__name__", "words"))
 def test_each_mistake_is_named(capsys, answer, words):
     assert exercises.check_ddp_accumulation(answer) is False

@@ -210,28 +210,31 @@ CATEGORIES = {   # category: (step, how many programs)
 _PROGRAMS: dict = {}
 
 
-def programs(step):
-    """The checker's programs up to a step: a list of (category, program text), the same on every run."""
-    if step not in _PROGRAMS:
+def programs(step, seed="lesson 11", times=1):
+    """The programs up to a step: a list of (category, program text), the same on every run. The checkers' are drawn
+    with the default seed; another seed (and `times` as many of each category) draws programs they never run."""
+    key = (step, seed, times)
+    if key not in _PROGRAMS:
         out = []
         for kind, (first_step, count) in CATEGORIES.items():
             if first_step > step:
                 continue
-            rng = random.Random(f"lesson 11, {kind}")
+            rng = random.Random(f"{seed}, {kind}")
             made = []
-            while len(made) < count:
+            while len(made) < count * times:
                 lines = _build(kind, rng)
                 if lines is not None:
                     made.append((kind, "\n".join(lines)))
             out += made
-        _PROGRAMS[step] = out
-    return _PROGRAMS[step]
+        _PROGRAMS[key] = out
+    return _PROGRAMS[key]
 
 
-def compare(engine, step):
-    """Run every program up to `step` on torch and on the engine: one record per program where they differ."""
+def compare(engine, step, seed="lesson 11", times=1):
+    """Run every program up to `step` (programs(step, seed, times)) on torch and on the engine: one record per program
+    where they differ."""
     differences = []
-    for kind, program in programs(step):
+    for kind, program in programs(step, seed, times):
         want, got = run(program, torch), run(program, engine)
         grads_agree = want.kind is not None or all(
             name in got.grads and got.grads[name].shape == g.shape and torch.allclose(got.grads[name], g, rtol=1e-4, atol=1e-5)

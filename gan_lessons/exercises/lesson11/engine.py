@@ -1,5 +1,6 @@
 """The reference engine of lessons 11 and 12: the lessons' answers, and what a lesson cell runs on while the student's
 own engine is not finished (engine_or_reference); and PyTorch's words for the three errors the engine raises."""
+import types
 from contextlib import contextmanager
 
 import torch
@@ -55,7 +56,7 @@ class Core:
             cls.grad_enabled = before
 
     def _value(self, x):
-        return x if isinstance(x, Core) else type(self)(x)
+        return x if isinstance(x, (Core, type(self))) else type(self)(x)
 
     def _result(self, data, parents):
         """An operation's output: it requires grad when an input does (and grad is on), and only then has parents."""
@@ -208,20 +209,52 @@ def engine_after_lesson_11():
     return type("Value", (Core,), {"grad_enabled": True, "__module__": "__main__"})
 
 
+UNREAD = "<a finished engine: its code, not its text>"
+
+
+def _code_without_text(code: types.CodeType) -> types.CodeType:
+    consts = tuple(_code_without_text(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=UNREAD, co_consts=consts)
+
+
+def without_text(function):
+    """`function` as it runs, but with its code (and the code of the functions it makes) filed under a name that is
+    no file, so that inspect.getsource finds no text for it: a finished engine or function that a lesson cell runs
+    on while the student's is not finished does not show the answers."""
+    copy = types.FunctionType(_code_without_text(function.__code__), function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)
+    copy.__kwdefaults__, copy.__qualname__ = function.__kwdefaults__, function.__qualname__
+    return copy
+
+
+def _finished_engine():
+    """The reference engine, rebuilt as one class of no module, whose methods are `without_text`."""
+    methods: dict = {}
+    for klass in reversed(Value.__mro__[:-1]):
+        for name, member in vars(klass).items():
+            if name not in ("__dict__", "__weakref__", "__module__", "__qualname__", "__doc__"):
+                methods[name] = without_text(member) if isinstance(member, types.FunctionType) else member
+    return type("Value", (), {**methods, "__module__": UNREAD, "__doc__": "A finished engine."})
+
+
+FINISHED = _finished_engine()
+
+
 def engine_or_reference(engine, *solved):
-    """The student's engine when every step it needs is solved, else the reference engine; says which."""
+    """The student's engine when every step it needs is solved, else a finished one (FINISHED, which shows no
+    source); says which."""
     if engine is not ... and solved and all(solved):
         print(_("running on your engine"))
         return engine
     print(_("running on a finished engine, not yours: finish the steps above to run on yours"))
-    return Value
-
+    return FINISHED
 
 
 def mine_or_finished(mine, solved, finished, what):
-    """The student's `what` (a function) when its step is solved, else a finished one; says which."""
+    """The student's `what` (a function) when its step is solved, else the finished one, without its text; says
+    which."""
     if mine is not ... and solved:
         print(_("using your {what}").format(what=what))
         return mine
     print(_("using a finished {what}, not yours: finish its step above to use yours").format(what=what))
-    return finished
+    return without_text(finished)

@@ -114,7 +114,8 @@ def check_numerical_grad(numerical_grad) -> bool:
         count=len(_functions())))
 
 
-def _central(f, x, eps=EPS):
+def finished_numerical_grad(f, x, eps=EPS):
+    """Step 5's reference answer (a lesson cell runs on it, without its text, while the student's is not solved)."""
     grad = torch.zeros_like(x)
     for i in range(x.numel()):
         step = torch.zeros(x.numel(), dtype=x.dtype)
@@ -126,4 +127,4 @@ def _central(f, x, eps=EPS):
 
 def numerical_grad_or_finished(numerical_grad, solved):
     """The student's numerical_grad when step 5 is solved, else a finished one; says which."""
-    return mine_or_finished(numerical_grad, solved, _central, "numerical_grad")
+    return mine_or_finished(numerical_grad, solved, finished_numerical_grad, "numerical_grad")

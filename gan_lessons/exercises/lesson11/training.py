@@ -133,7 +133,9 @@ def check_training(engine, fit) -> bool:
         runs=len(RUNS), steps=sum(s for s, _lr in RUNS)))
 
 
-def _fit(params, x, y, steps, lr):
+def finished_fit(params, x, y, steps, lr):
+    """The last step's reference loop (a lesson cell runs on it, without its text, while the student's is not
+    solved)."""
     losses = []
     for _step in range(steps):
         pred = (x @ params[0] + params[1]).tanh() @ params[2] + params[3]
@@ -149,4 +151,4 @@ def _fit(params, x, y, steps, lr):
 
 def fit_or_finished(fit, solved):
     """The student's fit when the last step is solved, else a finished one; says which."""
-    return mine_or_finished(fit, solved, _fit, "fit")
+    return mine_or_finished(fit, solved, finished_fit, "fit")
