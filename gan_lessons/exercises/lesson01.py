@@ -48,8 +48,7 @@ def _none_grad_problem(params, had_grad, before, reads):
 _DATA_READ = N_("your step reads `.data` of a parameter: it runs, but `.data` hides the change from autograd's "
                 "version counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03). "
                 "Update under `with torch.no_grad():` instead")
-CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it; update first, "
-             "then set .grad to None")
+CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it")
 
 
 def _param_problems(step, params, ref_params, before, had_grad):
@@ -77,8 +76,8 @@ def _param_problems(step, params, ref_params, before, had_grad):
             problems.append(_("{name} after step {step} is {value}, expected {expected}: {why}").format(
                 name=n, step=step, value=p.detach().tolist(), expected=ref.detach().tolist(), why=why))
         elif p.grad is not None and p.grad.abs().sum() > 0:
-            problems.append(_("{name}.grad still holds the gradient after your step: set it to None (what "
-                              "opt.zero_grad() does), or the next backward adds to it").format(name=n))
+            problems.append(_("{name}.grad still holds the gradient after your step, and the next backward adds to "
+                              "it").format(name=n))
     return problems
 
 
@@ -240,8 +239,8 @@ def check_init(init_weights) -> bool:
             problems.append(_("parameter {name} is no longer a leaf that requires grad: change it under "
                               "torch.no_grad()").format(name=n))
     if not problems and all(torch.equal(p.detach(), values[n]) for n, p in model.named_parameters()):
-        problems.append(_("init_weights changed nothing: model.apply(init_weights) calls it once per module m; set "
-                          "m.weight and m.bias of the Linear, convolution and BatchNorm modules"))
+        problems.append(_("init_weights changed nothing: model.apply(init_weights) called it once per module, and no "
+                          "weight or bias moved"))
     if problems:
         return verdict(name, problems[:4], "")
     problems = _init_problems(model, values, versions)

@@ -123,13 +123,11 @@ def _hint(got, right, grads, graph):
     """Why the student's report `got` differs from the right one, named as precisely as the evidence allows."""
     if not got and right:
         if _same(grads, _run(_forward_only, graph)[1]):
-            return _("no backward ran, so unpack never did: unpack is called when backward reads the saved "
-                     "tensors, so call loss.backward() on the loss make_loss() returns")
+            return _("no backward ran, so unpack never did: unpack is called when backward reads the saved tensors")
         if _same(grads, _run(_packs_a_copy, graph)[1]) and not _same(grads, _run(reference_stale_saved, graph)[1]):
             return _("you packed a copy: a clone is never changed in place, so it never looks stale (and backward "
                      "silently reads the forward's values from it). Pack the tensor itself, with its version")
-        return _("you reported nothing, yet backward read a saved tensor whose version had moved: in pack, keep "
-                 "t._version as it is when the tensor is saved, and in unpack compare it with t._version now")
+        return _("you reported nothing, yet backward read a saved tensor whose version had moved")
     if any(saved == now for _shape, saved, now in got):
         return _("you reported saved tensors whose version did not change: report only those whose version moved "
                  "between pack and unpack")

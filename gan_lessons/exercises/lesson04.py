@@ -178,8 +178,7 @@ def check_sample(sample) -> bool:
     if images.requires_grad:
         problems.append(_("the images still require grad and carry a graph back into G"))
     if not G.training:
-        problems.append(_("G is left in eval mode, and the next training step would use the running statistics: "
-                          "put back the mode G had when sample was called"))
+        problems.append(_("G is left in eval mode, and the next training step would use the running statistics"))
     if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
         problems.append(_("the images differ from G's evaluation-mode output: BatchNorm must use the running "
                           "statistics (G.eval() before the forward)"))
@@ -187,8 +186,7 @@ def check_sample(sample) -> bool:
         G.eval()                                 # called on a G already in eval mode, it must stay there
         sample(G, z)
         if G.training:
-            problems.append(_("G was in eval mode before sample and is in training mode after: remember "
-                              "G.training and put back that mode, rather than always calling G.train()"))
+            problems.append(_("G was in eval mode before sample and is in training mode after"))
     return verdict(name, problems, _("eval-mode images, no graph, G's statistics and parameters untouched, G left "
                                       "in the mode it was in"))
 

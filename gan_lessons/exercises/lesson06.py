@@ -56,8 +56,7 @@ def _saving_problem(saved, rng, go_on):
     if moved:
         return _("your checkpoint changed after save_state returned, while the run went on ({first}, {count} "
                  "tensor(s) in all): state_dict() hands out the live tensors, not copies, and the next steps change "
-                 "them in place (the weights, and Adam's moments). Return copies: copy.deepcopy(...), or .clone() "
-                 "each tensor").format(first=moved[0], count=len(moved))
+                 "them in place (the weights, and Adam's moments)").format(first=moved[0], count=len(moved))
     return None
 
 
@@ -72,8 +71,8 @@ def _round_trip(saved):
             return torch.load(path, weights_only=True), None
         except Exception as error:
             return None, _("torch.save, then torch.load(weights_only=True), refuses what save_state returned "
-                           "({error}): keep to state_dict()s, tensors, numbers and dicts of them, as the trainer "
-                           "does").format(error=headline(str(error)))
+                           "({error}): it holds something other than state_dict()s, tensors, numbers and dicts of "
+                           "them").format(error=headline(str(error)))
 
 
 def check_resume(save_state, load_state, steps=3) -> bool:
@@ -122,15 +121,14 @@ def check_resume(save_state, load_state, steps=3) -> bool:
                               "load {optimizer}.state_dict()").format(optimizer=opt_name))
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
         problems.append(_("after load_state, torch's random state is not the saved one, so the resumed run draws a "
-                          "different z: save torch.get_rng_state() and put it back with torch.set_rng_state()"))
+                          "different z"))
     try:
         start = int(resumed_at)
     except (TypeError, ValueError, RuntimeError):
         start = None
     if start != steps:
-        problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: save the step "
-                          "count in the checkpoint and return it from load_state. Without it the resumed run starts "
-                          "again at step 0, replays the first batches and trains {steps} steps too many").format(
+        problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: the resumed run "
+                          "starts again at step 0, replays the first batches and trains {steps} steps too many").format(
             value=repr(resumed_at), steps=steps))
     if not problems:
         _resume_steps(G, D, opt_G, opt_D, start, 2 * steps)

@@ -97,35 +97,29 @@ D_LOSS_HALVED = {"bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)":
 G_STEP = ["g_loss = bce(d(gz), real_label)", "g_optimizer.zero_grad()", "g_loss.backward()", "g_optimizer.step()"]
 SEED000_MISTAKES: list[tuple[dict, str]] = [
     ({"drop": "d_optimizer.zero_grad()"},
-     N_("d's gradients at the second call are those of both calls added up: call d_optimizer.zero_grad() before "
-        "d_loss.backward()")),
+     N_("d's gradients at the second call are those of both calls added up")),
     ({"drop": "g_optimizer.zero_grad()"},
-     N_("g's gradients at the second call are those of both calls added up: call g_optimizer.zero_grad() before "
-        "g_loss.backward()")),
+     N_("g's gradients at the second call are those of both calls added up")),
     ({"move": (G_STEP, "d_loss = bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)")},
      N_("G steps first, through D from before its step: seed 000's plan is D first, then G's loss through the D "
         "that has just stepped"))]
 # What the doctor's report (its kind and words) means in this step, which the checker adds as a hint. The words are
 # matched against the doctor's English report.
 SEED000_DIAGNOSES = [
-    ("freed", "first backward freed it", N_("D's loss went back through `gz` into g (its fake term is not "
-                                            "detached), and its backward freed g's graph, which G's loss still "
-                                            "needs: give D's fake term `gz.detach()`")),
+    ("freed", "first backward freed it", N_("D's loss went back through `gz` into g (its fake term is not detached), "
+                                            "and its backward freed g's graph, which G's loss still needs")),
     ("version", "d_optimizer.step()", N_("G's loss goes back through a forward of d from before d_optimizer.step(), "
-                                         "which changed the weights that forward saved: after D's step, compute "
-                                         "G's loss from a fresh `d(gz)`")),
-    ("suspicious", "sigmoid is fed into", N_("binary_cross_entropy_with_logits applies the sigmoid itself: a sigmoid "
-                                             "before it applies it twice; pass d's raw logits")),
+                                         "which changed the weights that forward saved")),
+    ("suspicious", "sigmoid is fed into", N_("binary_cross_entropy_with_logits applies the sigmoid itself, and a "
+                                             "sigmoid before it applied it twice")),
     ("information", "went on from d_optimizer's parameters into g", N_("D's fake term is not detached, so D's "
                                                                        "backward ran on through `gz` into g, for "
                                                                        "gradients g_optimizer.zero_grad() throws "
-                                                                       "away: give D's fake term `gz.detach()`")),
-    ("suspicious", "trains both nets", N_("D's fake term is not detached, so D's backward ran on through `gz` into g: give "
-                                   "D's fake term `gz.detach()`")),
+                                                                       "away")),
+    ("suspicious", "trains both nets", N_("D's fake term is not detached, so D's backward ran on through `gz` into g")),
     ("suspicious", "g_optimizer.step() adds up gradients from two losses", N_("g's .grad still held what D's "
-                                                                              "backward left there: call "
-                                                                              "g_optimizer.zero_grad() right before "
-                                                                              "g_loss.backward()")),
+                                                                              "backward left there when G's loss "
+                                                                              "added its own")),
 ]
 
 
@@ -247,16 +241,15 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     scale = next((s for s, r in records.items() if matching(mine, r)), None) or next(
         (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1])), 1.0)
     reference = records[scale]
-    differ = compare_steps(mine, reference, _("pass D raw logits, detach the fake in D's fake term, and give G's "
-                                              "loss D's output on the fake batch after D's step"))
+    differ = compare_steps(mine, reference, _("the seed's step has more than one fault: the first optimizer step "
+                                              "that differs is named above"))
     mistakes = [(variant(reference_seed000_step, replace=forms[scale], **edit), hint)
                 for edit, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run) if differ and not warned else None
     problems = list(warned) + ([_(mistake)] if mistake else differ)
     forwards = _g_forwards(fixed_step)
     if not problems and forwards != 1:
-        problems.append(_("g ran {forwards} forwards in one call; the step asks for one: make the fake batch once, "
-                          "`gz = g(z)`, and use `gz.detach()` in D's fake term and `gz` in G's loss").format(
+        problems.append(_("g ran {forwards} forwards in one call; the step asks for one").format(
             forwards=forwards))
     return verdict(name, problems, _("the doctor finds nothing, and every parameter of g and d gets the right "
                                       "gradient at each step"))

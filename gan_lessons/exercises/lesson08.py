@@ -198,9 +198,8 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
                                   "step % every == 0, and is 0 in between").format(step=step, value=repr(value),
                                                                                   every=every))
             elif forwards:
-                problems.append(_("at step {step} your r1_term ran D's forward, and then returned 0: off the "
-                                  "schedule, return 0 before computing anything (the point of lazy R1 is to skip "
-                                  "that work)").format(step=step))
+                problems.append(_("at step {step}, off the schedule, your r1_term ran D's forward and then returned "
+                                  "0: the work lazy R1 exists to skip").format(step=step))
             if problems:
                 break
             continue

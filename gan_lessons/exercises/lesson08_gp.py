@@ -88,7 +88,8 @@ def _gp_mistakes(D, x_real, x_fake, eps):
                                                  "norm across the channels at each pixel: flatten each image's "
                                                  "gradient first, g.flatten(1).norm(2, dim=1)")),
         (((norms - 1) ** 2).sum(), _("the sum over the batch: the penalty is the batch mean")),
-        ((norms.mean() - 1) ** 2, _("(mean norm - 1)²: square each image's (norm - 1) first, then take the mean")),
+        ((norms.mean() - 1) ** 2, _("(mean norm - 1)²: the mean was taken before the square, not each image's "
+                                    "(norm - 1) squared")),
         ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP's target norm is 1, (norm - 1)²")),
         (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖ - 1)², not (‖g‖² - 1)²")),
         ((((grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
@@ -137,8 +138,7 @@ def check_gradient_penalty(gradient_penalty) -> bool:
         penalty, reference, D, G)
     if not problems and inputs and any(leaf.numel() == len(eps) for leaf in leaves_of(inputs[0])):
         problems = [_("eps requires grad, so x_hat is not a leaf and the penalty's backward runs on into eps: eps is "
-                      "a random mixing weight, not something to differentiate. Mix tensors that require no grad, "
-                      "then call requires_grad_(True) on x_hat itself")]
+                      "a random mixing weight, not something to differentiate")]
     if not problems and used:
         problems = [_("it calls strategies.gradient_penalty: write the penalty yourself, with torch.autograd.grad")]
     return verdict(name, problems, _("the right value, a graph back to D's parameters (create_graph=True), D's "

@@ -77,17 +77,13 @@ AFTER_ERROR = N_("after that error")
 AFTER_INNER_ERROR = N_("after an error inside the step")
 FLAG_PROBLEMS = {   # (whether D's first changed flag now requires grad, whether an error was raised) -> the line
     (True, False): N_("{when}, D.{name} requires grad, but it was frozen before ({changed} of D's {flags} flags "
-                      "changed): remember each flag before freezing and put each one back, not "
-                      "D.requires_grad_(True) for all"),
-    (False, False): N_("{when}, D.{name} does not require grad, but it was trainable before ({changed} of D's "
-                       "{flags} flags changed): remember each flag before freezing and put each one back, not "
-                       "D.requires_grad_(True) for all"),
+                      "changed)"),
+    (False, False): N_("{when}, D.{name} does not require grad, but it was trainable before ({changed} of D's {flags}"
+                       " flags changed)"),
     (True, True): N_("{when}, D.{name} requires grad, but it was frozen before ({changed} of D's {flags} flags "
-                     "changed): remember each flag before freezing and put each one back in a `finally:` block, so "
-                     "that it runs even when the step raises"),
+                     "changed), after a step that raised"),
     (False, True): N_("{when}, D.{name} does not require grad, but it was trainable before ({changed} of D's {flags} "
-                      "flags changed): remember each flag before freezing and put each one back in a `finally:` "
-                      "block, so that it runs even when the step raises"),
+                      "flags changed), after a step that raised"),
 }
 
 
@@ -115,8 +111,8 @@ def check_frozen_g_step(g_step) -> bool:
     if run["error"] is not None:
         return verdict(name, [raised("g_step", run["error"], AUTOGRAD_HINTS + [
             ("does not require grad and does not have a grad_fn",
-             N_("nothing in loss_G requires grad: D is frozen, so the graph must come from G; give D G(z) itself, "
-                "not G(z).detach()"))])] + _flag_problems(run, AFTER_ERROR), "")
+             N_("nothing in loss_G requires grad: D is frozen, and what D was given has no graph back to G"))])]
+                       + _flag_problems(run, AFTER_ERROR), "")
     problems = compare_steps(run["records"], reference, _("G's loss is bce(D(G(z)), 1), through D, after "
                                                           "opt_G.zero_grad()"))
     D = run["D"]
@@ -130,8 +126,7 @@ def check_frozen_g_step(g_step) -> bool:
     elif run["at forward"] is not None and any(run["at forward"].values()):
         thawed = next(n for n, flag in run["at forward"].items() if flag)
         problems.append(_("D was not frozen when its forward ran (D.{name} required grad): D's .grad is untouched, "
-                          "but the forward saved activations for a D gradient nobody computes; call "
-                          "D.requires_grad_(False) before D(...)").format(name=thawed))
+                          "but the forward saved activations for a D gradient nobody computes").format(name=thawed))
     if any(not torch.equal(p.detach(), run["weights"][n]) for n, p in D.named_parameters()):
         problems.append(_("D's weights changed: G's step must not step or modify D"))
     problems += _flag_problems(run, AFTER_STEP)

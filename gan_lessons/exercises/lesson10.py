@@ -134,8 +134,7 @@ def _call_problems(run):
     """What the calls on the scaler say: unused, no autocast, update() not once, an optimizer stepped around it."""
     calls, problems = run["calls"], []
     if "scale" not in calls:
-        return [_("the scaler passed in never scaled a loss: use it (one GradScaler for both optimizers, not a new "
-                  "one) for scaler.scale(loss_D).backward() and scaler.scale(loss_G).backward()")]
+        return [_("the scaler passed in never scaled a loss")]
     for key in ("G", "D"):
         if torch.float32 in run["dtypes"][key]:
             problems.append(_("{net}'s first layer computed in float32: run the forwards (G(z), every D(...)) and "
@@ -148,9 +147,8 @@ def _call_problems(run):
                           "each").format(count=largest, accum=ACCUM, size=run["micro_batch"]))
     updates = calls.count("update")
     if updates != 1:
-        problems.append(_("scaler.update() ran {updates} times in one call of amp_step: call it once per "
-                          "iteration, after both scaler.step(opt_D) and scaler.step(opt_G), so that it adjusts the "
-                          "scale for the iteration as a whole").format(updates=updates))
+        problems.append(_("scaler.update() ran {updates} times in one call of amp_step, so the scale moved more than "
+                          "once in one iteration").format(updates=updates))
     for opt in ("opt_D", "opt_G"):
         if f"step({opt})" not in calls and run["records"][opt]:
             problems.append(_("{optimizer}.step() ran, but not through scaler.step({optimizer}) on the scaler passed "
@@ -192,13 +190,12 @@ def _gradient_problems(run, reference):
         elif net == "D" and tiny and run["calls"].index("scale") < run["calls"].index("step(opt_D)"):
             problems.append(_("D's gradient at opt_D.step() is about 1/{scale:g} of the right one: the clip saw the "
                               "scaled gradients ({scale:g} times too large) and cut them to max_norm before "
-                              "scaler.step divided them by the scale; call scaler.unscale_(opt_D) before "
-                              "clipping").format(scale=scale))
+                              "scaler.step divided them by the scale").format(scale=scale))
         elif tiny:
             loss = "loss_D" if net == "D" else "loss_G"
             problems.append(_("{net}'s gradient at {optimizer}.step() is about 1/{scale:g} of the right one: {loss} "
-                              "was not scaled, and scaler.step({optimizer}) divided its gradient by the scale all the "
-                              "same; use scaler.scale({loss}).backward()").format(net=net, optimizer=opt, scale=scale,
+                              "was not scaled, and scaler.step({optimizer}) divided its gradient by the scale all the"
+                              " same").format(net=net, optimizer=opt, scale=scale,
                                                                                   loss=loss))
         else:
             what = (_("D's loss on each of its accum micro-batches (x_real and x_fake cut into accum equal chunks) is "
@@ -255,18 +252,16 @@ def _overflow_problems(amp_step):
             problems.append(_("with an inf in {net}'s gradient: {problem}").format(
                 net=net, problem=raised("amp_step", run["error"], _AMP_HINTS)))
         elif run["moved"][net]:
-            problems.append(_("an inf in {net}'s gradient, and {optimizer} stepped all the same: step it with "
-                              "scaler.step({optimizer}), which skips the step when the gradients it unscales hold an "
-                              "inf").format(net=net, optimizer=opt))
+            problems.append(_("an inf in {net}'s gradient, and {optimizer} stepped all the same").format(
+                net=net, optimizer=opt))
         elif not run["moved"][other]:
             problems.append(_("an inf in {net}'s gradient, and opt_{other} skipped its step too: {other}'s gradient "
                               "was finite, and each scaler.step(opt) decides for its own optimizer").format(
                 net=net, other=other))
         elif run["scale"] != run["scale before"] / 2:
             problems.append(_("an inf in {net}'s gradient, and the scale went from {before:g} to {after:g} in that "
-                              "call, not to half: call scaler.update() last, after both optimizers' steps, so that "
-                              "it sees the inf of either").format(net=net, before=run['scale before'],
-                                                                  after=run['scale']))
+                              "call, not to half: the update did not see that inf").format(
+                net=net, before=run['scale before'], after=run['scale']))
         if problems:
             break
     return problems

@@ -175,7 +175,7 @@ def test_seed000_step_right_answers_written_differently(capsys):
 
 def test_seed000_step_without_detach_names_the_detach(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, no_detach)
-    assert ok is False and "first backward freed it" in out and "not detached" in out and "gz.detach()" in out
+    assert ok is False and "first backward freed it" in out and "not detached" in out and "gz.detach()" not in out
     ok, out = run(capsys, exercises.check_seed000_step, no_detach_retained)
     assert ok is False and "the doctor still notes wasted work: the backward at" in out
     assert "not detached" in out and "ran on through `gz` into g" in out
@@ -184,12 +184,13 @@ def test_seed000_step_without_detach_names_the_detach(capsys):
 def test_seed000_step_on_d_output_from_before_its_step_names_the_version_error(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, stale_d_output)
     assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out
-    assert "from before d_optimizer.step()" in out and "fresh `d(gz)`" in out and out.count("✗") == 1
+    assert "from before d_optimizer.step()" in out and "changed the weights that forward saved" in out
+    assert out.count("✗") == 1
 
 
 def test_seed000_step_with_sigmoid_twice_names_the_sigmoid(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, sigmoid_twice)
-    assert ok is False and "a sigmoid is fed into" in out and "applies it twice" in out and "raw logits" in out
+    assert ok is False and "a sigmoid is fed into" in out and "applied it twice" in out and "raw logits" not in out
 
 
 def test_seed000_step_with_two_forwards_of_g_names_them(capsys):
@@ -199,7 +200,7 @@ def test_seed000_step_with_two_forwards_of_g_names_them(capsys):
 
 def test_seed000_step_names_a_missing_zero_grad_and_the_order(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, no_zero_grad_for_d)
-    assert ok is False and "added up" in out and "d_optimizer.zero_grad()" in out and out.count("✗") == 1
+    assert ok is False and "added up" in out and "d's gradients" in out and out.count("✗") == 1
     ok, out = run(capsys, exercises.check_seed000_step, g_first)
     assert ok is False and "G steps first" in out and "D first" in out and out.count("✗") == 1
 
@@ -376,7 +377,7 @@ def test_seed000_step(capsys):
         ok, out = run(capsys, exercises.check_seed000_step, right)
         assert ok is True and out.startswith("✓"), out
     ok, out = run(capsys, exercises.check_seed000_step, seed000_no_grad_fake)
-    assert ok is False and "g ran 2 forwards in one call" in out and "gz.detach()" in out
+    assert ok is False and "g ran 2 forwards in one call" in out and "gz.detach()" not in out
     ok, out = run(capsys, exercises.check_seed000_step, seed000_as_written)
     assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out
     ok, out = run(capsys, exercises.check_seed000_step, seed000_sigmoid_kept)

@@ -151,7 +151,7 @@ def test_frozen_g_step(capsys):
     ok, out = run(capsys, g_step_plain)
     assert ok is False and "D's .grad changed" in out and "freeze D before its forward" in out
     ok, out = run(capsys, g_step_detached)
-    assert ok is False and "does not require grad" in out and "not G(z).detach()" in out
+    assert ok is False and "does not require grad" in out and "no graph back to G" in out
     ok, out = run(capsys, g_step_detached_unfrozen)
     assert ok is False and "opt_G stepped with G.net.0.weight.grad None" in out
     ok, out = run(capsys, g_step_inputs)
@@ -159,7 +159,7 @@ def test_frozen_g_step(capsys):
     ok, out = run(capsys, g_step_all_true)
     assert ok is False and "after the step, D.net.0.weight requires grad, but it was frozen before" in out
     ok, out = run(capsys, g_step_no_finally)
-    assert ok is False and "after an error inside the step" in out and "finally" in out
+    assert ok is False and "after an error inside the step" in out and "after a step that raised" in out
     ok, out = run(capsys, g_step_swallows)
     assert ok is False and "did not come out of g_step" in out
     ok, out = run(capsys, g_step_ellipsis)

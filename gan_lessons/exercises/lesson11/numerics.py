@@ -49,15 +49,13 @@ def _slips(f, x, eps):
 
 SLIP_LINES = {
     "one-sided": N_("on {what} your answer is the one-sided difference (f(x + eps) - f(x)) / eps: its error shrinks "
-                    "like eps, not eps squared, and here it is {error:.1e} off; take the difference between a step "
-                    "up and a step down"),
+                    "like eps, not eps squared, and here it is {error:.1e} off"),
     "one-sided back": N_("on {what} your answer is the one-sided difference (f(x) - f(x - eps)) / eps: its error "
-                         "shrinks like eps, not eps squared, and here it is {error:.1e} off; take the difference "
-                         "between a step up and a step down"),
+                         "shrinks like eps, not eps squared, and here it is {error:.1e} off"),
     "eps": N_("on {what} your answer is twice the gradient: the two evaluations are 2 eps apart, and the difference "
               "was divided by eps"),
     "at once": N_("on {what} every entry of your answer is the same number, the change of f when every entry of x "
-                  "moves together: move one entry at a time, the others left where they are"),
+                  "moves together"),
 }
 
 

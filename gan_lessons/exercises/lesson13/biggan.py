@@ -111,8 +111,7 @@ def _biggan_zero_in_accumulation(G, D, GD, z_, config, x):
 add_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
          mistakes=[(_biggan_zero_in_accumulation, N_("each D step now steps on its last accumulated half-batch only: "
                                                      "the gradient is reset inside the accumulation loop, which throws "
-                                                     "away every half-batch but the last, where a D step must start from "
-                                                     "zero and then add up all num_D_accumulations backwards"))]))
+                                                     "away every half-batch but the last"))]))
 
 
 

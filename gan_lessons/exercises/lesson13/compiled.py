@@ -82,7 +82,7 @@ def _compiled_extra(mine, ref):
     want = ref["shadows"] + [ref["ema"].shadow]
     for k, (a, b) in enumerate(zip(got, want), 1):
         if a.keys() != b.keys():
-            return [_("the EMA's names changed ({name}): keep the EMA keyed by the uncompiled G's names").format(
+            return [_("the EMA's names changed ({name}): they are not the uncompiled G's parameter names").format(
                 name=repr(sorted(a)[0]))]
         wrong = [n for n in b if not torch.allclose(a[n], b[n], atol=1e-6)]
         if wrong:
