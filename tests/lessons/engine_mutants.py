@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from mutants import Mutant, compiled, mutants
+from mutants import Mutant, Replace, compiled, mutants
 
 from gan_lessons import exercises
 from gan_lessons.exercises import lesson11
@@ -91,20 +91,6 @@ def _with_test(node, test):
     return ast.If(test, node.body, node.orelse) if isinstance(node, ast.If) else ast.IfExp(test, node.body, node.orelse)
 
 
-class _Replace(ast.NodeTransformer):
-    def __init__(self, index, make):
-        self.index, self.make = index, make
-
-    def run(self, tree):
-        self.target = list(ast.walk(tree))[self.index]
-        return self.visit(tree)
-
-    def generic_visit(self, node):
-        if node is self.target:
-            return self.make(node)
-        return super().generic_visit(node)
-
-
 def engine_mutants(reference: Callable) -> list[Mutant]:
     """mutants.py's mutants of `reference` and the engine's own edits, each once, in a fixed order."""
     found = list(mutants(reference))
@@ -113,7 +99,7 @@ def engine_mutants(reference: Callable) -> list[Mutant]:
     seen.add(ast.unparse(tree))
     for what, index, make in _engine_edits(tree.body[0]):
         mutated = copy.deepcopy(tree)
-        _Replace(index, make).run(mutated.body[0])
+        Replace(index, make).run(mutated.body[0])
         text = ast.unparse(ast.fix_missing_locations(mutated))
         if text not in seen:
             seen.add(text)

@@ -128,7 +128,7 @@ def _expression_edits(definition, arguments):
     return edits
 
 
-class _Replace(ast.NodeTransformer):
+class Replace(ast.NodeTransformer):
     """Replaces the node at `index` (in ast.walk order) with make(node)."""
 
     def __init__(self, index, make):
@@ -203,7 +203,7 @@ def mutants(reference: Callable) -> list[Mutant]:
         keep(what, mutated)
     for what, index, make in _expression_edits(definition, arguments):
         mutated = copy.deepcopy(tree)
-        keep(what, _Replace(index, make).run(mutated.body[0]) and mutated)
+        keep(what, Replace(index, make).run(mutated.body[0]) and mutated)
     for what, index in _unwrap_with(definition):
         mutated = copy.deepcopy(tree)
         target = list(ast.walk(mutated.body[0]))[index]
