@@ -3,39 +3,109 @@ problem it runs on. The declarations are what the build tool fills solution bloc
 what a grader's tests judge it by: run any step on the problem, and `outcome` says what it did (the gradient every
 optimizer stepped on, the values it left in every parameter and buffer it could reach, and what it returned, or
 the error it raised), so a step can be told to do the same as the reference, or not, without the checker's own
-words (tests/lessons/test_grader_mutants.py, benchmarks/grader_mutants.py)."""
+words (tests/lessons/test_grader_mutants.py, benchmarks/grader_mutants.py).
+
+Every checker is one call of `grade(exercise, answer)`: it owns what every checker says the same way ("not solved
+yet" for a `...` or nbgrader's stub, a value where a function is asked for, an error the answer raised and the hint
+that fits it, the ✓ line or one ✗ line per problem); the exercise's own `checks` run the answer and return what is
+wrong with it."""
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from torch import nn
 
+from gan_lessons.exercises.feedback import localized, raised, stub_left, unanswered, verdict
+from gan_lessons.i18n import _
+
 TOLERANCE = 1e-4     # two outcomes are the same within this part of the larger value's size (float32 sums in another
                      # order differ by about 1e-7 of it; two training steps can magnify that a hundredfold)
 
 
+Found = list | tuple[list, dict] | None     # what an exercise's checks return (see Exercise)
+
+
+class Raised(Exception):
+    """An answer raised `error` while a check ran it: grade() reports it as the error `function` raised (named
+    `call` where that says more: "r1_term at step 4"), with the first of `hints` (pattern in PyTorch's message,
+    hint) that fits, else the exercise's. A check raises it only around the student's own code, so an error of the
+    checker itself is never blamed on the student. function "": the exercise's own."""
+
+    def __init__(self, function: str, error: Exception, hints=None, call: str = ""):
+        super().__init__(function, error)
+        self.function, self.error, self.hints, self.call = function, error, hints, call or function
+
+
+def attempt(function: str, answer: Callable, *args, hints=None, call: str = "", **kwargs):
+    """answer(*args, **kwargs); an error it raises becomes Raised(function, error, hints, call)."""
+    try:
+        return answer(*args, **kwargs)
+    except Exception as error:  # the student's code: reported by grade()
+        raise Raised(function, error, hints, call) from error
+
+
 @dataclass(frozen=True)
 class Exercise:
-    """lesson ("02"), name (the student's function, as the solution block defines it), reference, check (the checker:
-    answer -> bool, printing its feedback) and problem: () -> (the arguments of each call, in order, each a tuple
-    or a function that makes it just before the call; the objects whose state is the outcome: modules, tensors,
-    and anything with a state_dict). result: the returned value as
-    the outcome compares it (by default as it is). flags: whether the .grad and requires_grad a step leaves behind
-    are part of what it must do (by default not: a gradient cleared at the end of a step instead of its start
-    trains the same, and so does a network left requiring grad that the next step freezes again).
+    """lesson ("02"), name (the student's function, as the solution block defines it), reference, checks and
+    problem. checks(*answers, **options) runs the answers and returns the problems found (each a line, translated),
+    or (problems, fields) where the success line has fields to fill, or None once it has said "not solved yet" of
+    another argument; it raises Raised for an error of the answer.
+    success: the ✓ line's text (marked with N_()). hints: (pattern, hint) for an error an answer raises. answers:
+    the names of the functions checks takes, when more than the one the exercise is about (a checkpoint's save and
+    its load); around(answer) makes all of them (the references for the others) for a check of this one alone.
+    label: the name the feedback lines begin with (by default name; or label(answer)); what: how "not solved yet" names the function.
+    problem: () -> (the arguments of each call, in order, each a tuple or a function that makes it just before the
+    call; the objects whose state is the outcome: modules, tensors, and anything with a state_dict). result: the
+    returned value as the outcome compares it (by default as it is). flags: whether the .grad and requires_grad a
+    step leaves behind are part of what it must do (by default not: a gradient cleared at the end of a step instead
+    of its start trains the same, and so does a network left requiring grad that the next step freezes again).
     forbids: what the exercise's text rules out even where the values come out the same, as the edits that do it
     are named (tests/lessons/mutants.py), e.g. "retain_graph=True" where no graph may be kept for nothing.
     scenario: for a function that is half of something (a checkpoint's save is half of a resumed run), the whole run
     around it instead of calls on the problem: scenario(function) returns the values an outcome compares."""
     lesson: str
     name: str
-    reference: Callable
-    check: Callable[[Callable], bool]
-    problem: Callable[[], tuple[list, list]]
+    reference: Callable | None                          # None: an exercise with no one right answer
+    checks: Callable[..., Any]
+    problem: Callable[[], tuple[list, list]] | None      # None: judged by its checks alone
+    success: str = ""
+    hints: Any = ()
+    answers: tuple[str, ...] = ()
+    around: Callable[[Callable], tuple] | None = None
+    label: str | Callable[[Any], str] = ""
+    what: str = ""
     result: Callable[[Any], Any] = lambda value: value
     flags: bool = False
     forbids: tuple[str, ...] = ()
     scenario: Callable[[Callable], Any] | None = None
+
+    def check(self, *answers, **options) -> bool:
+        """grade(self, ...); given one answer where the exercise takes several, the others are the references."""
+        if self.around is not None and len(answers) == 1:
+            answers = self.around(answers[0])
+        return grade(self, *answers, **options)
+
+
+def grade(exercise: Exercise, *answers, **options) -> bool:
+    """The one grading function: prints the feedback and says whether the answers are right. An answer still `...`,
+    a value where a function is asked for, or nbgrader's stub: "not solved yet"; an error an answer raised: that
+    error and the hint that fits it; else the problems exercise.checks found, one ✗ line each, or the ✓ line."""
+    label = exercise.label(answers[0]) if callable(exercise.label) else localized(exercise.label or exercise.name)
+    for k, (name, answer) in enumerate(zip(exercise.answers or (exercise.name,), answers)):
+        what = exercise.what if exercise.what and k == 0 else _("your {function}").format(function=name)
+        if unanswered(label, answer, what):
+            return False
+    try:
+        found = exercise.checks(*answers, **options)
+    except Raised as failure:
+        if stub_left(label, failure.error, failure.function or exercise.name):
+            return False
+        hints = exercise.hints if failure.hints is None else failure.hints
+        return verdict(label, [raised(failure.call or exercise.name, failure.error, hints)], "")
+    if found is None:                 # the checks said "not solved yet" of an argument themselves
+        return False
+    problems, fields = found if isinstance(found, tuple) else (found, {})
+    return verdict(label, problems, _(exercise.success).format(**fields) if exercise.success and not problems else "")
 
 
 def backward_through(value):
@@ -114,6 +184,7 @@ def outcome(exercise: Exercise, step: Callable) -> Outcome:
             return Outcome(None, tuple(_values(exercise.scenario(step))))
         except Exception as error:  # an outcome like any other
             return Outcome(type(error).__name__, ())
+    assert exercise.problem is not None, exercise.name
     calls, watched = exercise.problem()
     stepped: list = []
     optimizers: list = []

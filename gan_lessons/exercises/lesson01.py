@@ -5,8 +5,8 @@ import math
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -101,13 +101,10 @@ def _sgd_calls():
     return [after_backward, after_backward], [params]
 
 
-def check_sgd_step(sgd_step, lr=0.1) -> bool:
+def sgd_checks(sgd_step, lr=0.1) -> Found:
     """Lesson 01. sgd_step(params, lr) must update each leaf in place by lr * p.grad, keep it a leaf that
     requires grad, leave alone a parameter whose .grad is None (as optim.SGD does), and clear .grad (None or
     zeros) so the next backward starts fresh. Reading `.data` is named as the wrong route (lesson 03)."""
-    name = "sgd_step"
-    if unanswered(name, sgd_step, _("your sgd_step")):
-        return False
     params, loss = _sgd_problem()
     ref_params, ref_loss = _sgd_problem()
     ref_opt = optim.SGD(ref_params, lr=lr)
@@ -123,12 +120,9 @@ def check_sgd_step(sgd_step, lr=0.1) -> bool:
             with data_reads() as reads:
                 sgd_step(params, lr)
         except Exception as error:
-            if stub_left(name, error):
-                return False
-            if "NoneType" in str(error) and "ellipsis" not in str(error):
-                problems += _none_grad_problem(params, had_grad, before, reads)
-            else:
-                problems.append(raised("sgd_step", error, AUTOGRAD_HINTS))
+            if "NoneType" not in str(error) or "ellipsis" in str(error) or isinstance(error, NotImplementedError):
+                raise Raised("sgd_step", error) from error
+            problems += _none_grad_problem(params, had_grad, before, reads)
             break
         if reads.count:
             problems.append(_(_DATA_READ))
@@ -136,9 +130,7 @@ def check_sgd_step(sgd_step, lr=0.1) -> bool:
         problems += _param_problems(step, params, ref_params, before, had_grad)
         if problems:
             break
-    return verdict(name, problems, _("two steps give SGD's values, u (whose .grad is None) is left alone, the "
-                                      "parameters are still leaves that require grad, and .grad is cleared after "
-                                      "each update"))
+    return problems
 
 
 # --- lesson 01: DCGAN's weight initialisation, without the leaf error ----------------------------------------
@@ -210,12 +202,9 @@ def _init_problems(model, values, versions=None):
     return problems
 
 
-def check_init(init_weights) -> bool:
+def init_checks(init_weights) -> Found:
     """Lesson 01. model.apply(init_weights) must set DCGAN's initial values in place (not through `.data`), and
     leave every parameter the same leaf that requires grad, so the optimizer built afterwards still trains it."""
-    name = "init_weights"
-    if unanswered(name, init_weights, _("your init_weights")):
-        return False
     model = _init_model()
     before = {n: p for n, p in model.named_parameters()}
     values = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -224,12 +213,10 @@ def check_init(init_weights) -> bool:
         with data_reads() as reads:
             model.apply(init_weights)
     except Exception as error:
-        if stub_left(name, error):
-            return False
-        return verdict(name, [raised("init_weights", error, AUTOGRAD_HINTS + [
+        raise Raised("init_weights", error, AUTOGRAD_HINTS + [
             ("'NoneType' object has no attribute", N_("a layer built with bias=False (model[4], a ConvTranspose2d, "
                                                       "as DCGAN's are) has m.bias None: touch the bias only `if "
-                                                      "m.bias is not None`"))])], "")
+                                                      "m.bias is not None`"))]) from error
     problems = []
     for n, p in model.named_parameters():
         if p is not before[n]:
@@ -242,7 +229,7 @@ def check_init(init_weights) -> bool:
         problems.append(_("init_weights changed nothing: model.apply(init_weights) called it once per module, and no "
                           "weight or bias moved"))
     if problems:
-        return verdict(name, problems[:4], "")
+        return problems[:4]
     problems = _init_problems(model, values, versions)
     if reads.count:
         problems.append(_("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
@@ -254,8 +241,7 @@ def check_init(init_weights) -> bool:
         missing = [n for n, p in model.named_parameters() if p.grad is None]
         if missing:
             problems.append(_("after init, backward no longer reaches {name}").format(name=missing[0]))
-    return verdict(name, problems[:6], _("DCGAN's values set in place; every parameter is still the same leaf, "
-                                          "requires grad and gets a gradient"))
+    return problems[:6]
 
 
 def reference_init_weights(m):
@@ -276,5 +262,12 @@ def _init_calls() -> tuple[list, list]:
     return [(m,) for m in modules], [model]
 
 
-SGD_STEP = Exercise("01", "sgd_step", reference_sgd_step, check_sgd_step, _sgd_calls)
-INIT = Exercise("01", "init_weights", reference_init_weights, check_init, _init_calls)
+SGD_STEP = Exercise("01", "sgd_step", reference_sgd_step, sgd_checks, _sgd_calls, hints=AUTOGRAD_HINTS,
+                    what=N_("your sgd_step"), success=N_(
+                        "two steps give SGD's values, u (whose .grad is None) is left alone, the parameters are still "
+                        "leaves that require grad, and .grad is cleared after each update"))
+INIT = Exercise("01", "init_weights", reference_init_weights, init_checks, _init_calls, what=N_("your init_weights"),
+                success=N_("DCGAN's values set in place; every parameter is still the same leaf, requires grad and "
+                           "gets a gradient"))
+check_sgd_step = SGD_STEP.check
+check_init = INIT.check

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch import nn, optim
 from torch.overrides import TorchFunctionMode
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS
 from gan_lessons.exercises.steps import close, compare_steps, flat, recorded_steps, same_steps
 from gan_lessons.i18n import N_, _
 
@@ -201,20 +201,15 @@ def _waste(run, calls):
     return problems
 
 
-def check_chain_step(chain_step, calls=CALLS) -> bool:
+def chain_checks(chain_step, calls=CALLS) -> Found:
     """Lesson 02. chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label): one step of
     the chain that runs and gives every model, at its optimizer's step, the gradient of the losses that train it
     (l1 and l2 for model1, l2 for model2, l3 for model3), each step on a fresh gradient, and wastes nothing: no
     gradient of l3 computed in model2 or model1, one forward per model, no graph kept that no backward needs."""
-    name = "chain_step"
-    if unanswered(name, chain_step, _("your chain_step")):
-        return False
     reference = _run_chain(reference_chain_step, calls)
     run = _run_chain(chain_step, calls)
     if run["error"] is not None:
-        if stub_left(name, run["error"]):
-            return False
-        return verdict(name, [raised(name, run["error"], HINTS)], "")
+        raise Raised("chain_step", run["error"])
     mine, right = run["records"], reference["records"]
     problems = compare_steps(mine, right)
     if problems:
@@ -234,9 +229,7 @@ def check_chain_step(chain_step, calls=CALLS) -> bool:
         elif counted:
             problems = _mixed_up(mine) or problems
     problems = problems or _waste(run, calls)
-    return verdict(name, problems, _("it runs, model1 steps on l1 and l2, model2 on l2 and model3 on l3 at every "
-                                     "step ({calls} calls), l3 stops at model3, each model runs once a call and no "
-                                     "graph is kept for nothing").format(calls=calls))
+    return problems, {"calls": calls}
 
 
 def _chain_calls():
@@ -244,5 +237,8 @@ def _chain_calls():
     return [args] * CALLS, [args]
 
 
-CHAIN_STEP = Exercise("02", "chain_step", reference_chain_step, check_chain_step, _chain_calls,
-                      forbids=("retain_graph=True",))
+CHAIN_STEP = Exercise("02", "chain_step", reference_chain_step, chain_checks, _chain_calls, hints=HINTS,
+                      what=N_("your chain_step"), forbids=("retain_graph=True",), success=N_(
+                          "it runs, model1 steps on l1 and l2, model2 on l2 and model3 on l3 at every step ({calls} "
+                          "calls), l3 stops at model3, each model runs once a call and no graph is kept for nothing"))
+check_chain_step = CHAIN_STEP.check

@@ -3,8 +3,8 @@
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import raised
 from gan_lessons.i18n import N_, _
 
 
@@ -154,27 +154,24 @@ PROBE_HINTS = [
 ]
 
 
-def check_stale_saved(stale_saved) -> bool:
+def stale_saved_checks(stale_saved) -> Found:
     """Lesson 03. stale_saved(make_loss) runs make_loss() under torch.autograd.graph.saved_tensors_hooks, runs
     backward through the loss it returns, and returns one (shape, version when saved, version at backward) per
     saved tensor whose version moved in between. Backward must compute what it computes without the probe."""
-    name = "stale_saved"
-    if unanswered(name, stale_saved, _("your stale_saved")):
-        return False
     failed = []
     for description, graph in GRAPHS:
         got, grads = _run(stale_saved, graph)
         right, right_grads = _run(reference_stale_saved, graph)
         if isinstance(got, Exception):
-            if stub_left(name, got):
-                return False
-            return verdict(name, [_("on {graph}: {problem}").format(
-                graph=_(description), problem=raised("stale_saved", got, PROBE_HINTS))], "")
+            if isinstance(got, NotImplementedError):
+                raise Raised("stale_saved", got)
+            return [_("on {graph}: {problem}").format(graph=_(description),
+                                                      problem=raised("stale_saved", got, PROBE_HINTS))]
         entries = _entries(got) if isinstance(got, (list, tuple, set)) else None
         if entries is None:
-            return verdict(name, [_("on {graph}: it returned {value}; return a list with one (shape, version when "
-                                    "saved, version at backward) per stale saved tensor, [] when none").format(
-                graph=_(description), value=repr(got))], "")
+            return [_("on {graph}: it returned {value}; return a list with one (shape, version when saved, version "
+                      "at backward) per stale saved tensor, [] when none").format(graph=_(description),
+                                                                                    value=repr(got))]
         right = sorted(right)
         if entries != right:
             failed.append((description, _("you reported {entries}, the stale saved tensors are {right}. Hint: "
@@ -184,13 +181,12 @@ def check_stale_saved(stale_saved) -> bool:
             failed.append((description, _("the report is right, but backward's gradient is not what it is without "
                                           "your probe: unpack must return the very tensor pack received")))
     if not failed:
-        return verdict(name, [], _("right on all four graphs, stale or not, and backward computes what it would "
-                                   "without your probe"))
+        return []
     (description, problem), more = failed[0], len(failed) - 1
     if more:
-        return verdict(name, [_("on {graph}: {problem} (and {more} more of the {graphs} graphs)").format(
-            graph=_(description), problem=problem, more=more, graphs=len(GRAPHS))], "")
-    return verdict(name, [_("on {graph}: {problem}").format(graph=_(description), problem=problem)], "")
+        return [_("on {graph}: {problem} (and {more} more of the {graphs} graphs)").format(
+            graph=_(description), problem=problem, more=more, graphs=len(GRAPHS))]
+    return [_("on {graph}: {problem}").format(graph=_(description), problem=problem)]
 
 
 def _graph_calls():
@@ -198,4 +194,8 @@ def _graph_calls():
     return [(make_loss,) for make_loss, _leaves in made], [leaves for _make_loss, leaves in made]
 
 
-STALE_SAVED = Exercise("03", "stale_saved", reference_stale_saved, check_stale_saved, _graph_calls, result=_entries)
+STALE_SAVED = Exercise("03", "stale_saved", reference_stale_saved, stale_saved_checks, _graph_calls, result=_entries,
+                       what=N_("your stale_saved"), success=N_(
+                           "right on all four graphs, stale or not, and backward computes what it would without your "
+                           "probe"))
+check_stale_saved = STALE_SAVED.check

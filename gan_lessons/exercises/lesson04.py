@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, returned
 from gan_lessons.exercises.steps import compare_steps, known_mistake, recorded_steps, right_answer
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
@@ -90,17 +90,14 @@ def _run_d_step(step):
     return records, G, bool(through_G)
 
 
-def check_d_step(d_step) -> bool:
+def d_step_checks(d_step) -> Found:
     """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on the hinge loss, on seed 000's models, with D's .grad
     holding an earlier gradient. Every D parameter must get the right gradient at opt_D.step(), and loss_D's
     backward must not go into G."""
-    name = "d_step"
-    if unanswered(name, d_step, _("your d_step")):
-        return False
     try:
         mine, G, through_G = _run_d_step(d_step)
     except Exception as error:
-        return False if stub_left(name, error) else verdict(name, [raised("d_step", error, D_STEP_HINTS)], "")
+        raise Raised("d_step", error) from error
     problems = []
     reached = [n for n, p in G.named_parameters() if p.grad is not None]
     if reached:
@@ -118,9 +115,8 @@ def check_d_step(d_step) -> bool:
                            "is cleared"))
     if not problems:
         forms = [reference_d_step, _d_step_written(scale=0.5)]
-        problems = returned(name, d_step(*_gan()), [form(*_gan()) for form in forms], "loss_D")
-    return verdict(name, problems, _("D's 8 parameters get the right gradient at opt_D.step(), and loss_D's "
-                                      "backward never enters G"))
+        problems = returned("d_step", d_step(*_gan()), [form(*_gan()) for form in forms], "loss_D")
+    return problems
 
 
 # --- lesson 04: sampling for a figure, with nothing left behind ---------------------------------------------
@@ -136,13 +132,10 @@ def _sampling_problem():
     return G, torch.randn(8, G.z_dim)
 
 
-def check_sample(sample) -> bool:
+def sample_checks(sample) -> Found:
     """Lesson 04. sample(G, z) returns G's images for a figure mid-training: computed in evaluation mode (BatchNorm
     uses its running statistics), with no graph built, G's running statistics and parameters untouched, and G left
     in the mode it was in."""
-    name = "sample"
-    if unanswered(name, sample, _("your sample")):
-        return False
     G, z = _sampling_problem()
     G.eval()
     with torch.no_grad():
@@ -158,12 +151,10 @@ def check_sample(sample) -> bool:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             images = sample(G, z)
     except Exception as error:
-        return False if stub_left(name, error) else verdict(name, [raised("sample", error, AUTOGRAD_HINTS + [
-            ("expected to be boolean", N_("G.train(mode) takes True (training) or False (evaluation)"))])], "")
+        raise Raised("sample", error) from error
     problems = []
     if not isinstance(images, torch.Tensor):
-        return verdict(name, [_("sample returned {kind}, not the tensor of images: return it").format(
-            kind=type(images).__name__)], "")
+        return [_("sample returned {kind}, not the tensor of images: return it").format(kind=type(images).__name__)]
     moved = [k for k, v in G.state_dict().items() if not torch.equal(v, state[k])]
     if any("running" in k or "num_batches" in k for k in moved):
         problems.append(_("G's BatchNorm running statistics changed ({first}, ...): a training-mode forward "
@@ -187,8 +178,7 @@ def check_sample(sample) -> bool:
         sample(G, z)
         if G.training:
             problems.append(_("G was in eval mode before sample and is in training mode after"))
-    return verdict(name, problems, _("eval-mode images, no graph, G's statistics and parameters untouched, G left "
-                                      "in the mode it was in"))
+    return problems
 
 
 def _d_step_calls():
@@ -196,4 +186,55 @@ def _d_step_calls():
     return [args, args], [args]
 
 
-D_STEP = Exercise("04", "d_step", reference_d_step, check_d_step, _d_step_calls, flags=True)   # G's .grad: none
+def reference_sample(G, z):
+    """The lesson's answer: G's evaluation-mode images, no graph built, G left in the mode it was in."""
+    was_training = G.training
+    G.eval()                                  # BatchNorm normalises with its running statistics
+    with torch.no_grad():                     # no graph: nothing saved for a backward
+        images = G(z)
+    G.train(was_training)
+    return images
+
+
+class _Mode:
+    """A module's training flag as an outcome reads it (through state_dict)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def state_dict(self):
+        return {"training": self.module.training}
+
+
+def _sample_calls():
+    """A sample with G already in eval mode (it must stay there), then one mid-training; the images are compared with
+    whether they carry a graph, and G's training flag after each call with its weights and statistics."""
+    G, z = _sampling_problem()
+    modes: list = []
+
+    def in_eval_mode():
+        G.eval()
+        return G, z
+
+    def in_training_mode():
+        modes.append(G.training)              # as the first call left it
+        G.train()
+        return G, z
+    return [in_eval_mode, in_training_mode], [G, modes, _Mode(G)]
+
+
+def _images(images):
+    return (images.detach(), images.requires_grad) if isinstance(images, torch.Tensor) else images
+
+
+D_STEP = Exercise("04", "d_step", reference_d_step, d_step_checks, _d_step_calls, hints=D_STEP_HINTS,
+                  flags=True, what=N_("your d_step"), success=N_(           # flags: G's .grad must stay None
+                      "D's 8 parameters get the right gradient at opt_D.step(), and loss_D's backward never enters G"))
+SAMPLE = Exercise("04", "sample", reference_sample, sample_checks, _sample_calls, result=_images, what=N_("your sample"),
+                  hints=AUTOGRAD_HINTS + [("expected to be boolean",
+                                           N_("G.train(mode) takes True (training) or False (evaluation)"))],
+                  forbids=("graph made, then detached",),      # a graph built for nothing is what sample avoids
+                  success=N_("eval-mode images, no graph, G's statistics and parameters untouched, G left in the mode "
+                             "it was in"))
+check_d_step = D_STEP.check
+check_sample = SAMPLE.check

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from gan_lessons.costs import fresh_gan, measure
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
 from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, right_answer
 from gan_lessons.i18n import N_, _
 
@@ -201,22 +201,24 @@ def _problems(step, n_critic, mine, D):
     return problems
 
 
-def check_strategy(step) -> bool:
+def _label(step) -> str:
+    return getattr(step, "__name__", _("your step"))
+
+
+def strategy_checks(step) -> Found:
     """Lesson 05. step(G, D, opt_G, opt_D, x_real, noise, n_critic=2): n_critic D steps (each on its chunk of x_real
     and the same chunk of one fake batch made without a graph), then one G step on a fresh fake batch through the
     updated D, with D's gradient computed once per D step. Runs it with n_critic 2 and 3 on seed 000's G
     and D, whose .grad holds an earlier gradient, compares the gradients each optimizer steps on with the right ones,
     counts passes with costs.measure, and prints one line per thing still wrong."""
-    name = getattr(step, "__name__", _("your step"))
-    if unanswered(name, step, _("your strategy function")):
-        return False
+    name = _label(step)
     for n_critic in N_CRITICS:
         mine, D, error = _run(step, n_critic)
-        if stub_left(name, error, N_("your step")):
-            return False
+        if isinstance(error, NotImplementedError):
+            raise Raised(name, error)
         if isinstance(error, TypeError) and "n_critic" in str(error):
-            return verdict(name, [_("your step takes no n_critic: its signature is my_step(G, D, opt_G, opt_D, "
-                                    "x_real, noise, n_critic=2)")], "")
+            return [_("your step takes no n_critic: its signature is my_step(G, D, opt_G, opt_D, x_real, noise, "
+                      "n_critic=2)")]
         if error is not None:
             stale = "modified by an inplace operation" in str(error) and mine["opt_D"]
             problems = [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
@@ -227,14 +229,13 @@ def check_strategy(step) -> bool:
             if n_critic != N_CRITICS[0]:
                 problems = [_("with n_critic={n_critic}: {problem}").format(n_critic=n_critic, problem=p)
                             for p in problems]
-            return verdict(name, problems, "")
+            return problems
+
     def on_a_fresh_problem(form, n_critic=N_CRITICS[0]):
         G, D, opt_G, opt_D, x_real, noise = _problem(n_critic)
         return form(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
     right = [on_a_fresh_problem(form) for form in (reference_strategy, _written(averaged=True))]
-    problems = returned(name, on_a_fresh_problem(step), right, "(loss_D, loss_G)")
-    return verdict(name, problems, _("with n_critic 2 and 3, D and G step on the right gradients, D's gradient is "
-                               "computed once per D step (never in G's step), and G runs twice a step"))
+    return returned(name, on_a_fresh_problem(step), right, "(loss_D, loss_G)")
 
 
 def _strategy_calls(n_critic=3):
@@ -242,6 +243,10 @@ def _strategy_calls(n_critic=3):
     return [args, args], [args]
 
 
-STRATEGY = Exercise("05", "my_step", reference_strategy, check_strategy, _strategy_calls,
+STRATEGY = Exercise("05", "my_step", reference_strategy, strategy_checks, _strategy_calls, label=_label,
+                    what=N_("your strategy function"), success=N_(
+                        "with n_critic 2 and 3, D and G step on the right gradients, D's gradient is computed once "
+                        "per D step (never in G's step), and G runs twice a step"),
                     forbids=("no keywords: loss_G.backward",      # no D gradient computed for nothing
                              "graph made, then detached"))        # D's fake batches made without a graph
+check_strategy = STRATEGY.check

@@ -4,8 +4,8 @@ import copy
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import ELLIPSIS_HINT, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, attempt
+from gan_lessons.exercises.feedback import ELLIPSIS_HINT
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 
@@ -75,17 +75,13 @@ def _round_trip(saved):
                            "them").format(error=headline(str(error)))
 
 
-def check_resume(save_state, load_state, steps=3) -> bool:
+def resume_checks(save_state, load_state, steps=3) -> Found:
     """Lesson 06. save_state(G, D, opt_G, opt_D, step) returns a checkpoint of the run after `step` steps, as plain
     data that stays as it is while the run goes on; load_state(state, G, D, opt_G, opt_D) puts it back into fresh
     objects and returns the step to go on from. The checker saves after `steps` steps, trains the original run on
     (the checkpoint must not follow it), sends the state through torch.save and torch.load(weights_only=True), as
     the trainer's checkpoints go, loads it into objects with other weights and another random state and resumes:
     the resumed run must end with the weights, bit for bit, of a run of 2 * steps steps that never stopped."""
-    name = _("checkpoint")
-    for what, answer in ((_("your save_state"), save_state), (_("your load_state"), load_state)):
-        if unanswered(name, answer, what):
-            return False
     G, D, opt_G, opt_D = _resume_run(0)
     _resume_steps(G, D, opt_G, opt_D, 0, 2 * steps)
     straight = [p.detach().clone() for p in (*G.parameters(), *D.parameters())]
@@ -94,22 +90,16 @@ def check_resume(save_state, load_state, steps=3) -> bool:
     _resume_steps(G, D, opt_G, opt_D, 0, steps)
     truth = copy.deepcopy({"G": G.state_dict(), "D": D.state_dict(), "opt_G": opt_G.state_dict(),
                            "opt_D": opt_D.state_dict(), "rng": torch.get_rng_state()})
-    try:
-        saved = save_state(G, D, opt_G, opt_D, steps)
-    except Exception as error:
-        return not stub_left(name, error, "save_state") and verdict(name, [raised("save_state", error, [])], "")
+    saved = attempt("save_state", save_state, G, D, opt_G, opt_D, steps, hints=[])
     problem = _saving_problem(saved, truth["rng"], lambda: _resume_steps(G, D, opt_G, opt_D, steps, 2 * steps))
     if problem is not None:
-        return verdict(name, [problem], "")
+        return [problem], {}
     state, problem = _round_trip(saved)
     if problem is not None:
-        return verdict(name, [problem], "")
+        return [problem], {}
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
-    try:
-        resumed_at = load_state(state, G, D, opt_G, opt_D)
-    except Exception as error:
-        return not stub_left(name, error, "load_state") and verdict(name, [raised("load_state", error, [(
-            "Missing key", N_("load each state_dict into the object it came from"))])], "")
+    resumed_at = attempt("load_state", load_state, state, G, D, opt_G, opt_D, hints=[(
+        "Missing key", N_("load each state_dict into the object it came from"))])
     problems = []
     if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
         problems.append(_("after load_state, G's or D's weights are not the saved ones: save and load both "
@@ -135,9 +125,7 @@ def check_resume(save_state, load_state, steps=3) -> bool:
         resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]
         if not all(torch.equal(a, b) for a, b in zip(straight, resumed)):
             problems.append(_("the resumed run ends with other weights than the run that never stopped"))
-    return verdict(name, problems, _("a run stopped after {steps} steps, saved, loaded into fresh objects and "
-                                      "continued ends with the same weights, bit for bit, as one that never "
-                                      "stopped").format(steps=steps))
+    return problems, {"steps": steps}
 
 
 def reference_save_state(G, D, opt_G, opt_D, step):
@@ -182,9 +170,14 @@ def _no_calls() -> tuple[list, list]:
     return [], []
 
 
-SAVE_STATE = Exercise("06", "save_state", reference_save_state,
-                      lambda save_state: check_resume(save_state, reference_load_state), _no_calls,
+RESUMED = N_("a run stopped after {steps} steps, saved, loaded into fresh objects and continued ends with the same "
+             "weights, bit for bit, as one that never stopped")
+SAVE_STATE = Exercise("06", "save_state", reference_save_state, resume_checks, _no_calls, success=RESUMED,
+                      label=N_("checkpoint"), answers=("save_state", "load_state"),
+                      around=lambda save_state: (save_state, reference_load_state),
                       scenario=lambda save_state: resumed_run(save_state, reference_load_state))
-LOAD_STATE = Exercise("06", "load_state", reference_load_state,
-                      lambda load_state: check_resume(reference_save_state, load_state), _no_calls,
+LOAD_STATE = Exercise("06", "load_state", reference_load_state, resume_checks, _no_calls, success=RESUMED,
+                      label=N_("checkpoint"), answers=("save_state", "load_state"),
+                      around=lambda load_state: (reference_save_state, load_state),
                       scenario=lambda load_state: resumed_run(reference_save_state, load_state))
+check_resume = SAVE_STATE.check

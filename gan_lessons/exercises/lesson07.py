@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised
 from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, same_steps
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _, language, speaking
@@ -27,22 +27,18 @@ def _kinds() -> str:
     return _("; ").join(_(kind) for kind in DOCTOR_KINDS.values())
 
 
-def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
+def doctor_bug_checks(buggy_loop, expected=None, quiet=False) -> Found:
     """Lesson 07. buggy_loop() is a short training loop with one of the lessons' errors in it. It runs under the
     doctor; the answer is right when it raises an error the doctor diagnoses (and, if `expected` is given, of
     that kind: "leaf_inplace", "freed" or "version"). The doctor's own report is printed unless quiet=True."""
     from gan_lessons.doctor import doctor
-    name = _("your bug")
-    if unanswered(name, buggy_loop, _("your buggy loop")):
-        return False
     if expected is ...:
-        not_solved(name, _("the diagnosis kind you expect ({kinds})").format(
+        not_solved(_("your bug"), _("the diagnosis kind you expect ({kinds})").format(
             kinds=', '.join(repr(k) for k in DOCTOR_KINDS)), where="expected = ...")
-        return False
+        return None
     if expected is not None and expected not in DOCTOR_KINDS:
-        return verdict(name, [_("expected = {expected} is not a diagnosis kind the doctor gives for an error; pick "
-                                "one of {kinds}").format(expected=repr(expected),
-                                                         kinds=', '.join(repr(k) for k in DOCTOR_KINDS))], "")
+        return [_("expected = {expected} is not a diagnosis kind the doctor gives for an error; pick one of "
+                  "{kinds}").format(expected=repr(expected), kinds=', '.join(repr(k) for k in DOCTOR_KINDS))], {}
     watch = doctor()
     stderr = io.StringIO()
     try:
@@ -50,27 +46,26 @@ def check_doctor_bug(buggy_loop, expected=None, quiet=False) -> bool:
             with watch:
                 buggy_loop()
     except Exception as error:
-        if stub_left(name, error, _("your loop")):
-            return False
+        if isinstance(error, NotImplementedError):
+            raise Raised(_("your loop"), error) from error
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
-            return verdict(name, [_("{problem} The doctor diagnoses only the lessons' autograd errors: {kinds}").format(
-                problem=raised(_("your loop"), error, []), kinds=_kinds())], "")
+            return [_("{problem} The doctor diagnoses only the lessons' autograd errors: {kinds}").format(
+                problem=raised(_("your loop"), error, []), kinds=_kinds())], {}
         if expected is not None and diagnosis.kind != expected:
             # a kind beyond the three: its summary
             what = _(DOCTOR_KINDS[diagnosis.kind]) if diagnosis.kind in DOCTOR_KINDS else diagnosis.summary
-            return verdict(name, [_("the doctor diagnosed {kind} ({what}), not {expected} as you expected: read its "
-                                    "report, and either change the bug or your expectation").format(
-                kind=repr(diagnosis.kind), what=what, expected=repr(expected))], "")
-        return verdict(name, [], _("{error}, diagnosed by the doctor as {kind}: {summary}").format(
-            error=type(error).__name__, kind=repr(diagnosis.kind), summary=diagnosis.summary))
+            return [_("the doctor diagnosed {kind} ({what}), not {expected} as you expected: read its report, and "
+                      "either change the bug or your expectation").format(kind=repr(diagnosis.kind), what=what,
+                                                                             expected=repr(expected))], {}
+        return [], {"error": type(error).__name__, "kind": repr(diagnosis.kind), "summary": diagnosis.summary}
     warned = [d.summary for d in watch.diagnoses]
     if warned:
-        return verdict(name, [_("your loop ran without an error, so there is nothing to diagnose (the doctor only "
-                                "warned: {warning}; that bug is silent). Hint: put in one of {kinds}").format(
-            warning=headline(warned[0]), kinds=_kinds())], "")
-    return verdict(name, [_("your loop ran without an error, so there is nothing to diagnose. Hint: put in one of "
-                            "{kinds}").format(kinds=_kinds())], "")
+        return [_("your loop ran without an error, so there is nothing to diagnose (the doctor only warned: "
+                  "{warning}; that bug is silent). Hint: put in one of {kinds}").format(
+            warning=headline(warned[0]), kinds=_kinds())], {}
+    return [_("your loop ran without an error, so there is nothing to diagnose. Hint: put in one of {kinds}").format(
+        kinds=_kinds())], {}
 
 
 # --- lesson 07: seed 000's step, fixed with the doctor's help ------------------------------------------------
@@ -180,7 +175,7 @@ def _g_forwards(step) -> int:
     return len(calls)
 
 
-def check_seed000_step(fixed_step, calls=2) -> bool:
+def seed000_checks(fixed_step, calls=2) -> Found:
     """Lesson 07. fixed_step(g, d, g_optimizer, d_optimizer, x_real, z): seed 000's step (D first, then G, one
     forward of g) without its bugs. It runs once under the doctor, which must find nothing to raise or warn
     about, then `calls` times on seed 000's models, comparing every gradient at each optimizer step with the
@@ -188,10 +183,6 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     import warnings
 
     from gan_lessons.doctor import doctor
-    name = "fixed_step"
-    if unanswered(name, fixed_step, _("your fixed_step")):
-        return False
-
     def under_doctor():
         """(what the doctor found, None) or (None, the error fixed_step raised), from one run."""
         try:
@@ -209,17 +200,14 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
         with speaking("en"):
             found_en, error_en = under_doctor()
     if error is not None:
-        if stub_left(name, error, "fixed_step"):
-            return False
         diagnosis = getattr(error, "diagnosis", None)
         if diagnosis is None:
-            return verdict(name, [raised("fixed_step", error, AUTOGRAD_HINTS)], "")
+            raise Raised("fixed_step", error) from error
         english = getattr(error_en, "diagnosis", None) or diagnosis
         said = " ".join([english.summary, english.facts.get("modified by", "")])
-        return verdict(name, [_doctor_says(_("fixed_step raised {error}, and the doctor says: {summary}"),
-                                           _("fixed_step raised {error}, and the doctor says: {summary}. Hint: "
-                                             "{hint}"),
-                                           diagnosis.summary, diagnosis.kind, said, error=type(error).__name__)], "")
+        return [_doctor_says(_("fixed_step raised {error}, and the doctor says: {summary}"),
+                             _("fixed_step raised {error}, and the doctor says: {summary}. Hint: {hint}"),
+                             diagnosis.summary, diagnosis.kind, said, error=type(error).__name__)]
     said_kinds = {"suspicious": (_("the doctor still warns: {summary}"),
                                  _("the doctor still warns: {summary}. Hint: {hint}")),
                   "information": (_("the doctor still notes wasted work: {summary}"),
@@ -232,8 +220,8 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
                            for d, said in zip(suspicious, english))
     try:                                    # one call ran under the doctor; a later one may still raise
         mine = _run_seed000(fixed_step, calls)
-    except Exception as error:  # reported as feedback
-        return verdict(name, [raised("fixed_step", error, AUTOGRAD_HINTS)], "")
+    except Exception as failure:  # reported as feedback
+        raise Raised("fixed_step", failure) from failure
     run = functools.partial(_run_seed000, calls=calls)
     forms = {1.0: {}, 0.5: D_LOSS_HALVED}
     records = {scale: run(variant(reference_seed000_step, replace=form)) for scale, form in forms.items()}
@@ -251,8 +239,7 @@ def check_seed000_step(fixed_step, calls=2) -> bool:
     if not problems and forwards != 1:
         problems.append(_("g ran {forwards} forwards in one call; the step asks for one").format(
             forwards=forwards))
-    return verdict(name, problems, _("the doctor finds nothing, and every parameter of g and d gets the right "
-                                      "gradient at each step"))
+    return problems
 
 
 def _seed000_calls(calls=2):
@@ -260,4 +247,11 @@ def _seed000_calls(calls=2):
     return [(g, d, g_optimizer, d_optimizer, x_real, z) for x_real, z in batches], [g, d]
 
 
-SEED000_STEP = Exercise("07", "fixed_step", reference_seed000_step, check_seed000_step, _seed000_calls)
+SEED000_STEP = Exercise("07", "fixed_step", reference_seed000_step, seed000_checks, _seed000_calls,
+                        hints=AUTOGRAD_HINTS, what=N_("your fixed_step"), success=N_(
+                            "the doctor finds nothing, and every parameter of g and d gets the right gradient at "
+                            "each step"))
+DOCTOR_BUG = Exercise("07", "buggy_loop", None, doctor_bug_checks, None, label=N_("your bug"),
+                      what=N_("your buggy loop"), success=N_("{error}, diagnosed by the doctor as {kind}: {summary}"))
+check_seed000_step = SEED000_STEP.check
+check_doctor_bug = DOCTOR_BUG.check

@@ -9,8 +9,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from gan_lessons.exercises.exercise import Exercise, backward_through
-from gan_lessons.exercises.feedback import raised, stub_line, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, attempt, backward_through
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -111,25 +110,6 @@ def watching(attribute):
         setattr(strategies, attribute, original)
 
 
-def call_checked(name, function, what, hints, *args, label=None):
-    """(result, None), or (None, feedback) when the call raised: "not solved yet" for nbgrader's stub, else a hint
-    that names the function as `label` (default: `what`)."""
-    try:
-        return function(*args), None
-    except NotImplementedError:
-        return None, stub_line(name, what)
-    except Exception as error:                              # the student's code: report what it raised
-        return None, raised(what if label is None else label, error, hints)
-
-
-def not_run(name, feedback) -> bool:
-    """Print the feedback of a call that raised ("not solved yet" for the stub, else a ✗ line); False."""
-    if feedback.startswith("?"):
-        print(feedback)
-        return False
-    return verdict(name, [feedback], "")
-
-
 def value_problems(value, reference, mistakes, say):
     """The problem with a value that differs from the reference: the known mistake it matches, else the numbers.
     `say` is the line's template, translated, with {value}, {right} and {hint}."""
@@ -170,13 +150,10 @@ def graph_problems(penalty, reference, D, G):
     return problems
 
 
-def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
+def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
     """Lesson 08: r1_term(D, x_real, step, every, gamma) must be 0 off the schedule, without running D, and
     gamma/2 * every * R1 on it, with R1's gradients for D."""
     from gan_lessons.strategies import r1_penalty
-    name = _("lazy R1")
-    if unanswered(name, r1_term, _("your r1_term")):
-        return False
     problems = []
     for step in range(steps):
         D, _G, x_real, _fake, _eps = _critic()
@@ -185,12 +162,10 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
         try:
             with watching("r1_penalty") as used:
-                term, error = call_checked(name, r1_term, "r1_term", _R1_HINTS, D, x_real.clone(), step, every, gamma,
-                                    label=_("r1_term at step {step}").format(step=step))
+                term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
+                               call=_("r1_term at step {step}").format(step=step))
         finally:
             handle.remove()
-        if error is not None:
-            return not_run(name, error)
         if not due:
             value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
             if value != 0:
@@ -212,8 +187,7 @@ def check_lazy_r1(r1_term, steps=8, every=4, gamma=10.0) -> bool:
         if found:
             problems += [_("at step {step}: {problem}").format(step=step, problem=p) for p in found]
             break
-    return verdict(name, problems, _("computed at steps 0, {every}, ... only, weighted gamma/2 * every, with the "
-                                      "right gradients for D").format(every=every))
+    return problems, {"every": every}
 
 
 def reference_r1_term(D, x_real, step, every, gamma):
@@ -239,4 +213,8 @@ def _r1_calls():
     return [(D, x_real, step, 4, 10.0) for step in range(8)], [D, forwards]
 
 
-LAZY_R1 = Exercise("08", "r1_term", reference_r1_term, check_lazy_r1, _r1_calls, result=backward_through, flags=True)
+LAZY_R1 = Exercise("08", "r1_term", reference_r1_term, lazy_r1_checks, _r1_calls, result=backward_through, flags=True,
+                   hints=_R1_HINTS, label=N_("lazy R1"), what=N_("your r1_term"), success=N_(
+                       "computed at steps 0, {every}, ... only, weighted gamma/2 * every, with the right gradients for "
+                       "D"))
+check_lazy_r1 = LAZY_R1.check

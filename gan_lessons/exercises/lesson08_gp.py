@@ -5,18 +5,15 @@ inputs."""
 import torch
 from torch import nn
 
-from gan_lessons.exercises.exercise import Exercise, backward_through
-from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, attempt, backward_through
 from gan_lessons.exercises.lesson08 import (
     CONSTANT,
     SCALAR,
     SECOND,
     UNPACK,
-    call_checked,
     grad_at,
     graph_problems,
     leaves_of,
-    not_run,
     shape_problem,
     value_problems,
     watching,
@@ -103,14 +100,11 @@ def _gp_mistakes(D, x_real, x_fake, eps):
     ]
 
 
-def check_gradient_penalty(gradient_penalty) -> bool:
+def gradient_penalty_checks(gradient_penalty) -> Found:
     """Lesson 08: the student's gradient_penalty(D, x_cond, x_real, x_fake, eps) for a conditional critic D(x_cond, x),
     images (N, C, H, W) and eps of shape (N,), against WGAN-GP's on the image: its value, a graph back to D's
     parameters (and not to G's), D's gradients."""
     from gan_lessons.strategies import gradient_penalty as reference_penalty
-    name = "gradient_penalty"
-    if unanswered(name, gradient_penalty, _("your gradient_penalty")):
-        return False
     D, G, x_cond, x_real, x_fake, eps = _conditional_critic()
     given = _Given(D, x_cond)
     reference = reference_penalty(given, x_real, x_fake, eps=eps)
@@ -118,12 +112,9 @@ def check_gradient_penalty(gradient_penalty) -> bool:
     handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[-1]))
     try:
         with watching("gradient_penalty") as used:
-            penalty, error = call_checked(name, gradient_penalty, "gradient_penalty", _GP_HINTS, D, x_cond.clone(), x_real,
-                                   x_fake, eps.clone())
+            penalty = attempt("gradient_penalty", gradient_penalty, D, x_cond.clone(), x_real, x_fake, eps.clone())
     finally:
         handle.remove()
-    if error is not None:
-        return not_run(name, error)
     e = eps.view(-1, 1, 1, 1)
     both = _both_inputs(D, x_cond, e * x_real + (1 - e) * x_fake.detach()).norm(2, dim=1)
     mistakes = [(((both - 1) ** 2).mean(), _("that is the norm of the gradient with respect to both of D's inputs, "
@@ -141,8 +132,7 @@ def check_gradient_penalty(gradient_penalty) -> bool:
                       "a random mixing weight, not something to differentiate")]
     if not problems and used:
         problems = [_("it calls strategies.gradient_penalty: write the penalty yourself, with torch.autograd.grad")]
-    return verdict(name, problems, _("the right value, a graph back to D's parameters (create_graph=True), D's "
-                                      "gradients equal to WGAN-GP's, and nothing reaches G"))
+    return problems
 
 
 def reference_gradient_penalty(D, x_cond, x_real, x_fake, eps):
@@ -161,5 +151,8 @@ def _gp_calls():
     return [(D, x_cond, x_real, x_fake, eps)], [D, G]
 
 
-GRADIENT_PENALTY = Exercise("08", "gradient_penalty", reference_gradient_penalty, check_gradient_penalty, _gp_calls,
-                            result=backward_through, flags=True)
+GRADIENT_PENALTY = Exercise("08", "gradient_penalty", reference_gradient_penalty, gradient_penalty_checks, _gp_calls,
+                            result=backward_through, flags=True, hints=_GP_HINTS, what=N_("your gradient_penalty"),
+                            success=N_("the right value, a graph back to D's parameters (create_graph=True), D's "
+                                       "gradients equal to WGAN-GP's, and nothing reaches G"))
+check_gradient_penalty = GRADIENT_PENALTY.check

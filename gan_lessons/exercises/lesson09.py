@@ -3,8 +3,8 @@ import torch
 import torch.nn.functional as F
 from torch import optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
 from gan_lessons.exercises.steps import compare_steps, recorded_steps
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
@@ -97,22 +97,19 @@ def _flag_problems(run, when):
     return [_(template).format(when=_(when), name=n, changed=len(changed), flags=len(run["flags"]))]
 
 
-def check_frozen_g_step(g_step) -> bool:
+def frozen_g_step_checks(g_step) -> Found:
     """Lesson 09. g_step(G, D, opt_G, z): one G step on bce(D(G(z)), 1) with D frozen during its forward and
     backward. D's .grad and weights must be left as they were, G must step on the right gradient, and each of D's
     requires_grad flags must be back as it was afterwards, also when the step raises (the error passes through)."""
-    name = "g_step"
-    if unanswered(name, g_step, _("your g_step")):
-        return False
     reference = _run_frozen(reference_frozen_g_step)["records"]
     run = _run_frozen(g_step)
-    if stub_left(name, run["error"], "g_step"):
-        return False
+    if isinstance(run["error"], NotImplementedError):
+        raise Raised("g_step", run["error"])
     if run["error"] is not None:
-        return verdict(name, [raised("g_step", run["error"], AUTOGRAD_HINTS + [
+        return [raised("g_step", run["error"], AUTOGRAD_HINTS + [
             ("does not require grad and does not have a grad_fn",
-             N_("nothing in loss_G requires grad: D is frozen, and what D was given has no graph back to G"))])]
-                       + _flag_problems(run, AFTER_ERROR), "")
+             N_("nothing in loss_G requires grad: D is frozen, and what D was given has no graph back to G"))]),
+                *_flag_problems(run, AFTER_ERROR)]
     problems = compare_steps(run["records"], reference, _("G's loss is bce(D(G(z)), 1), through D, after "
                                                           "opt_G.zero_grad()"))
     D = run["D"]
@@ -139,11 +136,9 @@ def check_frozen_g_step(g_step) -> bool:
                               "(try/finally, not try/except), so the caller sees that the step failed"))
         problems += _flag_problems(interrupted, AFTER_INNER_ERROR)
     if not problems:
-        problems = returned(name, g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],
+        problems = returned("g_step", g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],
                             "loss_G")
-    return verdict(name, problems, _("G steps on the right gradient, D's .grad and weights are untouched, D was "
-                                      "frozen for its forward, and every flag of D is back as it was, also after an "
-                                      "error"))
+    return problems
 
 
 def _frozen_calls():
@@ -151,4 +146,8 @@ def _frozen_calls():
     return [args, args], [args]
 
 
-FROZEN_G_STEP = Exercise("09", "g_step", reference_frozen_g_step, check_frozen_g_step, _frozen_calls, flags=True)
+FROZEN_G_STEP = Exercise("09", "g_step", reference_frozen_g_step, frozen_g_step_checks, _frozen_calls, flags=True,
+                         what=N_("your g_step"), success=N_(
+                             "G steps on the right gradient, D's .grad and weights are untouched, D was frozen for its "
+                             "forward, and every flag of D is back as it was, also after an error"))
+check_frozen_g_step = FROZEN_G_STEP.check

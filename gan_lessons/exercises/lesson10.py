@@ -6,8 +6,8 @@ import math
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised
 from gan_lessons.exercises.steps import first_difference, flat, recorded_steps
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
@@ -267,26 +267,22 @@ def _overflow_problems(amp_step):
     return problems
 
 
-def check_amp_step(amp_step) -> bool:
+def amp_step_checks(amp_step) -> Found:
     """Lesson 10. amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2): one d_first_reuse_fake step
     with the forwards and losses under torch.autocast("cpu", dtype=torch.bfloat16), both losses scaled by the one
     scaler, D's gradient added up over accum micro-batches, its norm clipped to max_norm on the true (unscaled) gradients, both optimizers stepped through
     the scaler, and scaler.update() once at the end. Also run with an inf in D's, then in G's gradient."""
     name = "amp_step"
-    if unanswered(name, amp_step, _("your amp_step")):
-        return False
     if not hasattr(torch.amp, "GradScaler"):
         print(_("? {name}: torch {version} has no torch.amp.GradScaler (torch 2.1 lacks it; the reference torch 2.13 "
                 "has it): skipped, not checked.").format(name=name, version=torch.__version__))
-        return False
+        return None
     run = _run_amp(amp_step)
-    if stub_left(name, run["error"], "amp_step"):
-        return False
     if isinstance(run["error"], TypeError) and "accum" in str(run["error"]):
-        return verdict(name, [_("your amp_step takes no accum: its signature is amp_step(G, D, opt_G, opt_D, scaler, "
-                                "x_real, z, max_norm, accum=2)")], "")
+        return [_("your amp_step takes no accum: its signature is amp_step(G, D, opt_G, opt_D, scaler, x_real, z, "
+                  "max_norm, accum=2)")]
     if run["error"] is not None:
-        return verdict(name, [raised("amp_step", run["error"], _AMP_HINTS)], "")
+        raise Raised(name, run["error"])
     problems = _call_problems(run)
     if not problems:
         problems = _gradient_problems(run, _run_amp(reference_amp_step))
@@ -294,9 +290,7 @@ def check_amp_step(amp_step) -> bool:
         problems = _unclipped_problems(amp_step)
     if not problems:
         problems = _overflow_problems(amp_step)
-    return verdict(name, problems, _("autocast forwards, both losses scaled by one GradScaler, D's gradient added up "
-                                     "over its micro-batches and clipped on its true value, G and D step on the right gradients, an inf skips only its own "
-                                     "optimizer's step, and one update() halves the scale"))
+    return problems
 
 
 def _amp_calls():
@@ -319,4 +313,9 @@ def _amp_calls():
     return [functools.partial(call, k) for k in range(3)], [args]
 
 
-AMP_STEP = Exercise("10", "amp_step", reference_amp_step, check_amp_step, _amp_calls)
+AMP_STEP = Exercise("10", "amp_step", reference_amp_step, amp_step_checks, _amp_calls, hints=_AMP_HINTS,
+                   what=N_("your amp_step"), success=N_(
+                       "autocast forwards, both losses scaled by one GradScaler, D's gradient added up over its "
+                       "micro-batches and clipped on its true value, G and D step on the right gradients, an inf "
+                       "skips only its own optimizer's step, and one update() halves the scale"))
+check_amp_step = AMP_STEP.check

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from gan_lessons import ddp_lesson, processes
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS
 from gan_lessons.exercises.steps import Steps, compare_steps
 from gan_lessons.i18n import N_, _
 
@@ -38,30 +38,24 @@ def _run(function):
         return None, error
 
 
-def check_ddp_accumulation(d_step) -> bool:
+def ddp_accumulation_checks(d_step) -> Found:
     """Lesson 14. d_step(ddp, opt_D, x_real, x_fake, accum): D's hinge loss over `accum` micro-batches with D wrapped
     in DDP, one opt_D.step(); right when, in both processes and at every call, D steps on the gradient one process
     steps on with the whole global batch, and DDP sends each bucket once a step."""
-    name = "d_step"
-    if unanswered(name, d_step, _("your d_step")):
-        return False
     try:
         inspect.getsource(d_step)
     except (OSError, TypeError):
-        return verdict(name, [_("its source cannot be read, and the two processes need it: define d_step with def "
-                                "in a cell of this notebook")], "")
+        return [_("its source cannot be read, and the two processes need it: define d_step with def in a cell of this "
+                  "notebook")], {}
     runs, error = _run(d_step)
-    if stub_left(name, error):
-        return False
     if error is not None:
-        return verdict(name, [raised(name, error, HINTS)], "")
+        raise Raised("d_step", error)
     reference = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS))
     mine = [_records(r["grads"]) for r in runs]
     if len(mine[0]["opt_D"]) == CALLS and len(mine[1]["opt_D"]) == CALLS and not all(
             torch.equal(a, b) for a, b in zip(runs[0]["grads"], runs[1]["grads"])):
-        return verdict(name, [_("the two processes stepped on different gradients: DDP never averaged them over the "
-                                "processes. Averaging happens in a forward and backward through the DDP-wrapped D "
-                                "outside no_sync()")], "")
+        return [_("the two processes stepped on different gradients: DDP never averaged them over the processes. "
+                  "Averaging happens in a forward and backward through the DDP-wrapped D outside no_sync()")], {}
     problems = compare_steps(mine[0], reference, _("one process with the whole global batch steps on the mean of "
                                                    "the hinge loss over it"))
     last = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS, last_only=True))
@@ -71,9 +65,7 @@ def check_ddp_accumulation(d_step) -> bool:
     if not problems and any(sent != 1 for sent in runs[0]["sent"]):
         problems = [_("the gradients are right, but DDP sent each bucket {sent} times a step: it averaged after every "
                       "micro-batch, where only the sum of them needs averaging, once").format(sent=max(runs[0]["sent"]))]
-    return verdict(name, problems, _("in both processes and at each of {calls} calls D steps on the gradient one "
-                                     "process steps on with the whole global batch, and DDP sends each bucket once a "
-                                     "step").format(calls=CALLS))
+    return problems, {"calls": CALLS}
 
 
 def reference_d_step(ddp, opt_D, x_real, x_fake, accum):
@@ -102,4 +94,8 @@ def _no_calls() -> tuple[list, list]:
     return [], []
 
 
-DDP_D_STEP = Exercise("14", "d_step", reference_d_step, check_ddp_accumulation, _no_calls, scenario=in_two_processes)
+DDP_D_STEP = Exercise("14", "d_step", reference_d_step, ddp_accumulation_checks, _no_calls, scenario=in_two_processes,
+                      hints=HINTS, what=N_("your d_step"), success=N_(
+                          "in both processes and at each of {calls} calls D steps on the gradient one process steps "
+                          "on with the whole global batch, and DDP sends each bucket once a step"))
+check_ddp_accumulation = DDP_D_STEP.check

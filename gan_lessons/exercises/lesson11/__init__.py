@@ -7,7 +7,7 @@ One module per part: `engine` holds the reference engine (what a lesson cell run
 finished, engine_or_reference) and PyTorch's words for the three errors; `cases` the programs, run on torch or on an
 engine and compared; `saving`, `backward`, `versions`, `numerics`, `training` one checker each; `drawing` draws an
 engine's graph with what each node saved, alive, freed or stale."""
-from gan_lessons.exercises.lesson11.backward import check_freeing
+from gan_lessons.exercises.lesson11.backward import FREEING, check_freeing
 from gan_lessons.exercises.lesson11.cases import compare, programs, run, version_parts
 from gan_lessons.exercises.lesson11.drawing import draw_engine
 from gan_lessons.exercises.lesson11.engine import (
@@ -18,12 +18,20 @@ from gan_lessons.exercises.lesson11.engine import (
                                                    engine_or_reference,
                                                    version_error,
 )
-from gan_lessons.exercises.lesson11.numerics import check_numerical_grad, numerical_grad_or_finished
-from gan_lessons.exercises.lesson11.saving import check_saving
-from gan_lessons.exercises.lesson11.training import check_training, fit_or_finished, torch_fit, training_problem
-from gan_lessons.exercises.lesson11.versions import check_leaf_rule, check_versions
+from gan_lessons.exercises.lesson11.numerics import NUMERICAL_GRAD, check_numerical_grad, numerical_grad_or_finished
+from gan_lessons.exercises.lesson11.saving import SAVING, check_saving
+from gan_lessons.exercises.lesson11.training import (
+                                                   TRAINING,
+                                                   check_training,
+                                                   fit_or_finished,
+                                                   torch_fit,
+                                                   training_problem,
+)
+from gan_lessons.exercises.lesson11.versions import LEAF_RULE, VERSIONS, check_leaf_rule, check_versions
 
-__all__ = ["LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "engine_after_lesson_11", "version_error",
+ENGINE_STEPS = [SAVING, FREEING, VERSIONS, LEAF_RULE, NUMERICAL_GRAD, TRAINING]     # in the lessons' order
+
+__all__ = ["ENGINE_STEPS", "LEAF_IN_PLACE", "SECOND_TIME", "Value", "engine_or_reference", "engine_after_lesson_11", "version_error",
            "compare", "programs",
            "run", "version_parts", "draw_engine", "training_problem", "torch_fit", "numerical_grad_or_finished",
            "fit_or_finished",

@@ -4,7 +4,7 @@ import re
 
 import torch
 
-from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found
 from gan_lessons.exercises.lesson11.cases import (
     counts,
     first_of,
@@ -15,12 +15,16 @@ from gan_lessons.exercises.lesson11.cases import (
     said_of,
     shown_program,
 )
+from gan_lessons.exercises.lesson11.engine import Value
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import rounded
 
 TWO_USES = "a = leaf([3], requires_grad=True)\ny = a.exp()\nloss = (y + y).sum()\nloss.backward()"
 NOTHING_SAVED = "a = leaf([3], requires_grad=True)\nloss = (a + 1.0).sum()\nloss.backward()"
 SHARED = "a = leaf([3], requires_grad=True)\nb = leaf([3], requires_grad=True)\nloss = (a + b).sum()\nloss.backward()"
+
+# TRANSLATORS: the name of lesson 11's step 2, as its feedback lines show it ("✓ freeing: ...")
+FREEING_NAME = N_("freeing")
 
 
 def _one_backward_problem(engine):
@@ -130,21 +134,21 @@ def _uses_twice(program):
     return len(words) != len(set(words))
 
 
-def check_freeing(engine) -> bool:
+def freeing_checks(engine) -> Found:
     """Lesson 11, step 2. engine.backward(retain_graph=False) against torch on the same programs: gradients on 24
     random expressions (`+`, `*`, `.exp()`, `@`), and "Trying to backward through the graph a second time" raised
     exactly where torch raises it (backward twice, two losses sharing nodes) and not otherwise (retain_graph=True,
     nodes that saved nothing)."""
-    # TRANSLATORS: the name of lesson 11's step 2, as its feedback lines show it ("✓ freeing: ...")
-    name = _("freeing")
-    if unanswered(name, engine, N_("your Value class")):
-        return False
-    differences = run_all(name, engine, 2)
+    differences = run_all(_(FREEING_NAME), engine, 2)
     if differences is None:
-        return False
+        return None
     problems = freeing_problems(differences, engine) or [generic(d) for d in differences[:3]]
     found = counts(2)
-    return verdict(name, problems, _("on {count} programs your backward gives torch's gradients ({random} random "
-                                     "expressions and every program that runs), and refuses a second backward "
-                                     "exactly where torch does ({second_time})").format(
-        count=len(programs(2)), random=found['gradient'], second_time=found['second time']))
+    return problems, {"count": len(programs(2)), "random": found['gradient'], "second_time": found['second time']}
+
+
+FREEING = Exercise("11", "Value", Value, freeing_checks, None, label=FREEING_NAME, what=N_("your Value class"),
+                   success=N_("on {count} programs your backward gives torch's gradients ({random} random expressions "
+                              "and every program that runs), and refuses a second backward exactly where torch does "
+                              "({second_time})"))
+check_freeing = FREEING.check

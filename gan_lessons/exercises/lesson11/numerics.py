@@ -6,7 +6,7 @@ checker runs it on functions whose gradients it knows, in float64, and compares 
 usual slips give (a one-sided difference, eps instead of 2 eps, every entry moved at once, x left changed)."""
 import torch
 
-from gan_lessons.exercises.feedback import stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.lesson11.engine import mine_or_finished
 from gan_lessons.i18n import N_, _
 
@@ -85,21 +85,16 @@ def _problem(numerical_grad, what, f, x, exact):
              "= {eps} is within 1e-5 of it").format(what=what, error=error, eps=EPS)
 
 
-def check_numerical_grad(numerical_grad) -> bool:
+def numerical_grad_checks(numerical_grad) -> Found:
     """Lesson 12, step 5. numerical_grad(f, x, eps) on three smooth functions of tensors of shapes [3], [3, 4] and []
     in float64, against their exact gradients: within 1e-5 for a central difference with eps = 1e-3, x left as it
     was, and the usual slips named (one-sided, divided by eps, every entry moved at once)."""
-    # TRANSLATORS: the name of lesson 12's step 5, as its feedback lines show it ("✓ finite differences: ...")
-    name = _("finite differences")
-    if unanswered(name, numerical_grad):
-        return False
     problems = []
     for what, f, x, exact in _functions():
         try:
             problem = _problem(numerical_grad, what, f, x, exact)
         except NotImplementedError as error:
-            stub_left(name, error, "`numerical_grad`")
-            return False
+            raise Raised("`numerical_grad`", error) from error
         except Exception as error:  # reported
             problem = _("on {what} your function raised {kind}: {error}").format(what=what, kind=type(error).__name__,
                                                                                error=error)
@@ -107,9 +102,7 @@ def check_numerical_grad(numerical_grad) -> bool:
             problems.append(problem)
     if len(problems) > 1:
         problems = problems[:1] + [_("... and {count} more function(s) like it").format(count=len(problems) - 1)]
-    return verdict(name, problems, _("on {count} functions of tensors of three shapes your central differences "
-                                     "agree with the exact gradients within 1e-5, and x comes back unchanged").format(
-        count=len(_functions())))
+    return problems, {"count": len(_functions())}
 
 
 def finished_numerical_grad(f, x, eps=EPS):
@@ -121,6 +114,14 @@ def finished_numerical_grad(f, x, eps=EPS):
         step = step.reshape(x.shape)
         grad.view(-1)[i] = (f(x + step) - f(x - step)) / (2 * eps)
     return grad
+
+
+# TRANSLATORS: the name of lesson 12's step 5, as its feedback lines show it ("✓ finite differences: ...")
+NUMERICAL_GRAD = Exercise("12", "numerical_grad", finished_numerical_grad, numerical_grad_checks, None,
+                          label=N_("finite differences"), what=N_("your function"), success=N_(
+                              "on {count} functions of tensors of three shapes your central differences agree with "
+                              "the exact gradients within 1e-5, and x comes back unchanged"))
+check_numerical_grad = NUMERICAL_GRAD.check
 
 
 def numerical_grad_or_finished(numerical_grad, solved):

@@ -3,13 +3,17 @@ from contextlib import contextmanager
 
 import torch
 
-from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found
 from gan_lessons.exercises.lesson11.cases import is_stub
+from gan_lessons.exercises.lesson11.engine import Value
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 
 UNARY = ("exp", "tanh")                   # operations whose backward reads their own output
 BINARY = {"mul": ("_saved_self", "_saved_other"), "matmul": ("_saved_self", "_saved_mat2")}   # torch's names for a, b
+
+# TRANSLATORS: the name of lesson 11's step 1, as its feedback lines show it ("✓ saving: ...")
+SAVING_NAME = N_("saving")
 
 
 def _one_op_cases(ops=("mul", "exp", "matmul")):
@@ -240,20 +244,19 @@ def one_op_problems(name, engine, ops, step):
     return problems
 
 
-def check_saving(engine) -> bool:
+def saving_checks(engine) -> Found:
     """Lesson 11, step 1. `save` and the engine's `*`, `.exp()` and `@` on 50 one-operation expressions (shapes that
     broadcast, every requires_grad combination, `a * a`, under no_grad), against torch: the output, what it saved (by
     identity, against MulBackward0's `_saved_self`/`_saved_other`, ExpBackward0's `_saved_result` and MmBackward0's
     `_saved_self`/`_saved_mat2`), the version kept beside each saved value, and the gradients its backward returns
     from what it saved."""
-    # TRANSLATORS: the name of lesson 11's step 1, as its feedback lines show it ("✓ saving: ...")
-    name = _("saving")
-    if unanswered(name, engine, N_("your Value class")):
-        return False
-    problems = one_op_problems(name, engine, ("mul", "exp", "matmul"), 1)
-    if problems is None:
-        return False
-    return verdict(name, problems, _("on {count} one-operation expressions, `*`, `.exp()` and `@` save what torch's "
-                                     "MulBackward0, ExpBackward0 and MmBackward0 save, each with its version, and "
-                                     "give torch's gradients").format(count=len(_one_op_cases())))
+    problems = one_op_problems(_(SAVING_NAME), engine, ("mul", "exp", "matmul"), 1)
+    return None if problems is None else (problems, {"count": len(_one_op_cases())})
+
+
+SAVING = Exercise("11", "Value", Value, saving_checks, None, label=SAVING_NAME,
+                  what=N_("your Value class"), success=N_(
+                      "on {count} one-operation expressions, `*`, `.exp()` and `@` save what torch's MulBackward0, "
+                      "ExpBackward0 and MmBackward0 save, each with its version, and give torch's gradients"))
+check_saving = SAVING.check
 

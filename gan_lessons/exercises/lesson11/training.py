@@ -5,14 +5,17 @@ from dataclasses import dataclass
 
 import torch
 
-from gan_lessons.exercises.feedback import stub_left, unanswered, verdict
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, mine_or_finished
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value, mine_or_finished
 from gan_lessons.exercises.lesson11.saving import one_op_problems
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 
 SAMPLES, HIDDEN = 64, 16
 RUNS = [(40, 0.1), (8, 0.3)]              # (steps, lr): two runs, so an lr written into the loop shows
+
+# TRANSLATORS: the name of lesson 12's last build, as its feedback lines show it ("✓ training: ...")
+TRAINING_NAME = N_("training")
 
 
 @dataclass
@@ -101,19 +104,13 @@ def _losses_problem(got, problem, steps, lr, before, params):
                                                               theirs=want[k])
 
 
-def check_training(engine, fit) -> bool:
+def training_checks(engine, fit) -> Found:
     """Lesson 12, the engine's last build. The engine's `tanh` on ten one-operation expressions, then
     fit(params, x, y, steps, lr) on the engine, twice (40 steps at lr 0.1, 8 at lr 0.3), from the same start as the
     same loop on torch: one loss per step, each within 1e-4 of torch's."""
-    # TRANSLATORS: the name of lesson 12's last build, as its feedback lines show it ("✓ training: ...")
-    name = _("training")
-    if unanswered(name, engine, N_("your Value class")) or unanswered(name, fit):
-        return False
-    problems = one_op_problems(name, engine, ("tanh",), 6)
-    if problems is None:
-        return False
-    if problems:
-        return verdict(name, problems, "")
+    problems = one_op_problems(_(TRAINING_NAME), engine, ("tanh",), 6)
+    if problems is None or problems:
+        return problems
     problem = training_problem()
     for steps, lr in RUNS:
         params = [engine(p, requires_grad=True) for p in problem.params]
@@ -121,16 +118,13 @@ def check_training(engine, fit) -> bool:
         try:
             got = fit(params, engine(problem.x), engine(problem.y), steps, lr)
         except NotImplementedError as error:
-            stub_left(name, error, "`fit`")
-            return False
+            raise Raised("`fit`", error) from error
         except Exception as error:  # reported
-            return verdict(name, [_raised(error)], "")
+            return [_raised(error)]
         found = _losses_problem(got, problem, steps, lr, before, params)
         if found:
-            return verdict(name, [found], "")
-    return verdict(name, [], _("your engine's `tanh` saves what torch's TanhBackward0 saves, and your loop's losses "
-                               "are torch's, step for step, on {runs} runs ({steps} steps in all)").format(
-        runs=len(RUNS), steps=sum(s for s, _lr in RUNS)))
+            return [found]
+    return [], {"runs": len(RUNS), "steps": sum(s for s, _lr in RUNS)}
 
 
 def finished_fit(params, x, y, steps, lr):
@@ -152,3 +146,10 @@ def finished_fit(params, x, y, steps, lr):
 def fit_or_finished(fit, solved):
     """The student's fit when the last step is solved, else a finished one; says which."""
     return mine_or_finished(fit, solved, finished_fit, "fit")
+
+
+TRAINING = Exercise("12", "Value", Value, training_checks, None, label=TRAINING_NAME, answers=("Value", "fit"),
+                    what=N_("your Value class"), success=N_(
+                        "your engine's `tanh` saves what torch's TanhBackward0 saves, and your loop's losses are "
+                        "torch's, step for step, on {runs} runs ({steps} steps in all)"))
+check_training = TRAINING.check

@@ -3,7 +3,7 @@ student's engine."""
 
 import torch
 
-from gan_lessons.exercises.feedback import unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found
 from gan_lessons.exercises.lesson11.backward import freeing_problems
 from gan_lessons.exercises.lesson11.cases import (
     CATEGORIES,
@@ -16,8 +16,14 @@ from gan_lessons.exercises.lesson11.cases import (
     shown_program,
     version_parts,
 )
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE
+from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value
 from gan_lessons.i18n import N_, _
+
+# TRANSLATORS: the name of lesson 12's step 3, as its feedback lines show it ("✓ versions: ...")
+VERSIONS_NAME = N_("versions")
+
+# TRANSLATORS: the name of lesson 12's step 4, as its feedback lines show it ("✓ leaf rule: ...")
+LEAF_RULE_NAME = N_("leaf rule")
 
 
 def _probe_bump(engine):
@@ -86,37 +92,26 @@ def _version_problems(engine, differences):
     return problems
 
 
-def check_versions(engine) -> bool:
+def versions_checks(engine) -> Found:
     """Lesson 12, step 3. Version counters: every program of step 2 again, and programs that change a value in place
     (under no_grad where it requires grad) before the forward, after it, after the backward, or back to its old
     values. The version error must come exactly where torch raises its own, naming the same shape and versions."""
-    # TRANSLATORS: the name of lesson 12's step 3, as its feedback lines show it ("✓ versions: ...")
-    name = _("versions")
-    if unanswered(name, engine, N_("your Value class")):
-        return False
-    differences = run_all(name, engine, 3)
+    differences = run_all(_(VERSIONS_NAME), engine, 3)
     if differences is None:
-        return False
+        return None
     problems = _version_problems(engine, differences)
     problems += freeing_problems([d for d in differences if CATEGORIES[d["kind"]][0] == 2], engine)
     problems = problems or [generic(d) for d in differences[:3]]
-    found = counts(3)
-    return verdict(name, problems, _("on {count} programs your engine raises the version error exactly where torch "
-                                     "does ({version}), with torch's shape and versions, and otherwise gives torch's "
-                                     "gradients").format(count=len(programs(3)), version=found['version']))
+    return problems, {"count": len(programs(3)), "version": counts(3)['version']}
 
 
-def check_leaf_rule(engine) -> bool:
+def leaf_rule_checks(engine) -> Found:
     """Lesson 12, step 4. `_inplace` refuses a leaf that requires grad, outside no_grad, with torch's message; allows
     everything else (under no_grad, constants) and still counts versions. Every program of steps 2 and 3 again, and
     programs that change a leaf in place in grad mode: before the forward, after it, after the backward."""
-    # TRANSLATORS: the name of lesson 12's step 4, as its feedback lines show it ("✓ leaf rule: ...")
-    name = _("leaf rule")
-    if unanswered(name, engine, N_("your Value class")):
-        return False
-    differences = run_all(name, engine, 4)
+    differences = run_all(_(LEAF_RULE_NAME), engine, 4)
     if differences is None:
-        return False
+        return None
     problems = []
     accepted = first_of(differences, lambda d: d["torch"].kind == "leaf" and d["engine"].kind not in ("leaf", "other"))
     wording = first_of(differences, lambda d: d["torch"].kind == "leaf" and d["engine"].kind == "other")
@@ -154,7 +149,16 @@ def check_leaf_rule(engine) -> bool:
     problems += freeing_problems([d for d in rest if CATEGORIES[d["kind"]][0] == 2], engine)
     problems = problems or [generic(d) for d in differences[:3]]
     found = counts(4)
-    return verdict(name, problems, _("on {count} programs your engine refuses an in-place change of a leaf exactly "
-                                     "where torch does ({leaf}), and raises its other two errors exactly where torch "
-                                     "does ({second_time} and {version})").format(
-        count=len(programs(4)), leaf=found['leaf'], second_time=found['second time'], version=found['version']))
+    return problems, {"count": len(programs(4)), "leaf": found['leaf'], "second_time": found['second time'],
+                      "version": found['version']}
+
+
+VERSIONS = Exercise("12", "Value", Value, versions_checks, None, label=VERSIONS_NAME, what=N_("your Value class"),
+                    success=N_("on {count} programs your engine raises the version error exactly where torch does "
+                               "({version}), with torch's shape and versions, and otherwise gives torch's gradients"))
+LEAF_RULE = Exercise("12", "Value", Value, leaf_rule_checks, None, label=LEAF_RULE_NAME, what=N_("your Value class"),
+                     success=N_("on {count} programs your engine refuses an in-place change of a leaf exactly where "
+                                "torch does ({leaf}), and raises its other two errors exactly where torch does "
+                                "({second_time} and {version})"))
+check_versions = VERSIONS.check
+check_leaf_rule = LEAF_RULE.check

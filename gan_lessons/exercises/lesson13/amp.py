@@ -5,10 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
 from gan_lessons.exercises.steps import first_difference
-from gan_lessons.i18n import _
+from gan_lessons.i18n import N_, _
 
 
 def _amp_nets():
@@ -166,23 +165,17 @@ add_lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, referenc
             calls=AMP_CALLS, atol=2e-2, extra=_amp_extra, first=_amp_steps, exact=_amp_exact))
 
 
-def check_amp_lab(optimize_parameters) -> bool:
-    """Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), four iterations, with
-    one GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf); an inf
-    in one of D's scaled gradients at call 2 and in one of G's at call 3; then the same four in float32."""
-    return check_lab(LABS["amp"], optimize_parameters, "optimize_parameters", _(
-        "both optimizers step through the one scaler on the reference's (unscaled) gradients, each skips the call "
-        "where one of its gradients is inf, and the scale follows the reference's (2x per clean call, halved after "
-        "an inf)"))
-
-
-
-
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("around the scaler", "1024x", "1024 倍", "2^10 = 1024", "1024 times", "scaler.step(optimizer_g)", "update() per", "second `scaler.update()`", "绕过")
 FIX_CODE = ("scaler.step(optimizer_g)", "scaler.step(optimizer_d)", "scaler.unscale_(optimizer")
 
 
-OPTIMIZE_PARAMETERS = Exercise("13", "optimize_parameters", reference_optimize_parameters, check_amp_lab,
-                               lab_calls(LABS["amp"]))
+# Lab 4. optimize_parameters(net_g, net_d, optimizer_g, optimizer_d, scaler, lq, gt), four iterations, with one
+# GradScaler (init_scale 2**10, growth_interval 1: the scale doubles at each update() without an inf); an inf in one
+# of D's scaled gradients at call 2 and in one of G's at call 3; then the same four in float32.
+OPTIMIZE_PARAMETERS = lab_exercise("optimize_parameters", reference_optimize_parameters, LABS["amp"], N_(
+    "both optimizers step through the one scaler on the reference's (unscaled) gradients, each skips the "
+    "call where one of its gradients is inf, and the scale follows the reference's (2x per clean call, "
+    "halved after an inf)"))
+check_amp_lab = OPTIMIZE_PARAMETERS.check

@@ -4,9 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
-from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
+from gan_lessons.i18n import N_
 
 
 class G_D(nn.Module):
@@ -114,19 +113,14 @@ add_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_pr
                                                      "away every half-batch but the last"))]))
 
 
-
-def check_biggan_train(train) -> bool:
-    """Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 2 accumulations each, then a G step)."""
-    return check_lab(LABS["biggan"], train, "train", _("every D step and G step is on the reference's gradients: each D "
-                                                   "step starts from zero and adds up its accumulations"))
-
-
-
-
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("zero_grad", "typo", "once, before", "still held", "plus step", "清零", "笔误", "还留在", "加上第")
 FIX_CODE = ("D.optim.zero_grad()",)
 
 
-TRAIN = Exercise("13", "train", reference_biggan_train, check_biggan_train, lab_calls(LABS["biggan"]))
+# Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 2 accumulations each, then a G step).
+TRAIN = lab_exercise("train", reference_biggan_train, LABS["biggan"], N_(
+    "every D step and G step is on the reference's gradients: each D step starts from zero and adds up "
+    "its accumulations"))
+check_biggan_train = TRAIN.check

@@ -4,8 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -111,18 +110,14 @@ add_lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G"
                                             "module that can be differentiated twice"))]))
 
 
-def check_compiled_step(train_step) -> bool:
-    """Lab 6. train_step(G, D, opt_G, opt_D, ema, x_real, z) on compiled G and D (backend aot_eager), twice."""
-    return check_lab(LABS["compiled"], train_step, "train_step", _("runs on the compiled models, opt_D and opt_G step "
-                                                               "on the reference's gradients (the R1 penalty "
-                                                               "included), and the EMA follows G"))
-
-
-
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("_orig_mod", "uncompiled", "create_graph", "names g's parameters", "未编译", "参数命名")
 FIX_CODE = ("D._orig_mod", "G._orig_mod")
 
 
-TRAIN_STEP = Exercise("13", "train_step", reference_compiled_step, check_compiled_step, lab_calls(LABS["compiled"]))
+# Lab 6. train_step(G, D, opt_G, opt_D, ema, x_real, z) on compiled G and D (backend aot_eager), twice.
+TRAIN_STEP = lab_exercise("train_step", reference_compiled_step, LABS["compiled"], N_(
+    "runs on the compiled models, opt_D and opt_G step on the reference's gradients (the R1 penalty "
+    "included), and the EMA follows G"))
+check_compiled_step = TRAIN_STEP.check

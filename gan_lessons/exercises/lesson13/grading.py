@@ -1,11 +1,11 @@
 """What every lab of lesson 13 shares: a Lab runs a step on the lab's own models and records the gradient every
-optimizer steps on; check_lab compares it with the reference fix's through the grading engine (steps.py), says what
+optimizer steps on; lab_checks compares it with the reference fix's through the grading engine (steps.py), says what
 differs, and names a known wrong fix when the run matches it."""
 import functools
 
 import torch
 
-from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.steps import close, first_difference, flat, known_mistake, prefix, recorded_steps
 from gan_lessons.i18n import N_, _
 
@@ -103,20 +103,18 @@ def named_params(**nets):
     return {p: f"{name}.{n}" for name, net in nets.items() for n, p in net.named_parameters()}
 
 
-def check_lab(lab, answer, label, success, extra_problems=None):
-    if unanswered(label, answer, _("your {function}").format(function=label)):
-        return False
+def lab_checks(lab, answer) -> Found:
+    """What is wrong with a lab's answer: the first optimizer step whose gradients differ from the reference fix's
+    (and the known wrong fix the run matches), or what the lab's own checks find."""
     mine, state, error = lab.run(answer)
     if error is not None:
-        if stub_left(label, error, label):
-            return False
-        return verdict(label, [raised(label, error, lab.hints)], "")
+        raise Raised("", error, lab.hints)
     ref, ref_state, ref_error = lab.run(lab.reference)
     assert ref_error is None, ref_error
     before, problems = lab.first(state, ref_state) if lab.first else ({}, [])
     if problems:                # what went wrong first in time: a gradient before that call, or that call's steps
         earlier = first_difference(prefix(mine, before), prefix(ref, before), lab.atol, causes=False)
-        return verdict(label, [earlier] if earlier else problems, success)
+        return [earlier] if earlier else problems
     wrong = first_difference(mine, ref, lab.atol, causes=False)
     if wrong:
         hint = known_mistake(mine, lab.mistakes, lambda step: lab.run(step)[0], lab.atol)
@@ -128,7 +126,9 @@ def check_lab(lab, answer, label, success, extra_problems=None):
         problems += exact
     elif lab.extra:
         problems += lab.extra(state, ref_state)
-    problems += extra_problems or []
-    return verdict(label, problems, success)
+    return problems
 
 
+def lab_exercise(name, reference, lab, success) -> Exercise:
+    """A lab as an exercise: the student's `name` is graded by lab_checks on `lab`'s problem."""
+    return Exercise("13", name, reference, functools.partial(lab_checks, lab), lab_calls(lab), success=success)

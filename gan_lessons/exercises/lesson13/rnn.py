@@ -4,9 +4,8 @@ import math
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
-from gan_lessons.i18n import N_, _
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
+from gan_lessons.i18n import N_
 
 
 class RNN(nn.Module):
@@ -52,19 +51,10 @@ def _rnn_reset(rnn, optimizer, loss_func, steps):
         optimizer.step()
 
 
-
 add_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
     (_rnn_reset, N_("the state starts afresh at every step (as from None or zeros), which makes the error go away "
                     "and changes what the RNN computes: the state must still go on to the next step, without the "
                     "graph of the step that made it"))]))
-
-
-def check_rnn_train(train) -> bool:
-    """Lab 5. train(rnn, optimizer, loss_func, steps) with steps=3."""
-    return check_lab(LABS["rnn"], train, "train_rnn", _("all three steps run, on the reference's gradients: the state is "
-                                                "carried on, cut from the previous step's graph"))
-
-
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
@@ -73,4 +63,8 @@ TELLS = ("detach", "h_state.data", "cut it", "cuts it", "retain_graph", "切断"
 FIX_CODE = ("h_state.detach()", "h_state = h_state.data", "h_state.data")
 
 
-TRAIN_RNN = Exercise("13", "train_rnn", reference_rnn_train, check_rnn_train, lab_calls(LABS["rnn"]))
+# Lab 5. train(rnn, optimizer, loss_func, steps) with steps=3.
+TRAIN_RNN = lab_exercise("train_rnn", reference_rnn_train, LABS["rnn"], N_(
+    "all three steps run, on the reference's gradients: the state is carried on, cut from the previous "
+    "step's graph"))
+check_rnn_train = TRAIN_RNN.check

@@ -4,8 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, check_lab, lab_calls, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
 from gan_lessons.i18n import N_, _
 
 
@@ -152,19 +151,13 @@ add_lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, refe
 ]))
 
 
-
-def check_srgan_step(srgan_step) -> bool:
-    """Lab 1. srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target), twice."""
-    return check_lab(LABS["srgan"], srgan_step, "srgan_step", _("runs to the end, and optimizerD and optimizerG step on "
-                                                            "the reference's gradients at both steps"))
-
-
-
-
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("detach", "old forward", "before the step", "stale", "retain_graph=true", "分离", "过期", "更新之前的")
 FIX_CODE = ("fake_img.detach()", "netD(fake_img.detach())")
 
 
-SRGAN_STEP = Exercise("13", "srgan_step", reference_srgan_step, check_srgan_step, lab_calls(LABS["srgan"]))
+# Lab 1. srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion, data, target), twice.
+SRGAN_STEP = lab_exercise("srgan_step", reference_srgan_step, LABS["srgan"], N_(
+    "runs to the end, and optimizerD and optimizerG step on the reference's gradients at both steps"))
+check_srgan_step = SRGAN_STEP.check

@@ -3,8 +3,7 @@
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.exercise import Exercise
-from gan_lessons.exercises.feedback import raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.exercise import Exercise, Found, Raised, attempt
 from gan_lessons.exercises.lesson13.grading import LAB_HINTS, Lab, lab_calls, named_params
 from gan_lessons.exercises.steps import first_difference, matching
 from gan_lessons.i18n import N_, _
@@ -100,33 +99,20 @@ WGAN_HINTS = [
 ]
 
 
-
-def check_wgan_gp(make_critic, train_critic) -> bool:
+def wgan_gp_checks(make_critic, train_critic) -> Found:
     """Lab 3. make_critic(channels) -> a critic whose penalty is per sample; train_critic(D, G, d_optimizer, images,
     z, eta), three critic iterations, with the penalty's norm per sample."""
-    label = _("make_critic and train_critic")
-    if unanswered("make_critic", make_critic, N_("your make_critic")) or \
-            unanswered("train_critic", train_critic, N_("your train_critic")):
-        return False
-    try:
-        wgan_problem(make_critic)
-    except Exception as error:
-        if stub_left("make_critic", error, "make_critic"):
-            return False
-        return verdict(label, [raised("make_critic", error, LAB_HINTS)], "")
+    attempt("make_critic", wgan_problem, make_critic, hints=LAB_HINTS)
     lab = Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(make_critic), reference_train_critic, calls=3)
     D = wgan_problem(make_critic)[3]["D"]
     mixed = sample_mixing(D)
     if mixed:
-        return verdict(label, [_("your critic's output for one image depends on the other images of the batch (the "
-                                 "gradient of D(x)[0] with respect to x[1:] reaches {size:.2g}, not 0): the penalty's "
-                                 "gradient for one sample then mixes in the others, so it is no longer a penalty per "
-                                 "sample").format(size=mixed)], "")
+        return [_("your critic's output for one image depends on the other images of the batch (the gradient of "
+                  "D(x)[0] with respect to x[1:] reaches {size:.2g}, not 0): the penalty's gradient for one sample "
+                  "then mixes in the others, so it is no longer a penalty per sample").format(size=mixed)]
     mine, _state, failure = lab.run(train_critic)
     if failure is not None:
-        if stub_left("train_critic", failure, "train_critic"):
-            return False
-        return verdict(label, [raised("train_critic", failure, WGAN_HINTS + LAB_HINTS)], "")
+        raise Raised("train_critic", failure, WGAN_HINTS + LAB_HINTS)
     ref = lab.run(reference_train_critic)[0]          # the reference's critic iteration, on your own critic
     wrong = first_difference(mine, ref, 1e-4)
     if wrong:
@@ -134,9 +120,7 @@ def check_wgan_gp(make_critic, train_critic) -> bool:
         if matching(mine, lab.run(elementwise)[0], 1e-4):
             wrong = _("{problem}. The penalty's norm is taken over dim 1 of a [batch, 1, H, W] gradient: dim 1 has one "
                       "channel, so that is |g| element by element, not one norm per sample").format(problem=wrong)
-    return verdict(label, [wrong] if wrong else [], _("the critic treats each sample on its own, and d_optimizer "
-                                                      "steps on the reference's gradients at all three critic "
-                                                      "iterations"))
+    return [wrong] if wrong else []
 
 
 def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
@@ -152,8 +136,6 @@ def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
     d_optimizer.step()
 
 
-
-
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
 # language, matched without case), and what no grader message may print (the fix's code).
 TELLS = ("batchnorm", "batch norm", "instancenorm", "groupnorm", "layernorm", "layer norm", "dim=1", "dim 1", "批量规范化", "层规范化", "批归一化")
@@ -164,9 +146,15 @@ def _critic_calls():
     return [(1,)], []
 
 
-MAKE_CRITIC = Exercise("13", "make_critic", reference_make_critic,
-                       lambda make_critic: check_wgan_gp(make_critic, reference_train_critic), _critic_calls)
-TRAIN_CRITIC = Exercise("13", "train_critic", reference_train_critic,
-                        lambda train_critic: check_wgan_gp(reference_make_critic, train_critic),
+_WGAN: dict = dict(label=N_("make_critic and train_critic"), answers=("make_critic", "train_critic"), success=N_(
+    "the critic treats each sample on its own, and d_optimizer steps on the reference's gradients at all three "
+    "critic iterations"))
+# Lab 3. make_critic(channels) -> a critic whose penalty is per sample; train_critic(D, G, d_optimizer, images, z, eta),
+# three critic iterations, with the penalty's norm per sample.
+MAKE_CRITIC = Exercise("13", "make_critic", reference_make_critic, wgan_gp_checks, _critic_calls,
+                       around=lambda make_critic: (make_critic, reference_train_critic), **_WGAN)
+TRAIN_CRITIC = Exercise("13", "train_critic", reference_train_critic, wgan_gp_checks,
                         lab_calls(Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(reference_make_critic),
-                                      reference_train_critic, calls=3)))
+                                      reference_train_critic, calls=3)),
+                        around=lambda train_critic: (reference_make_critic, train_critic), **_WGAN)
+check_wgan_gp = MAKE_CRITIC.check
