@@ -3,13 +3,14 @@
 Modules, each named for what it holds:
   lesson      quick mode, seeding, asserted error demonstrations and claims, the setup cell (lesson 01)
   i18n        the language the package speaks: English, or Chinese through gettext
-  graphs      computation graphs from live objects, with saved-tensor states (lessons 01-05)
+  graphs      computation graphs from live objects, with saved-tensor states (lessons 01-05; the engine's, 11-12)
   models      seed 000's G and D (lessons 03-06)
   strategies  seven GAN update orders and WGAN-GP, one plain function each (lesson 05)
   costs       passes, gradient passes, time and memory of a strategy (lesson 05)
   timing      timing claims a busy machine cannot get wrong (lesson 05)
   widgets     lesson 05's strategy switch
-  exercises   the checkers of the build-or-fix exercises, one module or package per lesson (lessons 01-14)
+  exercises   the build-or-fix exercises: each declared, its reference, graded by one function (lessons 01-14)
+  engine      the tiny autograd engine lessons 11 and 12 have the student build: the reference
   data        MNIST, online or from the registry wheel offline (lesson 06)
   config      TrainConfig, each wrong setting refused with what to change (lesson 06)
   training    the trainer and resume (lesson 06)

@@ -27,9 +27,9 @@ import torch
 from mutants import Mutant, Replace, compiled, mutants
 
 from gan_lessons import exercises
+from gan_lessons.engine import Core, Value
 from gan_lessons.exercises import lesson11
 from gan_lessons.exercises.lesson11 import cases, numerics, training
-from gan_lessons.exercises.lesson11.engine import Core, Value
 
 TRUTH_SEED, TIMES = "another draw", 3
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)

@@ -3,14 +3,11 @@ against torch on the same programs: what each operation saves (check_saving), ba
 version counters (check_versions), the leaf rule (check_leaf_rule), a finite-difference gradient
 (check_numerical_grad), and a model trained on the engine (check_training).
 
-One module per part: `engine` holds the reference engine (what a lesson cell runs on while the student's is not
-finished, engine_or_reference) and PyTorch's words for the three errors; `cases` the programs, run on torch or on an
-engine and compared; `saving`, `backward`, `versions`, `numerics`, `training` one checker each; `drawing` draws an
-engine's graph with what each node saved, alive, freed or stale."""
-from gan_lessons.exercises.lesson11.backward import FREEING, check_freeing
-from gan_lessons.exercises.lesson11.cases import compare, programs, run, version_parts
-from gan_lessons.exercises.lesson11.drawing import draw_engine
-from gan_lessons.exercises.lesson11.engine import (
+The reference engine is gan_lessons.engine (with what a lesson cell runs on while the student's is not finished, and
+PyTorch's words for the three errors), and graphs.draw_engine draws an engine's graph. Here, one module per part:
+`cases` the programs, run on torch or on an engine and compared; `saving`, `backward`, `versions`, `numerics`,
+`training` one step's declaration and checks each."""
+from gan_lessons.engine import (
                                                    LEAF_IN_PLACE,
                                                    SECOND_TIME,
                                                    Value,
@@ -18,6 +15,8 @@ from gan_lessons.exercises.lesson11.engine import (
                                                    engine_or_reference,
                                                    version_error,
 )
+from gan_lessons.exercises.lesson11.backward import FREEING, check_freeing
+from gan_lessons.exercises.lesson11.cases import compare, programs, run, version_parts
 from gan_lessons.exercises.lesson11.numerics import NUMERICAL_GRAD, check_numerical_grad, numerical_grad_or_finished
 from gan_lessons.exercises.lesson11.saving import SAVING, check_saving
 from gan_lessons.exercises.lesson11.training import (
@@ -28,6 +27,7 @@ from gan_lessons.exercises.lesson11.training import (
                                                    training_problem,
 )
 from gan_lessons.exercises.lesson11.versions import LEAF_RULE, VERSIONS, check_leaf_rule, check_versions
+from gan_lessons.graphs import draw_engine
 
 ENGINE_STEPS = [SAVING, FREEING, VERSIONS, LEAF_RULE, NUMERICAL_GRAD, TRAINING]     # in the lessons' order
 

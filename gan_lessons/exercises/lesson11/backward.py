@@ -4,6 +4,7 @@ import re
 
 import torch
 
+from gan_lessons.engine import Value
 from gan_lessons.exercises.exercise import Exercise, Found
 from gan_lessons.exercises.lesson11.cases import (
     counts,
@@ -15,7 +16,6 @@ from gan_lessons.exercises.lesson11.cases import (
     said_of,
     shown_program,
 )
-from gan_lessons.exercises.lesson11.engine import Value
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import rounded
 

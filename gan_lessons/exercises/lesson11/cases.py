@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gan_lessons.engine import LEAF_IN_PLACE, Value
 from gan_lessons.exercises.feedback import stub_left
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value
 from gan_lessons.i18n import _
 
 

@@ -3,9 +3,9 @@ from contextlib import contextmanager
 
 import torch
 
+from gan_lessons.engine import Value
 from gan_lessons.exercises.exercise import Exercise, Found
 from gan_lessons.exercises.lesson11.cases import is_stub
-from gan_lessons.exercises.lesson11.engine import Value
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline
 

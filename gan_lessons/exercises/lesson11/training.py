@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gan_lessons.engine import LEAF_IN_PLACE, Value, mine_or_finished
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value, mine_or_finished
 from gan_lessons.exercises.lesson11.saving import one_op_problems
 from gan_lessons.i18n import N_, _
 from gan_lessons.lesson import headline

@@ -3,6 +3,7 @@ student's engine."""
 
 import torch
 
+from gan_lessons.engine import LEAF_IN_PLACE, Value
 from gan_lessons.exercises.exercise import Exercise, Found
 from gan_lessons.exercises.lesson11.backward import freeing_problems
 from gan_lessons.exercises.lesson11.cases import (
@@ -16,7 +17,6 @@ from gan_lessons.exercises.lesson11.cases import (
     shown_program,
     version_parts,
 )
-from gan_lessons.exercises.lesson11.engine import LEAF_IN_PLACE, Value
 from gan_lessons.i18n import N_, _
 
 # TRANSLATORS: the name of lesson 12's step 3, as its feedback lines show it ("✓ versions: ...")

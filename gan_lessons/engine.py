@@ -1,5 +1,9 @@
-"""The reference engine of lessons 11 and 12: the lessons' answers, and what a lesson cell runs on while the student's
-own engine is not finished (engine_or_reference); and PyTorch's words for the three errors the engine raises."""
+"""A tiny reverse-mode engine, the one lessons 11 and 12 have the student build (micrograd's idea, on tensors, with
+PyTorch's bookkeeping): each operation saves what its backward needs, with the version it saw; backward frees it;
+in-place changes bump a version; a leaf that requires grad refuses them. This is the reference (the lessons'
+answers, which their checkers in exercises.lesson11 compare with), what a lesson cell runs on while the student's own
+engine is not finished (engine_or_reference, without its text), and PyTorch's words for the three errors it
+raises."""
 import types
 from contextlib import contextmanager
 
