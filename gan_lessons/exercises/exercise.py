@@ -53,7 +53,8 @@ class Exercise:
     success: the ✓ line's text (marked with N_()). hints: (pattern, hint) for an error an answer raises. answers:
     the names of the functions checks takes, when more than the one the exercise is about (a checkpoint's save and
     its load); around(answer) makes all of them (the references for the others) for a check of this one alone.
-    label: the name the feedback lines begin with (by default name; or label(answer)); what: how "not solved yet" names the function.
+    label: the name the feedback lines begin with (by default name; or label(answer)); what: how "not solved yet"
+    names the function.
     problem: () -> (the arguments of each call, in order, each a tuple or a function that makes it just before the
     call; the objects whose state is the outcome: modules, tensors, and anything with a state_dict). result: the
     returned value as the outcome compares it (by default as it is). flags: whether the .grad and requires_grad a

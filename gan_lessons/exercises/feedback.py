@@ -80,9 +80,9 @@ def returned(name, value, right, what) -> list:
         return [_("{name} returned {kind}, where the exercise asks it to return {what}").format(
             name=name, kind=kind, what=what)]
     if not any(all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(got, e)) for e in expected):
-        return [_("{name} returned {got}, where {what} is {right} on the checker's batch: not the loss your step "
-                  "trained on").format(name=name, got=", ".join(f"{x:.4g}" for x in got), what=what,
-                                            right=", ".join(f"{x:.4g}" for x in expected[0]))]
+        return [_("{name} returned {got}, where {what} is {right} on the checker's batch").format(
+            name=name, got=", ".join(f"{x:.4g}" for x in got), what=what,
+            right=", ".join(f"{x:.4g}" for x in expected[0]))]
     return []
 
 

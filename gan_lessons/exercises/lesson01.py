@@ -35,19 +35,18 @@ def _none_grad_problem(params, had_grad, before, reads):
     if cleared:
         return [_(CLEARED).format(name=cleared[0])]
     problems = [_("u's .grad is None (the loss never reaches u, as no loss reaches G in a D step on a detached "
-                  "fake), and your step used it anyway: skip a parameter whose .grad is None, as optim.SGD does")]
+                  "fake), and your step used it anyway")]
     unchanged = [n for n, p, had, old in zip(NAMES, params, had_grad, before) if had and torch.equal(p.detach(), old)]
     if unchanged:
-        problems.append(_("{name} did not change either: `p = p - lr * p.grad` makes a new tensor and leaves "
-                          "the parameter as it was; update it in place (p -= ...)").format(name=unchanged[0]))
+        problems.append(_("{name} did not change either: the update made a new tensor (as `p = p - lr * p.grad` "
+                          "does) and left the parameter as it was").format(name=unchanged[0]))
     if reads.count:
         problems.append(_(_DATA_READ))
     return problems
 
 
 _DATA_READ = N_("your step reads `.data` of a parameter: it runs, but `.data` hides the change from autograd's "
-                "version counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03). "
-                "Update under `with torch.no_grad():` instead")
+                "version counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03)")
 CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it")
 
 
@@ -55,24 +54,24 @@ def _param_problems(step, params, ref_params, before, had_grad):
     problems = []
     for n, p, ref, old, had in zip(NAMES, params, ref_params, before, had_grad):
         if not p.is_leaf:
-            problems.append(_("{name} is no longer a leaf (grad_fn {grad_fn}): the update was recorded; run it "
-                              "under torch.no_grad()").format(name=n, grad_fn=type(p.grad_fn).__name__))
+            problems.append(_("{name} is no longer a leaf (grad_fn {grad_fn}): the update was recorded in the graph "
+                              "as an operation").format(name=n, grad_fn=type(p.grad_fn).__name__))
         elif not p.requires_grad:
-            problems.append(_("{name} no longer requires grad: leave requires_grad alone and update under "
-                              "torch.no_grad() instead").format(name=n))
+            problems.append(_("{name} no longer requires grad after your step, so no later backward gives it a "
+                              "gradient").format(name=n))
         elif had and p.grad is None and torch.equal(p.detach(), old):
             problems.append(_(CLEARED).format(name=n))
         elif had and p.grad is not None and not p.grad.any() and torch.equal(p.detach(), old):
             problems.append(_("{name} did not change, and its .grad is all zeros: it was zeroed before the update "
-                              "used it; update first, then clear .grad").format(name=n))
+                              "used it").format(name=n))
         elif had and torch.equal(p.detach(), old):
-            problems.append(_("{name} did not change at step {step}: `p = p - lr * p.grad` makes a new tensor and "
-                              "leaves the parameter as it was; update it in place (p -= ...)").format(name=n,
+            problems.append(_("{name} did not change at step {step}: the update made a new tensor (as `p = p - lr * "
+                              "p.grad` does) and left the parameter as it was").format(name=n,
                                                                                                      step=step))
         elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
-            why = (_("u's .grad is None: leave such a parameter as it is") if n == "u" else
-                   _("its .grad still held step 1's gradient, and backward() adds to it: clear .grad after the "
-                     "update") if step == 2 else _("the update is p - lr * p.grad"))
+            why = (_("u's .grad is None, and your step changed u all the same") if n == "u" else
+                   _("its .grad still held step 1's gradient, and backward() added step 2's to it") if step == 2
+                   else _("the update is p - lr * p.grad"))
             problems.append(_("{name} after step {step} is {value}, expected {expected}: {why}").format(
                 name=n, step=step, value=p.detach().tolist(), expected=ref.detach().tolist(), why=why))
         elif p.grad is not None and p.grad.abs().sum() > 0:
@@ -155,6 +154,19 @@ def _drawn_from(w, mean, std=STD):
     return mean_ok and std - spread <= w.std().item() <= std + spread
 
 
+NORMAL_SHARE = 0.6827    # the share of a normal distribution's values within one standard deviation of its mean
+
+
+def _bell_shaped(w, mean, std=STD):
+    """Whether w's values spread as a normal distribution's do (checked where w has 1,000 values or more): the share
+    within one std of the mean within 5 standard errors of a normal's 68.3% (a uniform of the same std has 57.7%)."""
+    n = w.numel()
+    if n < 1000:
+        return True
+    share = ((w - mean).abs() <= std).float().mean().item()
+    return abs(share - NORMAL_SHARE) <= SIGMAS * math.sqrt(NORMAL_SHARE * (1 - NORMAL_SHARE) / n)
+
+
 def _weight_hint(kind, w, mean, before, changed=True):
     """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits. `changed`:
     whether anything wrote to it (its version counter moved)."""
@@ -166,15 +178,19 @@ def _weight_hint(kind, w, mean, before, changed=True):
         return _("every entry is {value:g}: it was filled with one number, where DCGAN draws each entry from "
                  "N({mean:g}, 0.02)").format(value=w.flatten()[0].item(), mean=mean)
     if _drawn_from(w, mean, math.sqrt(STD)):
-        return _("its std is √0.02 ≈ {std:.3f}: in N({mean:g}, 0.02) the 0.02 is the standard deviation, and "
-                 "normal_'s second argument is the std itself, not the variance").format(std=math.sqrt(STD),
+        return _("its std is √0.02 ≈ {std:.3f}: the 0.02 of N({mean:g}, 0.02) was taken as the variance, where it "
+                 "is the standard deviation").format(std=math.sqrt(STD),
                                                                                          mean=mean)
     if _drawn_from(w, mean, STD ** 2):
-        return _("its std is 0.02² = {variance:g}: normal_'s second argument is the standard deviation, 0.02, "
-                 "not its square").format(variance=STD ** 2)
+        return _("its std is 0.02² = {variance:g}, the square of the 0.02 in N(0, 0.02)").format(variance=STD ** 2)
     if norm and _drawn_from(w, 0.0):
         return _("BatchNorm's weight is the scale that multiplies the normalised activations: DCGAN draws it "
                  "around 1, from N(1, 0.02); around 0 it silences the layer")
+    if _drawn_from(w, mean) and not _bell_shaped(w, mean):
+        share = ((w - mean).abs() <= STD).float().mean().item()
+        return _("its mean and std are right, but {share:.0%} of its values lie within one std of the mean, where a "
+                 "normal distribution has 68% there: they were not drawn from N({mean:g}, 0.02)").format(
+            share=share, mean=mean)
     if not norm and _drawn_from(w, 1.0):
         return _("only BatchNorm's weight is drawn around 1; a Linear or convolution weight is drawn around 0")
     return _("it should be drawn from N({mean:g}, 0.02): mean {mean:g}, standard deviation 0.02").format(mean=mean)
@@ -193,12 +209,13 @@ def _init_problems(model, values, versions=None):
             w = m.weight.detach()
             constant = w.numel() > 1 and not (w - w.flatten()[0]).any()
             changed = versions is None or m.weight._version != versions[f"{n}.weight"]
-            if constant or not _drawn_from(w, mean):
+            if constant or not _drawn_from(w, mean) or not _bell_shaped(w, mean):
                 problems.append(_("{kind} {module}: weight has mean {mean:.3f} and std {std:.3f}; {hint}").format(
                     kind=kind, module=n, mean=w.mean().item(), std=w.std().item(),
                     hint=_weight_hint(kind, w, mean, values[f'{n}.weight'], changed)))
             if m.bias is not None and m.bias.detach().abs().max() > 0:
-                problems.append(_("{kind} {module}: bias is not zero; fill it with zeros").format(kind=kind, module=n))
+                problems.append(_("{kind} {module}: bias is not zero, where DCGAN starts every bias at 0").format(
+                    kind=kind, module=n))
     return problems
 
 
@@ -215,16 +232,15 @@ def init_checks(init_weights) -> Found:
     except Exception as error:
         raise Raised("init_weights", error, AUTOGRAD_HINTS + [
             ("'NoneType' object has no attribute", N_("a layer built with bias=False (model[4], a ConvTranspose2d, "
-                                                      "as DCGAN's are) has m.bias None: touch the bias only `if "
-                                                      "m.bias is not None`"))]) from error
+                                                      "as DCGAN's are) has m.bias None"))]) from error
     problems = []
     for n, p in model.named_parameters():
         if p is not before[n]:
             problems.append(_("parameter {name} was replaced by a new tensor; an optimizer made before init would "
-                              "still hold the old one: change the values in place").format(name=n))
+                              "still hold the old one").format(name=n))
         elif not (p.is_leaf and p.requires_grad):
-            problems.append(_("parameter {name} is no longer a leaf that requires grad: change it under "
-                              "torch.no_grad()").format(name=n))
+            problems.append(_("parameter {name} is no longer a leaf that requires grad: the change was recorded in "
+                              "the graph as an operation").format(name=n))
     if not problems and all(torch.equal(p.detach(), values[n]) for n, p in model.named_parameters()):
         problems.append(_("init_weights changed nothing: model.apply(init_weights) called it once per module, and no "
                           "weight or bias moved"))
@@ -233,9 +249,8 @@ def init_checks(init_weights) -> Found:
     problems = _init_problems(model, values, versions)
     if reads.count:
         problems.append(_("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
-                          "works before training, but `.data` changes a parameter behind autograd's version counter, "
-                          "the route lesson 03 shows giving silently wrong gradients; change it under "
-                          "`with torch.no_grad():` or with torch.nn.init's functions"))
+                          "works before training, but `.data` changes a parameter behind autograd's version "
+                          "counter, the route lesson 03 shows giving silently wrong gradients"))
     if not problems:
         model(torch.randn(4, 64)).mean().backward()
         missing = [n for n, p in model.named_parameters() if p.grad is None]

@@ -224,8 +224,8 @@ def chain_checks(chain_step, calls=CALLS) -> Found:
         elif first_right:
             stale = next(k for k, v in right.items() if not same_steps(mine[k], v))
             problems = [_("the first call is right, the later ones are not: at {optimizer}.step() the .grad still "
-                          "held the previous call's gradient, and backward() adds to it (lesson 01); each optimizer "
-                          "needs its zero_grad() before the backward, in every call").format(optimizer=stale)]
+                          "held the previous call's gradient, and backward() added to it (lesson 01)").format(
+                optimizer=stale)]
         elif counted:
             problems = _mixed_up(mine) or problems
     problems = problems or _waste(run, calls)

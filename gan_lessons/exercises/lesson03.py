@@ -126,17 +126,16 @@ def _hint(got, right, grads, graph):
             return _("no backward ran, so unpack never did: unpack is called when backward reads the saved tensors")
         if _same(grads, _run(_packs_a_copy, graph)[1]) and not _same(grads, _run(reference_stale_saved, graph)[1]):
             return _("you packed a copy: a clone is never changed in place, so it never looks stale (and backward "
-                     "silently reads the forward's values from it). Pack the tensor itself, with its version")
+                     "silently reads the forward's values from it)")
         return _("you reported nothing, yet backward read a saved tensor whose version had moved")
     if any(saved == now for _shape, saved, now in got):
-        return _("you reported saved tensors whose version did not change: report only those whose version moved "
-                 "between pack and unpack")
+        return _("you reported saved tensors whose version did not change between pack and unpack")
     if sorted((shape, now, saved) for shape, saved, now in got) == right:
         return _("each entry is (shape, version when saved, version at backward): yours has the two the other way "
                  "round")
     if any(now < saved for _shape, saved, now in got):
         return _("a version went down: you compared the version of a copy (a new tensor starts at 0) with the "
-                 "original's. Pack the tensor itself, with its version")
+                 "original's")
     if len(got) < len(right) and all(e in right for e in got):
         return _("one entry per saved tensor: `a * a` saves a twice (as self and as other), and backward unpacks "
                  "each one")

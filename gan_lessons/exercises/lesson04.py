@@ -57,8 +57,8 @@ D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
     ({"loss": "F.relu(1 + D(x_real)).mean() + F.relu(1 - D(x_fake)).mean()"},
      N_("the signs are swapped: this loss pushes D's scores on x_real down and on the fakes up")),
     ({"loss": "(1 - D(x_real)).mean() + (1 + D(x_fake)).mean()"},
-     N_("there is no hinge: without the relu every score keeps pulling on D however far past its margin it is, where "
-        "the hinge loss stops at 1 for the real images and -1 for the fakes")),
+     N_("every score kept pulling on D however far past its margin it was, where the hinge loss stops pulling at 1 "
+        "for each real image and at -1 for each fake, score by score")),
     ({"drop": "opt_D.zero_grad()"},
      N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it before "
         "loss_D.backward()")),
@@ -107,7 +107,7 @@ def d_step_checks(d_step) -> Found:
         problems.append(_("loss_D's backward still ran through G (its gradients were computed, then cleared): the "
                           "fake batch D sees is still joined to G's graph, so that backward does not stop at it"))
     if not all(p.requires_grad for p in G.parameters()):
-        problems.append(_("G's parameters no longer require grad after your step: leave G as you found it"))
+        problems.append(_("G's parameters no longer require grad after your step: G was left frozen"))
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
     reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0])
     problems += [_(mistake)] if mistake else compare_steps(
@@ -157,14 +157,14 @@ def sample_checks(sample) -> Found:
         return [_("sample returned {kind}, not the tensor of images: return it").format(kind=type(images).__name__)]
     moved = [k for k, v in G.state_dict().items() if not torch.equal(v, state[k])]
     if any("running" in k or "num_batches" in k for k in moved):
-        problems.append(_("G's BatchNorm running statistics changed ({first}, ...): a training-mode forward "
-                          "updates them, graph or no graph; run G in eval() mode").format(first=moved[0]))
+        problems.append(_("G's BatchNorm running statistics changed ({first}, ...): a training-mode forward updates "
+                          "them, graph or no graph").format(first=moved[0]))
     elif moved:
         problems.append(_("G's parameters changed ({first}, ...): sampling must not step or modify G").format(
             first=moved[0]))
     if saved:
-        problems.append(_("G's forward saved {count} tensors for a backward that never runs: build no graph "
-                          "(torch.no_grad() around the forward); a detach() afterwards comes too late").format(
+        problems.append(_("G's forward saved {count} tensors for a backward that never runs (a detach() of the "
+                          "images afterwards does not unsave them)").format(
             count=len(saved)))
     if images.requires_grad:
         problems.append(_("the images still require grad and carry a graph back into G"))
@@ -230,7 +230,8 @@ def _images(images):
 D_STEP = Exercise("04", "d_step", reference_d_step, d_step_checks, _d_step_calls, hints=D_STEP_HINTS,
                   flags=True, what=N_("your d_step"), success=N_(           # flags: G's .grad must stay None
                       "D's 8 parameters get the right gradient at opt_D.step(), and loss_D's backward never enters G"))
-SAMPLE = Exercise("04", "sample", reference_sample, sample_checks, _sample_calls, result=_images, what=N_("your sample"),
+SAMPLE = Exercise("04", "sample", reference_sample, sample_checks, _sample_calls, result=_images,
+                  what=N_("your sample"),
                   hints=AUTOGRAD_HINTS + [("expected to be boolean",
                                            N_("G.train(mode) takes True (training) or False (evaluation)"))],
                   forbids=("graph made, then detached",),      # a graph built for nothing is what sample avoids

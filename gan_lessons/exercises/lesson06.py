@@ -99,16 +99,15 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
         return [problem], {}
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
     resumed_at = attempt("load_state", load_state, state, G, D, opt_G, opt_D, hints=[(
-        "Missing key", N_("load each state_dict into the object it came from"))])
+        "Missing key", N_("a state_dict went into an object other than the one it came from"))])
     problems = []
     if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
-        problems.append(_("after load_state, G's or D's weights are not the saved ones: save and load both "
-                          "models' state_dict()"))
+        problems.append(_("after load_state, G's or D's weights are not the saved ones"))
     for opt_name, opt in (("opt_G", opt_G), ("opt_D", opt_D)):
         if not _same(opt.state_dict()["state"], truth[opt_name]["state"]):
             problems.append(_("after load_state, {optimizer} has lost Adam's moments (exp_avg, exp_avg_sq) and its "
-                              "step count, the optimizer's state: without them Adam's next steps differ; save and "
-                              "load {optimizer}.state_dict()").format(optimizer=opt_name))
+                              "step count, the optimizer's state: without them Adam's next steps differ").format(
+                optimizer=opt_name))
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
         problems.append(_("after load_state, torch's random state is not the saved one, so the resumed run draws a "
                           "different z"))

@@ -229,8 +229,8 @@ def seed000_checks(fixed_step, calls=2) -> Found:
     scale = next((s for s, r in records.items() if matching(mine, r)), None) or next(
         (s for s, r in records.items() if same_steps(mine["d_optimizer"][:1], r["d_optimizer"][:1])), 1.0)
     reference = records[scale]
-    differ = compare_steps(mine, reference, _("the seed's step has more than one fault: the first optimizer step "
-                                              "that differs is named above"))
+    differ = compare_steps(mine, reference, _("compared with the fixed step, the first optimizer step that differs "
+                                              "is the one named above"))
     mistakes = [(variant(reference_seed000_step, replace=forms[scale], **edit), hint)
                 for edit, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run) if differ and not warned else None

@@ -70,10 +70,9 @@ def _r1_mistakes(D, x_real, every, gamma):
             every=every)),
         (gamma * every * squares.mean(), _("that is twice the right one: R1's weight is gamma / 2")),
         (weight * squares.sum(), _("the sum over the batch: R1 is the batch mean of the squared norms")),
-        (weight * g.pow(2).mean(), _("the mean over every pixel: R1 sums the squares over each image's pixels, "
-                                     "g.flatten(1).pow(2).sum(1), then takes the mean over the batch")),
-        (weight * squares.sqrt().mean(), _("the norm, not squared: R1 is the squared norm, "
-                                           "g.flatten(1).pow(2).sum(1)")),
+        (weight * g.pow(2).mean(), _("the mean over every pixel, where R1 sums the squares over each image's pixels "
+                                     "and averages over the batch")),
+        (weight * squares.sqrt().mean(), _("the norm, not squared, where R1 is the squared norm")),
         (weight * weight_grad(D, x_real).pow(2).sum(1).mean(), _("that is the gradient with respect to D's "
                                                                   "weights: R1 is on the gradient with respect to "
                                                                   "D's input, the real images")),
@@ -138,8 +137,7 @@ def graph_problems(penalty, reference, D, G):
     problems = []
     if G is not None and torch.autograd.grad(penalty, list(G.parameters()), retain_graph=True,
                                              allow_unused=True)[0] is not None:
-        problems.append(_("the penalty reaches G's parameters: the fake batch must be detached (a critic's penalty "
-                          "trains the critic only)"))
+        problems.append(_("the penalty reaches G's parameters, where a critic's penalty trains the critic only"))
     mine = torch.autograd.grad(penalty, list(D.parameters()), allow_unused=True)
     right = torch.autograd.grad(reference, list(D.parameters()), allow_unused=True)
     for (pname, _param), g, r in zip(D.named_parameters(), mine, right):

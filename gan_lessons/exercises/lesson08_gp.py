@@ -78,21 +78,19 @@ def _gp_mistakes(D, x_real, x_fake, eps):
     g = grad_at(D, x_hat)
     norms = g.flatten(1).norm(2, dim=1)
     return [
-        (((g.norm(2) - 1) ** 2), _("one norm over the whole batch's gradient: the penalty is on each image's own "
-                                   "gradient norm, g.flatten(1).norm(2, dim=1), one norm per image, then the mean "
-                                   "of (norm - 1)²")),
+        (((g.norm(2) - 1) ** 2), _("one norm over the whole batch's gradient, where the penalty is on each image's "
+                                   "own gradient norm")),
         (((g.norm(2, dim=1) - 1) ** 2).mean(), _("g.norm(2, dim=1) of an image-shaped gradient (N, C, H, W) is a "
-                                                 "norm across the channels at each pixel: flatten each image's "
-                                                 "gradient first, g.flatten(1).norm(2, dim=1)")),
+                                                 "norm across the channels at each pixel, not one norm per image")),
         (((norms - 1) ** 2).sum(), _("the sum over the batch: the penalty is the batch mean")),
         ((norms.mean() - 1) ** 2, _("(mean norm - 1)²: the mean was taken before the square, not each image's "
                                     "(norm - 1) squared")),
-        ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP's target norm is 1, (norm - 1)²")),
-        (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖ - 1)², not (‖g‖² - 1)²")),
+        ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP pulls each norm toward 1")),
+        (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖² - 1)²")),
         ((((grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
-         .mean(), _("one eps for the whole batch: each image gets its own eps, eps.view(-1, 1, 1, 1)")),
+         .mean(), _("one eps for the whole batch, where each image has an eps of its own")),
         ((((grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
-         _("eps and 1 - eps swapped: x_hat = eps * x_real + (1 - eps) * x_fake")),
+         _("eps and 1 - eps swapped: in the exercise eps weighs the real images")),
         (((weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "
                                                                                  "to D's weights: the penalty is on "
                                                                                  "the gradient with respect to D's "

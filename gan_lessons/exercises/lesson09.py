@@ -118,7 +118,7 @@ def frozen_g_step_checks(g_step) -> Found:
         or (p.grad is not None and run["grads"][n] is not None and torch.equal(p.grad, run["grads"][n])))]
     if touched:
         problems.append(_("D's .grad changed (D.{first}, {count} of {total}): loss_G's backward went into D's "
-                          "parameters; freeze D before its forward").format(first=touched[0], count=len(touched),
+                          "parameters").format(first=touched[0], count=len(touched),
                                                                            total=len(run['grads'])))
     elif run["at forward"] is not None and any(run["at forward"].values()):
         thawed = next(n for n, flag in run["at forward"].items() if flag)
@@ -132,8 +132,8 @@ def frozen_g_step_checks(g_step) -> Found:
         if interrupted["at forward"] is None:
             problems.append(_("g_step never calls D"))
         elif not isinstance(interrupted["error"], _Interrupt):
-            problems.append(_("an error raised inside D's forward did not come out of g_step: let it through "
-                              "(try/finally, not try/except), so the caller sees that the step failed"))
+            problems.append(_("an error raised inside D's forward did not come out of g_step: its caller never "
+                              "learns that the step failed"))
         problems += _flag_problems(interrupted, AFTER_INNER_ERROR)
     if not problems:
         problems = returned("g_step", g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],

@@ -135,10 +135,14 @@ def _call_problems(run):
     calls, problems = run["calls"], []
     if "scale" not in calls:
         return [_("the scaler passed in never scaled a loss")]
+    forwards = len(run["dtypes"]["G"])
+    if forwards != 1:
+        problems.append(_("G ran {count} forwards in one call of amp_step, where the step makes one fake batch, "
+                          "x_fake, for both losses").format(count=forwards))
     for key in ("G", "D"):
         if torch.float32 in run["dtypes"][key]:
-            problems.append(_("{net}'s first layer computed in float32: run the forwards (G(z), every D(...)) and "
-                              "the losses under torch.autocast(\"cpu\", dtype=torch.bfloat16)").format(net=key))
+            problems.append(_("{net}'s first layer computed in float32: that forward ran outside autocast").format(
+                net=key))
             break
     largest = max(run["d_batches"], default=0)
     if largest > run["micro_batch"]:
@@ -183,9 +187,8 @@ def _gradient_problems(run, reference):
         ratio = (g.norm() / r.norm()).item()
         tiny = abs(math.log2(max(ratio, 1e-30)) + math.log2(scale)) < 2          # about 1/scale of the right one
         if net == "D" and g.norm() > MAX_NORM * 1.001:
-            problems.append(_("D's gradient norm at opt_D.step() is {norm:.3f}, above max_norm = {max_norm}: clip "
-                              "it with torch.nn.utils.clip_grad_norm_(D.parameters(), max_norm), after "
-                              "scaler.unscale_(opt_D) and before scaler.step(opt_D)").format(norm=g.norm(),
+            problems.append(_("D's gradient norm at opt_D.step() is {norm:.3f}, above max_norm = {max_norm}: "
+                              "nothing clipped it").format(norm=g.norm(),
                                                                                           max_norm=MAX_NORM))
         elif net == "D" and tiny and run["calls"].index("scale") < run["calls"].index("step(opt_D)"):
             problems.append(_("D's gradient at opt_D.step() is about 1/{scale:g} of the right one: the clip saw the "

@@ -20,6 +20,9 @@ ACCUM = 2
 HINTS = [
     ("is not defined", N_("the worker processes run your function alone, without this notebook's other cells: a "
                           "name from another cell is not there (torch, F, nn and contextlib are)")),
+    ("An attempt has been made to start a new process", N_(
+        "a process started for the check imported the calling script again from its top, and that import started "
+        "the check once more")),
 ] + AUTOGRAD_HINTS
 
 
@@ -54,8 +57,7 @@ def ddp_accumulation_checks(d_step) -> Found:
     mine = [_records(r["grads"]) for r in runs]
     if len(mine[0]["opt_D"]) == CALLS and len(mine[1]["opt_D"]) == CALLS and not all(
             torch.equal(a, b) for a, b in zip(runs[0]["grads"], runs[1]["grads"])):
-        return [_("the two processes stepped on different gradients: DDP never averaged them over the processes. "
-                  "Averaging happens in a forward and backward through the DDP-wrapped D outside no_sync()")], {}
+        return [_("the two processes stepped on different gradients: DDP never averaged them over the processes")], {}
     problems = compare_steps(mine[0], reference, _("one process with the whole global batch steps on the mean of "
                                                    "the hinge loss over it"))
     last = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS, last_only=True))

@@ -110,15 +110,15 @@ def test_sgd_step_names_each_mistake(capsys):
     ok, out = run(capsys, exercises.check_sgd_step, sgd_seed)
     assert ok is False and "leaf Variable" in out and "changed in place while autograd was recording" in out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_no_skip)
-    assert ok is False and "u's .grad is None" in out and "skip a parameter whose .grad is None" in out
+    assert ok is False and "u's .grad is None" in out and "used it anyway" in out and "skip" not in out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_cleared_first)
     assert ok is False and "w did not change, and its .grad is gone: it was cleared before the update used it" in out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_keeps_grad)
     assert ok is False and "w.grad still holds the gradient" in out and "the next backward adds to it" in out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_out_of_place)
-    assert ok is False and "w did not change" in out and "in place" in out
+    assert ok is False and "w did not change" in out and "made a new tensor" in out and "in place" not in out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_through_data)
-    assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" in out
+    assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" not in out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_ellipsis)
     assert ok is False and "a `...` is still in your function" in out
 
@@ -232,17 +232,17 @@ def test_init_names_each_mistake(capsys):
     ok, out = run(capsys, exercises.check_init, init_recording)
     assert ok is False and "leaf Variable" in out and "changed in place while autograd was recording" in out
     ok, out = run(capsys, exercises.check_init, init_through_data)
-    assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" in out
+    assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" not in out
     ok, out = run(capsys, exercises.check_init, init_variance)
-    assert ok is False and "√0.02" in out and "not the variance" in out
+    assert ok is False and "√0.02" in out and "taken as the variance" in out
     ok, out = run(capsys, exercises.check_init, init_std_squared)
-    assert ok is False and "0.02²" in out and "not its square" in out
+    assert ok is False and "0.02²" in out and "the square of the 0.02" in out
     ok, out = run(capsys, exercises.check_init, init_batchnorm_like_conv)
     assert ok is False and "BatchNorm1d" in out and "N(1, 0.02)" in out and "Linear 0" not in out
     ok, out = run(capsys, exercises.check_init, init_bias_always)
-    assert ok is False and "bias=False" in out and "is not None" in out
+    assert ok is False and "bias=False" in out and "has m.bias None" in out and "if m.bias" not in out
     ok, out = run(capsys, exercises.check_init, init_new_parameters)
-    assert ok is False and "replaced by a new tensor" in out and "in place" in out
+    assert ok is False and "replaced by a new tensor" in out and "still hold the old one" in out
     ok, out = run(capsys, exercises.check_init, init_no_transposed)
     assert ok is False and "ConvTranspose2d 4" in out and "untouched" in out and "Linear 0" not in out
     ok, out = run(capsys, exercises.check_init, init_weights_only)
@@ -302,3 +302,17 @@ def test_init_accepts_a_right_answer_in_every_random_state(capsys):
         ok, _ = run(capsys, exercises.check_init, init_then_reseed)
         accepted += ok
     assert accepted == 40
+
+
+def test_init_drawn_from_another_distribution_is_named(capsys):
+    """A uniform draw with DCGAN's mean and std is not N(0, 0.02): the spread of its values tells them apart."""
+    def init_uniform_same_std(m):
+        if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
+            centre = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0
+            half = 0.02 * math.sqrt(3)                     # a uniform on [-half, half] has std 0.02
+            nn.init.uniform_(m.weight, centre - half, centre + half)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+    ok, out = run(capsys, exercises.check_init, init_uniform_same_std)
+    assert ok is False and "mean and std are right" in out and "not drawn from N(0, 0.02)" in out, out
+

@@ -109,7 +109,7 @@ def test_right_checkpoints_written_differently_are_accepted(capsys):
 
 def test_optimizer_state_missing_names_adams_moments(capsys):
     ok, out = run(capsys, exercises.check_resume, save_no_optimizers, load_no_optimizers)
-    assert ok is False and out.count("lost Adam's moments") == 2 and "opt_G.state_dict()" in out
+    assert ok is False and out.count("lost Adam's moments") == 2 and "state_dict()" not in out
     assert "random state" not in out and "step count in the checkpoint" not in out
 
 

@@ -150,17 +150,17 @@ def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answ
 
 @pytest.mark.parametrize("answer, words", [
     (gp_written(create_graph=False), ["constant", "create_graph=True", "trains nothing"]),
-    (gp_written(per_image=False), ["one norm over the whole batch", "one norm per image"]),
-    (gp_written(flatten=False), ["across the channels", "g.flatten(1)"]),
+    (gp_written(per_image=False), ["one norm over the whole batch", "each image's own gradient norm"]),
+    (gp_written(flatten=False), ["across the channels", "not one norm per image"]),
     (gp_written(mean=False), ["the sum over the batch", "mean"]),
     (gp_written(reshape=False), ["must match the size", "one number per image"]),
-    (gp_written(first_eps=True), ["one eps for the whole batch", "its own eps"]),
+    (gp_written(first_eps=True), ["one eps for the whole batch", "an eps of its own"]),
     (gp_eps_requires_grad, ["eps requires grad", "not something to differentiate"]),
     (gp_written(ones=False), ["scalar outputs", "grad_outputs"]),
     (gp_weights, ["gradient with respect to D's weights", "D's input"]),
     (gp_weights_unpacked, ["too many values to unpack", "one gradient per input"]),
     (gp_no_requires_grad, ["does not require grad", "did not require grad when D saw it"]),
-    (gp_not_detached, ["reaches G", "detached"]),
+    (gp_not_detached, ["reaches G", "trains the critic only"]),
     (gp_package, ["calls strategies.gradient_penalty", "torch.autograd.grad"]),
     (gp_both_inputs, ["both of D's inputs", "the image's gradient alone"]),
     (gp_swapped_inputs, ["puts the image where the condition goes", "condition first"]),
@@ -299,7 +299,7 @@ def test_gradient_penalty(capsys):
     ok, out = run(capsys, check, penalty())
     assert ok and out.startswith("✓"), out
     wrong = [(penalty(create_graph=False), ["constant", "create_graph=True"]),
-             (penalty(detach=False, leaf=False), ["reaches G", "detached"]),
+             (penalty(detach=False, leaf=False), ["reaches G", "trains the critic only"]),
              (penalty(leaf=False), ["does not require grad", "did not require grad when D saw it"]),
              (penalty(ones=False), ["scalar outputs", "grad_outputs"]),
              (penalty(target=0.0), ["the right one"])]

@@ -18,7 +18,7 @@ def run(capsys, answer):
 
 
 def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, autocast=True, own_scaler=False,
-             clip=True, g_target=1, zero_each=False, unscale_each=False, whole_batch=False):
+             clip=True, g_target=1, zero_each=False, unscale_each=False, whole_batch=False, fresh_fake=False):
     """The reference step, or one of the mistakes it is written to catch."""
     def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
         ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else torch.enable_grad
@@ -50,7 +50,7 @@ def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, au
         if updates in ("twice", "between"):
             scaler.update()
         with ctx():
-            loss_G = bce(D(x_fake), g_target)
+            loss_G = bce(D(G(z) if fresh_fake else x_fake), g_target)
         opt_G.zero_grad()
         (scaler_G.scale(loss_G) if scale_G else loss_G).backward()
         scaler_G.step(opt_G)
@@ -86,11 +86,13 @@ def amp_step_split(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
 
 
 def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-    """Right, written differently: D's fake micro-batches from G under no_grad, G's step through a frozen D (lesson
-    09) on a fresh G(z)."""
+    """Right, written differently: D's fake micro-batches cut from x_fake under no_grad, G's step through a frozen D
+    (lesson 09) on the same x_fake."""
     opt_D.zero_grad()
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        fakes = G(z).chunk(accum)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    with torch.no_grad():
+        fakes = x_fake.chunk(accum)
     for x_part, fake_part in zip(x_real.chunk(accum), fakes):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss_D = bce(D(x_part), 1) / 2 + bce(D(fake_part), 0) / 2
@@ -102,7 +104,7 @@ def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     try:
         opt_G.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss_G = bce(D(G(z)), 1)
+            loss_G = bce(D(x_fake), 1)
         scaler.scale(loss_G).backward()
         scaler.step(opt_G)
     finally:
@@ -128,13 +130,15 @@ def test_right_answers_are_accepted(capsys, answer):
     (amp_step(updates="between"), ["not to half", "the update did not see that inf"]),
     (amp_step(step_D="directly"), ["opt_D.step() ran, but not through scaler.step(opt_D)"]),
     (amp_step(scale_G=False), ["loss_G was not scaled", "divided its gradient by the scale all the same"]),
-    (amp_step(autocast=False), ["computed in float32", "torch.autocast"]),
+    (amp_step(autocast=False), ["computed in float32", "outside autocast"]),
     (amp_step(own_scaler=True), ["not through scaler.step(opt_G) on the scaler passed in"]),
     (amp_step(zero_each=True), ["its last micro-batch's alone", "emptied between the micro-batches' backwards"]),
     (amp_step(unscale_each=True), ["unscale_() has already been called", "ran twice on one optimizer in one iteration"]),
     (amp_step(whole_batch=True), ["D ran on 8 samples at once", "accum=2 micro-batches holds 4"]),
+    (amp_step(fresh_fake=True), ["G ran 2 forwards in one call"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
-        "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches"])
+        "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
+        "G run again for its loss"])
 def test_each_mistake_is_named(capsys, answer, words):
     ok, out = run(capsys, answer)
     assert ok is False and out.startswith("✗"), out
@@ -151,7 +155,7 @@ def test_opt_D_stepped_directly_is_told_first_and_alone(capsys):
 
 def test_no_clip_and_a_wrong_loss(capsys):
     ok, out = run(capsys, amp_step(clip=False))
-    assert ok is False and "above max_norm" in out and "clip_grad_norm_" in out, out
+    assert ok is False and "above max_norm" in out and "nothing clipped it" in out, out
     ok, out = run(capsys, amp_step(g_target=0))                  # G's target swapped
     assert ok is False and "G's loss is bce(D(x_fake), 1)" in out, out
 

@@ -126,3 +126,14 @@ def test_not_solved_yet(capsys):
     assert exercises.check_ddp_accumulation(stub) is False
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2 and all(line.startswith("? ") and "not solved yet" in line for line in out), out
+
+
+def test_a_script_that_starts_the_check_at_import_is_told_what_happened():
+    """Run from a script with no main guard, the spawned processes import it again and start the check once more;
+    the line says so, and does not blame the student's d_step for it with a generic hint."""
+    from gan_lessons.exercises.feedback import raised
+    from gan_lessons.exercises.lesson14 import HINTS
+    error = RuntimeError("An attempt has been made to start a new process before the current process has finished "
+                         "its bootstrapping phase.")
+    line = raised("d_step", error, HINTS)
+    assert "imported the calling script again" in line and "read the message" not in line, line

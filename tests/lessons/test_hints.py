@@ -14,7 +14,8 @@ from gan_lessons.exercises.lesson13 import LABS
 # An imperative at the start of a clause ("... : call X", "; use Y", ", or detach Z"), or code written out to copy.
 INSTRUCTION = re.compile(r"(?:^|[:;,]\s+|\.\s+|\b(?:then|or|and|so)\s+)(call|pass|reshape|import|use|do|detach|move|"
                          r"add|put|make|set|wrap|take|give|compute|divide|replace|keep|return|ask|check|try|write|"
-                         r"clone|zero|step|unscale)\b(?=\s+\S)(?!\s*(?:=|\(\)|ran|was|is)\b)(?!\s*\{)", re.I)
+                         r"clone|zero|step|unscale|update|skip|fill|load|flatten|freeze|let|clip|build|leave|pack|report|clear|"
+                         r"remember|unfreeze|restore)\b(?=\s+\S)(?!\s*(?:=|\(\)|ran|was|is)\b)(?!\s*\{)", re.I)
 CODE = re.compile(r"\w+ = \w+|\.view\(|\.requires_grad_\(True\)|grad_outputs=torch")
 
 
@@ -61,7 +62,16 @@ def test_the_reading_catches_the_hints_that_used_to_propose_fixes():
                 "before d_loss.backward()",
                 "G was in eval mode before sample and is in training mode after: remember G.training and put back "
                 "that mode",
-                "scaler.update() ran 2 times in one call of amp_step: call it once per iteration"):
+                "scaler.update() ran 2 times in one call of amp_step: call it once per iteration",
+                "{name} did not change either: `p = p - lr * p.grad` makes a new tensor and leaves the parameter as "
+                "it was; update it in place (p -= ...)",
+                "u's .grad is None: leave such a parameter as it is",
+                "D's .grad changed: loss_G's backward went into D's parameters; freeze D before its forward",
+                "an error raised inside D's forward did not come out of g_step: let it through (try/finally, not "
+                "try/except)",
+                "g.norm(2, dim=1) is a norm across the channels at each pixel: flatten each image's gradient first",
+                "after load_state, G's or D's weights are not the saved ones: save and load both models' "
+                "state_dict()"):
         assert INSTRUCTION.search(old) or CODE.search(old), old
     assert not INSTRUCTION.search("a tensor saved for a backward still to come was changed in place after it was "
                                   "saved, by an optimizer's step or an in-place op (lesson 03)")
@@ -74,7 +84,8 @@ THE_EXERCISE = ("a `...` is still in your function", "? {name}: not solved yet. 
                 "sample returned {kind}, not the tensor of images", "your function returned {kind}",
                 "it calls strategies.", "your loop ran without an error, so there is nothing to diagnose",
                 "check your loss against the exercise's hinge loss", "on {count} one-operation expressions",
-                "your engine's `tanh` saves what")
+                "your engine's `tanh` saves what", "report one (tuple(t.shape)",
+                "✗ {name}: my_answer is not a function but a value", "its source cannot be read")
 
 
 def checker_messages():
