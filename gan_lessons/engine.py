@@ -104,7 +104,7 @@ class Core:
         other = self._value(other)
         out = self._result(self.data * other.data, (self, other))
         if self.requires_grad:
-            out.save("other", other)      # self's gradient is grad * other: keep the other operand
+            out.save("other", other)          # self's gradient is grad * other
         if other.requires_grad:
             out.save("self", self)
 
@@ -116,16 +116,19 @@ class Core:
 
     def exp(self):                        # step 1
         out = self._result(self.data.exp(), (self,))
-        out.save("result", out)           # exp's derivative is exp itself: keep the output, not the input
-        out._backward = lambda grad, saved: (grad * saved["result"],)
+        out.save("result", out)               # exp's derivative is exp itself: its own output
+
+        def backward(grad, saved):
+            return (grad * saved["result"],)
+        out._backward = backward
         return out
 
     def __matmul__(self, other):          # step 1
         out = self._result(self.data @ other.data, (self, other))
         if self.requires_grad:
-            out.save("mat2", other)
+            out.save("mat2", other)           # self's gradient is grad @ other.T
         if other.requires_grad:
-            out.save("self", self)
+            out.save("self", self)            # other's is self.T @ grad
 
         def backward(grad, saved):
             return (grad @ saved["mat2"].T if "mat2" in saved else None,
@@ -137,7 +140,7 @@ class Core:
     def backward(self, retain_graph=False):
         order, seen = [], set()
 
-        def visit(v):                     # depth first: each value after every value it was computed from
+        def visit(v):                         # depth first: each value after every value it was computed from
             if v not in seen:
                 seen.add(v)
                 for p in v.parents:
@@ -145,9 +148,9 @@ class Core:
                 order.append(v)
         visit(self)
         grads = {self: torch.ones_like(self.data)}
-        for v in reversed(order):         # from the output back: a node runs once all its gradient has arrived
+        for v in reversed(order):             # from the output back
             grad = grads.pop(v, None)
-            if grad is None:              # a value that needs no gradient
+            if grad is None:                  # a value that needs no gradient
                 continue
             if v.is_leaf:
                 v.grad = grad if v.grad is None else v.grad + grad
@@ -158,12 +161,12 @@ class Core:
                 if p.requires_grad:
                     grads[p] = grads[p] + g if p in grads else g
             if v._saved and not retain_graph:
-                v._saved = None           # freed; a node that saved nothing has nothing to miss next time
+                v._saved = None               # freed; a node that saved nothing has nothing to miss
 
     # --- versions: save is step 1, unpack step 3 -------------------------------------------------------------------
     def save(self, name, value):
         """Keep `value` for this node's backward, with the version it has now (nothing on a Value without a graph)."""
-        if self.requires_grad:
+        if self.requires_grad:                # no graph, nothing to keep
             self._saved[name] = (value, value._version)
 
     def unpack(self):                     # lesson 12 writes the check
@@ -180,24 +183,37 @@ class Core:
         return self._inplace(torch.Tensor.mul_, other)
 
 
-class Value(Core):
-    """The reference engine, finished: lesson 12's steps on lesson 11's engine."""
-    def tanh(self):                       # the training section
-        out = self._result(self.data.tanh(), (self,))
-        out.save("result", out)           # tanh's derivative is 1 - tanh**2: its own output again
-        out._backward = lambda grad, saved: (grad * (1 - saved["result"] ** 2),)
-        return out
-
+class Counted(Core):
+    """Lesson 12's step 3 on lesson 11's engine: each in-place change counted, and each saved value checked, when
+    backward unpacks it, against the version it was saved at."""
     def unpack(self):
-        """The saved tensors by name, each checked: it must still be at the version it was saved at."""
         tensors = {}
         for name, (value, version) in self._saved.items():
             if value._version != version:
-                raise RuntimeError(version_error(value, version))
+                raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an "
+                                   f"inplace operation: [{value.data.type()} {list(value.data.shape)}], is at version "
+                                   f"{value._version}; expected version {version} instead.")
             tensors[name] = value.data
         return tensors
 
-    # --- in-place changes: counted (step 3), and a leaf that requires grad refused (step 4) ---------------------
+    def _inplace(self, op, other):
+        op(self.data, self._value(other).data)
+        self._version += 1
+        return self
+
+
+class Value(Counted):
+    """The reference engine, finished: lesson 12's step 4 (the leaf rule) and `tanh`, on step 3's engine."""
+    def tanh(self):                       # the training section
+        out = self._result(self.data.tanh(), (self,))
+        out.save("result", out)               # 1 - tanh**2 reads only the output
+
+        def backward(grad, saved):
+            return (grad * (1 - saved["result"] ** 2),)
+        out._backward = backward
+        return out
+
+    # --- in-place changes of a leaf that requires grad refused (step 4) -----------------------------------------
     def _inplace(self, op, other):
         if self.is_leaf and self.requires_grad and self.grad_enabled:
             raise RuntimeError(LEAF_IN_PLACE)
@@ -221,12 +237,13 @@ def _code_without_text(code: types.CodeType) -> types.CodeType:
     return code.replace(co_filename=UNREAD, co_consts=consts)
 
 
-def without_text(function):
+def without_text(function, **names):
     """`function` as it runs, but with its code (and the code of the functions it makes) filed under a name that is
     no file, so that inspect.getsource finds no text for it: a finished engine or function that a lesson cell runs
-    on while the student's is not finished does not show the answers."""
-    copy = types.FunctionType(_code_without_text(function.__code__), function.__globals__, function.__name__,
-                              function.__defaults__, function.__closure__)
+    on while the student's is not finished does not show the answers. `names`: globals it reads as other objects
+    (a finished loop's `Value` as the finished engine it runs on)."""
+    copy = types.FunctionType(_code_without_text(function.__code__), {**function.__globals__, **names},
+                              function.__name__, function.__defaults__, function.__closure__)
     copy.__kwdefaults__, copy.__qualname__ = function.__kwdefaults__, function.__qualname__
     return copy
 
@@ -255,10 +272,10 @@ def engine_or_reference(engine, *solved):
 
 
 def mine_or_finished(mine, solved, finished, what):
-    """The student's `what` (a function) when its step is solved, else the finished one, without its text; says
-    which."""
+    """The student's `what` (a function) when its step is solved, else the finished one, without its text and
+    running on the finished engine (the one engine_or_reference gives while a step is not solved); says which."""
     if mine is not ... and solved:
         print(_("using your {what}").format(what=what))
         return mine
     print(_("using a finished {what}, not yours: finish its step above to use yours").format(what=what))
-    return without_text(finished)
+    return without_text(finished, Value=FINISHED)

@@ -225,11 +225,18 @@ def solutions(source: Path, fill=False, lang=None) -> list:
     lang = lang or language_of(source)
     lines = source.read_text().splitlines()
     problems, found = [], set()
-    for name, first, end, indent in reversed(solution_blocks(lines)):
+    blocks = solution_blocks(lines)
+    for k, (name, first, end, indent) in reversed(list(enumerate(blocks))):
         if name not in references:
             continue
         found.add(name)
         reference = references[name]
+        if isinstance(reference, list):             # a name written more than once: its k-th block, k-th reference
+            nth = sum(other == name for other, *_rest in blocks[:k])
+            if nth >= len(reference):
+                problems.append(f"{shown(source)}:{first + 1}: {name}'s solution block {nth + 1} has no reference")
+                continue
+            reference = reference[nth]
         block = textwrap.dedent("\n".join(lines[first:end])).rstrip().splitlines()
         want = reference_lines(reference)
         same = block == want if lang == "en" else code_tokens(block) == code_tokens(want)
@@ -243,8 +250,7 @@ def solutions(source: Path, fill=False, lang=None) -> list:
         else:
             problems.append(f"{where}: {name}'s solution is not the code of {reference.__module__}."
                             f"{reference.__name__}; rebuild to fill it from there, or edit the reference")
-    problems += [f"{shown(source)}: no solution block for {name} (its reference is "
-                 f"{references[name].__name__})" for name in sorted(set(references) - found)]
+    problems += [f"{shown(source)}: no solution block for {name}" for name in sorted(set(references) - found)]
     if fill and any("filled" in p for p in problems):
         source.write_text("\n".join(lines) + "\n")
     return problems

@@ -19,6 +19,8 @@ lines, the autograd hints, known wrong answers); steps the engine that records t
 (recorded_steps) and compares them; variants the known answers written as edits of a reference (variant); and
 diagnosis_key lesson 07's key to the doctor's diagnoses (a prediction, not a build). SOLUTIONS names the reference
 each lesson's solution block is filled from. Every checker is importable from here."""
+from gan_lessons.engine import Core, Counted
+from gan_lessons.engine import Value as EngineValue
 from gan_lessons.exercises.diagnosis_key import check_diagnosis
 from gan_lessons.exercises.exercise import Exercise, grade
 from gan_lessons.exercises.feedback import ELLIPSIS_HINT
@@ -50,6 +52,8 @@ from gan_lessons.exercises.lesson11 import (
     check_versions,
     engine_or_reference,
 )
+from gan_lessons.exercises.lesson11.numerics import finished_numerical_grad
+from gan_lessons.exercises.lesson11.training import finished_fit
 from gan_lessons.exercises.lesson13 import (
     check_amp_lab,
     check_biggan_train,
@@ -82,6 +86,12 @@ ALL_EXERCISES: list[Exercise] = [*EXERCISES, DOCTOR_BUG, *ENGINE_STEPS]
 SOLUTIONS: dict[str, dict] = {}
 for _exercise in EXERCISES:
     SOLUTIONS.setdefault(_exercise.lesson, {})[_exercise.name] = _exercise.reference
+# The engine's steps are methods written one at a time: each block's reference is the method of the reference engine
+# (gan_lessons.engine), and lesson 12 writes `_inplace` twice (step 3 counts, step 4 adds the leaf rule): a list
+# holds a name's references in the order of its blocks.
+SOLUTIONS["11"] = {name: getattr(Core, name) for name in ("save", "__mul__", "exp", "__matmul__", "backward")}
+SOLUTIONS["12"] = {"unpack": Counted.unpack, "_inplace": [Counted._inplace, EngineValue._inplace],
+                   "numerical_grad": finished_numerical_grad, "tanh": EngineValue.tanh, "fit": finished_fit}
 
 __all__ = [
     "ALL_EXERCISES", "DOCTOR_KINDS", "ELLIPSIS_HINT", "EXERCISES", "Exercise", "SOLUTIONS", "grade",

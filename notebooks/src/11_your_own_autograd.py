@@ -56,7 +56,7 @@ from contextlib import contextmanager
 import matplotlib.pyplot as plt
 from gan_lessons import exercises
 from gan_lessons.exercises import lesson11
-from gan_lessons.exercises.lesson11 import draw_engine, torch_fit, training_problem
+from gan_lessons.exercises.lesson11 import SECOND_TIME, draw_engine, torch_fit, training_problem
 from gan_lessons.lesson import headline
 
 
@@ -352,7 +352,7 @@ check("l2.backward() raises after l1.backward()", prediction, raised,
 # value used more than once. A leaf that requires grad adds its gradient to `.grad` (a second backward adds to the
 # first, as in torch); other values keep none. Then free each node's saved values (`node._saved = None`) unless
 # `retain_graph=True`, and when a backward reaches a node whose saved values are gone, raise torch's error:
-# `RuntimeError(lesson11.SECOND_TIME)`. Mind the nodes that saved nothing. The checker runs 43 programs on torch and on
+# `RuntimeError(SECOND_TIME)`. Mind the nodes that saved nothing. The checker runs 43 programs on torch and on
 # your engine: 24 random expressions (gradients compared) and programs that call backward twice, with and without
 # `retain_graph`, and two losses that share nodes.
 
@@ -379,7 +379,7 @@ def backward(self, retain_graph=False):
             v.grad = grad if v.grad is None else v.grad + grad
             continue
         if v._saved is None:
-            raise RuntimeError(lesson11.SECOND_TIME)
+            raise RuntimeError(SECOND_TIME)
         for p, g in zip(v.parents, v._backward(grad, v.unpack())):
             if p.requires_grad:
                 grads[p] = grads[p] + g if p in grads else g

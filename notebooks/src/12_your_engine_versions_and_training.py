@@ -64,7 +64,7 @@ import re
 import matplotlib.pyplot as plt
 from gan_lessons import exercises
 from gan_lessons.exercises import lesson11
-from gan_lessons.exercises.lesson11 import draw_engine, torch_fit, training_problem
+from gan_lessons.exercises.lesson11 import LEAF_IN_PLACE, draw_engine, torch_fit, training_problem
 
 Value = lesson11.engine_after_lesson_11()
 
@@ -196,7 +196,7 @@ check("a.add_(1) after backward", prediction, "error" if refused else "moves",
 #
 # Write `_inplace` once more. It still changes the data and counts the change, as in step 3; first, it refuses an
 # in-place change of a leaf that requires grad while grad mode is on (`Value.grad_enabled`), with torch's words:
-# `RuntimeError(lesson11.LEAF_IN_PLACE)`. Everything else goes on: under `Value.no_grad()`, values that require no
+# `RuntimeError(LEAF_IN_PLACE)`. Everything else goes on: under `Value.no_grad()`, values that require no
 # grad, and values an operation made. The checker runs 86 programs: step 2's and step 3's again, in-place changes of
 # leaves before the forward, after it and after the backward, and in-place changes, in grad mode, of values an
 # operation made.
@@ -206,8 +206,8 @@ check("a.add_(1) after backward", prediction, "error" if refused else "moves",
 def _inplace(self, op, other):
     """Change self.data in place with op and other, counting the change; refuse a leaf that requires grad."""
     ### BEGIN SOLUTION
-    if self.is_leaf and self.requires_grad and Value.grad_enabled:
-        raise RuntimeError(lesson11.LEAF_IN_PLACE)
+    if self.is_leaf and self.requires_grad and self.grad_enabled:
+        raise RuntimeError(LEAF_IN_PLACE)
     op(self.data, self._value(other).data)
     self._version += 1
     return self

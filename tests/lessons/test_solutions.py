@@ -22,6 +22,18 @@ def test_every_solution_block_is_the_code_of_its_reference(source):
     assert build_notebook.solutions(source) == []
 
 
+def test_every_solution_block_of_a_function_has_one_reference():
+    """No answer is written twice: every solution block that is a function's body, in every lesson, is filled from a
+    reference in the package (a name written twice, as lesson 12's `_inplace`, from one reference per block)."""
+    for source in build_notebook.all_sources("en"):
+        references = exercises.SOLUTIONS.get(source.name[:2], {})
+        names = [name for name, *_ in build_notebook.solution_blocks(source.read_text().splitlines())]
+        for name in set(names):
+            assert name in references, (source.name, name)
+            listed = references[name]
+            assert names.count(name) == (len(listed) if isinstance(listed, list) else 1), (source.name, name)
+
+
 def test_every_lesson_with_references_names_them_in_both_editions():
     for lesson, references in exercises.SOLUTIONS.items():
         for lang in ("en", "zh"):

@@ -49,7 +49,7 @@ import re
 import matplotlib.pyplot as plt
 from gan_lessons import exercises
 from gan_lessons.exercises import lesson11
-from gan_lessons.exercises.lesson11 import draw_engine, torch_fit, training_problem
+from gan_lessons.exercises.lesson11 import LEAF_IN_PLACE, draw_engine, torch_fit, training_problem
 
 Value = lesson11.engine_after_lesson_11()
 
@@ -164,15 +164,15 @@ check("backward 之后执行 a.add_(1)", prediction, "error" if refused else "mo
 # %% [markdown]
 # ### 动手实现，第 4 步：`_inplace` 拒绝需要梯度的叶子张量
 #
-# 再写一遍 `_inplace`。它仍然像第 3 步那样修改数据并计数；但在此之前，如果梯度模式开启（`Value.grad_enabled`），它要拒绝对需要梯度的叶子张量做原地修改，用的是 torch 的原话：`RuntimeError(lesson11.LEAF_IN_PLACE)`。其他情况都照常进行：`Value.no_grad()` 之下的修改、不需要梯度的值，以及由运算产生的值。检查程序运行 86 个程序：第 2 步和第 3 步的那些，在前向传播之前、在它之后以及在反向传播之后对叶子张量的原地修改，再加上在梯度模式下对运算产生的值所做的原地修改。
+# 再写一遍 `_inplace`。它仍然像第 3 步那样修改数据并计数；但在此之前，如果梯度模式开启（`Value.grad_enabled`），它要拒绝对需要梯度的叶子张量做原地修改，用的是 torch 的原话：`RuntimeError(LEAF_IN_PLACE)`。其他情况都照常进行：`Value.no_grad()` 之下的修改、不需要梯度的值，以及由运算产生的值。检查程序运行 86 个程序：第 2 步和第 3 步的那些，在前向传播之前、在它之后以及在反向传播之后对叶子张量的原地修改，再加上在梯度模式下对运算产生的值所做的原地修改。
 
 # %%
 @method
 def _inplace(self, op, other):
     """用 op 和 other 原地修改 self.data，并记下这次修改；拒绝需要梯度的叶子张量。"""
     ### BEGIN SOLUTION
-    if self.is_leaf and self.requires_grad and Value.grad_enabled:
-        raise RuntimeError(lesson11.LEAF_IN_PLACE)
+    if self.is_leaf and self.requires_grad and self.grad_enabled:
+        raise RuntimeError(LEAF_IN_PLACE)
     op(self.data, self._value(other).data)
     self._version += 1
     return self
