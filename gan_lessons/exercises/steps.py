@@ -111,7 +111,7 @@ def _how(mine, ref, k, rtol, name, causes=True):
                  "{reference:.3g}, {direction}").format(
             step=k, optimizer=name, norm=g.norm().item(), reference=r.norm().item(),
             direction=_("in the same direction") if cos > 0.999 else
-            _("in another direction (cosine {cosine:.2f})").format(cosine=cos)) + only
+            _("in another direction (cosine {cosine:.3f})").format(cosine=cos)) + only
     if cos > 0.999 and times(ratio) == "1x":
         return _("step {step}: {optimizer} stepped on gradients the size of the reference's and in its direction, yet "
                  "{apart:.2g} of its norm apart: a small part of the reference's gradient is missing or changed, "
@@ -121,7 +121,7 @@ def _how(mine, ref, k, rtol, name, causes=True):
         return _("step {step}: {optimizer} stepped on gradients {times} the reference's, in the same "
                  "direction").format(step=k, optimizer=name, times=times(ratio)) + only
     return _("step {step}: {optimizer} stepped on gradients {times} the reference's norm, in another direction "
-             "(cosine {cosine:.2f})").format(step=k, optimizer=name, times=times(ratio), cosine=cos) + only
+             "(cosine {cosine:.3f})").format(step=k, optimizer=name, times=times(ratio), cosine=cos) + only
 
 
 def first_difference(mine, ref, rtol=RTOL, causes=True):

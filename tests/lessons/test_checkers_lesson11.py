@@ -1100,3 +1100,35 @@ def test_no_rejection_of_a_wrong_engine_states_the_rule(capsys):
         said.append(capsys.readouterr().out)
     stated = [(w, text) for text in said for w in RULE_WORDS if w in text]
     assert not stated, stated
+
+
+def test_a_backward_that_leaves_a_grad_in_every_value_is_named(capsys):
+    """micrograd's backward gives every value a .grad; torch keeps one in a leaf that requires grad only, and the
+    lesson asks for torch's behaviour."""
+    def backward_grad_everywhere(self, retain_graph=False):
+        Value.backward(self, retain_graph)
+        self.grad = torch.ones_like(self.data)              # the output keeps its seed, as micrograd's does
+    ok, out = run(capsys, 2, engine(backward=backward_grad_everywhere))
+    assert ok is False and "a .grad is held by the loss" in out and "leaf that requires grad only" in out, out
+
+
+def test_a_version_that_counts_only_changed_values_is_named(capsys):
+    """`add_(0.0)` changes nothing and is still a change: torch's version moves, and its error comes."""
+    def inplace_if_values_change(self, op, other):
+        before = self.data.clone()
+        op(self.data, self._value(other).data)
+        if not torch.equal(before, self.data):
+            self._version += 1
+        return self
+    ok, out = run(capsys, 3, engine(_inplace=inplace_if_values_change))
+    assert ok is False and "went unnoticed" in out and ("add_(0.0)" in out or "mul_(1.0)" in out), out
+
+
+def test_a_numerical_grad_that_ignores_its_eps_is_named(capsys):
+    from gan_lessons.exercises.lesson11.numerics import finished_numerical_grad
+
+    def numerical_grad_fixed_eps(f, x, eps=1e-3):
+        return finished_numerical_grad(f, x, 1e-3)
+    ok = exercises.check_numerical_grad(numerical_grad_fixed_eps)
+    out = capsys.readouterr().out
+    assert ok is False and "is the one for eps = 0.001" in out, out

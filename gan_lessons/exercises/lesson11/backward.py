@@ -134,6 +134,27 @@ def _uses_twice(program):
     return len(words) != len(set(words))
 
 
+def kept_grads(engine) -> str | None:
+    """After one backward of `(a * b).exp().sum()` (a requires grad, b does not), the values other than a that hold a
+    .grad, in words, where torch leaves a gradient in a leaf that requires grad only; None when none does (or when
+    the engine cannot run it: the programs say why)."""
+    try:
+        a = engine(torch.tensor([0.5, -1.0, 2.0]), requires_grad=True)
+        b = engine(torch.tensor([1.0, 2.0, 3.0]))
+        product = a * b
+        y = product.exp()
+        loss = y.sum()
+        loss.backward()
+    except Exception:  # an engine that fails here fails the programs too, which say how
+        return None
+    holding = [name for name, v in (("b", b), ("a * b", product), ("(a * b).exp()", y), ("the loss", loss))
+               if getattr(v, "grad", None) is not None]
+    if not holding:
+        return None
+    return _("after a backward of `(a * b).exp().sum()`, with a requiring grad and b not, a .grad is held by "
+             "{values}, where torch keeps a gradient in a leaf that requires grad only").format(values=", ".join(holding))
+
+
 def freeing_checks(engine) -> Found:
     """Lesson 11, step 2. engine.backward(retain_graph=False) against torch on the same programs: gradients on 24
     random expressions (`+`, `*`, `.exp()`, `@`), and "Trying to backward through the graph a second time" raised
@@ -143,6 +164,9 @@ def freeing_checks(engine) -> Found:
     if differences is None:
         return None
     problems = freeing_problems(differences, engine) or [generic(d) for d in differences[:3]]
+    kept = kept_grads(engine)
+    if kept and not problems:
+        problems = [kept]
     found = counts(2)
     return problems, {"count": len(programs(2)), "random": found['gradient'], "second_time": found['second time']}
 

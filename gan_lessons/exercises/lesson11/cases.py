@@ -156,6 +156,9 @@ def _build_changed(kind, rng, lines, info, saved, unsaved):
             return None
         name = rng.choice(saved)            # doubled, then halved: exactly the old values again (powers of two)
         return lines + _change(name, info, "mul_(2.0)") + _change(name, info, "mul_(0.5)") + ["loss.backward()"]
+    if kind == "changed to the same values":  # a change is a change, whatever the values come out as
+        return lines + _change(rng.choice(saved), info, rng.choice(["add_(0.0)", "mul_(1.0)"])) + \
+            ["loss.backward()"] if saved else None
     if kind == "unsaved change":
         return lines + _change(rng.choice(unsaved), info, "mul_(2.0)") + ["loss.backward()"] if unsaved else None
     if kind == "changed after backward":
@@ -201,7 +204,8 @@ def _build_in_place(kind, rng, lines, info, leaves_rg, constants):
 CATEGORIES = {   # category: (step, how many programs)
     "gradient": (2, 24), "twice": (2, 4), "twice, retained": (2, 4), "twice, nothing saved": (2, 3),
     "two losses": (2, 5), "two losses, retained": (2, 3),
-    "stale": (3, 6), "changed back": (3, 2), "unsaved change": (3, 5), "changed after backward": (3, 3),
+    "stale": (3, 6), "changed back": (3, 2), "changed to the same values": (3, 2), "unsaved change": (3, 5),
+    "changed after backward": (3, 3),
     "retained, then changed": (3, 3), "changed before the forward": (3, 4), "changed before and after": (3, 3),
     "leaf in place": (4, 4), "leaf in place, before the forward": (4, 2), "leaf in place after backward": (4, 2),
     "constant in place": (4, 3), "non-leaf in place": (4, 4), "non-leaf in place after backward": (4, 2),

@@ -102,7 +102,29 @@ def numerical_grad_checks(numerical_grad) -> Found:
             problems.append(problem)
     if len(problems) > 1:
         problems = problems[:1] + [_("... and {count} more function(s) like it").format(count=len(problems) - 1)]
+    if not problems:
+        problems = _eps_problems(numerical_grad)
     return problems, {"count": len(_functions())}
+
+
+def _eps_problems(numerical_grad, eps=1e-2):
+    """Whether numerical_grad follows the eps it is given: with another eps, the central difference with that eps
+    (which differs from eps = 1e-3's by about eps squared)."""
+    what, f, x, _exact = _functions()[0]          # there eps = 1e-2 and 1e-3 differ by 2e-4 of the gradient
+    try:
+        got = torch.as_tensor(numerical_grad(f, x.clone(), eps), dtype=torch.float64)
+    except Exception as error:  # the student's code, with another eps
+        return [_("on {what} with eps = {eps} your function raised {kind}: {error}").format(
+            what=what, eps=eps, kind=type(error).__name__, error=error)]
+    right = finished_numerical_grad(f, x.clone(), eps)
+    if got.shape == right.shape and torch.allclose(got, right, rtol=1e-6, atol=1e-9):
+        return []
+    if got.shape == right.shape and torch.allclose(got, finished_numerical_grad(f, x.clone(), EPS), rtol=1e-6,
+                                                   atol=1e-9):
+        return [_("on {what} your answer with eps = {eps} is the one for eps = {default}: the eps passed in is not "
+                  "the one used").format(what=what, eps=eps, default=EPS)]
+    return [_("on {what} with eps = {eps} your answer is not the central difference with that eps").format(
+        what=what, eps=eps)]
 
 
 def finished_numerical_grad(f, x, eps=EPS):

@@ -161,8 +161,7 @@ def _backward_problem(op, out, a, b, same, what, want):
                      "{operand_shape}").format(op=op, name=name, shape=list(mine.shape), what=what,
                                                operand_shape=list(p.data.shape))
         if not torch.allclose(mine.float(), right, rtol=1e-4, atol=1e-6):
-            return _("{op}'s gradient for {name} differs from torch's on {what}: it is {formula}").format(
-                op=op, name=name, what=what, formula=_formula(op, name, same))
+            return _("{op}'s gradient for {name} differs from torch's on {what}").format(op=op, name=name, what=what)
     return None
 
 
@@ -177,17 +176,6 @@ def _unversioned(entries):
             return _("version {kept} for a value at version {version}").format(kept=version,
                                                                                 version=value._version), value._version
     return None
-
-
-def _formula(op, name, same):
-    other = "b" if name == "a" else "a"
-    if op == "exp":
-        return _("grad * exp(a), which is grad * the output")
-    if op == "tanh":
-        return _("grad * (1 - tanh(a)**2), which is grad * (1 - the output**2)")
-    if op == "matmul":
-        return "grad @ b.T" if name == "a" else "a.T @ grad"
-    return _("grad * {other} (twice: a is both operands)").format(other=other) if same else f"grad * {other}"
 
 
 def _name_saving_mistake(op, what, roles, right, ra, rb):

@@ -100,6 +100,9 @@ def _losses_problem(got, problem, steps, lr, before, params):
         if torch.allclose(got[:head], torch.tensor(torch_fit(problem, head, lr, **slip)), rtol=1e-4, atol=1e-6):
             return line
     k = next(i for i, (a, b) in enumerate(zip(got.tolist(), want)) if abs(a - b) > 1e-4 * abs(b) + 1e-6)
+    if k == 0:
+        return _("with steps={steps}, lr={lr} your loss at the first step is {mine:.5f} where torch's same loop gives "
+                 "{theirs:.5f}").format(steps=steps, lr=lr, mine=got[0].item(), theirs=want[0])
     return _("with steps={steps}, lr={lr} your loss at step {k} is {mine:.5f} where torch's same loop gives "
              "{theirs:.5f} (the steps before agree)").format(steps=steps, lr=lr, k=k, mine=got[k].item(),
                                                               theirs=want[k])

@@ -73,16 +73,14 @@ def _version_problems(engine, differences):
     if parts:
         mine = version_parts(parts["engine"].message)
         if mine:
-            problems.append(_("the version error does not carry what torch's does on {program}: torch names {theirs} "
-                              "(the saved value's type and shape, the version now, the version expected), yours "
-                              "{yours}. Say it as torch does: \"... modified by an inplace operation: "
-                              "[torch.FloatTensor [3, 3]], is at version 1; expected version 0 instead.\"").format(
+            problems.append(_("the version error does not carry what torch's does on {program}: torch names "
+                              "{theirs} (the saved value's type and shape, the version now, the version expected), "
+                              "yours {yours}").format(
                 program=shown_program(parts['program']), theirs=version_parts(parts['torch'].message), yours=mine))
         else:
-            problems.append(_("the version error does not carry what torch's does on {program}: torch names {theirs} "
-                              "(the saved value's type and shape, the version now, the version expected), yours says "
-                              "\"{message}\". Say it as torch does: \"... modified by an inplace operation: "
-                              "[torch.FloatTensor [3, 3]], is at version 1; expected version 0 instead.\"").format(
+            problems.append(_("the version error does not carry what torch's does on {program}: torch names "
+                              "{theirs} (the saved value's type and shape, the version now, the version expected), "
+                              "yours says \"{message}\"").format(
                 program=shown_program(parts['program']), theirs=version_parts(parts['torch'].message),
                 message=parts['engine'].message[:150]))
     wording = first_of(differences, lambda d: d["torch"].kind == "version" and d["engine"].kind not in ("version", None))

@@ -117,9 +117,8 @@ def _amp_extra(mine, ref):
     if got != want:
         k = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
         if k in AMP_INF:
-            return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g}: call {call}'s "
-                      "inf in {optimizer}'s gradients halved the scale of a scaler other than the one the next call "
-                      "uses").format(call=k, scale=got[k], reference=want[k],
+            return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g}: the inf in "
+                      "{optimizer}'s gradients at call {call} did not halve the scale the next call uses").format(call=k, scale=got[k], reference=want[k],
                                                                optimizer=AMP_INF[k])]
         return [_("the scale after call {call} is {scale:g} where the reference's is {reference:g}: in that call it "
                   "went from {start:g} to {scale:g}, where the reference's doubles once per call without an inf").format(

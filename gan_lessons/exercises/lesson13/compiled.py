@@ -104,10 +104,9 @@ COMPILED_HINTS = [
 ]
 add_lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G", _compiled_problem,
          reference_compiled_step, calls=2, extra=_compiled_extra, hints=COMPILED_HINTS, mistakes=[
-             (_compiled_no_create_graph, N_("without create_graph=True the error goes away, and the R1 penalty is a "
-                                            "constant: it adds to loss_D and trains nothing (the doctor warns about "
-                                            "it). The penalty needs a gradient with a graph of its own, through a "
-                                            "module that can be differentiated twice"))]))
+             (_compiled_no_create_graph, N_("the error went away, and the R1 penalty is a constant: the gradient "
+                                            "inside it has no graph of its own, so the penalty adds to loss_D and "
+                                            "trains nothing (the doctor warns about it)"))]))
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either

@@ -53,8 +53,7 @@ def _rnn_reset(rnn, optimizer, loss_func, steps):
 
 add_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[
     (_rnn_reset, N_("the state starts afresh at every step (as from None or zeros), which makes the error go away "
-                    "and changes what the RNN computes: the state must still go on to the next step, without the "
-                    "graph of the step that made it"))]))
+                    "and changes what the RNN computes"))]))
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
