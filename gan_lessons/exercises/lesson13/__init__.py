@@ -6,7 +6,7 @@ the reference fix gives the right gradients; the feedback names the optimizer, t
 (so many times the right one, the right one plus an earlier step's, ...), and the known wrong fixes by name. Some
 labs also compare state that no optimizer steps on (an EMA copy's weights, a GradScaler's scale).
 
-    exercises.check_lab("srgan", my_answer)            # or check_srgan_step(my_answer), ...
+    exercises.check_srgan_step(my_answer)             # SRGAN_STEP.check: grade() on the lab's declaration
 
 `lab_problem(name)` gives a lab's fresh arguments, to run a broken version by hand (or under the doctor)."""
 from gan_lessons.exercises.lesson13.amp import check_amp_lab
