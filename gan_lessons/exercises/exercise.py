@@ -1,4 +1,4 @@
-"""A build exercise as a declaration: the function the student writes, its reference answer, its checker, and the
+"""A build exercise as a declaration: the function the student writes, its reference answer, its checks, and the
 problem it runs on. The declarations are what the build tool fills solution blocks from (exercises.SOLUTIONS) and
 what a grader's tests judge it by: run any step on the problem, and `outcome` says what it did (the gradient every
 optimizer stepped on, the values it left in every parameter and buffer it could reach, and what it returned, or
