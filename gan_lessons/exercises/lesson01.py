@@ -157,14 +157,18 @@ def _drawn_from(w, mean, std=STD):
 NORMAL_SHARE = 0.6827    # the share of a normal distribution's values within one standard deviation of its mean
 
 
+def _share_within(w, mean, std=STD) -> float:
+    """The share of w's values within one std of the mean."""
+    return ((w - mean).abs() <= std).float().mean().item()
+
+
 def _bell_shaped(w, mean, std=STD):
     """Whether w's values spread as a normal distribution's do (checked where w has 1,000 values or more): the share
     within one std of the mean within 5 standard errors of a normal's 68.3% (a uniform of the same std has 57.7%)."""
     n = w.numel()
     if n < 1000:
         return True
-    share = ((w - mean).abs() <= std).float().mean().item()
-    return abs(share - NORMAL_SHARE) <= SIGMAS * math.sqrt(NORMAL_SHARE * (1 - NORMAL_SHARE) / n)
+    return abs(_share_within(w, mean, std) - NORMAL_SHARE) <= SIGMAS * math.sqrt(NORMAL_SHARE * (1 - NORMAL_SHARE) / n)
 
 
 def _weight_hint(kind, w, mean, before, changed=True):
@@ -187,10 +191,9 @@ def _weight_hint(kind, w, mean, before, changed=True):
         return _("BatchNorm's weight is the scale that multiplies the normalised activations: DCGAN draws it "
                  "around 1, from N(1, 0.02); around 0 it silences the layer")
     if _drawn_from(w, mean) and not _bell_shaped(w, mean):
-        share = ((w - mean).abs() <= STD).float().mean().item()
         return _("its mean and std are right, but {share:.0%} of its values lie within one std of the mean, where a "
                  "normal distribution has 68% there: they were not drawn from N({mean:g}, 0.02)").format(
-            share=share, mean=mean)
+            share=_share_within(w, mean), mean=mean)
     if not norm and _drawn_from(w, 1.0):
         return _("only BatchNorm's weight is drawn around 1; a Linear or convolution weight is drawn around 0")
     return _("it should be drawn from N({mean:g}, 0.02): mean {mean:g}, standard deviation 0.02").format(mean=mean)

@@ -1,12 +1,11 @@
 """Lesson 12, the engine's last build: the student's engine trains a model. A two-layer tanh network fits a smooth
 function of two inputs by plain gradient descent, with the student's `tanh` and the student's training loop, and the
 losses are compared step by step with the same loop on torch."""
-import types
 from dataclasses import dataclass
 
 import torch
 
-from gan_lessons.engine import LEAF_IN_PLACE, Value, mine_or_finished
+from gan_lessons.engine import LEAF_IN_PLACE, Value, mine_or_finished, without_text
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.lesson11.saving import one_op_problems
 from gan_lessons.i18n import N_, _
@@ -151,8 +150,7 @@ def finished_fit(params, x, y, steps, lr):
 def finished_fit_on(engine):
     """The reference loop on another engine: its `Value` (the notebook's own class, where a student writes it) is
     `engine`, whose no_grad it runs its updates under."""
-    return types.FunctionType(finished_fit.__code__, {**finished_fit.__globals__, "Value": engine}, "fit",
-                              finished_fit.__defaults__)
+    return without_text(finished_fit, Value=engine)
 
 
 def fit_or_finished(fit, solved):
