@@ -13,7 +13,7 @@ from torch.overrides import TorchFunctionMode
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS
-from gan_lessons.exercises.steps import close, compare_steps, flat, recorded_steps, same_steps
+from gan_lessons.exercises.steps import close, compare_steps, flat, parameter_names, recorded_steps, same_steps
 from gan_lessons.i18n import N_, _
 
 CALLS = 3
@@ -104,7 +104,7 @@ def _run_chain(step, calls=CALLS):
     counts, the needless retains, and the error, if one came out of step."""
     model1, model2, model3, *optimizers, data, label = _chain_models()
     models = (model1, model2, model3)
-    names = {p: f"model{k + 1}.{n}" for k, m in enumerate(models) for n, p in m.named_parameters()}
+    names = parameter_names(model1=model1, model2=model2, model3=model3)
     run = {"error": None}
     with recorded_steps(dict(zip(TRAINS, optimizers)), names) as records:
         with _watched(models) as (counts, backwards):

@@ -6,7 +6,7 @@ from torch import optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, returned
-from gan_lessons.exercises.steps import compare_steps, known_mistake, recorded_steps, right_answer
+from gan_lessons.exercises.steps import compare_steps, known_mistake, parameter_names, recorded_steps, right_answer
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
@@ -78,7 +78,7 @@ def _run_d_step(step):
     """Run step once on _gan(): D's gradients at each opt_D.step(), G, and whether backward computed any G
     gradient (hooks on G's parameters count them, even if they are cleared before the step)."""
     G, D, opt_D, z, x_real = _gan()
-    names = {p: f"D.{n}" for n, p in D.named_parameters()}
+    names = parameter_names(D=D)
     through_G = []
     handles = [p.register_hook(lambda grad: through_G.append(1)) for p in G.parameters()]
     try:

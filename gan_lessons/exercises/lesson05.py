@@ -10,7 +10,14 @@ import torch.nn.functional as F
 from gan_lessons.costs import fresh_gan, measure
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
-from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, right_answer
+from gan_lessons.exercises.steps import (
+    compare_steps,
+    known_mistake,
+    matching,
+    parameter_names,
+    recorded_steps,
+    right_answer,
+)
 from gan_lessons.i18n import N_, _
 
 CHUNK = 8           # each D step's real batch, and G's fake batch
@@ -132,7 +139,7 @@ def _problem(n_critic, seed=0):
 def _run(step, n_critic, seed=0):
     """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None)."""
     G, D, opt_G, opt_D, x_real, noise = _problem(n_critic, seed)
-    names = {p: f"{net}.{n}" for net, m in (("G", G), ("D", D)) for n, p in m.named_parameters()}
+    names = parameter_names(G=G, D=D)
     with recorded_steps({"opt_D": opt_D, "opt_G": opt_G}, names) as records:
         try:
             step(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)

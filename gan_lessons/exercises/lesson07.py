@@ -10,7 +10,14 @@ from torch import optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised
-from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, recorded_steps, same_steps
+from gan_lessons.exercises.steps import (
+    compare_steps,
+    known_mistake,
+    matching,
+    parameter_names,
+    recorded_steps,
+    same_steps,
+)
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _, language, speaking
 from gan_lessons.lesson import headline, not_solved
@@ -147,8 +154,7 @@ def _seed000_problem(calls):
 
 def _run_seed000(step, calls, watch=None):
     g, d, g_optimizer, d_optimizer, batches = _seed000_problem(calls)
-    names = {p: f"g.{n}" for n, p in g.named_parameters()}
-    names.update({p: f"d.{n}" for n, p in d.named_parameters()})
+    names = parameter_names(g=g, d=d)
     with recorded_steps({"d_optimizer": d_optimizer, "g_optimizer": g_optimizer}, names) as records:
         for x_real, z in batches:
             if watch is None:

@@ -5,7 +5,7 @@ from torch import optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
-from gan_lessons.exercises.steps import compare_steps, recorded_steps
+from gan_lessons.exercises.steps import compare_steps, parameter_names, recorded_steps
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
 
@@ -47,7 +47,7 @@ def reference_frozen_g_step(G, D, opt_G, z):
 def _run_frozen(g_step, interrupt=False):
     """Run g_step once on _frozen_problem(); return what the checks need."""
     G, D, opt_G, z = _frozen_problem()
-    names = {p: f"G.{n}" for n, p in G.named_parameters()}
+    names = parameter_names(G=G)
     run = {"flags": {n: p.requires_grad for n, p in D.named_parameters()},
            "grads": {n: None if p.grad is None else p.grad.clone() for n, p in D.named_parameters()},
            "weights": {n: p.detach().clone() for n, p in D.named_parameters()}, "at forward": None, "error": None}

@@ -8,7 +8,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised
-from gan_lessons.exercises.steps import first_difference, flat, recorded_steps
+from gan_lessons.exercises.steps import first_difference, flat, parameter_names, recorded_steps
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
@@ -98,7 +98,7 @@ def _run_amp(amp_step, poison=None):
     (as a float16 overflow would). Returns what the checks need."""
     G, D, opt_G, opt_D, (x_real, z) = _amp_problem()
     scaler = _recording_scaler({opt_G: "opt_G", opt_D: "opt_D"})
-    names = {p: f"G.{n}" for n, p in G.named_parameters()} | {p: f"D.{n}" for n, p in D.named_parameters()}
+    names = parameter_names(G=G, D=D)
     before = {net: [p.detach().clone() for p in net.parameters()] for net in (G, D)}
     dtypes = {"G": [], "D": []}
     handles = [net.net[0].register_forward_hook(lambda m, a, out, key=key: dtypes[key].append(out.dtype))
@@ -220,7 +220,7 @@ def _unclipped_steps(amp_step, calls=2):
     holds the inf into the second)."""
     G, D, opt_G, opt_D, *batches = _amp_problem(calls)
     scaler = torch.amp.GradScaler("cpu")
-    names = {p: f"G.{n}" for n, p in G.named_parameters()} | {p: f"D.{n}" for n, p in D.named_parameters()}
+    names = parameter_names(G=G, D=D)
     now = {"call": 0}
     handle = G.net[0].weight.register_hook(
         lambda grad: grad.index_fill(0, torch.tensor([0]), float("inf")) if now["call"] == 0 else grad)

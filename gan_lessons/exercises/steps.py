@@ -51,6 +51,11 @@ def recorded_steps(optimizers, names):
             h.remove()
 
 
+def parameter_names(**nets) -> dict:
+    """{parameter: "net.name"} for each keyword's module, as records name them: parameter_names(G=G, D=D)."""
+    return {p: f"{name}.{n}" for name, net in nets.items() for n, p in net.named_parameters()}
+
+
 def flat(step):
     """One step's gradients (those not None) as one vector."""
     grads = [g.flatten() for g in step.values() if g is not None]

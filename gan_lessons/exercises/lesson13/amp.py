@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
-from gan_lessons.exercises.steps import first_difference
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
+from gan_lessons.exercises.steps import first_difference, parameter_names
 from gan_lessons.i18n import N_, _
 
 
@@ -59,7 +59,7 @@ def _amp_problem():
         now["call"] = k + 1
         scales.append(scaler.get_scale())
         return net_g, net_d, optimizer_g, optimizer_d, scaler, *data[k]
-    return args, opts, named_params(net_g=net_g, net_d=net_d), \
+    return args, opts, parameter_names(net_g=net_g, net_d=net_d), \
         {"scaler": scaler, "scales": scales, "stepped": stepped, "nets": {"optimizer_g": net_g, "optimizer_d": net_d},
          "dtypes": dtypes}
 

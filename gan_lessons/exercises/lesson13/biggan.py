@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
+from gan_lessons.exercises.steps import parameter_names
 from gan_lessons.i18n import N_
 
 
@@ -49,7 +50,7 @@ def _biggan_problem():
     z_ = torch.randn(config['batch_size'], 8)
     n = config['num_D_steps'] * config['num_D_accumulations'] * config['batch_size']
     xs = [torch.randn(n, 12) for _ in range(2)]
-    return (lambda k: (G, D, GD, z_, config, xs[k]), {"G.optim": G.optim, "D.optim": D.optim}, named_params(G=G, D=D), {})
+    return (lambda k: (G, D, GD, z_, config, xs[k]), {"G.optim": G.optim, "D.optim": D.optim}, parameter_names(G=G, D=D), {})
 
 
 def reference_biggan_train(G, D, GD, z_, config, x):

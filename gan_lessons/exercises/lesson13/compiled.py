@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
+from gan_lessons.exercises.steps import parameter_names
 from gan_lessons.i18n import N_, _
 
 
@@ -38,7 +39,7 @@ def _compiled_problem():
         if k:
             shadows.append({n: t.clone() for n, t in ema.shadow.items()})
         return G, D, opt_G, opt_D, ema, *data[k]
-    return args, {"opt_D": opt_D, "opt_G": opt_G}, named_params(G=G_net, D=D_net), {"ema": ema, "shadows": shadows}
+    return args, {"opt_D": opt_D, "opt_G": opt_G}, parameter_names(G=G_net, D=D_net), {"ema": ema, "shadows": shadows}
 
 
 def reference_compiled_step(G, D, opt_G, opt_D, ema, x_real, z, r1_gamma=10.0):

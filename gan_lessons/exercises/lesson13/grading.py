@@ -99,10 +99,6 @@ def lab_calls(lab):
     return problem
 
 
-def named_params(**nets):
-    return {p: f"{name}.{n}" for name, net in nets.items() for n, p in net.named_parameters()}
-
-
 def lab_checks(lab, answer) -> Found:
     """What is wrong with a lab's answer: the first optimizer step whose gradients differ from the reference fix's
     (and the known wrong fix the run matches), or what the lab's own checks find."""

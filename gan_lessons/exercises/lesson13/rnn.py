@@ -4,7 +4,8 @@ import math
 import torch
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
+from gan_lessons.exercises.steps import parameter_names
 from gan_lessons.i18n import N_
 
 
@@ -23,7 +24,7 @@ def _rnn_problem():
     torch.manual_seed(5)
     rnn = RNN()
     optimizer = optim.Adam(rnn.parameters(), lr=0.02)
-    return (lambda k: (rnn, optimizer, nn.MSELoss(), 3), {"optimizer": optimizer}, named_params(rnn=rnn), {})
+    return (lambda k: (rnn, optimizer, nn.MSELoss(), 3), {"optimizer": optimizer}, parameter_names(rnn=rnn), {})
 
 
 def reference_rnn_train(rnn, optimizer, loss_func, steps):

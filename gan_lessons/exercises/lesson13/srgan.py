@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
-from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise, named_params
+from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
+from gan_lessons.exercises.steps import parameter_names
 from gan_lessons.i18n import N_, _
 
 
@@ -51,7 +52,7 @@ def _srgan_problem():
     def args(k):
         into_G.append(0)
         return netG, netD, optimizerG, optimizerD, crit, *data[k]
-    return args, {"optimizerG": optimizerG, "optimizerD": optimizerD}, named_params(netG=netG, netD=netD), \
+    return args, {"optimizerG": optimizerG, "optimizerD": optimizerD}, parameter_names(netG=netG, netD=netD), \
         {"into_G": into_G}
 
 

@@ -4,8 +4,8 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised, attempt
-from gan_lessons.exercises.lesson13.grading import LAB_HINTS, Lab, lab_calls, named_params
-from gan_lessons.exercises.steps import first_difference, matching
+from gan_lessons.exercises.lesson13.grading import LAB_HINTS, Lab, lab_calls
+from gan_lessons.exercises.steps import first_difference, matching, parameter_names
 from gan_lessons.i18n import N_, _
 
 
@@ -78,7 +78,7 @@ def wgan_problem(make_critic):
     g = torch.Generator().manual_seed(333)
     data = [(torch.rand(4, 1, 8, 8, generator=g) * 2 - 1, torch.randn(4, 8, 1, 1, generator=g),
              torch.rand(4, 1, 1, 1, generator=g)) for _ in range(3)]
-    return (lambda k: (D, G, d_optimizer, *data[k]), {"d_optimizer": d_optimizer}, named_params(D=D), {"D": D})
+    return (lambda k: (D, G, d_optimizer, *data[k]), {"d_optimizer": d_optimizer}, parameter_names(D=D), {"D": D})
 
 
 def sample_mixing(D):
