@@ -128,24 +128,31 @@ STALE_FORWARD = N_("loss_G reuses a D forward made before opt_D.step(), which ch
 
 
 def _problem(n_critic, seed=0):
-    """Seed 000's G and D, a real batch of CHUNK images per D step, Adam for each; every .grad holds an earlier
-    gradient (0.01), as after a step."""
+    """Seed 000's G and D, a real batch of CHUNK images per D step, plain SGD for each; every .grad holds an earlier
+    gradient (0.01), as after a step. Not Adam: its step divides each gradient entry by that entry's own size, so
+    an entry near zero whose last digits differ (the same sum in another order, a right answer written differently)
+    would move its weight by a whole step of either sign, and the next step's gradients would differ."""
     G, D, x_real, noise = fresh_gan(seed, batch=CHUNK * n_critic)
     for p in (*G.parameters(), *D.parameters()):
         p.grad = torch.full_like(p, 0.01)
-    return G, D, torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters()), x_real, noise
+    return G, D, torch.optim.SGD(G.parameters(), lr=0.01), torch.optim.SGD(D.parameters(), lr=0.01), x_real, noise
 
 
 def _run(step, n_critic, seed=0):
-    """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None)."""
+    """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None, and how
+    many backwards reached D after its last step, where no step of D uses them)."""
     G, D, opt_G, opt_D, x_real, noise = _problem(n_critic, seed)
     names = parameter_names(G=G, D=D)
+    arrivals: list = []          # for each backward that reached D: how many D steps had run before it
     with recorded_steps({"opt_D": opt_D, "opt_G": opt_G}, names) as records:
+        handle = next(D.parameters()).register_hook(lambda grad: arrivals.append(len(records["opt_D"])))
         try:
             step(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
         except Exception as error:  # reported as feedback
-            return records, D, error
-    return records, D, None
+            return records, D, error, 0
+        finally:
+            handle.remove()
+    return records, D, None, arrivals.count(len(records["opt_D"]))
 
 
 def _gradient_problems(mine, right, missing_only=False):
@@ -169,7 +176,7 @@ def _times(n):
     return {0: _("never"), 1: _("once"), 2: _("twice")}.get(n) or _("{count:g} times").format(count=n)
 
 
-def _problems(step, n_critic, mine, D):
+def _problems(step, n_critic, mine, D, wasted):
     """What is still wrong with a step that ran, for one n_critic."""
     record = lambda answer: _run(answer, n_critic)[0]     # noqa: E731
     cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
@@ -192,10 +199,9 @@ def _problems(step, n_critic, mine, D):
             problems.append(_("G runs {times} per step, where this order runs it twice whatever n_critic is: once "
                               "without a graph for all of D's fake batches, once for G's loss").format(
                 times=_times(cost.G_forward)))
-    if cost.D_grad_passes > n_critic:
-        problems.append(_("D's gradient is computed {times} per step where D steps {steps} times, once for nothing, "
-                          "as in g_first: G's backward still fills D's .grad, which no step of D uses").format(
-            times=_times(cost.D_grad_passes), steps=n_critic))
+    if wasted:
+        problems.append(_("D's gradient is computed {times} per step after D's last step, for nothing, as in g_first: "
+                          "G's backward still fills D's .grad, which no step of D uses").format(times=_times(wasted)))
     if cost.G_unused_graphs and hint != TRAINS_G:
         problems.append(_("G built a graph {times} per step that no backward went through: its forward saved "
                           "tensors for a backward that never runs").format(times=_times(cost.G_unused_graphs)))
@@ -220,7 +226,7 @@ def strategy_checks(step) -> Found:
     counts passes with costs.measure, and prints one line per thing still wrong."""
     name = _label(step)
     for n_critic in N_CRITICS:
-        mine, D, error = _run(step, n_critic)
+        mine, D, error, wasted = _run(step, n_critic)
         if isinstance(error, NotImplementedError):
             raise Raised(name, error)
         if isinstance(error, TypeError) and "n_critic" in str(error):
@@ -231,7 +237,7 @@ def strategy_checks(step) -> Found:
             problems = [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
                                if stale else HINTS)]
         else:
-            problems = _problems(step, n_critic, mine, D)
+            problems = _problems(step, n_critic, mine, D, wasted)
         if problems:
             if n_critic != N_CRITICS[0]:
                 problems = [_("with n_critic={n_critic}: {problem}").format(n_critic=n_critic, problem=p)
@@ -252,8 +258,8 @@ def _strategy_calls(n_critic=3):
 
 STRATEGY = Exercise("05", "my_step", reference_strategy, strategy_checks, _strategy_calls, label=_label,
                     what=N_("your strategy function"), success=N_(
-                        "with n_critic 2 and 3, D and G step on the right gradients, D's gradient is computed once "
-                        "per D step (never in G's step), and G runs twice a step"),
+                        "with n_critic 2 and 3, D and G step on the right gradients, no gradient of D is computed in "
+                        "G's step, and G runs twice a step"),
                     forbids=("no keywords: loss_G.backward",      # no D gradient computed for nothing
                              "graph made, then detached"))        # D's fake batches made without a graph
 check_strategy = STRATEGY.check

@@ -106,8 +106,11 @@ def _run_amp(amp_step, poison=None):
     d_batches = []                    # the batch of each D forward before opt_D's first step, through the scaler
     d_stepped = []                    # (which may skip it) or not
     handles.append(opt_D.register_step_pre_hook(lambda *_: d_stepped.append(True)))
-    handles.append(D.register_forward_hook(
-        lambda m, args, out: None if d_stepped or "step(opt_D)" in scaler.calls else d_batches.append(len(args[0]))))
+    before_d_step = lambda: not d_stepped and "step(opt_D)" not in scaler.calls   # noqa: E731
+    handles.append(D.register_forward_hook(lambda m, args, out: d_batches.append(len(args[0])) if before_d_step()
+                                           else None))
+    d_backwards = []                  # the backwards that reached D's first layer before opt_D's step
+    handles.append(D.net[0].weight.register_hook(lambda grad: d_backwards.append(1) if before_d_step() else None))
     if poison:
         def overflow(grad):
             grad = grad.clone()
@@ -126,7 +129,7 @@ def _run_amp(amp_step, poison=None):
     moved = {key: any(not torch.equal(p.detach(), b) for p, b in zip(net.parameters(), before[net]))
              for key, net in (("G", G), ("D", D))}
     run.update(records=records, calls=scaler.calls, dtypes=dtypes, moved=moved, scale=scaler.get_scale(),
-               d_batches=d_batches, micro_batch=len(x_real) // ACCUM)
+               d_batches=d_batches, d_backwards=len(d_backwards), micro_batch=len(x_real) // ACCUM)
     return run
 
 
@@ -145,10 +148,15 @@ def _call_problems(run):
                 net=key))
             break
     largest = max(run["d_batches"], default=0)
-    if largest > run["micro_batch"]:
+    if run["d_backwards"] < ACCUM and largest > run["micro_batch"]:
         problems.append(_("D ran on {count} samples at once before its step, where each of its accum={accum} "
                           "micro-batches holds {size}: D's loss is added up over the micro-batches, one backward "
                           "each").format(count=largest, accum=ACCUM, size=run["micro_batch"]))
+    elif 0 < run["d_backwards"] < ACCUM:
+        problems.append(_("{count} backward reached D before its step, where each of its accum={accum} micro-batches "
+                          "has a backward of its own: one backward of the micro-batches' summed losses keeps all "
+                          "their graphs alive at once, the memory accumulation is there to save").format(
+            count=run["d_backwards"], accum=ACCUM))
     updates = calls.count("update")
     if updates != 1:
         problems.append(_("scaler.update() ran {updates} times in one call of amp_step, so the scale moved more than "
@@ -217,7 +225,7 @@ def _unclipped_steps(amp_step, calls=2):
     """The gradients each optimizer steps on over two calls, with a max_norm so large that the clip never acts (an
     active clip hides a gradient's size: the loss's `/ accum`, its `/ 2`, an earlier call's gradient left in .grad),
     and an inf in one of G's gradients at the first call (so G's step is skipped there, and a .grad left uncleared
-    holds the inf into the second)."""
+    holds the inf into the second); and whether G's .grad still holds an inf at the end."""
     G, D, opt_G, opt_D, *batches = _amp_problem(calls)
     scaler = torch.amp.GradScaler("cpu")
     names = parameter_names(G=G, D=D)
@@ -230,17 +238,23 @@ def _unclipped_steps(amp_step, calls=2):
                 amp_step(G, D, opt_G, opt_D, scaler, x_real, z, 1e6, accum=ACCUM)
     finally:
         handle.remove()
-    return records
+    return records, any(p.grad is not None and not p.grad.isfinite().all() for p in G.parameters())
 
 
 def _unclipped_problems(amp_step):
     try:
-        mine = _unclipped_steps(amp_step)
+        mine, inf_kept = _unclipped_steps(amp_step)
     except Exception as error:  # reported as feedback
         return [raised("amp_step", error, _AMP_HINTS)]
     # bfloat16 is coarse (right answers written differently differ by a percent or two here); the mistakes this
     # run is for change a gradient by a factor of 2 or more
-    line = first_difference(mine, _unclipped_steps(reference_amp_step), rtol=0.1)
+    right = _unclipped_steps(reference_amp_step)[0]
+    if inf_kept and len(mine["opt_G"]) < len(right["opt_G"]):
+        return [_("run twice with an inf in G's gradient at the first call: at the second call G's .grad still held "
+                  "that inf, so scaler.step(opt_G) skipped G's step again (opt_G stepped {count} time(s) where the "
+                  "reference steps it {expected} time(s))").format(count=len(mine["opt_G"]),
+                                                                   expected=len(right["opt_G"]))]
+    line = first_difference(mine, right, rtol=0.1)
     return [] if line is None else [_("run twice with a max_norm so large that the clip never acts, and an inf in G's "
                                       "gradient at the first call: {problem}").format(problem=line)]
 

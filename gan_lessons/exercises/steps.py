@@ -161,11 +161,13 @@ def first_difference(mine, ref, rtol=RTOL, causes=True):
 
 def compare_steps(mine, reference, hint=None, rtol=RTOL):
     """first_difference as a list of problems (empty when the steps match), with `hint` (translated by the caller)
-    after it."""
+    after it where the gradients differ (not where an optimizer stepped a different number of times: the hint
+    says what the gradient is, which is not what went wrong there)."""
     line = first_difference(mine, reference, rtol)
     if line is None:
         return []
-    return [_("{problem}: {hint}").format(problem=line, hint=hint) if hint else line]
+    counted = all(len(mine.get(name, [])) == len(steps) for name, steps in reference.items())
+    return [_("{problem}: {hint}").format(problem=line, hint=hint) if hint and counted else line]
 
 
 def matching(mine, records, rtol=RTOL):

@@ -112,6 +112,64 @@ def amp_step_frozen(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     scaler.update()
 
 
+def one_backward_for_all(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """The micro-batches' losses added up, and one backward for them all."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+        total = sum((bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2 / accum
+                    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)))
+    opt_D.zero_grad()
+    scaler.scale(total).backward()
+    scaler.unscale_(opt_D)
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    opt_G.zero_grad()
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()
+
+
+def G_before_D_steps(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """G's loss and backward before D's step: through D as it was before that step."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    opt_D.zero_grad()
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
+    opt_G.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    scaler.scale(loss_G).backward(inputs=list(G.parameters()))
+    scaler.unscale_(opt_D)
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)
+    scaler.step(opt_G)
+    scaler.update()
+
+
+def G_never_cleared(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """No opt_G.zero_grad(): an inf a skipped step left in G's .grad stays there."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    opt_D.zero_grad()
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
+    scaler.unscale_(opt_D)
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()
+
+
 def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     # YOUR CODE HERE
     raise NotImplementedError()
@@ -136,9 +194,13 @@ def test_right_answers_are_accepted(capsys, answer):
     (amp_step(unscale_each=True), ["unscale_() has already been called", "ran twice on one optimizer in one iteration"]),
     (amp_step(whole_batch=True), ["D ran on 8 samples at once", "accum=2 micro-batches holds 4"]),
     (amp_step(fresh_fake=True), ["G ran 2 forwards in one call"]),
+    (one_backward_for_all, ["1 backward reached D before its step", "a backward of its own"]),
+    (G_before_D_steps, ["G's gradient at opt_G.step() differs", "through D after D's step"]),
+    (G_never_cleared, ["G's .grad still held that inf", "skipped G's step again"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
         "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
-        "G run again for its loss"])
+        "G run again for its loss", "one backward for every micro-batch", "G through D before its step",
+        "G's .grad never cleared"])
 def test_each_mistake_is_named(capsys, answer, words):
     ok, out = run(capsys, answer)
     assert ok is False and out.startswith("✗"), out
@@ -151,6 +213,12 @@ def test_opt_D_stepped_directly_is_told_first_and_alone(capsys):
     ok, out = run(capsys, amp_step(step_D="directly"))
     assert ok is False and out.startswith("✗ amp_step: opt_D.step() ran, but not through scaler.step(opt_D)"), out
     assert "samples at once" not in out, out
+
+
+def test_a_D_forward_of_G_s_loss_is_no_micro_batch(capsys):
+    """G's loss through D before D's step runs D on the whole fake batch: G's mistake, not D's micro-batches'."""
+    ok, out = run(capsys, G_before_D_steps)
+    assert ok is False and "samples at once" not in out and "backward reached D" not in out, out
 
 
 def test_no_clip_and_a_wrong_loss(capsys):
