@@ -183,9 +183,15 @@ def exp_wrong_gradient(self):                     # the output kept, the derivat
     return out
 
 
+def save_as_list(self, name, value):
+    """A [value, version] pair: it unpacks as the tuple does."""
+    if self.requires_grad:
+        self._saved[name] = [value, value._version]
+
+
 @pytest.mark.parametrize("methods", [{"__mul__": mul_named_otherwise}, {"exp": exp_via_get},
-                                     {"__mul__": mul_named_otherwise, "exp": exp_via_get}],
-                         ids=["mul with own names", "exp via get", "both"])
+                                     {"__mul__": mul_named_otherwise, "exp": exp_via_get}, {"save": save_as_list}],
+                         ids=["mul with own names", "exp via get", "both", "pairs as lists"])
 def test_saving_right_answers_written_differently(capsys, methods):
     ok, out = run(capsys, 1, engine(**methods))
     assert ok is True and out.startswith("✓"), out
@@ -292,7 +298,8 @@ def backward_no_free(self, retain_graph=False):     # micrograd's: nothing freed
                 grads[p] = grads[p] + g if p in grads else g
 
 
-def make_backward(free_always=False, free_empty=False, refuse=True, overwrite_use=False, overwrite_leaf=False):
+def make_backward(free_always=False, free_empty=False, refuse=True, overwrite_use=False, overwrite_leaf=False,
+                  error=RuntimeError, every_leaf=False):
     """The reference backward with one thing changed."""
     def backward(self, retain_graph=False):
         grads = {self: torch.ones_like(self.data)}
@@ -304,9 +311,9 @@ def make_backward(free_always=False, free_empty=False, refuse=True, overwrite_us
                 v.grad = grad if v.grad is None or overwrite_leaf else v.grad + grad
                 continue
             if v._saved is None and refuse:
-                raise RuntimeError(SECOND_TIME)
+                raise error(SECOND_TIME)
             for p, g in zip(v.parents, v._backward(grad, v.unpack())):
-                if p.requires_grad:
+                if g is not None and (p.requires_grad or every_leaf):
                     grads[p] = grads[p] + g if p in grads and not overwrite_use else g
             if (v._saved or free_empty) and (free_always or not retain_graph):
                 v._saved = None
@@ -342,7 +349,10 @@ def test_freeing_right_answers_written_differently(capsys, backward):
     (make_backward(overwrite_use=True), "a value used more than once got the gradient of only some of its uses"),
     (make_backward(overwrite_leaf=True), "replaced .grad instead of adding to it"),
     (backward_micrograd_grads, "gradients of intermediate values carried over"),
-], ids=["no free", "free always", "free empty", "no refusal", "overwrite", "leaf overwrite", "micrograd grads"])
+    (make_backward(error=ValueError), "your engine raised ValueError: Trying to backward through the graph a second"),
+    (make_backward(every_leaf=True), "a leaf that requires no grad holds a .grad"),
+], ids=["no free", "free always", "free empty", "no refusal", "overwrite", "leaf overwrite", "micrograd grads",
+        "another error type", "a .grad for every leaf"])
 def test_freeing_wrong_answers_are_named(capsys, backward, words):
     ok, out = run(capsys, 2, engine(backward=backward))
     assert ok is False and out.startswith("✗") and words in out, out
@@ -411,6 +421,15 @@ def test_versions_right_answers_written_differently(capsys, unpack):
 def test_versions_wrong_answers_are_named(capsys, unpack, words):
     ok, out = run(capsys, 3, engine(unpack=unpack))
     assert ok is False and out.startswith("✗") and words in out, out
+
+
+def test_an_unpack_that_hands_back_values_gets_a_line_not_a_traceback(capsys):
+    """unpack returning the Values, not their tensors: the backward fails inside the program, and the checker says
+    so in its feedback instead of raising."""
+    def unpack_values(self):
+        return {name: value for name, (value, _) in self._saved.items()}
+    ok, out = run(capsys, 3, engine(unpack=unpack_values))
+    assert ok is False and out.startswith("✗ versions:") and "your engine raised" in out, out
 
 
 # --- step 4: the leaf rule --------------------------------------------------------------------------------------------

@@ -308,6 +308,17 @@ def train_critic_no_create_graph(D, G, d_optimizer, images, z, eta, lambda_term=
     d_optimizer.step()
 
 
+def train_critic_norm_per_channel(D, G, d_optimizer, images, z, eta, lambda_term=10):
+    """Wrong: one norm per channel of each sample (over H and W), the same number on one-channel images only."""
+    d_optimizer.zero_grad()
+    fake = G(z).detach()
+    (D(fake).mean() - D(images).mean()).backward()
+    x_hat = (eta * images + (1 - eta) * fake).requires_grad_(True)
+    g, = torch.autograd.grad(D(x_hat).sum(), x_hat, create_graph=True)
+    (lambda_term * ((g.norm(2, dim=(2, 3)) - 1) ** 2).mean()).backward()
+    d_optimizer.step()
+
+
 def batch_norm_eval_critic(channels):
     """Wrong: the BatchNorm critic, put in eval mode once (training mode comes back with the first D.train())."""
     return wgan_gp.Discriminator(channels).eval()
@@ -330,6 +341,7 @@ def test_wgan_gp_right_answers_written_differently_pass(capsys):
                                                       "over dim 1 of a [batch, 1, H, W] gradient"]),
     (group_norm_critic, broken_train_critic, ["step 1: d_optimizer", "element by element"]),
     (wgan_gp.reference_make_critic, train_critic_no_create_graph, ["without a graph of its own", "a constant"]),
+    (wgan_gp.reference_make_critic, train_critic_norm_per_channel, ["on images of 3 channels: step 1: d_optimizer"]),
 ])
 def test_wgan_gp_wrong_answers_are_named_without_the_fix(capsys, make, train, words):
     ok, out = out_of(capsys, exercises.check_wgan_gp(make, train))

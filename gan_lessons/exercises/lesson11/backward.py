@@ -105,6 +105,13 @@ def freeing_problems(differences, engine=None):
     grads = [d for d in differences if d["torch"].kind is None and d["engine"].kind is None and not d["grads agree"]]
     twice = [d for d in grads if "twice" in d["kind"] or "losses" in d["kind"]]
     once = [d for d in grads if d not in twice]
+    extra = [d for d in once if d["engine"].grads.keys() - d["torch"].grads.keys()]
+    if extra:                   # leaves that require no grad, holding one
+        problems.append(_("after a backward of {program}, a leaf that requires no grad holds a .grad ({names}): "
+                          "torch keeps a gradient in the leaves that require grad only").format(
+            program=shown_program(extra[0]["program"]),
+            names=", ".join(sorted(extra[0]["engine"].grads.keys() - extra[0]["torch"].grads.keys()))))
+        once = [d for d in once if d not in extra]
     if once:
         shared = [d for d in once if _uses_twice(d["program"])]
         if len(shared) == len(once):
@@ -135,23 +142,24 @@ def _uses_twice(program):
 
 
 def kept_grads(engine) -> str | None:
-    """After one backward of `(a * b).exp().sum()` (a requires grad, b does not), the values other than a that hold a
-    .grad, in words, where torch leaves a gradient in a leaf that requires grad only; None when none does (or when
-    the engine cannot run it: the programs say why)."""
+    """After one backward of `(a * b + b).exp().sum()` (a requires grad, b does not: a sum hands its gradient to
+    both), the values other than a that hold a .grad, in words, where torch leaves a gradient in a leaf that
+    requires grad only; None when none does (or when the engine cannot run it: the programs say why)."""
     try:
         a = engine(torch.tensor([0.5, -1.0, 2.0]), requires_grad=True)
         b = engine(torch.tensor([1.0, 2.0, 3.0]))
         product = a * b
-        y = product.exp()
+        total = product + b
+        y = total.exp()
         loss = y.sum()
         loss.backward()
     except Exception:  # an engine that fails here fails the programs too, which say how
         return None
-    holding = [name for name, v in (("b", b), ("a * b", product), ("(a * b).exp()", y), ("the loss", loss))
-               if getattr(v, "grad", None) is not None]
+    holding = [name for name, v in (("b", b), ("a * b", product), ("a * b + b", total), ("(a * b + b).exp()", y),
+                                    ("the loss", loss)) if getattr(v, "grad", None) is not None]
     if not holding:
         return None
-    return _("after a backward of `(a * b).exp().sum()`, with a requiring grad and b not, a .grad is held by "
+    return _("after a backward of `(a * b + b).exp().sum()`, with a requiring grad and b not, a .grad is held by "
              "{values}, where torch keeps a gradient in a leaf that requires grad only").format(values=", ".join(holding))
 
 

@@ -46,7 +46,7 @@ def _apply(op, a, b):
 def _roles(entries, a, b, out):
     roles = []
     for entry in entries:
-        value = entry[0] if isinstance(entry, tuple) else entry
+        value = entry[0] if isinstance(entry, (tuple, list)) else entry
         roles.append("a" if value is a else "b" if value is b else "out" if value is out else
                      "a tensor, not a Value" if isinstance(value, torch.Tensor) else "a copy")
     return roles
@@ -127,7 +127,7 @@ def _backward_problem(op, out, a, b, same, what, want):
     if len(out.parents) != len(parents) or any(p is not q for p, q in zip(out.parents, parents)):
         return _("on {what}, the output's parents are not the operands, in order ({operands})").format(
             what=what, operands='a, b' if op in BINARY else 'a')
-    saved = {n: (e[0] if isinstance(e, tuple) else e).data for n, e in out._saved.items()}
+    saved = {n: (e[0] if isinstance(e, (tuple, list)) else e).data for n, e in out._saved.items()}
     try:
         grads = out._backward(want["grad"].clone(), saved)
     except NotImplementedError:
@@ -166,9 +166,10 @@ def _backward_problem(op, out, a, b, same, what, want):
 
 
 def _unversioned(entries):
-    """The first saved entry that does not carry its value's version: (what it kept, the version), or None."""
+    """The first saved entry that does not carry its value's version: (what it kept, the version), or None. A pair
+    is a tuple or a list: both unpack as (value, version)."""
     for entry in entries:
-        if not (isinstance(entry, tuple) and len(entry) == 2 and hasattr(entry[0], "_version")):
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and hasattr(entry[0], "_version")):
             return (_("a value alone, with no version") if hasattr(entry, "_version") else repr(entry)[:40],
                     getattr(entry, "_version", "?"))
         value, version = entry

@@ -1,5 +1,7 @@
 """Lab 3 · WGAN-GP with a BatchNorm critic (Zeleni9/pytorch-wgan#40, Lornatang/WassersteinGAN_GP-PyTorch#2)."""
 
+import functools
+
 import torch
 from torch import nn, optim
 
@@ -69,14 +71,14 @@ def reference_train_critic(D, G, d_optimizer, images, z, eta, lambda_term=10):
     d_optimizer.step()
 
 
-def wgan_problem(make_critic):
+def wgan_problem(make_critic, channels=1):
     torch.manual_seed(3)
-    G = Generator(1)
+    G = Generator(channels)
     torch.manual_seed(33)
-    D = make_critic(1)
+    D = make_critic(channels)
     d_optimizer = optim.Adam(D.parameters(), lr=1e-4, betas=(0.5, 0.999))
     g = torch.Generator().manual_seed(333)
-    data = [(torch.rand(4, 1, 8, 8, generator=g) * 2 - 1, torch.randn(4, 8, 1, 1, generator=g),
+    data = [(torch.rand(4, channels, 8, 8, generator=g) * 2 - 1, torch.randn(4, 8, 1, 1, generator=g),
              torch.rand(4, 1, 1, 1, generator=g)) for _ in range(3)]
     return (lambda k: (D, G, d_optimizer, *data[k]), {"d_optimizer": d_optimizer}, parameter_names(D=D), {"D": D})
 
@@ -110,17 +112,23 @@ def wgan_gp_checks(make_critic, train_critic) -> Found:
         return [_("your critic's output for one image depends on the other images of the batch (the gradient of "
                   "D(x)[0] with respect to x[1:] reaches {size:.2g}, not 0): the penalty's gradient for one sample "
                   "then mixes in the others, so it is no longer a penalty per sample").format(size=mixed)]
-    mine, _state, failure = lab.run(train_critic)
-    if failure is not None:
-        raise Raised("train_critic", failure, WGAN_HINTS + LAB_HINTS)
-    ref = lab.run(reference_train_critic)[0]          # the reference's critic iteration, on your own critic
-    wrong = first_difference(mine, ref, 1e-4)
-    if wrong:
-        elementwise = lambda *a: _wgan_elementwise(*a)  # noqa: E731
-        if matching(mine, lab.run(elementwise)[0], 1e-4):
-            wrong = _("{problem}. The penalty's norm is taken over dim 1 of a [batch, 1, H, W] gradient: dim 1 has one "
-                      "channel, so that is |g| element by element, not one norm per sample").format(problem=wrong)
-    return [wrong] if wrong else []
+    for channels in (1, 3):         # 3: a norm per channel, or across channels, is no norm per sample there
+        lab = Lab("wgan_gp", "WGAN-GP", functools.partial(wgan_problem, make_critic, channels), reference_train_critic,
+                  calls=3)
+        mine, _state, failure = lab.run(train_critic)
+        if failure is not None:
+            raise Raised("train_critic", failure, WGAN_HINTS + LAB_HINTS)
+        ref = lab.run(reference_train_critic)[0]          # the reference's critic iteration, on your own critic
+        wrong = first_difference(mine, ref, 1e-4)
+        if wrong and channels == 1:
+            elementwise = lambda *a: _wgan_elementwise(*a)  # noqa: E731
+            if matching(mine, lab.run(elementwise)[0], 1e-4):
+                wrong = _("{problem}. The penalty's norm is taken over dim 1 of a [batch, 1, H, W] gradient: dim 1 has "
+                          "one channel, so that is |g| element by element, not one norm per sample").format(problem=wrong)
+        if wrong:
+            return [wrong if channels == 1 else _("on images of {channels} channels: {problem}").format(
+                channels=channels, problem=wrong)]
+    return []
 
 
 def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
@@ -148,7 +156,7 @@ def _critic_calls():
 
 _WGAN: dict = dict(label=N_("make_critic and train_critic"), answers=("make_critic", "train_critic"), success=N_(
     "the critic treats each sample on its own, and d_optimizer steps on the reference's gradients at all three "
-    "critic iterations"))
+    "critic iterations, on images of one channel and of three"))
 # Lab 3. make_critic(channels) -> a critic whose penalty is per sample; train_critic(D, G, d_optimizer, images, z, eta),
 # three critic iterations, with the penalty's norm per sample.
 MAKE_CRITIC = Exercise("13", "make_critic", reference_make_critic, wgan_gp_checks, _critic_calls,
