@@ -109,15 +109,15 @@ AUTOGRAD_HINTS = [
 ]
 
 
-class _DataReads(TorchFunctionMode):
-    """Counts reads of `.data` on tensors that require grad."""
+class _DataUses(TorchFunctionMode):
+    """Counts reads of `.data` on tensors that require grad, and assignments to it."""
 
     def __init__(self):
         super().__init__()
         self.count = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") == "__get__" and \
+        if getattr(func, "__name__", "") in ("__get__", "__set__") and \
                 getattr(getattr(func, "__self__", None), "__name__", "") == "data" and \
                 args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
             self.count += 1
@@ -125,8 +125,8 @@ class _DataReads(TorchFunctionMode):
 
 
 @contextmanager
-def data_reads():
-    """Within the block, count every `.data` read of a tensor that requires grad: yields the counter, whose
-    `count` is final on exit."""
-    with _DataReads() as mode:
+def data_uses():
+    """Within the block, count every `.data` of a tensor that requires grad, read (`p.data.add_(...)`) or assigned
+    (`p.data = ...`): yields the counter, whose `count` is final on exit."""
+    with _DataUses() as mode:
         yield mode

@@ -6,7 +6,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_reads
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, data_uses
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -38,15 +38,17 @@ def _none_grad_problem(params, had_grad, before, reads):
                   "fake), and your step used it anyway")]
     unchanged = [n for n, p, had, old in zip(NAMES, params, had_grad, before) if had and torch.equal(p.detach(), old)]
     if unchanged:
-        problems.append(_("{name} did not change either: the update made a new tensor (as `p = p - lr * p.grad` "
-                          "does) and left the parameter as it was").format(name=unchanged[0]))
+        problems.append(_("{name} did not change either, though its .grad held a gradient: nothing was written into "
+                          "the parameter itself (a new tensor bound to the name p, as `p = p - lr * p.grad` makes, "
+                          "is not the parameter)").format(name=unchanged[0]))
     if reads.count:
         problems.append(_(_DATA_READ))
     return problems
 
 
-_DATA_READ = N_("your step reads `.data` of a parameter: it runs, but `.data` hides the change from autograd's "
-                "version counter, so a graph that saved the parameter gives a silently wrong gradient (lesson 03)")
+_DATA_READ = N_("your step goes through `.data` of a parameter: it runs, but `.data` hides the change from "
+                "autograd's version counter, so a graph that saved the parameter gives a silently wrong gradient "
+                "(lesson 03)")
 CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it")
 
 
@@ -65,9 +67,9 @@ def _param_problems(step, params, ref_params, before, had_grad):
             problems.append(_("{name} did not change, and its .grad is all zeros: it was zeroed before the update "
                               "used it").format(name=n))
         elif had and torch.equal(p.detach(), old):
-            problems.append(_("{name} did not change at step {step}: the update made a new tensor (as `p = p - lr * "
-                              "p.grad` does) and left the parameter as it was").format(name=n,
-                                                                                                     step=step))
+            problems.append(_("{name} did not change at step {step}, though its .grad held a gradient: nothing was "
+                              "written into the parameter itself (a new tensor bound to the name p, as `p = p - lr * "
+                              "p.grad` makes, is not the parameter)").format(name=n, step=step))
         elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
             why = (_("u's .grad is None, and your step changed u all the same") if n == "u" else
                    _("its .grad still held step 1's gradient, and backward() added step 2's to it") if step == 2
@@ -116,7 +118,7 @@ def sgd_checks(sgd_step, lr=0.1) -> Found:
         ref_opt.step()
         had_grad = [p.grad is not None for p in params]
         try:
-            with data_reads() as reads:
+            with data_uses() as reads:
                 sgd_step(params, lr)
         except Exception as error:
             if "NoneType" not in str(error) or "ellipsis" in str(error) or isinstance(error, NotImplementedError):
@@ -230,7 +232,7 @@ def init_checks(init_weights) -> Found:
     values = {n: p.detach().clone() for n, p in model.named_parameters()}
     versions = {n: p._version for n, p in model.named_parameters()}
     try:
-        with data_reads() as reads:
+        with data_uses() as reads:
             model.apply(init_weights)
     except Exception as error:
         raise Raised("init_weights", error, AUTOGRAD_HINTS + [
@@ -251,8 +253,8 @@ def init_checks(init_weights) -> Found:
         return problems[:4]
     problems = _init_problems(model, values, versions)
     if reads.count:
-        problems.append(_("your init reads `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): it "
-                          "works before training, but `.data` changes a parameter behind autograd's version "
+        problems.append(_("your init goes through `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): "
+                          "it works before training, but `.data` changes a parameter behind autograd's version "
                           "counter, the route lesson 03 shows giving silently wrong gradients"))
     if not problems:
         model(torch.randn(4, 64)).mean().backward()

@@ -164,7 +164,7 @@ def _mixed_up(mine):
         if "l3" in got:
             why.append(_("l3 must train model3 alone, yet its gradient went on into the models before it"))
         if "l2" in set(should) - got:
-            why.append(_("l2 must train model1 too, yet something cut the path from b back to a"))
+            why.append(_("l2 must train model1 too, yet no part of l2's gradient was in model1's .grad at that step"))
         if not why:
             why.append(_("each model steps on the losses named in the exercise, and on those alone"))
         problems.append(_("at its first step, {optimizer} stepped on the gradient of {got}, where it should step on "

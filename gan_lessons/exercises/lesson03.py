@@ -176,6 +176,9 @@ def stale_saved_checks(stale_saved) -> Found:
             failed.append((description, _("you reported {entries}, the stale saved tensors are {right}. Hint: "
                                           "{hint}").format(entries=entries, right=right,
                                                            hint=_hint(entries, right, grads, graph))))
+        elif not _same(grads, right_grads) and _same(grads, _run(_forward_only, graph)[1]):
+            failed.append((description, _("the report is right, but no backward ran through the loss: the leaves got "
+                                          "no gradient")))
         elif not _same(grads, right_grads):
             failed.append((description, _("the report is right, but backward's gradient is not what it is without "
                                           "your probe: unpack must return the very tensor pack received")))

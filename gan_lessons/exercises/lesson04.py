@@ -171,8 +171,8 @@ def sample_checks(sample) -> Found:
     if not G.training:
         problems.append(_("G is left in eval mode, and the next training step would use the running statistics"))
     if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
-        problems.append(_("the images differ from G's evaluation-mode output: BatchNorm must use the running "
-                          "statistics (G.eval() before the forward)"))
+        problems.append(_("the images differ from G's evaluation-mode output, where BatchNorm normalises with its "
+                          "running statistics"))
     if not problems:
         G.eval()                                 # called on a G already in eval mode, it must stay there
         sample(G, z)

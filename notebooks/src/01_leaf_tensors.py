@@ -304,7 +304,7 @@ claim("SGD skips a parameter whose .grad is None: it is left as it was", spare.g
 # Seed 001's way of changing a leaf, `p -= lr * p.grad`, raises section 4's error while autograd records. Write the
 # whole body of `sgd_step(params, lr)`, the update `optim.SGD` makes:
 # - every parameter `p` with a gradient changes **in place** by `lr * p.grad`, and stays the same tensor, a leaf that
-#   requires grad;
+#   requires grad, without going through `.data` (lesson 03 shows what `.data` hides);
 # - a parameter whose `.grad` is `None` (no loss reached it) is left as it is, as SGD leaves it (section 5);
 # - once used, `.grad` is cleared (set to `None`, as `opt.zero_grad()` does), so that the next step's `backward()`
 #   starts from an empty `.grad` (the side road after the exercises shows what it does to one that is not).
@@ -345,8 +345,8 @@ assert solved, "sgd_step: not solved yet, or not right: the lines above say what
 #   generator has one such layer;
 # - every other module left alone.
 #
-# The values must be set **in place**: keep the very same parameter tensors (an optimizer made before the init
-# holds them), and keep them leaves that require grad. The obvious one-liner, `m.weight.normal_(0.0, 0.02)`,
+# The values must be set **in place**, without going through `.data`: keep the very same parameter tensors (an
+# optimizer made before the init holds them), and keep them leaves that require grad. The obvious one-liner, `m.weight.normal_(0.0, 0.02)`,
 # raises section 4's error on the first module. Write the whole body of `init_weights(m)`; the checker applies it
 # to a small generator and says what is still wrong.
 

@@ -239,7 +239,7 @@ def sample_always_train(G, z):                   # puts G in training mode whate
 
 
 @pytest.mark.parametrize("sample, named", [
-    (sample_no_grad_only, ["running statistics changed", "eval()"]),
+    (sample_no_grad_only, ["running statistics changed", "evaluation-mode output"]),
     (sample_detach, ["saved", "never runs", "does not unsave them"]),
     (sample_left_in_eval, ["left in eval mode"]),
     (sample_always_train, ["was in eval mode before sample", "in training mode after"]),
