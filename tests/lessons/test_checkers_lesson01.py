@@ -279,6 +279,38 @@ def test_init_names_an_untouched_or_constant_batchnorm(capsys):
     assert ok is False and "BatchNorm2d 5" in out and "every entry is 1" in out and "untouched" not in out, out
 
 
+def sgd_assigns_data(params, lr):                 # p.data = ...: no in-place op, and the version counter never moves
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.data = p - lr * p.grad
+                p.grad = None
+
+
+def init_assigns_data(m):                          # m.weight.data = ...: a new tensor behind the parameter's back
+    if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)):
+        mean = 1.0 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) else 0.0
+        m.weight.data = torch.randn_like(m.weight) * 0.02 + mean
+        if m.bias is not None:
+            m.bias.data = torch.zeros_like(m.bias)
+
+
+def sgd_does_nothing(params, lr):
+    pass
+
+
+def test_an_assignment_to_data_is_named_as_a_read_is(capsys):
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_assigns_data)
+    assert ok is False and "goes through `.data`" in out and "version counter" in out, out
+    ok, out = run(capsys, exercises.check_init, init_assigns_data)
+    assert ok is False and "goes through `.data`" in out and "version counter" in out, out
+
+
+def test_a_step_that_writes_nothing_is_not_told_it_made_a_new_tensor(capsys):
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_does_nothing)
+    assert ok is False and "w did not change at step 1" in out and "nothing was written into the parameter" in out
+
+
 def test_sgd_step_names_a_gradient_zeroed_before_the_update(capsys):
     ok, out = run(capsys, exercises.check_sgd_step, sgd_zeroed_before)
     assert ok is False and "its .grad is all zeros: it was zeroed before the update used it" in out, out

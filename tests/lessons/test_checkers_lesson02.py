@@ -228,6 +228,28 @@ def test_names_each_mistake(capsys):
     assert ok is False and "a `...` is still in your function" in out
 
 
+def zero_grad_between_the_losses(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
+    """Seed 004's order: optimizer1's zero_grad() after l2's backward wipes l2's gradient out of model1."""
+    a = model1(data)
+    b = model2(a)
+    c = model3(b.detach())
+    optimizer2.zero_grad()
+    optimizer3.zero_grad()
+    F.cross_entropy(b, label).backward(retain_graph=True)
+    optimizer2.step()
+    optimizer1.zero_grad()
+    F.cross_entropy(a, label).backward()
+    optimizer1.step()
+    F.cross_entropy(c, label).backward()
+    optimizer3.step()
+
+
+def test_a_gradient_wiped_by_zero_grad_is_not_called_a_cut_path(capsys):
+    ok, out = run(capsys, zero_grad_between_the_losses)
+    assert ok is False and "no part of l2's gradient was in model1's .grad at that step" in out, out
+    assert "cut" not in out, out
+
+
 def test_no_feedback_prints_the_fix(capsys):
     for wrong in WRONG:
         ok, out = run(capsys, wrong)

@@ -184,6 +184,15 @@ def test_each_wrong_probe_is_named(capsys, probe, named):
     assert out.count("✗") == 1, out
 
 
+def test_a_probe_that_runs_no_backward_is_told_so_where_its_report_is_right(capsys):
+    """Where nothing is stale, an empty report is right: what is wrong there is that no backward ran."""
+    def probe_forward_only(make_loss):
+        make_loss()
+        return []
+    ok, out = run(capsys, probe_forward_only)
+    assert ok is False and ("no backward ran" in out) and "the very tensor pack received" not in out, out
+
+
 def test_a_wrong_probe_says_on_which_graph(capsys):
     ok, out = run(capsys, probe_copy)
     assert "on y = a.exp(), then y.add_(1)" in out and "the stale saved tensors are [((5,), 0, 1)]" in out
