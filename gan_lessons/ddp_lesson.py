@@ -186,19 +186,23 @@ def seed003(rank, world):
 
 def accumulate(rank, world, step, source=None, accum=2, calls=2):
     """A D step over `accum` micro-batches, DDP-wrapped D (`step` is a name in this module or, with `source`, a
-    student's function): the gradient D stepped on at each call, and the buckets DDP sent per call."""
+    student's function): the gradient D stepped on at each call, the buckets DDP sent per call, and the backwards
+    that reached D per call."""
     D = make_D(batch_norm=False)
     ddp, hook = DDP(D), CountingHook()
     ddp.register_comm_hook(None, hook.send)
     opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
-    seen, sent = [], []
+    seen, sent, backwards = [], [], []
     opt_D.register_step_pre_hook(lambda opt, args, kwargs: seen.append(_grads(D).clone()))
+    arrived = []
+    next(D.parameters()).register_hook(lambda grad: arrived.append(1))
     function = _student(source, step) if source else globals()[step]
     for call in range(calls):
-        before = hook.sent
+        before, reached = hook.sent, len(arrived)
         function(ddp, opt_D, batch(rank, seed=100 + 10 * call), batch(rank, seed=300 + 10 * call), accum)
         sent.append(hook.sent - before)
-    return {"grads": seen, "sent": sent}
+        backwards.append(len(arrived) - reached)
+    return {"grads": seen, "sent": sent, "backwards": backwards}
 
 
 def _student(source, name):

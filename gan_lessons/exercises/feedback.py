@@ -96,6 +96,11 @@ def raised(function_name, error, hints) -> str:
         function=function_name, kind=type(error).__name__, message=headline(message), hint=localized(hint))
 
 
+# what an accumulation with one backward for all its micro-batches shows (lessons 10 and 14)
+ONE_BACKWARD = N_("{count} backward reached D before its step, where each of its accum={accum} micro-batches has a "
+                  "backward of its own: one backward of the micro-batches' summed losses keeps all their graphs "
+                  "alive at once, the memory accumulation is there to save")
+
 AUTOGRAD_HINTS = [
     ("leaf Variable that requires grad is being used in an in-place operation",
      N_("a parameter that requires grad was changed in place while autograd was recording, which autograd refuses "

@@ -115,10 +115,15 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
         start = int(resumed_at)
     except (TypeError, ValueError, RuntimeError):
         start = None
-    if start != steps:
+    if start != steps and start in (None, 0):
         problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: the resumed run "
                           "starts again at step 0, replays the first batches and trains {steps} steps too many").format(
             value=repr(resumed_at), steps=steps))
+    elif start != steps:
+        problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: the resumed run "
+                          "starts at step {value} and {what}").format(
+            value=start, steps=steps, what=_("skips {count} step(s)").format(count=start - steps) if start > steps
+            else _("trains {count} step(s) twice").format(count=steps - start)))
     if not problems:
         _resume_steps(G, D, opt_G, opt_D, start, 2 * steps)
         resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]

@@ -14,6 +14,8 @@ from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
 # Messages and hints are marked with N_() here and translated where they are shown (raised() translates the hints).
+MEAN_OF_SCORES = N_("that is the gradient of the scores' mean, which gives each of the {count} images 1/{count} of "
+                    "its own score's gradient: the penalty is on each image's own gradient")
 SCALAR = ("grad can be implicitly created only for scalar outputs",
            N_("D gives one score per image, and torch.autograd.grad of many scores was not told how to weigh each "
               "(it takes one number, or grad_outputs)"))
@@ -76,6 +78,7 @@ def _r1_mistakes(D, x_real, every, gamma):
         (weight * weight_grad(D, x_real).pow(2).sum(1).mean(), _("that is the gradient with respect to D's "
                                                                   "weights: R1 is on the gradient with respect to "
                                                                   "D's input, the real images")),
+        (weight * (g / len(x_real)).flatten(1).pow(2).sum(1).mean(), MEAN_OF_SCORES.format(count=len(x_real))),
     ]
 
 
@@ -164,8 +167,14 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
                                call=_("r1_term at step {step}").format(step=step))
         finally:
             handle.remove()
+        value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
+        if due and isinstance(value, (int, float)) and value == 0:
+            problems.append(_("at step {step} the term is {value}, where with every={every} R1 is computed at steps "
+                              "{due} (step % every == 0), this one among them").format(
+                step=step, value=repr(value), every=every,
+                due=", ".join(str(k) for k in range(steps) if k % every == 0)))
+            break
         if not due:
-            value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
             if value != 0:
                 problems.append(_("at step {step} the term is {value}: with every={every} it is computed only when "
                                   "step % every == 0, and is 0 in between").format(step=step, value=repr(value),

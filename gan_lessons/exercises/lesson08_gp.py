@@ -8,6 +8,7 @@ from torch import nn
 from gan_lessons.exercises.exercise import Exercise, Found, attempt, backward_through
 from gan_lessons.exercises.lesson08 import (
     CONSTANT,
+    MEAN_OF_SCORES,
     SCALAR,
     SECOND,
     UNPACK,
@@ -91,6 +92,9 @@ def _gp_mistakes(D, x_real, x_fake, eps):
          .mean(), _("one eps for the whole batch, where each image has an eps of its own")),
         ((((grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
          _("eps and 1 - eps swapped: in the exercise eps weighs the real images")),
+        (((norms / len(x_real) - 1) ** 2).mean(), _(MEAN_OF_SCORES).format(count=len(x_real))),
+        ((torch.relu(norms - 1) ** 2).mean(), _("only norms above 1 are penalised: WGAN-GP pulls each norm toward 1, "
+                                                "from below as well")),
         (((weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "
                                                                                  "to D's weights: the penalty is on "
                                                                                  "the gradient with respect to D's "

@@ -116,7 +116,13 @@ def frozen_g_step_checks(g_step) -> Found:
     touched = [n for n, p in D.named_parameters() if not (
         (p.grad is None and run["grads"][n] is None)
         or (p.grad is not None and run["grads"][n] is not None and torch.equal(p.grad, run["grads"][n])))]
-    if touched:
+    cleared = [n for n in touched if run["grads"][n] is not None and (
+        D.get_parameter(n).grad is None or not D.get_parameter(n).grad.any())]
+    if touched and len(cleared) == len(touched):
+        problems.append(_("D's .grad was emptied (D.{first}, {count} of {total}): G's step cleared a gradient of D "
+                          "that it was not its to touch").format(first=cleared[0], count=len(cleared),
+                                                                 total=len(run['grads'])))
+    elif touched:
         problems.append(_("D's .grad changed (D.{first}, {count} of {total}): loss_G's backward went into D's "
                           "parameters").format(first=touched[0], count=len(touched),
                                                                            total=len(run['grads'])))

@@ -7,7 +7,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, ONE_BACKWARD, raised
 from gan_lessons.exercises.steps import first_difference, flat, parameter_names, recorded_steps
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
@@ -153,10 +153,7 @@ def _call_problems(run):
                           "micro-batches holds {size}: D's loss is added up over the micro-batches, one backward "
                           "each").format(count=largest, accum=ACCUM, size=run["micro_batch"]))
     elif 0 < run["d_backwards"] < ACCUM:
-        problems.append(_("{count} backward reached D before its step, where each of its accum={accum} micro-batches "
-                          "has a backward of its own: one backward of the micro-batches' summed losses keeps all "
-                          "their graphs alive at once, the memory accumulation is there to save").format(
-            count=run["d_backwards"], accum=ACCUM))
+        problems.append(_(ONE_BACKWARD).format(count=run["d_backwards"], accum=ACCUM))
     updates = calls.count("update")
     if updates != 1:
         problems.append(_("scaler.update() ran {updates} times in one call of amp_step, so the scale moved more than "

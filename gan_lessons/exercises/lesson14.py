@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from gan_lessons import ddp_lesson, processes
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, ONE_BACKWARD
 from gan_lessons.exercises.steps import Steps, compare_steps
 from gan_lessons.i18n import N_, _
 
@@ -57,6 +57,9 @@ def ddp_accumulation_checks(d_step) -> Found:
     mine = [_records(r["grads"]) for r in runs]
     if len(mine[0]["opt_D"]) == CALLS and len(mine[1]["opt_D"]) == CALLS and not all(
             torch.equal(a, b) for a, b in zip(runs[0]["grads"], runs[1]["grads"])):
+        if any(runs[0]["sent"]):
+            return [_("the two processes stepped on different gradients, though DDP sent buckets during the step: "
+                      "gradients added into .grad after that averaging stayed each process's own")], {}
         return [_("the two processes stepped on different gradients: DDP never averaged them over the processes")], {}
     problems = compare_steps(mine[0], reference, _("one process with the whole global batch steps on the mean of "
                                                    "the hinge loss over it"))
@@ -64,6 +67,8 @@ def ddp_accumulation_checks(d_step) -> Found:
     if problems and not compare_steps(mine[0], last):
         problems = [_("D stepped on its last micro-batch's gradient alone: .grad was emptied between the "
                       "micro-batches' backwards, so the earlier ones were lost")]
+    if not problems and min(runs[0]["backwards"]) < ACCUM:
+        problems = [_(ONE_BACKWARD).format(count=min(runs[0]["backwards"]), accum=ACCUM)]
     if not problems and any(sent != 1 for sent in runs[0]["sent"]):
         problems = [_("the gradients are right, but DDP sent each bucket {sent} times a step: it averaged after every "
                       "micro-batch, where only the sum of them needs averaging, once").format(sent=max(runs[0]["sent"]))]

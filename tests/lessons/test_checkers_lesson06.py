@@ -125,6 +125,21 @@ def test_step_count_missing_names_the_step(capsys):
     assert "starts again at step 0" in out and out.count("✗") == 1
 
 
+def load_one_step_on(state, G, D, opt_G, opt_D):     # everything loaded, the step count off by one
+    return load_everything(state, G, D, opt_G, opt_D) + 1
+
+
+def save_one_step_back(G, D, opt_G, opt_D, step):
+    return {**save_deepcopy(G, D, opt_G, opt_D, step), "step": step - 1}
+
+
+def test_a_step_count_off_by_one_is_told_as_it_is(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_one_step_on)
+    assert ok is False and "starts at step 4 and skips 1 step(s)" in out and "step 0" not in out, out
+    ok, out = run(capsys, exercises.check_resume, save_one_step_back, load_everything)
+    assert ok is False and "starts at step 2 and trains 1 step(s) twice" in out and "step 0" not in out, out
+
+
 def test_live_references_are_named_not_copied(capsys):
     ok, out = run(capsys, exercises.check_resume, save_references, load_everything)
     assert ok is False and "changed after save_state returned" in out and "not copies" in out and out.count("✗") == 1

@@ -148,6 +148,20 @@ def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answ
     assert ok is True and out.startswith("✓ gradient_penalty"), out
 
 
+def gp_of_the_mean(D, x_cond, x_real, x_fake, eps):          # the gradient of the scores' mean, not of each score
+    e = eps.view(-1, 1, 1, 1)
+    x_hat = (e * x_real + (1 - e) * x_fake.detach()).requires_grad_(True)
+    g, = torch.autograd.grad(D(x_cond, x_hat).mean(), x_hat, create_graph=True)
+    return ((g.flatten(1).norm(dim=1) - 1) ** 2).mean()
+
+
+def gp_one_sided(D, x_cond, x_real, x_fake, eps):            # norms below 1 left alone
+    e = eps.view(-1, 1, 1, 1)
+    x_hat = (e * x_real + (1 - e) * x_fake.detach()).requires_grad_(True)
+    g, = torch.autograd.grad(D(x_cond, x_hat).sum(), x_hat, create_graph=True)
+    return (torch.relu(g.flatten(1).norm(dim=1) - 1) ** 2).mean()
+
+
 @pytest.mark.parametrize("answer, words", [
     (gp_written(create_graph=False), ["constant", "create_graph=True", "trains nothing"]),
     (gp_written(per_image=False), ["one norm over the whole batch", "each image's own gradient norm"]),
@@ -165,6 +179,8 @@ def test_gradient_penalty_accepts_right_answers_written_differently(capsys, answ
     (gp_both_inputs, ["both of D's inputs", "the image's gradient alone"]),
     (gp_swapped_inputs, ["puts the image where the condition goes", "condition first"]),
     (gp_unconditional, ["missing 1 required positional argument", "D is conditional"]),
+    (gp_of_the_mean, ["the gradient of the scores' mean", "1/5 of its own score's gradient"]),
+    (gp_one_sided, ["only norms above 1 are penalised"]),
 ], ids=lambda a: getattr(a, "__qualname__", "")[:40])
 def test_gradient_penalty_names_each_mistake(capsys, answer, words):
     ok, out = run(capsys, exercises.check_gradient_penalty, answer)
@@ -236,6 +252,15 @@ def r1_weights(D, x_real, step, every, gamma):       # the gradient of D's weigh
     return gamma / 2 * every * g.flatten(1).pow(2).sum(1).mean()
 
 
+def r1_schedule_off_by_one(D, x_real, step, every, gamma):   # computed at steps 1, 5, ...: 0.0 where it is due
+    if (step - 1) % every:
+        return 0.0
+    x_real = x_real.detach().requires_grad_(True)
+    scores = D(x_real)
+    g, = grad(scores, x_real, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return gamma / 2 * every * g.flatten(1).pow(2).sum(1).mean()
+
+
 def r1_package(D, x_real, step, every, gamma):       # the package's R1, not the student's
     if step % every:
         return torch.zeros(())
@@ -260,6 +285,7 @@ def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
     (r1_no_requires_grad, ["r1_term at step 0 raised", "x_real did not require grad when D saw it"]),
     (r1_weights, ["gradient with respect to D's weights", "real images"]),
     (r1_package, ["calls strategies.r1_penalty", "torch.autograd.grad"]),
+    (r1_schedule_off_by_one, ["at step 0 the term is 0.0", "R1 is computed at steps 0, 4"]),
 ], ids=lambda a: getattr(a, "__qualname__", "")[:40])
 def test_lazy_r1_names_each_mistake(capsys, answer, words):
     ok, out = run(capsys, exercises.check_lazy_r1, answer)

@@ -58,6 +58,25 @@ def g_step_context(G, D, opt_G, z):
     return loss_G
 
 
+def g_step_clears_D(G, D, opt_G, z):
+    """D frozen and thawed again, but D's .grad emptied on the way out: G's step wiped what it was not its to touch."""
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        loss_G = g_bce(D(G(z)))
+        loss_G.backward()
+        opt_G.step()
+        return loss_G
+    finally:
+        D.zero_grad()
+        D.requires_grad_(True)
+
+
+def test_a_G_step_that_clears_D_s_grad_is_not_told_it_went_into_D(capsys):
+    ok, out = run(capsys, g_step_clears_D)
+    assert ok is False and "D's .grad was emptied" in out and "went into D's parameters" not in out, out
+
+
 def g_step_stub(G, D, opt_G, z):
     # YOUR CODE HERE
     raise NotImplementedError()

@@ -85,6 +85,27 @@ def never_cleared(ddp, opt_D, x_real, x_fake, accum):
     opt_D.step()
 
 
+def one_backward_for_all(ddp, opt_D, x_real, x_fake, accum):
+    """Every micro-batch's forward under no_sync, and one backward of their summed losses."""
+    opt_D.zero_grad()
+    with ddp.no_sync():
+        parts = [(F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+                 for real, fake in zip(x_real.chunk(accum)[:-1], x_fake.chunk(accum)[:-1])]
+    last = (F.relu(1 - ddp(x_real.chunk(accum)[-1])).mean() + F.relu(1 + ddp(x_fake.chunk(accum)[-1])).mean()) / accum
+    (sum(parts) + last).backward()
+    opt_D.step()
+
+
+def synced_first_only(ddp, opt_D, x_real, x_fake, accum):
+    """The first micro-batch's backward averaged, the others' kept to each process."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k > 0 else contextlib.nullcontext():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
 def uses_a_notebook_name(ddp, opt_D, x_real, x_fake, accum):
     opt_D.zero_grad()
     hinge_D(ddp, x_real, x_fake).backward()          # noqa: F821 (defined in another cell of a notebook)
@@ -111,6 +132,8 @@ def test_right_answers_are_accepted(capsys, answer):
     (not_divided, ["2x the reference's, in the same direction"]),
     (never_cleared, ["step 2: opt_D stepped on this step's gradient plus step 1's"]),
     (uses_a_notebook_name, ["NameError", "a name from another cell is not there"]),
+    (one_backward_for_all, ["1 backward reached D before its step", "a backward of its own"]),
+    (synced_first_only, ["the two processes stepped on different gradients", "after that averaging"]),
 ], ids=lambda x: getattr(x, "__name__", "words"))
 def test_each_mistake_is_named(capsys, answer, words):
     assert exercises.check_ddp_accumulation(answer) is False
