@@ -11,8 +11,10 @@ from gan_lessons.lesson import headline
 
 
 def _resume_run(seed):
+    """A small GAN, with a BatchNorm in G: a checkpoint of the parameters alone would lose its running statistics
+    (buffers, which eval mode and the samples use)."""
     torch.manual_seed(seed)
-    G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    G = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
     D = nn.Sequential(nn.Linear(2, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), nn.Flatten(0))
     opt_G = optim.Adam(G.parameters(), lr=1e-2, betas=(0.5, 0.999))
     opt_D = optim.Adam(D.parameters(), lr=1e-2, betas=(0.5, 0.999))
@@ -101,8 +103,12 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
     resumed_at = attempt("load_state", load_state, state, G, D, opt_G, opt_D, hints=[(
         "Missing key", N_("a state_dict went into an object other than the one it came from"))])
     problems = []
-    if not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
+    parameters = {name: dict(net.named_parameters()) for name, net in (("G", G), ("D", D))}
+    if not all(_same(parameters[name], {k: truth[name][k] for k in parameters[name]}) for name in ("G", "D")):
         problems.append(_("after load_state, G's or D's weights are not the saved ones"))
+    elif not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
+        problems.append(_("after load_state, G's weights are the saved ones but its BatchNorm's running statistics "
+                          "are not: those buffers, which eval mode and the samples use, did not come back"))
     for opt_name, opt in (("opt_G", opt_G), ("opt_D", opt_D)):
         if not _same(opt.state_dict()["state"], truth[opt_name]["state"]):
             problems.append(_("after load_state, {optimizer} has lost Adam's moments (exp_avg, exp_avg_sq) and its "

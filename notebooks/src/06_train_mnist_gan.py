@@ -371,8 +371,9 @@ claim("the seed's G, in its one run, collapsed onto 0s and 8s: together they are
 # ### Build it: a checkpoint the run resumes from exactly
 #
 # `python -m gan_lessons train --resume` continues a stopped run so exactly that it ends with the same weights, bit
-# for bit, as a run that never stopped. Write both halves of such a checkpoint, for a small GAN trained with
-# `strategies.d_first_fresh_fake` whose real batch depends on the step number (as an epoch's order does):
+# for bit, as a run that never stopped. Write both halves of such a checkpoint, for a small GAN (its G has a
+# BatchNorm layer) trained with `strategies.d_first_fresh_fake` whose real batch depends on the step number (as an
+# epoch's order does):
 #
 # - `save_state(G, D, opt_G, opt_D, step)` returns the run after `step` steps as plain data (tensors, numbers,
 #   dicts of them). A trainer may keep it in memory while the run goes on (the best state so far) and write it to

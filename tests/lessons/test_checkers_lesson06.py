@@ -140,6 +140,26 @@ def test_a_step_count_off_by_one_is_told_as_it_is(capsys):
     assert ok is False and "starts at step 2 and trains 1 step(s) twice" in out and "step 0" not in out, out
 
 
+def save_parameters_only(G, D, opt_G, opt_D, step):   # named_parameters(): BatchNorm's running statistics left out
+    return copy.deepcopy({"G": dict(G.named_parameters()), "D": dict(D.named_parameters()),
+                          "opt_G": opt_G.state_dict(), "opt_D": opt_D.state_dict(), "rng": torch.get_rng_state(),
+                          "step": step})
+
+
+def load_parameters_only(state, G, D, opt_G, opt_D):
+    G.load_state_dict(state["G"], strict=False)
+    D.load_state_dict(state["D"], strict=False)
+    opt_G.load_state_dict(state["opt_G"])
+    opt_D.load_state_dict(state["opt_D"])
+    torch.set_rng_state(state["rng"])
+    return state["step"]
+
+
+def test_a_checkpoint_without_buffers_names_the_running_statistics(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_parameters_only, load_parameters_only)
+    assert ok is False and "BatchNorm's running statistics are not" in out and out.count("✗") == 1, out
+
+
 def test_live_references_are_named_not_copied(capsys):
     ok, out = run(capsys, exercises.check_resume, save_references, load_everything)
     assert ok is False and "changed after save_state returned" in out and "not copies" in out and out.count("✗") == 1
