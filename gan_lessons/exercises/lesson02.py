@@ -9,11 +9,18 @@ from itertools import combinations
 import torch
 import torch.nn.functional as F
 from torch import nn, optim
-from torch.overrides import TorchFunctionMode
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS
-from gan_lessons.exercises.steps import close, compare_steps, flat, parameter_names, recorded_steps, same_steps
+from gan_lessons.exercises.steps import (
+    Backwards,
+    close,
+    compare_steps,
+    flat,
+    parameter_names,
+    recorded_steps,
+    same_steps,
+)
 from gan_lessons.i18n import N_, _
 
 CALLS = 3
@@ -43,38 +50,6 @@ def reference_chain_step(model1, model2, model3, optimizer1, optimizer2, optimiz
         optimizer.step()
 
 
-def _reachable(root):
-    """The autograd nodes a backward from `root` goes through (parameters' accumulators aside, which every graph
-    over the same parameters shares)."""
-    seen, todo = set(), [root.grad_fn]
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen or type(node).__name__ == "AccumulateGrad":
-            continue
-        seen.add(node)
-        todo.extend(n for n, _i in node.next_functions)
-    return seen
-
-
-class _Backwards(TorchFunctionMode):
-    """Records each backward() call: whether it kept its graph, and the nodes it goes through (read before it runs,
-    while the graph is whole)."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.backward and args and args[0].grad_fn is not None:
-            self.calls.append((bool((kwargs or {}).get("retain_graph")), _reachable(args[0])))
-        return func(*args, **(kwargs or {}))
-
-    def needless_retains(self) -> int:
-        """The backward() calls that kept their graph though no later backward goes through any of it."""
-        return sum(retain and not any(nodes & later for _r, later in self.calls[i + 1:])
-                   for i, (retain, nodes) in enumerate(self.calls))
-
-
 @contextmanager
 def _watched(models):
     """Within the block: how often each model runs forward, and how often a gradient comes back into model2's
@@ -92,7 +67,7 @@ def _watched(models):
         return hook
     handles = [m.register_forward_hook(forward_hook(k)) for k, m in enumerate(models)]
     try:
-        with _Backwards() as backwards:
+        with Backwards() as backwards:
             yield counts, backwards
     finally:
         for h in handles:

@@ -11,6 +11,7 @@ from torch import optim
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised
 from gan_lessons.exercises.steps import (
+    Backwards,
     compare_steps,
     known_mistake,
     matching,
@@ -245,6 +246,14 @@ def seed000_checks(fixed_step, calls=2) -> Found:
     if not problems and forwards != 1:
         problems.append(_("g ran {forwards} forwards in one call; the step asks for one").format(
             forwards=forwards))
+    if not problems:
+        with Backwards() as backwards:
+            _run_seed000(fixed_step, calls)
+        if backwards.needless_retains():
+            problems.append(_("the gradients are right, but {count} backward() call(s) in {calls} calls of your step "
+                              "kept their graph (retain_graph=True) though no later backward went through any of it: "
+                              "every saved tensor of that graph stayed alive for nothing").format(
+                count=backwards.needless_retains(), calls=calls))
     return problems
 
 

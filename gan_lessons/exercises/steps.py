@@ -5,7 +5,7 @@ steps, the gradient it steps on (`recorded_steps`). `first_difference` compares 
 steps ran and says, in words, the first step that differs: which optimizer, which step, which parameters, and how
 (None where it should hold a gradient, so many times the right one, the right one plus an earlier step's, another
 direction). `matching`, `right_answer` and `known_mistake` tell right answers written differently apart from
-known wrong ones.
+known wrong ones; `Backwards` records each backward() call, to find a graph kept for nothing.
 
     with recorded_steps({"opt_G": opt_G, "opt_D": opt_D}, names) as mine:
         step(G, D, opt_G, opt_D, x_real, z)
@@ -14,6 +14,7 @@ import math
 from contextlib import contextmanager
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from gan_lessons.i18n import _
 
@@ -54,6 +55,38 @@ def recorded_steps(optimizers, names):
 def parameter_names(**nets) -> dict:
     """{parameter: "net.name"} for each keyword's module, as records name them: parameter_names(G=G, D=D)."""
     return {p: f"{name}.{n}" for name, net in nets.items() for n, p in net.named_parameters()}
+
+
+def reachable(root):
+    """The autograd nodes a backward from `root` goes through (parameters' accumulators aside, which every graph
+    over the same parameters shares)."""
+    seen, todo = set(), [root.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen or type(node).__name__ == "AccumulateGrad":
+            continue
+        seen.add(node)
+        todo.extend(n for n, _i in node.next_functions)
+    return seen
+
+
+class Backwards(TorchFunctionMode):
+    """Records each backward() call: whether it kept its graph, and the nodes it goes through (read before it runs,
+    while the graph is whole)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.backward and args and args[0].grad_fn is not None:
+            self.calls.append((bool((kwargs or {}).get("retain_graph")), reachable(args[0])))
+        return func(*args, **(kwargs or {}))
+
+    def needless_retains(self) -> int:
+        """The backward() calls that kept their graph though no later backward goes through any of it."""
+        return sum(retain and not any(nodes & later for _r, later in self.calls[i + 1:])
+                   for i, (retain, nodes) in enumerate(self.calls))
 
 
 def flat(step):

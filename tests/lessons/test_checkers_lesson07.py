@@ -205,6 +205,25 @@ def test_seed000_step_names_a_missing_zero_grad_and_the_order(capsys):
     assert ok is False and "G steps first" in out and "D first" in out and out.count("✗") == 1
 
 
+def retained_for_nothing(g, d, g_optimizer, d_optimizer, x_real, z):   # fixed, but the seed's retain_graph kept
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))
+    gz = g(z)
+    d_loss = bce(d(x_real), real) + bce(d(gz.detach()), fake)
+    d_optimizer.zero_grad()
+    d_loss.backward(retain_graph=True)
+    d_optimizer.step()
+    g_loss = bce(d(gz), real)
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def test_seed000_step_names_a_graph_kept_for_nothing(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, retained_for_nothing)
+    assert ok is False and "2 backward() call(s) in 2 calls" in out and "stayed alive for nothing" in out, out
+    assert out.count("✗") == 1, out
+
+
 def test_seed000_step_unsolved(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, stub)
     assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out
