@@ -106,6 +106,23 @@ def mul_named_otherwise(self, other):
     return out
 
 
+def mul_zeros_for_none(self, other):                # zeros where the statement asks for None
+    other = self._value(other)
+    out = self._result(torch.mul(self.data, other.data), (self, other))
+    if self.requires_grad:
+        out.save("other", other)
+    if other.requires_grad:
+        out.save("self", self)
+
+    def backward(grad, saved):
+        return ((grad * saved["other"]).sum_to_size(self.data.shape) if "other" in saved
+                else torch.zeros_like(self.data),
+                (grad * saved["self"]).sum_to_size(other.data.shape) if "self" in saved
+                else torch.zeros_like(other.data))
+    out._backward = backward
+    return out
+
+
 def exp_via_get(self):
     out = self._result(torch.exp(self.data), (self,))
     out.save("y", out)
@@ -203,9 +220,10 @@ def test_saving_right_answers_written_differently(capsys, methods):
     ({"__mul__": mul_closure}, "mul saved nothing"),
     ({"__mul__": mul_no_reduce}, "mul's gradient for b has shape [3, 3]"),
     ({"__mul__": mul_copies}, "saved a copy or a bare tensor"),
+    ({"__mul__": mul_zeros_for_none}, "where b needs none and torch's node returns None"),
     ({"exp": exp_input}, "exp saved its input instead of its output"),
     ({"exp": exp_wrong_gradient}, "exp's gradient for a differs from torch's"),
-], ids=["own operand", "both", "closure", "no reduce", "copies", "exp input", "exp gradient"])
+], ids=["own operand", "both", "closure", "no reduce", "copies", "zeros for None", "exp input", "exp gradient"])
 def test_saving_wrong_answers_are_named(capsys, methods, words):
     ok, out = run(capsys, 1, engine(**methods))
     assert ok is False and out.startswith("✗") and words in out, out

@@ -150,6 +150,9 @@ def _backward_problem(op, out, a, b, same, what, want):
                      "grad").format(what=what)
         grads, parents = [torch.as_tensor(grads[0]) + torch.as_tensor(grads[1])], [a]
     for name, mine, right, p in zip("ab", grads, want["grads"], parents):
+        if right is None and mine is not None:
+            return _("{op}'s backward returned a gradient for {name} on {what}, where {name} needs none and torch's "
+                     "node returns None").format(op=op, name=name, what=what)
         if right is None:
             continue
         if mine is None:
