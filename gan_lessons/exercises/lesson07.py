@@ -263,9 +263,9 @@ def _seed000_calls(calls=2):
 
 
 SEED000_STEP = Exercise("07", "fixed_step", reference_seed000_step, seed000_checks, _seed000_calls,
-                        hints=AUTOGRAD_HINTS, what=N_("your fixed_step"), success=N_(
-                            "the doctor finds nothing, and every parameter of g and d gets the right gradient at "
-                            "each step"))
+                        hints=AUTOGRAD_HINTS, what=N_("your fixed_step"), forbids=("retain_graph=True",), success=N_(
+                            "the doctor finds nothing, every parameter of g and d gets the right gradient at each "
+                            "step, and no graph is kept for nothing"))
 DOCTOR_BUG = Exercise("07", "buggy_loop", None, doctor_bug_checks, None, label=N_("your bug"),
                       what=N_("your buggy loop"), success=N_("{error}, diagnosed by the doctor as {kind}: {summary}"))
 check_seed000_step = SEED000_STEP.check

@@ -379,13 +379,14 @@ claim("as a script, the doctor names the stale weight and the step that changed 
 #
 # ### Fix it: seed 000's step, until the doctor has nothing to say
 #
-# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D's
-# loss on a fake batch that is not detached, whose backward runs on into `g` through the graph G's loss needs. Write seed 000's training step as one function that keeps its plan
-# (D's step first, then G's; one forward of `g`) and has none of them: labels, both losses, each optimizer's
-# `zero_grad`, `backward` and `step`, in the right order. The checker runs your step once under the doctor, which
-# must neither raise nor warn, then twice on seed 000's models, comparing every gradient of `g` and `d` at each
-# optimizer step with the right ones. While a bug is left, it prints the doctor's report or warning for it, and
-# what that means here: read it first, the way you would on your own code.
+# Section 1's loop has three bugs: the version error it raises, the double sigmoid the doctor warned about, and D's loss
+# on a fake batch that is not detached, whose backward runs on into `g` through the graph G's loss needs. Write seed
+# 000's training step as one function that keeps its plan (D's step first, then G's; one forward of `g`) and has none of
+# them: labels, both losses, each optimizer's `zero_grad`, `backward` and `step`, in the right order, and no graph kept
+# once no backward needs it. The checker runs your step once under the doctor, which must neither raise nor warn, then
+# twice on seed 000's models, comparing every gradient of `g` and `d` at each optimizer step with the right ones. While
+# a bug is left, it prints the doctor's report or warning for it, and what that means here: read it first, the way you
+# would on your own code.
 
 # %%
 def fixed_step(g, d, g_optimizer, d_optimizer, x_real, z):
