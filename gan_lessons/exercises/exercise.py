@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gan_lessons.exercises.feedback import localized, raised, stub_left, unanswered, verdict
-from gan_lessons.i18n import _
+from gan_lessons.i18n import N_, _
 
 TOLERANCE = 1e-4     # two outcomes are the same within this part of the larger value's size (float32 sums in another
                      # order differ by about 1e-7 of it; two training steps can magnify that a hundredfold)
@@ -63,7 +63,9 @@ class Exercise:
     forbids: what the exercise's text rules out even where the values come out the same, as the edits that do it
     are named (tests/lessons/mutants.py), e.g. "retain_graph=True" where no graph may be kept for nothing.
     scenario: for a function that is half of something (a checkpoint's save is half of a resumed run), the whole run
-    around it instead of calls on the problem: scenario(function) returns the values an outcome compares."""
+    around it instead of calls on the problem: scenario(function) returns the values an outcome compares.
+    interface: where the (first) answer is a class, as an engine is, the attributes it must have to be checked at
+    all (anything else gets one line that says what was given)."""
     lesson: str
     name: str
     reference: Callable | None                          # None: an exercise with no one right answer
@@ -79,6 +81,7 @@ class Exercise:
     flags: bool = False
     forbids: tuple[str, ...] = ()
     scenario: Callable[[Callable], Any] | None = None
+    interface: tuple[str, ...] = ()
 
     def check(self, *answers, **options) -> bool:
         """grade(self, ...); given one answer where the exercise takes several, the others are the references."""
@@ -96,6 +99,8 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
         what = exercise.what if exercise.what and k == 0 else _("your {function}").format(function=name)
         if unanswered(label, answer, what):
             return False
+    if exercise.interface and not _is_class_with(label, answers[0], exercise.interface, exercise.what):
+        return False
     try:
         found = exercise.checks(*answers, **options)
     except Raised as failure:
@@ -107,6 +112,18 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
         return False
     problems, fields = found if isinstance(found, tuple) else (found, {})
     return verdict(label, problems, _(exercise.success).format(**fields) if exercise.success and not problems else "")
+
+
+def _is_class_with(label, answer, names, what) -> bool:
+    """Whether answer is a class with every attribute in names; if not, one line says what it was given."""
+    missing = [n for n in names if not hasattr(answer, n)]
+    if isinstance(answer, type) and not missing:
+        return True
+    given = (_("the class {name}, which has no {missing}").format(name=answer.__name__, missing=", ".join(missing))
+             if isinstance(answer, type) else _("a {kind}").format(kind=type(answer).__name__))
+    print(_("✗ {name}: this check takes {what}, the class itself, and was given {given}.").format(
+        name=label, what=localized(what or N_("your Value class")), given=given))
+    return False
 
 
 def backward_through(value):

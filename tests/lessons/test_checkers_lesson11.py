@@ -1169,3 +1169,16 @@ def test_a_numerical_grad_that_ignores_its_eps_is_named(capsys):
     ok = exercises.check_numerical_grad(numerical_grad_fixed_eps)
     out = capsys.readouterr().out
     assert ok is False and "is the one for eps = 0.001" in out, out
+
+
+@pytest.mark.parametrize("check", [exercises.check_saving, exercises.check_freeing, exercises.check_versions,
+                                   exercises.check_leaf_rule], ids=lambda c: c.__name__)
+def test_an_engine_check_given_something_else_says_what_it_was_given(capsys, check):
+    """A function, or a class that is no engine: one line, never a traceback from inside the programs."""
+    class NotAnEngine:
+        pass
+    for given, words in ((len, "was given a builtin_function_or_method"),
+                         (NotAnEngine, "was given the class NotAnEngine, which has no no_grad, backward")):
+        assert check(given) is False
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith("✗") and words in out[0], out

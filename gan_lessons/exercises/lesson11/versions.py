@@ -151,10 +151,12 @@ def leaf_rule_checks(engine) -> Found:
                       "version": found['version']}
 
 
-VERSIONS = Exercise("12", "Value", Value, versions_checks, None, label=VERSIONS_NAME, what=N_("your Value class"),
+VERSIONS = Exercise("12", "Value", Value, versions_checks, None, interface=("no_grad", "backward"),
+                    label=VERSIONS_NAME, what=N_("your Value class"),
                     success=N_("on {count} programs your engine raises the version error exactly where torch does "
                                "({version}), with torch's shape and versions, and otherwise gives torch's gradients"))
-LEAF_RULE = Exercise("12", "Value", Value, leaf_rule_checks, None, label=LEAF_RULE_NAME, what=N_("your Value class"),
+LEAF_RULE = Exercise("12", "Value", Value, leaf_rule_checks, None, interface=("no_grad", "backward"),
+                     label=LEAF_RULE_NAME, what=N_("your Value class"),
                      success=N_("on {count} programs your engine refuses an in-place change of a leaf exactly where "
                                 "torch does ({leaf}), and raises its other two errors exactly where torch does "
                                 "({second_time} and {version})"))
