@@ -64,8 +64,8 @@ class Exercise:
     are named (tests/lessons/mutants.py), e.g. "retain_graph=True" where no graph may be kept for nothing.
     scenario: for a function that is half of something (a checkpoint's save is half of a resumed run), the whole run
     around it instead of calls on the problem: scenario(function) returns the values an outcome compares.
-    interface: where the (first) answer is a class, as an engine is, the attributes it must have to be checked at
-    all (anything else gets one line that says what was given)."""
+    interface: where the (first) answer is a class, as an engine is, the attributes it has from its first step on,
+    which it must have to be checked at all (anything else gets one line that says what was given)."""
     lesson: str
     name: str
     reference: Callable | None                          # None: an exercise with no one right answer

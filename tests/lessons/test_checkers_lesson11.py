@@ -1178,7 +1178,7 @@ def test_an_engine_check_given_something_else_says_what_it_was_given(capsys, che
     class NotAnEngine:
         pass
     for given, words in ((len, "was given a builtin_function_or_method"),
-                         (NotAnEngine, "was given the class NotAnEngine, which has no no_grad, backward")):
+                         (NotAnEngine, "was given the class NotAnEngine, which has no no_grad")):
         assert check(given) is False
         out = capsys.readouterr().out.strip().splitlines()
         assert len(out) == 1 and out[0].startswith("✗") and words in out[0], out

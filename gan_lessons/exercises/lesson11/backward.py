@@ -179,7 +179,7 @@ def freeing_checks(engine) -> Found:
     return problems, {"count": len(programs(2)), "random": found['gradient'], "second_time": found['second time']}
 
 
-FREEING = Exercise("11", "Value", Value, freeing_checks, None, interface=("no_grad", "backward"),
+FREEING = Exercise("11", "Value", Value, freeing_checks, None, interface=("no_grad",),
                    label=FREEING_NAME, what=N_("your Value class"),
                    success=N_("on {count} programs your backward gives torch's gradients ({random} random expressions "
                               "and every program that runs), and refuses a second backward exactly where torch does "

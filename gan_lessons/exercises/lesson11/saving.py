@@ -246,7 +246,7 @@ def saving_checks(engine) -> Found:
     return None if problems is None else (problems, {"count": len(_one_op_cases())})
 
 
-SAVING = Exercise("11", "Value", Value, saving_checks, None, interface=("no_grad", "backward"),
+SAVING = Exercise("11", "Value", Value, saving_checks, None, interface=("no_grad",),
                   label=SAVING_NAME,
                   what=N_("your Value class"), success=N_(
                       "on {count} one-operation expressions, `*`, `.exp()` and `@` save what torch's MulBackward0, "

@@ -158,7 +158,7 @@ def fit_or_finished(fit, solved):
     return mine_or_finished(fit, solved, finished_fit, "fit")
 
 
-TRAINING = Exercise("12", "Value", Value, training_checks, None, interface=("no_grad", "backward"),
+TRAINING = Exercise("12", "Value", Value, training_checks, None, interface=("no_grad",),
                     label=TRAINING_NAME, answers=("Value", "fit"),
                     what=N_("your Value class"), success=N_(
                         "your engine's `tanh` saves what torch's TanhBackward0 saves, and your loop's losses are "

@@ -151,11 +151,11 @@ def leaf_rule_checks(engine) -> Found:
                       "version": found['version']}
 
 
-VERSIONS = Exercise("12", "Value", Value, versions_checks, None, interface=("no_grad", "backward"),
+VERSIONS = Exercise("12", "Value", Value, versions_checks, None, interface=("no_grad",),
                     label=VERSIONS_NAME, what=N_("your Value class"),
                     success=N_("on {count} programs your engine raises the version error exactly where torch does "
                                "({version}), with torch's shape and versions, and otherwise gives torch's gradients"))
-LEAF_RULE = Exercise("12", "Value", Value, leaf_rule_checks, None, interface=("no_grad", "backward"),
+LEAF_RULE = Exercise("12", "Value", Value, leaf_rule_checks, None, interface=("no_grad",),
                      label=LEAF_RULE_NAME, what=N_("your Value class"),
                      success=N_("on {count} programs your engine refuses an in-place change of a leaf exactly where "
                                 "torch does ({leaf}), and raises its other two errors exactly where torch does "
