@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gan_lessons import exercises
+from gan_lessons.exercises.variants import variant
 
 
 def bce(logits, target):
@@ -131,43 +132,13 @@ def one_backward_for_all(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=
     scaler.update()
 
 
-def G_before_D_steps(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-    """G's loss and backward before D's step: through D as it was before that step."""
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        x_fake = G(z)
-    opt_D.zero_grad()
-    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
-        scaler.scale(loss_D / accum).backward()
-    opt_G.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss_G = bce(D(x_fake), 1)
-    scaler.scale(loss_G).backward(inputs=list(G.parameters()))
-    scaler.unscale_(opt_D)
-    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
-    scaler.step(opt_D)
-    scaler.step(opt_G)
-    scaler.update()
-
-
-def G_never_cleared(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-    """No opt_G.zero_grad(): an inf a skipped step left in G's .grad stays there."""
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        x_fake = G(z)
-    opt_D.zero_grad()
-    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
-        scaler.scale(loss_D / accum).backward()
-    scaler.unscale_(opt_D)
-    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
-    scaler.step(opt_D)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss_G = bce(D(x_fake), 1)
-    scaler.scale(loss_G).backward()
-    scaler.step(opt_G)
-    scaler.update()
+# the reference with one edit (the checker's own known mistakes are written the same way)
+G_before_D_steps = variant(   # G's loss and backward before D's step: through D as it was before that step
+    exercises.reference_amp_step,
+    move=(["with torch.autocast('cpu', dtype=torch.bfloat16):\n    loss_G = bce(D(x_fake), 1)", "opt_G.zero_grad()",
+           "scaler.scale(loss_G).backward()"], "scaler.unscale_(opt_D)"),
+    replace={"scaler.scale(loss_G).backward()": "scaler.scale(loss_G).backward(inputs=list(G.parameters()))"})
+G_never_cleared = variant(exercises.reference_amp_step, drop="opt_G.zero_grad()")   # an inf a skipped step left stays
 
 
 def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
