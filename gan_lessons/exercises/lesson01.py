@@ -39,8 +39,7 @@ def _none_grad_problem(params, had_grad, before, reads):
     unchanged = [n for n, p, had, old in zip(NAMES, params, had_grad, before) if had and torch.equal(p.detach(), old)]
     if unchanged:
         problems.append(_("{name} did not change either, though its .grad held a gradient: nothing was written into "
-                          "the parameter itself (a new tensor bound to the name p, as `p = p - lr * p.grad` makes, "
-                          "is not the parameter)").format(name=unchanged[0]))
+                          "the parameter itself").format(name=unchanged[0]))
     if reads.count:
         problems.append(_(_DATA_READ))
     return problems
@@ -68,8 +67,7 @@ def _param_problems(step, params, ref_params, before, had_grad):
                               "used it").format(name=n))
         elif had and torch.equal(p.detach(), old):
             problems.append(_("{name} did not change at step {step}, though its .grad held a gradient: nothing was "
-                              "written into the parameter itself (a new tensor bound to the name p, as `p = p - lr * "
-                              "p.grad` makes, is not the parameter)").format(name=n, step=step))
+                              "written into the parameter itself").format(name=n, step=step))
         elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
             why = (_("u's .grad is None, and your step changed u all the same") if n == "u" else
                    _("its .grad still held step 1's gradient, and backward() added step 2's to it") if step == 2
@@ -79,6 +77,9 @@ def _param_problems(step, params, ref_params, before, had_grad):
         elif p.grad is not None and p.grad.abs().sum() > 0:
             problems.append(_("{name}.grad still holds the gradient after your step, and the next backward adds to "
                               "it").format(name=n))
+        elif p.grad is not None:
+            problems.append(_("{name}.grad is a tensor of zeros after your step, where opt.zero_grad() leaves None "
+                              "there").format(name=n))
     return problems
 
 
@@ -104,8 +105,8 @@ def _sgd_calls():
 
 def sgd_checks(sgd_step, lr=0.1) -> Found:
     """Lesson 01. sgd_step(params, lr) must update each leaf in place by lr * p.grad, keep it a leaf that
-    requires grad, leave alone a parameter whose .grad is None (as optim.SGD does), and clear .grad (None or
-    zeros) so the next backward starts fresh. Reading `.data` is named as the wrong route (lesson 03)."""
+    requires grad, leave alone a parameter whose .grad is None (as optim.SGD does), and clear .grad to None (as
+    opt.zero_grad() does) so the next backward starts fresh. Reading `.data` is named as the wrong route (lesson 03)."""
     params, loss = _sgd_problem()
     ref_params, ref_loss = _sgd_problem()
     ref_opt = optim.SGD(ref_params, lr=lr)
@@ -136,9 +137,11 @@ def sgd_checks(sgd_step, lr=0.1) -> Found:
 
 # --- lesson 01: DCGAN's weight initialisation, without the leaf error ----------------------------------------
 def _init_model():
+    """A small generator. Its PReLU (as SRGAN's generator has) is a module with a weight that DCGAN's init leaves
+    alone."""
     torch.manual_seed(3)
     return nn.Sequential(nn.Linear(64, 256), nn.BatchNorm1d(256), nn.ReLU(), Reshape(16, 4, 4),
-                         nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.PReLU(8),
                          nn.Conv2d(8, 1, 3, 1, 1))
 
 
@@ -184,9 +187,8 @@ def _weight_hint(kind, w, mean, before, changed=True):
         return _("every entry is {value:g}: it was filled with one number, where DCGAN draws each entry from "
                  "N({mean:g}, 0.02)").format(value=w.flatten()[0].item(), mean=mean)
     if _drawn_from(w, mean, math.sqrt(STD)):
-        return _("its std is √0.02 ≈ {std:.3f}: the 0.02 of N({mean:g}, 0.02) was taken as the variance, where it "
-                 "is the standard deviation").format(std=math.sqrt(STD),
-                                                                                         mean=mean)
+        return _("its std is close to √0.02 ≈ {std:.3f}, the std of N({mean:g}, 0.02) if 0.02 were its variance: "
+                 "0.02 is the standard deviation").format(std=math.sqrt(STD), mean=mean)
     if _drawn_from(w, mean, STD ** 2):
         return _("its std is 0.02² = {variance:g}, the square of the 0.02 in N(0, 0.02)").format(variance=STD ** 2)
     if norm and _drawn_from(w, 0.0):
@@ -243,15 +245,24 @@ def init_checks(init_weights) -> Found:
         if p is not before[n]:
             problems.append(_("parameter {name} was replaced by a new tensor; an optimizer made before init would "
                               "still hold the old one").format(name=n))
-        elif not (p.is_leaf and p.requires_grad):
-            problems.append(_("parameter {name} is no longer a leaf that requires grad: the change was recorded in "
-                              "the graph as an operation").format(name=n))
+        elif not p.is_leaf:
+            problems.append(_("parameter {name} is no longer a leaf (grad_fn {grad_fn}): the change was recorded in "
+                              "the graph as an operation").format(name=n, grad_fn=type(p.grad_fn).__name__))
+        elif not p.requires_grad:
+            problems.append(_("parameter {name} no longer requires grad after init, so no backward gives it a "
+                              "gradient").format(name=n))
     if not problems and all(torch.equal(p.detach(), values[n]) for n, p in model.named_parameters()):
         problems.append(_("init_weights changed nothing: model.apply(init_weights) called it once per module, and no "
                           "weight or bias moved"))
     if problems:
         return problems[:4]
     problems = _init_problems(model, values, versions)
+    for n, m in model.named_modules():
+        moved = [k for k, p in m.named_parameters(recurse=False) if not torch.equal(p.detach(), values[f"{n}.{k}"])]
+        if moved and not isinstance(m, INIT_KINDS):
+            problems.append(_("{kind} {module}: its {parameter} changed, though DCGAN's init is for Linear, "
+                              "convolutions and BatchNorm alone").format(kind=type(m).__name__, module=n,
+                                                                          parameter=moved[0]))
     if reads.count:
         problems.append(_("your init goes through `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): "
                           "it works before training, but `.data` changes a parameter behind autograd's version "
@@ -283,7 +294,7 @@ def _init_calls() -> tuple[list, list]:
 
 
 SGD_STEP = Exercise("01", "sgd_step", reference_sgd_step, sgd_checks, _sgd_calls, hints=AUTOGRAD_HINTS,
-                    what=N_("your sgd_step"), success=N_(
+                    flags=True, what=N_("your sgd_step"), success=N_(
                         "two steps give SGD's values, u (whose .grad is None) is left alone, the parameters are still "
                         "leaves that require grad, and .grad is cleared after each update"))
 INIT = Exercise("01", "init_weights", reference_init_weights, init_checks, _init_calls, what=N_("your init_weights"),

@@ -142,6 +142,18 @@ def _hint(got, right, grads, graph):
     return _("report one (tuple(t.shape), version saved in pack, t._version in unpack) per stale saved tensor")
 
 
+def _gradient_problem(grads, right):
+    """How the leaves' gradients after the probe differ from one backward's without it, as measured."""
+    pairs = [(g, r) for g, r in zip(grads, right) if g is not None and r is not None and r.abs().sum() > 0]
+    ratios = {round((g.norm() / r.norm()).item(), 3) for g, r in pairs}
+    if len(ratios) == 1 and len(pairs) == sum(r is not None for r in right):
+        k = ratios.pop()
+        if k == round(k) and k >= 2 and all(torch.allclose(g, k * r, atol=1e-5) for g, r in pairs):
+            return _("the report is right, but the leaves' gradients are {k:g} times those of one backward: backward "
+                     "ran {k:g} times through the loss").format(k=k)
+    return _("the report is right, but the leaves' gradients differ from those one backward gives without your probe")
+
+
 PROBE_HINTS = [
     ("modified by an inplace operation",
      N_("that is autograd's own version check: make_loss() ran while your hooks were not on, so autograd saved "
@@ -180,8 +192,7 @@ def stale_saved_checks(stale_saved) -> Found:
             failed.append((description, _("the report is right, but no backward ran through the loss: the leaves got "
                                           "no gradient")))
         elif not _same(grads, right_grads):
-            failed.append((description, _("the report is right, but backward's gradient is not what it is without "
-                                          "your probe: unpack must return the very tensor pack received")))
+            failed.append((description, _gradient_problem(grads, right_grads)))
     if not failed:
         return []
     (description, problem), more = failed[0], len(failed) - 1

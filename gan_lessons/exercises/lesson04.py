@@ -52,8 +52,7 @@ def _d_step_written(loss=LOSS_D, scale=1.0, replace=None, **edits):
 D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
     ({"loss": "F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake).detach()).mean()",
       "replace": {"G(z).detach()": "G(z)"}},
-     N_("the fake term no longer reaches D: D's *output* on the fakes was detached, so only the real images train D. "
-        "What must be cut from G's graph is what goes into D")),
+     N_("the fake term gives D no gradient: D's gradient at opt_D.step() is the real images' term alone")),
     ({"loss": "F.relu(1 + D(x_real)).mean() + F.relu(1 - D(x_fake)).mean()"},
      N_("the signs are swapped: this loss pushes D's scores on x_real down and on the fakes up")),
     ({"loss": "(1 - D(x_real)).mean() + (1 + D(x_fake)).mean()"},
@@ -79,15 +78,16 @@ def _run_d_step(step):
     gradient (hooks on G's parameters count them, even if they are cleared before the step)."""
     G, D, opt_D, z, x_real = _gan()
     names = parameter_names(D=D)
-    through_G = []
+    through_G, modes = [], []
     handles = [p.register_hook(lambda grad: through_G.append(1)) for p in G.parameters()]
+    handles.append(G.register_forward_pre_hook(lambda module, args: modes.append(module.training)))
     try:
         with recorded_steps({"opt_D": opt_D}, names) as records:
             step(G, D, opt_D, z, x_real)
     finally:
         for h in handles:
             h.remove()
-    return records, G, bool(through_G)
+    return records, G, bool(through_G), modes
 
 
 def d_step_checks(d_step) -> Found:
@@ -95,7 +95,7 @@ def d_step_checks(d_step) -> Found:
     holding an earlier gradient. Every D parameter must get the right gradient at opt_D.step(), and loss_D's
     backward must not go into G."""
     try:
-        mine, G, through_G = _run_d_step(d_step)
+        mine, G, through_G, modes = _run_d_step(d_step)
     except Exception as error:
         raise Raised("d_step", error) from error
     problems = []
@@ -110,9 +110,10 @@ def d_step_checks(d_step) -> Found:
         problems.append(_("G's parameters no longer require grad after your step: G was left frozen"))
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
     reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0])
-    problems += [_(mistake)] if mistake else compare_steps(
-        mine, reference, _("check your loss against the exercise's hinge loss, term by term, and where D's .grad "
-                           "is cleared"))
+    hint = (_("G's forward ran in eval mode, where the step is given G in training mode, so its BatchNorm used "
+              "the running statistics and the fakes differ") if False in modes else
+            _("check your loss against the exercise's hinge loss, term by term, and where D's .grad is cleared"))
+    problems += [_(mistake)] if mistake else compare_steps(mine, reference, hint)
     if not problems:
         forms = [reference_d_step, _d_step_written(scale=0.5)]
         problems = returned("d_step", d_step(*_gan()), [form(*_gan()) for form in forms], "loss_D")
@@ -162,21 +163,31 @@ def sample_checks(sample) -> Found:
     elif moved:
         problems.append(_("G's parameters changed ({first}, ...): sampling must not step or modify G").format(
             first=moved[0]))
-    if saved:
-        problems.append(_("G's forward saved {count} tensors for a backward that never runs (a detach() of the "
-                          "images afterwards does not unsave them)").format(
-            count=len(saved)))
+    if saved and not images.requires_grad:
+        problems.append(_("G's forward saved {count} tensors for a backward that never runs (the images were "
+                          "detached afterwards, which does not unsave them)").format(count=len(saved)))
+    elif saved:
+        problems.append(_("G's forward saved {count} tensors for a backward that never runs").format(count=len(saved)))
     if images.requires_grad:
         problems.append(_("the images still require grad and carry a graph back into G"))
+    frozen = [n for n, p in G.named_parameters() if not p.requires_grad]
+    if frozen:
+        problems.append(_("G's parameters no longer require grad after sample (G.{first}, ...): the next training "
+                          "step's backward would give them no gradient").format(first=frozen[0]))
+    left = [n or "G" for n, m in G.named_modules() if not m.training]
     if not G.training:
         problems.append(_("G is left in eval mode, and the next training step would use the running statistics"))
+    elif left:
+        problems.append(_("G.training is True after sample, but {count} of its submodules are left in eval mode "
+                          "(G.{first}, ...): the next training step would use their running statistics").format(
+            count=len(left), first=left[0]))
     if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
         problems.append(_("the images differ from G's evaluation-mode output, where BatchNorm normalises with its "
                           "running statistics"))
     if not problems:
         G.eval()                                 # called on a G already in eval mode, it must stay there
         sample(G, z)
-        if G.training:
+        if any(m.training for m in G.modules()):
             problems.append(_("G was in eval mode before sample and is in training mode after"))
     return problems
 
@@ -197,13 +208,15 @@ def reference_sample(G, z):
 
 
 class _Mode:
-    """A module's training flag as an outcome reads it (through state_dict)."""
+    """A module's training flags (its own and its submodules') and its parameters' requires_grad, as an outcome
+    reads them (through state_dict)."""
 
     def __init__(self, module):
         self.module = module
 
     def state_dict(self):
-        return {"training": self.module.training}
+        return {"training": [m.training for m in self.module.modules()],
+                "requires_grad": [p.requires_grad for p in self.module.parameters()]}
 
 
 def _sample_calls():
@@ -217,7 +230,7 @@ def _sample_calls():
         return G, z
 
     def in_training_mode():
-        modes.append(G.training)              # as the first call left it
+        modes.append([m.training for m in G.modules()])      # as the first call left it
         G.train()
         return G, z
     return [in_eval_mode, in_training_mode], [G, modes, _Mode(G)]

@@ -108,7 +108,7 @@ def frozen_g_step_checks(g_step) -> Found:
     if run["error"] is not None:
         return [raised("g_step", run["error"], AUTOGRAD_HINTS + [
             ("does not require grad and does not have a grad_fn",
-             N_("nothing in loss_G requires grad: D is frozen, and what D was given has no graph back to G"))]),
+             N_("loss_G has no graph: D's output on the fakes requires no grad, so no backward reaches G from it"))]),
                 *_flag_problems(run, AFTER_ERROR)]
     problems = compare_steps(run["records"], reference, _("G's loss is bce(D(G(z)), 1), through D, after "
                                                           "opt_G.zero_grad()"))

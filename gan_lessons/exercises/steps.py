@@ -117,6 +117,8 @@ def _which(g_step, r_step, rtol, scale):
     if not wrong or not right:
         return ""
     shown = ", ".join(wrong[:3]) + (_(" and {count} more").format(count=len(wrong) - 3) if len(wrong) > 3 else "")
+    if right == 1:
+        return _(" (only in {parameters}; the other one is right)").format(parameters=shown)
     return _(" (only in {parameters}; the other {count} are right)").format(parameters=shown, count=right)
 
 

@@ -29,7 +29,7 @@ def sgd_reference(params, lr):                    # the lesson's answer
             p.grad = None
 
 
-def sgd_zeroed(params, lr):                       # right, written differently: sub_, then .grad zeroed in place
+def sgd_zeroed(params, lr):                       # sub_, then .grad zeroed in place, where the statement asks for None
     with torch.no_grad():
         for p in (p for p in params if p.grad is not None):
             p.sub_(lr * p.grad)
@@ -101,7 +101,7 @@ def sgd_ellipsis(params, lr):
 
 
 def test_sgd_step_accepts_right_answers_written_differently(capsys):
-    for right in (sgd_reference, sgd_zeroed, sgd_decorated, sgd_detach_alias):
+    for right in (sgd_reference, sgd_decorated, sgd_detach_alias):
         ok, out = run(capsys, exercises.check_sgd_step, right)
         assert ok is True and out.startswith("✓") and "u (whose .grad is None) is left alone" in out, right.__name__
 
@@ -235,7 +235,7 @@ def test_init_names_each_mistake(capsys):
     ok, out = run(capsys, exercises.check_init, init_through_data)
     assert ok is False and "`.data`" in out and "version counter" in out and "torch.no_grad()" not in out
     ok, out = run(capsys, exercises.check_init, init_variance)
-    assert ok is False and "√0.02" in out and "taken as the variance" in out
+    assert ok is False and "√0.02" in out and "if 0.02 were its variance" in out
     ok, out = run(capsys, exercises.check_init, init_std_squared)
     assert ok is False and "0.02²" in out and "the square of the 0.02" in out
     ok, out = run(capsys, exercises.check_init, init_batchnorm_like_conv)
@@ -309,6 +309,36 @@ def test_an_assignment_to_data_is_named_as_a_read_is(capsys):
 def test_a_step_that_writes_nothing_is_not_told_it_made_a_new_tensor(capsys):
     ok, out = run(capsys, exercises.check_sgd_step, sgd_does_nothing)
     assert ok is False and "w did not change at step 1" in out and "nothing was written into the parameter" in out
+
+
+def test_sgd_step_names_a_gradient_left_as_zeros(capsys):
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_zeroed)
+    assert ok is False and "w.grad is a tensor of zeros after your step, where opt.zero_grad() leaves None" in out, out
+
+
+def init_every_weight(m):                             # every module with a weight initialised, PReLU's too
+    if isinstance(m, NORMS):
+        with torch.no_grad():
+            m.weight.normal_(1.0, 0.02)
+            m.bias.zero_()
+    elif getattr(m, "weight", None) is not None:
+        with torch.no_grad():
+            m.weight.normal_(0.0, 0.02)
+            if getattr(m, "bias", None) is not None:
+                m.bias.zero_()
+
+
+def init_frozen(m):                                   # the parameters frozen so that the init raises nothing
+    if isinstance(m, DCGAN + NORMS):
+        m.requires_grad_(False)
+        init_reference(m)
+
+
+def test_init_names_another_module_changed_and_a_frozen_parameter(capsys):
+    ok, out = run(capsys, exercises.check_init, init_every_weight)
+    assert ok is False and "PReLU 6: its weight changed" in out, out
+    ok, out = run(capsys, exercises.check_init, init_frozen)
+    assert ok is False and "no longer requires grad after init" in out and "recorded in the graph" not in out, out
 
 
 def test_sgd_step_names_a_gradient_zeroed_before_the_update(capsys):

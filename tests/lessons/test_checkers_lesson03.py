@@ -193,6 +193,30 @@ def test_a_probe_that_runs_no_backward_is_told_so_where_its_report_is_right(caps
     assert ok is False and ("no backward ran" in out) and "the very tensor pack received" not in out, out
 
 
+def probe_backward_twice(make_loss):             # the right report, but two backwards through the loss
+    stale = []
+
+    def pack(t):
+        return t, t._version
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((t.shape, version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    return stale[:len(stale) // 2]
+
+
+def test_a_probe_that_runs_backward_twice_is_told_what_was_measured(capsys):
+    ok, out = run(capsys, probe_backward_twice)
+    assert ok is False and "gradients are 2 times those of one backward" in out, out
+    assert "unpack must return" not in out, out
+
+
 def test_a_wrong_probe_says_on_which_graph(capsys):
     ok, out = run(capsys, probe_copy)
     assert "on y = a.exp(), then y.add_(1)" in out and "the stale saved tensors are [((5,), 0, 1)]" in out

@@ -158,11 +158,38 @@ def d_step_freezes_G(G, D, opt_D, z, x_real):           # G frozen for the step,
     d_step_no_grad(G, D, opt_D, z, x_real)
 
 
+def d_step_real_term_only(G, D, opt_D, z, x_real):      # backward through the real term alone: nothing detached
+    x_fake = G(z).detach()
+    loss_real, loss_fake = F.relu(1 - D(x_real)).mean(), F.relu(1 + D(x_fake)).mean()
+    opt_D.zero_grad()
+    loss_real.backward()
+    opt_D.step()
+    return loss_real + loss_fake
+
+
+def d_step_G_in_eval(G, D, opt_D, z, x_real):            # the fakes made by G in eval mode
+    G.eval()
+    with torch.no_grad():
+        x_fake = G(z)
+    G.train()
+    return d_step_no_grad_on(G, D, opt_D, x_fake, x_real)
+
+
+def d_step_no_grad_on(G, D, opt_D, x_fake, x_real):
+    loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    return loss_D
+
+
 @pytest.mark.parametrize("d_step, named", [
     (d_step_undetached, ["loss_D reached G", "14 of G's 14 parameters have a .grad", "still joined to G's graph"]),
     (d_step_clears_G_afterwards, ["still ran through G", "still joined to G's graph"]),
-    (d_step_output_detached, ["the fake term no longer reaches D", "D's *output* on the fakes was detached"]),
-    (d_step_output_detached_averaged, ["the fake term no longer reaches D", "D's *output* on the fakes was detached"]),
+    (d_step_output_detached, ["the fake term gives D no gradient", "the real images' term alone"]),
+    (d_step_output_detached_averaged, ["the fake term gives D no gradient", "the real images' term alone"]),
+    (d_step_real_term_only, ["the fake term gives D no gradient", "the real images' term alone"]),
+    (d_step_G_in_eval, ["G's forward ran in eval mode"]),
     (d_step_swapped_signs, ["the signs are swapped"]),
     (d_step_no_hinge, ["however far past its margin", "score by score"]),
     (d_step_no_zero_grad, ["still held an earlier gradient", "nothing cleared it before loss_D.backward()"]),
@@ -238,9 +265,25 @@ def sample_always_train(G, z):                   # puts G in training mode whate
     return images
 
 
+def sample_top_flag_only(G, z):                  # G's own flag put back, its submodules left in eval mode
+    was = G.training
+    G.eval()
+    with torch.no_grad():
+        images = G(z)
+    G.training = was
+    return images
+
+
+def sample_frozen(G, z):                         # G frozen for the figure and never thawed
+    G.requires_grad_(False)
+    return sample_right(G, z)
+
+
 @pytest.mark.parametrize("sample, named", [
     (sample_no_grad_only, ["running statistics changed", "evaluation-mode output"]),
     (sample_detach, ["saved", "never runs", "does not unsave them"]),
+    (sample_top_flag_only, ["G.training is True after sample", "submodules are left in eval mode"]),
+    (sample_frozen, ["no longer require grad after sample"]),
     (sample_left_in_eval, ["left in eval mode"]),
     (sample_always_train, ["was in eval mode before sample", "in training mode after"]),
     (lambda G, z: G(z), ["still require grad"]),
@@ -259,6 +302,8 @@ def test_each_wrong_sample_is_blamed_for_its_own_mistake_only(capsys):
     assert "running statistics" not in out, out
     ok, out = run(capsys, exercises.check_sample, sample_left_in_eval)
     assert out.count("✗") == 1, out
+    ok, out = run(capsys, exercises.check_sample, lambda G, z: G(z))
+    assert "detached" not in out, out
 
 
 def test_d_step_must_return_the_loss_it_trained_on(capsys):
