@@ -139,25 +139,29 @@ def _problem(n_critic, seed=0):
 
 
 def _run(step, n_critic, seed=0):
-    """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None, and how
-    many backwards reached D after its last step, where no step of D uses them)."""
+    """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None, how
+    many backwards reached D after its last step, where no step of D uses them, and how many samples D's forwards
+    ran on)."""
     G, D, opt_G, opt_D, x_real, noise = _problem(n_critic, seed)
     names = parameter_names(G=G, D=D)
     arrivals: list = []          # for each backward that reached D: how many D steps had run before it
+    samples: list = []           # the batch size of each D forward
     with recorded_steps({"opt_D": opt_D, "opt_G": opt_G}, names) as records:
-        handle = next(D.parameters()).register_hook(lambda grad: arrivals.append(len(records["opt_D"])))
+        handles = [next(D.parameters()).register_hook(lambda grad: arrivals.append(len(records["opt_D"]))),
+                   D.register_forward_pre_hook(lambda module, args: samples.append(len(args[0])))]
         try:
             step(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
         except Exception as error:  # reported as feedback
-            return records, D, error, 0
+            return records, D, error, 0, sum(samples)
         finally:
-            handle.remove()
-    return records, D, None, arrivals.count(len(records["opt_D"]))
+            for handle in handles:
+                handle.remove()
+    return records, D, None, arrivals.count(len(records["opt_D"])), sum(samples)
 
 
 def _gradient_problems(mine, right, missing_only=False):
-    """One line per optimizer whose step count or gradients differ from the right answer's (missing_only: only for
-    an optimizer that stepped with a parameter's .grad None)."""
+    """A line for the first optimizer (D's, then G's) whose step count or gradients differ from the right answer's
+    (missing_only: only for an optimizer that stepped with a parameter's .grad None)."""
     problems = []
     for opt, what in (("opt_D", N_("D's k-th loss is relu(1 - D(x_chunk)).mean() + relu(1 + D(x_fake)).mean(), x_chunk "
                                    "the k-th chunk of x_real and x_fake the k-th chunk of one fake batch of len(x_real), from "
@@ -168,6 +172,8 @@ def _gradient_problems(mine, right, missing_only=False):
         if missing_only and not (got and any(g is None for g in got[-1].values())):
             continue
         problems += compare_steps({opt: got}, {opt: right[opt]}, _(what))
+        if problems:
+            break                # G's step follows D's: a wrong D step changes G's gradient too
     return problems
 
 
@@ -176,7 +182,7 @@ def _times(n):
     return {0: _("never"), 1: _("once"), 2: _("twice")}.get(n) or _("{count:g} times").format(count=n)
 
 
-def _problems(step, n_critic, mine, D, wasted):
+def _problems(step, n_critic, mine, D, wasted, samples):
     """What is still wrong with a step that ran, for one n_critic."""
     record = lambda answer: _run(answer, n_critic)[0]     # noqa: E731
     cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
@@ -202,6 +208,11 @@ def _problems(step, n_critic, mine, D, wasted):
     if wasted:
         problems.append(_("D's gradient is computed {times} per step after D's last step, for nothing, as in g_first: "
                           "G's backward still fills D's .grad, which no step of D uses").format(times=_times(wasted)))
+    needed = (2 * n_critic + 1) * CHUNK        # a real and a fake chunk per D step, one fake chunk for G's loss
+    if samples > needed:
+        problems.append(_("D ran on {count} samples in one step, where each D step needs a real and a fake chunk "
+                          "({chunk} each) and G's loss one fake chunk, {needed} in all: {extra} went through D for "
+                          "nothing").format(count=samples, chunk=CHUNK, needed=needed, extra=samples - needed))
     if cost.G_unused_graphs and hint != TRAINS_G:
         problems.append(_("G built a graph {times} per step that no backward went through: its forward saved "
                           "tensors for a backward that never runs").format(times=_times(cost.G_unused_graphs)))
@@ -226,7 +237,7 @@ def strategy_checks(step) -> Found:
     counts passes with costs.measure, and prints one line per thing still wrong."""
     name = _label(step)
     for n_critic in N_CRITICS:
-        mine, D, error, wasted = _run(step, n_critic)
+        mine, D, error, wasted, samples = _run(step, n_critic)
         if isinstance(error, NotImplementedError):
             raise Raised(name, error)
         if isinstance(error, TypeError) and "n_critic" in str(error):
@@ -237,7 +248,7 @@ def strategy_checks(step) -> Found:
             problems = [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
                                if stale else HINTS)]
         else:
-            problems = _problems(step, n_critic, mine, D, wasted)
+            problems = _problems(step, n_critic, mine, D, wasted, samples)
         if problems:
             if n_critic != N_CRITICS[0]:
                 problems = [_("with n_critic={n_critic}: {problem}").format(n_critic=n_critic, problem=p)

@@ -298,6 +298,13 @@ def no_n_critic(G, D, opt_G, opt_D, x_real, noise):
     return reference_strategy(G, D, opt_G, opt_D, x_real, noise)
 
 
+def scores_reals_for_a_log(G, D, opt_G, opt_D, x_real, noise, n_critic=2):   # a D forward that nothing needs
+    with torch.no_grad():
+        accuracy = (D(x_real) > 0).float().mean()
+    assert 0 <= accuracy <= 1
+    return reference_strategy(G, D, opt_G, opt_D, x_real, noise, n_critic)
+
+
 WRONG = [
     (wastes_D_gradient, ["D's gradient is computed once per step after D's last step, for nothing",
                          "G's backward still fills D's"]),
@@ -314,6 +321,7 @@ WRONG = [
     (reuses_fake_made_without_graph, ["does not require grad", "made without a graph"]),
     (leaves_D_frozen, ["D is still frozen after the step", "no longer require grad"]),
     (no_n_critic, ["your step takes no n_critic"]),
+    (scores_reals_for_a_log, ["D ran on 56 samples in one step", "40 in all: 16 went through D for nothing"]),
 ]
 
 
@@ -337,8 +345,15 @@ def test_the_checker_s_table_of_mistakes_is_recognised(kwargs, capsys):
 
 
 def test_a_wasteful_step_gets_only_the_waste_named(capsys):
-    exercises.check_strategy(wastes_D_gradient)
-    assert len(capsys.readouterr().out.strip().splitlines()) == 1     # its gradients are right: nothing else to say
+    for wasteful in (wastes_D_gradient, scores_reals_for_a_log):
+        exercises.check_strategy(wasteful)
+        assert len(capsys.readouterr().out.strip().splitlines()) == 1     # its gradients are right: nothing else to say
+
+
+def test_a_wrong_D_step_is_not_also_blamed_on_G_s_loss(capsys):
+    exercises.check_strategy(whole_batch_each_time)
+    out = capsys.readouterr().out
+    assert "opt_D" in out and "G's loss is" not in out, out
 
 
 # --- not solved yet -------------------------------------------------------------------------------------------------
