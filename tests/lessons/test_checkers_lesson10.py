@@ -146,8 +146,30 @@ def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
     raise NotImplementedError()
 
 
-@pytest.mark.parametrize("answer", [exercises.reference_amp_step, amp_step(), amp_step_split, amp_step_frozen],
-                         ids=["reference", "rebuilt", "split", "frozen"])
+def one_D_forward_per_micro_batch(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    opt_D.zero_grad()
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            scores = D(torch.cat([x_part, fake_part]))
+            targets = torch.cat([torch.ones_like(scores[:len(x_part)]), torch.zeros_like(scores[len(x_part):])])
+            loss_D = F.binary_cross_entropy_with_logits(scores, targets)
+        scaler.scale(loss_D / accum).backward()
+    scaler.unscale_(opt_D)
+    nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+    scaler.step(opt_D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    opt_G.zero_grad()
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()
+
+
+@pytest.mark.parametrize("answer", [exercises.reference_amp_step, amp_step(), amp_step_split, amp_step_frozen,
+                                    one_D_forward_per_micro_batch],
+                         ids=["reference", "rebuilt", "split", "frozen", "one D forward per micro-batch"])
 def test_right_answers_are_accepted(capsys, answer):
     ok, out = run(capsys, answer)
     assert ok is True and out.startswith("✓"), out
@@ -192,9 +214,61 @@ def test_a_D_forward_of_G_s_loss_is_no_micro_batch(capsys):
     assert ok is False and "samples at once" not in out and "backward reached D" not in out, out
 
 
+clipped_by_value = variant(exercises.reference_amp_step,
+                           replace={"nn.utils.clip_grad_norm_(D.parameters(), max_norm)":
+                                    "nn.utils.clip_grad_value_(D.parameters(), max_norm)"})
+
+
+def G_clipped_too(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):   # G's gradient clipped like D's
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    opt_D.zero_grad()
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D / accum).backward()
+    for opt, net in ((opt_D, D), (opt_G, G)):
+        if opt is opt_G:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss_G = bce(D(x_fake), 1)
+            opt_G.zero_grad()
+            scaler.scale(loss_G).backward()
+        scaler.unscale_(opt)
+        nn.utils.clip_grad_norm_(net.parameters(), max_norm)
+        scaler.step(opt)
+    scaler.update()
+
+
+def a_D_step_per_micro_batch(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+    for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+        opt_D.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
+        scaler.scale(loss_D).backward()
+        scaler.unscale_(opt_D)
+        nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+        scaler.step(opt_D)
+        scaler.update()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_G = bce(D(x_fake), 1)
+    opt_G.zero_grad()
+    scaler.scale(loss_G).backward()
+    scaler.step(opt_G)
+    scaler.update()
+
+
 def test_no_clip_and_a_wrong_loss(capsys):
     ok, out = run(capsys, amp_step(clip=False))
-    assert ok is False and "above max_norm" in out and "nothing clipped it" in out, out
+    assert ok is False and "above max_norm" in out and "nothing clipped it" not in out, out
+    ok, out = run(capsys, clipped_by_value)                      # clipped, but by value, not by norm
+    assert ok is False and "above max_norm" in out, out
+    ok, out = run(capsys, G_clipped_too)
+    assert ok is False and "G's gradient norm at opt_G.step() is 0.100, max_norm" in out, out
+    assert "G's loss is" not in out, out
+    ok, out = run(capsys, a_D_step_per_micro_batch)
+    assert ok is False and "backward reached D" not in out and "scaler.update() ran 3 times" in out, out
     ok, out = run(capsys, amp_step(g_target=0))                  # G's target swapped
     assert ok is False and "G's loss is bce(D(x_fake), 1)" in out, out
 
