@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from gan_lessons.exercises.exercise import Exercise, Found, attempt, backward_through
+from gan_lessons.exercises.steps import Backwards
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -132,9 +133,14 @@ def shape_problem(value):
         kind=type(value).__name__)]
 
 
-def graph_problems(penalty, reference, D, G):
-    """What is wrong with the graph of a penalty whose value is right: none, one that reaches G, other D gradients."""
+def graph_problems(penalty, reference, D, G, grads=()):
+    """What is wrong with the graph of a penalty whose value is right: none, one that reaches G, other D gradients.
+    grads: the create_graph of each torch.autograd.grad call the answer made (steps.Backwards)."""
     if not penalty.requires_grad:
+        if grads and all(grads):
+            return [_("the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. "
+                      "torch.autograd.grad ran with create_graph=True, but the penalty was computed from its "
+                      "gradient without that graph")]
         return [_("the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. The "
                   "gradient inside it was taken without create_graph=True")]
     problems = []
@@ -162,7 +168,7 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
         forwards: list = []
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
         try:
-            with watching("r1_penalty") as used:
+            with watching("r1_penalty") as used, Backwards() as calls:
                 term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
                                call=_("r1_term at step {step}").format(step=step))
         finally:
@@ -188,7 +194,8 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
         reference = r1_penalty(D, x_real) * gamma / 2 * every
         found = shape_problem(term) or value_problems(
             term, reference, _r1_mistakes(D, x_real, every, gamma),
-            _("the term is {value:.5f}, the right one {right:.5f}: {hint}")) or graph_problems(term, reference, D, None)
+            _("the term is {value:.5f}, the right one {right:.5f}: {hint}")) or graph_problems(term, reference, D, None,
+                                                                                    calls.grads)
         if not found and used:
             found = [_("it calls strategies.r1_penalty: compute the gradient yourself, with torch.autograd.grad")]
         if found:

@@ -20,6 +20,7 @@ from gan_lessons.exercises.lesson08 import (
     watching,
     weight_grad,
 )
+from gan_lessons.exercises.steps import Backwards
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -56,12 +57,13 @@ class _Given(nn.Module):
 
 def _conditional_critic():
     """The conditional critic, a G that maps a condition to an image (the fakes still carry G's graph), one batch of 5
-    conditions, 5 real images and 5 fakes (2-channel, 3x3), and one eps per image, shape (5,)."""
+    conditions, 5 real images and 5 fakes (2-channel, 3x3), and one eps per image, shape (5,), each far from the
+    others and from 0 and 1 (0.46, 0.53, 0.64, 0.17, 0.72), so a mix is told from another."""
     torch.manual_seed(8)
     D = _Conditional()
     G = nn.Sequential(nn.Flatten(), nn.Linear(18, 18), nn.Unflatten(1, (2, 3, 3)))
     x_cond, x_real = torch.randn(5, 2, 3, 3), torch.randn(5, 2, 3, 3)
-    return D, G, x_cond, x_real, G(x_cond), torch.rand(5, generator=torch.Generator().manual_seed(3))
+    return D, G, x_cond, x_real, G(x_cond), torch.rand(5, generator=torch.Generator().manual_seed(82))
 
 
 def _both_inputs(D, x_cond, x_hat):
@@ -73,7 +75,8 @@ def _both_inputs(D, x_cond, x_hat):
 
 
 def _gp_mistakes(D, x_real, x_fake, eps):
-    """(value, hint) of the wrong penalties people write, on the checker's batch."""
+    """(value, hint) of the wrong penalties people write, on the checker's batch (a wrong mix is told by what D was
+    given: _mixing)."""
     e = eps.view(-1, 1, 1, 1)
     x_hat = e * x_real + (1 - e) * x_fake.detach()
     g = grad_at(D, x_hat)
@@ -88,10 +91,6 @@ def _gp_mistakes(D, x_real, x_fake, eps):
                                     "(norm - 1) squared")),
         ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP pulls each norm toward 1")),
         (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖² - 1)²")),
-        ((((grad_at(D, eps[0] * x_real + (1 - eps[0]) * x_fake.detach())).flatten(1).norm(2, dim=1) - 1) ** 2)
-         .mean(), _("one eps for the whole batch, where each image has an eps of its own")),
-        ((((grad_at(D, e * x_fake.detach() + (1 - e) * x_real)).flatten(1).norm(2, dim=1) - 1) ** 2).mean(),
-         _("eps and 1 - eps swapped: in the exercise eps weighs the real images")),
         (((norms / len(x_real) - 1) ** 2).mean(), _(MEAN_OF_SCORES).format(count=len(x_real))),
         ((torch.relu(norms - 1) ** 2).mean(), _("only norms above 1 are penalised: WGAN-GP pulls each norm toward 1, "
                                                 "from below as well")),
@@ -100,6 +99,33 @@ def _gp_mistakes(D, x_real, x_fake, eps):
                                                                                  "the gradient with respect to D's "
                                                                                  "input, x_hat")),
     ]
+
+
+def _mixing(x_hat, x_real, x_fake):
+    """The weight t of x_real in each image D was given, x_hat = t * x_real + (1 - t) * x_fake image by image, or
+    None where what D was given is no such mix."""
+    if not isinstance(x_hat, torch.Tensor) or x_hat.shape != x_real.shape:
+        return None
+    d, h = (x_real - x_fake.detach()).flatten(1), (x_hat.detach() - x_fake.detach()).flatten(1)
+    t = (h * d).sum(1) / (d * d).sum(1)
+    off = (h - t[:, None] * d).norm(dim=1) > 1e-4 * (1 + d.norm(dim=1))
+    return None if off.any() else t
+
+
+def _mix_problem(t, eps):
+    """What the weights of x_real in the images D was given say, measured, against eps."""
+    if torch.allclose(t, 1 - eps, atol=1e-4):
+        return _("D was given x_hat with 1 - eps of each real image, where eps weighs the real images")
+    if (t.max() - t.min()).item() < 1e-4:
+        if abs(t[0].item()) < 1e-4:
+            return _("D was given the fake images themselves, not a mix of real and fake")
+        if abs(t[0].item() - 1) < 1e-4:
+            return _("D was given the real images themselves, not a mix of real and fake")
+        return _("D was given every image mixed with the same weight, {weight:.3f} of the real one, where each image "
+                 "has an eps of its own ({eps})").format(weight=t[0].item(),
+                                                         eps=", ".join(f"{e:.3f}" for e in eps.tolist()))
+    return _("D was given images with {weights} of each real image, where eps is {eps}").format(
+        weights=", ".join(f"{w:.3f}" for w in t.tolist()), eps=", ".join(f"{e:.3f}" for e in eps.tolist()))
 
 
 def gradient_penalty_checks(gradient_penalty) -> Found:
@@ -113,7 +139,7 @@ def gradient_penalty_checks(gradient_penalty) -> Found:
     inputs = []
     handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[-1]))
     try:
-        with watching("gradient_penalty") as used:
+        with watching("gradient_penalty") as used, Backwards() as calls:
             penalty = attempt("gradient_penalty", gradient_penalty, D, x_cond.clone(), x_real, x_fake, eps.clone())
     finally:
         handle.remove()
@@ -128,7 +154,10 @@ def gradient_penalty_checks(gradient_penalty) -> Found:
     problems = shape_problem(penalty) or value_problems(
         penalty, reference, mistakes + _gp_mistakes(given, x_real, x_fake, eps),
         _("the penalty is {value:.5f}, the right one {right:.5f}: {hint}")) or graph_problems(
-        penalty, reference, D, G)
+        penalty, reference, D, G, calls.grads)
+    mixed = _mixing(inputs[0], x_real, x_fake) if inputs and problems else None
+    if mixed is not None and not torch.allclose(mixed, eps, atol=1e-4):
+        problems = [_mix_problem(mixed, eps)]
     if not problems and inputs and any(leaf.numel() == len(eps) for leaf in leaves_of(inputs[0])):
         problems = [_("eps requires grad, so x_hat is not a leaf and the penalty's backward runs on into eps: eps is "
                       "a random mixing weight, not something to differentiate")]

@@ -5,7 +5,7 @@ steps, the gradient it steps on (`recorded_steps`). `first_difference` compares 
 steps ran and says, in words, the first step that differs: which optimizer, which step, which parameters, and how
 (None where it should hold a gradient, so many times the right one, the right one plus an earlier step's, another
 direction). `matching`, `right_answer` and `known_mistake` tell right answers written differently apart from
-known wrong ones; `Backwards` records each backward() call, to find a graph kept for nothing.
+known wrong ones; `Backwards` records each backward call, to find a graph kept for nothing.
 
     with recorded_steps({"opt_G": opt_G, "opt_D": opt_D}, names) as mine:
         step(G, D, opt_G, opt_D, x_real, z)
@@ -71,17 +71,24 @@ def reachable(root):
 
 
 class Backwards(TorchFunctionMode):
-    """Records each backward() call: whether it kept its graph, and the nodes it goes through (read before it runs,
-    while the graph is whole)."""
+    """Records each backward call (loss.backward() or torch.autograd.backward(loss)): whether it kept its graph, and
+    the nodes it goes through (read before it runs, while the graph is whole); and each torch.autograd.grad call's
+    create_graph, in `grads`."""
 
     def __init__(self):
         super().__init__()
-        self.calls = []
+        self.calls, self.grads = [], []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.backward and args and args[0].grad_fn is not None:
-            self.calls.append((bool((kwargs or {}).get("retain_graph")), reachable(args[0])))
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.backward, torch.autograd.backward) and args:
+            roots = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
+            nodes = set().union(*(reachable(r) for r in roots if isinstance(r, torch.Tensor) and r.grad_fn))
+            if nodes:
+                self.calls.append((bool(kwargs.get("retain_graph")), nodes))
+        elif func is torch.autograd.grad:
+            self.grads.append(bool(kwargs.get("create_graph", len(args) > 4 and args[4])))
+        return func(*args, **kwargs)
 
     def needless_retains(self) -> int:
         """The backward() calls that kept their graph though no later backward goes through any of it."""

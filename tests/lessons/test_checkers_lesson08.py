@@ -162,13 +162,37 @@ def gp_one_sided(D, x_cond, x_real, x_fake, eps):            # norms below 1 lef
     return (torch.relu(g.flatten(1).norm(dim=1) - 1) ** 2).mean()
 
 
+def gp_mixed(weight):
+    """A penalty whose x_hat mixes real and fake with weight(eps) of the real images, per image or shared."""
+    def gradient_penalty(D, x_cond, x_real, x_fake, eps):
+        e = weight(eps)
+        e = e.view(-1, 1, 1, 1) if e.dim() else e
+        x_hat = (e * x_real + (1 - e) * x_fake.detach()).requires_grad_(True)
+        g, = torch.autograd.grad(D(x_cond, x_hat).sum(), x_hat, create_graph=True)
+        return ((g.flatten(1).norm(dim=1) - 1) ** 2).mean()
+    return gradient_penalty
+
+
+def gp_detached_gradient(D, x_cond, x_real, x_fake, eps):   # create_graph=True, then the gradient detached
+    e = eps.view(-1, 1, 1, 1)
+    x_hat = (e * x_real + (1 - e) * x_fake.detach()).requires_grad_(True)
+    g, = torch.autograd.grad(D(x_cond, x_hat).sum(), x_hat, create_graph=True)
+    return ((g.detach().flatten(1).norm(dim=1) - 1) ** 2).mean()
+
+
 @pytest.mark.parametrize("answer, words", [
     (gp_written(create_graph=False), ["constant", "create_graph=True", "trains nothing"]),
+    (gp_detached_gradient, ["constant", "ran with create_graph=True, but the penalty was computed from its gradient "
+                                        "without that graph"]),
+    (gp_mixed(lambda eps: eps.mean()), ["mixed with the same weight", "an eps of its own"]),
+    (gp_mixed(lambda eps: torch.zeros_like(eps)), ["the fake images themselves"]),
+    (gp_mixed(lambda eps: 1 - eps), ["1 - eps of each real image"]),
+    (gp_mixed(lambda eps: eps.flip(0)), ["D was given images with 0.718, 0.170"]),
     (gp_written(per_image=False), ["one norm over the whole batch", "each image's own gradient norm"]),
     (gp_written(flatten=False), ["across the channels", "not one norm per image"]),
     (gp_written(mean=False), ["the sum over the batch", "mean"]),
     (gp_written(reshape=False), ["must match the size", "one number per image"]),
-    (gp_written(first_eps=True), ["one eps for the whole batch", "an eps of its own"]),
+    (gp_written(first_eps=True), ["mixed with the same weight", "an eps of its own"]),
     (gp_eps_requires_grad, ["eps requires grad", "not something to differentiate"]),
     (gp_written(ones=False), ["scalar outputs", "grad_outputs"]),
     (gp_weights, ["gradient with respect to D's weights", "D's input"]),
