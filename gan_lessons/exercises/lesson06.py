@@ -58,7 +58,7 @@ def _saving_problem(saved, rng, go_on):
     if moved:
         return _("your checkpoint changed after save_state returned, while the run went on ({first}, {count} "
                  "tensor(s) in all): state_dict() hands out the live tensors, not copies, and the next steps change "
-                 "them in place (the weights, and Adam's moments)").format(first=moved[0], count=len(moved))
+                 "them in place").format(first=moved[0], count=len(moved))
     return None
 
 

@@ -67,11 +67,15 @@ def doctor_bug_checks(buggy_loop, expected=None, quiet=False) -> Found:
                       "either change the bug or your expectation").format(kind=repr(diagnosis.kind), what=what,
                                                                              expected=repr(expected))], {}
         return [], {"error": type(error).__name__, "kind": repr(diagnosis.kind), "summary": diagnosis.summary}
-    warned = [d.summary for d in watch.diagnoses]
+    warned = [d.summary for d in watch.diagnoses if d.kind != "information"]
+    noted = [d.summary for d in watch.diagnoses if d.kind == "information"]
     if warned:
         return [_("your loop ran without an error, so there is nothing to diagnose (the doctor only warned: "
                   "{warning}; that bug is silent). Hint: put in one of {kinds}").format(
             warning=headline(warned[0]), kinds=_kinds())], {}
+    if noted:
+        return [_("your loop ran without an error, so there is nothing to diagnose (the doctor only noted wasted "
+                  "work: {note}). Hint: put in one of {kinds}").format(note=headline(noted[0]), kinds=_kinds())], {}
     return [_("your loop ran without an error, so there is nothing to diagnose. Hint: put in one of {kinds}").format(
         kinds=_kinds())], {}
 

@@ -266,6 +266,13 @@ def silent_bug():                                      # a double sigmoid: wrong
     opt_D.zero_grad(); loss_D.backward(); opt_D.step()  # noqa: E702
 
 
+def wasted_backward():                                 # D's loss undetached and its graph kept: wasteful, no error
+    G, D, opt_G, opt_D = _small_gan()
+    x_fake = G(torch.randn(8, 4))
+    opt_D.zero_grad(); F.softplus(D(x_fake)).mean().backward(retain_graph=True); opt_D.step()  # noqa: E702
+    opt_G.zero_grad(); F.softplus(-D(x_fake)).mean().backward(); opt_G.step()  # noqa: E702
+
+
 def not_autograd():
     raise ValueError("shapes do not match")
 
@@ -283,6 +290,8 @@ def test_doctor_bug_wrong_answers_are_named(capsys):
     assert ok is False and "ran without an error, so there is nothing to diagnose" in out
     ok, out = run(capsys, exercises.check_doctor_bug, silent_bug, "version", quiet=True)
     assert ok is False and "the doctor only warned" in out and "that bug is silent" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, wasted_backward, "freed", quiet=True)
+    assert ok is False and "the doctor only noted wasted work" in out and "warned" not in out, out
     ok, out = run(capsys, exercises.check_doctor_bug, freed_bug, "version", quiet=True)
     assert ok is False and "diagnosed 'freed'" in out and "not 'version' as you expected" in out
     ok, out = run(capsys, exercises.check_doctor_bug, not_autograd, "freed", quiet=True)

@@ -114,10 +114,16 @@ def freeing_problems(differences, engine=None):
         once = [d for d in once if d not in extra]
     if once:
         shared = [d for d in once if _uses_twice(d["program"])]
-        if len(shared) == len(once):
+        d = once[0]
+        norms = [sum(g.norm().item() ** 2 for g in d[side].grads.values()) ** 0.5 for side in ("engine", "torch")]
+        if len(shared) == len(once) and norms[0] < norms[1]:
             problems.append(_("a value used more than once got the gradient of only some of its uses, on "
                               "{program}").format(
-                program=shown_program(once[0]['program'])))
+                program=shown_program(d['program'])))
+        elif len(shared) == len(once):
+            problems.append(_("on {program}, where a value is used more than once, the leaves' gradients have norm "
+                              "{mine:.3g}, torch's {torch:.3g}").format(
+                program=shown_program(d['program']), mine=norms[0], torch=norms[1]))
         else:
             problems.append(_("gradients differ from torch's on {count} expression(s), e.g. {program}").format(
                 count=len(once), program=shown_program(once[0]['program'])))

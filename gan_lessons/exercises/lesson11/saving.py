@@ -59,16 +59,17 @@ def _torch_one_op(case):
     b = a if same else (None if op in UNARY else (torch.randn(sb, generator=generator) * 0.5).requires_grad_(rb))
     with torch.set_grad_enabled(not no_grad):
         out = _apply(op, a, b)
-    roles = []
+    named = {}                            # torch's name for each value its node saved -> "a", "b" or "out"
     if out.grad_fn is not None:
         names = BINARY.get(op, ["_saved_result"])
         for name, role in zip(names, ["a", "b"] if op in BINARY else ["out"]):
             if getattr(out.grad_fn, name) is not None:
-                roles.append("a" if same else role)
+                named[name.removeprefix("_saved_")] = "a" if same else role
     grad = torch.randn(out.shape, generator=generator)
     inputs = [t for t in ([a] if same or op in UNARY else [a, b]) if t.requires_grad]
     grads = dict(zip([id(t) for t in inputs], torch.autograd.grad(out, inputs, grad))) if out.requires_grad else {}
-    return {"data": out.detach(), "requires_grad": out.requires_grad, "roles": sorted(roles), "grad": grad,
+    return {"data": out.detach(), "requires_grad": out.requires_grad, "roles": sorted(named.values()),
+            "names": named, "grad": grad,
             "grads": [None if id(t) not in grads else grads[id(t)] for t in ([a, b] if op in BINARY else [a])]}
 
 
@@ -111,6 +112,12 @@ def _saving_problem(case, engine, want):
     roles = sorted(_roles((out._saved or {}).values(), a, b, out))
     if roles != want["roles"]:
         return _name_saving_mistake(op, what, roles, want["roles"], ra, rb)
+    named = dict(zip((out._saved or {}).keys(), _roles((out._saved or {}).values(), a, b, out)))
+    if named != want["names"]:
+        def listed(pairs):
+            return ", ".join(f"{name}={role}" for name, role in sorted(pairs.items()))
+        return _("{op} saved {mine} on {what}, where torch's node saves {right}").format(
+            op=op, mine=listed(named), what=what, right=listed(want["names"]))
     unversioned = _unversioned((out._saved or {}).values())
     if unversioned:
         return _("save kept {kept} on {what}, where the value was at version {version} when it was saved: the "
@@ -239,8 +246,8 @@ def one_op_problems(name, engine, ops, step):
 def saving_checks(engine) -> Found:
     """Lesson 11, step 1. `save` and the engine's `*`, `.exp()` and `@` on 50 one-operation expressions (shapes that
     broadcast, every requires_grad combination, `a * a`, under no_grad), against torch: the output, what it saved (by
-    identity, against MulBackward0's `_saved_self`/`_saved_other`, ExpBackward0's `_saved_result` and MmBackward0's
-    `_saved_self`/`_saved_mat2`), the version kept beside each saved value, and the gradients its backward returns
+    identity and under torch's name, against MulBackward0's `_saved_self`/`_saved_other`, ExpBackward0's
+    `_saved_result` and MmBackward0's `_saved_self`/`_saved_mat2`), the version kept beside each saved value, and the gradients its backward returns
     from what it saved."""
     problems = one_op_problems(_(SAVING_NAME), engine, ("mul", "exp", "matmul"), 1)
     return None if problems is None else (problems, {"count": len(_one_op_cases())})

@@ -86,9 +86,12 @@ def _losses_problem(got, problem, steps, lr, before, params):
         return _("with steps={steps} your losses are {kinds}, not numbers: the cells below plot and print them as "
                  "numbers").format(steps=steps, kinds=", ".join(kinds))
     got = torch.tensor([float(v) for v in got])
+    unmoved = all(torch.equal(p.data, b) for p, b in zip(params, before))
     if torch.allclose(got, torch.tensor(want), rtol=1e-4, atol=1e-6):
-        return None
-    if all(torch.equal(p.data, b) for p, b in zip(params, before)):
+        return None if not unmoved else _(
+            "your losses are torch's, but the parameters passed in are where they started after {steps} steps: the "
+            "loop moved other values, not them").format(steps=steps)
+    if unmoved:
         return _("the parameters are where they started after {steps} steps: the update never reached "
                  "them").format(steps=steps)
     for slip, line in [(dict(reset=False), _("your losses are torch's when no step resets the gradients: each "
