@@ -184,25 +184,40 @@ def seed003(rank, world):
                                     batch(rank), lambda n: torch.randn(n, 4, generator=gen))
 
 
-def accumulate(rank, world, step, source=None, accum=2, calls=2):
+def accumulate(rank, world, step, source=None, accum=2, calls=2, stale=0.0):
     """A D step over `accum` micro-batches, DDP-wrapped D (`step` is a name in this module or, with `source`, a
-    student's function): the gradient D stepped on at each call, the buckets DDP sent per call, and the backwards
-    that reached D per call."""
+    student's function), each call with `stale` in every .grad of D (as a G step's backward through D leaves one).
+    Per call: the gradient D stepped on, the buckets DDP sent, the backwards that reached D, D's forwards that went
+    around DDP (through ddp.module), and the backwards that ran inside no_sync() after a forward outside it."""
     D = make_D(batch_norm=False)
     ddp, hook = DDP(D), CountingHook()
     ddp.register_comm_hook(None, hook.send)
     opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
-    seen, sent, backwards = [], [], []
+    seen, sent, backwards, around, split = [], [], [], [], []
     opt_D.register_step_pre_hook(lambda opt, args, kwargs: seen.append(_grads(D).clone()))
-    arrived = []
-    next(D.parameters()).register_hook(lambda grad: arrived.append(1))
+    arrived, forwards, synced = [], {"ddp": 0, "D": 0}, {"at forward": True, "split": 0}
+
+    def on_ddp_forward(module, args):
+        forwards["ddp"] += 1
+        synced["at forward"] = module.require_backward_grad_sync
+
+    def on_backward(grad):
+        arrived.append(1)
+        synced["split"] += synced["at forward"] and not ddp.require_backward_grad_sync
+    ddp.register_forward_pre_hook(on_ddp_forward)
+    D.register_forward_pre_hook(lambda module, args: forwards.__setitem__("D", forwards["D"] + 1))
+    next(D.parameters()).register_hook(on_backward)
     function = _student(source, step) if source else globals()[step]
     for call in range(calls):
-        before, reached = hook.sent, len(arrived)
+        before, reached, ran = hook.sent, len(arrived), dict(forwards, split=synced["split"])
+        for p in D.parameters() if stale else ():
+            p.grad = torch.full_like(p, stale)
         function(ddp, opt_D, batch(rank, seed=100 + 10 * call), batch(rank, seed=300 + 10 * call), accum)
         sent.append(hook.sent - before)
         backwards.append(len(arrived) - reached)
-    return {"grads": seen, "sent": sent, "backwards": backwards}
+        around.append((forwards["D"] - ran["D"]) - (forwards["ddp"] - ran["ddp"]))
+        split.append(synced["split"] - ran["split"])
+    return {"grads": seen, "sent": sent, "backwards": backwards, "around": around, "split": split}
 
 
 def _student(source, name):

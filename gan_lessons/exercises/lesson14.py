@@ -16,6 +16,7 @@ from gan_lessons.i18n import N_, _
 
 CALLS = 2
 ACCUM = 2
+STALE = 0.01        # what D's .grad holds before each call, as a G step's backward through D leaves there
 
 HINTS = [
     ("is not defined", N_("the worker processes run your function alone, without this notebook's other cells: a "
@@ -36,7 +37,7 @@ def _run(function):
     source = inspect.getsource(function)
     try:
         return processes.run(ddp_lesson.accumulate, step=function.__name__, source=source, accum=ACCUM,
-                             calls=CALLS), None
+                             calls=CALLS, stale=STALE), None
     except Exception as error:  # reported by the checker
         return None, error
 
@@ -44,7 +45,8 @@ def _run(function):
 def ddp_accumulation_checks(d_step) -> Found:
     """Lesson 14. d_step(ddp, opt_D, x_real, x_fake, accum): D's hinge loss over `accum` micro-batches with D wrapped
     in DDP, one opt_D.step(); right when, in both processes and at every call, D steps on the gradient one process
-    steps on with the whole global batch, and DDP sends each bucket once a step."""
+    steps on with the whole global batch (D's .grad holding STALE when each call begins), and DDP sends each bucket
+    once a step."""
     try:
         inspect.getsource(d_step)
     except (OSError, TypeError):
@@ -64,14 +66,25 @@ def ddp_accumulation_checks(d_step) -> Found:
     problems = compare_steps(mine[0], reference, _("one process with the whole global batch steps on the mean of "
                                                    "the hinge loss over it"))
     last = _records(ddp_lesson.one_process_reference(len(runs), accum=ACCUM, calls=CALLS, last_only=True))
+    held = _records([reference["opt_D"][0]["D"] + STALE])      # the first call (later ones start from other weights)
     if problems and not compare_steps(mine[0], last):
         problems = [_("D stepped on its last micro-batch's gradient alone: .grad was emptied between the "
                       "micro-batches' backwards, so the earlier ones were lost")]
+    elif problems and not compare_steps(_records(runs[0]["grads"][:1]), held):
+        problems = [_("D stepped on the call's gradient plus the {stale} its .grad held when the call began (as a G "
+                      "step's backward through D leaves there)").format(stale=STALE)]
     if not problems and min(runs[0]["backwards"]) < ACCUM:
         problems = [_(ONE_BACKWARD).format(count=min(runs[0]["backwards"]), accum=ACCUM)]
+    if not problems and max(runs[0]["around"]) > 0:
+        problems = [_("{count} of D's forwards in a call ran through ddp.module, around DDP, where every "
+                      "micro-batch's forward goes through ddp").format(count=max(runs[0]["around"]))]
     if not problems and any(sent != 1 for sent in runs[0]["sent"]):
         problems = [_("the gradients are right, but DDP sent each bucket {sent} times a step: it averaged after every "
                       "micro-batch, where only the sum of them needs averaging, once").format(sent=max(runs[0]["sent"]))]
+        if max(runs[0]["split"]):
+            problems = [_("{problem}. {count} backward(s) ran inside a no_sync block after their forward ran outside it: "
+                          "DDP decides at the forward whether the backward averages").format(
+                problem=problems[0], count=max(runs[0]["split"]))]
     return problems, {"calls": CALLS}
 
 

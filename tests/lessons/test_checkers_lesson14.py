@@ -22,8 +22,10 @@ def reference(ddp, opt_D, x_real, x_fake, accum):
 
 
 def split_by_hand(ddp, opt_D, x_real, x_fake, accum):
-    """The last micro-batch outside the loop; sizes by slicing; the zero_grad at the end of the step instead."""
+    """The last micro-batch outside the loop; sizes by slicing; .grad emptied by hand."""
     import torch
+    for p in ddp.parameters():
+        p.grad = None
     n = len(x_real) // accum
     with ddp.no_sync():
         for k in range(accum - 1):
@@ -33,7 +35,37 @@ def split_by_hand(ddp, opt_D, x_real, x_fake, accum):
     last = slice((accum - 1) * n, accum * n)
     (F.relu(1 - ddp(x_real[last])).mean() / accum + F.relu(1 + ddp(x_fake[last])).mean() / accum).backward()
     opt_D.step()
+
+
+def cleared_at_the_end(ddp, opt_D, x_real, x_fake, accum):
+    """.grad emptied after the step: the next call starts from what a G step's backward left in it."""
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
     opt_D.zero_grad()
+
+
+def forward_outside_no_sync(ddp, opt_D, x_real, x_fake, accum):
+    """Each micro-batch's forward outside no_sync, its backward inside but the last's."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        loss_D = (F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            loss_D.backward()
+    opt_D.step()
+
+
+def around_the_wrapper_but_last(ddp, opt_D, x_real, x_fake, accum):
+    """ddp.module for every micro-batch but the last, in place of no_sync()."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        D = ddp if k == len(pairs) - 1 else ddp.module
+        ((F.relu(1 - D(real)).mean() + F.relu(1 + D(fake)).mean()) / accum).backward()
+    opt_D.step()
 
 
 def synced_every_time(ddp, opt_D, x_real, x_fake, accum):
@@ -130,10 +162,14 @@ def test_right_answers_are_accepted(capsys, answer):
     (around_the_wrapper, ["the two processes stepped on different gradients"]),
     (cleared_each_time, ["its last micro-batch's gradient alone", "emptied between"]),
     (not_divided, ["2x the reference's, in the same direction"]),
-    (never_cleared, ["step 2: opt_D stepped on this step's gradient plus step 1's"]),
     (uses_a_notebook_name, ["NameError", "a name from another cell is not there"]),
     (one_backward_for_all, ["1 backward reached D before its step", "a backward of its own"]),
     (synced_first_only, ["the two processes stepped on different gradients", "after that averaging"]),
+    (cleared_at_the_end, ["plus the 0.01 its .grad held when the call began"]),
+    (never_cleared, ["plus the 0.01 its .grad held when the call began"]),
+    (forward_outside_no_sync, ["sent each bucket 2 times a step", "1 backward(s) ran inside a no_sync block after their "
+                                                                  "forward ran outside it"]),
+    (around_the_wrapper_but_last, ["2 of D's forwards in a call ran through ddp.module, around DDP"]),
 ], ids=lambda x: getattr(x, "__name__", "words"))
 def test_each_mistake_is_named(capsys, answer, words):
     assert exercises.check_ddp_accumulation(answer) is False
