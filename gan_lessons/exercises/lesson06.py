@@ -56,9 +56,11 @@ def _saving_problem(saved, rng, go_on):
     go_on()                         # the run goes on after the save
     moved = [path for (path, now), (_, then) in zip(_tensors(saved), _tensors(frozen)) if not torch.equal(now, then)]
     if moved:
+        kinds = [kind for kind, here in ((_("the weights"), any(".state." not in p for p in moved)),
+                                         (_("Adam's moments"), any(".state." in p for p in moved))) if here]
         return _("your checkpoint changed after save_state returned, while the run went on ({first}, {count} "
                  "tensor(s) in all): state_dict() hands out the live tensors, not copies, and the next steps change "
-                 "them in place").format(first=moved[0], count=len(moved))
+                 "them in place ({what})").format(first=moved[0], count=len(moved), what=_(", ").join(kinds))
     return None
 
 
