@@ -313,10 +313,11 @@ def amp_step_checks(amp_step) -> Found:
 
 
 def _amp_calls():
-    """Three calls on seed 000's G and D; at the second an inf in one of G's gradients, at the third in one of D's,
-    as a float16 overflow would put them."""
+    """Three calls on seed 000's G and D: the first with a max_norm so large that the clip never acts (an active
+    clip hides a gradient's size), at the second an inf in one of G's gradients, at the third in one of D's, as a
+    float16 overflow would put them."""
     G, D, opt_G, opt_D, (x_real, z) = _amp_problem()
-    args = (G, D, opt_G, opt_D, torch.amp.GradScaler("cpu"), x_real, z, MAX_NORM, ACCUM)
+    scaler = torch.amp.GradScaler("cpu")
     now = {"call": 0}
 
     def overflow(at):
@@ -328,8 +329,8 @@ def _amp_calls():
 
     def call(k):
         now["call"] = k
-        return args
-    return [functools.partial(call, k) for k in range(3)], [args]
+        return G, D, opt_G, opt_D, scaler, x_real, z, 1e6 if k == 0 else MAX_NORM, ACCUM
+    return [functools.partial(call, k) for k in range(3)], [G, D, scaler, x_real, z]
 
 
 AMP_STEP = Exercise("10", "amp_step", reference_amp_step, amp_step_checks, _amp_calls, hints=_AMP_HINTS,
