@@ -145,8 +145,8 @@ def _backward_problem(op, out, a, b, same, what, want):
             return _("{op}'s backward raised {kind}: {error} on {what}: the shapes in one of its products do not fit "
                      "(grad has shape {shape})").format(
                 op=op, kind=type(error).__name__, error=headline(message), what=what, shape=list(want["grad"].shape))
-        return _("{op}'s backward raised {kind}: {error} on {what}: it read something other than what the node "
-                 "saved").format(op=op, kind=type(error).__name__, error=error, what=what)
+        return _("{op}'s backward raised {kind}: {error} on {what}").format(
+            op=op, kind=type(error).__name__, error=headline(message), what=what)
     grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
     if len(grads) != len(parents):
         return _("{op}'s backward returned {count} gradient(s) on {what}, where the node has {parents} "
