@@ -147,6 +147,20 @@ def mul_names_swapped(self, other):                # torch's names, each on the 
     return out
 
 
+def mul_unpacked_shape(self, other):              # sum_to_size(*shape): a TypeError for a 0-dim operand
+    other = self._value(other)
+    out = self._result(self.data * other.data, (self, other))
+    if self.requires_grad:
+        out.save("other", other)
+    if other.requires_grad:
+        out.save("self", self)
+    out._backward = lambda grad, saved: ((grad * saved["other"]).sum_to_size(*self.data.shape)
+                                         if "other" in saved else None,
+                                         (grad * saved["self"]).sum_to_size(*other.data.shape)
+                                         if "self" in saved else None)
+    return out
+
+
 def mul_own_operand(self, other):                 # keeps the operand whose gradient it computes
     other = self._value(other)
     out = self._result(self.data * other.data, (self, other))
@@ -238,8 +252,9 @@ def test_saving_right_answers_written_differently(capsys, methods):
     ({"__mul__": mul_named_otherwise}, "mul saved for_self=b on `y = a * b`"),       # the statement asks torch's
     ({"exp": exp_via_get}, "exp saved y=out on `y = a.exp()`"),                     # names: self, other, result,
     ({"__mul__": mul_names_swapped}, "where torch's node saves other=b"),           # mat2
+    ({"__mul__": mul_unpacked_shape}, "mul's backward raised TypeError"),
 ], ids=["own operand", "both", "closure", "no reduce", "copies", "zeros for None", "exp input", "exp gradient",
-        "mul's own names", "exp's own name", "mul's names swapped"])
+        "mul's own names", "exp's own name", "mul's names swapped", "a backward that raises"])
 def test_saving_wrong_answers_are_named(capsys, methods, words):
     ok, out = run(capsys, 1, engine(**methods))
     assert ok is False and out.startswith("✗") and words in out, out
