@@ -11,6 +11,7 @@ import torch
 from gan_lessons import exercises
 from gan_lessons.exercises import lesson11
 from gan_lessons.exercises.lesson11 import LEAF_IN_PLACE, SECOND_TIME, Value
+from gan_lessons.exercises.variants import variant
 
 CHECKS = {1: exercises.check_saving, 2: exercises.check_freeing, 3: exercises.check_versions,
           4: exercises.check_leaf_rule}
@@ -133,32 +134,17 @@ def exp_via_get(self):
     return out
 
 
-def mul_names_swapped(self, other):                # torch's names, each on the other operand (gradients still right)
-    other = self._value(other)
-    out = self._result(self.data * other.data, (self, other))
-    if self.requires_grad:
-        out.save("self", other)
-    if other.requires_grad:
-        out.save("other", self)
-    out._backward = lambda grad, saved: ((grad * saved["self"]).sum_to_size(self.data.shape)
-                                         if "self" in saved else None,
-                                         (grad * saved["other"]).sum_to_size(other.data.shape)
-                                         if "other" in saved else None)
-    return out
-
-
-def mul_unpacked_shape(self, other):              # sum_to_size(*shape): a TypeError for a 0-dim operand
-    other = self._value(other)
-    out = self._result(self.data * other.data, (self, other))
-    if self.requires_grad:
-        out.save("other", other)
-    if other.requires_grad:
-        out.save("self", self)
-    out._backward = lambda grad, saved: ((grad * saved["other"]).sum_to_size(*self.data.shape)
-                                         if "other" in saved else None,
-                                         (grad * saved["self"]).sum_to_size(*other.data.shape)
-                                         if "self" in saved else None)
-    return out
+# torch's names, each on the other operand (the gradients still right)
+mul_names_swapped = variant(Value.__mul__, replace={
+    'out.save("other", other)': 'out.save("self", other)', 'out.save("self", self)': 'out.save("other", self)',
+    '(grad * saved["other"]).sum_to_size(self.data.shape) if "other" in saved else None':
+        '(grad * saved["self"]).sum_to_size(self.data.shape) if "self" in saved else None',
+    '(grad * saved["self"]).sum_to_size(other.data.shape) if "self" in saved else None':
+        '(grad * saved["other"]).sum_to_size(other.data.shape) if "other" in saved else None'})
+# sum_to_size(*shape): a TypeError for a 0-dim operand
+mul_unpacked_shape = variant(Value.__mul__, replace={
+    '(grad * saved["other"]).sum_to_size(self.data.shape)': '(grad * saved["other"]).sum_to_size(*self.data.shape)',
+    '(grad * saved["self"]).sum_to_size(other.data.shape)': '(grad * saved["self"]).sum_to_size(*other.data.shape)'})
 
 
 def mul_own_operand(self, other):                 # keeps the operand whose gradient it computes
