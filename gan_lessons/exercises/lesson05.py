@@ -18,6 +18,7 @@ from gan_lessons.exercises.steps import (
     recorded_steps,
     right_answer,
 )
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
 CHUNK = 8           # each D step's real batch, and G's fake batch
@@ -42,54 +43,13 @@ def reference_strategy(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
     return loss_D, loss_G
 
 
-def _written(zero_D="each", zero_G=True, fake_graph=False, order="D, G", averaged=False, chunked=True, per_step=False,
-             same_fake=False, g_batch="chunk"):
-    """reference_strategy, or one way of getting it wrong (or right, differently): opt_D.zero_grad() "each" D step,
-    "once" before them or never (None); without opt_G's zero_grad(); D's fake batch with a graph back to G,
-    opt_G.zero_grad() once before it (D's steps train G); D's two terms averaged, not summed; in another order: "G before D's steps"
-    (D's fake batch made first, then G's whole step, then D's) or "G, D" (G's whole step first); every D step on all
-    of x_real (chunked=False); a G forward of its own for each D step's fake batch (per_step=True); one fake chunk
-    for every D step (same_fake=True); G's fake batch as large as x_real (g_batch="all")."""
-    def step(G, D, opt_G, opt_D, x_real, noise, n_critic=2):
-        chunks = x_real.chunk(n_critic) if chunked else [x_real] * n_critic
-        m = len(x_real) // n_critic
-
-        def fakes():
-            if fake_graph:
-                opt_G.zero_grad()
-            with torch.enable_grad() if fake_graph else torch.no_grad():
-                made = [G(noise(m)) for _c in chunks] if per_step else list(G(noise(len(x_real))).chunk(n_critic))
-            if not chunked and not per_step:
-                made = [torch.cat(made)] * n_critic
-            return [made[0]] * n_critic if same_fake else made
-
-        def d_steps(made):
-            if zero_D == "once":
-                opt_D.zero_grad()
-            for x_chunk, x_fake in zip(chunks, made):
-                if zero_D == "each":
-                    opt_D.zero_grad()
-                loss_D = (F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()) / (2 if averaged else 1)
-                loss_D.backward(retain_graph=fake_graph)   # one G graph under every chunk
-                opt_D.step()
-            return loss_D
-
-        def g_step():
-            if zero_G and not fake_graph:
-                opt_G.zero_grad()
-            loss_G = -D(G(noise(len(x_real) if g_batch == "all" else m))).mean()
-            loss_G.backward(inputs=list(G.parameters()))
-            opt_G.step()
-            return loss_G
-        if order == "G, D":
-            loss_G = g_step()
-            return d_steps(fakes()), loss_G
-        made = fakes()
-        if order == "G before D's steps":
-            loss_G = g_step()
-            return d_steps(made), loss_G
-        return d_steps(made), g_step()
-    return step
+# The known ways of getting it wrong (or right, differently), each as an edit of reference_strategy
+G_STEP = ["opt_G.zero_grad()", "loss_G = -D(G(noise(len(x_chunk)))).mean()",
+          "loss_G.backward(inputs=list(G.parameters()))", "opt_G.step()"]
+ONE_CHUNK = {"len(x_chunk)": "len(x_real) // n_critic"}   # G's batch, where no D step has run yet to set x_chunk
+FAKES = "G(noise(len(x_real))).chunk(n_critic)"
+LOSS_D = "F.relu(1 - D(x_chunk)).mean() + F.relu(1 + D(x_fake)).mean()"
+AVERAGED = variant(reference_strategy, replace={LOSS_D: f"({LOSS_D}) / 2"})      # right: D's two terms averaged
 
 
 # Hints and messages are marked with N_() here and translated with _() where they are shown.
@@ -102,21 +62,28 @@ PER_STEP = N_("each D step made its fake batch with a G forward of its own, wher
 STALE_D = N_("G's gradient was taken through D as it was before D's last step, where in this order G answers the D "
              "that has just stepped")
 MISTAKES = [
-    (_written(zero_D=None), N_("D's gradient at opt_D.step() still holds the earlier .grad: backward adds into .grad, "
-                               "and nothing emptied D's since its last step")),
-    (_written(zero_D="once"), N_("D's second step stepped on its own gradient plus the first one's: backward adds "
-                                 "into .grad, and nothing emptied D's between its steps")),
-    (_written(zero_G=False), N_("G's gradient at opt_G.step() still holds the earlier .grad: backward adds into .grad, "
-                                "and nothing emptied G's since its last step")),
-    (_written(fake_graph=True), TRAINS_G),
-    (_written(order="G before D's steps"), STALE_D),
-    (_written(order="G, D"), STALE_D),
-    (_written(chunked=False), WHOLE),
-    (_written(per_step=True), PER_STEP),
-    (_written(same_fake=True), N_("every D step scored the same fake batch, where the k-th D step scores the k-th "
-                                  "chunk of the fake batch")),
-    (_written(g_batch="all"), N_("G's fake batch has len(x_real) samples, where it is one chunk's size, as each of D's "
-                                 "fake batches")),
+    (variant(reference_strategy, drop="opt_D.zero_grad()"), N_(
+        "D's gradient at opt_D.step() still holds the earlier .grad: backward adds into .grad, and nothing emptied "
+        "D's since its last step")),
+    (variant(reference_strategy, move=("opt_D.zero_grad()", "before the loop")), N_(
+        "D's second step stepped on its own gradient plus the first one's: backward adds into .grad, and nothing "
+        "emptied D's between its steps")),
+    (variant(reference_strategy, drop="opt_G.zero_grad()"), N_(
+        "G's gradient at opt_G.step() still holds the earlier .grad: backward adds into .grad, and nothing emptied "
+        "G's since its last step")),
+    (variant(reference_strategy, move=("opt_G.zero_grad()", "at the start"), replace={   # D's fakes keep G's graph
+        "torch.no_grad()": "torch.enable_grad()", "loss_D.backward()": "loss_D.backward(retain_graph=True)"}),
+     TRAINS_G),
+    (variant(reference_strategy, move=(G_STEP, "before the loop"), replace=ONE_CHUNK), STALE_D),
+    (variant(reference_strategy, move=(G_STEP, "at the start"), replace=ONE_CHUNK), STALE_D),
+    (variant(reference_strategy, replace={"x_real.chunk(n_critic)": "[x_real] * n_critic",
+                                          FAKES: "[G(noise(len(x_real)))] * n_critic", **ONE_CHUNK}), WHOLE),
+    (variant(reference_strategy, replace={FAKES: "[G(noise(len(x_real) // n_critic)) for _ in range(n_critic)]"}),
+     PER_STEP),
+    (variant(reference_strategy, replace={FAKES: f"[{FAKES}[0]] * n_critic"}), N_(
+        "every D step scored the same fake batch, where the k-th D step scores the k-th chunk of the fake batch")),
+    (variant(reference_strategy, replace={"len(x_chunk)": "len(x_real)"}), N_(
+        "G's fake batch has len(x_real) samples, where it is one chunk's size, as each of D's fake batches")),
 ]
 HINTS = AUTOGRAD_HINTS + [
     ("does not require grad and does not have a grad_fn",
@@ -189,7 +156,7 @@ def _problems(step, n_critic, mine, D, wasted, samples):
                    memory=False)
     if cost.error:
         return [_("run again on a fresh G and D, the step raised RuntimeError: {error}").format(error=cost.error)]
-    right = right_answer(mine, [reference_strategy, _written(averaged=True)], record)
+    right = right_answer(mine, [reference_strategy, AVERAGED], record)
     hint = None if matching(mine, right) else known_mistake(mine, MISTAKES, record)
     if hint:
         problems = [_(hint)]
@@ -258,7 +225,7 @@ def strategy_checks(step) -> Found:
     def on_a_fresh_problem(form, n_critic=N_CRITICS[0]):
         G, D, opt_G, opt_D, x_real, noise = _problem(n_critic)
         return form(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
-    right = [on_a_fresh_problem(form) for form in (reference_strategy, _written(averaged=True))]
+    right = [on_a_fresh_problem(form) for form in (reference_strategy, AVERAGED)]
     return returned(name, on_a_fresh_problem(step), right, "(loss_D, loss_G)")
 
 

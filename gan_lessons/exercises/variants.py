@@ -48,8 +48,9 @@ def variant(function: Callable, *, drop: str | Iterable[str] = (), replace: dict
             move: tuple | None = None) -> Callable:
     """`function` with its code edited, in this order: the statements in `drop` left out; `move=(statements,
     where)` takes a statement (or a list of them) out and puts it back, in order, either right before another
-    statement (`where` that statement's source) or, with `where="into the loop"`, at the start of the loop that
-    follows the last one taken; each expression `old` in `replace` written as `new`. Edits name the reference's
+    statement (`where` that statement's source), with `where="into the loop"` at the start of the loop that
+    follows the last one taken, with "before the loop" right before the function's first loop, with "at the start"
+    first in the function (after its docstring); each expression `old` in `replace` written as `new`. Edits name the reference's
     code as it is. Defined in `function`'s module, under its name."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     definition = tree.body[0]
@@ -68,11 +69,21 @@ def variant(function: Callable, *, drop: str | Iterable[str] = (), replace: dict
             body, k, statement = _one(definition, source, name)
             del body[k]
             taken.append(statement)
+            if not body:
+                body.append(ast.Pass())
         if where == "into the loop":
             loop = next((s for s in body[k:] if isinstance(s, (ast.For, ast.While))), None)
             if loop is None:
                 raise ValueError(f"{name}: no loop follows `{sources}`")
             loop.body[:0] = taken
+        elif where in ("before the loop", "at the start"):
+            top = definition.body
+            first = 1 if ast.get_docstring(definition) is not None else 0
+            if where == "before the loop":
+                first = next((j for j, s in enumerate(top) if isinstance(s, (ast.For, ast.While))), None)
+                if first is None:
+                    raise ValueError(f"{name}: no loop in the function's body")
+            top[first:first] = taken
         else:
             target, j, _ = _one(definition, where, name)
             target[j:j] = taken

@@ -91,6 +91,28 @@ def test_variants_leave_out_move_and_rewrite_one_named_statement():
     assert _step(1, 2) == 9                                 # the reference itself is left as it was
 
 
+def _documented(a):
+    """Its docstring stays first."""
+    a = a + 1
+    for k in range(2):
+        a = a * 2
+    return a
+
+
+def test_a_statement_moved_to_the_start_goes_after_the_docstring_and_before_the_loop_before_the_first_loop():
+    assert _documented(1) == (1 + 1) * 2 * 2
+    assert variant(_documented, move=("a = a * 2", "before the loop"))(1) == (1 + 1) * 2     # the loop is left empty
+    first = variant(_documented, move=("a = a * 2", "at the start"))
+    assert first(1) == 1 * 2 + 1 and first.__doc__ == _documented.__doc__
+    with pytest.raises(ValueError, match="no loop"):
+        variant(_step_without_loop, move=("a = a + 1", "before the loop"))
+
+
+def _step_without_loop(a):
+    a = a + 1
+    return a
+
+
 @pytest.mark.parametrize("edit", [{"drop": "total = total * 3"}, {"replace": {"total + k": "k"}, "drop": "x = 1"},
                                   {"move": ("total = total * 2", "return 0")}])
 def test_a_variant_that_does_not_name_exactly_one_place_fails_at_once(edit):
