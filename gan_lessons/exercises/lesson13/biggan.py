@@ -6,6 +6,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
 from gan_lessons.exercises.steps import parameter_names
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_
 
 
@@ -83,29 +84,7 @@ def reference_biggan_train(G, D, GD, z_, config, x):
     G.optim.step()
 
 
-def _biggan_zero_in_accumulation(G, D, GD, z_, config, x):
-    G.optim.zero_grad()
-    x = torch.split(x, config['batch_size'])
-    counter = 0
-    toggle_grad(D, True)
-    toggle_grad(G, False)
-    for step_index in range(config['num_D_steps']):  # noqa: B007
-        for accumulation_index in range(config['num_D_accumulations']):  # noqa: B007
-            D.optim.zero_grad()
-            z_.normal_()
-            D_fake, D_real = GD(z_[:config['batch_size']], x[counter], train_G=False)
-            D_loss_real, D_loss_fake = discriminator_loss(D_fake, D_real)
-            D_loss = (D_loss_real + D_loss_fake) / float(config['num_D_accumulations'])
-            D_loss.backward()
-            counter += 1
-        D.optim.step()
-    toggle_grad(D, False)
-    toggle_grad(G, True)
-    G.optim.zero_grad()
-    z_.normal_()
-    G_loss = generator_loss(GD(z_, train_G=True))
-    G_loss.backward()
-    G.optim.step()
+_biggan_zero_in_accumulation = variant(reference_biggan_train, move=("D.optim.zero_grad()", "into the loop"))
 
 
 add_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,

@@ -6,6 +6,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
 from gan_lessons.exercises.steps import parameter_names
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_
 
 
@@ -42,14 +43,8 @@ def reference_rnn_train(rnn, optimizer, loss_func, steps):
         optimizer.step()
 
 
-def _rnn_reset(rnn, optimizer, loss_func, steps):
-    for step in range(steps):
-        t = torch.linspace(step * math.pi, (step + 1) * math.pi, 10)
-        prediction, _ = rnn(torch.sin(t).view(1, 10, 1), None)
-        loss = loss_func(prediction, torch.cos(t).view(1, 10, 1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+_rnn_reset = variant(reference_rnn_train, drop="h_state = h_state.detach()",   # a fresh state at every step
+                     replace={"rnn(x, h_state)": "rnn(x, None)"})
 
 
 add_lab(Lab("rnn", "a hidden state carried across batches", _rnn_problem, reference_rnn_train, calls=1, mistakes=[

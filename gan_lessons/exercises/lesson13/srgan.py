@@ -6,6 +6,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
 from gan_lessons.exercises.steps import parameter_names
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
 
@@ -83,58 +84,27 @@ def reference_srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion
     optimizerG.step()
 
 
-def _srgan_both_steps_last(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
-    real_img, z = target, data
-    fake_img = netG(z)
-    netD.zero_grad()
-    real_out = netD(real_img).mean()
-    fake_out = netD(fake_img).mean()
-    d_loss = 1 - real_out + fake_out
-    d_loss.backward(retain_graph=True)
-    netG.zero_grad()
-    g_loss = generator_criterion(fake_out, fake_img, real_img)
-    g_loss.backward()
-    optimizerD.step()
-    optimizerG.step()
+# The known wrong fixes, as edits of the reference
+G_STEP = ["netG.zero_grad()", "fake_out = netD(fake_img).mean()",
+          "g_loss = generator_criterion(fake_out, fake_img, real_img)", "g_loss.backward()", "optimizerG.step()"]
+ONE_D_FORWARD = dict(drop="fake_out = netD(fake_img).mean()",      # G's loss reuses D's forward of the fake batch
+                     replace={"fake_img.detach()": "fake_img", "d_loss.backward()": "d_loss.backward(retain_graph=True)"})
 
 
-def _srgan_g_through_old_d(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
-    """What torch before 1.5 computed: G's loss through D's forward from before optimizerD.step()."""
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):       # no version check, as then
-        real_img, z = target, data
-        fake_img = netG(z)
-        netD.zero_grad()
-        real_out = netD(real_img).mean()
-        fake_out = netD(fake_img).mean()
-        d_loss = 1 - real_out + fake_out
-        d_loss.backward(retain_graph=True)
-        optimizerD.step()
-        netG.zero_grad()
-        g_loss = generator_criterion(fake_out, fake_img, real_img)
-        g_loss.backward()
-        optimizerG.step()
+def _unchecked(step):
+    """step with no version check on saved tensors, as torch before 1.5 ran it."""
+    def run(*args):
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            return step(*args)
+    return run
 
 
-def _srgan_no_adversarial(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
-    """G trained on the image loss alone: the adversarial term, 1/1000 of the loss, left out."""
-    fake_img = netG(data)
-    netD.zero_grad()
-    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
-    optimizerD.step()
-    netG.zero_grad()
-    F.mse_loss(fake_img, target).backward()
-    optimizerG.step()
-
-
-def _srgan_g_first(netG, netD, optimizerG, optimizerD, generator_criterion, data, target):
-    """G's step first, through D as it was; then D's step."""
-    fake_img = netG(data)
-    netG.zero_grad()
-    generator_criterion(netD(fake_img).mean(), fake_img, target).backward()
-    optimizerG.step()
-    netD.zero_grad()
-    (1 - netD(target).mean() + netD(fake_img.detach()).mean()).backward()
-    optimizerD.step()
+_srgan_no_adversarial = variant(reference_srgan_step, drop="fake_out = netD(fake_img).mean()", replace={
+    "generator_criterion(fake_out, fake_img, real_img)": "F.mse_loss(fake_img, real_img)"})   # the image loss alone
+_srgan_g_first = variant(reference_srgan_step, move=(G_STEP, "netD.zero_grad()"))
+_srgan_both_steps_last = variant(reference_srgan_step, move=("optimizerD.step()", "optimizerG.step()"),
+                                 **ONE_D_FORWARD)
+_srgan_g_through_old_d = _unchecked(variant(reference_srgan_step, **ONE_D_FORWARD))
 
 
 add_lab(Lab("srgan", "SRGAN: D's step before G's backward", _srgan_problem, reference_srgan_step, calls=2, atol=2e-6,

@@ -8,6 +8,7 @@ from torch import nn, optim
 from gan_lessons.exercises.exercise import Exercise, Found, Raised, attempt
 from gan_lessons.exercises.lesson13.grading import LAB_HINTS, Lab, lab_calls
 from gan_lessons.exercises.steps import first_difference, matching, parameter_names
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
 
@@ -94,6 +95,7 @@ def sample_mixing(D):
     return size if size > 1e-8 else 0.0
 
 
+ELEMENTWISE = variant(reference_train_critic, replace={"gradients.view(gradients.size(0), -1)": "gradients"})
 WGAN_HINTS = [
     ("does not require grad and does not have a grad_fn",
      N_("the penalty was built from a gradient that autograd.grad returned without a graph of its own, so it is a "
@@ -121,27 +123,13 @@ def wgan_gp_checks(make_critic, train_critic) -> Found:
         ref = lab.run(reference_train_critic)[0]          # the reference's critic iteration, on your own critic
         wrong = first_difference(mine, ref, 1e-4)
         if wrong and channels == 1:
-            elementwise = lambda *a: _wgan_elementwise(*a)  # noqa: E731
-            if matching(mine, lab.run(elementwise)[0], 1e-4):
+            if matching(mine, lab.run(ELEMENTWISE)[0], 1e-4):
                 wrong = _("{problem}. The penalty's norm is taken over dim 1 of a [batch, 1, H, W] gradient: dim 1 has "
                           "one channel, so that is |g| element by element, not one norm per sample").format(problem=wrong)
         if wrong:
             return [wrong if channels == 1 else _("on images of {channels} channels: {problem}").format(
                 channels=channels, problem=wrong)]
     return []
-
-
-def _wgan_elementwise(D, G, d_optimizer, images, z, eta, lambda_term=10):
-    one = torch.tensor(1.0)
-    D.zero_grad()
-    D(images).mean().backward(-one)
-    fake_images = G(z)
-    D(fake_images.detach()).mean().backward(one)
-    interpolated = (eta * images + (1 - eta) * fake_images.detach()).requires_grad_(True)
-    prob = D(interpolated)
-    gradients = torch.autograd.grad(prob, interpolated, torch.ones(prob.size()), create_graph=True)[0]
-    (((gradients.norm(2, dim=1) - 1) ** 2).mean() * lambda_term).backward()
-    d_optimizer.step()
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
