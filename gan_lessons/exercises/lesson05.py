@@ -61,6 +61,7 @@ PER_STEP = N_("each D step made its fake batch with a G forward of its own, wher
               "draw of len(x_real) makes all of them, cut into n_critic chunks as x_real is")
 STALE_D = N_("G's gradient was taken through D as it was before D's last step, where in this order G answers the D "
              "that has just stepped")
+LARGE_G_BATCH = N_("G's fake batch has len(x_real) samples, where it is one chunk's size, as each of D's fake batches")
 MISTAKES = [
     (variant(reference_strategy, drop="opt_D.zero_grad()"), N_(
         "D's gradient at opt_D.step() still holds the earlier .grad: backward adds into .grad, and nothing emptied "
@@ -82,8 +83,7 @@ MISTAKES = [
      PER_STEP),
     (variant(reference_strategy, replace={FAKES: f"[{FAKES}[0]] * n_critic"}), N_(
         "every D step scored the same fake batch, where the k-th D step scores the k-th chunk of the fake batch")),
-    (variant(reference_strategy, replace={"len(x_chunk)": "len(x_real)"}), N_(
-        "G's fake batch has len(x_real) samples, where it is one chunk's size, as each of D's fake batches")),
+    (variant(reference_strategy, replace={"len(x_chunk)": "len(x_real)"}), LARGE_G_BATCH),
 ]
 HINTS = AUTOGRAD_HINTS + [
     ("does not require grad and does not have a grad_fn",
@@ -176,7 +176,7 @@ def _problems(step, n_critic, mine, D, wasted, samples):
         problems.append(_("D's gradient is computed {times} per step after D's last step, for nothing, as in g_first: "
                           "G's backward still fills D's .grad, which no step of D uses").format(times=_times(wasted)))
     needed = (2 * n_critic + 1) * CHUNK        # a real and a fake chunk per D step, one fake chunk for G's loss
-    if samples > needed:
+    if samples > needed and hint != LARGE_G_BATCH:          # that hint already says what the extra samples are
         problems.append(_("D ran on {count} samples in one step, where each D step needs a real and a fake chunk "
                           "({chunk} each) and G's loss one fake chunk, {needed} in all: {extra} went through D for "
                           "nothing").format(count=samples, chunk=CHUNK, needed=needed, extra=samples - needed))

@@ -375,3 +375,9 @@ def test_a_fake_batch_made_with_a_graph_then_detached_is_named_as_lesson_04_name
     out = capsys.readouterr().out
     assert "G built a graph once per step that no backward went through" in out
     assert "detach" not in out and "no_grad" not in out          # the symptom, not the fix
+
+
+def test_a_g_batch_too_large_is_told_once_not_also_as_samples_d_ran_on_for_nothing(capsys):
+    assert exercises.check_strategy(full_size_G_batch) is False
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "G's fake batch has len(x_real) samples" in out[0], out
