@@ -5,6 +5,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import raised
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
 
@@ -74,25 +75,8 @@ def reference_stale_saved(make_loss):
     return stale
 
 
-def _packs_a_copy(make_loss):
-    """A known wrong probe: a copy is never stale, and backward reads the forward's values from it."""
-    stale = []
-
-    def unpack(packed):
-        t, version = packed
-        if t._version != version:
-            stale.append((tuple(t.shape), version, t._version))
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t.clone(), t._version), unpack):
-        loss = make_loss()
-    loss.backward()
-    return stale
-
-
-def _forward_only(make_loss):
-    """A known wrong probe: no backward, so no unpack."""
-    make_loss()
-    return []
+_packs_a_copy = variant(reference_stale_saved, replace={"(t, t._version)": "(t.clone(), t._version)"})  # never stale
+_forward_only = variant(reference_stale_saved, drop="loss.backward()")       # no backward, so no unpack
 
 
 def _run(probe, graph):
