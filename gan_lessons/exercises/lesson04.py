@@ -49,6 +49,10 @@ def _d_step_written(loss=LOSS_D, scale=1.0, replace=None, **edits):
                    **edits)
 
 
+CLEARED_AFTER = N_("D's gradients were cleared after loss_D.backward(), which throws the new gradient away before "
+                   "the step")
+STEPPED_FIRST = N_("opt_D.step() ran before loss_D.backward(): D stepped on an empty .grad, and the new gradient came "
+                   "after the step")     # the same steps as CLEARED_AFTER; told apart by D's .grad when the call ends
 D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
     ({"loss": "F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake).detach()).mean()",
       "replace": {"G(z).detach()": "G(z)"}},
@@ -61,8 +65,7 @@ D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
     ({"drop": "opt_D.zero_grad()"},
      N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it before "
         "loss_D.backward()")),
-    ({"move": ("opt_D.zero_grad()", "opt_D.step()")},
-     N_("D's gradients were cleared after loss_D.backward(), which throws the new gradient away before the step")),
+    ({"move": ("opt_D.zero_grad()", "opt_D.step()")}, CLEARED_AFTER),
 ]
 # each known mistake, in a loss summed over its two terms and in one averaged (both right otherwise)
 D_STEP_MISTAKES = [(_d_step_written(scale=scale, **how), hint) for how, hint in D_STEP_MISTAKE_HINTS
@@ -74,8 +77,9 @@ D_STEP_HINTS = AUTOGRAD_HINTS + [
 
 
 def _run_d_step(step):
-    """Run step once on _gan(): D's gradients at each opt_D.step(), G, and whether backward computed any G
-    gradient (hooks on G's parameters count them, even if they are cleared before the step)."""
+    """Run step once on _gan(): D's gradients at each opt_D.step(), G, whether backward computed any G gradient
+    (hooks on G's parameters count them, even if they are cleared before the step), G's mode at each forward, and
+    whether D's .grad holds a gradient when the call ends."""
     G, D, opt_D, z, x_real = _gan()
     names = parameter_names(D=D)
     through_G, modes = [], []
@@ -87,7 +91,7 @@ def _run_d_step(step):
     finally:
         for h in handles:
             h.remove()
-    return records, G, bool(through_G), modes
+    return records, G, bool(through_G), modes, any(p.grad is not None and p.grad.any() for p in D.parameters())
 
 
 def d_step_checks(d_step) -> Found:
@@ -95,7 +99,7 @@ def d_step_checks(d_step) -> Found:
     holding an earlier gradient. Every D parameter must get the right gradient at opt_D.step(), and loss_D's
     backward must not go into G."""
     try:
-        mine, G, through_G, modes = _run_d_step(d_step)
+        mine, G, through_G, modes, grad_left = _run_d_step(d_step)
     except Exception as error:
         raise Raised("d_step", error) from error
     problems = []
@@ -109,6 +113,8 @@ def d_step_checks(d_step) -> Found:
     if not all(p.requires_grad for p in G.parameters()):
         problems.append(_("G's parameters no longer require grad after your step: G was left frozen"))
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
+    if mistake == CLEARED_AFTER and grad_left:
+        mistake = STEPPED_FIRST
     reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0])
     hint = (_("G's forward ran in eval mode, where the step is given G in training mode, so its BatchNorm used "
               "the running statistics and the fakes differ") if False in modes else
@@ -130,6 +136,10 @@ def _sampling_problem():
         opt.zero_grad()
         G(torch.randn(16, G.z_dim)).mean().backward()
         opt.step()
+    with torch.no_grad():                         # a last layer whose images span (-1, 1), as a trained G's do, so
+        last = G.net[12]                          # that an answer that rescales or clips them changes them
+        last.weight.copy_(torch.randn(last.weight.shape))
+        last.bias.zero_()
     return G, torch.randn(8, G.z_dim)
 
 
@@ -181,15 +191,30 @@ def sample_checks(sample) -> Found:
         problems.append(_("G.training is True after sample, but {count} of its submodules are left in eval mode "
                           "(G.{first}, ...): the next training step would use their running statistics").format(
             count=len(left), first=left[0]))
-    if images.shape != expected.shape or not torch.allclose(images, expected, atol=1e-6):
-        problems.append(_("the images differ from G's evaluation-mode output, where BatchNorm normalises with its "
-                          "running statistics"))
+    if images.shape != expected.shape:
+        problems.append(_("the images have shape {shape}, where G's output has shape {expected}").format(
+            shape=tuple(images.shape), expected=tuple(expected.shape)))
+    elif not torch.allclose(images, expected, atol=1e-6):
+        problems.append(_training_mode_images(images, z) or _(
+            "the images differ from G's evaluation-mode output, by up to {difference:.3f}").format(
+            difference=(images - expected).abs().max().item()))
     if not problems:
         G.eval()                                 # called on a G already in eval mode, it must stay there
         sample(G, z)
         if any(m.training for m in G.modules()):
             problems.append(_("G was in eval mode before sample and is in training mode after"))
     return problems
+
+
+def _training_mode_images(images, z):
+    """The line for images that are G's training-mode output (BatchNorm on the batch's statistics), else None."""
+    G = _sampling_problem()[0]
+    with torch.no_grad():
+        trained = G(z)
+    if torch.allclose(images, trained, atol=1e-6):
+        return _("the images are G's training-mode output: its BatchNorm normalised with this batch's statistics, "
+                 "where evaluation mode uses the running ones")
+    return None
 
 
 def _d_step_calls():

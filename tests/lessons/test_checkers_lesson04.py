@@ -175,6 +175,14 @@ def d_step_G_in_eval(G, D, opt_D, z, x_real):            # the fakes made by G i
     return d_step_no_grad_on(G, D, opt_D, x_fake, x_real)
 
 
+def d_step_steps_first(G, D, opt_D, z, x_real):         # the step, then the backward: .grad is filled too late
+    loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(G(z).detach())).mean()
+    opt_D.zero_grad()
+    opt_D.step()
+    loss_D.backward()
+    return loss_D
+
+
 def d_step_no_grad_on(G, D, opt_D, x_fake, x_real):
     loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(x_fake)).mean()
     opt_D.zero_grad()
@@ -194,6 +202,7 @@ def d_step_no_grad_on(G, D, opt_D, x_fake, x_real):
     (d_step_no_hinge, ["however far past its margin", "score by score"]),
     (d_step_no_zero_grad, ["still held an earlier gradient", "nothing cleared it before loss_D.backward()"]),
     (d_step_zero_grad_late, ["cleared after loss_D.backward(), which throws the new gradient away"]),
+    (d_step_steps_first, ["opt_D.step() ran before loss_D.backward()", "came after the step"]),
     (d_step_all_no_grad, ["loss_D has no graph", "D's forward ran where no graph was recorded"]),
     (d_step_bce, ["another direction", "the exercise's hinge loss, term by term"]),
     (d_step_freezes_G, ["no longer require grad"]),
@@ -279,8 +288,26 @@ def sample_frozen(G, z):                         # G frozen for the figure and n
     return sample_right(G, z)
 
 
+def sample_rescaled(G, z):                       # eval mode, no graph, then mapped to [0, 1] for the figure
+    return (sample_right(G, z) + 1) / 2
+
+
+def sample_clipped(G, z):                        # eval mode, no graph, then cut to [-0.5, 0.5]
+    return sample_right(G, z).clamp(-0.5, 0.5)
+
+
+def test_a_sample_changed_after_an_evaluation_mode_forward_is_not_blamed_on_batchnorm(capsys):
+    for changed in (sample_rescaled, sample_clipped):
+        ok, out = run(capsys, exercises.check_sample, changed)
+        assert ok is False and "BatchNorm" not in out and "running" not in out, out
+    ok, out = run(capsys, exercises.check_sample, lambda G, z: sample_right(G, z).clamp(-1, 1))   # tanh's range
+    assert ok is True, out
+
+
 @pytest.mark.parametrize("sample, named", [
-    (sample_no_grad_only, ["running statistics changed", "evaluation-mode output"]),
+    (sample_no_grad_only, ["running statistics changed", "training-mode output"]),
+    (sample_rescaled, ["differ from G's evaluation-mode output, by up to 0.9"]),
+    (sample_clipped, ["differ from G's evaluation-mode output, by up to 0.4"]),
     (sample_detach, ["saved", "never runs", "does not unsave them"]),
     (sample_top_flag_only, ["G.training is True after sample", "submodules are left in eval mode"]),
     (sample_frozen, ["no longer require grad after sample"]),
