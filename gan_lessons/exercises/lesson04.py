@@ -191,13 +191,7 @@ def sample_checks(sample) -> Found:
         problems.append(_("G.training is True after sample, but {count} of its submodules are left in eval mode "
                           "(G.{first}, ...): the next training step would use their running statistics").format(
             count=len(left), first=left[0]))
-    if images.shape != expected.shape:
-        problems.append(_("the images have shape {shape}, where G's output has shape {expected}").format(
-            shape=tuple(images.shape), expected=tuple(expected.shape)))
-    elif not torch.allclose(images, expected, atol=1e-6):
-        problems.append(_training_mode_images(images, z) or _(
-            "the images differ from G's evaluation-mode output, by up to {difference:.3f}").format(
-            difference=(images - expected).abs().max().item()))
+    problems += _image_problems(images, expected, z)
     if not problems:
         G.eval()                                 # called on a G already in eval mode, it must stay there
         sample(G, z)
@@ -206,15 +200,22 @@ def sample_checks(sample) -> Found:
     return problems
 
 
-def _training_mode_images(images, z):
-    """The line for images that are G's training-mode output (BatchNorm on the batch's statistics), else None."""
+def _image_problems(images, expected, z):
+    """What differs between the images sample returned and G's evaluation-mode output: their shape, or that they are
+    G's training-mode output (BatchNorm on the batch's statistics), or by how much."""
+    if images.shape != expected.shape:
+        return [_("the images have shape {shape}, where G's output has shape {expected}").format(
+            shape=tuple(images.shape), expected=tuple(expected.shape))]
+    if torch.allclose(images, expected, atol=1e-6):
+        return []
     G = _sampling_problem()[0]
     with torch.no_grad():
         trained = G(z)
     if torch.allclose(images, trained, atol=1e-6):
-        return _("the images are G's training-mode output: its BatchNorm normalised with this batch's statistics, "
-                 "where evaluation mode uses the running ones")
-    return None
+        return [_("the images are G's training-mode output: its BatchNorm normalised with this batch's statistics, "
+                  "where evaluation mode uses the running ones")]
+    return [_("the images differ from G's evaluation-mode output, by up to {difference:.3f}").format(
+        difference=(images - expected).abs().max().item())]
 
 
 def _d_step_calls():

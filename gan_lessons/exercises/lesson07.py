@@ -102,11 +102,18 @@ def reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z):
 D_LOSS_HALVED = {"bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)":
                  "0.5 * (bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label))"}
 G_STEP = ["g_loss = bce(d(gz), real_label)", "g_optimizer.zero_grad()", "g_loss.backward()", "g_optimizer.step()"]
+D_NOT_EMPTIED = N_("d's gradient at d_optimizer.step() still holds the earlier .grad: backward adds into .grad, and "
+                   "nothing emptied d's before d_loss.backward()")
+G_NOT_EMPTIED = N_("g's gradient at g_optimizer.step() still holds the earlier .grad: backward adds into .grad, and "
+                   "nothing emptied g's before g_loss.backward()")
 SEED000_MISTAKES: list[tuple[dict, str]] = [
-    ({"drop": "d_optimizer.zero_grad()"},
-     N_("d's gradients at the second call are those of both calls added up")),
-    ({"drop": "g_optimizer.zero_grad()"},
-     N_("g's gradients at the second call are those of both calls added up")),
+    ({"drop": "d_optimizer.zero_grad()"}, D_NOT_EMPTIED),
+    ({"move": ("d_optimizer.zero_grad()", "at the end")}, D_NOT_EMPTIED),
+    ({"drop": "g_optimizer.zero_grad()"}, G_NOT_EMPTIED),
+    ({"move": ("g_optimizer.zero_grad()", "at the end")}, G_NOT_EMPTIED),
+    ({"replace": {"bce(d(gz), real_label)": "-bce(d(gz), fake_label)"}},
+     N_("g's loss is the saturating one, minus D's loss on the fakes (G minimises log(1 - D(G(z)))), where seed "
+        "000's G loss scores the fakes against the real label (G maximises log D(G(z)))")),
     ({"move": (G_STEP, "d_loss = bce(d(x_real), real_label) + bce(d(gz.detach()), fake_label)")},
      N_("G steps first, through D from before its step: seed 000's plan is D first, then G's loss through the D "
         "that has just stepped"))]
@@ -144,7 +151,8 @@ def _doctor_says(template, hinted, summary, kind, text, **values) -> str:
 
 
 def _seed000_problem(calls):
-    """Seed 000's g and d, an Adam for each, and a batch (x_real, z) for each call. Adam's eps is 1e-6, not 1e-8:
+    """Seed 000's g and d, an Adam for each, every .grad holding an earlier gradient (0.01), and a batch (x_real, z)
+    for each call. Adam's eps is 1e-6, not 1e-8:
     its first step moves every weight by about lr whatever the size of its gradient, so a gradient entry of 1e-9
     (zero, written another way: softplus for the BCE, which differs by 1e-7) would turn into a whole step of either
     sign; with eps 1e-6 it moves by almost nothing, and step 2 compares the same weights."""
@@ -154,6 +162,8 @@ def _seed000_problem(calls):
     g_optimizer = optim.Adam(g.parameters(), lr=1e-3, eps=1e-6)
     d_optimizer = optim.Adam(d.parameters(), lr=1e-3, eps=1e-6)
     batches = [(torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)) for _ in range(calls)]
+    for p in (*g.parameters(), *d.parameters()):
+        p.grad = torch.full_like(p, 0.01)              # what an earlier step's backward left there
     return g, d, g_optimizer, d_optimizer, batches
 
 
@@ -242,8 +252,8 @@ def seed000_checks(fixed_step, calls=2) -> Found:
     reference = records[scale]
     differ = compare_steps(mine, reference, _("compared with the fixed step, the first optimizer step that differs "
                                               "is the one named above"))
-    mistakes = [(variant(reference_seed000_step, replace=forms[scale], **edit), hint)
-                for edit, hint in SEED000_MISTAKES]
+    mistakes = [(variant(reference_seed000_step, **{**edit, "replace": {**forms[scale], **edit.get("replace", {})}}),
+                 hint) for edit, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run) if differ and not warned else None
     problems = list(warned) + ([_(mistake)] if mistake else differ)
     forwards = _g_forwards(fixed_step)

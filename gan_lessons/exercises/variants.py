@@ -50,7 +50,7 @@ def variant(function: Callable, *, drop: str | Iterable[str] = (), replace: dict
     where)` takes a statement (or a list of them) out and puts it back, in order, either right before another
     statement (`where` that statement's source), with `where="into the loop"` at the start of the loop that
     follows the last one taken, with "before the loop" right before the function's first loop, with "at the start"
-    first in the function (after its docstring); each expression `old` in `replace` written as `new`. Edits name the reference's
+    first in the function (after its docstring), with "at the end" last (before a final return); each expression `old` in `replace` written as `new`. Edits name the reference's
     code as it is. Defined in `function`'s module, under its name."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     definition = tree.body[0]
@@ -76,10 +76,12 @@ def variant(function: Callable, *, drop: str | Iterable[str] = (), replace: dict
             if loop is None:
                 raise ValueError(f"{name}: no loop follows `{sources}`")
             loop.body[:0] = taken
-        elif where in ("before the loop", "at the start"):
+        elif where in ("before the loop", "at the start", "at the end"):
             top = definition.body
             first = 1 if ast.get_docstring(definition) is not None else 0
-            if where == "before the loop":
+            if where == "at the end":
+                first = len(top) - isinstance(top[-1], ast.Return)
+            elif where == "before the loop":
                 first = next((j for j, s in enumerate(top) if isinstance(s, (ast.For, ast.While))), None)
                 if first is None:
                     raise ValueError(f"{name}: no loop in the function's body")

@@ -199,9 +199,41 @@ def test_seed000_step_with_two_forwards_of_g_names_them(capsys):
     assert ok is False and "g ran 2 forwards in one call" in out and out.count("✗") == 1
 
 
+def d_cleared_at_the_end(g, d, g_optimizer, d_optimizer, x_real, z):   # d's .grad emptied after G's step: too late
+    bce = F.binary_cross_entropy_with_logits
+    gz = g(z)
+    d_loss = bce(d(x_real), torch.ones(len(x_real))) + bce(d(gz.detach()), torch.zeros(len(z)))
+    d_loss.backward()
+    d_optimizer.step()
+    g_optimizer.zero_grad()
+    bce(d(gz), torch.ones(len(z))).backward()
+    g_optimizer.step()
+    d_optimizer.zero_grad()
+
+
+def saturating_g_loss(g, d, g_optimizer, d_optimizer, x_real, z):   # G's loss: minus D's loss on the fakes
+    bce = F.binary_cross_entropy_with_logits
+    gz = g(z)
+    d_loss = bce(d(x_real), torch.ones(len(x_real))) + bce(d(gz.detach()), torch.zeros(len(z)))
+    d_optimizer.zero_grad()
+    d_loss.backward()
+    d_optimizer.step()
+    g_loss = -bce(d(gz), torch.zeros_like(d(gz)))
+    g_optimizer.zero_grad()
+    g_loss.backward()
+    g_optimizer.step()
+
+
+def test_seed000_step_names_the_saturating_g_loss(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, saturating_g_loss)
+    assert ok is False and "the saturating one" in out and out.count("✗") == 1, out
+
+
 def test_seed000_step_names_a_missing_zero_grad_and_the_order(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, no_zero_grad_for_d)
-    assert ok is False and "added up" in out and "d's gradients" in out and out.count("✗") == 1
+    assert ok is False and "still holds the earlier .grad" in out and "d's gradient" in out and out.count("✗") == 1
+    ok, out = run(capsys, exercises.check_seed000_step, d_cleared_at_the_end)
+    assert ok is False and "still holds the earlier .grad" in out and out.count("✗") == 1, out
     ok, out = run(capsys, exercises.check_seed000_step, g_first)
     assert ok is False and "G steps first" in out and "D first" in out and out.count("✗") == 1
 

@@ -94,7 +94,7 @@ def test_variants_leave_out_move_and_rewrite_one_named_statement():
 def _documented(a):
     """Its docstring stays first."""
     a = a + 1
-    for k in range(2):
+    for _k in range(2):
         a = a * 2
     return a
 
@@ -104,6 +104,7 @@ def test_a_statement_moved_to_the_start_goes_after_the_docstring_and_before_the_
     assert variant(_documented, move=("a = a * 2", "before the loop"))(1) == (1 + 1) * 2     # the loop is left empty
     first = variant(_documented, move=("a = a * 2", "at the start"))
     assert first(1) == 1 * 2 + 1 and first.__doc__ == _documented.__doc__
+    assert variant(_documented, move=("a = a + 1", "at the end"))(1) == 1 * 2 * 2 + 1     # before the final return
     with pytest.raises(ValueError, match="no loop"):
         variant(_step_without_loop, move=("a = a + 1", "before the loop"))
 
