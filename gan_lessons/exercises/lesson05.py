@@ -107,9 +107,14 @@ def _problem(n_critic, seed=0):
 
 def _run(step, n_critic, seed=0):
     """One call of step on _problem: (the gradients each optimizer stepped on, D, the error raised or None, how
-    many backwards reached D after its last step, where no step of D uses them, and how many samples D's forwards
-    ran on)."""
-    G, D, opt_G, opt_D, x_real, noise = _problem(n_critic, seed)
+    many backwards reached D after its last step, where no step of D uses them, how many samples D's forwards ran
+    on, and the size of each noise draw)."""
+    G, D, opt_G, opt_D, x_real, draw = _problem(n_critic, seed)
+    draws: list = []
+
+    def noise(n):
+        draws.append(n)
+        return draw(n)
     names = parameter_names(G=G, D=D)
     arrivals: list = []          # for each backward that reached D: how many D steps had run before it
     samples: list = []           # the batch size of each D forward
@@ -119,11 +124,11 @@ def _run(step, n_critic, seed=0):
         try:
             step(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
         except Exception as error:  # reported as feedback
-            return records, D, error, 0, sum(samples)
+            return records, D, error, 0, sum(samples), draws
         finally:
             for handle in handles:
                 handle.remove()
-    return records, D, None, arrivals.count(len(records["opt_D"])), sum(samples)
+    return records, D, None, arrivals.count(len(records["opt_D"])), sum(samples), draws
 
 
 def _gradient_problems(mine, right, missing_only=False):
@@ -149,7 +154,7 @@ def _times(n):
     return {0: _("never"), 1: _("once"), 2: _("twice")}.get(n) or _("{count:g} times").format(count=n)
 
 
-def _problems(step, n_critic, mine, D, wasted, samples):
+def _problems(step, n_critic, mine, D, wasted, samples, draws):
     """What is still wrong with a step that ran, for one n_critic."""
     record = lambda answer: _run(answer, n_critic)[0]     # noqa: E731
     cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
@@ -186,6 +191,10 @@ def _problems(step, n_critic, mine, D, wasted, samples):
     if cost.G_grad_passes > 1 and hint != TRAINS_G:                 # that hint already says D's loss reaches G
         problems.append(_("G's gradient is computed {times} per step: D's loss still reaches G, through the fake "
                           "batches D sees").format(times=_times(cost.G_grad_passes)))
+    if not problems and draws != [CHUNK * n_critic, CHUNK]:
+        problems.append(_("the step's noise draws had sizes {sizes}, where it draws len(x_real) ({n}) for D's fake "
+                          "batches, then one chunk's size ({chunk}) for G's: the noise every later step draws then "
+                          "differs").format(sizes=", ".join(map(str, draws)), n=CHUNK * n_critic, chunk=CHUNK))
     if not all(p.requires_grad for p in D.parameters()):
         problems.append(_("D is still frozen after the step: its parameters no longer require grad when the step "
                           "returns"))
@@ -204,7 +213,7 @@ def strategy_checks(step) -> Found:
     counts passes with costs.measure, and prints one line per thing still wrong."""
     name = _label(step)
     for n_critic in N_CRITICS:
-        mine, D, error, wasted, samples = _run(step, n_critic)
+        mine, D, error, wasted, samples, draws = _run(step, n_critic)
         if isinstance(error, NotImplementedError):
             raise Raised(name, error)
         if isinstance(error, TypeError) and "n_critic" in str(error):
@@ -215,7 +224,7 @@ def strategy_checks(step) -> Found:
             problems = [raised(name, error, [("modified by an inplace operation", STALE_FORWARD)] + HINTS
                                if stale else HINTS)]
         else:
-            problems = _problems(step, n_critic, mine, D, wasted, samples)
+            problems = _problems(step, n_critic, mine, D, wasted, samples, draws)
         if problems:
             if n_critic != N_CRITICS[0]:
                 problems = [_("with n_critic={n_critic}: {problem}").format(n_critic=n_critic, problem=p)

@@ -381,3 +381,12 @@ def test_a_g_batch_too_large_is_told_once_not_also_as_samples_d_ran_on_for_nothi
     assert exercises.check_strategy(full_size_G_batch) is False
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and "G's fake batch has len(x_real) samples" in out[0], out
+
+
+def test_g_s_fakes_sliced_from_a_larger_draw_are_told_the_draws_it_made(capsys):
+    """The same gradients (the first rows of a larger draw are a chunk-sized draw), but the step drew more noise
+    than the statement's: every later step's noise differs."""
+    sliced = variant(reference_strategy, replace={"noise(len(x_chunk))": "noise(len(x_real))[:len(x_chunk)]"})
+    assert exercises.check_strategy(sliced) is False
+    out = capsys.readouterr().out
+    assert "noise draws had sizes 16, 16" in out and out.count("✗") == 1, out
