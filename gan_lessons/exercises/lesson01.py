@@ -45,7 +45,7 @@ def _none_grad_problem(params, had_grad, before, reads):
     return problems
 
 
-_DATA_READ = N_("your step goes through `.data` of a parameter: it runs, but `.data` hides the change from "
+_DATA_READ = N_("your step (or a function it calls) goes through `.data` of a parameter: it runs, but `.data` hides the change from "
                 "autograd's version counter, so a graph that saved the parameter gives a silently wrong gradient "
                 "(lesson 03)")
 CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it")
@@ -138,11 +138,15 @@ def sgd_checks(sgd_step, lr=0.1) -> Found:
 # --- lesson 01: DCGAN's weight initialisation, without the leaf error ----------------------------------------
 def _init_model():
     """A small generator. Its PReLU (as SRGAN's generator has) is a module with a weight that DCGAN's init leaves
-    alone."""
+    alone. Its BatchNorm biases start at 0.1, not at PyTorch's 0, so an init that leaves them shows."""
     torch.manual_seed(3)
-    return nn.Sequential(nn.Linear(64, 256), nn.BatchNorm1d(256), nn.ReLU(), Reshape(16, 4, 4),
-                         nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.PReLU(8),
-                         nn.Conv2d(8, 1, 3, 1, 1))
+    model = nn.Sequential(nn.Linear(64, 256), nn.BatchNorm1d(256), nn.ReLU(), Reshape(16, 4, 4),
+                          nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.PReLU(8),
+                          nn.Conv2d(8, 1, 3, 1, 1))
+    with torch.no_grad():
+        for norm in (model[1], model[5]):
+            norm.bias.fill_(0.1)
+    return model
 
 
 INIT_KINDS = (nn.Linear, nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm1d, nn.BatchNorm2d)

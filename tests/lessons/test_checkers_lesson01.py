@@ -279,6 +279,22 @@ def test_init_names_an_untouched_or_constant_batchnorm(capsys):
     assert ok is False and "BatchNorm2d 5" in out and "every entry is 1" in out and "untouched" not in out, out
 
 
+def init_keeps_batchnorm_bias(m):                 # BatchNorm's weight drawn, its bias left as it was
+    with torch.no_grad():
+        if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
+            m.weight.normal_(0.0, 0.02)
+            if m.bias is not None:
+                m.bias.zero_()
+        elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            m.weight.normal_(1.0, 0.02)
+
+
+def test_init_names_a_batchnorm_bias_left_as_it_was(capsys):
+    """A fresh BatchNorm's bias is 0 already; the checker's model has been used, so its biases are not."""
+    ok, out = run(capsys, exercises.check_init, init_keeps_batchnorm_bias)
+    assert ok is False and "BatchNorm1d 1: bias is not zero" in out and "BatchNorm2d 5: bias is not zero" in out, out
+
+
 def sgd_assigns_data(params, lr):                 # p.data = ...: no in-place op, and the version counter never moves
     with torch.no_grad():
         for p in params:
