@@ -62,6 +62,9 @@ D_STEP_MISTAKE_HINTS: list[tuple[dict, str]] = [
     ({"loss": "(1 - D(x_real)).mean() + (1 + D(x_fake)).mean()"},
      N_("every score kept pulling on D however far past its margin it was, where the hinge loss stops pulling at 1 "
         "for each real image and at -1 for each fake, score by score")),
+    ({"loss": "F.relu(1 - D(x_real)).sum() + F.relu(1 + D(x_fake)).sum()"},
+     N_("each term is summed over the batch, where the hinge loss averages it: D's gradient is the batch size "
+        "times the right one")),
     ({"drop": "opt_D.zero_grad()"},
      N_("D's .grad still held an earlier gradient, and backward adds to it: nothing cleared it before "
         "loss_D.backward()")),

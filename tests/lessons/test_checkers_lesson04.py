@@ -175,6 +175,14 @@ def d_step_G_in_eval(G, D, opt_D, z, x_real):            # the fakes made by G i
     return d_step_no_grad_on(G, D, opt_D, x_fake, x_real)
 
 
+def d_step_summed(G, D, opt_D, z, x_real):             # each hinge term summed over the batch
+    loss_D = F.relu(1 - D(x_real)).sum() + F.relu(1 + D(G(z).detach())).sum()
+    opt_D.zero_grad()
+    loss_D.backward()
+    opt_D.step()
+    return loss_D
+
+
 def d_step_steps_first(G, D, opt_D, z, x_real):         # the step, then the backward: .grad is filled too late
     loss_D = F.relu(1 - D(x_real)).mean() + F.relu(1 + D(G(z).detach())).mean()
     opt_D.zero_grad()
@@ -205,6 +213,7 @@ def d_step_no_grad_on(G, D, opt_D, x_fake, x_real):
     (d_step_steps_first, ["opt_D.step() ran before loss_D.backward()", "came after the step"]),
     (d_step_all_no_grad, ["loss_D has no graph", "D's forward ran where no graph was recorded"]),
     (d_step_bce, ["another direction", "the exercise's hinge loss, term by term"]),
+    (d_step_summed, ["each term is summed over the batch"]),
     (d_step_freezes_G, ["no longer require grad"]),
 ])
 def test_each_wrong_d_step_is_named(capsys, d_step, named):
