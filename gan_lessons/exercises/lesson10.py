@@ -51,6 +51,9 @@ def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2)
 
 # a known wrong version: D's .grad emptied before each micro-batch, so only the last one's gradient is left
 CLEARED_EACH_MICRO_BATCH = {"move": ("opt_D.zero_grad()", "into the loop")}
+# and one whose G loss goes through D's weights from before opt_D's step (its backward still comes after the step)
+G_LOSS_BEFORE_D_STEPS = {"move": ("with torch.autocast('cpu', dtype=torch.bfloat16):\n    loss_G = bce(D(x_fake), 1)",
+                                  "scaler.unscale_(opt_D)")}
 
 
 def _recording_scaler(names):
@@ -108,7 +111,7 @@ def _run_amp(amp_step, poison=None):
                for key, net in (("G", G), ("D", D))]
     d_batches = []                    # the batch of each D forward before opt_D's first step, through the scaler
     d_stepped = []                    # (which may skip it) or not
-    handles.append(opt_D.register_step_pre_hook(lambda *_: d_stepped.append(True)))
+    handles.append(opt_D.register_step_pre_hook(lambda *_: d_stepped.append(torch.is_autocast_enabled("cpu"))))
     before_d_step = lambda: not d_stepped and "step(opt_D)" not in scaler.calls   # noqa: E731
     handles.append(D.register_forward_hook(lambda m, args, out: d_batches.append(len(args[0])) if before_d_step()
                                            else None))
@@ -132,6 +135,7 @@ def _run_amp(amp_step, poison=None):
     moved = {key: any(not torch.equal(p.detach(), b) for p, b in zip(net.parameters(), before[net]))
              for key, net in (("G", G), ("D", D))}
     run.update(records=records, calls=scaler.calls, dtypes=dtypes, moved=moved, scale=scaler.get_scale(),
+               stepped_in_autocast=any(d_stepped),
                d_batches=d_batches, d_backwards=len(d_backwards), micro_batch=len(x_real) // ACCUM)
     return run
 
@@ -159,8 +163,9 @@ def _call_problems(run):
         problems.append(_(ONE_BACKWARD).format(count=run["d_backwards"], accum=ACCUM))
     updates = calls.count("update")
     if updates != 1:
-        problems.append(_("scaler.update() ran {updates} times in one call of amp_step, so the scale moved more than "
-                          "once in one iteration").format(updates=updates))
+        problems.append(_("scaler.update() never ran in one call of amp_step, so the scale never moved") if not updates
+                        else _("scaler.update() ran {updates} times in one call of amp_step, so the scale moved more "
+                               "than once in one iteration").format(updates=updates))
     for opt in ("opt_D", "opt_G"):
         if f"step({opt})" not in calls and run["records"][opt]:
             problems.append(_("{optimizer}.step() ran, but not through scaler.step({optimizer}) on the scaler passed "
@@ -210,6 +215,13 @@ def _gradient_problems(run, reference):
                               "was not scaled, and scaler.step({optimizer}) divided its gradient by the scale all the"
                               " same").format(net=net, optimizer=opt, scale=scale,
                                                                                   loss=loss))
+        elif net == "G" and _through_old_D(g, r):
+            problems.append(_("G's gradient at opt_G.step() is the one through D as it was before opt_D's step: "
+                              "opt_D's step ran inside an autocast block, and autocast keeps the bfloat16 copies of "
+                              "D's weights it made in that block until the block ends, so a D forward after the "
+                              "step still used the old weights") if run["stepped_in_autocast"] else
+                            _("G's gradient at opt_G.step() is the one through D as it was before opt_D's step: "
+                              "G's loss was computed before that step changed D's weights"))
         else:
             what = (_("D's loss on each of its accum micro-batches (x_real and x_fake cut into accum equal chunks) is "
                       "(bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2, divided by accum, their gradients added up "
@@ -221,6 +233,12 @@ def _gradient_problems(run, reference):
         if problems:
             break                # G's step follows D's: a wrong D step says enough
     return problems
+
+
+def _through_old_D(g, right):
+    """Whether G's gradient g is the one through D's weights from before opt_D's step (within bfloat16's percent)."""
+    old = flat(_run_amp(variant(reference_amp_step, **G_LOSS_BEFORE_D_STEPS))["records"]["opt_G"][0])
+    return (g - old).norm() <= 1e-2 * old.norm() < (right - old).norm()
 
 
 def _unclipped_steps(amp_step, calls=2):

@@ -139,6 +139,25 @@ G_before_D_steps = variant(   # G's loss and backward before D's step: through D
            "scaler.scale(loss_G).backward()"], "scaler.unscale_(opt_D)"),
     replace={"scaler.scale(loss_G).backward()": "scaler.scale(loss_G).backward(inputs=list(G.parameters()))"})
 G_never_cleared = variant(exercises.reference_amp_step, drop="opt_G.zero_grad()")   # an inf a skipped step left stays
+never_updated = variant(exercises.reference_amp_step, drop="scaler.update()")
+
+
+def whole_step_in_autocast(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+    """One autocast block around the whole step: autocast's cached bfloat16 copies of D's weights outlive D's step,
+    so G's loss goes through D's old weights."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x_fake = G(z)
+        opt_D.zero_grad()
+        for x_part, fake_part in zip(x_real.chunk(accum), x_fake.detach().chunk(accum)):
+            scaler.scale((bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2 / accum).backward()
+        scaler.unscale_(opt_D)
+        nn.utils.clip_grad_norm_(D.parameters(), max_norm)
+        scaler.step(opt_D)
+        loss_G = bce(D(x_fake), 1)
+        opt_G.zero_grad()
+        scaler.scale(loss_G).backward()
+        scaler.step(opt_G)
+    scaler.update()
 
 
 def amp_step_stub(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
@@ -188,12 +207,14 @@ def test_right_answers_are_accepted(capsys, answer):
     (amp_step(whole_batch=True), ["D ran on 8 samples at once", "accum=2 micro-batches holds 4"]),
     (amp_step(fresh_fake=True), ["G ran 2 forwards in one call"]),
     (one_backward_for_all, ["1 backward reached D before its step", "a backward of its own"]),
-    (G_before_D_steps, ["G's gradient at opt_G.step() differs", "through D after D's step"]),
+    (G_before_D_steps, ["the one through D as it was before opt_D's step", "computed before that step"]),
     (G_never_cleared, ["G's .grad still held that inf", "skipped G's step again"]),
+    (whole_step_in_autocast, ["the one through D as it was before opt_D's step", "ran inside an autocast block"]),
+    (never_updated, ["scaler.update() never ran in one call of amp_step, so the scale never moved"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
         "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
         "G run again for its loss", "one backward for every micro-batch", "G through D before its step",
-        "G's .grad never cleared"])
+        "G's .grad never cleared", "the whole step in one autocast block", "no update()"])
 def test_each_mistake_is_named(capsys, answer, words):
     ok, out = run(capsys, answer)
     assert ok is False and out.startswith("✗"), out
