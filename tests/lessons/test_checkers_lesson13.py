@@ -10,6 +10,7 @@ from torch import nn
 
 from gan_lessons import exercises
 from gan_lessons.exercises.lesson13 import amp, biggan, compiled, grading, rnn, srgan, wgan_gp
+from gan_lessons.exercises.variants import variant
 
 
 def out_of(capsys, ok):
@@ -515,6 +516,13 @@ def test_amp_right_answers_written_differently_pass(capsys):
     for right in (amp.reference_optimize_parameters, amp_inputs, amp_unscale_and_clip):
         ok, out = out_of(capsys, exercises.check_amp_lab(right))
         assert ok and out.startswith("✓") and "skips the call where one of its gradients is inf" in out, out
+
+
+def test_amp_without_update_is_told_what_the_scaler_s_error_means(capsys):
+    no_update = variant(amp.reference_optimize_parameters, drop="scaler.update()")
+    ok, out = out_of(capsys, exercises.check_amp_lab(no_update))
+    assert not ok and "step() has already been called since the last update()" in out, out
+    assert "no scaler.update() came between the two calls" in out and "read the message" not in out, out
 
 
 @pytest.mark.parametrize("wrong, words", [
