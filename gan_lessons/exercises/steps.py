@@ -118,9 +118,11 @@ def times(ratio):
 
 
 def _which(g_step, r_step, rtol, scale):
-    """The parameters whose gradients differ, when only some do: " (only in a, b; the other n are right)"."""
+    """The parameters whose gradients differ, when only some do: " (only in a, b; the other n are right)". A
+    parameter whose gradient is zero in both (a bias just before a BatchNorm) is not counted as right: it says
+    nothing about the step."""
     wrong = [p for p, r in r_step.items() if r is not None and not close(g_step[p], r, rtol, scale)]
-    right = sum(r is not None for r in r_step.values()) - len(wrong)
+    right = sum(r is not None and p not in wrong and bool(r.any()) for p, r in r_step.items())
     if not wrong or not right:
         return ""
     shown = ", ".join(wrong[:3]) + (_(" and {count} more").format(count=len(wrong) - 3) if len(wrong) > 3 else "")

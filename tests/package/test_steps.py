@@ -131,3 +131,16 @@ def test_not_solved_yet_is_worded_in_one_place():
     wording = {path.relative_to(package).as_posix() for path in package.rglob("*.py")
                if "not solved yet." in path.read_text() or "not solved yet:" in path.read_text()}
     assert wording == {"lesson.py", "exercises/feedback.py", "exercises/lesson11/cases.py"}, wording
+
+
+def test_a_gradient_zero_in_both_is_not_counted_as_right():
+    """A bias right before a BatchNorm gets a zero gradient from any loss: its agreement proves nothing, so a step
+    wrong everywhere else is not told it is only partly wrong."""
+    mine, ref = _run(right), _run(right)
+    for name in mine["opt_D"][0]:
+        if name != "D.2.bias":
+            mine["opt_D"][0][name] = -mine["opt_D"][0][name]
+    ref["opt_D"][0]["D.2.bias"] = torch.zeros_like(ref["opt_D"][0]["D.2.bias"])
+    mine["opt_D"][0]["D.2.bias"] = torch.zeros_like(ref["opt_D"][0]["D.2.bias"])
+    line = steps.first_difference(mine, ref)
+    assert line.startswith("step 1: opt_D stepped on") and "only in" not in line and "right)" not in line, line
