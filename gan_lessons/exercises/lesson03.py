@@ -80,13 +80,19 @@ _forward_only = variant(reference_stale_saved, drop="loss.backward()")       # n
 
 
 def _run(probe, graph):
-    """Run probe on a fresh copy of graph: (its report or the error it raised, the leaves' gradients)."""
+    """Run probe on a fresh copy of graph: (its report or the error it raised, the leaves' gradients, how many times
+    it ran make_loss)."""
     make_loss, leaves = graph()
+    runs = []
+
+    def counted():
+        runs.append(1)
+        return make_loss()
     try:
-        report = probe(make_loss)
+        report = probe(counted)
     except Exception as error:  # reported by the checker
         report = error
-    return report, [None if p.grad is None else p.grad.clone() for p in leaves]
+    return report, [None if p.grad is None else p.grad.clone() for p in leaves], len(runs)
 
 
 def _same(grads, others):
@@ -155,8 +161,8 @@ def stale_saved_checks(stale_saved) -> Found:
     saved tensor whose version moved in between. Backward must compute what it computes without the probe."""
     failed = []
     for description, graph in GRAPHS:
-        got, grads = _run(stale_saved, graph)
-        right, right_grads = _run(reference_stale_saved, graph)
+        got, grads, runs = _run(stale_saved, graph)
+        right, right_grads, _runs = _run(reference_stale_saved, graph)
         if isinstance(got, Exception):
             if isinstance(got, NotImplementedError):
                 raise Raised("stale_saved", got)
@@ -168,7 +174,11 @@ def stale_saved_checks(stale_saved) -> Found:
                       "at backward) per stale saved tensor, [] when none").format(graph=_(description),
                                                                                     value=repr(got))]
         right = sorted(right)
-        if entries != right:
+        if runs != 1:
+            failed.append((description, _("make_loss ran {runs} times in one call of your probe: it runs once, under "
+                                          "the hooks, and the report is of the graph that run built").format(
+                runs=runs)))
+        elif entries != right:
             failed.append((description, _("you reported {entries}, the stale saved tensors are {right}. Hint: "
                                           "{hint}").format(entries=entries, right=right,
                                                            hint=_hint(entries, right, grads, graph))))

@@ -217,6 +217,17 @@ def test_a_probe_that_runs_backward_twice_is_told_what_was_measured(capsys):
     assert "unpack must return" not in out, out
 
 
+def probe_runs_make_loss_twice(make_loss):       # a first run outside the hooks, then the probe's own run
+    make_loss()
+    return exercises.reference_stale_saved(make_loss)
+
+
+def test_a_probe_that_runs_make_loss_twice_is_told_so_not_given_the_report_s_format(capsys):
+    ok, out = run(capsys, probe_runs_make_loss_twice)
+    assert ok is False and "make_loss ran 2 times in one call of your probe" in out, out
+    assert "Hint: report one" not in out, out
+
+
 def test_a_wrong_probe_says_on_which_graph(capsys):
     ok, out = run(capsys, probe_copy)
     assert "on y = a.exp(), then y.add_(1)" in out and "the stale saved tensors are [((5,), 0, 1)]" in out
