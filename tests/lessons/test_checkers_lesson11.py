@@ -393,6 +393,11 @@ def test_freeing_wrong_answers_are_named(capsys, backward, words):
     assert ok is False and out.startswith("✗") and words in out, out
 
 
+def test_a_grad_on_leaves_that_require_none_is_said_once_not_also_as_carried_over_gradients(capsys):
+    ok, out = run(capsys, 2, engine(backward=make_backward(every_leaf=True)))
+    assert ok is False and out.count("✗") == 1 and "carried over" not in out, out
+
+
 # --- step 3: versions (the lesson gives `save`, which keeps (value, version), and `_inplace`, which counts) ------------
 def unpack_other_words(self):
     def checked(value, version):
@@ -448,7 +453,7 @@ def test_versions_right_answers_written_differently(capsys, unpack):
 
 
 @pytest.mark.parametrize("unpack, words", [
-    (unpack_against_zero, "version not recorded at save time"),
+    (unpack_against_zero, "a value changed before its forward was called stale"),
     (unpack_unchecked, "an in-place change of a saved value went unnoticed"),
     (unpack_parents_too, "raised the version error where no backward needs the changed value"),
     (unpack_without_versions, "the version error does not carry what torch's does"),

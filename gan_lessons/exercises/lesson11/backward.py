@@ -105,13 +105,14 @@ def freeing_problems(differences, engine=None):
     grads = [d for d in differences if d["torch"].kind is None and d["engine"].kind is None and not d["grads agree"]]
     twice = [d for d in grads if "twice" in d["kind"] or "losses" in d["kind"]]
     once = [d for d in grads if d not in twice]
-    extra = [d for d in once if d["engine"].grads.keys() - d["torch"].grads.keys()]
-    if extra:                   # leaves that require no grad, holding one
+    extra = [d for d in grads if d["engine"].grads.keys() - d["torch"].grads.keys()]
+    if extra:                   # leaves that require no grad, holding one: that difference is said, once
         problems.append(_("after a backward of {program}, a leaf that requires no grad holds a .grad ({names}): "
                           "torch keeps a gradient in the leaves that require grad only").format(
             program=shown_program(extra[0]["program"]),
             names=", ".join(sorted(extra[0]["engine"].grads.keys() - extra[0]["torch"].grads.keys()))))
         once = [d for d in once if d not in extra]
+        twice = [d for d in twice if d not in extra]
     if once:
         shared = [d for d in once if _uses_twice(d["program"])]
         d = once[0]

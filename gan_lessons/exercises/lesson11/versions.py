@@ -59,9 +59,9 @@ def _version_problems(engine, differences):
     early = first_of(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "version"
                    and "before" in d["kind"])
     if early:
-        problems.append(_("version not recorded at save time: on {program} the value was changed before the "
-                          "forward (as nn.Linear's init changes its weight) and saved at version 1, yet your engine "
-                          "called it stale").format(
+        problems.append(_("a value changed before its forward was called stale: on {program} the value was changed "
+                          "before the forward (as nn.Linear's init changes its weight) and saved at version 1, yet "
+                          "your engine called it stale").format(
             program=shown_program(early['program'])))
     unsaved = first_of(differences, lambda d: d["torch"].kind is None and d["engine"].kind == "version"
                      and "before" not in d["kind"])
@@ -82,7 +82,8 @@ def _version_problems(engine, differences):
                               "{theirs} (the saved value's type and shape, the version now, the version expected), "
                               "yours says \"{message}\"").format(
                 program=shown_program(parts['program']), theirs=version_parts(parts['torch'].message),
-                message=parts['engine'].message[:150]))
+                message=parts['engine'].message if len(parts['engine'].message) <= 300 else
+                parts['engine'].message[:300] + "..."))
     wording = first_of(differences, lambda d: d["torch"].kind == "version" and d["engine"].kind not in ("version", None))
     if wording:
         problems.append(_("on {program} your engine raised {yours}; torch raises its version error there").format(
