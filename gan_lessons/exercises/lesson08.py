@@ -119,8 +119,20 @@ def value_problems(value, reference, mistakes, say):
     if torch.allclose(value.detach(), reference.detach(), rtol=1e-4, atol=1e-6):
         return []
     hint = next((h for v, h in mistakes if torch.allclose(value.detach(), v.detach(), rtol=1e-4, atol=1e-6)), None)
-    return [say.format(value=value.item(), right=reference.item(),
-                       hint=hint or _("compare each step with the formula in the exercise"))]
+    return [say.format(value=value.item(), right=reference.item(), hint=hint or _ratio(value, reference) or _(
+        "compare each step with the formula in the exercise"))]
+
+
+def _ratio(value, reference):
+    """"that is k times the right one" (or 1/k of it) when the value is a whole multiple or part of it, else None: a
+    factor left in or out, found by its size."""
+    ratio = (value.detach() / reference.detach()).item() if reference.item() else 0.0
+    for k in range(2, 101):
+        if abs(ratio - k) < 1e-3 * k:
+            return _("that is {k} times the right one").format(k=k)
+        if abs(ratio * k - 1) < 1e-3:
+            return _("that is 1/{k} of the right one").format(k=k)
+    return None
 
 
 def shape_problem(value):

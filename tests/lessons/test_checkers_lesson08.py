@@ -378,3 +378,11 @@ def test_lazy_r1(capsys):
              (r1_term(create_graph=False), ["constant"])]
     for answer, words in wrong:
         assert not feedback(capsys, check, answer, *words)
+
+
+def test_a_penalty_off_by_a_whole_factor_is_told_the_factor(capsys):
+    """A weight the caller applies (lambda = 10), put inside: the line says 10 times, not only the two numbers."""
+    ok, out = run(capsys, exercises.check_gradient_penalty, lambda *a: 10 * gp_reference(*a))
+    assert ok is False and "that is 10 times the right one" in out, out
+    ok, out = run(capsys, exercises.check_gradient_penalty, lambda *a: gp_reference(*a) / 3)
+    assert ok is False and "that is 1/3 of the right one" in out, out
