@@ -9,7 +9,7 @@ import torch
 from gan_lessons import graphs
 from gan_lessons.doctor import ranks
 from gan_lessons.doctor.frames import called_from_user, shown_path, user_frame
-from gan_lessons.doctor.naming import looks_like_gan
+from gan_lessons.doctor.naming import looks_like_gan, net_of
 from gan_lessons.doctor.nodes import ForeignStep
 from gan_lessons.doctor.ops import frozen_flag, is_inplace
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
@@ -224,13 +224,17 @@ class Checks:
         my_depth = min(d for p, d in depth.items() if p in mine) if mine & depth.keys() else None
         if my_depth is None:
             return
-        trained = {p for o in self.namer.known_optimizers() for g in o.param_groups for p in g["params"]}
+        net = {}        # each trained parameter's net: the module path its optimizer's parameters share
+        for o in self.namer.known_optimizers():
+            group = [p for g in o.param_groups for p in g["params"]]
+            shared = net_of([names[p] for p in group if p in names])
+            net.update({p: shared for p in group})
         behind = set().union(*(b.behind.get(id(p), ()) for p in mine))   # leaves reached through this net
-        deeper = {names[p].split(".")[0] for p, d in depth.items()
-                  if p not in mine and p in names and p in trained
+        deeper = {net[p] for p, d in depth.items()
+                  if p not in mine and p in names and p in net
                   and (id(p) in behind if b.behind else d > my_depth)}
         if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
-            reached = {p for p in depth if p in names and names[p].split(".")[0] in deeper}
+            reached = {p for p in depth if p in net and p not in mine and net[p] in deeper}
             self.foreign.append(ForeignStep(b, name, user_frame(), sorted(deeper), reached))
             del self.foreign[:-20]
 

@@ -12,6 +12,7 @@ from gan_lessons.doctor import kept, misuse
 from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import tensors_in
 from gan_lessons.doctor.frames import TORCH_DIR, is_user, runs_backward, shown_path, traceback_frames
+from gan_lessons.doctor.naming import rebound
 from gan_lessons.doctor.report import (
     CARRIED_FIXES,
     CARRIED_WRONG,
@@ -22,6 +23,8 @@ from gan_lessons.doctor.report import (
     GRAD_WRITE_WRONG,
     LEAF_FIXES,
     LEAF_WRONG,
+    REUSED_FIXES,
+    REUSED_WRONG,
     TWICE_FIXES,
     TWICE_WRONG,
     Diagnosis,
@@ -46,6 +49,12 @@ def _outside_backward(tb):
             return
         yield frame
 
+
+
+def _site(info):
+    """A node's op and its lines: the call's, and the one inside the module."""
+    return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
+            info.inside.line if info.inside else None)
 
 class Diagnoser:
     """The doctor's diagnoses of an error that escaped the block, read from the journal with the namer's names (the
@@ -255,6 +264,10 @@ class Diagnoser:
                                                                                        infos[n].inside)], facts)
         if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
+            if self._made_once(roots, shared, infos):     # its graph leads to a leaf that requires grad: no detach
+                return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and the "
+                                            "first pass's backward freed its graph"), facts,
+                                 fixes + REUSED_FIXES, REUSED_WRONG)
             carrier = self._carrier(roots, b.nodes)
             if carrier:
                 facts["carried by"] = carrier
@@ -285,20 +298,31 @@ class Diagnoser:
         return [(_("keep detached copies in `{container}` ({where}): the values, without their graph").format(
             container=container, where=added[0].where), "02")]
 
+    def _made_once(self, roots, shared, infos):
+        """Whether the shared part was made by lines this pass did not run again (a forward before the loop), where
+        a carried tensor's part was made by a line each pass runs (h = rnn(x, h))."""
+        last = max(shared)
+        nodes = self.journal.nodes
+        now = {_site(info) for fn in graphs.walk(roots) if (info := nodes.get(fn)) and info.serial > last}
+        return not now & {_site(infos[n]) for n in shared}
+
     def _carrier(self, roots, shared):
         """Where this pass meets the previous one: the old tensor a new node takes as input, made at a line that
         this pass ran again. The variables that line makes now are the ones that carried the old tensor over (a
         decoder's `next_word` kept from the last batch), even once rebound to this pass's value."""
         last = max(shared)                 # made by then: the previous pass's, used by its loss or not
-        def site(info):                    # the op and its lines: the call's, and the one inside the module
-            return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
-                    info.inside.line if info.inside else None)
+        site = _site
         nodes = self.journal.nodes
         edge = {site(info): info for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > last
                 for nxt, _ in fn.next_functions if (info := nodes.get(nxt)) and info.serial <= last and info.where}
         for key, made in edge.items():
             now = [k for k, v in self.namer.names().variables.items()
                    if (info := nodes.get(v.grad_fn)) and info.serial > last and site(info) == key]
+            carriers = [k for k in rebound(made.where.code) if k in now]     # read and made again: h = rnn(x, h)
+            if carriers:
+                return _("the previous pass's {names} from {where}, which this pass read there to make its own: the "
+                         "old values kept that pass's graph").format(where=made.place(),
+                                                                   names=", ".join(f"`{k}`" for k in carriers[:3]))
             if now:
                 return _("the previous pass's output of {where}, the line that makes {names} now: one of them kept "
                          "it for this pass").format(where=made.place(), names=", ".join(f"`{k}`" for k in now[:3]))

@@ -1,5 +1,6 @@
 """Which frames are the student's: not torch's, not the doctor's. Also the traceback and warnings the student
 sees, with the doctor's own frames taken out."""
+import functools
 import inspect
 import linecache
 import os
@@ -261,6 +262,17 @@ def clean_traceback(tb):
     return kept[0] if kept else tb
 
 
+@functools.lru_cache(maxsize=256)
+def _saving_line(code) -> int | None:
+    """The line of a custom Function's forward that calls ctx.save_for_backward (the first, if several), or None."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return None
+    return next((start + k for k, text in enumerate(lines) if "save_for_backward(" in text
+                 and not text.lstrip().startswith("#")), None)
+
+
 def custom_forward():
     """(the custom autograd.Function node whose forward is running, the line in that forward, the line that called
     Function.apply) when the current torch call comes from inside a custom Function's forward; else None. The node is
@@ -273,8 +285,8 @@ def custom_forward():
     ctx = frame.f_locals.get("ctx")
     if not isinstance(ctx, BackwardCFunction):
         return None
-    inside = Where(frame.f_code.co_filename, frame.f_lineno, linecache.getline(frame.f_code.co_filename,
-                                                                               frame.f_lineno).strip())
+    line = _saving_line(frame.f_code) or frame.f_lineno          # where the forward saves for its backward
+    inside = Where(frame.f_code.co_filename, line, linecache.getline(frame.f_code.co_filename, line).strip())
     caller = frame.f_back
     while caller is not None and not is_user(caller):
         caller = caller.f_back

@@ -1,5 +1,6 @@
 """Names, resolved when a diagnosis needs them: from doctor(...), the live namespace, objects and lists inside it,
 the running and failing functions' locals, and class names for modules the hooks saw."""
+import ast
 import collections
 import re
 import sys
@@ -94,7 +95,38 @@ def _top_level(code) -> bool:
 
 
 def looks_like_gan(name) -> bool:
-    return bool(name) and bool(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", name.split(".")[0]))
+    """Whether a parameter's (or a module's) name names a GAN's discriminator or a critic: `D.0.weight`, `netD`,
+    `self.discriminator.fc.weight`, `trainer.D.conv1.bias` (any module on the way, not the parameter itself)."""
+    parts = (name or "").split(".")
+    modules = parts[:-1] if len(parts) > 1 else parts
+    return any(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", part) for part in modules)
+
+
+def net_of(names: list) -> str:
+    """The module path the names of one optimizer's parameters share: `t.D` for `t.D.0.weight` and `t.D.2.bias`;
+    the first name's top module when they share none."""
+    paths = [n.split(".")[:-1] or n.split(".") for n in names]
+    shared = []
+    for parts in zip(*paths):
+        if len(set(parts)) != 1:
+            break
+        shared.append(parts[0])
+    return ".".join(shared) or (names[0].split(".")[0] if names else "")
+
+
+
+def rebound(code: str) -> list:
+    """The names a line both assigns and reads, in the order they are assigned: `h` in `output, h = rnn(x, h)`,
+    `self.hidden` in `out, self.hidden = self.lstm(x, self.hidden)`: a state each pass makes from the last one."""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return []
+    def named(node):
+        return ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    stored = [n for node in ast.walk(tree) if isinstance(getattr(node, "ctx", None), ast.Store) and (n := named(node))]
+    loaded = {n for node in ast.walk(tree) if isinstance(getattr(node, "ctx", None), ast.Load) and (n := named(node))}
+    return [n for n in stored if n in loaded]
 
 
 @dataclass(slots=True)

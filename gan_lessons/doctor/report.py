@@ -107,6 +107,9 @@ STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state
                      "the state in place, by design"), "03")]
 CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
                       "stops at this pass"), "02")]
+# A tensor made once, before a loop, whose graph every pass's backward goes through: the first pass freed it.
+REUSED_FIXES = [(N_("make it again in each pass: run the forward that makes it inside the loop, so that each backward "
+                     "has a graph of its own, through the weights as they are now"), "05")]
 FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),
                 (N_("recompute: run a fresh forward for the second loss"), "05"),
                 (N_("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
@@ -116,7 +119,8 @@ TWICE_FIXES = [(N_("call backward() once per loss: the first call already filled
                 (N_("if a second pass over the same graph is really meant (a gradient taken twice), pass "
                     "retain_graph=True to every backward but the last"), "02")]
 LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
-               (N_("or operate out of place: x = x + 1 makes a new, non-leaf tensor"), "01")]
+               (N_("or let an optimizer make the update (opt.step() writes under no_grad): x = x + 1 would bind "
+                   "the name to a new tensor and leave the weight as it was"), "01")]
 FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the gradient still reaches the leaf "
                           "through it"), "01"),
                        (N_("or wrap the write in `with torch.no_grad():`, where the values written need no gradient"),
@@ -144,6 +148,10 @@ FREED_WRONG = [(N_("retain_graph=True when an optimizer step between the two bac
                  "02")]
 CARRIED_WRONG = [(N_("retain_graph=True on the backward: each backward then runs back through every earlier pass, a "
                       "longer graph each time, and the first optimizer step turns this into the in-place error"), "02")]
+REUSED_WRONG = [(N_("detach() on the reused tensor: the error goes, but the losses then give no gradient to the "
+                     "weights of the forward that made it, which stop learning"), "04"),
+                (N_("retain_graph=True on the backward: every pass then goes back through the one old forward, and "
+                    "once an optimizer steps the weights it saved, the in-place error comes instead"), "02")]
 GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
                            "gradient is lost, silently"), "04")]
 TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "

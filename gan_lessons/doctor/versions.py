@@ -11,7 +11,7 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor.frames import failing_node, placed
-from gan_lessons.doctor.naming import looks_like_gan
+from gan_lessons.doctor.naming import looks_like_gan, rebound
 from gan_lessons.doctor.report import (
     BUFFER_FIXES,
     DDP_COPY_FIXES,
@@ -182,13 +182,21 @@ class VersionErrors:
         # where the new pass meets the old graph: the old nodes that nodes made after the step take as input, on
         # the way to the node that saved the stale tensor
         nodes = self.journal.nodes
-        edge = {info.serial for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > step.serial
-                for nxt, _ in fn.next_functions if (info := nodes.get(nxt)) and info.serial <= step.serial
-                and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
-        names = self.namer.variables_made_by(edge) if edge else []
+        met = {info.serial: info for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > step.serial
+               for nxt, _ in fn.next_functions if (info := nodes.get(nxt)) and info.serial <= step.serial
+               and any(f is stale for f, _ in graphs.breadth_first([nxt]))}
+        edge = set(met)
+        if not edge:
+            return None
+        live = self.namer.names().variables
+        for info in (info for info in met.values() if info.where):
+            for name in rebound(info.where.code):    # a state each pass makes from the last (h = rnn(x, h)):
+                if name in live and self.namer.distance(live[name].grad_fn, edge) is not None:   # rebound since,
+                    return name, info.where           # its new value still reaches the old graph through the old one
+        names = self.namer.variables_made_by(edge)
         if not names:
             return None
-        info = self.journal.nodes.get(self.namer.names().variables[names[0]].grad_fn)
+        info = self.journal.nodes.get(live[names[0]].grad_fn)
         return names[0], (info.where if info and info.serial in edge else None)
 
     def _optimizer_state(self, s, saved):

@@ -52,8 +52,8 @@ def test_a_message_outside_the_catalogue_is_not_recognised():
 class Exp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        out = x.exp()  # fn-forward
-        ctx.save_for_backward(out)
+        out = x.exp()
+        ctx.save_for_backward(out)  # the saved-by line, not the first op: # fn-forward
         return out
 
     @staticmethod

@@ -197,6 +197,37 @@ def test_D_stepping_on_G_loss_gradients_is_warned():
     assert "opt_D.step() and opt_G.step() both step on the gradients of the backward at" in str(hits[0].message)
 
 
+class _Trainer:
+    """Nets and optimizers held on an object, as a trainer class keeps them."""
+
+
+def test_D_stepping_on_G_loss_gradients_is_warned_when_an_object_holds_the_nets():
+    torch.manual_seed(0)
+    t = _Trainer()
+    t.G, t.D = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2)), nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    t.opt_G, t.opt_D = optim.SGD(t.G.parameters(), lr=0.1), optim.SGD(t.D.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(t=t):
+            loss_G = F.softplus(-t.D(t.G(torch.randn(4, 2)))).mean()
+            loss_G.backward()
+            t.opt_D.step()  # d-on-g-held
+            t.opt_G.step()
+    hits = [w for w in caught if issubclass(w.category, DoctorWarning) and "trains both nets" in str(w.message)]
+    assert hits and hits[0].lineno == line_of("d-on-g-held")
+    assert "t.opt_D.step() and t.opt_G.step() both step on the gradients" in str(hits[0].message)
+
+
+def test_a_gan_s_discriminator_is_recognised_by_any_module_on_its_parameters_path():
+    from gan_lessons.doctor.naming import looks_like_gan, net_of
+    for name in ("D.0.weight", "netD.conv.weight", "t.D.0.weight", "self.discriminator.fc.bias", "critic.w"):
+        assert looks_like_gan(name), name
+    for name in ("G.0.weight", "t.G.0.weight", "model.decoder.weight", "dense.weight"):
+        assert not looks_like_gan(name), name
+    assert net_of(["t.D.0.weight", "t.D.0.bias", "t.D.2.weight"]) == "t.D"
+    assert net_of(["D.weight", "D.bias"]) == "D" and net_of(["w"]) == "w"
+
+
 def test_D_s_backward_into_G_cleared_before_G_s_step_is_information_not_a_warning(capsys):
     """The usual WGAN-GP loop: D's loss on a fake batch that is not detached, G's .grad cleared before G's own
     backward. Wasted work, not a wrong gradient: one information line, no DoctorWarning, and --strict would pass."""

@@ -13,6 +13,8 @@ cause as the right fixes are, then runs the wrong fix:
   between; with no step between it is right (the gradients of a fresh forward) and keeps the saved tensors alive;
 - a tensor carried across passes: retain_graph=True makes each backward reach every earlier pass, and the first
   step turns the error into the version error;
+- a tensor made once before a loop and used by every pass: detach() leaves the net that made it without gradients,
+  and retain_graph=True gives the version error once that net steps;
 - one loss differentiated twice: retain_graph=True doubles .grad;
 - an inference tensor: detach() leaves it one (still refused for saving), requires_grad_() is refused; a gradient accumulator replaced by set_: allow_unused=True returns None for a tensor the graph used;
   requires_grad changed on a computed tensor: torch.no_grad() around it still raises (numpy() under no_grad, which
@@ -36,6 +38,7 @@ from gan_lessons.doctor.report import (
     GRAD_WRITE_WRONG,
     INPLACE_WRONG,
     LEAF_WRONG,
+    REUSED_WRONG,
     STEP_WRONG,
     TWICE_WRONG,
 )
@@ -287,6 +290,33 @@ def carried(retain=False, step=True, passes=3):
         if step:
             opt.step()
     return reached
+
+
+def reused(fix=None, passes=2):
+    """G's fake batch made once, before a loop of G steps, and used by each of them (`fix`: "detach" or "retain").
+    Returns G's .grad after the last pass."""
+    torch.manual_seed(0)
+    G, D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 6)), nn.Linear(6, 1)
+    opt_G = optim.SGD(G.parameters(), lr=0.1)
+    fake = G(torch.randn(5, 4))
+    if fix == "detach":
+        fake = fake.detach()
+    for _ in range(passes):
+        opt_G.zero_grad()
+        loss_G = -D(fake).mean()
+        loss_G.backward(retain_graph=fix == "retain")
+        opt_G.step()
+    return [p.grad for p in G.parameters()]
+
+
+def test_a_tensor_made_once_before_the_loop_is_not_called_carried_and_its_wrong_fixes_fail():
+    d = diagnosis_of(reused)
+    assert d.kind == "freed" and "made once, before the loop" in d.summary and "carried" not in d.text(), d.text()
+    assert "make it again in each pass" in d.text() and "h.detach()" not in d.text()
+    says(d, REUSED_WRONG)
+    assert reused(fix="detach") == [None] * 4             # the error goes, and G gets no gradient
+    with pytest.raises(RuntimeError, match=VERSION_ERROR):
+        reused(fix="retain")                              # opt_G's first step changed what the old forward saved
 
 
 def test_a_carried_tensor_names_retain_graph_and_it_fails():

@@ -1,0 +1,84 @@
+"""A state carried from one loop pass to the next (h = rnn(x, h)) is named by the variable that carries it, not by
+another output of the same line; a tensor made once before the loop is not called carried."""
+import warnings
+
+import pytest
+import torch
+from torch import nn, optim
+
+from gan_lessons.doctor import doctor
+from gan_lessons.doctor.naming import rebound
+
+
+def diagnosis_of(bug):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised:
+            with doctor():
+                bug()
+    return raised.value.diagnosis
+
+
+@pytest.mark.parametrize("code, names", [
+    ("output, h = rnn(x, h)", ["h"]),
+    ("out, (h, c) = lstm(x, (h, c))  # a comment", ["h", "c"]),
+    ("out, self.hidden = self.lstm(x, self.hidden)", ["self.hidden"]),
+    ("h = cell(x, h_prev)", []),
+    ("total = total + loss", ["total"]),
+    ("for k in range(3):", []),
+])
+def test_rebound_names_what_a_line_both_reads_and_makes(code, names):
+    assert rebound(code) == names
+
+
+def rnn_loop(retain):
+    """nn.RNN over two batches, its hidden state carried without detach; retain_graph=True turns the freed-graph
+    error into the version error at the second backward (the step changed the weights the first pass saved)."""
+    torch.manual_seed(0)
+    rnn = nn.RNN(3, 4, batch_first=True)
+    opt = optim.SGD(rnn.parameters(), lr=0.1)
+    h = torch.zeros(1, 2, 4)
+    for _ in range(2):
+        opt.zero_grad()
+        output, h = rnn(torch.randn(2, 5, 3), h)
+        loss = output.pow(2).mean()
+        loss.backward(retain_graph=retain)
+        opt.step()
+
+
+def test_a_carried_state_with_retain_graph_is_named_by_the_variable_that_carries_it():
+    d = diagnosis_of(lambda: rnn_loop(retain=True))
+    assert d.kind == "version" and "through `h`" in d.summary and "`output`" not in d.summary, d.text()
+    assert d.facts["carried"].startswith("`h`, made before that step at line"), d.text()
+    assert "h.detach()" in d.text()
+
+
+def test_a_carried_state_without_retain_graph_says_which_variable_carried_it():
+    d = diagnosis_of(lambda: rnn_loop(retain=False))
+    assert d.kind == "freed" and "carried" in d.summary, d.text()
+    assert d.facts["carried by"].startswith("the previous pass's `h` from line"), d.text()
+
+
+class _Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        z = y * 1.0
+        ctx.save_for_backward(z)  # the-save
+        return z
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        return g * z
+
+
+def test_a_custom_function_s_saved_tensor_is_placed_at_its_save_for_backward_line():
+    def bug():
+        x = torch.randn(4, requires_grad=True)
+        out = _Exp.apply(x)
+        out = torch.relu_(out)
+        out.sum().backward()
+    d = diagnosis_of(bug)
+    assert d.kind == "version" and "ctx.save_for_backward(z)  # the-save" in d.facts["saved by"], d.text()
+    assert "y = x.exp()" not in d.facts["saved by"], d.text()
