@@ -82,9 +82,10 @@ def variant(function: Callable, *, drop: str | Iterable[str] = (), replace: dict
             if where == "at the end":
                 first = len(top) - isinstance(top[-1], ast.Return)
             elif where == "before the loop":
-                first = next((j for j, s in enumerate(top) if isinstance(s, (ast.For, ast.While))), None)
-                if first is None:
+                loops = [j for j, s in enumerate(top) if isinstance(s, (ast.For, ast.While))]
+                if not loops:
                     raise ValueError(f"{name}: no loop in the function's body")
+                first = loops[0]
             top[first:first] = taken
         else:
             target, j, _ = _one(definition, where, name)

@@ -24,13 +24,13 @@ COMPILE: tuple = ()
 
 KINDS = ("foreach_write", "step_between", "inplace_output", "buffer_in_forward", "function_backward_write", "ema_write", "freed",
          "carried_state", "leaf_inplace", "inference_saved", "unused_input", "nonleaf_flag", "numpy_grad",
-         "function_gradient", "no_graph", "hook_output_inplace")
+         "function_gradient", "no_graph", "hook_output_inplace", "reused_before_loop")
 # the catalogue kind each fault raises
 RAISES = {"foreach_write": "version", "step_between": "version", "inplace_output": "version", "buffer_in_forward": "version",
           "function_backward_write": "version", "ema_write": "version", "freed": "freed", "carried_state": "freed",
           "leaf_inplace": "leaf_inplace", "inference_saved": "inference_saved", "unused_input": "unused_input",
           "nonleaf_flag": "nonleaf_flag", "out_grad": "out_grad", "numpy_grad": "numpy_grad", "function_gradient": "function_gradient",
-          "no_graph": "no_graph", "hook_output_inplace": "version"}
+          "no_graph": "no_graph", "hook_output_inplace": "version", "reused_before_loop": "freed"}
 CONTEXTS = ("top level", "step function", "trainer method")
 
 _MODELS = ["net", "critic", "encoder", "policy", "disc", "gen", "backbone", "head", "model", "student", "scorer",
@@ -458,6 +458,35 @@ def _carried_state(rng, w, faulty):
     return src.text(), None, {"tensor": None, "lines": lines}
 
 
+def _reused_before_loop(rng, w, faulty):
+    """A model's output made once, before a loop, and used by every pass's loss (a generator's fake batch reused over
+    several G steps): the first pass's backward frees its graph. Its fix is to make it again in each pass; a detach,
+    the carried state's fix, would stop the model learning. Fixed: made in each pass."""
+    src = _script(rng, w)
+    inner = rng.random() < 0.5                # the loop inside a step function, the output made at its start
+    k = 1 if inner else 0
+    if inner:
+        src.add(f"def {w['step']}({w['model']}, {w['opt']}, x):")
+    else:
+        src.add(f"x = torch.randn({w['batch']}, {w['d_in']})")
+    if faulty:
+        src.add(f"{w['var']} = {w['model']}(x)", k, mark="forward")
+    src.add(f"for i in range({max(2, w['iters'])}):", k)
+    if not faulty:
+        src.add(f"{w['var']} = {w['model']}(x)", k + 1)
+    src.add(f"loss = {w['var']}.pow(2).mean()", k + 1)
+    src.add(f"{w['opt']}.zero_grad()", k + 1)
+    src.add("loss.backward()", k + 1, mark="changed")
+    src.add(f"{w['opt']}.step()", k + 1)
+    if inner:
+        src.add("")
+        src.add(f"{w['step']}({w['model']}, {w['opt']}, torch.randn({w['batch']}, {w['d_in']}))")
+    lines = {"changed": ("main", src.marks["changed"]), "forward": ("main", src.marks["forward"])} if faulty else {}
+    return src.text(), None, {"tensor": [f"`{w['var']}`"], "lines": lines,
+                              "context": "step function" if inner else "top level",
+                              "says": ["make it again in each pass"], "says_not": ["detach the carried tensor"]}
+
+
 def _leaf_inplace(rng, w, faulty):
     src = Src(rng=rng)
     _header(src)
@@ -615,7 +644,7 @@ _BUILDERS = {"foreach_write": _foreach_write, "step_between": _step_between, "in
              "carried_state": _carried_state, "leaf_inplace": _leaf_inplace, "inference_saved": _inference_saved,
              "unused_input": _unused_input, "nonleaf_flag": _nonleaf_flag, "numpy_grad": _numpy_grad,
              "function_gradient": _function_gradient, "no_graph": _no_graph,
-             "hook_output_inplace": _hook_output_inplace}
+             "hook_output_inplace": _hook_output_inplace, "reused_before_loop": _reused_before_loop}
 
 
 # --- running and judging ---
@@ -681,6 +710,8 @@ def judge(program: Program, outcome: Outcome) -> Verdict:
         missing.append(f"kind {dx.kind}, not {program.truth['kind']}")
     if program.truth["tensor"] and not any(name in text for name in program.truth["tensor"]):
         missing.append(f"tensor {program.truth['tensor'][0]}")
+    missing += [f"says nothing of {words!r}" for words in program.truth.get("says", ()) if words not in text]
+    missing += [f"says {words!r}" for words in program.truth.get("says_not", ()) if words in text]
     sources = {"main": program.main.splitlines(), "helper": (program.helper or "").splitlines()}
     for what, (where, line) in program.truth["lines"].items():
         code = sources[where][line - 1].strip()

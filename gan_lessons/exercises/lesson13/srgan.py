@@ -87,7 +87,7 @@ def reference_srgan_step(netG, netD, optimizerG, optimizerD, generator_criterion
 # The known wrong fixes, as edits of the reference
 G_STEP = ["netG.zero_grad()", "fake_out = netD(fake_img).mean()",
           "g_loss = generator_criterion(fake_out, fake_img, real_img)", "g_loss.backward()", "optimizerG.step()"]
-ONE_D_FORWARD = dict(drop="fake_out = netD(fake_img).mean()",      # G's loss reuses D's forward of the fake batch
+ONE_D_FORWARD: dict = dict(drop="fake_out = netD(fake_img).mean()",      # G's loss reuses D's forward of the fake batch
                      replace={"fake_img.detach()": "fake_img", "d_loss.backward()": "d_loss.backward(retain_graph=True)"})
 
 
