@@ -269,10 +269,26 @@ class VersionErrors:
             recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now
                      and rec.serial >= saved and math.prod(rec.shape) < math.prod(s.shape or (0,))]
         for rec in recs:
-            module = self.namer.module_name(rec.module)
-            return (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
-                op=rec.op, module=module, where=placed(rec.where, rec.outer)), rec, False
+            writes = self._writes_since_save(rec, s, saved)
+            first = writes[0]                       # the write that made the saved value stale; later ones only
+            module = self.namer.module_name(first.module)       # moved the counter further
+            said = (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
+                op=first.op, module=module, where=placed(first.where, first.outer))
+            if len(writes) > 1:
+                said = _("{first}, the first of {count} in-place writes into it after the save (the last: {last})"
+                         ).format(first=said, count=len(writes), last=placed(rec.where, rec.outer))
+            return said, first, False
         return self._unseen(saved, s), None, False
+
+    def _writes_since_save(self, rec, s, saved):
+        """The in-place writes into rec's tensor from the one after the save to rec, in order: [rec] when the
+        others are not known (a write from before the node that saved it, or into another storage)."""
+        if s.version_saved is None or rec.version is None:
+            return [rec]
+        writes = {w.version: w for w in self.journal.inplace if w.ptr == rec.ptr and tuple(w.shape) == tuple(rec.shape)
+                  and (saved is None or w.serial >= saved) and s.version_saved < w.version <= rec.version}
+        chain = [writes.get(v) for v in range(s.version_saved + 1, rec.version + 1)]
+        return chain if chain and all(chain) else [rec]
 
     def _ddp_of(self, s):
         """(the name of the DistributedDataParallel wrapper in sight whose module holds the stale tensor as a buffer,

@@ -82,3 +82,29 @@ def test_a_custom_function_s_saved_tensor_is_placed_at_its_save_for_backward_lin
     d = diagnosis_of(bug)
     assert d.kind == "version" and "ctx.save_for_backward(z)  # the-save" in d.facts["saved by"], d.text()
     assert "y = x.exp()" not in d.facts["saved by"], d.text()
+
+
+class _BorderZeroed(torch.nn.Module):
+    """A ReLU's output (which ReLU saved) written into four times in place."""
+
+    def forward(self, x):
+        att = torch.relu(x.sum(1, keepdim=True))  # the-relu
+        att[:, :, :, 0] = 0  # first-write
+        att[:, :, :, -1] = 0
+        att[:, :, 0, :] = 0
+        att[:, :, -1, :] = 0  # last-write
+        return x + att * x
+
+
+def test_several_writes_into_a_saved_tensor_name_the_first_and_count_them():
+    """The first write after the save made it stale; a clone just before the last one would not help."""
+    from pathlib import Path
+    source = Path(__file__).read_text().splitlines()
+    line = {m: next(i + 1 for i, t in enumerate(source) if t.rstrip().endswith(f"# {m}"))
+            for m in ("the-relu", "first-write", "last-write")}
+    d = diagnosis_of(lambda: _BorderZeroed()(torch.randn(2, 3, 5, 5, requires_grad=True)).sum().backward())
+    assert d.kind == "version", d.text()
+    assert f"line {line['first-write']}" in d.facts["modified by"], d.text()
+    assert "the first of 4 in-place writes" in d.facts["modified by"], d.text()
+    assert f"line {line['last-write']}" in d.facts["modified by"], d.text()
+    assert d.facts["tensor"].startswith("the output of relu") and f"line {line['the-relu']}" in d.facts["tensor"]
