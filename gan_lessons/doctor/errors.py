@@ -50,11 +50,11 @@ def _outside_backward(tb):
         yield frame
 
 
-
 def _site(info):
     """A node's op and its lines: the call's, and the one inside the module."""
     return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
             info.inside.line if info.inside else None)
+
 
 class Diagnoser:
     """The doctor's diagnoses of an error that escaped the block, read from the journal with the namer's names (the

@@ -114,7 +114,6 @@ def net_of(names: list) -> str:
     return ".".join(shared) or (names[0].split(".")[0] if names else "")
 
 
-
 def rebound(code: str) -> list:
     """The names a line both assigns and reads, in the order they are assigned: `h` in `output, h = rnn(x, h)`,
     `self.hidden` in `out, self.hidden = self.lstm(x, self.hidden)`: a state each pass makes from the last one."""
