@@ -68,6 +68,13 @@ class ViewErrors:
         info = self.journal.nodes.get(view.grad_fn) if view is not None else None
         if info is not None and info.where is not None:
             facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.place())
+        if "returns multiple views" in message and (param := self._parameter_written(frames, view)) is not None:
+            return Diagnosis("view_inplace", _("{label}, a piece of {param} that a single op returned ({op}), is "
+                                               "written in place while autograd records: {param} is a leaf that "
+                                               "requires grad").format(label=label, param=param,
+                                                                       op=info.op if info else function), facts,
+                             [(N_("write it under torch.no_grad(), as nn.init does: written out of place, or into a "
+                                  "clone, the values would never reach the parameter"), "01")])
         if "returns multiple views" in message:
             return Diagnosis("view_inplace", _("{label} is one of the views a single op returned ({op}), and autograd "
                                                "forbids writing into those in place").format(
@@ -93,6 +100,25 @@ class ViewErrors:
                          [(N_("make the view and the write both inside torch.no_grad() (the write is then not "
                               "recorded), or both outside it"), "04"),
                           (N_("or clone() the view before writing into it"), "03")])
+
+    def _parameter_written(self, frames, view):
+        """The name of the leaf that requires grad (a parameter) whose storage the written view shares, or None: a
+        piece of it written in place, as an init does outside torch.no_grad()."""
+        failed = self.journal.failed
+        ptr = view.untyped_storage().data_ptr() if view is not None else (
+            failed.storages[0] if failed and failed.storages else None)
+        if ptr is None:
+            return None
+        named = next((n for t, n in self.namer.params.items() if t.untyped_storage().data_ptr() == ptr), None)
+        if named is not None:
+            return named
+        for frame in reversed(frames):           # a module being built: its parameters by their names in `self`
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, torch.nn.Module):
+                for n, t in owner.named_parameters():
+                    if t.requires_grad and t.untyped_storage().data_ptr() == ptr:
+                        return f"self.{n}"
+        return None
 
     def _split_piece(self, frames, view):
         """One of the pieces a multi-output op (chunk, split, unbind) returned that shares the written tensor's

@@ -43,6 +43,27 @@ def test_one_of_the_views_split_returned():
     assert dx.facts["made by"].startswith("split at line")
 
 
+class _LSTMWithForgetBias(nn.Module):
+    """An init that sets the forget gate's bias through chunk(), outside torch.no_grad()."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(3, 4)
+        self.rnn.bias_hh_l0.chunk(4)[1].fill_(1)
+
+
+def test_a_piece_of_a_parameter_written_in_place_is_told_no_grad_not_a_clone():
+    """Out of place or into a clone, the values would never reach the parameter: the one fix is torch.no_grad()."""
+    error, dx = diagnose(_LSTMWithForgetBias)
+    assert "returns multiple views" in str(error)
+    assert "a piece of self.rnn.bias_hh_l0" in dx.summary, dx.text()
+    assert "torch.no_grad()" in dx.text() and "clone() the view" not in dx.text(), dx.text()
+    with torch.no_grad():                                        # the fix it gives does what it says
+        lstm = nn.LSTM(3, 4)
+        lstm.bias_hh_l0.chunk(4)[1].fill_(1)
+    assert lstm.bias_hh_l0[4:8].eq(1).all() and lstm.bias_hh_l0.requires_grad
+
+
 def test_a_custom_function_that_returns_its_input():
     class Identity(torch.autograd.Function):
         @staticmethod
