@@ -199,16 +199,8 @@ def test_seed000_step_with_two_forwards_of_g_names_them(capsys):
     assert ok is False and "g ran 2 forwards in one call" in out and out.count("✗") == 1
 
 
-def d_cleared_at_the_end(g, d, g_optimizer, d_optimizer, x_real, z):   # d's .grad emptied after G's step: too late
-    bce = F.binary_cross_entropy_with_logits
-    gz = g(z)
-    d_loss = bce(d(x_real), torch.ones(len(x_real))) + bce(d(gz.detach()), torch.zeros(len(z)))
-    d_loss.backward()
-    d_optimizer.step()
-    g_optimizer.zero_grad()
-    bce(d(gz), torch.ones(len(z))).backward()
-    g_optimizer.step()
-    d_optimizer.zero_grad()
+d_cleared_at_the_end = variant(exercises.reference_seed000_step,   # d's .grad emptied after G's step: too late
+                               move=("d_optimizer.zero_grad()", "at the end"))
 
 
 def saturating_g_loss(g, d, g_optimizer, d_optimizer, x_real, z):   # G's loss: minus D's loss on the fakes
