@@ -311,13 +311,12 @@ class Diagnoser:
         this pass ran again. The variables that line makes now are the ones that carried the old tensor over (a
         decoder's `next_word` kept from the last batch), even once rebound to this pass's value."""
         last = max(shared)                 # made by then: the previous pass's, used by its loss or not
-        site = _site
         nodes = self.journal.nodes
-        edge = {site(info): info for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > last
+        edge = {_site(info): info for fn in graphs.walk(roots) if (mine := nodes.get(fn)) and mine.serial > last
                 for nxt, _ in fn.next_functions if (info := nodes.get(nxt)) and info.serial <= last and info.where}
         for key, made in edge.items():
             now = [k for k, v in self.namer.names().variables.items()
-                   if (info := nodes.get(v.grad_fn)) and info.serial > last and site(info) == key]
+                   if (info := nodes.get(v.grad_fn)) and info.serial > last and _site(info) == key]
             carriers = [k for k in rebound(made.where.code) if k in now]     # read and made again: h = rnn(x, h)
             if carriers:
                 return _("the previous pass's {names} from {where}, which this pass read there to make its own: the "
