@@ -3,6 +3,7 @@ or op changed it), a backward through a freed graph (which backward freed it, wh
 op on a leaf; raised by backward() or inside torch.autograd.grad alike. Also a gradient penalty's two own errors: an
 input of autograd.grad that does not require grad, and a gradient of a non-scalar output without grad_outputs."""
 import linecache
+import re
 from functools import partial
 
 import torch
@@ -11,7 +12,14 @@ from gan_lessons import graphs
 from gan_lessons.doctor import kept, misuse
 from gan_lessons.doctor.catalogue import recognise
 from gan_lessons.doctor.checks import tensors_in
-from gan_lessons.doctor.frames import TORCH_DIR, is_user, runs_backward, shown_path, traceback_frames
+from gan_lessons.doctor.frames import (
+    TORCH_DIR,
+    failing_node,
+    is_user,
+    runs_backward,
+    shown_path,
+    traceback_frames,
+)
 from gan_lessons.doctor.naming import rebound
 from gan_lessons.doctor.report import (
     CARRIED_FIXES,
@@ -23,6 +31,8 @@ from gan_lessons.doctor.report import (
     GRAD_WRITE_WRONG,
     LEAF_FIXES,
     LEAF_WRONG,
+    RECOMPUTED_FIXES,
+    RECOMPUTED_WRONG,
     REUSED_FIXES,
     REUSED_WRONG,
     TWICE_FIXES,
@@ -48,6 +58,31 @@ def _outside_backward(tb):
         if runs_backward(frame.tb_frame):
             return
         yield frame
+
+
+def _recomputed_leaf(error, node):
+    """An in-place op on a leaf raised inside a custom Function's backward: reentrant checkpointing's (or a copy of
+    it) runs the forward again there on detached copies of its inputs, leaves that require grad, and an in-place op
+    at the start of the block writes into one of them. The user's line, the op (from the innermost frame's line) and
+    the Function."""
+    frames = list(traceback_frames(error.__traceback__))
+    user = [tb for tb in frames if is_user(tb.tb_frame)]
+    innermost = linecache.getline(frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno)
+    op = re.search(r"(\w+_)\(|([-+*/]=)", innermost)
+    op = (op.group(1) or op.group(2)) if op else _("an in-place op")
+    function = type(node).__name__.removesuffix("Backward")
+    checkpointed = "checkpoint" in function.lower() or any(
+        tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("checkpoint.py") for tb in frames)
+    facts = {"backward of": function}
+    if user:
+        file, line = user[-1].tb_frame.f_code.co_filename, user[-1].tb_lineno
+        facts["where"] = Where(file, line, linecache.getline(file, line).strip())
+    return Diagnosis("leaf_inplace", (_("{op} in a block that checkpointing runs again in the backward: there the "
+                                        "block's input is a detached copy, a leaf that requires grad")
+                                      if checkpointed else
+                                      _("{op} inside the backward of {function}, on a leaf that requires grad made "
+                                        "there")).format(op=op, function=function), facts,
+                     *((RECOMPUTED_FIXES, RECOMPUTED_WRONG) if checkpointed else (FLAGGED_LEAF_FIXES, [])))
 
 
 def _site(info):
@@ -94,7 +129,7 @@ class Diagnoser:
     def table(self):
         """One function per kind of the catalogue."""
         return {"view_inplace": self.views.diagnose, "version": self.versions.diagnose, "freed": self._freed_error,
-                "leaf_inplace": lambda error: self._leaf_error(), "grad_input": self._input_error,
+                "leaf_inplace": self._leaf_error, "grad_input": self._input_error,
                 "nonscalar": self._nonscalar_error,
                 "no_graph": lambda error: self._constant_error(error) or self._no_graph_error(error),
                 **{key: partial(function, self) for key, function in (
@@ -327,7 +362,10 @@ class Diagnoser:
                          "it for this pass").format(where=made.place(), names=", ".join(f"`{k}`" for k in now[:3]))
         return None
 
-    def _leaf_error(self):
+    def _leaf_error(self, error):
+        node = failing_node(error.__traceback__)
+        if node is not None and self.journal.last_leaf_inplace is None:
+            return _recomputed_leaf(error, node)
         if self.journal.last_leaf_inplace is None:
             return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, LEAF_FIXES,
                              LEAF_WRONG)

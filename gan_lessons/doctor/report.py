@@ -61,6 +61,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "shared part": N_("  - shared part: {value}"), "failing backward": N_("  - failing backward: {value}"),
                "first backward": N_("  - first backward: {value}"),
                "second backward": N_("  - second backward: {value}"), "backward": N_("  - backward: {value}"),
+               "backward of": N_("  - backward of: {value}"),
                "where": N_("  - where: {value}"), "input": N_("  - input: {value}"), "call": N_("  - call: {value}"),
                "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),
                "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),
@@ -125,6 +126,8 @@ FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the
                           "through it"), "01"),
                        (N_("or wrap the write in `with torch.no_grad():`, where the values written need no gradient"),
                         "01")]
+RECOMPUTED_FIXES = [(N_("make that op out of place (nn.ReLU() instead of nn.ReLU(inplace=True), x = x + y instead of "
+                         "x += y): a block run twice must not write into its own input"), "03")]
 GRAD_WRITE_FIXES = [(N_("write out of place (x = x.index_copy(...), x = x + y), or clone() the leaf and write into "
                           "the clone: the values written require grad, and their gradient must pass through the "
                           "write"), "03")]
@@ -152,6 +155,10 @@ REUSED_WRONG = [(N_("detach() on the reused tensor: the error goes, but the loss
                      "weights of the forward that made it, which stop learning"), "04"),
                 (N_("retain_graph=True on the backward: every pass then goes back through the one old forward, and "
                     "once an optimizer steps the weights it saved, the in-place error comes instead"), "02")]
+RECOMPUTED_WRONG = [(N_("torch.no_grad() around the op: the backward then runs through the recomputed block as if the "
+                         "op were not there, and the gradients before it are wrong, silently"), "04"),
+                    (N_("use_reentrant=False with the op still in place: the block then writes into the input it "
+                        "saved, and the version error comes instead"), "03")]
 GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
                            "gradient is lost, silently"), "04")]
 TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "

@@ -905,3 +905,26 @@ def test_an_optimizer_s_state_a_graph_saved_is_named_and_its_step_is_the_modifie
     assert dx.facts["tensor"] == "`opt.state[net.weight].exp_avg_sq` [1, 4]"
     assert dx.facts["modified by"].startswith(f"opt.step() at line {line_of('state-step')} ")
     assert [fix for fix, _ in dx.fixes][0].startswith("read a copy of the optimizer's state")
+
+
+def test_a_leaf_written_inside_a_custom_functions_backward_is_placed_there():
+    class Recompute(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.exp()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            x = x.detach().requires_grad_()
+            with torch.enable_grad():
+                x.mul_(2)  # written-in-backward
+                y = x.exp()
+            return torch.autograd.grad(y, x, g)[0]
+
+    a = torch.randn(3, requires_grad=True)
+    error, dx = diagnose(lambda: Recompute.apply(a * 1).sum().backward(), a=a)
+    assert dx.kind == "leaf_inplace" and dx.summary.startswith("mul_ inside the backward of Recompute")
+    assert dx.facts["where"].line == line_of("written-in-backward")
+    assert "checkpoint" not in dx.text() and "out of place" in dx.text()

@@ -400,3 +400,40 @@ def test_numpy_under_no_grad_is_offered_as_a_fix_and_works():
     assert d.kind == "numpy_grad" and any("torch.no_grad()" in fix for fix, _ in d.fixes)
     with torch.no_grad():
         assert x.numpy().shape == (3,)
+
+
+def test_an_in_place_op_at_the_start_of_a_checkpointed_block_names_both_wrong_fixes_and_they_fail():
+    """Reentrant checkpointing runs the block again in the backward on a detached copy of its input, a leaf: its
+    in-place ReLU raises there. Out of place gives the gradient of the same net without checkpointing; no_grad around
+    the ReLU raises nothing and gives another gradient (the ReLU's mask is lost); use_reentrant=False with the op in
+    place raises the version error."""
+    from torch.utils.checkpoint import checkpoint
+
+    from gan_lessons.doctor.report import RECOMPUTED_FIXES, RECOMPUTED_WRONG
+
+    def run(mode="inplace", reentrant=True, checkpointed=True):
+        torch.manual_seed(0)
+        stem, fc, head = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def block(h):
+            if mode == "no_grad":
+                with torch.no_grad():
+                    h = torch.relu_(h)
+            else:
+                h = torch.relu_(h) if mode == "inplace" else torch.relu(h)
+            return fc(h)
+        h = stem(torch.randn(3, 4))
+        h = checkpoint(block, h, use_reentrant=reentrant) if checkpointed else block(h)
+        head(h).pow(2).mean().backward()
+        return stem.weight.grad.clone()
+
+    d = diagnosis_of(run)
+    assert d.kind == "leaf_inplace" and "relu_" in d.summary and "checkpoint" in d.summary
+    assert d.facts["backward of"] == "CheckpointFunction"
+    assert any(fix == RECOMPUTED_FIXES[0][0] for fix, _ in d.fixes)
+    says(d, RECOMPUTED_WRONG, not_=LEAF_WRONG)
+    true = run("out_of_place", checkpointed=False)
+    assert torch.allclose(run("out_of_place"), true) and torch.allclose(run("out_of_place", reentrant=False), true)
+    assert not torch.allclose(run("no_grad"), true)
+    with pytest.raises(RuntimeError, match=VERSION_ERROR):
+        run(reentrant=False)
