@@ -61,10 +61,13 @@ class ViewErrors:
         facts = {"where": str(where)} if where is not None else {}
         if function and function.startswith("BackwardHookFunction"):
             return self._hook_view(view, writer, facts)
+        through = None
         if "returns multiple views" in message:     # written through a view of one of them (a[:, 0].mul_): the
             piece = self._split_piece(frames, view)             # piece itself, by the op the recorder saw make it
-            view = view if piece is None else piece
+            through, view = (view, piece) if piece is not None else (None, view)
         label = self.namer.label(view) if view is not None else _("the tensor written")
+        if through is not None and (name := self.namer.label(through)).startswith("`"):
+            label = _("{view} (a view of {piece})").format(view=name, piece=label)
         info = self.journal.nodes.get(view.grad_fn) if view is not None else None
         if info is not None and info.where is not None:
             facts["made by"] = _("{op} at {where}").format(op=info.op, where=info.place())
@@ -132,23 +135,25 @@ class ViewErrors:
             ptr = failed.storages[0] if failed and failed.storages else None
         if ptr is None:
             return None
-        for frame in reversed(frames):
-            for value in frame.f_locals.values():
-                if isinstance(value, torch.Tensor) and value._is_view() \
-                        and value.untyped_storage().data_ptr() == ptr \
-                        and getattr(self.journal.nodes.get(value.grad_fn), "op", None) in _MULTI:
-                    return value
-        return None
+        pieces = [value for frame in reversed(frames) for value in frame.f_locals.values()
+                  if isinstance(value, torch.Tensor) and value._is_view()
+                  and value.untyped_storage().data_ptr() == ptr
+                  and getattr(self.journal.nodes.get(value.grad_fn), "op", None) in _MULTI]
+        start = view.storage_offset() if view is not None else None       # the piece whose elements hold the view's
+        return next((p for p in pieces if start is not None and _spans(p, start)), pieces[0] if pieces else None)
 
     def _written_view(self, frames, function, output):
         """The view being written: a tensor in the failing frames (innermost first), output `output` of
-        `function`'s node when the error names them."""
-        for frame in reversed(frames):
-            for value in frame.f_locals.values():
-                if isinstance(value, torch.Tensor) and value._is_view() and (function is None or (
-                        type(value.grad_fn).__name__.startswith(function) and value.output_nr == output)):
-                    return value
-        return None
+        `function`'s node when the error names them; of several, the first that shares the storage the failing call
+        was given (`H = w.reshape(...)` is no candidate for a write into `t.reshape(-1)`)."""
+        found = [value for frame in reversed(frames) for value in frame.f_locals.values()
+                 if isinstance(value, torch.Tensor) and value._is_view() and (function is None or (
+                     type(value.grad_fn).__name__.startswith(function) and value.output_nr == output))]
+        failed = self.journal.failed
+        if failed and failed.storages:
+            return next((v for v in found if v.untyped_storage().data_ptr() == failed.storages[0]),
+                        found[0] if found else None)
+        return found[0] if found else None
 
     def _hook_view(self, view, writer, facts):
         """A module's full backward hook wrapped the tensor an in-place op then wrote into."""
@@ -176,6 +181,16 @@ class ViewErrors:
                               "full backward hooks"), "03"),
                           (N_("or take the gradients with a tensor hook instead: a forward hook that calls "
                               "output.register_hook(...) on the module's output"), None)])
+
+
+def _spans(tensor, offset) -> bool:
+    """Whether the storage element at `offset` is one of `tensor`'s (its strides taken largest first, as a piece of
+    chunk or split has them: a column of a matrix spans the rows' range but holds one element of each)."""
+    rest = offset - tensor.storage_offset()
+    for n, k in sorted(zip(tensor.shape, tensor.stride()), key=lambda nk: -nk[1]):
+        if k > 0 and rest >= 0:
+            rest -= min(rest // k, n - 1) * k
+    return rest == 0
 
 
 def _inplace_kind(module):

@@ -43,6 +43,30 @@ def test_one_of_the_views_split_returned():
     assert dx.facts["made by"].startswith("split at line")
 
 
+def test_a_view_of_a_piece_is_named_with_the_piece_it_writes_into():
+    """Another view made earlier (`H`) is not the one written; of the three pieces, the one whose elements the
+    write reaches: the last rows of a chunk along dim 0, and the last column of one along dim 1."""
+    w = torch.randn(9, requires_grad=True)
+
+    def rows():
+        H = w.reshape(3, 3)
+        a, b, t = torch.chunk(H @ torch.ones(3, 2), 3, dim=0)
+        t_flat = t.reshape(-1)
+        t_flat[t_flat.abs() < 0.5] = 0.5
+        return H, a, b
+    error, dx = diagnose(rows)
+    assert dx.summary.startswith("`t_flat` (a view of `t`) is one of the views a single op returned (chunk)"), dx.text()
+    assert dx.facts["made by"].startswith("chunk at line")
+
+    def columns():
+        x, y, t = torch.chunk(w.reshape(3, 3) * 2, 3, dim=1)
+        tail = t[1:]
+        tail.mul_(2)
+        return x, y
+    error, dx = diagnose(columns)
+    assert dx.summary.startswith("`tail` (a view of `t`) is one of the views"), dx.text()
+
+
 class _LSTMWithForgetBias(nn.Module):
     """An init that sets the forget gate's bias through chunk(), outside torch.no_grad()."""
 
