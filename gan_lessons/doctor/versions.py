@@ -111,16 +111,17 @@ class VersionErrors:
             wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
             carried = self._carried(roots, self._step_of(s), fn)
             if carried:
-                name, made = carried
-                facts["carried"] = (_("`{name}`, made before that step at {where} and used after it: its graph "
+                names, made = carried
+                shown = ", ".join(f"`{name}`" for name in names)
+                facts["carried"] = (_("{names}, made before that step at {where} and used after it: its graph "
                                       "still holds the weights as they were") if made else
-                                    _("`{name}`, made before that step and used after it: its graph still holds the "
-                                      "weights as they were")).format(name=name, where=made)
-                summary = _("{summary}; the loss reaches the old weights through `{name}`, computed before the "
-                            "step").format(summary=summary, name=name)
-                fixes = [(_("make `{name}` again after the step (a fresh forward); or, where it is kept only as a "
-                            "value (a running average, a state for the next pass), keep {name}.detach()").format(
-                              name=name), "05")] + fixes
+                                    _("{names}, made before that step and used after it: its graph still holds the "
+                                      "weights as they were")).format(names=shown, where=made)
+                summary = _("{summary}; the loss reaches the old weights through {names}, computed before the "
+                            "step").format(summary=summary, names=shown)
+                fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
+                            "value (a running average, a state for the next pass), keep {detached}").format(
+                              names=shown, detached=", ".join(f"{name}.detach()" for name in names)), "05")] + fixes
         elif in_state:
             fixes, wrong = STATE_FIXES, []
         elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps:
@@ -171,9 +172,10 @@ class VersionErrors:
             if param is not None else None
 
     def _carried(self, roots, step, stale):
-        """(name, where it was made) of a tensor made before `step` that a loss made after it still reaches: an
+        """([names], where it was made) of a tensor made before `step` that a loss made after it still reaches: an
         RL state or a generated batch kept across the step, a running average kept in a module buffer without
-        detach. None when the loss itself was made before the step (then the order of the updates is the bug)."""
+        detach; every state one line carries (an LSTM's h and c). None when the loss itself was made before the step
+        (then the order of the updates is the bug)."""
         if step is None:
             return None
         latest = max((info.serial for t in roots if (info := self.journal.nodes.get(t.grad_fn))), default=0)
@@ -190,14 +192,15 @@ class VersionErrors:
             return None
         live = self.namer.names().variables
         for info in (info for info in met.values() if info.where):
-            for name in rebound(info.where.code):    # a state each pass makes from the last (h = rnn(x, h)):
-                if name in live and self.namer.distance(live[name].grad_fn, edge) is not None:   # rebound since,
-                    return name, info.where           # its new value still reaches the old graph through the old one
+            carried = [name for name in rebound(info.where.code)   # a state each pass makes from the last (h = rnn(x,
+                       if name in live and self.namer.distance(live[name].grad_fn, edge) is not None]   # h)): rebound
+            if carried:                       # since, its new value still reaches the old graph through the old one
+                return carried, info.where
         names = self.namer.variables_made_by(edge)
         if not names:
             return None
         info = self.journal.nodes.get(live[names[0]].grad_fn)
-        return names[0], (info.where if info and info.serial in edge else None)
+        return names[:1], (info.where if info and info.serial in edge else None)
 
     def _optimizer_state(self, s, saved):
         """(name, what changed it) when the one tensor of an optimizer's state with the saved tensor's shape and

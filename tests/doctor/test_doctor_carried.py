@@ -108,3 +108,25 @@ def test_several_writes_into_a_saved_tensor_name_the_first_and_count_them():
     assert "the first of 4 in-place writes" in d.facts["modified by"], d.text()
     assert f"line {line['last-write']}" in d.facts["modified by"], d.text()
     assert d.facts["tensor"].startswith("the output of relu") and f"line {line['the-relu']}" in d.facts["tensor"]
+
+
+def lstm_loop(retain):
+    """nn.LSTM over two batches, both its states (h, c) carried without detach."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(3, 4, batch_first=True)
+    opt = optim.SGD(lstm.parameters(), lr=0.1)
+    h, c = torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)
+    for _ in range(2):
+        opt.zero_grad()
+        output, (h, c) = lstm(torch.randn(2, 5, 3), (h, c))
+        output.pow(2).mean().backward(retain_graph=retain)
+        opt.step()
+
+
+def test_both_states_of_an_lstm_are_named_and_both_detached_in_the_fix():
+    d = diagnosis_of(lambda: lstm_loop(retain=True))
+    assert d.kind == "version" and "through `h`, `c`" in d.summary, d.text()
+    assert d.facts["carried"].startswith("`h`, `c`, made before that step at line"), d.text()
+    assert "keep h.detach(), c.detach()" in d.text()
+    d = diagnosis_of(lambda: lstm_loop(retain=False))
+    assert d.kind == "freed" and d.facts["carried by"].startswith("the previous pass's `h`, `c` from line"), d.text()
