@@ -60,31 +60,6 @@ def _outside_backward(tb):
         yield frame
 
 
-def _recomputed_leaf(error, node):
-    """An in-place op on a leaf raised inside a custom Function's backward: reentrant checkpointing's (or a copy of
-    it) runs the forward again there on detached copies of its inputs, leaves that require grad, and an in-place op
-    at the start of the block writes into one of them. The user's line, the op (from the innermost frame's line) and
-    the Function."""
-    frames = list(traceback_frames(error.__traceback__))
-    user = [tb for tb in frames if is_user(tb.tb_frame)]
-    innermost = linecache.getline(frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno)
-    op = re.search(r"(\w+_)\(|([-+*/]=)", innermost)
-    op = (op.group(1) or op.group(2)) if op else _("an in-place op")
-    function = type(node).__name__.removesuffix("Backward")
-    checkpointed = "checkpoint" in function.lower() or any(
-        tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("checkpoint.py") for tb in frames)
-    facts = {"backward of": function}
-    if user:
-        file, line = user[-1].tb_frame.f_code.co_filename, user[-1].tb_lineno
-        facts["where"] = Where(file, line, linecache.getline(file, line).strip())
-    return Diagnosis("leaf_inplace", (_("{op} in a block that checkpointing runs again in the backward: there the "
-                                        "block's input is a detached copy, a leaf that requires grad")
-                                      if checkpointed else
-                                      _("{op} inside the backward of {function}, on a leaf that requires grad made "
-                                        "there")).format(op=op, function=function), facts,
-                     *((RECOMPUTED_FIXES, RECOMPUTED_WRONG) if checkpointed else (FLAGGED_LEAF_FIXES, [])))
-
-
 def _site(info):
     """A node's op and its lines: the call's, and the one inside the module."""
     return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
@@ -362,10 +337,41 @@ class Diagnoser:
                          "it for this pass").format(where=made.place(), names=", ".join(f"`{k}`" for k in now[:3]))
         return None
 
+    def _recomputed_leaf(self, error, node):
+        """An in-place op on a leaf raised inside a custom Function's backward: reentrant checkpointing's (or a copy of
+        it) runs the forward again there on detached copies of its inputs, leaves that require grad, and an in-place op
+        at the start of the block writes into one of them. The user's line, the op (from the innermost frame's line) and
+        the Function."""
+        frames = list(traceback_frames(error.__traceback__))
+        engine = next((k for k, tb in enumerate(frames) if runs_backward(tb.tb_frame)), len(frames))
+        outside = [tb for tb in frames[:engine] if is_user(tb.tb_frame)]    # the line that called backward()
+        inside = [tb for tb in frames[engine:] if is_user(tb.tb_frame)]     # the block's own code, run again
+        innermost = linecache.getline(frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno)
+        op = re.search(r"(\w+_)\(|([-+*/]=)", innermost)
+        op = (op.group(1) or op.group(2)) if op else _("an in-place op")
+        function = type(node).__name__.removesuffix("Backward")
+        checkpointed = "checkpoint" in function.lower() or any(
+            tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("checkpoint.py") for tb in frames)
+        facts = {"backward of": function}
+        module = next((m for tb in reversed(frames) if isinstance(m := tb.tb_frame.f_locals.get("self"), torch.nn.Module)
+                       and tb.tb_frame.f_code.co_name == "forward"), None)
+        if module is not None and getattr(module, "inplace", False):      # nn.ReLU(inplace=True), nn.Dropout(...)
+            facts["module"] = f"{self.namer.module_name(module)} ({type(module).__name__}(inplace=True))"
+        for key, tb in (("where", inside[-1] if inside else None), ("backward", outside[-1] if outside else None)):
+            if tb is not None:
+                file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+                facts[key] = Where(file, line, linecache.getline(file, line).strip())
+        return Diagnosis("leaf_inplace", (_("{op} in a block that checkpointing runs again in the backward: there the "
+                                            "block's input is a detached copy, a leaf that requires grad")
+                                          if checkpointed else
+                                          _("{op} inside the backward of {function}, on a leaf that requires grad made "
+                                            "there")).format(op=op, function=function), facts,
+                         *((RECOMPUTED_FIXES, RECOMPUTED_WRONG) if checkpointed else (FLAGGED_LEAF_FIXES, [])))
+
     def _leaf_error(self, error):
         node = failing_node(error.__traceback__)
         if node is not None and self.journal.last_leaf_inplace is None:
-            return _recomputed_leaf(error, node)
+            return self._recomputed_leaf(error, node)
         if self.journal.last_leaf_inplace is None:
             return Diagnosis("leaf_inplace", _("an in-place op on a leaf that requires grad"), {}, LEAF_FIXES,
                              LEAF_WRONG)

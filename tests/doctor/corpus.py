@@ -24,13 +24,14 @@ COMPILE: tuple = ()
 
 KINDS = ("foreach_write", "step_between", "inplace_output", "buffer_in_forward", "function_backward_write", "ema_write", "freed",
          "carried_state", "leaf_inplace", "inference_saved", "unused_input", "nonleaf_flag", "numpy_grad",
-         "function_gradient", "no_graph", "hook_output_inplace", "reused_before_loop")
+         "function_gradient", "no_graph", "hook_output_inplace", "reused_before_loop", "checkpoint_inplace")
 # the catalogue kind each fault raises
 RAISES = {"foreach_write": "version", "step_between": "version", "inplace_output": "version", "buffer_in_forward": "version",
           "function_backward_write": "version", "ema_write": "version", "freed": "freed", "carried_state": "freed",
           "leaf_inplace": "leaf_inplace", "inference_saved": "inference_saved", "unused_input": "unused_input",
           "nonleaf_flag": "nonleaf_flag", "out_grad": "out_grad", "numpy_grad": "numpy_grad", "function_gradient": "function_gradient",
-          "no_graph": "no_graph", "hook_output_inplace": "version", "reused_before_loop": "freed"}
+          "no_graph": "no_graph", "hook_output_inplace": "version", "reused_before_loop": "freed",
+          "checkpoint_inplace": "leaf_inplace"}
 CONTEXTS = ("top level", "step function", "trainer method")
 
 _MODELS = ["net", "critic", "encoder", "policy", "disc", "gen", "backbone", "head", "model", "student", "scorer",
@@ -509,6 +510,58 @@ def _leaf_inplace(rng, w, faulty):
     return src.text(), None, {"tensor": [p], "lines": lines}
 
 
+_FIRST_WRITES = [("{v}.relu_()", "{v} = {v}.relu()"), ("{v} += 1", "{v} = {v} + 1"), ("{v}.mul_(0.5)", "{v} = {v} * 0.5"),
+                 ("torch.nn.functional.relu({v}, inplace=True)", "{v} = torch.nn.functional.relu({v})"),
+                 ("{v}.clamp_(min=0)", "{v} = {v}.clamp(min=0)"), ("torch.sigmoid_({v})", "{v} = torch.sigmoid({v})"),
+                 ("{v}[{v} < 0] = 0", "{v} = {v}.masked_fill({v} < 0, 0)")]
+_INPLACE_MODULES = ["nn.ReLU(inplace=True)", "nn.LeakyReLU(0.2, inplace=True)", "nn.ReLU6(inplace=True)",
+                    "nn.ELU(inplace=True)", "nn.SiLU(inplace=True)", "nn.Hardtanh(inplace=True)"]
+
+
+def _checkpoint_inplace(rng, w, faulty):
+    """Reentrant activation checkpointing of a block whose first op writes into the block's input (a method, or an
+    nn.Sequential that starts with an in-place activation): the backward runs the block again on a detached copy of
+    the input, a leaf that requires grad, and the write raises there. Without the fault the op is out of place."""
+    src = Src(rng=rng)
+    _header(src)
+    src.add("from torch.utils.checkpoint import checkpoint\n")
+    sequential = rng.random() < 0.4
+    reentrant = rng.choice(["use_reentrant=True", "use_reentrant=True", ""])
+    if sequential:
+        act = rng.choice(_INPLACE_MODULES)
+        act = act if faulty else act.replace("(inplace=True)", "()").replace(", inplace=True", "")
+        extra = f"self.blk = nn.Sequential({act}, nn.Linear({w['hid']}, {w['d_out']}))"
+
+        def forward(s):
+            s.add(f"{w['var']} = self.{w['l1']}(x)", 2)
+            s.add(f"return checkpoint(self.blk, {w['var']}{', ' + reentrant if reentrant else ''})", 2)
+        _module(src, w, extra_init=extra, forward=forward)
+        truth = {"says": ["checkpoint", "out of place", f"{w['model']}.blk.0 ({act.split('(')[0][3:]}(inplace=True))"]
+                 if faulty else []}
+    else:
+        write, clean = rng.choice(_FIRST_WRITES)
+
+        def forward(s):
+            s.add(f"{w['var']} = self.{w['l1']}(x)", 2)
+            s.add(f"return checkpoint(self.block, {w['var']}{', ' + reentrant if reentrant else ''})", 2)
+            s.add("")
+            s.add("def block(self, v):", 1)
+            s.add((write if faulty else clean).format(v="v"), 2, mark="changed")
+            s.add(f"return self.{w['l2']}(v)", 2)
+        _module(src, w, forward=forward)
+        truth = {"says": ["checkpoint", "out of place"] if faulty else []}
+    _model_and_opt(src, w)
+
+    def body(s, k):
+        s.add(f"x = torch.randn({w['batch']}, {w['d_in']}, requires_grad={rng.choice([True, False])})", k)
+        s.add(f"loss = {w['model']}(x).pow(2).mean()", k)
+        s.add(f"{w['opt']}.zero_grad()\nloss.backward()\n{w['opt']}.step()", k)
+    _loop(src, rng, w, body, w["context"])
+    lines = {"changed": ("main", src.marks["changed"])} if faulty and not sequential else {}
+    return src.text(), None, {"tensor": [], "lines": lines, **truth,
+                              "says_not": ["  fix: wrap the update in", "  fix: use_reentrant"]}
+
+
 def _inference_saved(rng, w, faulty):
     lib = Src(rng=rng)
     lib.add("import torch\n")
@@ -641,7 +694,7 @@ def _hook_output_inplace(rng, w, faulty):
 
 _BUILDERS = {"foreach_write": _foreach_write, "step_between": _step_between, "inplace_output": _inplace_output, "buffer_in_forward": _buffer_in_forward,
              "function_backward_write": _function_backward_write, "ema_write": _ema_write, "freed": _freed,
-             "carried_state": _carried_state, "leaf_inplace": _leaf_inplace, "inference_saved": _inference_saved,
+             "carried_state": _carried_state, "leaf_inplace": _leaf_inplace, "checkpoint_inplace": _checkpoint_inplace, "inference_saved": _inference_saved,
              "unused_input": _unused_input, "nonleaf_flag": _nonleaf_flag, "numpy_grad": _numpy_grad,
              "function_gradient": _function_gradient, "no_graph": _no_graph,
              "hook_output_inplace": _hook_output_inplace, "reused_before_loop": _reused_before_loop}
