@@ -284,8 +284,23 @@ class Diagnoser:
             return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "
                                         "pass's graph, which that pass's backward freed"), facts, fixes + CARRIED_FIXES,
                              CARRIED_WRONG)
+        step = self._stepped_between(b, shared, infos)
+        if step is not None:       # retain_graph=True would trade this error for the version error: not a fix
+            facts["stepped between"] = _("{optimizer}.step() at {where}, over weights of {modules} that this graph "
+                                         "saved").format(optimizer=self.namer.optimizer_name(step.optimizer),
+                                                         where=step.where, modules=_(" and ").join(modules))
+            fixes = fixes + [fix for fix in FREED_FIXES if "retain_graph" not in fix[0]][::-1]
+        else:
+            fixes = fixes + FREED_FIXES
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
-                         fixes + FREED_FIXES, FREED_WRONG)
+                         fixes, FREED_WRONG)
+
+    def _stepped_between(self, b, shared, infos):
+        """The last optimizer step since backward `b` that stepped on its gradients and holds a parameter of a module
+        that made the shared part (whose weights that part saved), or None."""
+        params = {id(p) for n in shared if (m := infos[n].module) is not None for p in m.parameters(recurse=False)}
+        return next((step for step in reversed(self.journal.steps) if id(step.optimizer) in b.used_by
+                     and any(id(p) in params for p in step.params)), None)
 
     def _kept_fixes(self, held, places, facts):
         """A tensor of the old graph that a list still holds (`past[0]`): the lines that add to that list, as the

@@ -62,6 +62,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "first backward": N_("  - first backward: {value}"),
                "second backward": N_("  - second backward: {value}"), "backward": N_("  - backward: {value}"),
                "backward of": N_("  - backward of: {value}"), "module": N_("  - module: {value}"),
+               "stepped between": N_("  - stepped between: {value}"),
                "where": N_("  - where: {value}"), "input": N_("  - input: {value}"), "call": N_("  - call: {value}"),
                "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),
                "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),

@@ -271,6 +271,8 @@ class VersionErrors:
             # a write through a view of part of it (h[:, 0].mul_(...)): the view shares the counter too
             recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now
                      and rec.serial >= saved and math.prod(rec.shape) < math.prod(s.shape or (0,))]
+        if saved is not None and s.name == "result":    # the node's own output: a write into what that node made
+            recs.sort(key=lambda rec: rec.made is None or rec.made.serial != saved)   # before one of the same shape
         for rec in recs:
             writes = self._writes_since_save(rec, s, saved)
             first = writes[0]                       # the write that made the saved value stale; later ones only

@@ -928,3 +928,49 @@ def test_a_leaf_written_inside_a_custom_functions_backward_is_placed_there():
     assert dx.kind == "leaf_inplace" and dx.summary.startswith("mul_ inside the backward of Recompute")
     assert dx.facts["where"].line == line_of("written-in-backward")
     assert "checkpoint" not in dx.text() and "out of place" in dx.text()
+
+
+@pytest.mark.parametrize("step", [True, False])
+def test_retain_graph_is_a_fix_for_two_losses_only_when_no_step_changed_the_shared_weights(step):
+    """With D's step between the two backwards, retain_graph=True gives the version error (checked here), so it is
+    named only as the wrong fix; without the step it is a fix, and it works."""
+    def run(retain=False):
+        torch.manual_seed(0)
+        D = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        opt = optim.SGD(D.parameters(), lr=0.1)
+        pred = D(torch.randn(4, 3))
+        pred.mean().backward(retain_graph=retain)
+        if step:
+            opt.step()  # step-between
+        (pred ** 2).mean().backward()
+        return D, opt
+    error, dx = diagnose(run)
+    fixes = [fix for fix, _ in dx.fixes]
+    assert dx.kind == "freed" and ("stepped between" in dx.facts) == step
+    assert any("retain_graph=True" in fix for fix in fixes) != step, dx.text()
+    if step:
+        assert dx.facts["stepped between"].startswith(f"opt.step() at line {line_of('step-between')}")
+        assert fixes[0].startswith("recompute")
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(retain=True)
+    else:
+        run(retain=True)
+
+
+def test_the_write_into_a_saved_output_is_named_not_a_later_one_of_the_same_shape():
+    """A helper that writes in place, called on the output tanh saved and then on plain data of the same shape:
+    both end at version 1; the write into what tanh made is the one named."""
+    w = torch.randn(3, requires_grad=True)
+
+    def center(batch):
+        batch -= 1.0  # center-line
+
+    def block():
+        y = torch.tanh(w * 2)
+        xc = torch.zeros(3)
+        center(y)
+        center(xc)
+        y.sum().backward()
+    error, dx = diagnose(block, w=w)
+    assert dx.kind == "version" and dx.facts["tensor"] == "`y` [3]", dx.text()
+    assert dx.facts["modified by"].startswith(f"sub_ at line {line_of('center-line')}")
