@@ -286,9 +286,13 @@ class Diagnoser:
                              CARRIED_WRONG)
         step = self._stepped_between(b, shared, infos)
         if step is not None:       # retain_graph=True would trade this error for the version error: not a fix
+            held = {id(p) for p in step.params}
+            stepped = sorted({self.namer.module_name(m).split(".")[0] for n in shared
+                              if (m := infos[n].module) is not None
+                              and any(id(p) in held for p in m.parameters(recurse=False))})
             facts["stepped between"] = _("{optimizer}.step() at {where}, over weights of {modules} that this graph "
                                          "saved").format(optimizer=self.namer.optimizer_name(step.optimizer),
-                                                         where=step.where, modules=_(" and ").join(modules))
+                                                         where=step.where, modules=_(" and ").join(stepped))
             fixes = fixes + [fix for fix in FREED_FIXES if "retain_graph" not in fix[0]][::-1]
         else:
             fixes = fixes + FREED_FIXES

@@ -949,7 +949,8 @@ def test_retain_graph_is_a_fix_for_two_losses_only_when_no_step_changed_the_shar
     assert dx.kind == "freed" and ("stepped between" in dx.facts) == step
     assert any("retain_graph=True" in fix for fix in fixes) != step, dx.text()
     if step:
-        assert dx.facts["stepped between"].startswith(f"opt.step() at line {line_of('step-between')}")
+        assert dx.facts["stepped between"] == (f"opt.step() at line {line_of('step-between')} (`opt.step()  # step-between`), "
+                                               "over weights of D that this graph saved")
         assert fixes[0].startswith("recompute")
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             run(retain=True)
