@@ -101,6 +101,7 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
             return False
     if exercise.interface and not _is_class_with(label, answers[0], exercise.interface, exercise.what):
         return False
+    grad_mode = torch.is_grad_enabled()
     try:
         found = exercise.checks(*answers, **options)
     except Raised as failure:
@@ -108,9 +109,16 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
             return False
         hints = exercise.hints if failure.hints is None else failure.hints
         return verdict(label, [raised(failure.call or exercise.name, failure.error, hints)], "")
+    finally:
+        left_off = grad_mode and not torch.is_grad_enabled()
+        torch.set_grad_enabled(grad_mode)      # the notebook's next cells run as they did before the check
     if found is None:                 # the checks said "not solved yet" of an argument themselves
         return False
     problems, fields = found if isinstance(found, tuple) else (found, {})
+    if left_off:
+        problems = [*problems, _("autograd was left off after {function} returned (torch.is_grad_enabled() is False): "
+                                 "every forward after it would build no graph, and the next backward would "
+                                 "raise").format(function=exercise.what and localized(exercise.what) or exercise.name)]
     return verdict(label, problems, _(exercise.success).format(**fields) if exercise.success and not problems else "")
 
 

@@ -129,7 +129,13 @@ def _hint(got, right, grads, graph):
     if len(got) < len(right) and all(e in right for e in got):
         return _("one entry per saved tensor: `a * a` saves a twice (as self and as other), and backward unpacks "
                  "each one")
-    return _("report one (tuple(t.shape), version saved in pack, t._version in unpack) per stale saved tensor")
+    extra, missing = [e for e in got if e not in right], [e for e in right if e not in got]
+    if extra and missing:
+        return _("{extra} is not among the stale ones, and {missing} is missing").format(extra=extra, missing=missing)
+    if extra:
+        return _("{extra} is not stale: no saved tensor had that version when saved and that one at "
+                 "backward").format(extra=extra)
+    return _("{missing} is missing").format(missing=missing)
 
 
 def _gradient_problem(grads, right):
@@ -183,8 +189,8 @@ def stale_saved_checks(stale_saved) -> Found:
                                           "{hint}").format(entries=entries, right=right,
                                                            hint=_hint(entries, right, grads, graph))))
         elif not _same(grads, right_grads) and _same(grads, _run(_forward_only, graph)[1]):
-            failed.append((description, _("the report is right, but no backward ran through the loss: the leaves got "
-                                          "no gradient")))
+            failed.append((description, _("the report is right, but the leaves' .grad are left empty, where one "
+                                          "backward() through the loss fills them")))
         elif not _same(grads, right_grads):
             failed.append((description, _gradient_problem(grads, right_grads)))
     if not failed:

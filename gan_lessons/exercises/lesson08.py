@@ -136,7 +136,7 @@ def _ratio(value, reference):
 
 
 def shape_problem(value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
         return []
     if isinstance(value, torch.Tensor):
         return [_("your function returned {kind} of shape {shape}: return one number, averaged over the batch (a "

@@ -193,6 +193,60 @@ def test_a_probe_that_runs_no_backward_is_told_so_where_its_report_is_right(caps
     assert ok is False and ("no backward ran" in out) and "the very tensor pack received" not in out, out
 
 
+def probe_assumes_saved_at_0(make_loss):         # takes every saved tensor to have been at version 0 when saved
+    stale = []
+
+    def unpack(t):
+        if t._version != 0:
+            stale.append((tuple(t.shape), 0, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+def probe_autograd_grad(make_loss):              # the right report, through torch.autograd.grad: .grad stay empty
+    stale = []
+
+    def pack(t):
+        return t, t._version
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    leaves = [t for t in _leaves(loss)]
+    torch.autograd.grad(loss, leaves)
+    return stale
+
+
+def _leaves(loss):
+    seen, todo, found = set(), [loss.grad_fn], []
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if hasattr(fn, "variable"):
+            found.append(fn.variable)
+        todo += [f for f, _ in fn.next_functions]
+    return found
+
+
+def test_a_wrong_report_is_told_what_differs_not_the_reports_recipe(capsys):
+    ok, out = run(capsys, probe_assumes_saved_at_0)
+    assert ok is False and "is not stale" in out and "t._version" not in out and "pack" not in out, out
+
+
+def test_a_right_report_through_autograd_grad_is_told_the_grads_are_empty_not_that_no_backward_ran(capsys):
+    ok, out = run(capsys, probe_autograd_grad)
+    assert ok is False and ".grad are left empty" in out and "no backward ran" not in out, out
+
+
 def probe_backward_twice(make_loss):             # the right report, but two backwards through the loss
     stale = []
 

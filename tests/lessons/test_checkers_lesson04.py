@@ -305,6 +305,21 @@ def sample_clipped(G, z):                        # eval mode, no graph, then cut
     return sample_right(G, z).clamp(-0.5, 0.5)
 
 
+def sample_grad_left_off(G, z):                  # autograd turned off for the figure and never turned back on
+    was = G.training
+    G.eval()
+    torch.set_grad_enabled(False)
+    images = G(z)
+    G.train(was)
+    return images
+
+
+def test_autograd_left_off_is_named_and_turned_back_on(capsys):
+    ok, out = run(capsys, exercises.check_sample, sample_grad_left_off)
+    assert ok is False and "autograd was left off after your sample returned" in out, out
+    assert out.count("✗") == 1 and torch.is_grad_enabled()          # the notebook's next cells record again
+
+
 def test_a_sample_changed_after_an_evaluation_mode_forward_is_not_blamed_on_batchnorm(capsys):
     for changed in (sample_rescaled, sample_clipped):
         ok, out = run(capsys, exercises.check_sample, changed)

@@ -84,7 +84,7 @@ THE_EXERCISE = ("a `...` is still in your function", "? {name}: not solved yet. 
                 "sample returned {kind}, not the tensor of images", "your function returned {kind}",
                 "it calls strategies.", "your loop ran without an error, so there is nothing to diagnose",
                 "check your loss against the exercise's hinge loss", "on {count} one-operation expressions",
-                "your engine's `tanh` saves what", "report one (tuple(t.shape)",
+                "your engine's `tanh` saves what",
                 "✗ {name}: my_answer is not a function but a value", "its source cannot be read")
 
 
