@@ -5,7 +5,8 @@ from torch import optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
-from gan_lessons.exercises.steps import compare_steps, parameter_names, recorded_steps
+from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, parameter_names, recorded_steps
+from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
 
@@ -110,8 +111,10 @@ def frozen_g_step_checks(g_step) -> Found:
             ("does not require grad and does not have a grad_fn",
              N_("loss_G has no graph: D's output on the fakes requires no grad, so no backward reaches G from it"))]),
                 *_flag_problems(run, AFTER_ERROR)]
-    problems = compare_steps(run["records"], reference, _("G's loss is bce(D(G(z)), 1), through D, after "
-                                                          "opt_G.zero_grad()"))
+    mistake = known_mistake(run["records"], KNOWN_MISTAKES, lambda step: _run_frozen(step)["records"]) \
+        if not matching(run["records"], reference) else None
+    problems = compare_steps(run["records"], reference, _(mistake) if mistake else _(
+        "G's loss is bce(D(G(z)), 1), through D, after opt_G.zero_grad()"))
     D = run["D"]
     touched = [n for n, p in D.named_parameters() if not (
         (p.grad is None and run["grads"][n] is None)
@@ -145,6 +148,12 @@ def frozen_g_step_checks(g_step) -> Found:
         problems = returned("g_step", g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],
                             "loss_G")
     return problems
+
+
+KNOWN_MISTAKES = [
+    (variant(reference_frozen_g_step, replace={"bce(D(G(z)), 1)": "-bce(D(G(z)), 0)"}),
+     N_("G's loss is the saturating one, minus D's loss on the fakes (G minimises log(1 - D(G(z)))), where this "
+        "step's G loss scores the fakes against the real label (G maximises log D(G(z)))"))]
 
 
 def _frozen_calls():

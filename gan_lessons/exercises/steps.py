@@ -26,9 +26,10 @@ class Steps(dict):
     """{optimizer name: [{parameter name: grad or None} per step() call]}, and `order`: (k, optimizer name) for
     each step() call, the k-th (from 0) of that optimizer, in the order they ran (empty: not recorded)."""
 
-    def __init__(self, steps=(), order=()):
+    def __init__(self, steps=(), order=(), before=None):
         super().__init__(steps)
         self.order = list(order)
+        self.before = before or {}      # {optimizer name: {parameter name: its .grad when recording began}}
 
 
 @contextmanager
@@ -37,7 +38,10 @@ def recorded_steps(optimizers, names):
     and the order the steps ran in; the hooks come off on exit, also when the block raises. Yields records:
     records[optimizer name] is a list with one {names[parameter]: grad} per step() call, and
     records.order a list of (k, optimizer name), the k-th step (from 0) of that optimizer, in the order they ran."""
-    records = Steps({name: [] for name in optimizers})
+    records = Steps({name: [] for name in optimizers},
+                    before={name: {names[p]: None if p.grad is None else p.grad.detach().clone()
+                                   for group in opt.param_groups for p in group["params"]}
+                            for name, opt in optimizers.items()})
     handles = []
     for opt_name, opt in optimizers.items():
         def hook(optimizer, args, kwargs, opt_name=opt_name):
@@ -131,17 +135,28 @@ def _which(g_step, r_step, rtol, scale):
     return _(" (only in {parameters}; the other {count} are right)").format(parameters=shown, count=right)
 
 
-def _how(mine, ref, k, rtol, name, causes=True):
+def _how(mine, ref, k, rtol, name, causes=True, before=None, said=None):
     """How the gradient optimizer `name` stepped on at its step k (1-based) differs from the reference's: the
     whole line. causes=False says only what can be measured (sizes, directions), never what made it so: no
-    "plus an earlier step's gradient", no ratio written as a power of two."""
+    "plus an earlier step's gradient", no ratio written as a power of two. before: the .grad each parameter held
+    when recording began (an earlier step's, left there by the problem); said: a list that gets True when the line
+    names the cause (a .grad not cleared)."""
     g, r = flat(mine[k - 1]), flat(ref[k - 1])
     if g.shape != r.shape:
         return _("step {step}: {optimizer} stepped on a different set of gradients (a .grad is None where it should "
                  "hold one, or the other way round)").format(step=k, optimizer=name)
+    held = flat({p: before.get(p) for p in mine[k - 1]}) if before and causes else None
+    if held is not None and held.shape == g.shape and held.any() and close(
+            g, held + sum(flat(ref[j]) for j in range(k)), rtol * 10, r.abs().max().item()):
+        if said is not None:
+            said.append(True)
+        return _("step {step}: {optimizer} stepped on the gradient its .grad held before the call plus this call's: "
+                 "the earlier gradient was still in .grad when the backward added to it").format(step=k, optimizer=name)
     for first in range(1, k) if causes else ():
         earlier = sum(flat(ref[j - 1]) for j in range(first, k + 1))
         if close(g, earlier, rtol * 10, r.abs().max().item()):
+            if said is not None:
+                said.append(True)
             if first == k - 1:
                 return _("step {step}: {optimizer} stepped on this step's gradient plus step {first}'s, which its "
                          ".grad still held").format(step=k, optimizer=name, first=first)
@@ -173,9 +188,10 @@ def _how(mine, ref, k, rtol, name, causes=True):
              "(cosine {cosine:.3f})").format(step=k, optimizer=name, times=times(ratio), cosine=cos) + only
 
 
-def first_difference(mine, ref, rtol=RTOL, causes=True):
+def first_difference(mine, ref, rtol=RTOL, causes=True, said=None):
     """The first optimizer step (in the order the reference's steps ran) where the student's gradients differ from
-    the reference's, in words, or None when every step matches (causes=False: what was measured only, see _how)."""
+    the reference's, in words, or None when every step matches (causes=False: what was measured only, see _how;
+    said: a list that gets True when the line names the cause)."""
     for opt_name in ref:
         got, expected = len(mine.get(opt_name, [])), len(ref[opt_name])
         if got != expected:
@@ -199,7 +215,8 @@ def first_difference(mine, ref, rtol=RTOL, causes=True):
                 step=k + 1, optimizer=name, parameter=extra[0], count=len(extra))
         scale = max((r.abs().max().item() for r in r_step.values() if r is not None and r.numel()), default=0.0)
         if not all(r is None or close(g_step[p], r, rtol, scale) for p, r in r_step.items()):
-            return _how(mine[name], ref[name], k + 1, rtol, name, causes)
+            return _how(mine[name], ref[name], k + 1, rtol, name, causes, getattr(mine, "before", {}).get(name),
+                        said)
     return None
 
 
@@ -207,11 +224,12 @@ def compare_steps(mine, reference, hint=None, rtol=RTOL):
     """first_difference as a list of problems (empty when the steps match), with `hint` (translated by the caller)
     after it where the gradients differ (not where an optimizer stepped a different number of times: the hint
     says what the gradient is, which is not what went wrong there)."""
-    line = first_difference(mine, reference, rtol)
+    said: list = []
+    line = first_difference(mine, reference, rtol, said=said)
     if line is None:
         return []
     counted = all(len(mine.get(name, [])) == len(steps) for name, steps in reference.items())
-    return [_("{problem}: {hint}").format(problem=line, hint=hint) if hint and counted else line]
+    return [_("{problem}: {hint}").format(problem=line, hint=hint) if hint and counted and not said else line]
 
 
 def matching(mine, records, rtol=RTOL):

@@ -185,3 +185,28 @@ def test_frozen_g_step(capsys):
     assert ok is False and "a `...` is still in your function" in out
     ok, out = run(capsys, ...)
     assert ok is False and out.startswith("?") and "not solved yet" in out
+
+
+def _frozen(loss, zero_grad=True):
+    """A G step with D frozen and its flags put back, G's loss given as loss(D, G, z)."""
+    def g_step(G, D, opt_G, z):
+        flags = [p.requires_grad for p in D.parameters()]
+        D.requires_grad_(False)
+        try:
+            if zero_grad:
+                opt_G.zero_grad()
+            loss(D, G, z).backward()
+            opt_G.step()
+        finally:
+            for p, flag in zip(D.parameters(), flags):
+                p.requires_grad_(flag)
+    return g_step
+
+
+def test_the_saturating_loss_and_a_grad_left_uncleared_are_named_without_the_recipe(capsys):
+    saturating = _frozen(lambda D, G, z: torch.log1p(-torch.sigmoid(D(G(z)))).mean())
+    ok, out = run(capsys, saturating)
+    assert ok is False and "G's loss is the saturating one" in out and "after opt_G.zero_grad()" not in out, out
+    ok, out = run(capsys, _frozen(lambda D, G, z: g_bce(D(G(z))), zero_grad=False))
+    assert ok is False and "the gradient its .grad held before the call plus this call's" in out, out
+    assert "saturating" not in out and "after opt_G.zero_grad()" not in out, out
