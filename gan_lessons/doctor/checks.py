@@ -1,6 +1,7 @@
 """The silent bugs the doctor warns about: a sigmoid into a *_with_logits loss, a `.data` change a pending graph
 saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, and a
 gradient penalty made from torch.autograd.grad without create_graph=True."""
+import re
 import warnings
 import weakref
 
@@ -235,8 +236,24 @@ class Checks:
                   and (id(p) in behind if b.behind else d > my_depth)}
         if deeper:      # judged when those nets' optimizer steps: harm only if that backward reaches its step too
             reached = {p for p in depth if p in net and p not in mine and net[p] in deeper}
+            before = next((o for o in self.namer.known_optimizers() if id(o) in b.used_by   # it stepped on this
+                           and any(p in reached for g in o.param_groups for p in g["params"])), None)  # backward already
+            if before is not None:      # the other net already stepped on it: a GAN's G on D's loss is a bug, but
+                if any(_generator_like(n) for n in deeper):     # a trunk two heads share (an actor-critic's encoder)
+                    earlier = next(s.where for s in reversed(self.journal.steps) if s.optimizer is before)  # trains
+                    self._both_step(self.namer.optimizer_name(before), name, b, earlier, user_frame())   # on both
+                return
             self.foreign.append(ForeignStep(b, name, user_frame(), sorted(deeper), reached))
             del self.foreign[:-20]
+
+    def _both_step(self, first, name, backward, where, also):
+        self.suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
+                           "{backward}: one loss trains both nets, so one of them steps on the other's loss "
+                           "(as G's loss runs through D, or D's loss on a fake batch that was not "
+                           "detached)").format(first=first, name=name, backward=backward.where),
+                         {"where": where, "also stepped at": also},
+                         [(N_("call zero_grad() on each optimizer right before its own loss's backward, and "
+                              "detach the fake batch in D's loss"), "04")], key="one loss, two nets")
 
     def judge_foreign_gradients(self, name, params, contributors):
         """At a step of the net a D step's backward ran on into (G): if that backward's gradient is still in G's
@@ -246,13 +263,7 @@ class Checks:
         for f in [f for f in self.foreign if f.params & mine]:
             self.foreign.remove(f)
             if any(b is f.backward for b in contributors):
-                self.suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "
-                                   "{backward}: one loss trains both nets, so one of them steps on the other's loss "
-                                   "(as G's loss runs through D, or D's loss on a fake batch that was not "
-                                   "detached)").format(first=f.step, name=name, backward=f.backward.where),
-                                 {"where": f.where, "also stepped at": user_frame()},
-                                 [(N_("call zero_grad() on each optimizer right before its own loss's backward, and "
-                                      "detach the fake batch in D's loss"), "04")], key="one loss, two nets")
+                self._both_step(f.step, name, f.backward, f.where, user_frame())
             else:
                 self.inform(_("the backward at {backward} went on from {first}'s parameters into {nets}, whose "
                                "gradients were cleared before {name}.step(): harmless, but that part of the backward "
@@ -406,3 +417,8 @@ class Checks:
                                           "01")])
         self.journal.diagnoses.append(d)
         ranks.tell(d.text())
+
+
+def _generator_like(net: str) -> bool:
+    """Whether a net's module path names a GAN's generator: `G`, `netG`, `self.generator`, `gen_a`."""
+    return any(re.fullmatch(r"(net)?[gG](en\w*)?(_\w+)?", part) for part in net.split("."))

@@ -16,6 +16,7 @@ from gan_lessons.doctor.frames import (
     TORCH_DIR,
     failing_node,
     is_user,
+    placed,
     runs_backward,
     shown_path,
     traceback_frames,
@@ -24,6 +25,7 @@ from gan_lessons.doctor.naming import rebound
 from gan_lessons.doctor.report import (
     CARRIED_FIXES,
     CARRIED_WRONG,
+    DETACH_WRONG,
     FLAGGED_LEAF_FIXES,
     FREED_FIXES,
     FREED_WRONG,
@@ -31,12 +33,18 @@ from gan_lessons.doctor.report import (
     GRAD_WRITE_WRONG,
     LEAF_FIXES,
     LEAF_WRONG,
+    LOSS_ONCE_FIXES,
+    LOSS_ONCE_WRONG,
     RECOMPUTED_FIXES,
     RECOMPUTED_WRONG,
     REUSED_FIXES,
     REUSED_WRONG,
+    TARGET_FIXES,
+    TARGET_WRONG,
     TWICE_FIXES,
     TWICE_WRONG,
+    UNTRAINED_FIXES,
+    UNTRAINED_WRONG,
     Diagnosis,
     Where,
 )
@@ -58,6 +66,10 @@ def _outside_backward(tb):
         if runs_backward(frame.tb_frame):
             return
         yield frame
+
+
+def _same_line(a, b) -> bool:
+    return a is not None and b is not None and (a.file, a.line) == (b.file, b.line)
 
 
 def _site(info):
@@ -242,6 +254,11 @@ class Diagnoser:
 
         earlier = [b for b in list(backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
         again = [b for b in list(backwards)[:-1] if same(b) and not b.retain]
+        if not earlier and again and _same_line(again[-1].where, backwards[-1].where):   # one loss, made before
+            return Diagnosis("freed", _("the loss was made once, before the loop, and every pass calls backward() "
+                                        "on it: the first pass freed its graph"),
+                             {"first backward": str(again[-1].where),
+                              "second backward": str(backwards[-1].where)}, LOSS_ONCE_FIXES, LOSS_ONCE_WRONG)
         if not earlier and again:                  # the same loss, backward twice
             return Diagnosis("freed", _("the same loss was differentiated twice (backward() or autograd.grad), and "
                                         "the first call freed its graph"),
@@ -275,6 +292,21 @@ class Diagnoser:
         if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             if self._made_once(roots, shared, infos):     # its graph leads to a leaf that requires grad: no detach
+                untrained, foreign = self._trained_through(roots, shared, b)
+                if untrained:          # made from tensors no optimizer holds: nothing needs its gradient
+                    facts["made from"] = ", ".join(untrained[:3])
+                    return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and "
+                                                "the first pass's backward freed its graph; no optimizer trains what "
+                                                "it was made from"), facts, UNTRAINED_FIXES, UNTRAINED_WRONG)
+                if foreign:            # the first pass went on into a net its optimizer does not step
+                    facts["went on into"] = ", ".join(foreign[:3])
+                    targets = [v for v in held if self._made_in(v, foreign)] or held
+                    return Diagnosis("freed", _("the first pass's backward went on into {nets}, which the optimizer "
+                                                "that stepped after it does not train, and freed the graph a later "
+                                                "pass needs: {names} served that loss as a target").format(
+                                         nets=", ".join(foreign[:3]),
+                                         names=", ".join(f"`{v}`" for v in targets[:3])), facts,
+                                     TARGET_FIXES, TARGET_WRONG)
                 return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and the "
                                             "first pass's backward freed its graph"), facts,
                                  fixes + REUSED_FIXES, REUSED_WRONG)
@@ -284,27 +316,98 @@ class Diagnoser:
             return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "
                                         "pass's graph, which that pass's backward freed"), facts, fixes + CARRIED_FIXES,
                              CARRIED_WRONG)
-        step = self._stepped_between(b, shared, infos)
-        if step is not None:       # retain_graph=True would trade this error for the version error: not a fix
-            held = {id(p) for p in step.params}
-            stepped = sorted({self.namer.module_name(m).split(".")[0] for n in shared
-                              if (m := infos[n].module) is not None
-                              and any(id(p) in held for p in m.parameters(recurse=False))})
-            facts["stepped between"] = _("{optimizer}.step() at {where}, over weights of {modules} that this graph "
-                                         "saved").format(optimizer=self.namer.optimizer_name(step.optimizer),
-                                                         where=step.where, modules=_(" and ").join(stepped))
-            fixes = fixes + [fix for fix in FREED_FIXES if "retain_graph" not in fix[0]][::-1]
-        else:
-            fixes = fixes + FREED_FIXES
+        changed = self._stepped_between(b, shared, infos)
+        told, wrong = list(FREED_FIXES), list(FREED_WRONG)
+        if changed is not None:       # retain_graph=True would trade this error for the version error: not a fix
+            facts["stepped between"] = _("{change}, over weights of {modules} that this graph saved").format(
+                change=changed[0], modules=_(" and ").join(changed[1]))
+            told = [told[1], told[0]]
+        if len(held) == 1 and self._only_through(roots, shared) and self._only_through_first(b, roots, shared):
+            # one tensor the two losses share, and all either reaches: detached in either, it would train nothing
+            told = [fix for fix in told if fix is not FREED_FIXES[0]]
+            wrong += DETACH_WRONG
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
-                         fixes, FREED_WRONG)
+                         fixes + told, wrong)
 
     def _stepped_between(self, b, shared, infos):
-        """The last optimizer step since backward `b` that stepped on its gradients and holds a parameter of a module
-        that made the shared part (whose weights that part saved), or None."""
-        params = {id(p) for n in shared if (m := infos[n].module) is not None for p in m.parameters(recurse=False)}
-        return next((step for step in reversed(self.journal.steps) if id(step.optimizer) in b.used_by
+        """What changed a weight of the shared part since backward `b`: the last optimizer step that stepped on its
+        gradients and holds a parameter of a module that made that part (whose weights it saved), as (the step's
+        words, the modules it changed); or an in-place write into such a parameter after it (a hand-written update
+        under no_grad, SAM's climb); or None."""
+        params = {id(p): (self.namer.module_name(m).split(".")[0], p) for n in shared
+                  if (m := infos[n].module) is not None for p in m.parameters(recurse=False)}
+        step = next((step for step in reversed(self.journal.steps) if id(step.optimizer) in b.used_by
                      and any(id(p) in params for p in step.params)), None)
+        if step is not None:
+            return (_("{optimizer}.step() at {where}").format(optimizer=self.namer.optimizer_name(step.optimizer),
+                                                              where=step.where),
+                    sorted({params[id(p)][0] for p in step.params if id(p) in params}))
+        last = max(b.nodes, default=0)
+        ptrs = {p.untyped_storage().data_ptr(): module for module, p in params.values()}
+        writes = [rec for rec in self.journal.inplace if rec.serial >= last and rec.ptr in ptrs]
+        if not writes:
+            return None
+        return (_("{op} at {where}").format(op=writes[-1].op, where=placed(writes[-1].where, writes[-1].outer)),
+                sorted({ptrs[rec.ptr] for rec in writes}))
+
+    def _trained_through(self, roots, shared, b):
+        """(the tensors requiring grad that the shared part was made from and no optimizer in sight holds,
+        when that is all of them; the nets whose parameters the shared part reaches that none of the optimizers
+        which stepped after backward `b` holds, when another one does): names, for the two ways a tensor made once
+        is not a net's output to make again."""
+        nodes, namer = self.journal.nodes, self.namer
+        leaves = {id(fn.variable): fn.variable for fn in graphs.walk(roots) if hasattr(fn, "variable")
+                  and any((info := nodes.get(up)) is not None and info.serial in shared
+                          for up in graphs.walk(roots) if any(f is fn for f, _ in up.next_functions))}
+        if not leaves:
+            return [], []
+        steps = self.journal.steps
+        held = {id(p) for step in steps for p in step.params} | {
+            id(p) for opt in namer.known_optimizers() for group in opt.param_groups for p in group["params"]}
+        after = {id(p) for step in steps if id(step.optimizer) in b.used_by for p in step.params}
+        if not any(k in held for k in leaves):
+            return [namer.name(t) if t in namer.params else namer.label(t) for t in leaves.values()], []
+        if not after:
+            return [], []
+        nets = {}
+        for k, t in leaves.items():
+            if k in held and k not in after and t in namer.params:
+                nets.setdefault(namer.name(t).split(".")[0], t)
+        return [], sorted(nets)
+
+    def _made_in(self, variable, nets) -> bool:
+        """Whether the live variable's value was made by a forward of one of `nets` (by the module the recorder saw
+        make its node)."""
+        t = self.namer.names().variables.get(variable)
+        info = self.journal.nodes.get(t.grad_fn) if isinstance(t, torch.Tensor) else None
+        return info is not None and info.module is not None and \
+            self.namer.module_name(info.module).split(".")[0] in nets
+
+    def _only_through_first(self, b, roots, shared) -> bool:
+        """Whether every leaf the first backward `b` reached lies under the shared part (as the second loss's graph
+        shows it): detaching the shared tensor in the first loss would leave it nothing to train either."""
+        nodes = self.journal.nodes
+        under = {id(fn.variable) for up in graphs.walk(roots) if (info := nodes.get(up)) is not None
+                 and info.serial in shared for fn, _ in graphs.breadth_first([up]) if hasattr(fn, "variable")}
+        return all(id(leaf) in under for leaf in b.depth)
+
+    def _only_through(self, roots, shared) -> bool:
+        """Whether every leaf the failing backward reaches, it reaches through the shared part: detaching that part
+        would leave the second loss nothing to train."""
+        nodes = self.journal.nodes
+        seen, todo = set(), [t.grad_fn for t in roots if isinstance(t, torch.Tensor)]
+        while todo:
+            fn = todo.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            info = nodes.get(fn)
+            if info is not None and info.serial in shared:
+                continue
+            if hasattr(fn, "variable"):
+                return False
+            todo += [f for f, _ in fn.next_functions]
+        return True
 
     def _kept_fixes(self, held, places, facts):
         """A tensor of the old graph that a list still holds (`past[0]`): the lines that add to that list, as the

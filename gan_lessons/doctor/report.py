@@ -63,6 +63,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "second backward": N_("  - second backward: {value}"), "backward": N_("  - backward: {value}"),
                "backward of": N_("  - backward of: {value}"), "module": N_("  - module: {value}"),
                "stepped between": N_("  - stepped between: {value}"),
+               "made from": N_("  - made from: {value}"), "went on into": N_("  - went on into: {value}"),
                "where": N_("  - where: {value}"), "input": N_("  - input: {value}"), "call": N_("  - call: {value}"),
                "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),
                "parameters": N_("  - parameters: {value}"), "frozen at": N_("  - frozen at: {value}"),
@@ -112,6 +113,13 @@ CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h
 # A tensor made once, before a loop, whose graph every pass's backward goes through: the first pass freed it.
 REUSED_FIXES = [(N_("make it again in each pass: run the forward that makes it inside the loop, so that each backward "
                      "has a graph of its own, through the weights as they are now"), "05")]
+LOSS_ONCE_FIXES = [(N_("compute the loss inside the loop, from a fresh forward: each pass's backward then has a graph "
+                        "of its own, through the weights as they are after the last update"), "05")]
+UNTRAINED_FIXES = [(N_("make it without a graph, once: under torch.no_grad(), or .detach() it (or make what it is "
+                        "made from without requires_grad): no optimizer trains that, so no pass needs its "
+                        "gradient"), "04")]
+TARGET_FIXES = [(N_("detach it where it serves as a target (the other net's output in this net's loss): the loss "
+                     "then trains this net alone, and the other net's graph is left for its own loss"), "04")]
 FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),
                 (N_("recompute: run a fresh forward for the second loss"), "05"),
                 (N_("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
@@ -160,6 +168,16 @@ RECOMPUTED_WRONG = [(N_("torch.no_grad() around the op: the backward then runs t
                          "op were not there, and the gradients before it are wrong, silently"), "04"),
                     (N_("use_reentrant=False with the op still in place: the block then writes into the input it "
                         "saved, and the version error comes instead"), "03")]
+LOSS_ONCE_WRONG = [(N_("retain_graph=True on the backward: every pass then gets the gradient at the weights the "
+                        "loss was made with; an update through .data goes unseen, and an optimizer's step of a weight "
+                        "the graph saved gives the in-place error"), "02")]
+UNTRAINED_WRONG = [(N_("retain_graph=True on the backward: every pass then goes back through the one old graph, for "
+                        "gradients nothing uses"), "02")]
+TARGET_WRONG = [(N_("detached copies where the outputs are kept: then no loss has a graph back to its own net, and "
+                     "its backward raises that the loss does not require grad"), "04"),
+                (N_("retain_graph=True on the backward: each pass's backward then runs on into the other net too, "
+                    "through its output used as a target, and where that net's step changed a weight the old graph "
+                    "saved, the in-place error comes instead"), "02")]
 GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
                            "gradient is lost, silently"), "04")]
 TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "
