@@ -184,6 +184,10 @@ def _how(mine, ref, k, rtol, name, causes=True, before=None, said=None):
     if cos > 0.999:
         return _("step {step}: {optimizer} stepped on gradients {times} the reference's, in the same "
                  "direction").format(step=k, optimizer=name, times=times(ratio)) + only
+    if cos < -0.999:
+        return _("step {step}: {optimizer} stepped on gradients {times} the reference's, in the opposite direction: "
+                 "the step climbs where the reference's descends").format(step=k, optimizer=name,
+                                                                         times=times(ratio)) + only
     return _("step {step}: {optimizer} stepped on gradients {times} the reference's norm, in another direction "
              "(cosine {cosine:.3f})").format(step=k, optimizer=name, times=times(ratio), cosine=cos) + only
 
@@ -192,11 +196,11 @@ def first_difference(mine, ref, rtol=RTOL, causes=True, said=None):
     """The first optimizer step (in the order the reference's steps ran) where the student's gradients differ from
     the reference's, in words, or None when every step matches (causes=False: what was measured only, see _how;
     said: a list that gets True when the line names the cause)."""
-    for opt_name in ref:
-        got, expected = len(mine.get(opt_name, [])), len(ref[opt_name])
-        if got != expected:
-            return _("{optimizer}.step() ran {runs} time(s) where the reference steps it {expected} time(s)").format(
-                optimizer=opt_name, runs=got, expected=expected)
+    counts = [_("{optimizer}.step() ran {runs} time(s) where the reference steps it {expected} time(s)").format(
+        optimizer=opt_name, runs=len(mine.get(opt_name, [])), expected=len(ref[opt_name]))
+        for opt_name in ref if len(mine.get(opt_name, [])) != len(ref[opt_name])]
+    if counts:                              # every optimizer that stepped too often or too rarely, not the first
+        return "; ".join(counts)
     order = getattr(ref, "order", None) or sorted((k, name) for name in ref for k in range(len(ref[name])))
     for k, name in order:
         g_step, r_step = mine[name][k], ref[name][k]

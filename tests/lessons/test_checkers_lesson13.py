@@ -358,6 +358,9 @@ def test_wgan_gp(capsys):
     assert not ok and "not solved yet" in out
     ok, out = out_of(capsys, exercises.check_wgan_gp(wgan_gp.reference_make_critic, stub))
     assert not ok and "not solved yet" in out
+    nothing = lambda *args, **kwargs: None                      # noqa: E731  (a body that forgot its return)
+    ok, out = out_of(capsys, exercises.check_wgan_gp(nothing, wgan_gp.reference_train_critic))
+    assert not ok and "make_critic returned NoneType, not the critic" in out and "raised" not in out, out
 
 
 # --- 4 · AMP: one GradScaler, two optimizers ---------------------------------------------------------------------

@@ -82,6 +82,7 @@ def test_the_reading_catches_the_hints_that_used_to_propose_fixes():
 THE_EXERCISE = ("a `...` is still in your function", "? {name}: not solved yet. Write the body",
                 "✗ {name}: write it as dict(kind=", "on {graph}: it returned {value}; return a list",
                 "sample returned {kind}, not the tensor of images", "your function returned {kind}",
+                "make_critic returned {kind}, not the critic",
                 "it calls strategies.", "your loop ran without an error, so there is nothing to diagnose",
                 "check your loss against the exercise's hinge loss", "on {count} one-operation expressions",
                 "your engine's `tanh` saves what",

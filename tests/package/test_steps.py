@@ -106,6 +106,32 @@ def test_a_missing_gradient_and_a_missing_step_are_named():
     assert steps.first_difference(mine, ref) == ("opt_G.step() ran 1 time(s) where the reference steps it 2 time(s)")
 
 
+def test_every_optimizer_that_stepped_too_often_or_too_rarely_is_named():
+    mine, ref = _run(right), _run(right)
+    mine["opt_D"].append(mine["opt_D"][0])
+    mine["opt_G"].clear()
+    assert steps.first_difference(mine, ref) == ("opt_D.step() ran 3 time(s) where the reference steps it 2 time(s); "
+                                                 "opt_G.step() ran 0 time(s) where the reference steps it 2 time(s)")
+
+
+def test_a_sign_flipped_loss_is_named_as_the_opposite_direction():
+    line = steps.first_difference(_run(lambda *a: right(*a, scale_D=-1.0)), _run(right))
+    assert line == ("step 1: opt_D stepped on gradients 1x the reference's, in the opposite direction: the step "
+                    "climbs where the reference's descends")
+
+
+def test_a_grad_the_step_found_full_is_named_from_what_it_held_before_the_call():
+    """The .grad an earlier step left (recorded when recording began), added to by a step that never clears it."""
+    G, D, opts, names, z, x_real = _problem()
+    for p in D.parameters():
+        p.grad = torch.full_like(p, 0.01)
+    with steps.recorded_steps(opts, names) as mine:
+        right(G, D, opts["opt_G"], opts["opt_D"], z, x_real, zero_D=False)
+    line = steps.first_difference(mine, _run(right, calls=1))
+    assert line.startswith("step 1: opt_D stepped on the gradient its .grad held before the call plus this call's")
+    assert steps.compare_steps(mine, _run(right, calls=1), "the formula") == [line]      # no formula after a cause
+
+
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
 def test_closeness_is_relative_to_the_step_so_any_size_of_gradient_is_judged_alike(scale):
     r = torch.tensor([1.0, -2.0, 0.0]) * scale

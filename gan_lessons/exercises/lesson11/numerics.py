@@ -146,7 +146,7 @@ def finished_numerical_grad(f, x, eps=EPS):
 NUMERICAL_GRAD = Exercise("12", "numerical_grad", finished_numerical_grad, numerical_grad_checks, None,
                           label=N_("finite differences"), what=N_("your function"), success=N_(
                               "on {count} functions of tensors of three shapes your central differences agree with "
-                              "the exact gradients within 1e-5, and x comes back unchanged"))
+                              "the exact gradients within 1e-5, and x comes back as it was (to within rounding)"))
 check_numerical_grad = NUMERICAL_GRAD.check
 
 

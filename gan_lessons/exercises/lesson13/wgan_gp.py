@@ -106,6 +106,11 @@ WGAN_HINTS = [
 def wgan_gp_checks(make_critic, train_critic) -> Found:
     """Lab 3. make_critic(channels) -> a critic whose penalty is per sample; train_critic(D, G, d_optimizer, images,
     z, eta), three critic iterations, with the penalty's norm per sample."""
+    torch.manual_seed(33)
+    made = attempt("make_critic", make_critic, 1, hints=LAB_HINTS)
+    if not isinstance(made, nn.Module):
+        return [_("make_critic returned {kind}, not the critic: return the nn.Module it builds").format(
+            kind=type(made).__name__)]
     attempt("make_critic", wgan_problem, make_critic, hints=LAB_HINTS)
     lab = Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(make_critic), reference_train_critic, calls=3)
     D = wgan_problem(make_critic)[3]["D"]
