@@ -132,6 +132,9 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
                           "starts at step {value} and {what}").format(
             value=start, steps=steps, what=_("skips {count} step(s)").format(count=start - steps) if start > steps
             else _("trains {count} step(s) twice").format(count=steps - start)))
+    if any(not m.training for m in G.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)):
+        problems.append(_("after load_state, G's BatchNorm is in eval mode, where the run that never stopped trains "
+                          "in training mode: the resumed steps would normalise with its running statistics"))
     if not problems:
         _resume_steps(G, D, opt_G, opt_D, start, 2 * steps)
         resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]

@@ -184,3 +184,23 @@ def test_unsolved_is_not_solved_yet(capsys):
     ok, out = run(capsys, exercises.check_resume, lambda G, D, opt_G, opt_D, step: {"G": G.state_dict(), "rng": ...},
                   load_everything)
     assert ok is False and "a `...` is still in your function" in out
+
+
+def load_then_evaluate(state, G, D, opt_G, opt_D):      # everything loaded, then both nets put in eval mode
+    step = load_everything(state, G, D, opt_G, opt_D)
+    G.eval()
+    D.eval()
+    return step
+
+
+def load_then_evaluate_D(state, G, D, opt_G, opt_D):    # D has no BatchNorm or dropout: its mode changes nothing
+    step = load_everything(state, G, D, opt_G, opt_D)
+    D.eval()
+    return step
+
+
+def test_nets_left_in_eval_mode_after_load_are_named_where_the_mode_changes_the_steps(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_then_evaluate)
+    assert ok is False and "G's BatchNorm is in eval mode" in out and out.count("✗") == 1, out
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_then_evaluate_D)
+    assert ok is True, out
