@@ -24,14 +24,16 @@ COMPILE: tuple = ()
 
 KINDS = ("foreach_write", "step_between", "inplace_output", "buffer_in_forward", "function_backward_write", "ema_write", "freed",
          "carried_state", "leaf_inplace", "inference_saved", "unused_input", "nonleaf_flag", "numpy_grad",
-         "function_gradient", "no_graph", "hook_output_inplace", "reused_before_loop", "checkpoint_inplace")
+         "function_gradient", "no_graph", "hook_output_inplace", "reused_before_loop", "checkpoint_inplace", "loss_before_loop", "untrained_source",
+         "peer_target")
 # the catalogue kind each fault raises
 RAISES = {"foreach_write": "version", "step_between": "version", "inplace_output": "version", "buffer_in_forward": "version",
           "function_backward_write": "version", "ema_write": "version", "freed": "freed", "carried_state": "freed",
           "leaf_inplace": "leaf_inplace", "inference_saved": "inference_saved", "unused_input": "unused_input",
           "nonleaf_flag": "nonleaf_flag", "out_grad": "out_grad", "numpy_grad": "numpy_grad", "function_gradient": "function_gradient",
           "no_graph": "no_graph", "hook_output_inplace": "version", "reused_before_loop": "freed",
-          "checkpoint_inplace": "leaf_inplace"}
+          "checkpoint_inplace": "leaf_inplace", "loss_before_loop": "freed", "untrained_source": "freed",
+          "peer_target": "freed"}
 CONTEXTS = ("top level", "step function", "trainer method")
 
 _MODELS = ["net", "critic", "encoder", "policy", "disc", "gen", "backbone", "head", "model", "student", "scorer",
@@ -488,6 +490,109 @@ def _reused_before_loop(rng, w, faulty):
                               "says": ["make it again in each pass"], "says_not": ["detach the carried tensor"]}
 
 
+def _loss_before_loop(rng, w, faulty):
+    """A loss computed once, before the loop, and a backward and an update in every pass (an optimizer's step, or a
+    hand-written one through .data): the first backward frees its graph. Fixed: the loss computed in each pass."""
+    src = _script(rng, w)
+    by_hand, inner = rng.random() < 0.4, rng.random() < 0.5
+    k = 1 if inner else 0
+    if inner:
+        src.add(f"def {w['step']}({w['model']}, {w['opt']}, x):")
+    else:
+        src.add(f"x = torch.randn({w['batch']}, {w['d_in']})")
+    loss = f"loss = {w['model']}(x).pow(2).mean()"
+    if faulty:
+        src.add(loss, k)
+    src.add(f"for i in range({max(2, w['iters'])}):", k)
+    if not faulty:
+        src.add(loss, k + 1)
+    src.add(f"{w['opt']}.zero_grad()", k + 1)
+    src.add("loss.backward()", k + 1, mark="backward")
+    if by_hand:
+        src.add(f"for p in {w['model']}.parameters():", k + 1)
+        src.add("p.data -= 0.01 * p.grad", k + 2)
+    else:
+        src.add(f"{w['opt']}.step()", k + 1)
+    if inner:
+        src.add("")
+        src.add(f"{w['step']}({w['model']}, {w['opt']}, torch.randn({w['batch']}, {w['d_in']}))")
+    lines = {"backward": ("main", src.marks["backward"])} if faulty else {}
+    return src.text(), None, {"tensor": [], "lines": lines, "context": "step function" if inner else "top level",
+                              "says": ["the loss was made once, before the loop", "compute the loss inside the loop"],
+                              "says_not": ["call backward() once per loss"]}
+
+
+def _untrained_source(rng, w, faulty):
+    """Targets made once, before the loop, from a tensor that requires grad and that no optimizer holds (the
+    weight that generates synthetic data): the first pass's backward frees their graph. Detach is the fix there,
+    not a wrong one. Fixed: the targets made under torch.no_grad()."""
+    src = _script(rng, w)
+    true = rng.choice(["true_w", "w_true", "teacher_w", "target_w", "gen_w"])
+    inner = rng.random() < 0.5
+    k = 1 if inner else 0
+    src.add(f"{true} = torch.randn({w['d_in']}, {w['d_out']}, requires_grad=True)")
+    if inner:
+        src.add(f"def {w['step']}({w['model']}, {w['opt']}, x):")
+    else:
+        src.add(f"x = torch.randn({w['batch']}, {w['d_in']})")
+    if faulty:
+        src.add(f"{w['var']} = x @ {true}", k, mark="made")
+    else:
+        src.add("with torch.no_grad():", k)
+        src.add(f"{w['var']} = x @ {true}", k + 1)
+    src.add(f"for i in range({max(2, w['iters'])}):", k)
+    src.add(f"loss = ({w['model']}(x) - {w['var']}).pow(2).mean()", k + 1)
+    src.add(f"{w['opt']}.zero_grad()", k + 1)
+    src.add("loss.backward()", k + 1, mark="backward")
+    src.add(f"{w['opt']}.step()", k + 1)
+    if inner:
+        src.add("")
+        src.add(f"{w['step']}({w['model']}, {w['opt']}, torch.randn({w['batch']}, {w['d_in']}))")
+    lines = {"backward": ("main", src.marks["backward"]), "made": ("main", src.marks["made"])} if faulty else {}
+    return src.text(), None, {"tensor": [f"`{true}`"], "lines": lines,
+                              "context": "step function" if inner else "top level",
+                              "says": ["no optimizer trains what it was made from", "torch.no_grad()"],
+                              "says_not": ["not: detach() on the reused tensor"]}
+
+
+def _peer_target(rng, w, faulty):
+    """Two nets, one forward each before a loop over the nets; each net's loss pulls its output towards the other's
+    (mutual learning, a two-view consistency loss), the other's output not detached: the first net's backward goes
+    on into the second and frees the graph the second net's own loss needs. Fixed: the peer detached there."""
+    src = Src(rng=rng)
+    _header(src)
+    src.add("import torch.nn.functional as F")
+    models, opts, outs = rng.choice([("models", "opts", "outputs"), ("nets", "optimizers", "preds"),
+                                     ("peers", "opts", "logits")])
+    src.add(f"{models} = [nn.Sequential(nn.Linear({w['d_in']}, {w['hid']}), nn.Tanh(), "
+            f"nn.Linear({w['hid']}, {max(2, w['d_out'])})) for _ in range(2)]")
+    src.add(f"{opts} = [torch.optim.{w['optcls']}(m.parameters(), {w['optargs']}) for m in {models}]")
+    inner = rng.random() < 0.5
+    k = 1 if inner else 0
+    if inner:
+        src.add(f"def {w['step']}({models}, {opts}, x):")
+    else:
+        src.add(f"x = torch.randn({w['batch']}, {w['d_in']})")
+    src.add(f"{outs} = [m(x) for m in {models}]", k)
+    kl = rng.random() < 0.5
+    peer = f"{outs}[1 - i]" + ("" if faulty else ".detach()")
+    src.add("for i in range(2):", k)
+    term = (f"F.kl_div(F.log_softmax({outs}[i], 1), F.softmax({peer}, 1), reduction='batchmean')" if kl
+            else f"({outs}[i] - {peer}).pow(2).mean()")
+    src.add(f"loss = {outs}[i].pow(2).mean() + {term}", k + 1)
+    src.add(f"{opts}[i].zero_grad()", k + 1)
+    src.add("loss.backward()", k + 1, mark="backward")
+    src.add(f"{opts}[i].step()", k + 1)
+    if inner:
+        src.add("")
+        src.add(f"{w['step']}({models}, {opts}, torch.randn({w['batch']}, {w['d_in']}))")
+    lines = {"backward": ("main", src.marks["backward"])} if faulty else {}
+    return src.text(), None, {"tensor": [f"`{outs}[1]`"], "lines": lines,
+                              "context": "step function" if inner else "top level",
+                              "says": ["served that loss as a target", "detach it where it serves as a target"],
+                              "says_not": ["  fix: keep a detached copy"]}
+
+
 def _leaf_inplace(rng, w, faulty):
     src = Src(rng=rng)
     _header(src)
@@ -694,7 +799,8 @@ def _hook_output_inplace(rng, w, faulty):
 
 _BUILDERS = {"foreach_write": _foreach_write, "step_between": _step_between, "inplace_output": _inplace_output, "buffer_in_forward": _buffer_in_forward,
              "function_backward_write": _function_backward_write, "ema_write": _ema_write, "freed": _freed,
-             "carried_state": _carried_state, "leaf_inplace": _leaf_inplace, "checkpoint_inplace": _checkpoint_inplace, "inference_saved": _inference_saved,
+             "carried_state": _carried_state, "leaf_inplace": _leaf_inplace, "checkpoint_inplace": _checkpoint_inplace,
+             "loss_before_loop": _loss_before_loop, "untrained_source": _untrained_source, "peer_target": _peer_target, "inference_saved": _inference_saved,
              "unused_input": _unused_input, "nonleaf_flag": _nonleaf_flag, "numpy_grad": _numpy_grad,
              "function_gradient": _function_gradient, "no_graph": _no_graph,
              "hook_output_inplace": _hook_output_inplace, "reused_before_loop": _reused_before_loop}

@@ -67,7 +67,7 @@ def test_the_judge_refuses_a_diagnosis_that_names_the_wrong_lines_or_tensor(verd
 
 def test_programs_differ_in_names_placement_and_shape():
     """The generator draws: two seeds of one kind are different programs, and each kind comes in every context."""
-    programs = [corpus.generate(seed, True) for seed in range(200)]
+    programs = [corpus.generate(seed, True) for seed in range(400)]   # about 10 of each kind
     assert len({p.main for p in programs}) == len(programs)
     contexts = collections.defaultdict(set)
     for p in programs:

@@ -51,7 +51,7 @@ b = torch.zeros(1, requires_grad=True)
 batch_size, lr, num_epochs = 20, 0.01, 2
 for epoch in range(num_epochs):
     for x, y in DataLoader(X, Y, batch_size, shuffle=True):
-        l = loss(fc(x, W, b), y)  # noqa: E741
+        l = loss(fc(x, W, b), y)
         l.backward()  # CULPRIT (first batch) # RAISES (second batch)
         sgd([W, b], lr, batch_size)
 

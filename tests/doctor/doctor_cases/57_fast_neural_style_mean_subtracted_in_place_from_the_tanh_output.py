@@ -2,8 +2,8 @@
 Source: https://github.com/abhiskk/fast-neural-style/issues/12
 Thread: "About adding Tanh() at the end of the model"
 What the reporter found: after adding nn.Tanh() as the last layer of the style-transfer network, training failed
-with "one of the variables needed for gradient computation has been modified by an inplace operation". The
-training loop passes the network's output y to `utils.subtract_imagenet_mean_batch(y)`, which subtracts the
+with "one of the variables needed for gradient computation has been modified by an inplace operation". The cause:
+the training loop passes the network's output y to `utils.subtract_imagenet_mean_batch(y)`, which subtracts the
 ImageNet mean with `batch -= mean`, in place. Without the Tanh nothing had saved y; Tanh's backward saves its own
 output, so the in-place subtraction spoils it. The fix in the repository (commit b5e3a47, "Remove inplace
 subtraction"): the helper subtracts out of place and returns the result, and the loop does
@@ -20,7 +20,7 @@ class utils:
     @staticmethod
     def subtract_imagenet_mean_batch(batch):
         """Subtract the ImageNet mean, pixel-wise, from a BGR image batch."""
-        tensortype = type(batch.data)  # noqa: F841
+        tensortype = type(batch.data)
         mean = torch.zeros(batch.size())
         mean[:, 0, :, :] = 103.939
         mean[:, 1, :, :] = 116.779

@@ -52,7 +52,7 @@ class ShiftNetModel:
 
     def backward_G(self):
         fake_AB = self.fake_B
-        pred_fake = self.netD(fake_AB)  # noqa: F841 (computed, never used)
+        pred_fake = self.netD(fake_AB)  # computed, never used
         self.pred_real = self.netD(self.real_B)
         self.loss_G_GAN = (self.criterionGAN(self.pred_real - torch.mean(self.pred_fake), False)
                            + self.criterionGAN(self.pred_fake - torch.mean(self.pred_real), True)) / 2.
