@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from gan_lessons.exercises.feedback import localized, raised, stub_left, unanswered, verdict
+from gan_lessons.exercises.steps import LEFT_OFF, kept_grad_mode
 from gan_lessons.i18n import N_, _
 
 TOLERANCE = 1e-4     # two outcomes are the same within this part of the larger value's size (float32 sums in another
@@ -37,9 +38,11 @@ class Raised(Exception):
 
 
 def attempt(function: str, answer: Callable, *args, hints=None, call: str = "", **kwargs):
-    """answer(*args, **kwargs); an error it raises becomes Raised(function, error, hints, call)."""
+    """answer(*args, **kwargs), autograd's mode kept as it was (steps.kept_grad_mode); an error it raises becomes
+    Raised(function, error, hints, call)."""
     try:
-        return answer(*args, **kwargs)
+        with kept_grad_mode():
+            return answer(*args, **kwargs)
     except Exception as error:  # the student's code: reported by grade()
         raise Raised(function, error, hints, call) from error
 
@@ -102,6 +105,10 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
     if exercise.interface and not _is_class_with(label, answers[0], exercise.interface, exercise.what):
         return False
     grad_mode = torch.is_grad_enabled()
+    LEFT_OFF.clear()
+    left_off = _("autograd was left off after {function} returned (torch.is_grad_enabled() is False): every forward "
+                 "after it would build no graph, and the next backward would raise").format(
+        function=exercise.what and localized(exercise.what) or exercise.name)
     try:
         found = exercise.checks(*answers, **options)
     except Raised as failure:
@@ -109,16 +116,18 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
             return False
         hints = exercise.hints if failure.hints is None else failure.hints
         return verdict(label, [raised(failure.call or exercise.name, failure.error, hints)], "")
+    except Exception:
+        if grad_mode and not torch.is_grad_enabled():      # the checker's own code, run after the answer left
+            return verdict(label, [left_off], "")           # autograd off, could not record
+        raise
     finally:
-        left_off = grad_mode and not torch.is_grad_enabled()
+        off = grad_mode and (not torch.is_grad_enabled() or True in LEFT_OFF)
         torch.set_grad_enabled(grad_mode)      # the notebook's next cells run as they did before the check
     if found is None:                 # the checks said "not solved yet" of an argument themselves
         return False
     problems, fields = found if isinstance(found, tuple) else (found, {})
-    if left_off:
-        problems = [*problems, _("autograd was left off after {function} returned (torch.is_grad_enabled() is False): "
-                                 "every forward after it would build no graph, and the next backward would "
-                                 "raise").format(function=exercise.what and localized(exercise.what) or exercise.name)]
+    if off:
+        problems = [*problems, left_off]
     return verdict(label, problems, _(exercise.success).format(**fields) if exercise.success and not problems else "")
 
 

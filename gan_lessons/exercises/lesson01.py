@@ -11,7 +11,7 @@ from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
 # --- lesson 01: a manual SGD step on leaves ------------------------------------------------------------------
-NAMES = ["w", "b", "u"]
+NAMES = ["w", "u", "b"]     # u, whose .grad stays None, in the middle: a loop that skips the last is seen
 
 
 def _sgd_problem():
@@ -24,7 +24,7 @@ def _sgd_problem():
 
     def loss():
         return ((x @ w + b - target) ** 2).mean()
-    return [w, b, u], loss
+    return [w, u, b], loss
 
 
 def _none_grad_problem(params, had_grad, before, reads):

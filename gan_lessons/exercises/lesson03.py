@@ -1,5 +1,7 @@
 """Lesson 03's exercise: a saved-tensor probe that reports which saved tensors an in-place op made stale
 (check_stale_saved)."""
+from collections import Counter
+
 import torch
 from torch import nn, optim
 
@@ -30,6 +32,16 @@ def _square_then_step():
     return make_loss, [a]
 
 
+def _saved_at_two_versions():
+    a = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+    def make_loss():
+        y = a.exp()                          # exp saves y at version 0
+        y.add_(1)
+        return (y * y).sum()                 # mul saves the same y twice, at version 1: not stale
+    return make_loss, [a]
+
+
 def _linear_tanh():
     torch.manual_seed(0)
     layer, x = nn.Linear(16, 32), torch.randn(8, 16, requires_grad=True)
@@ -54,6 +66,7 @@ def _seed001_toy():
 
 GRAPHS = [(N_("y = a.exp(), then y.add_(1)"), _exp_then_add_),
           (N_("y = a * a, then a.add_(1) under no_grad"), _square_then_step),
+          (N_("y = a.exp(), then y.add_(1), then y * y"), _saved_at_two_versions),
           (N_("tanh(Linear(16, 32)(x)), nothing changed"), _linear_tanh),
           (N_("seed 001's toy, optimD.step() between the two backwards"), _seed001_toy)]
 
@@ -109,6 +122,28 @@ def _entries(report):
     return sorted(entries)
 
 
+def _saved_twice(graph):
+    """(shape, the versions) of a tensor the graph's forward saves more than once at different versions, or None."""
+    make_loss, _leaves = graph()
+    seen: dict = {}
+
+    def pack(t):
+        seen.setdefault(id(t), (tuple(t.shape), t, set()))[2].add(t._version)
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        make_loss()
+    return next(((shape, sorted(versions)) for shape, _t, versions in seen.values() if len(versions) > 1), None)
+
+
+def _twice_hint(graph):
+    """The hint for a report that gets a tensor saved at two versions wrong, where the graph has one."""
+    twice = _saved_twice(graph)
+    return None if twice is None else _(
+        "here one tensor of shape {shape} is saved at two versions, {versions}: each save has its own version when "
+        "saved, and your report does not give each its own").format(shape=twice[0],
+                                                                    versions=_(" and ").join(map(str, twice[1])))
+
+
 def _hint(got, right, grads, graph):
     """Why the student's report `got` differs from the right one, named as precisely as the evidence allows."""
     if not got and right:
@@ -117,7 +152,8 @@ def _hint(got, right, grads, graph):
         if _same(grads, _run(_packs_a_copy, graph)[1]) and not _same(grads, _run(reference_stale_saved, graph)[1]):
             return _("you packed a copy: a clone is never changed in place, so it never looks stale (and backward "
                      "silently reads the forward's values from it)")
-        return _("you reported nothing, yet backward read a saved tensor whose version had moved")
+        return _twice_hint(graph) or _("you reported nothing, yet backward read a saved tensor whose version had "
+                                       "moved")
     if any(saved == now for _shape, saved, now in got):
         return _("you reported saved tensors whose version did not change between pack and unpack")
     if sorted((shape, now, saved) for shape, saved, now in got) == right:
@@ -129,7 +165,14 @@ def _hint(got, right, grads, graph):
     if len(got) < len(right) and all(e in right for e in got):
         return _("one entry per saved tensor: `a * a` saves a twice (as self and as other), and backward unpacks "
                  "each one")
-    extra, missing = [e for e in got if e not in right], [e for e in right if e not in got]
+    twice = _twice_hint(graph)
+    if twice:
+        return twice
+    extra, missing = list((Counter(got) - Counter(right)).elements()), list((Counter(right) - Counter(got)).elements())
+    again = next((e for e in extra if e in right), None)
+    if again is not None:
+        return _("you reported {entry} {times} times, where {count} saved tensor(s) had those versions").format(
+            entry=again, times=got.count(again), count=right.count(again))
     if extra and missing:
         return _("{extra} is not among the stale ones, and {missing} is missing").format(extra=extra, missing=missing)
     if extra:
@@ -194,7 +237,7 @@ def stale_saved_checks(stale_saved) -> Found:
         elif not _same(grads, right_grads):
             failed.append((description, _gradient_problem(grads, right_grads)))
     if not failed:
-        return []
+        return [], {"graphs": len(GRAPHS)}
     (description, problem), more = failed[0], len(failed) - 1
     if more:
         return [_("on {graph}: {problem} (and {more} more of the {graphs} graphs)").format(
@@ -209,6 +252,6 @@ def _graph_calls():
 
 STALE_SAVED = Exercise("03", "stale_saved", reference_stale_saved, stale_saved_checks, _graph_calls, result=_entries,
                        what=N_("your stale_saved"), success=N_(
-                           "right on all four graphs, stale or not, and backward computes what it would without your "
+                           "right on all {graphs} graphs, stale or not, and backward computes what it would without your "
                            "probe"))
 check_stale_saved = STALE_SAVED.check

@@ -32,6 +32,22 @@ class Steps(dict):
         self.before = before or {}      # {optimizer name: {parameter name: its .grad when recording began}}
 
 
+LEFT_OFF: list = []     # one entry per call of an answer that left autograd off (grade() reports it, once)
+
+
+@contextmanager
+def kept_grad_mode():
+    """Around a call of the student's code: autograd's mode as it was before the call, whatever the code did to it
+    (the checker's own code after it must still record), with the change noted in LEFT_OFF."""
+    mode = torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        if torch.is_grad_enabled() != mode:
+            LEFT_OFF.append(mode)
+            torch.set_grad_enabled(mode)
+
+
 @contextmanager
 def recorded_steps(optimizers, names):
     """Within the block, record every parameter's .grad (a clone, or None) each time one of `optimizers` steps,
@@ -50,7 +66,8 @@ def recorded_steps(optimizers, names):
                                       for group in optimizer.param_groups for p in group["params"]})
         handles.append(opt.register_step_pre_hook(hook))
     try:
-        yield records
+        with kept_grad_mode():
+            yield records
     finally:
         for h in handles:
             h.remove()

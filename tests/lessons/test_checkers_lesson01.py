@@ -395,3 +395,17 @@ def test_init_drawn_from_another_distribution_is_named(capsys):
     ok, out = run(capsys, exercises.check_init, init_uniform_same_std)
     assert ok is False and "mean and std are right" in out and "not drawn from N(0, 0.02)" in out, out
 
+
+
+def test_a_loop_that_skips_the_last_parameter_is_seen(capsys):
+    """The parameter whose .grad is None sits in the middle of the list: skipping the last one leaves one that has
+    a gradient unchanged."""
+    def sgd_step_skips_last(params, lr):
+        with torch.no_grad():
+            for p in params[:-1]:
+                if p.grad is not None:
+                    p -= lr * p.grad
+                    p.grad = None
+    assert exercises.check_sgd_step(sgd_step_skips_last) is False
+    out = capsys.readouterr().out
+    assert "b did not change at step 1, though its .grad held a gradient" in out, out

@@ -13,7 +13,8 @@ def run(capsys, probe):
 
 # --- right answers, written differently ------------------------------------------------------------------------
 def probe_by_id(make_loss):
-    """Versions kept in a dict by id, backward inside the with, entries as lists."""
+    """Versions kept in a dict by id, backward inside the with, entries as lists: wrong where one tensor is saved at
+    two versions (the dict keeps the last)."""
     versions, stale = {}, []
 
     def pack(t):
@@ -54,10 +55,34 @@ def probe_object(make_loss):
     return probe.stale
 
 
-@pytest.mark.parametrize("probe", [exercises.reference_stale_saved, probe_by_id, probe_object])
+@pytest.mark.parametrize("probe", [exercises.reference_stale_saved, probe_object])
 def test_right_probes_are_accepted(capsys, probe):
     ok, out = run(capsys, probe)
-    assert ok is True and out.startswith("✓") and "all four graphs" in out, out
+    assert ok is True and out.startswith("✓") and "all 5 graphs" in out, out
+
+
+def probe_first_record(make_loss):               # the version when saved looked up by the tensor: the first save's
+    records, stale = [], []
+
+    def pack(t):
+        records.append((t, t._version))
+        return t
+
+    def unpack(t):
+        version = next(v for saved, v in records if saved is t)
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+@pytest.mark.parametrize("probe", [probe_by_id, probe_first_record])
+def test_a_version_looked_up_by_the_tensor_is_told_the_tensor_is_saved_at_two_versions(capsys, probe):
+    ok, out = run(capsys, probe)
+    assert ok is False and "y * y" in out and "is saved at two versions, 0 and 1" in out, out
 
 
 # --- wrong answers, each named ---------------------------------------------------------------------------------
@@ -239,7 +264,8 @@ def _leaves(loss):
 
 def test_a_wrong_report_is_told_what_differs_not_the_reports_recipe(capsys):
     ok, out = run(capsys, probe_assumes_saved_at_0)
-    assert ok is False and "is not stale" in out and "t._version" not in out and "pack" not in out, out
+    assert ok is False and "saved at two versions, 0 and 1" in out and "t._version" not in out, out
+    assert "pack" not in out, out
 
 
 def test_a_right_report_through_autograd_grad_is_told_the_grads_are_empty_not_that_no_backward_ran(capsys):
@@ -285,7 +311,7 @@ def test_a_probe_that_runs_make_loss_twice_is_told_so_not_given_the_report_s_for
 def test_a_wrong_probe_says_on_which_graph(capsys):
     ok, out = run(capsys, probe_copy)
     assert "on y = a.exp(), then y.add_(1)" in out and "the stale saved tensors are [((5,), 0, 1)]" in out
-    assert "(and 3 more of the 4 graphs)" in out, out
+    assert "(and 4 more of the 5 graphs)" in out, out
 
 
 def test_unanswered_and_the_student_copys_stub_say_not_solved_yet(capsys):
@@ -309,3 +335,11 @@ def test_the_probe_sees_what_autograd_no_longer_checks():
         return y.sum()
     assert exercises.reference_stale_saved(make_loss) == [((3,), 0, 1)]
     assert torch.allclose(a.grad, 4 * torch.exp(torch.ones(3)))       # silently wrong: the right one is 2e
+
+
+def test_an_entry_reported_twice_is_counted(capsys):
+    def probe_twice(make_loss):
+        stale = exercises.reference_stale_saved(make_loss)
+        return stale + stale
+    ok, out = run(capsys, probe_twice)
+    assert ok is False and "you reported ((5,), 0, 1) 2 times, where 1 saved tensor(s) had those versions" in out, out

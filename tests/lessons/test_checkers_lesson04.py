@@ -250,7 +250,16 @@ def sample_inference_mode(G, z):                 # inference tensors are fine fo
         G.train(mode)
 
 
-@pytest.mark.parametrize("sample", [sample_right, sample_inference_mode])
+def sample_one_at_a_time(G, z):                  # each image on its own: float32 sums in another order
+    was_training = G.training
+    G.eval()
+    with torch.no_grad():
+        images = torch.cat([G(z[k:k + 1]) for k in range(len(z))])
+    G.train(was_training)
+    return images
+
+
+@pytest.mark.parametrize("sample", [sample_right, sample_inference_mode, sample_one_at_a_time])
 def test_right_samples_are_accepted(capsys, sample):
     ok, out = run(capsys, exercises.check_sample, sample)
     assert ok is True and out.startswith("✓"), out
@@ -319,6 +328,12 @@ def test_autograd_left_off_is_named_and_turned_back_on(capsys):
     assert ok is False and "autograd was left off after your sample returned" in out, out
     assert out.count("✗") == 1 and torch.is_grad_enabled()          # the notebook's next cells record again
 
+    def d_step_grad_left_off(G, D, opt_D, z, x_real):             # a right step, then autograd turned off: the
+        exercises.reference_d_step(G, D, opt_D, z, x_real)         # checker's own code after it must not fail
+        torch.set_grad_enabled(False)
+    ok, out = run(capsys, exercises.check_d_step, d_step_grad_left_off)
+    assert ok is False and "autograd was left off after your d_step returned" in out and torch.is_grad_enabled()
+
 
 def test_a_sample_changed_after_an_evaluation_mode_forward_is_not_blamed_on_batchnorm(capsys):
     for changed in (sample_rescaled, sample_clipped):
@@ -376,3 +391,11 @@ def test_d_step_must_return_the_loss_it_trained_on(capsys):
     with speaking("zh"):
         assert not exercises.check_d_step(silent)
     assert "d_step 返回的是 None，而练习要求它返回 loss_D" in capsys.readouterr().out
+
+
+def test_a_d_step_that_leaves_g_in_eval_mode_is_named(capsys):
+    def d_step_g_left_in_eval(G, D, opt_D, z, x_real):
+        exercises.reference_d_step(G, D, opt_D, z, x_real)
+        G.eval()
+    ok, out = run(capsys, exercises.check_d_step, d_step_g_left_in_eval)
+    assert ok is False and "G is left in eval mode after your step" in out and out.count("✗") == 1, out
