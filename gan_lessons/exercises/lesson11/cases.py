@@ -143,8 +143,8 @@ def _build(kind, rng):
         return lines + ["loss.backward()"]
     if kind in ("twice", "twice, nothing saved"):
         return lines + ["loss.backward()", "loss.backward()"] if kind != "twice" or saved else None
-    if kind == "twice, retained":
-        return lines + ["loss.backward(retain_graph=True)", "loss.backward()"]
+    if kind == "twice, retained":              # a root that saves (its operands): retain_graph=True keeps it too
+        return lines + ["loss = loss * loss", "loss.backward(retain_graph=True)", "loss.backward()"]
     if kind in ("two losses", "two losses, retained"):
         if last == "y1":
             return None
