@@ -1216,3 +1216,18 @@ def test_an_engine_check_given_something_else_says_what_it_was_given(capsys, che
         assert check(given) is False
         out = capsys.readouterr().out.strip().splitlines()
         assert len(out) == 1 and out[0].startswith("✗") and words in out[0], out
+
+
+class _RootFreed(Value):
+    """A backward that frees the root's saved values whatever retain_graph says."""
+
+    def backward(self, retain_graph=False):
+        super().backward(retain_graph)
+        if self._saved:
+            self._saved = None
+
+
+def test_a_root_freed_despite_retain_graph_is_seen(capsys):
+    assert exercises.check_freeing(_RootFreed) is False
+    out = capsys.readouterr().out
+    assert "retain_graph=True did not keep the saved values" in out and "loss = loss * loss" in out, out
