@@ -180,9 +180,10 @@ def _bell_shaped(w, mean, std=STD):
     return abs(_share_within(w, mean, std) - NORMAL_SHARE) <= SIGMAS * math.sqrt(NORMAL_SHARE * (1 - NORMAL_SHARE) / n)
 
 
-def _weight_hint(kind, w, mean, before, changed=True):
+def _weight_hint(kind, w, mean, before, changed=True, scales=(math.sqrt(STD), STD ** 2)):
     """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits. `changed`:
-    whether anything wrote to it (its version counter moved)."""
+    whether anything wrote to it (its version counter moved). scales: the stds of the two mix-ups (0.02 taken as
+    a variance, or squared) that every wrong weight of the model fits, the only ones a weight may be told of."""
     norm = kind.startswith("BatchNorm")
     if torch.equal(w, before) and not changed:
         return _("it is untouched: does your function reach {kind} modules? model.apply calls it on every module, "
@@ -190,10 +191,10 @@ def _weight_hint(kind, w, mean, before, changed=True):
     if w.numel() > 1 and not (w - w.flatten()[0]).any():
         return _("every entry is {value:g}: it was filled with one number, where DCGAN draws each entry from "
                  "N({mean:g}, 0.02)").format(value=w.flatten()[0].item(), mean=mean)
-    if _drawn_from(w, mean, math.sqrt(STD)):
+    if math.sqrt(STD) in scales and _drawn_from(w, mean, math.sqrt(STD)):
         return _("its std is close to √0.02 ≈ {std:.3f}, the std of N({mean:g}, 0.02) if 0.02 were its variance: "
                  "0.02 is the standard deviation").format(std=math.sqrt(STD), mean=mean)
-    if _drawn_from(w, mean, STD ** 2):
+    if STD ** 2 in scales and _drawn_from(w, mean, STD ** 2):
         return _("its std is 0.02² = {variance:g}, the square of the 0.02 in N(0, 0.02)").format(variance=STD ** 2)
     if norm and _drawn_from(w, 0.0):
         return _("BatchNorm's weight is the scale that multiplies the normalised activations: DCGAN draws it "
@@ -213,6 +214,12 @@ def _init_problems(model, values, versions=None):
     weight of one repeated number fails however few entries it has (a BatchNorm2d(8) left at PyTorch's ones would
     pass a test of 8 draws alone)."""
     problems = []
+    weights = [(m.weight.detach(), 1.0 if type(m).__name__.startswith("BatchNorm") else 0.0)
+               for m in model.modules() if isinstance(m, INIT_KINDS)]
+    wrong = {mean: [w for w, m in weights if m == mean and not _drawn_from(w, mean)] for mean in (0.0, 1.0)}
+    scales = {mean: tuple(scale for scale in (math.sqrt(STD), STD ** 2)   # one line draws the weights of a kind
+                          if all(_drawn_from(w, mean, scale) for w in ws))  # (BatchNorm's, or the others'): a
+              for mean, ws in wrong.items()}                                # mix-up fits all of them, or none is told
     for n, m in model.named_modules():
         if isinstance(m, INIT_KINDS):
             kind = type(m).__name__
@@ -223,7 +230,7 @@ def _init_problems(model, values, versions=None):
             if constant or not _drawn_from(w, mean) or not _bell_shaped(w, mean):
                 problems.append(_("{kind} {module}: weight has mean {mean:.3f} and std {std:.3f}; {hint}").format(
                     kind=kind, module=n, mean=w.mean().item(), std=w.std().item(),
-                    hint=_weight_hint(kind, w, mean, values[f'{n}.weight'], changed)))
+                    hint=_weight_hint(kind, w, mean, values[f'{n}.weight'], changed, scales[mean])))
             if m.bias is not None and m.bias.detach().abs().max() > 0:
                 problems.append(_("{kind} {module}: bias is not zero, where DCGAN starts every bias at 0").format(
                     kind=kind, module=n))

@@ -409,3 +409,20 @@ def test_a_loop_that_skips_the_last_parameter_is_seen(capsys):
     assert exercises.check_sgd_step(sgd_step_skips_last) is False
     out = capsys.readouterr().out
     assert "b did not change at step 1, though its .grad held a gradient" in out, out
+
+
+def test_a_mix_up_is_told_only_where_every_wrong_weight_fits_it(capsys):
+    """std 0.2 (a typo): a small layer's sample std can fall near √0.02, but the larger ones do not, so no layer is
+    told that 0.02 was taken as a variance."""
+    def init_std_typo(m):
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+            nn.init.normal_(m.weight, 0.0, 0.2)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            nn.init.normal_(m.weight, 1.0, 0.02)
+            nn.init.zeros_(m.bias)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        ok, out = run(capsys, exercises.check_init, init_std_typo)
+        assert ok is False and "√0.02" not in out and "variance" not in out, out
