@@ -180,7 +180,10 @@ def _bell_shaped(w, mean, std=STD):
     return abs(_share_within(w, mean, std) - NORMAL_SHARE) <= SIGMAS * math.sqrt(NORMAL_SHARE * (1 - NORMAL_SHARE) / n)
 
 
-def _weight_hint(kind, w, mean, before, changed=True, scales=(math.sqrt(STD), STD ** 2)):
+MIX_UPS = (math.sqrt(STD), STD ** 2)      # the stds of N(0, 0.02) misread: 0.02 as a variance, or squared
+
+
+def _weight_hint(kind, w, mean, before, changed=True, scales=MIX_UPS):
     """Why a weight does not look drawn from N(mean, 0.02): the mistake its values show, where one fits. `changed`:
     whether anything wrote to it (its version counter moved). scales: the stds of the two mix-ups (0.02 taken as
     a variance, or squared) that every wrong weight of the model fits, the only ones a weight may be told of."""
@@ -217,7 +220,7 @@ def _init_problems(model, values, versions=None):
     weights = [(m.weight.detach(), 1.0 if type(m).__name__.startswith("BatchNorm") else 0.0)
                for m in model.modules() if isinstance(m, INIT_KINDS)]
     wrong = {mean: [w for w, m in weights if m == mean and not _drawn_from(w, mean)] for mean in (0.0, 1.0)}
-    scales = {mean: tuple(scale for scale in (math.sqrt(STD), STD ** 2)   # one line draws the weights of a kind
+    scales = {mean: tuple(scale for scale in MIX_UPS                      # one line draws the weights of a kind
                           if all(_drawn_from(w, mean, scale) for w in ws))  # (BatchNorm's, or the others'): a
               for mean, ws in wrong.items()}                                # mix-up fits all of them, or none is told
     for n, m in model.named_modules():
