@@ -31,6 +31,8 @@ from gan_lessons.doctor.report import (
     FREED_WRONG,
     GRAD_WRITE_FIXES,
     GRAD_WRITE_WRONG,
+    INPUT_LEAF_FIXES,
+    INPUT_LEAF_WRONG,
     LEAF_FIXES,
     LEAF_WRONG,
     LOSS_ONCE_FIXES,
@@ -66,6 +68,12 @@ def _outside_backward(tb):
         if runs_backward(frame.tb_frame):
             return
         yield frame
+
+
+# in-place ops a forward runs on its activations (F.relu(x, inplace=True), nn.Dropout(inplace=True)), by name
+_ACTIVATIONS = {"relu", "leaky_relu", "elu", "selu", "celu", "hardtanh", "relu6", "sigmoid", "tanh", "dropout",
+                "alpha_dropout", "feature_alpha_dropout", "threshold", "silu", "hardswish", "hardsigmoid", "mish",
+                "rrelu"}
 
 
 def _same_line(a, b) -> bool:
@@ -365,7 +373,8 @@ class Diagnoser:
         held = {id(p) for step in steps for p in step.params} | {
             id(p) for opt in namer.known_optimizers() for group in opt.param_groups for p in group["params"]}
         after = {id(p) for step in steps if id(step.optimizer) in b.used_by for p in step.params}
-        if not any(k in held for k in leaves):
+        written = {rec.ptr for rec in self.journal.inplace}        # a leaf updated by hand (w -= lr * w.grad) is
+        if not any(k in held or t.untyped_storage().data_ptr() in written for k, t in leaves.items()):   # trained
             return [namer.name(t) if t in namer.params else namer.label(t) for t in leaves.values()], []
         if not after:
             return [], []
@@ -501,11 +510,17 @@ class Diagnoser:
         namer = self.namer
         name = namer.name(w.leaf) if w.leaf in namer.params else namer.label(w.leaf)   # `model.w` before `p`
         facts = {"where": w.where}
-        fixes = (GRAD_WRITE_FIXES, GRAD_WRITE_WRONG) if w.carries_grad else (LEAF_FIXES, LEAF_WRONG)
-        flagged = misuse.leaf_by_flag(self.journal, namer, w.leaf)
+        trained = isinstance(w.leaf, torch.nn.Parameter) or w.leaf in namer.params or w.leaf.grad is not None \
+            or w.op.rstrip("_") not in _ACTIVATIONS or any(    # a weight (updated by hand after a backward filled
+                p is w.leaf for opt in namer.known_optimizers() for group in opt.param_groups   # its .grad), unless
+                for p in group["params"])               # a forward's activation wrote into an input
+        fixes = (LEAF_FIXES, LEAF_WRONG) if trained else (INPUT_LEAF_FIXES, INPUT_LEAF_WRONG)   # a weight's update,
+        flagged = misuse.leaf_by_flag(self.journal, namer, w.leaf)          # or a forward's op on an input
         if flagged is not None:              # not a weight to update: an output made a leaf by requires_grad_(True)
             facts["a leaf because"] = flagged
             fixes = (FLAGGED_LEAF_FIXES, LEAF_WRONG)      # out of place first
+        if w.carries_grad:                   # the values written require grad: no_grad would lose their gradient
+            fixes = (GRAD_WRITE_FIXES, GRAD_WRITE_WRONG)
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else
                                           _("{op} on {name}, a leaf that requires grad, while autograd is "

@@ -179,6 +179,10 @@ class Recorder:
         if name == "backward" and target is not None:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))
+        elif name == "backward" and func is torch.autograd.backward:     # torch.autograd.backward(loss), which
+            retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")    # torch 2.13 dispatches too
+            self._record_backward(tensors_in(args[0] if args else kwargs.get("tensors")),
+                                  create if retain is None else retain, kwargs.get("inputs"))
         elif name == "grad" and func is torch.autograd.grad and args:     # autograd.grad, jacobian, hessian
             retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")

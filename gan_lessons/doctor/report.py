@@ -131,6 +131,9 @@ TWICE_FIXES = [(N_("call backward() once per loss: the first call already filled
 LEAF_FIXES = [(N_("wrap the update in `with torch.no_grad():`, as optimizers do"), "01"),
                (N_("or let an optimizer make the update (opt.step() writes under no_grad): x = x + 1 would bind "
                    "the name to a new tensor and leave the weight as it was"), "01")]
+INPUT_LEAF_FIXES = [(N_("make the op out of place (F.relu(x), nn.ReLU() without inplace=True, y = x + 1): this leaf "
+                         "is an input that requires grad, not a weight to update, and its gradient must pass through "
+                         "the op"), "03")]
 FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the gradient still reaches the leaf "
                           "through it"), "01"),
                        (N_("or wrap the write in `with torch.no_grad():`, where the values written need no gradient"),
@@ -178,6 +181,8 @@ TARGET_WRONG = [(N_("detached copies where the outputs are kept: then no loss ha
                 (N_("retain_graph=True on the backward: each pass's backward then runs on into the other net too, "
                     "through its output used as a target, and where that net's step changed a weight the old graph "
                     "saved, the in-place error comes instead"), "02")]
+INPUT_LEAF_WRONG = [(N_("torch.no_grad() around the op: the op then drops out of the graph, and the gradient that "
+                         "reaches the input is the one it would get if the op were not there, silently"), "04")]
 GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
                            "gradient is lost, silently"), "04")]
 TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "

@@ -169,3 +169,40 @@ def test_one_backward_stepped_by_g_then_d_is_warned_and_an_encoder_two_heads_sha
     assert any("opt_a.step() and opt_b.step() both step on the gradients" in s for s in said), said
     said, diagnoses = one_backward_two_steps("enc", "critic")
     assert not said and not any("cleared before" in d.summary for d in diagnoses), (said, diagnoses)
+
+
+class _Cached(nn.Module):
+    """A module that keeps its first forward's normalised weights and serves them again in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.cache = nn.Linear(3, 1), None
+
+    def forward(self, x, w):
+        if self.training and self.cache is not None:
+            wn = self.cache
+        else:
+            wn = self.cache = w / w.sum()
+        return self.lin(x * wn)
+
+
+def cached_by_hand(through_autograd):
+    """w trained by a hand-written update (no optimizer); the backward as loss.backward() or
+    torch.autograd.backward(loss)."""
+    torch.manual_seed(0)
+    net, x, w = _Cached(), torch.randn(4, 3), torch.ones(3, requires_grad=True)
+    for _ in range(2):
+        loss = net(x, w).pow(2).mean()
+        torch.autograd.backward(loss) if through_autograd else loss.backward()
+        with torch.no_grad():
+            w -= 0.5 * w.grad
+        w.grad = None
+
+
+@pytest.mark.parametrize("through_autograd", [False, True])
+def test_a_tensor_made_from_a_weight_updated_by_hand_is_not_called_untrained(through_autograd):
+    """torch.autograd.backward is recorded as loss.backward() is (the same diagnosis); w, which a hand-written update
+    trains, is not told to be detached."""
+    d = diagnosis_of(lambda: cached_by_hand(through_autograd))
+    assert "no optimizer trains" not in d.summary and d.facts["freed by"].startswith("the backward at line"), d.text()
+    assert texts(d.fixes) != texts(UNTRAINED_FIXES)

@@ -437,3 +437,40 @@ def test_an_in_place_op_at_the_start_of_a_checkpointed_block_names_both_wrong_fi
     assert not torch.allclose(run("no_grad"), true)
     with pytest.raises(RuntimeError, match=VERSION_ERROR):
         run(reentrant=False)
+
+
+def test_an_activation_written_into_an_input_that_requires_grad_is_told_out_of_place_and_no_grad_is_wrong():
+    """F.relu(x, inplace=True) on an input leaf: no weight update, so no_grad is not a fix: it gives x the gradient
+    of no ReLU at all, where the out-of-place ReLU gives its mask."""
+    from gan_lessons.doctor.report import INPUT_LEAF_FIXES, INPUT_LEAF_WRONG
+
+    def relu_on_input(how="in place"):
+        torch.manual_seed(0)
+        x = torch.randn(6, requires_grad=True)
+        if how == "no_grad":
+            with torch.no_grad():
+                y = F.relu(x, inplace=True)
+        else:
+            y = F.relu(x, inplace=how == "in place")
+        (y * torch.arange(6.0)).sum().backward()
+        return x.grad
+    d = diagnosis_of(relu_on_input)
+    assert d.kind == "leaf_inplace" and [fix for fix, _ in d.fixes] == [fix for fix, _ in INPUT_LEAF_FIXES]
+    says(d, INPUT_LEAF_WRONG, not_=LEAF_WRONG)
+    right = relu_on_input("out of place")
+    assert not torch.equal(relu_on_input("no_grad"), right) and (right == 0).any()
+
+
+def test_a_write_whose_values_require_grad_into_a_flagged_leaf_is_not_told_no_grad():
+    """A leaf made by requires_grad_(True) in a forward hook, written with a value that requires grad (to keep a
+    module in the graph): no_grad would cut that module off, so it is named as the wrong fix."""
+    embed = nn.Embedding(10, 4).requires_grad_(False)
+    embed.register_forward_hook(lambda module, args, out: out.requires_grad_(True))
+    proj = nn.Linear(3, 4)
+
+    def bug():
+        emb = embed(torch.tensor([1, 2, 3]))
+        emb += proj(torch.zeros(1, 3)).sum() * 0
+    d = diagnosis_of(bug)
+    assert "a leaf because" in d.facts and not any("torch.no_grad()" in fix for fix, _ in d.fixes), d.text()
+    says(d, GRAD_WRITE_WRONG)
