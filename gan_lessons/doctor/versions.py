@@ -65,7 +65,7 @@ class VersionErrors:
             saved_at = info.place()
         module = self.namer.module_name(module)
         transposed = bool(s.param and s.param.endswith(".T"))
-        modifier, rec, stepped = self._modifier(s, info.serial if info else None)
+        modifier, rec, stepped = self._modifier(s, info.serial if info else None, fn)
         param, chosen = self._param_of(s), s
         if rec is not None and (param is None or rec.ptr != param.untyped_storage().data_ptr()):
             # the name was a guess by shape, or none; the write the doctor recorded says which tensor it hit
@@ -245,7 +245,7 @@ class VersionErrors:
         return (_("the {name} that {op} in {module} saved") if module else _("the {name} that {op} saved")).format(
             name=s.name, op=op, module=module)
 
-    def _modifier(self, s, saved=None):
+    def _modifier(self, s, saved=None, node=None):
         """(what changed the saved tensor, the in-place record or None, whether an optimizer step did: the first
         says so only in words, in the language in use). `saved`: the serial of the node that saved it; a step or
         write before that node changed nothing it saved (the first write after it is the one named). A stale tensor
@@ -271,8 +271,11 @@ class VersionErrors:
             # a write through a view of part of it (h[:, 0].mul_(...)): the view shares the counter too
             recs += [rec for rec in reversed(self.journal.inplace) if rec.version == s.version_now
                      and rec.serial >= saved and math.prod(rec.shape) < math.prod(s.shape or (0,))]
-        if saved is not None and s.name == "result":    # the node's own output: a write into what that node made
-            recs.sort(key=lambda rec: rec.made is None or rec.made.serial != saved)   # before one of the same shape
+        if saved is not None:        # a write into what the saving node took in (or made, for its own output)
+            nodes = self.journal.nodes      # before a write of the same shape and version into another tensor
+            inputs = {info.serial for f, _ in getattr(node, "next_functions", ()) if (info := nodes.get(f))}
+            mine = inputs | ({saved} if s.name == "result" else set())
+            recs.sort(key=lambda rec: rec.made is None or rec.made.serial not in mine)
         for rec in recs:
             writes = self._writes_since_save(rec, s, saved)
             first = writes[0]                       # the write that made the saved value stale; later ones only

@@ -975,3 +975,24 @@ def test_the_write_into_a_saved_output_is_named_not_a_later_one_of_the_same_shap
     error, dx = diagnose(block, w=w)
     assert dx.kind == "version" and dx.facts["tensor"] == "`y` [3]", dx.text()
     assert dx.facts["modified by"].startswith(f"sub_ at line {line_of('center-line')}")
+
+
+def test_the_write_into_what_the_saving_node_took_in_is_named_not_another_of_the_same_version():
+    """A block called twice on one input writes into it (`seqs *= mask`), and into its own output (`out *= mask`),
+    which also reaches version 2: the write into the LayerNorm's saved input is the one named."""
+    ln1, ln2, lin = nn.LayerNorm(4), nn.LayerNorm(4), nn.Linear(4, 4)
+
+    def block(seqs, mask, ln):
+        seqs *= mask  # input-write
+        out = lin(ln(seqs)) + 0
+        out += 1
+        out *= mask  # output-write
+        return out
+
+    def run():
+        mask = (torch.rand(3, 4) > 0.3).float()
+        x = lin(torch.randn(3, 4)) * 1.0
+        mu, logvar = block(x, mask, ln1), block(x, mask, ln2)
+        (mu.sum() + logvar.sum()).backward()
+    error, dx = diagnose(run, ln1=ln1, ln2=ln2, lin=lin)
+    assert dx.facts["modified by"].startswith(f"mul_ at line {line_of('input-write')}"), dx.text()
