@@ -179,7 +179,7 @@ class Checks:
         its own gradients inside step())."""
         lines = {(b.where.file, b.where.line) for b in contributors if b.where is not None}
         stale = [b for b in contributors if b.used_by - {id(opt)}]
-        if len(lines) > 1 and stale:
+        if stale and (len(lines) > 1 or len(stale) < len(contributors)):   # (one line in a loop over optimizers too)
             own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
             self.suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(

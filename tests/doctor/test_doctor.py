@@ -996,3 +996,24 @@ def test_the_write_into_what_the_saving_node_took_in_is_named_not_another_of_the
         (mu.sum() + logvar.sum()).backward()
     error, dx = diagnose(run, ln1=ln1, ln2=ln2, lin=lin)
     assert dx.facts["modified by"].startswith(f"mul_ at line {line_of('input-write')}"), dx.text()
+
+
+def test_d_stepping_on_g_s_leftover_gradient_is_warned_when_one_line_steps_both_in_a_loop():
+    """Lightning's old loop over optimizers: one `loss.backward()` and one `optimizer.step()` line for G and D, and
+    zero_grad after the step: D's step adds the G loss's gradient (already stepped by opt_G) to its own."""
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 2))
+    D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+            for _ in range(2):
+                for k, optimizer in enumerate([opt_G, opt_D]):
+                    fake = G(torch.randn(8, 4))
+                    loss = D(fake).mean() if k == 0 else D(torch.randn(8, 2)).mean() - D(fake.detach()).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert any("opt_D.step() adds up gradients from two losses" in s for s in said), said
