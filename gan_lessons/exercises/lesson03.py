@@ -200,6 +200,8 @@ PROBE_HINTS = [
     ("unpack_hook expected to be a Tensor",
      N_("your unpack gave autograd something that is not a tensor (the packed pair itself?)")),
     ("NoneType", N_("your pack returned None, so unpack had nothing to read")),
+    ("does not require grad and does not have a grad_fn",
+     N_("the loss make_loss returned inside your probe has no graph: autograd was not recording when it ran")),
     ("cannot unpack non-iterable", N_("unpack took apart what pack returned, and it was one value, not a pair")),
 ]
 

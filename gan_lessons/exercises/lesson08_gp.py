@@ -92,6 +92,13 @@ def _gp_mistakes(D, x_real, x_fake, eps):
         ((norms ** 2).mean(), _("the mean squared norm, with no target: WGAN-GP pulls each norm toward 1")),
         (((norms ** 2 - 1) ** 2).mean(), _("the squared norm in place of the norm: (‖g‖² - 1)²")),
         (((norms / len(x_real) - 1) ** 2).mean(), _(MEAN_OF_SCORES).format(count=len(x_real))),
+        (((g.flatten(1).norm(2, dim=0) - 1) ** 2).mean(), _("a norm over dim 0 of the flattened gradient (N, C*H*W) "
+                                                            "is one norm per pixel across the batch, not one per "
+                                                            "image")),
+        (((g.norm(2, dim=(2, 3)) - 1) ** 2).mean(), _("a norm over the height and width is one norm per channel of "
+                                                      "each image, not one over the whole image")),
+        ((g.mean(0).norm(2) - 1) ** 2, _("one norm of the batch's mean gradient, where the penalty is on each "
+                                         "image's own gradient norm")),
         ((torch.relu(norms - 1) ** 2).mean(), _("only norms above 1 are penalised: WGAN-GP pulls each norm toward 1, "
                                                 "from below as well")),
         (((weight_grad(D, x_hat).flatten(1).norm(2, dim=1) - 1) ** 2).mean(), _("that is the gradient with respect "

@@ -343,3 +343,13 @@ def test_an_entry_reported_twice_is_counted(capsys):
         return stale + stale
     ok, out = run(capsys, probe_twice)
     assert ok is False and "you reported ((5,), 0, 1) 2 times, where 1 saved tensor(s) had those versions" in out, out
+
+
+def test_a_loss_made_under_no_grad_is_told_it_has_no_graph(capsys):
+    def probe_under_no_grad(make_loss):
+        with torch.no_grad():
+            loss = make_loss()
+        loss.backward()
+        return []
+    ok, out = run(capsys, probe_under_no_grad)
+    assert ok is False and "has no graph: autograd was not recording when it ran" in out, out

@@ -386,3 +386,23 @@ def test_a_penalty_off_by_a_whole_factor_is_told_the_factor(capsys):
     assert ok is False and "that is 10 times the right one" in out, out
     ok, out = run(capsys, exercises.check_gradient_penalty, lambda *a: gp_reference(*a) / 3)
     assert ok is False and "that is 1/3 of the right one" in out, out
+
+
+def _penalty_from(norms_of):
+    """A gradient penalty whose per-image norm is replaced by norms_of(g), g the image-shaped gradient."""
+    def penalty(D, x_cond, x_real, x_fake, eps):
+        eps = eps.view(-1, 1, 1, 1)
+        x_hat = (eps * x_real + (1 - eps) * x_fake.detach()).requires_grad_(True)
+        g, = grad(D(x_cond, x_hat).sum(), x_hat, create_graph=True)
+        return norms_of(g)
+    return penalty
+
+
+@pytest.mark.parametrize("norms_of, named", [
+    (lambda g: ((g.flatten(1).norm(dim=0) - 1) ** 2).mean(), "one norm per pixel across the batch"),
+    (lambda g: ((g.norm(2, dim=(2, 3)) - 1) ** 2).mean(), "one norm per channel of each image"),
+    (lambda g: (g.mean(0).norm() - 1) ** 2, "one norm of the batch's mean gradient"),
+])
+def test_norms_taken_over_the_wrong_dimensions_are_named(capsys, norms_of, named):
+    ok, out = run(capsys, exercises.check_gradient_penalty, _penalty_from(norms_of))
+    assert ok is False and named in out, out

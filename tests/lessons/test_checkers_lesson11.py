@@ -377,7 +377,7 @@ def test_freeing_right_answers_written_differently(capsys, backward):
 
 
 @pytest.mark.parametrize("backward, words", [
-    (backward_no_free, "saved values were not freed: a second backward ran"),
+    (backward_no_free, "a second backward ran without an error on"),
     (make_backward(free_always=True), "retain_graph=True did not keep the saved values"),
     (make_backward(free_empty=True), "a second backward through nodes that saved nothing raised"),
     (make_backward(refuse=False), "where the saved values are gone and torch raises"),

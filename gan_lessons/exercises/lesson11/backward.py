@@ -81,8 +81,8 @@ def freeing_problems(differences, engine=None):
                                                                                 program=shown_program(other['program'])))
     ran = first_of(differences, lambda d: d["torch"].kind == "second time" and d["engine"].kind is None)
     if ran:
-        problems.append(_("saved values were not freed: a second backward ran on {program}, where torch raises "
-                          "\"Trying to backward through the graph a second time\"").format(
+        problems.append(_("a second backward ran without an error on {program}, where torch raises \"Trying to "
+                          "backward through the graph a second time\"").format(
             program=shown_program(ran['program'])))
     retained = first_of(differences, lambda d: d["kind"].endswith("retained") and d["engine"].kind == "second time"
                       and d["engine"].call == 2)
