@@ -179,8 +179,11 @@ class Checks:
         its own gradients inside step())."""
         lines = {(b.where.file, b.where.line) for b in contributors if b.where is not None}
         stale = [b for b in contributors if b.used_by - {id(opt)}]
-        if stale and (len(lines) > 1 or len(stale) < len(contributors)):   # (one line in a loop over optimizers too)
-            own = next(b for b in contributors if b not in stale) if len(stale) < len(contributors) else contributors[0]
+        if stale and (len(lines) > 1 or len(stale) < len(contributors)) and self._gan_pair(opt, stale):
+            # (one line in a loop over optimizers too; one loss meant for two nets, as an encoder's and a decoder's,
+            # is no GAN's D stepping on G's loss and is left alone)
+            own = next((b for b in contributors if b not in stale),
+                       next((b for b in contributors if b is not stale[0]), stale[0]))
             self.suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
                                  name=name, stale=stale[0].where, own=own.where), {"where": user_frame()},
@@ -212,13 +215,21 @@ class Checks:
                                  "either)").format(name=name), "01")],
                              key="own gradients again")
 
+    def _gan_pair(self, opt, stale) -> bool:
+        """Whether this optimizer, or one that already stepped on a stale backward, trains a GAN's D (or a critic):
+        then gradients one left for the other are one net stepping on the other's loss."""
+        names = self.namer.known().params
+        others = [o for o in self.namer.known_optimizers() if any(id(o) in b.used_by for b in stale)]
+        return any(looks_like_gan(names.get(p, "")) for o in [opt, *others]
+                   for g in o.param_groups for p in g["params"])
+
     def check_foreign_gradients(self, name, params, contributors):
         """A GAN's D stepping on gradients from a backward that ran through D on into G (G's loss, or a D loss
         whose fake batch was not detached). Only for a D-like net whose other net has its own optimizer: one
         loss training two nets (an autoencoder, pix2pix's G) is correct."""
         mine = set(params)
         names = self.namer.known().params
-        if not params or not contributors or not looks_like_gan(names.get(params[0], "")):
+        if not params or not contributors or not any(looks_like_gan(names.get(p, "")) for p in params):
             return
         b = contributors[0]
         depth = b.depth

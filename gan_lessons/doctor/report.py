@@ -149,8 +149,9 @@ STEP_WRONG = [(N_("retain_graph=True: it keeps the graph, but the step changed t
                    "the same error comes back"), "02"),
                (N_("an older torch (before 1.5): its optimizers updated p.data, which moves no version counter, so it "
                    "raised nothing and computed this gradient from the changed weights: silently wrong"), "05")]
-GAN_WRONG = [(N_("fake.detach() in G's loss (D(fake.detach())): G's loss then no longer reaches G, so G's gradients "
-                  "stay None and G stops learning"), "04")]
+GAN_WRONG = [(N_("fake.detach() in G's loss (D(fake.detach())): the adversarial term then no longer reaches G, so it "
+                  "gives G no gradient (G's .grad stays None where no other term of its loss reaches it), and G stops "
+                  "learning from D"), "04")]
 DETACH_WRONG = [(N_("detach() on the input of the later loss, if that loss must train the net before it: that net's "
                      "gradients then stay None and it stops learning"), "04")]
 INPLACE_WRONG = [(N_(".data for the in-place op (x.data.add_(...)): the error goes because autograd no longer sees "

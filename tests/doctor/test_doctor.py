@@ -1017,3 +1017,47 @@ def test_d_stepping_on_g_s_leftover_gradient_is_warned_when_one_line_steps_both_
                     optimizer.zero_grad()
     said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
     assert any("opt_D.step() adds up gradients from two losses" in s for s in said), said
+
+
+def test_one_loss_meant_for_an_encoder_and_a_decoder_is_not_called_one_net_stepping_on_the_others():
+    """Two losses that both train an encoder and a decoder, each net stepped once on their sum (no GAN): no warning;
+    the same order with a D and a G named so is warned (a D stepping on what G's loss left)."""
+    def run(names):
+        torch.manual_seed(0)
+        nets = {names[0]: nn.Linear(4, 4), names[1]: nn.Linear(4, 1)}
+        opts = {f"opt_{n}": optim.Adam(m.parameters(), lr=1e-3) for n, m in nets.items()}
+        first, second = (opts[f"opt_{n}"] for n in names)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with doctor(**nets, **opts):
+                for _ in range(2):
+                    first.zero_grad()
+                    second.zero_grad()
+                    out = nets[names[1]](nets[names[0]](torch.randn(3, 4)))
+                    out.pow(2).mean().backward(retain_graph=True)
+                    (out - 1).abs().mean().backward()
+                    first.step()
+                    second.step()
+        return [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert not [s for s in run(("encoder", "decoder")) if "adds up gradients" in s]
+    assert any("opt_D.step() adds up gradients from two losses" in s for s in run(("G", "D")))
+
+
+def test_a_discriminator_whose_optimizer_lists_a_shared_trunk_first_is_still_seen_as_one():
+    """InfoGAN: D's optimizer holds the shared trunk FE first, then D's head; G's loss through FE and D, stepped by
+    both optimizers, is warned whatever the order of the groups."""
+    torch.manual_seed(0)
+    G, FE, D = nn.Linear(2, 4), nn.Linear(4, 4), nn.Linear(4, 1)
+    opt_D = optim.Adam([{"params": FE.parameters()}, {"params": D.parameters()}], lr=1e-3)
+    opt_G = optim.Adam(G.parameters(), lr=1e-3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, FE=FE, D=D, opt_D=opt_D, opt_G=opt_G):
+            for _ in range(2):
+                opt_D.zero_grad()
+                opt_G.zero_grad()
+                D(FE(G(torch.randn(3, 2)))).mean().backward()
+                opt_G.step()
+                opt_D.step()
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert any("both step on the gradients" in s for s in said), said
