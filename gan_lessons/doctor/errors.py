@@ -364,9 +364,9 @@ class Diagnoser:
         which stepped after backward `b` holds, when another one does): names, for the two ways a tensor made once
         is not a net's output to make again."""
         nodes, namer = self.journal.nodes, self.namer
-        leaves = {id(fn.variable): fn.variable for fn in graphs.walk(roots) if hasattr(fn, "variable")
-                  and any((info := nodes.get(up)) is not None and info.serial in shared
-                          for up in graphs.walk(roots) if any(f is fn for f, _ in up.next_functions))}
+        leaves = {id(fn.variable): fn.variable for up in graphs.walk(roots)      # the leaves a shared node takes
+                  if (info := nodes.get(up)) is not None and info.serial in shared
+                  for fn, _ in up.next_functions if fn is not None and hasattr(fn, "variable")}
         if not leaves:
             return [], []
         steps = self.journal.steps
