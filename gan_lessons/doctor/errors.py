@@ -277,6 +277,17 @@ class Diagnoser:
                              {"backward": str(backwards[-1].where) if backwards else "?"}, FREED_FIXES,
                              FREED_WRONG)
         b = earlier[-1]
+        walked = set(graphs.walk(roots))
+        done = [r for ref in b.roots if b.fills_grad and (r := ref()) is not None and r.grad_fn is not None
+                and r.grad_fn in walked]
+        if done:                   # the loss being differentiated is made of a loss whose backward already ran
+            return Diagnosis("freed", _("this loss is made from {names}, whose backward already ran at {where}: its "
+                                        "gradient is in .grad already, and a second backward through it would add "
+                                        "it again").format(names=", ".join(self.namer.label(r) for r in done[:3]),
+                                                           where=b.where),
+                             {"first backward": str(b.where),
+                              "second backward": str(backwards[-1].where) if backwards else "?"},
+                             TWICE_FIXES[:1], TWICE_WRONG)
         shared = b.nodes & mine
         modules = sorted({self.namer.module_name(infos[n].module).split(".")[0] for n in shared
                           if infos[n].module is not None})

@@ -59,6 +59,7 @@ class BackwardCall:
     used_by: set = field(default_factory=set)   # ids of the optimizers that stepped on its gradients since
     behind: dict = field(default_factory=dict)  # id(parameter): ids of the leaves reached through the nodes that
                                                 # take it (recording._behind); empty when one module made the graph
+    fills_grad: bool = True      # backward() fills .grad; torch.autograd.grad returns the gradients instead
 
 
 @dataclass(slots=True, eq=False)

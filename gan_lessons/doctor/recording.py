@@ -186,7 +186,8 @@ class Recorder:
         elif name == "grad" and func is torch.autograd.grad and args:     # autograd.grad, jacobian, hessian
             retain, create = kwargs.get("retain_graph"), kwargs.get("create_graph")
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
-            leaves = self._record_backward(tensors_in(args[0]), create if retain is None else retain, inputs)
+            leaves = self._record_backward(tensors_in(args[0]), create if retain is None else retain, inputs,
+                                           fills_grad=False)
             for s in self.subscribers:
                 s.on_grad(leaves, inputs, create)
 
@@ -216,7 +217,7 @@ class Recorder:
             id(info.module), next(info.module.parameters(), None) is not None)}
         return {info.serial for info in infos}
 
-    def _record_backward(self, roots, retain, inputs):
+    def _record_backward(self, roots, retain, inputs, fills_grad=True):
         """Record a backward (or autograd.grad) about to run; returns every leaf its graph reaches."""
         journal = self.journal
         depth, consumers = {}, {}
@@ -237,7 +238,7 @@ class Recorder:
         journal.backwards.append(BackwardCall(
             [weakref.ref(t) for t in roots], {id(t) for t in roots}, user_frame(), bool(retain), nodes, depth,
             self.modes, {p for p in depth if p.grad is None or self.zeroed.get(id(p.grad)) == p.grad._version},
-            behind=_behind(consumers) if len(consumers) > 1 else {}))
+            behind=_behind(consumers) if len(consumers) > 1 else {}, fills_grad=fills_grad))
         return leaves
 
     def after(self, name, args, kwargs, out):

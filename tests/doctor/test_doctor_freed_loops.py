@@ -206,3 +206,29 @@ def test_a_tensor_made_from_a_weight_updated_by_hand_is_not_called_untrained(thr
     d = diagnosis_of(lambda: cached_by_hand(through_autograd))
     assert "no optimizer trains" not in d.summary and d.facts["freed by"].startswith("the backward at line"), d.text()
     assert texts(d.fixes) != texts(UNTRAINED_FIXES)
+
+
+def helper_already_backwarded(retain=False):
+    """A helper runs each loss's backward itself (an adaptive weighting of D's two terms), and the caller then runs
+    the backward of their sum again. Returns D's gradient."""
+    torch.manual_seed(0)
+    D = nn.Linear(4, 1)
+    x_real, x_fake = torch.randn(6, 4), torch.randn(6, 4)
+    loss_real = F.softplus(-D(x_real)).mean()
+    loss_fake = F.softplus(D(x_fake)).mean()
+    for loss in (loss_real, loss_fake):
+        loss.backward(retain_graph=retain)
+    total = loss_real + loss_fake
+    total.backward()
+    return D.weight.grad.clone()
+
+
+def test_a_loss_made_of_losses_whose_backward_already_ran_is_told_to_backward_once():
+    d = diagnosis_of(helper_already_backwarded)
+    assert "whose backward already ran" in d.summary and "retain_graph" not in " ".join(texts(d.fixes)), d.text()
+    once = helper_already_backwarded(retain=True)           # the wrong fix: the same gradient added again
+    torch.manual_seed(0)
+    D = nn.Linear(4, 1)
+    x_real, x_fake = torch.randn(6, 4), torch.randn(6, 4)
+    (F.softplus(-D(x_real)).mean() + F.softplus(D(x_fake)).mean()).backward()
+    assert torch.allclose(once, 2 * D.weight.grad)
