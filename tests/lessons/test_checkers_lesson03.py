@@ -3,7 +3,7 @@ student writes is answered with a hint that names its mistake."""
 import pytest
 import torch
 
-from gan_lessons import exercises
+from gan_lessons import exercises, graphs
 
 
 def run(capsys, probe):
@@ -244,22 +244,9 @@ def probe_autograd_grad(make_loss):              # the right report, through tor
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         loss = make_loss()
-    leaves = [t for t in _leaves(loss)]
+    leaves = [fn.variable for fn in graphs.walk([loss]) if hasattr(fn, "variable")]
     torch.autograd.grad(loss, leaves)
     return stale
-
-
-def _leaves(loss):
-    seen, todo, found = set(), [loss.grad_fn], []
-    while todo:
-        fn = todo.pop()
-        if fn is None or fn in seen:
-            continue
-        seen.add(fn)
-        if hasattr(fn, "variable"):
-            found.append(fn.variable)
-        todo += [f for f, _ in fn.next_functions]
-    return found
 
 
 def test_a_wrong_report_is_told_what_differs_not_the_reports_recipe(capsys):
