@@ -141,6 +141,8 @@ class Checks:
         self.check_leftover_gradients(opt, name, contributors, closure)
         self.judge_foreign_gradients(name, params, contributors)
         self.check_foreign_gradients(name, params, contributors)
+        self.check_cleared_for_another(opt, name, params, contributors)
+        self.check_cleared_own(name, params, contributors)
 
     def constant_of(self, tensor):
         """The source of a constant gradient this tensor is (or was computed from), or None."""
@@ -256,6 +258,67 @@ class Checks:
                 return
             self.foreign.append(ForeignStep(b, name, user_frame(), sorted(deeper), reached))
             del self.foreign[:-20]
+
+    def check_cleared_for_another(self, opt, name, params, contributors):
+        """A step on the gradients of a backward that another optimizer's .grad was cleared for and this one's was
+        not: an earlier backward filled both nets' .grad, the other's was emptied before this loss (its loss, by
+        the code's own zero_grad), and this one's kept, so this net steps on the other's loss as well as its own
+        (a VAE's optimizer on its discriminator's loss, a VAE-GAN's encoder on the decoder's)."""
+        where = user_frame()
+        if self.foreign and self.foreign[-1].where == where:      # judged at the other net's step already
+            return
+        mine = {id(p) for p in params}
+        order = {id(b): i for i, b in enumerate(self.journal.backwards)}
+        ran = sorted(contributors, key=lambda b: order.get(id(b), -1))
+        for i, c in enumerate(ran):
+            if not any(id(p) in mine and p not in c.fresh for p in c.depth):     # it added to what .grad held
+                continue
+            for o in self.namer.known_optimizers():
+                theirs = [p for g in o.param_groups for p in g["params"] if id(p) not in mine]
+                if o is opt or not theirs:
+                    continue
+                earlier = next((b for b in ran[:i] if any(p in b.depth and p in c.fresh and p in c.depth
+                                                          for p in theirs)), None)
+                if earlier is None:
+                    continue
+                names = self.namer.known().params
+                net = net_of([names[p] for p in theirs if p in names]) or self.namer.optimizer_name(o)
+                self.suspicious(_("{name}.step() steps on the gradients of the backward at {backward} as well as "
+                                  "its own: {other}.zero_grad() (or a .grad emptied by hand) cleared {net} for that "
+                                  "loss, and this optimizer's .grad was not cleared, so a loss meant for {net} went "
+                                  "on into this net (added to what the backward at {earlier} left)").format(
+                                    name=name, backward=c.where, other=self.namer.optimizer_name(o), net=net,
+                                    earlier=earlier.where),
+                                {"where": where},
+                                [(N_("detach, in that loss, what it takes from this net (D(z.detach()) in the "
+                                     "discriminator's loss): it then trains its own net alone"), "04")],
+                                key="cleared for another")
+                return
+
+    def check_cleared_own(self, name, params, contributors):
+        """A step that runs without the gradient of a loss that trains this optimizer's net alone: that loss's
+        backward filled .grad, then a zero_grad() cleared it before a second loss of the same forward was
+        backpropagated, and no optimizer stepped in between (per-net zero_grad() calls left between the backwards
+        once they were moved before the steps)."""
+        mine = {id(p) for p in params}
+        held = {id(p) for o in self.namer.known_optimizers() for g in o.param_groups for p in g["params"]}
+        backwards = list(self.journal.backwards)
+        for c in contributors:
+            if c not in backwards:
+                continue
+            for b in backwards[:backwards.index(c)]:
+                reached = [p for p in b.depth if id(p) in held]
+                if b.used_by or not b.fills_grad or not reached or not b.nodes & c.nodes or \
+                        any(id(p) not in mine for p in reached) or not all(p in c.fresh for p in reached):
+                    continue
+                self.suspicious(_("{name}.step() runs without the gradient of the backward at {own}, a loss that "
+                                  "reaches this net alone: its .grad was cleared before the backward at {backward}, "
+                                  "so the step applies that loss's gradient only").format(
+                                    name=name, own=b.where, backward=c.where),
+                                {"where": user_frame()},
+                                [(N_("clear .grad once, before the first of the losses this step adds up (not "
+                                     "between their backwards)"), "04")], key="cleared own")
+                return
 
     def _both_step(self, first, name, backward, where, also):
         self.suspicious(_("{first}.step() and {name}.step() both step on the gradients of the backward at "

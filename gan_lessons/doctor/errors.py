@@ -23,6 +23,8 @@ from gan_lessons.doctor.frames import (
 )
 from gan_lessons.doctor.naming import rebound
 from gan_lessons.doctor.report import (
+    CACHED_FIXES,
+    CACHED_WRONG,
     CARRIED_FIXES,
     CARRIED_WRONG,
     DETACH_WRONG,
@@ -41,6 +43,8 @@ from gan_lessons.doctor.report import (
     RECOMPUTED_WRONG,
     REUSED_FIXES,
     REUSED_WRONG,
+    SKIPPED_FIXES,
+    SKIPPED_WRONG,
     TARGET_FIXES,
     TARGET_WRONG,
     TWICE_FIXES,
@@ -308,27 +312,17 @@ class Diagnoser:
         failing = backwards[-1].where if backwards else None
         fixes = self._kept_fixes(held, [b.where, failing] + [w for n in shared for w in (infos[n].where,
                                                                                        infos[n].inside)], facts)
+        if failing is not None and self._skipped(roots, shared, infos):
+            made = sorted({infos[n].place() for n in shared if infos[n].where})
+            facts["made at"] = _("; ").join(made[:3])
+            what = _(", ").join(f"`{v}`" for v in held[:3]) if held else _("the shared part")
+            return Diagnosis("freed", _("the forward that makes {what} ran in an earlier pass but not in this one: "
+                                        "this pass's loss was made from what that pass left, whose graph its "
+                                        "backward freed").format(what=what), facts, SKIPPED_FIXES, SKIPPED_WRONG)
         if failing is not None and b.where is not None and (b.where.file, b.where.line) == \
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             if self._made_once(roots, shared, infos):     # its graph leads to a leaf that requires grad: no detach
-                untrained, foreign = self._trained_through(roots, shared, b)
-                if untrained:          # made from tensors no optimizer holds: nothing needs its gradient
-                    facts["made from"] = ", ".join(untrained[:3])
-                    return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and "
-                                                "the first pass's backward freed its graph; no optimizer trains what "
-                                                "it was made from"), facts, UNTRAINED_FIXES, UNTRAINED_WRONG)
-                if foreign:            # the first pass went on into a net its optimizer does not step
-                    facts["went on into"] = ", ".join(foreign[:3])
-                    targets = [v for v in held if self._made_in(v, foreign)] or held
-                    return Diagnosis("freed", _("the first pass's backward went on into {nets}, which the optimizer "
-                                                "that stepped after it does not train, and freed the graph a later "
-                                                "pass needs: {names} served that loss as a target").format(
-                                         nets=", ".join(foreign[:3]),
-                                         names=", ".join(f"`{v}`" for v in targets[:3])), facts,
-                                     TARGET_FIXES, TARGET_WRONG)
-                return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and the "
-                                            "first pass's backward freed its graph"), facts,
-                                 fixes + REUSED_FIXES, REUSED_WRONG)
+                return self._made_earlier(roots, shared, infos, b, held, facts, fixes)
             carrier = self._carrier(roots, b.nodes)
             if carrier:
                 facts["carried by"] = carrier
@@ -347,6 +341,35 @@ class Diagnoser:
             wrong += DETACH_WRONG
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
                          fixes + told, wrong)
+
+    def _made_earlier(self, roots, shared, infos, b, held, facts, fixes):
+        """The same backward line failing one pass later on a part no line of this pass made again: made from what
+        no optimizer trains, another net's output kept as a target, a module's kept tensor, or made before the
+        loop."""
+        untrained, foreign = self._trained_through(roots, shared, b)
+        if untrained:          # made from tensors no optimizer holds: nothing needs its gradient
+            facts["made from"] = ", ".join(untrained[:3])
+            return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and "
+                                        "the first pass's backward freed its graph; no optimizer trains what "
+                                        "it was made from"), facts, UNTRAINED_FIXES, UNTRAINED_WRONG)
+        if foreign:            # the first pass went on into a net its optimizer does not step
+            facts["went on into"] = ", ".join(foreign[:3])
+            targets = [v for v in held if self._made_in(v, foreign)] or held
+            return Diagnosis("freed", _("the first pass's backward went on into {nets}, which the optimizer "
+                                        "that stepped after it does not train, and freed the graph a later "
+                                        "pass needs: {names} served that loss as a target").format(
+                                 nets=", ".join(foreign[:3]),
+                                 names=", ".join(f"`{v}`" for v in targets[:3])), facts,
+                             TARGET_FIXES, TARGET_WRONG)
+        module = self._kept_inside(roots, shared, infos)
+        if module:             # the call ran again, but the module served what an earlier call made
+            return Diagnosis("freed", _("{module} kept a tensor an earlier pass made and served it again in "
+                                        "this pass's call instead of making it anew; that pass's backward "
+                                        "freed its graph").format(module=module), facts,
+                             CACHED_FIXES, CACHED_WRONG)
+        return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and the "
+                                    "first pass's backward freed its graph"), facts,
+                         fixes + REUSED_FIXES, REUSED_WRONG)
 
     def _stepped_between(self, b, shared, infos):
         """What changed a weight of the shared part since backward `b`: the last optimizer step that stepped on its
@@ -449,6 +472,28 @@ class Diagnoser:
                      "02")]
         return [(_("keep detached copies in `{container}` ({where}): the values, without their graph").format(
             container=container, where=added[0].where), "02")]
+
+    def _skipped(self, roots, shared, infos) -> bool:
+        """Whether the shared part was made inside the loop by a line this pass did not run again: the failing
+        backward's line ran before through a graph of its own, made before the shared part (an earlier pass), then
+        through the shared part, and this pass's graph has no node from the lines that made it (a forward that
+        returned early on a short batch)."""
+        backwards = list(self.journal.backwards)
+        before = [c for c in backwards[:-1] if _same_line(c.where, backwards[-1].where)]
+        first = min(shared)
+        return any(c.nodes and max(c.nodes) < first for c in before) and \
+            any(c.nodes & shared for c in before) and self._made_once(roots, shared, infos)
+
+    def _kept_inside(self, roots, shared, infos) -> str | None:
+        """The module whose call this pass ran again (new nodes from the same call line) while the shared part,
+        made inside that module's code by an earlier call, was not made again: a tensor the module kept and served
+        (a cache); or None."""
+        last, nodes = max(shared), self.journal.nodes
+        now = {(w.file, w.line) for fn in graphs.walk(roots) if (info := nodes.get(fn)) and info.serial > last
+               and (w := info.where)}
+        kept = [infos[n] for n in shared if infos[n].inside is not None and infos[n].module is not None
+                and infos[n].where is not None and (infos[n].where.file, infos[n].where.line) in now]
+        return self.namer.module_name(kept[0].module).split(".")[0] if kept else None
 
     def _made_once(self, roots, shared, infos):
         """Whether the shared part was made by lines this pass did not run again (a forward before the loop), where

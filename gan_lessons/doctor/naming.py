@@ -33,11 +33,11 @@ def _inside(name, v, depth, top=False):
         yield name, v
         if isinstance(v, torch.nn.Module) and depth > 0:      # plain tensor attributes (model.hidden, an LSTM's (h, c))
             for a, w in list(vars(v).items()):
-                if a.startswith("_") or isinstance(w, torch.nn.Parameter):
+                if a.startswith("__") or isinstance(w, torch.nn.Parameter):
                     continue
-                if isinstance(w, (torch.Tensor, torch.optim.Optimizer)):     # BigGAN's `D.optim` too
+                if isinstance(w, (torch.Tensor, torch.optim.Optimizer)):     # BigGAN's `D.optim`, a `self._cache`
                     yield f"{name}.{a}", w
-                elif isinstance(w, _SEQUENCES + (dict,)) and len(w) <= 8:
+                elif not a.startswith("_") and isinstance(w, _SEQUENCES + (dict,)) and len(w) <= 8:
                     yield from ((f"{name}.{a}[{k!r}]", t) for k, t in _items(w) if isinstance(t, torch.Tensor))
     elif depth <= 0:
         return
@@ -50,8 +50,8 @@ def _inside(name, v, depth, top=False):
             inside = list(vars(v).items())
         except TypeError:
             return
-        for a, w in inside:
-            if not a.startswith("_"):
+        for a, w in inside:          # a private tensor too (`self._fake`), not a private object's insides
+            if not a.startswith("_") or (isinstance(w, torch.Tensor) and not a.startswith("__")):
                 yield from _inside(f"{name}.{a}", w, depth - 1)
 
 
@@ -71,7 +71,7 @@ def _add_module(top, module, modules, params, variables):
         path = f"{top}.{sub_name}" if sub_name else top
         modules.setdefault(sub, path)
         for a, w in list(vars(sub).items()):     # a tensor a submodule keeps: `model.layers.0.cache_k`
-            if not a.startswith("_") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
+            if not a.startswith("__") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
                 variables.setdefault(f"{path}.{a}", w)
     for p_name, p in (*module.named_parameters(), *module.named_buffers()):
         params.setdefault(p, f"{top}.{p_name}")

@@ -71,6 +71,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "also stepped at": N_("  - also stepped at: {value}"), "hook": N_("  - hook: {value}"),
                "reached instead": N_("  - reached instead: {value}"),
                "made by": N_("  - made by: {value}"), "made": N_("  - made: {value}"),
+               "made at": N_("  - made at: {value}"),
                "used": N_("  - used: {value}"), "changed": N_("  - changed: {value}"),
                "graph": N_("  - graph: {value}"),
                "requires grad": N_("  - requires grad: {value}"), "function": N_("  - function: {value}"),
@@ -115,6 +116,15 @@ REUSED_FIXES = [(N_("make it again in each pass: run the forward that makes it i
                      "has a graph of its own, through the weights as they are now"), "05")]
 LOSS_ONCE_FIXES = [(N_("compute the loss inside the loop, from a fresh forward: each pass's backward then has a graph "
                         "of its own, through the weights as they are after the last update"), "05")]
+# The forward that makes a tensor ran in an earlier pass but not in this one (a forward that returns early on a short
+# batch): this pass's loss used the tensors the earlier pass left behind.
+SKIPPED_FIXES = [(N_("run that forward in every pass before a loss uses what it makes: where it returns early (a short "
+                      "last batch, a condition), skip the whole step for that batch, or drop short batches "
+                      "(DataLoader(..., drop_last=True))"), "05")]
+# A module that keeps a tensor one call made (a cache) and serves it to later calls: its graph was freed.
+CACHED_FIXES = [(N_("make it anew in every call while training (keep a cache for evaluation only, made under "
+                     "torch.no_grad()): each backward then has a graph of its own, through the weights as they are "
+                     "now"), "05")]
 UNTRAINED_FIXES = [(N_("make it without a graph, once: under torch.no_grad(), or .detach() it (or make what it is "
                         "made from without requires_grad): no optimizer trains that, so no pass needs its "
                         "gradient"), "04")]
@@ -175,6 +185,16 @@ RECOMPUTED_WRONG = [(N_("torch.no_grad() around the op: the backward then runs t
 LOSS_ONCE_WRONG = [(N_("retain_graph=True on the backward: every pass then gets the gradient at the weights the "
                         "loss was made with; an update through .data goes unseen, and an optimizer's step of a weight "
                         "the graph saved gives the in-place error"), "02")]
+SKIPPED_WRONG = [(N_("retain_graph=True on the backward: this pass would then train on the last batch's outputs "
+                      "again, and once an optimizer steps the weights that graph saved, the in-place error comes "
+                      "instead"), "02"),
+                 (N_("detach() on the stale tensor: the loss still comes from the last batch's outputs, and no "
+                     "gradient from it reaches the net that made them"), "04")]
+CACHED_WRONG = [(N_("detach() on the kept tensor: the error goes, but from the second pass on no gradient reaches "
+                     "what it was made from, and those weights stop learning"), "04"),
+                (N_("retain_graph=True on the backward: every pass then goes back through the first pass's graph, "
+                    "at the weights as they were then, and once they are stepped the in-place error comes "
+                    "instead"), "02")]
 UNTRAINED_WRONG = [(N_("retain_graph=True on the backward: every pass then goes back through the one old graph, for "
                         "gradients nothing uses"), "02")]
 TARGET_WRONG = [(N_("detached copies where the outputs are kept: then no loss has a graph back to its own net, and "

@@ -25,7 +25,7 @@ COMPILE: tuple = ()
 KINDS = ("foreach_write", "step_between", "inplace_output", "buffer_in_forward", "function_backward_write", "ema_write", "freed",
          "carried_state", "leaf_inplace", "inference_saved", "unused_input", "nonleaf_flag", "numpy_grad",
          "function_gradient", "no_graph", "hook_output_inplace", "reused_before_loop", "checkpoint_inplace", "loss_before_loop", "untrained_source",
-         "peer_target")
+         "peer_target", "forward_skipped", "cache_served")
 # the catalogue kind each fault raises
 RAISES = {"foreach_write": "version", "step_between": "version", "inplace_output": "version", "buffer_in_forward": "version",
           "function_backward_write": "version", "ema_write": "version", "freed": "freed", "carried_state": "freed",
@@ -33,7 +33,7 @@ RAISES = {"foreach_write": "version", "step_between": "version", "inplace_output
           "nonleaf_flag": "nonleaf_flag", "out_grad": "out_grad", "numpy_grad": "numpy_grad", "function_gradient": "function_gradient",
           "no_graph": "no_graph", "hook_output_inplace": "version", "reused_before_loop": "freed",
           "checkpoint_inplace": "leaf_inplace", "loss_before_loop": "freed", "untrained_source": "freed",
-          "peer_target": "freed"}
+          "peer_target": "freed", "forward_skipped": "freed", "cache_served": "freed"}
 CONTEXTS = ("top level", "step function", "trainer method")
 
 _MODELS = ["net", "critic", "encoder", "policy", "disc", "gen", "backbone", "head", "model", "student", "scorer",
@@ -490,6 +490,78 @@ def _reused_before_loop(rng, w, faulty):
                               "says": ["make it again in each pass"], "says_not": ["detach the carried tensor"]}
 
 
+def _forward_skipped(rng, w, faulty):
+    """A runner whose forward keeps its output on self and returns early on a short batch (the last one of an
+    odd-sized data set), and a loop that reads that output after calling it: on the short batch the loss is made
+    from the last batch's output, whose graph that batch's backward freed. Fixed: the short batch skipped before
+    the step."""
+    src = _script(rng, w)
+    runner = rng.choice(["Runner", "Wrapper", "Agent", "Pipeline", "System"])
+    out = rng.choice(["out", "pred", "fake", "recon", "y_hat"])
+    fwd = rng.choice(["forward", "run", "compute", "infer"])
+    src.add(f"class {runner}:")
+    src.add("def __init__(self, model, batch_size):", 1)
+    src.add("self.model, self.batch_size = model, batch_size", 2)
+    src.add("")
+    src.add(f"def {fwd}(self, x):", 1)
+    src.add("if len(x) < self.batch_size:", 2)
+    src.add("return", 3)
+    src.add(f"self.{out} = self.model(x)", 2, mark="forward")
+    src.add("")
+    src.add(f"runner = {runner}({w['model']}, {w['batch']})")
+    src.add(f"batches = [torch.randn({w['batch']}, {w['d_in']}) for _ in range({max(2, w['iters'])})]")
+    src.add(f"batches.append(torch.randn(1, {w['d_in']}))")
+    src.add("for x in batches:")
+    if not faulty:
+        src.add("if len(x) < runner.batch_size:\n    continue", 1)
+    src.add(f"runner.{fwd}(x)", 1)
+    src.add(f"loss = runner.{out}.pow(2).mean()", 1)
+    src.add(f"{w['opt']}.zero_grad()", 1)
+    src.add("loss.backward()", 1, mark="changed")
+    src.add(f"{w['opt']}.step()", 1)
+    lines = {"changed": ("main", src.marks["changed"]), "forward": ("main", src.marks["forward"])} if faulty else {}
+    return src.text(), None, {"tensor": [f"`runner.{out}`", f"`self.{out}`"], "lines": lines, "context": "top level",
+                              "says": ["ran in an earlier pass but not in this one", "skip the whole step"],
+                              "says_not": ["before the loop"]}
+
+
+def _cache_served(rng, w, faulty):
+    """A module keeps what its first call makes from its own weight (the weight normalised) and serves it again
+    while training: the second pass's backward goes into the first pass's freed graph. Fixed: made in every
+    call."""
+    cache = rng.choice(["cache", "w_norm", "_cached", "memo", "normed"])
+    wn = rng.choice(["wn", "weight", "w_hat", "kernel"])
+    src = Src(rng=rng)
+    _header(src)
+
+    def forward(s):
+        if faulty:
+            s.add(f"if self.training and self.{cache} is not None:", 2)
+            s.add(f"{wn} = self.{cache}", 3)
+            s.add("else:", 2)
+            s.add(f"{wn} = self.{w['l1']}.weight / self.{w['l1']}.weight.norm()", 3)
+            s.add(f"self.{cache} = {wn}", 3)
+        else:
+            s.add(f"{wn} = self.{w['l1']}.weight / self.{w['l1']}.weight.norm()", 2)
+        s.add(f"h = {w['act']}(x @ {wn}.t() + self.{w['l1']}.bias)", 2)
+        s.add(f"return self.{w['l2']}(h)", 2)
+    _module(src, w, extra_init=f"self.{cache} = None", forward=forward)
+    _model_and_opt(src, w)
+
+    def body(s, k):
+        s.add(f"x = torch.randn({w['batch']}, {w['d_in']})", k)
+        s.add(f"loss = {w['model']}(x).pow(2).mean()", k)
+        s.add(f"{w['opt']}.zero_grad()", k)
+        s.add("loss.backward()", k, mark="changed")
+        s.add(f"{w['opt']}.step()", k)
+    w["iters"] = max(2, w["iters"])
+    _loop(src, rng, w, body, w["context"])
+    lines = {"changed": ("main", src.marks["changed"])} if faulty else {}
+    return src.text(), None, {"tensor": [f".{cache}`"], "lines": lines,
+                              "says": ["kept a tensor an earlier pass made", "make it anew in every call"],
+                              "says_not": ["before the loop"]}
+
+
 def _loss_before_loop(rng, w, faulty):
     """A loss computed once, before the loop, and a backward and an update in every pass (an optimizer's step, or a
     hand-written one through .data): the first backward frees its graph. Fixed: the loss computed in each pass."""
@@ -801,6 +873,7 @@ _BUILDERS = {"foreach_write": _foreach_write, "step_between": _step_between, "in
              "function_backward_write": _function_backward_write, "ema_write": _ema_write, "freed": _freed,
              "carried_state": _carried_state, "leaf_inplace": _leaf_inplace, "checkpoint_inplace": _checkpoint_inplace,
              "loss_before_loop": _loss_before_loop, "untrained_source": _untrained_source, "peer_target": _peer_target, "inference_saved": _inference_saved,
+             "forward_skipped": _forward_skipped, "cache_served": _cache_served,
              "unused_input": _unused_input, "nonleaf_flag": _nonleaf_flag, "numpy_grad": _numpy_grad,
              "function_gradient": _function_gradient, "no_graph": _no_graph,
              "hook_output_inplace": _hook_output_inplace, "reused_before_loop": _reused_before_loop}

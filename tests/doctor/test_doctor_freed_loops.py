@@ -20,11 +20,15 @@ from torch import nn
 
 from gan_lessons.doctor import DoctorWarning, doctor
 from gan_lessons.doctor.report import (
+    CACHED_FIXES,
+    CACHED_WRONG,
     DETACH_WRONG,
     FREED_FIXES,
     LOSS_ONCE_FIXES,
     LOSS_ONCE_WRONG,
     REUSED_WRONG,
+    SKIPPED_FIXES,
+    SKIPPED_WRONG,
     TARGET_FIXES,
     TARGET_WRONG,
     UNTRAINED_FIXES,
@@ -172,17 +176,19 @@ def test_one_backward_stepped_by_g_then_d_is_warned_and_an_encoder_two_heads_sha
 
 
 class _Cached(nn.Module):
-    """A module that keeps its first forward's normalised weights and serves them again in training mode."""
+    """A module that keeps its first forward's normalised weights and serves them again in training mode; `fixed`
+    makes them anew in every call, `detached` keeps them detached."""
 
-    def __init__(self):
+    def __init__(self, fixed=False, detached=False):
         super().__init__()
-        self.lin, self.cache = nn.Linear(3, 1), None
+        self.lin, self.cache, self.fixed, self.detached = nn.Linear(3, 1), None, fixed, detached
 
     def forward(self, x, w):
-        if self.training and self.cache is not None:
+        if self.training and self.cache is not None and not self.fixed:
             wn = self.cache
         else:
-            wn = self.cache = w / w.sum()
+            wn = w / w.sum()
+            self.cache = wn.detach() if self.detached else wn
         return self.lin(x * wn)
 
 
@@ -232,3 +238,176 @@ def test_a_loss_made_of_losses_whose_backward_already_ran_is_told_to_backward_on
     x_real, x_fake = torch.randn(6, 4), torch.randn(6, 4)
     (F.softplus(-D(x_real)).mean() + F.softplus(D(x_fake)).mean()).backward()
     assert torch.allclose(once, 2 * D.weight.grad)
+
+
+class EarlyReturn:
+    """A model whose forward returns early on a short batch (as a skip of the last, odd-sized batch does), leaving
+    the last batch's output in self.fake."""
+    def __init__(self):
+        torch.manual_seed(0)
+        self.G = nn.Linear(4, 4)
+        self.opt = torch.optim.SGD(self.G.parameters(), lr=0.1)
+        self.grads = []
+
+    def forward(self, x):
+        if len(x) < 3:
+            return
+        self.fake = self.G(x)
+
+    def update(self, x, skip_short=False, retain=False):
+        if skip_short and len(x) < 3:          # the fix: the whole step skipped for that batch
+            return
+        self.forward(x)
+        self.opt.zero_grad()
+        loss = self.fake.pow(2).mean()
+        loss.backward(retain_graph=retain)
+        self.grads.append(self.G.weight.grad.clone())
+        self.opt.step()
+
+
+def batches():
+    torch.manual_seed(1)
+    return [torch.randn(3, 4), torch.randn(3, 4), torch.randn(1, 4)]
+
+
+def test_a_forward_that_returned_early_is_named_and_its_fix_runs_where_retain_graph_trains_on_the_last_batch():
+    def bug():
+        m = EarlyReturn()
+        for x in batches():
+            m.update(x)
+    d = diagnosis_of(bug)
+    assert d.summary.startswith("the forward that makes `m.fake`") and "ran in an earlier pass but not in this one" \
+        in d.summary, d.text()
+    assert texts(d.fixes) == texts(SKIPPED_FIXES) and texts(d.wrong) == texts(SKIPPED_WRONG)
+    assert "made at" in d.facts and "self.fake = self.G(x)" in d.facts["made at"]
+    fixed = EarlyReturn()
+    for x in batches():
+        fixed.update(x, skip_short=True)       # runs, one gradient per full batch
+    assert len(fixed.grads) == 2
+    wrong = EarlyReturn()
+    for x in batches():
+        wrong.update(x, retain=True)           # the wrong fix: the short batch's step is the last batch's again
+    assert len(wrong.grads) == 3 and torch.equal(wrong.grads[2], wrong.grads[1])
+
+
+def cached_run(**kw):
+    torch.manual_seed(0)
+    net, x = _Cached(**kw), torch.randn(4, 3)
+    w = torch.ones(3, requires_grad=True)
+    grads = []
+    for _ in range(3):
+        loss = net(x, w).pow(2).mean()
+        w.grad = None
+        loss.backward()
+        grads.append(w.grad)
+        if w.grad is not None:
+            with torch.no_grad():
+                w -= 0.1 * w.grad
+    return grads
+
+
+def test_a_tensor_a_module_kept_from_an_earlier_call_is_named_and_not_called_made_before_the_loop():
+    d = diagnosis_of(cached_run)
+    assert d.summary.startswith("net kept a tensor an earlier pass made"), d.text()
+    assert "before the loop" not in d.summary
+    assert texts(d.fixes) == texts(CACHED_FIXES) and texts(d.wrong) == texts(CACHED_WRONG)
+    assert all(g is not None for g in cached_run(fixed=True))      # the fix: a gradient reaches w every pass
+    grads = cached_run(detached=True)       # the wrong fix: it runs, and w gets nothing from the second pass on
+    assert grads[0] is not None and grads[1] is None and grads[2] is None
+
+
+def strict_warnings(run, **names):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(**names):
+            result = run()
+    return [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)], result
+
+
+def vae_and_its_discriminator(detach_z=False):
+    """A VAE's loss goes through the discriminator D (a total-correlation term); D is cleared before its own loss,
+    whose input z is not detached: the VAE's step adds D's loss to its own. Returns the VAE's gradient at its step
+    minus its own loss's gradient."""
+    torch.manual_seed(0)
+    VAE, D = nn.Linear(6, 3), nn.Sequential(nn.Linear(3, 8), nn.LeakyReLU(0.2), nn.Linear(8, 2))
+    optim_VAE, optim_D = torch.optim.SGD(VAE.parameters(), lr=0.1), torch.optim.SGD(D.parameters(), lr=0.1)
+    zeros, ones = torch.zeros(4, dtype=torch.long), torch.ones(4, dtype=torch.long)
+    extra = []
+    for _ in range(2):
+        z = VAE(torch.randn(4, 6))
+        D_z = D(z)
+        vae_loss = z.pow(2).mean() + (D_z[:, :1] - D_z[:, 1:]).mean()
+        optim_VAE.zero_grad()
+        vae_loss.backward(retain_graph=True)
+        own = VAE.weight.grad.clone()
+        D_tc_loss = F.cross_entropy(D(z.detach()) if detach_z else D_z, zeros) + \
+            F.cross_entropy(D(z[torch.randperm(4)].detach()), ones)
+        optim_D.zero_grad()
+        D_tc_loss.backward()
+        extra.append((VAE.weight.grad - own).abs().max().item())
+        optim_VAE.step()
+        optim_D.step()
+    return extra
+
+
+def test_a_net_stepping_on_a_loss_another_optimizer_was_cleared_for_is_warned_and_the_detach_fix_is_silent():
+    said, extra = strict_warnings(vae_and_its_discriminator)
+    assert any(s.startswith("autograd doctor: optim_VAE.step() steps on the gradients of the backward at") and
+               "cleared D for that loss" in s for s in said), said
+    assert max(extra) > 1e-3                         # D's loss did reach the VAE's step
+    said, extra = strict_warnings(lambda: vae_and_its_discriminator(detach_z=True))
+    assert not said and max(extra) == 0.0, said
+
+
+def per_net_zero_grad_between(once=False):
+    """An encoder's own loss and a decoder's loss of one forward, every backward before the steps; zero_grad() of
+    both nets between the backwards (as a loop that zeroes all before each backward does) wipes the encoder's own
+    gradient. Returns the cosine of the encoder's gradient at its step with its own loss's."""
+    torch.manual_seed(0)
+    enc, dec = nn.Linear(6, 3), nn.Linear(3, 6)
+    opt_enc, opt_dec = torch.optim.SGD(enc.parameters(), lr=0.1), torch.optim.SGD(dec.parameters(), lr=0.1)
+    cosines = []
+    for _ in range(2):
+        x = torch.randn(4, 6)
+        mu = enc(x)
+        loss_enc, loss_dec = mu.pow(2).sum(1).mean(), (dec(mu) - x).pow(2).mean()
+        own = torch.autograd.grad(loss_enc, enc.weight, retain_graph=True)[0]
+        enc.zero_grad(), dec.zero_grad()
+        loss_enc.backward(retain_graph=True)
+        if not once:
+            enc.zero_grad(), dec.zero_grad()
+        loss_dec.backward()
+        cosines.append(F.cosine_similarity(enc.weight.grad.flatten(), own.flatten(), dim=0).item())
+        opt_enc.step()
+        opt_dec.step()
+    return cosines
+
+
+def test_a_step_without_its_own_loss_cleared_between_backwards_is_warned_and_one_zero_grad_is_silent():
+    said, cosines = strict_warnings(per_net_zero_grad_between)
+    assert any("opt_enc.step() runs without the gradient of the backward at" in s for s in said), said
+    said, _ = strict_warnings(lambda: per_net_zero_grad_between(once=True))
+    assert not said, said
+
+
+def gan_g_first_then_d(detach=True):
+    """G's loss first (its backward runs on into D), then D cleared and its own loss on the detached fake: right."""
+    torch.manual_seed(0)
+    G, D = nn.Linear(2, 4), nn.Linear(4, 1)
+    opt_G, opt_D = torch.optim.SGD(G.parameters(), lr=0.1), torch.optim.SGD(D.parameters(), lr=0.1)
+    for _ in range(2):
+        fake = G(torch.randn(6, 2))
+        opt_G.zero_grad()
+        F.softplus(-D(fake)).mean().backward(retain_graph=not detach)
+        opt_D.zero_grad()
+        loss_D = F.softplus(D(fake.detach() if detach else fake)).mean() + F.softplus(-D(torch.randn(6, 4))).mean()
+        loss_D.backward()
+        opt_D.step()
+        opt_G.step()
+
+
+def test_g_first_with_d_cleared_for_its_own_loss_is_silent_and_an_undetached_fake_is_warned():
+    said, _ = strict_warnings(gan_g_first_then_d)
+    assert not said, said
+    said, _ = strict_warnings(lambda: gan_g_first_then_d(detach=False))
+    assert any("opt_G.step() steps on the gradients of the backward at" in s for s in said), said
