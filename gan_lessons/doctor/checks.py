@@ -79,6 +79,9 @@ class Checks:
         self.mixed: dict = {}
         self.pending_grad = None
         self.frozen_at: dict = {}         # id(parameter): the line that set requires_grad=False, and its caller
+        # the parameters a gradient taken with create_graph=True went through (a penalty on it reaches only those
+        # its input gradient depends on: not D's last bias), and how many backwards had run by then
+        self.penalised: tuple = (set(), 0)
 
     def release(self):
         """Once the block is over: let go of what holds the student's tensors (what was said stays)."""
@@ -127,6 +130,8 @@ class Checks:
     def on_grad(self, leaves, inputs, create):
         """torch.autograd.grad about to run: without create_graph, its result will be a constant."""
         self.pending_grad = None if create else self.constant_source(leaves, inputs)
+        if create:
+            self.penalised = ({id(p) for p in leaves}, len(self.journal.backwards))
 
     def on_backward(self, roots, serials, filled):
         """A backward (or autograd.grad) about to run over these node serials, into these parameters (ids)."""
@@ -158,6 +163,9 @@ class Checks:
         missing = [] if closure else [p for p in params if p.grad is None and p.requires_grad]
         if missing and len(missing) < len(params):      # some: not those another optimizer trains, or no forward used
             missing = self.namer.untrained(opt, missing)
+        went, since = self.penalised            # a penalty on a gradient (R1, lazily on its own step) cannot reach
+        if missing and len(journal.backwards) > since and all(id(p) in went for p in missing):   # what that
+            return                               # gradient does not depend on (the output layer's bias)
         missing = [self.namer.known().params.get(p, "?") for p in missing]
         if not missing:
             return
@@ -172,7 +180,7 @@ class Checks:
                           "will not change").format(name=name, missing=len(missing), total=len(params)),
                         facts, [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts "
                                     "them off, and a copy (copy.deepcopy, a write through .data) gives the loss "
-                                    "other leaves than these parameters"), "04")])
+                                    "other leaves than these parameters"), "04")], key=("no .grad", id(opt)))
 
     def check_leftover_gradients(self, opt, name, contributors, closure=False):
         """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added
@@ -189,7 +197,8 @@ class Checks:
             self.suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
                                  name=name, stale=stale[0].where, own=own.where), {"where": user_frame()},
-                             [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")])
+                             [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")],
+                             key=("two losses", id(opt)))
         modes = [b for b in contributors if b.modes]         # a whole pass in eval mode, another in train
         evaluated = next((b for b in modes if b.modes == {False}), None)   # mode (not a frozen part in eval
         trained = next((b for b in modes if True in b.modes), None)        # mode in every pass: accumulation)

@@ -23,6 +23,8 @@ from gan_lessons.doctor.frames import (
 )
 from gan_lessons.doctor.naming import rebound
 from gan_lessons.doctor.report import (
+    ACCUMULATED_FIXES,
+    ACCUMULATED_WRONG,
     CACHED_FIXES,
     CACHED_WRONG,
     CARRIED_FIXES,
@@ -266,6 +268,15 @@ class Diagnoser:
 
         earlier = [b for b in list(backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
         again = [b for b in list(backwards)[:-1] if same(b) and not b.retain]
+        prior = [b for b in list(backwards)[:-1] if not b.retain and b.fills_grad]
+        kept = self._extended(roots, prior)
+        if kept is not None:       # an earlier loss, with this pass's new terms added to it
+            return Diagnosis("freed", _("{names} still holds a loss whose backward already ran at {where}: this "
+                                        "pass added its new terms to it instead of starting a new sum, so its "
+                                        "backward goes into the freed graph again").format(
+                                 names=", ".join(self.namer.label(t) for t in roots[:3]), where=kept.where),
+                             {"first backward": str(kept.where), "second backward": str(backwards[-1].where)},
+                             ACCUMULATED_FIXES, ACCUMULATED_WRONG)
         if not earlier and again and _same_line(again[-1].where, backwards[-1].where):   # one loss, made before
             return Diagnosis("freed", _("the loss was made once, before the loop, and every pass calls backward() "
                                         "on it: the first pass freed its graph"),
@@ -472,6 +483,31 @@ class Diagnoser:
                      "02")]
         return [(_("keep detached copies in `{container}` ({where}): the values, without their graph").format(
             container=container, where=added[0].where), "02")]
+
+    def _extended(self, roots, prior):
+        """The earlier backward whose loss the failing one is made from, when the failing one also has terms of its
+        own (a leaf reached through nodes no earlier backward went through): a sum `loss += term` kept from one
+        pass into the next; or None. (A loss that only adds up losses already backpropagated has no terms of its
+        own: that is a second backward of the same losses.)"""
+        nodes = self.journal.nodes
+        old = set().union(*(b.nodes for b in prior)) if prior else set()
+        walked = {info.serial for fn in graphs.walk(roots) if (info := nodes.get(fn))}
+        kept = next((b for b in reversed(prior) if b.nodes and max(b.nodes) in walked), None)
+        if kept is None:
+            return None
+        seen, todo = set(), [t.grad_fn for t in roots if isinstance(t, torch.Tensor)]
+        while todo:
+            fn = todo.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            info = nodes.get(fn)
+            if info is not None and info.serial in old:
+                continue
+            if hasattr(fn, "variable"):
+                return kept
+            todo += [n for n, _ in fn.next_functions]
+        return None
 
     def _skipped(self, roots, shared, infos) -> bool:
         """Whether the shared part was made inside the loop by a line this pass did not run again: the failing

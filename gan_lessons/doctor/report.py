@@ -125,6 +125,9 @@ SKIPPED_FIXES = [(N_("run that forward in every pass before a loss uses what it 
 CACHED_FIXES = [(N_("make it anew in every call while training (keep a cache for evaluation only, made under "
                      "torch.no_grad()): each backward then has a graph of its own, through the weights as they are "
                      "now"), "05")]
+# A sum kept from one pass into the next (loss += term, never reset): it still holds the first pass's loss.
+ACCUMULATED_FIXES = [(N_("start a new sum before each pass's terms (loss = 0, or the first term alone): the earlier "
+                          "pass's gradient is in .grad already"), "02")]
 UNTRAINED_FIXES = [(N_("make it without a graph, once: under torch.no_grad(), or .detach() it (or make what it is "
                         "made from without requires_grad): no optimizer trains that, so no pass needs its "
                         "gradient"), "04")]
@@ -195,6 +198,10 @@ CACHED_WRONG = [(N_("detach() on the kept tensor: the error goes, but from the s
                 (N_("retain_graph=True on the backward: every pass then goes back through the first pass's graph, "
                     "at the weights as they were then, and once they are stepped the in-place error comes "
                     "instead"), "02")]
+ACCUMULATED_WRONG = [(N_("retain_graph=True on the first backward: the second then adds the earlier pass's gradient "
+                          "again, and where a step changed the weights between, the in-place error comes instead"),
+                      "02"),
+                     (N_("backward() once, the second dropped: this pass's terms then train nothing"), "01")]
 UNTRAINED_WRONG = [(N_("retain_graph=True on the backward: every pass then goes back through the one old graph, for "
                         "gradients nothing uses"), "02")]
 TARGET_WRONG = [(N_("detached copies where the outputs are kept: then no loss has a graph back to its own net, and "

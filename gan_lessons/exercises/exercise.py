@@ -114,8 +114,13 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
     except Raised as failure:
         if stub_left(label, failure.error, failure.function or exercise.name):
             return False
-        hints = exercise.hints if failure.hints is None else failure.hints
+        if grad_mode and (not torch.is_grad_enabled() or True in LEFT_OFF):    # an earlier call left it off:
+            return verdict(label, [raised(failure.call or exercise.name, failure.error, ()), left_off], "")  # that
+        hints = exercise.hints if failure.hints is None else failure.hints            # is the cause, not the hint's
         return verdict(label, [raised(failure.call or exercise.name, failure.error, hints)], "")
+    except SystemExit as error:       # sys.exit() in an answer: a line, not the end of the kernel's cell
+        return verdict(label, [_("your {function} called sys.exit({code}): an answer returns (or raises) "
+                                 "instead").format(function=exercise.name, code=error.code)], "")
     except Exception:
         if grad_mode and not torch.is_grad_enabled():      # the checker's own code, run after the answer left
             return verdict(label, [left_off], "")           # autograd off, could not record
@@ -233,7 +238,8 @@ def outcome(exercise: Exercise, step: Callable) -> Outcome:
                     optimizers.append(opt)
                     handles.append(opt.register_step_pre_hook(_recorder(stepped, len(optimizers))))
             torch.manual_seed(100 + k)
-            results.append(exercise.result(step(*args)))
+            with kept_grad_mode():            # a step that leaves autograd off must not turn it off for the next
+                results.append(exercise.result(step(*args)))
     except Exception as error:  # an outcome like any other
         return Outcome(type(error).__name__, ())
     finally:

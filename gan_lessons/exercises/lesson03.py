@@ -42,6 +42,17 @@ def _saved_at_two_versions():
     return make_loss, [a]
 
 
+def _same_values_two_writes():
+    a = torch.tensor([0.5, -1.0, 2.0, 0.0], requires_grad=True)
+
+    def make_loss():
+        y = a.sigmoid()                      # sigmoid saves its output y at version 0
+        y.mul_(1)
+        y.add_(0)                            # two writes that keep every value: version 2, stale all the same
+        return y.sum()
+    return make_loss, [a]
+
+
 def _linear_tanh():
     torch.manual_seed(0)
     layer, x = nn.Linear(16, 32), torch.randn(8, 16, requires_grad=True)
@@ -67,6 +78,7 @@ def _seed001_toy():
 GRAPHS = [(N_("y = a.exp(), then y.add_(1)"), _exp_then_add_),
           (N_("y = a * a, then a.add_(1) under no_grad"), _square_then_step),
           (N_("y = a.exp(), then y.add_(1), then y * y"), _saved_at_two_versions),
+          (N_("y = a.sigmoid(), then y.mul_(1) and y.add_(0), which keep its values"), _same_values_two_writes),
           (N_("tanh(Linear(16, 32)(x)), nothing changed"), _linear_tanh),
           (N_("seed 001's toy, optimD.step() between the two backwards"), _seed001_toy)]
 

@@ -12,6 +12,7 @@ from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
 from gan_lessons.exercises.steps import (
     compare_steps,
+    kept_grad_mode,
     known_mistake,
     matching,
     parameter_names,
@@ -157,8 +158,9 @@ def _times(n):
 def _problems(step, n_critic, mine, D, wasted, samples, draws):
     """What is still wrong with a step that ran, for one n_critic."""
     record = lambda answer: _run(answer, n_critic)[0]     # noqa: E731
-    cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
-                   memory=False)
+    with kept_grad_mode():
+        cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
+                       memory=False)
     if cost.error:
         return [_("run again on a fresh G and D, the step raised RuntimeError: {error}").format(error=cost.error)]
     right = right_answer(mine, [reference_strategy, AVERAGED], record)

@@ -130,7 +130,8 @@ SEED000_DIAGNOSES = [
                                                                        "backward ran on through `gz` into g, for "
                                                                        "gradients g_optimizer.zero_grad() throws "
                                                                        "away")),
-    ("suspicious", "trains both nets", N_("D's fake term is not detached, so D's backward ran on through `gz` into g")),
+    ("suspicious", "trains both nets", N_("d_optimizer and g_optimizer both stepped on the gradients of one backward: "
+                                          "one of the two nets trained on the other's loss")),
     ("suspicious", "g_optimizer.step() adds up gradients from two losses", N_("g's .grad still held what D's "
                                                                               "backward left there when G's loss "
                                                                               "added its own")),

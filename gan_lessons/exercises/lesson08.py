@@ -185,6 +185,13 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
                                call=_("r1_term at step {step}").format(step=step))
         finally:
             handle.remove()
+        filled = [p.grad for p in D.parameters() if p.grad is not None]
+        if filled:                    # the term is for the caller's backward: a .grad filled now is added to again
+            problems.append(_("at step {step} your r1_term left a gradient in D's .grad (norm {norm:.3g}) before the "
+                              "caller's backward ran: that backward adds D's gradient of the term to it, so D would "
+                              "step on more than the loss's gradient").format(
+                step=step, norm=torch.cat([g.flatten() for g in filled]).norm().item()))
+            break
         value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
         if due and isinstance(value, (int, float)) and value == 0:
             problems.append(_("at step {step} the term is {value}, where with every={every} R1 is computed at steps "

@@ -15,13 +15,14 @@ class _Interrupt(Exception):
     """What the checker raises inside D's forward, standing in for a Ctrl-C or a bad batch."""
 
 
-def _frozen_problem():
-    """Seed 000's G and D; D's first layer frozen on purpose, D's .grad holding an earlier gradient, and G's too (as
-    after an earlier step, so a step that does not clear it steps on both)."""
+def _frozen_problem(frozen=0):
+    """Seed 000's G and D; D's layer net[frozen] frozen on purpose (the first; a step's flags are also checked with
+    a middle one), D's .grad holding an earlier gradient, and G's too (as after an earlier step, so a step that does
+    not clear it steps on both)."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(9)
     G, D = Generator(), Discriminator()
-    D.net[0].requires_grad_(False)
+    D.net[frozen].requires_grad_(False)
     x_real = torch.rand(8, 1, 28, 28) * 2 - 1
     F.binary_cross_entropy_with_logits(D(x_real), torch.ones(8)).backward()
     for p in G.parameters():
@@ -45,9 +46,9 @@ def reference_frozen_g_step(G, D, opt_G, z):
     return loss_G
 
 
-def _run_frozen(g_step, interrupt=False):
-    """Run g_step once on _frozen_problem(); return what the checks need."""
-    G, D, opt_G, z = _frozen_problem()
+def _run_frozen(g_step, interrupt=False, frozen=0):
+    """Run g_step once on _frozen_problem(frozen); return what the checks need."""
+    G, D, opt_G, z = _frozen_problem(frozen)
     names = parameter_names(G=G)
     run = {"flags": {n: p.requires_grad for n, p in D.named_parameters()},
            "grads": {n: None if p.grad is None else p.grad.clone() for n, p in D.named_parameters()},
@@ -136,6 +137,8 @@ def frozen_g_step_checks(g_step) -> Found:
     if any(not torch.equal(p.detach(), run["weights"][n]) for n, p in D.named_parameters()):
         problems.append(_("D's weights changed: G's step must not step or modify D"))
     problems += _flag_problems(run, AFTER_STEP)
+    if not problems:                  # the flags put back as they were, not as they are in this one D
+        problems += _flag_problems(_run_frozen(g_step, frozen=5), AFTER_STEP)
     if not problems:
         interrupted = _run_frozen(g_step, interrupt=True)
         if interrupted["at forward"] is None:

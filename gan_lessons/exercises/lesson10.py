@@ -116,7 +116,14 @@ def _run_amp(amp_step, poison=None):
     handles.append(D.register_forward_hook(lambda m, args, out: d_batches.append(len(args[0])) if before_d_step()
                                            else None))
     d_backwards = []                  # the backwards that reached D's first layer before opt_D's step
-    handles.append(D.net[0].weight.register_hook(lambda grad: d_backwards.append(1) if before_d_step() else None))
+    reached = []                      # "D" and "G" as each backward reaches their first layers before opt_D's step:
+                                      # a G after which a D follows was a micro-batch of D's loss going on into G
+    def at_D(grad):
+        if before_d_step():
+            d_backwards.append(1)
+            reached.append("D")
+    handles.append(D.net[0].weight.register_hook(at_D))
+    handles.append(G.net[0].weight.register_hook(lambda grad: reached.append("G") if before_d_step() else None))
     if poison:
         def overflow(grad):
             grad = grad.clone()
@@ -136,7 +143,8 @@ def _run_amp(amp_step, poison=None):
              for key, net in (("G", G), ("D", D))}
     run.update(records=records, calls=scaler.calls, dtypes=dtypes, moved=moved, scale=scaler.get_scale(),
                stepped_in_autocast=any(d_stepped),
-               d_batches=d_batches, d_backwards=len(d_backwards), micro_batch=len(x_real) // ACCUM)
+               d_batches=d_batches, d_backwards=len(d_backwards), micro_batch=len(x_real) // ACCUM,
+               into_G="D" in "".join(reached).partition("G")[2])
     return run
 
 
@@ -161,6 +169,10 @@ def _call_problems(run):
                           "each").format(count=largest, accum=ACCUM, size=run["micro_batch"]))
     elif 0 < run["d_backwards"] < ACCUM and len(run["records"]["opt_D"]) <= 1:
         problems.append(_(ONE_BACKWARD).format(count=run["d_backwards"], accum=ACCUM))
+    if run["into_G"]:
+        problems.append(_("D's backwards before opt_D.step() went on into G's weights: D's loss reached G through "
+                          "x_fake, for a gradient of G that no step uses (G's own loss comes after "
+                          "opt_G.zero_grad())"))
     updates = calls.count("update")
     if updates != 1:
         problems.append(_("scaler.update() never ran in one call of amp_step, so the scale never moved") if not updates

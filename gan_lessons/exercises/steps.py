@@ -266,14 +266,16 @@ def same_steps(got, ref_steps, rtol=RTOL) -> bool:
 def right_answer(mine, answers, run, rtol=RTOL):
     """The records of the right answer the student's match (answers: right steps written differently, such as a
     D loss summed or averaged over its two terms), else those of the first; run(step) records a step."""
-    records = [run(answer) for answer in answers]
+    with torch.enable_grad():         # as in the notebook, whatever an answer run before left behind
+        records = [run(answer) for answer in answers]
     return next((r for r in records if matching(mine, r, rtol)), records[0])
 
 
 def known_mistake(mine, mistakes, run, rtol=RTOL):
     """The hint of the first known wrong answer whose gradients at every optimizer step are the student's, or
     None. `mistakes` is a list of (wrong_step, hint); run(step) records a step's gradients as for the reference."""
-    return next((hint for wrong, hint in mistakes if matching(mine, run(wrong), rtol)), None)
+    with torch.enable_grad():
+        return next((hint for wrong, hint in mistakes if matching(mine, run(wrong), rtol)), None)
 
 
 def prefix(records, counts):

@@ -20,6 +20,8 @@ from torch import nn
 
 from gan_lessons.doctor import DoctorWarning, doctor
 from gan_lessons.doctor.report import (
+    ACCUMULATED_FIXES,
+    ACCUMULATED_WRONG,
     CACHED_FIXES,
     CACHED_WRONG,
     DETACH_WRONG,
@@ -411,3 +413,107 @@ def test_g_first_with_d_cleared_for_its_own_loss_is_silent_and_an_undetached_fak
     assert not said, said
     said, _ = strict_warnings(lambda: gan_g_first_then_d(detach=False))
     assert any("opt_G.step() steps on the gradients of the backward at" in s for s in said), said
+
+
+def sum_kept_over_passes(reset=False, retain=False):
+    """A sum of terms backpropagated, a write into the weight under no_grad (SAM's climb), and the second pass's
+    terms added to the same sum. Returns w's gradient after the second backward and w itself."""
+    torch.manual_seed(0)
+    w, x = nn.Parameter(torch.randn(3)), torch.randn(3)
+    loss = 0
+    for t in range(2):
+        loss += (w * x * (t + 1)).sum()
+    loss.backward(retain_graph=retain)
+    with torch.no_grad():
+        w.add_(0.01 * w.grad)
+    w.grad = None
+    if reset:
+        loss = 0
+    for t in range(2):
+        loss += (w * x * (t + 1)).pow(2).sum()
+    loss.backward()
+    return w.grad, w, x
+
+
+def test_a_sum_kept_from_one_pass_into_the_next_is_told_to_start_anew():
+    d = diagnosis_of(sum_kept_over_passes)
+    assert d.summary.startswith("`loss` still holds a loss whose backward already ran at line"), d.text()
+    assert texts(d.fixes) == texts(ACCUMULATED_FIXES) and texts(d.wrong) == texts(ACCUMULATED_WRONG)
+    grad, w, x = sum_kept_over_passes(reset=True)       # the fix: this pass's gradient alone
+    assert torch.allclose(grad, 2 * w.detach() * x ** 2 * (1 + 4))
+    again, _, _ = sum_kept_over_passes(retain=True)     # the wrong fix: the earlier pass's gradient added again
+    assert torch.allclose(again - grad, x * (1 + 2))
+
+
+def test_a_loss_of_losses_already_backpropagated_is_still_told_to_backward_once():
+    """Only sums of backpropagated losses, no terms of their own: not a sum kept too long."""
+    d = diagnosis_of(helper_already_backwarded)
+    assert d.summary.startswith("this loss is made from"), d.text()
+
+
+def lazy_r1_step(cut=False):
+    """D's own loss and step, then an R1 penalty (gradient of D's output with respect to its input, create_graph)
+    stepped on its own: the penalty cannot reach D's last bias, which its input gradient does not depend on. `cut`
+    detaches D's first layer's output in its own loss, a real mistake (that layer gets no .grad from it)."""
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    opt_D = torch.optim.Adam(D.parameters(), lr=1e-3)
+    for _ in range(2):
+        x = torch.randn(5, 3)
+        opt_D.zero_grad()
+        out = D[2](D[1](D[0](x).detach())) if cut else D(x)
+        out.mean().backward()
+        opt_D.step()
+        opt_D.zero_grad()
+        x = x.requires_grad_(True)
+        g, = torch.autograd.grad(D(x).sum(), x, create_graph=True)
+        g.pow(2).sum().backward()
+        opt_D.step()
+
+
+def test_a_lazy_r1_step_is_not_warned_for_the_bias_it_cannot_reach_and_a_cut_layer_still_is():
+    said, _ = strict_warnings(lazy_r1_step)
+    assert not said, said
+    said, _ = strict_warnings(lambda: lazy_r1_step(cut=True))
+    assert any("opt_D.step() runs while 2 of its 4 parameters have no .grad" in s for s in said), said
+
+
+class _Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.discriminator = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        self.generator = nn.Linear(3, 3)
+
+    def optimizer_step(self, optimizer, k, x):
+        """D's optimizer steps twice: on its loss, then on a second loss whose first layer is cut off."""
+        optimizer.step()
+        if k == 1:
+            return
+        optimizer.zero_grad()
+        d = self.discriminator
+        d[2](d[1](d[0](x).detach())).sum().backward()
+        optimizer.step()
+
+
+class _Fit:
+    """A trainer that keeps the optimizers in a list and hands each to the model's step method, where it is called
+    `optimizer`: the name the doctor finds for D's optimizer there changes once G's step has run."""
+    def fit(self, model):
+        optimizers = [torch.optim.Adam(model.discriminator.parameters(), lr=1e-3),
+                      torch.optim.Adam(model.generator.parameters(), lr=1e-3)]
+        for _ in range(3):
+            x = torch.randn(2, 3)
+            for k, optimizer in enumerate(optimizers):
+                source = x if k == 0 else model.generator(x)
+                model.discriminator(source).sum().backward()
+                model.optimizer_step(optimizer, k, x)
+                optimizer.zero_grad()
+
+
+def one_optimizer_two_names():
+    _Fit().fit(_Pair())
+
+
+def test_one_warning_at_one_line_is_given_once_whatever_the_optimizer_is_called_there():
+    said, _ = strict_warnings(one_optimizer_two_names)
+    assert sum("have no .grad" in s for s in said) == 1, said

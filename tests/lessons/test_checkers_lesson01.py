@@ -124,6 +124,22 @@ def test_sgd_step_names_each_mistake(capsys):
     assert ok is False and "a `...` is still in your function" in out
 
 
+def test_an_update_that_changes_between_calls_is_told_so_not_blamed_on_a_kept_grad(capsys):
+    velocity = {}
+
+    def sgd_momentum(params, lr):                   # a velocity kept between calls: step 1 is SGD's, step 2 is not
+        with torch.no_grad():
+            for p in params:
+                if p.grad is None:
+                    continue
+                v = velocity[p] = 0.9 * velocity.get(p, 0) + p.grad
+                p -= lr * v
+                p.grad = None
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_momentum)
+    assert ok is False and "step 1's update matched p - lr * p.grad and step 2's did not" in out, out
+    assert "still held step 1's gradient" not in out
+
+
 def test_sgd_step_not_solved_yet(capsys):
     for blank in (stub, ...):
         ok, out = run(capsys, exercises.check_sgd_step, blank)

@@ -58,7 +58,7 @@ def probe_object(make_loss):
 @pytest.mark.parametrize("probe", [exercises.reference_stale_saved, probe_object])
 def test_right_probes_are_accepted(capsys, probe):
     ok, out = run(capsys, probe)
-    assert ok is True and out.startswith("✓") and "all 5 graphs" in out, out
+    assert ok is True and out.startswith("✓") and "all 6 graphs" in out, out
 
 
 def probe_first_record(make_loss):               # the version when saved looked up by the tensor: the first save's
@@ -189,6 +189,34 @@ def probe_returns_count(make_loss):
     return len(exercises.reference_stale_saved(make_loss))
 
 
+def probe_one_change_assumed(make_loss):      # the version at backward taken as one more than when saved
+    stale = []
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, version + 1))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version), unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
+def probe_values_compared(make_loss):          # stale taken as "the values changed": writes that keep them are missed
+    stale = []
+
+    def unpack(packed):
+        t, version, copy = packed
+        if not torch.equal(t, copy):
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version, t.detach().clone()), unpack):
+        loss = make_loss()
+    loss.backward()
+    return stale
+
+
 @pytest.mark.parametrize("probe, named", [
     (probe_outside, ["autograd's own version check", "ran while your hooks were not on"]),
     (probe_copy, ["you packed a copy", "never looks stale"]),
@@ -200,6 +228,8 @@ def probe_returns_count(make_loss):
     (probe_versions_swapped, ["other way round"]),
     (probe_a_set, ["saves a twice", "one entry per saved tensor"]),
     (probe_returns_count, ["return a list with one (shape"]),
+    (probe_one_change_assumed, ["y.mul_(1) and y.add_(0)", "((4,), 0, 1)", "((4,), 0, 2)"]),
+    (probe_values_compared, ["y.mul_(1) and y.add_(0)", "you reported nothing", "whose version had moved"]),
 ])
 def test_each_wrong_probe_is_named(capsys, probe, named):
     ok, out = run(capsys, probe)
@@ -298,7 +328,7 @@ def test_a_probe_that_runs_make_loss_twice_is_told_so_not_given_the_report_s_for
 def test_a_wrong_probe_says_on_which_graph(capsys):
     ok, out = run(capsys, probe_copy)
     assert "on y = a.exp(), then y.add_(1)" in out and "the stale saved tensors are [((5,), 0, 1)]" in out
-    assert "(and 4 more of the 5 graphs)" in out, out
+    assert "(and 5 more of the 6 graphs)" in out, out
 
 
 def test_unanswered_and_the_student_copys_stub_say_not_solved_yet(capsys):

@@ -182,6 +182,22 @@ def test_seed000_step_without_detach_names_the_detach(capsys):
     assert "not detached" in out and "ran on through `gz` into g" in out
 
 
+def both_steps_at_end(g, d, g_optimizer, d_optimizer, x_real, z):   # D's fake detached; G's loss, backpropagated
+    real, fake = torch.ones(len(x_real)), torch.zeros(len(z))         # before d steps, leaves d's .grad to d's step
+    gz = g(z)
+    d_optimizer.zero_grad()
+    bce(d(x_real), real).add(bce(d(gz.detach()), fake)).backward()
+    g_optimizer.zero_grad()
+    bce(d(gz), real).backward()
+    d_optimizer.step()
+    g_optimizer.step()
+
+
+def test_seed000_step_with_both_steps_at_the_end_is_not_told_its_detached_fake_is_not_detached(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, both_steps_at_end)
+    assert ok is False and "one of the two nets trained on the other's loss" in out and "term is not detached" not in out, out
+
+
 def test_seed000_step_on_d_output_from_before_its_step_names_the_version_error(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, stale_d_output)
     assert ok is False and "the doctor says: d.net.7.weight.T changed in place" in out

@@ -291,6 +291,14 @@ def r1_package(D, x_real, step, every, gamma):       # the package's R1, not the
     return gamma / 2 * every * strategies.r1_penalty(D, x_real)
 
 
+def r1_through_backward(D, x_real, step, every, gamma):   # backward(create_graph=True) for x.grad: fills D's .grad
+    if step % every:
+        return torch.zeros(())
+    x = x_real.detach().requires_grad_(True)
+    D(x).sum().backward(create_graph=True)
+    return gamma / 2 * every * x.grad.flatten(1).pow(2).sum(1).mean()
+
+
 @pytest.mark.parametrize("answer", [r1_reference, r1_in_place_sum], ids=lambda f: f.__name__)
 def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
     ok, out = run(capsys, exercises.check_lazy_r1, answer)
@@ -310,6 +318,7 @@ def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
     (r1_weights, ["gradient with respect to D's weights", "real images"]),
     (r1_package, ["calls strategies.r1_penalty", "torch.autograd.grad"]),
     (r1_schedule_off_by_one, ["at step 0 the term is 0.0", "R1 is computed at steps 0, 4"]),
+    (r1_through_backward, ["at step 0 your r1_term left a gradient in D's .grad", "before the caller's backward"]),
 ], ids=lambda a: getattr(a, "__qualname__", "")[:40])
 def test_lazy_r1_names_each_mistake(capsys, answer, words):
     ok, out = run(capsys, exercises.check_lazy_r1, answer)

@@ -164,6 +164,17 @@ def g_step_ellipsis(G, D, opt_G, z):
         p.requires_grad_(flag)
 
 
+def g_step_first_layer_rule(G, D, opt_G, z):        # flags put back by a rule that fits one D: "the first is frozen"
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        g_bce(D(G(z))).backward()
+        opt_G.step()
+    finally:
+        for i, p in enumerate(D.parameters()):
+            p.requires_grad_(i >= 2)
+
+
 def test_frozen_g_step(capsys):
     ok, out = run(capsys, exercises.reference_frozen_g_step)
     assert ok is True and out.startswith("✓"), out
@@ -183,6 +194,8 @@ def test_frozen_g_step(capsys):
     assert ok is False and "did not come out of g_step" in out
     ok, out = run(capsys, g_step_ellipsis)
     assert ok is False and "a `...` is still in your function" in out
+    ok, out = run(capsys, g_step_first_layer_rule)
+    assert ok is False and "after the step, D.net.0.weight does not require grad, but it was trainable before" in out
     ok, out = run(capsys, ...)
     assert ok is False and out.startswith("?") and "not solved yet" in out
 

@@ -19,7 +19,8 @@ def run(capsys, answer):
 
 
 def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, autocast=True, own_scaler=False,
-             clip=True, g_target=1, zero_each=False, unscale_each=False, whole_batch=False, fresh_fake=False):
+             clip=True, g_target=1, zero_each=False, unscale_each=False, whole_batch=False, fresh_fake=False,
+             attached=False):
     """The reference step, or one of the mistakes it is written to catch."""
     def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
         ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else torch.enable_grad
@@ -27,13 +28,14 @@ def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, au
         with ctx():
             x_fake = G(z)
         opt_D.zero_grad()
-        parts = [(x_real, x_fake.detach())] if whole_batch else zip(x_real.chunk(accum), x_fake.detach().chunk(accum))
+        fakes = x_fake if attached else x_fake.detach()
+        parts = [(x_real, fakes)] if whole_batch else zip(x_real.chunk(accum), fakes.chunk(accum))
         for x_part, fake_part in parts:
             if zero_each:
                 opt_D.zero_grad()
             with ctx():
                 loss_D = (bce(D(x_part), 1) + bce(D(fake_part), 0)) / 2
-            scaler.scale(loss_D if whole_batch else loss_D / accum).backward()
+            scaler.scale(loss_D if whole_batch else loss_D / accum).backward(retain_graph=attached)
             if unscale_each:
                 scaler.unscale_(opt_D)
         if unscale_each:
@@ -211,10 +213,11 @@ def test_right_answers_are_accepted(capsys, answer):
     (G_never_cleared, ["G's .grad still held that inf", "skipped G's step again"]),
     (whole_step_in_autocast, ["the one through D as it was before opt_D's step", "ran inside an autocast block"]),
     (never_updated, ["scaler.update() never ran in one call of amp_step, so the scale never moved"]),
+    (amp_step(attached=True), ["D's backwards before opt_D.step() went on into G's weights"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
         "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
         "G run again for its loss", "one backward for every micro-batch", "G through D before its step",
-        "G's .grad never cleared", "the whole step in one autocast block", "no update()"])
+        "G's .grad never cleared", "the whole step in one autocast block", "no update()", "D's fakes not detached"])
 def test_each_mistake_is_named(capsys, answer, words):
     ok, out = run(capsys, answer)
     assert ok is False and out.startswith("✗"), out

@@ -1,6 +1,7 @@
 """What every build-or-fix checker (gan_lessons.exercises) shares: `...` and a value that is not a function are
 answered, not raised."""
 from gan_lessons import exercises
+from gan_lessons.exercises.lesson05 import reference_strategy
 
 
 def run(capsys, checker, *args, **kwargs):
@@ -22,3 +23,34 @@ def test_a_value_that_is_not_a_function(capsys):
 
 
 # Each lesson's checkers, on right and named wrong answers: tests/test_checkers_lessonNN.py.
+
+
+def test_an_answer_that_calls_sys_exit_gets_one_line(capsys):
+    import sys
+
+    def quits(*args, **kwargs):
+        sys.exit(1)
+    for checker in (exercises.check_sgd_step, exercises.check_chain_step, exercises.check_strategy):
+        ok, out = run(capsys, checker, quits)
+        assert ok is False and "called sys.exit(1)" in out and out.count("\n") == 1, (checker.__name__, out)
+
+
+def test_autograd_left_off_by_one_call_is_named_when_a_later_call_raises_and_the_reference_still_records(capsys):
+    """A right answer that ends by turning autograd off: the next call raises (no graph). The line says autograd was
+    left off, and no hint blames a detach the answer does not have; the reference runs with autograd on."""
+    import torch
+
+    def chain_off(*args):
+        exercises.reference_chain_step(*args)
+        torch.set_grad_enabled(False)
+    ok, out = run(capsys, exercises.check_chain_step, chain_off)
+    assert ok is False and "autograd was left off after" in out and "detach" not in out, out
+    assert torch.is_grad_enabled()
+
+    def strategy_off(*args, **kwargs):
+        out = reference_strategy(*args, **kwargs)
+        torch.set_grad_enabled(False)
+        return out
+    ok, out = run(capsys, exercises.check_strategy, strategy_off)
+    assert ok is False and "autograd was left off after" in out and "0 time(s)" not in out, out
+    assert torch.is_grad_enabled()
