@@ -388,9 +388,9 @@ claim("and the gradient is wrong: 4e (mul_'s 2 times the doubled y), where the r
 # a saved tensor in place, and returns a loss) under your hooks, run the backward through that loss, and return
 # one `(shape, version when saved, version at backward)` per saved tensor whose version moved in between, `[]`
 # when none did. A tensor saved twice counts twice. The backward must compute what it computes without your
-# probe. The checker runs your probe on five graphs (section 2's `exp`, `a * a`, an `exp` whose output is saved
-# again after it changed, a clean `tanh(Linear(x))` and section 3's seed 001 toy) and compares your report and the
-# gradients with its own.
+# probe. The checker runs your probe on six graphs (section 2's `exp`, `a * a`, an `exp` whose output is saved
+# again after it changed, a `sigmoid` whose output two writes change without changing a value, a clean
+# `tanh(Linear(x))` and section 3's seed 001 toy) and compares your report and the gradients with its own.
 
 # %%
 def stale_saved(make_loss):
