@@ -45,6 +45,8 @@ from gan_lessons.doctor.report import (
     RECOMPUTED_WRONG,
     REUSED_FIXES,
     REUSED_WRONG,
+    SELF_WRITE_FIXES,
+    SELF_WRITE_WRONG,
     SKIPPED_FIXES,
     SKIPPED_WRONG,
     TARGET_FIXES,
@@ -477,12 +479,15 @@ class Diagnoser:
         facts["kept by"] = _("{lines}, which adds to `{container}`, kept from one pass to the next").format(
             lines=_("; ").join(str(a.where) if a.where.file == home else _("{file}, {where}").format(
                 file=shown_path(a.where.file), where=a.where) for a in added[:3]), container=container)
+        emptied = (_("or, where `{container}` is meant to hold this pass's tensors only (features one net hands "
+                     "another within a step), empty it after each backward: a detached copy would hand the next "
+                     "pass the last one's values").format(container=container), "02")
         if len(added) == 1 and added[0].detached:
             return [(_("keep a detached copy in `{container}`: {code} at line {line} (the values, without their "
                        "graph)").format(container=container, code=added[0].detached, line=added[0].where.line),
-                     "02")]
+                     "02"), emptied]
         return [(_("keep detached copies in `{container}` ({where}): the values, without their graph").format(
-            container=container, where=added[0].where), "02")]
+            container=container, where=added[0].where), "02"), emptied]
 
     def _extended(self, roots, prior):
         """The earlier backward whose loss the failing one is made from, when the failing one also has terms of its
@@ -611,7 +616,10 @@ class Diagnoser:
         if flagged is not None:              # not a weight to update: an output made a leaf by requires_grad_(True)
             facts["a leaf because"] = flagged
             fixes = (FLAGGED_LEAF_FIXES, LEAF_WRONG)      # out of place first
-        if w.carries_grad:                   # the values written require grad: no_grad would lose their gradient
+        if w.carries_grad and trained and w.from_itself:     # a weight scaled by values made from itself: a
+            facts["made from"] = _("{name} itself (the values written were computed from it)").format(name=name)
+            fixes = (SELF_WRITE_FIXES, SELF_WRITE_WRONG)          # constraint on it, or a clip meant for its .grad
+        elif w.carries_grad:                 # the values written require grad: no_grad would lose their gradient
             fixes = (GRAD_WRITE_FIXES, GRAD_WRITE_WRONG)
         return Diagnosis("leaf_inplace", (_("{op} on a view of {name}, a leaf that requires grad, while autograd is "
                                             "recording") if w.view else

@@ -70,9 +70,15 @@ def _add_module(top, module, modules, params, variables):
     for sub_name, sub in module.named_modules():
         path = f"{top}.{sub_name}" if sub_name else top
         modules.setdefault(sub, path)
-        for a, w in list(vars(sub).items()):     # a tensor a submodule keeps: `model.layers.0.cache_k`
-            if not a.startswith("__") and isinstance(w, torch.Tensor) and not isinstance(w, torch.nn.Parameter):
+        for a, w in list(vars(sub).items()):     # a tensor a submodule keeps: `model.layers.0.cache_k`, and the
+            if a.startswith("__") or isinstance(w, torch.nn.Parameter):      # tensors of a short list it keeps (a
+                continue                                                      # feature bank: `unet.mid.0.bank[0]`)
+            if isinstance(w, torch.Tensor):
                 variables.setdefault(f"{path}.{a}", w)
+            elif not a.startswith("_") and isinstance(w, _SEQUENCES + (dict,)) and len(w) <= 8:
+                for k, t in _items(w):
+                    if isinstance(t, torch.Tensor):
+                        variables.setdefault(f"{path}.{a}[{k!r}]", t)
     for p_name, p in (*module.named_parameters(), *module.named_buffers()):
         params.setdefault(p, f"{top}.{p_name}")
         if p.grad_fn is not None:         # a buffer reassigned to a result with a graph: `G.w_avg`

@@ -42,6 +42,7 @@ class LeafWrite:
     where: Where | None          # the student's line
     view: bool                   # written through a view of the leaf
     carries_grad: bool           # the values written require grad: their gradient must pass through the write
+    from_itself: bool = False    # those values were computed from the leaf itself (p.mul_(max_norm / p.norm()))
 
 
 @dataclass(slots=True, eq=False)

@@ -174,8 +174,10 @@ class Recorder:
         if target is not None and is_inplace(name, kwargs):
             leaf = target if target.is_leaf else target._base      # a view of a leaf: its base is the leaf
             if leaf is not None and leaf.is_leaf and leaf.requires_grad and torch.is_grad_enabled():
-                journal.last_leaf_inplace = LeafWrite(leaf, name, user_frame(), leaf is not target, any(
-                    isinstance(a, torch.Tensor) and a.requires_grad for a in (*args[1:], *kwargs.values())))
+                values = [a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor) and a.requires_grad]
+                journal.last_leaf_inplace = LeafWrite(leaf, name, user_frame(), leaf is not target, bool(values),
+                                                      any(getattr(fn, "variable", None) is leaf for fn, _d in
+                                                          graphs.breadth_first(a.grad_fn for a in values)))
         if name == "backward" and target is not None:
             self._record_backward([target], kwargs.get("retain_graph", args[2] if len(args) > 2 else None),
                                   kwargs.get("inputs", args[4] if len(args) > 4 else None))

@@ -71,7 +71,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "also stepped at": N_("  - also stepped at: {value}"), "hook": N_("  - hook: {value}"),
                "reached instead": N_("  - reached instead: {value}"),
                "made by": N_("  - made by: {value}"), "made": N_("  - made: {value}"),
-               "made at": N_("  - made at: {value}"),
+               "made at": N_("  - made at: {value}"), "in both losses": N_("  - in both losses: {value}"),
                "used": N_("  - used: {value}"), "changed": N_("  - changed: {value}"),
                "graph": N_("  - graph: {value}"),
                "requires grad": N_("  - requires grad: {value}"), "function": N_("  - function: {value}"),
@@ -87,8 +87,14 @@ _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{note
 
 STEP_FIXES = [(N_("reorder: run every backward that needs this forward before the optimizer step that changes its "
                    "weights, or run a fresh forward after the step"), "05"),
-               (N_("if the later loss must not train through this net, cut it off: detach its input, or "
-                   "backward(inputs=...) for the parameters it should train"), "04")]
+               (N_("if the later loss must not train through this net, cut it off: detach its input (or "
+                   "backward(inputs=...) for the parameters it should train, where the backward to them does not "
+                   "pass through this net)"), "04")]
+# A term both losses are made of (an entropy bonus added to each), reaching the stepped weights: reordered, the step
+# would count it twice.
+SHARED_TERM_FIXES = [(N_("leave the shared term out of the later loss (or detach it there): it already trained the "
+                          "weights through the first loss, and the later loss then has no path into the stepped "
+                          "weights"), "04")]
 GAN_FIXES = [(N_("in a GAN: detach the fake batch in D's loss, and take G's gradient through D before opt_D.step() "
                   "or from a fresh D forward after it"), "05")]
 INPLACE_FIXES = [(N_("clone() the tensor before changing it in place, or make the op out of place (x = x + 1; "
@@ -110,7 +116,11 @@ DDP_COPY_FIXES = [(N_("one forward of the wrapped module per backward: D(torch.c
 STATE_FIXES = [(N_("read a copy of the optimizer's state for the loss (opt.state[p][key].clone()): its step updates "
                      "the state in place, by design"), "03")]
 CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h.detach()): each backward then "
-                      "stops at this pass"), "02")]
+                      "stops at this pass, and the state's values carry on, as truncated backpropagation through "
+                      "time wants where each batch continues the last one"), "02"),
+                 (N_("or, where each batch is a new sequence, reset the state at its start (h = None, zeros, or "
+                     "the model's own reset): a detached state would start each batch from the last one's "
+                     "values"), "02")]
 # A tensor made once, before a loop, whose graph every pass's backward goes through: the first pass freed it.
 REUSED_FIXES = [(N_("make it again in each pass: run the forward that makes it inside the loop, so that each backward "
                      "has a graph of its own, through the weights as they are now"), "05")]
@@ -151,6 +161,12 @@ FLAGGED_LEAF_FIXES = [(N_("write out of place (h = h + 1): a new tensor, and the
                           "through it"), "01"),
                        (N_("or wrap the write in `with torch.no_grad():`, where the values written need no gradient"),
                         "01")]
+# A weight written in place with values computed from itself (p.mul_(max_norm / p.norm())): a constraint on the
+# weight, made under no_grad as an optimizer's update is; or a clip of the gradient written into the weight.
+SELF_WRITE_FIXES = [(N_("if the gradient was meant (a clip before the step), scale p.grad, not p: "
+                         "torch.nn.utils.clip_grad_norm_(params, max_norm) does it for every parameter"), "01"),
+                    (N_("if the weight itself is to be constrained (a max-norm, WGAN's clipping), do it under "
+                        "torch.no_grad(), as an optimizer's update is: it needs no gradient"), "01")]
 RECOMPUTED_FIXES = [(N_("make that op out of place (nn.ReLU() instead of nn.ReLU(inplace=True), x = x + y instead of "
                          "x += y): a block run twice must not write into its own input"), "03")]
 GRAD_WRITE_FIXES = [(N_("write out of place (x = x.index_copy(...), x = x + y), or clone() the leaf and write into "
@@ -162,6 +178,8 @@ STEP_WRONG = [(N_("retain_graph=True: it keeps the graph, but the step changed t
                    "the same error comes back"), "02"),
                (N_("an older torch (before 1.5): its optimizers updated p.data, which moves no version counter, so it "
                    "raised nothing and computed this gradient from the changed weights: silently wrong"), "05")]
+SHARED_TERM_WRONG = [(N_("reordering the backwards before the step with the term in both losses: the step then "
+                          "adds that term's gradient twice"), "05")]
 GAN_WRONG = [(N_("fake.detach() in G's loss (D(fake.detach())): the adversarial term then no longer reaches G, so it "
                   "gives G no gradient (G's .grad stays None where no other term of its loss reaches it), and G stops "
                   "learning from D"), "04")]
@@ -211,6 +229,8 @@ TARGET_WRONG = [(N_("detached copies where the outputs are kept: then no loss ha
                     "saved, the in-place error comes instead"), "02")]
 INPUT_LEAF_WRONG = [(N_("torch.no_grad() around the op: the op then drops out of the graph, and the gradient that "
                          "reaches the input is the one it would get if the op were not there, silently"), "04")]
+SELF_WRITE_WRONG = [(N_("writing out of place (p = p * c) or into a clone: that makes a new tensor and leaves the "
+                         "weight, and its .grad, as they were"), "01")]
 GRAD_WRITE_WRONG = [(N_("torch.no_grad() around the write: the values written require grad, and under no_grad their "
                            "gradient is lost, silently"), "04")]
 TWICE_WRONG = [(N_("retain_graph=True only to let the second call run: it adds the same gradient again, and .grad "

@@ -21,6 +21,8 @@ from gan_lessons.doctor.report import (
     INPLACE_FIXES,
     INPLACE_WRONG,
     PARAM_WRITE_FIXES,
+    SHARED_TERM_FIXES,
+    SHARED_TERM_WRONG,
     STATE_FIXES,
     STEP_FIXES,
     STEP_WRONG,
@@ -100,28 +102,13 @@ class VersionErrors:
                  "saved by": saved_by,
                  "modified by": modifier,
                  "versions": _("now {now}, saved at {saved}").format(now=s.version_now, saved=s.version_saved)}
-        others = sorted({x.param or x.node for x, _ in found} - {s.param or s.node, chosen.param or chosen.node})
+        others = self._also_stale(found, fn, (s.param or s.node, chosen.param))
         if others:
-            facts["also stale"] = ", ".join(others)
+            facts["also stale"] = _("; ").join(others[:4])
         summary = (_("{label} changed in place after the forward saved it").format(label=label)
                    if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
         if stepped:                        # an optimizer step: reorder or detach, never clone
-            gan = looks_like_gan(s.param)
-            fixes = STEP_FIXES + (GAN_FIXES if gan else [])
-            wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
-            carried = self._carried(roots, self._step_of(s), fn)
-            if carried:
-                names, made = carried
-                shown = ", ".join(f"`{name}`" for name in names)
-                facts["carried"] = (_("{names}, made before that step at {where} and used after it: its graph "
-                                      "still holds the weights as they were") if made else
-                                    _("{names}, made before that step and used after it: its graph still holds the "
-                                      "weights as they were")).format(names=shown, where=made)
-                summary = _("{summary}; the loss reaches the old weights through {names}, computed before the "
-                            "step").format(summary=summary, names=shown)
-                fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
-                            "value (a running average, a state for the next pass), keep {detached}").format(
-                              names=shown, detached=", ".join(f"{name}.detach()" for name in names)), "05")] + fixes
+            summary, fixes, wrong = self._step_fixes(roots, s, fn, summary, facts)
         elif in_state:
             fixes, wrong = STATE_FIXES, []
         elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps:
@@ -132,6 +119,52 @@ class VersionErrors:
         else:
             fixes, wrong = INPLACE_FIXES, INPLACE_WRONG
         return Diagnosis("version", summary, facts, fixes, wrong)
+
+    def _step_fixes(self, roots, s, fn, summary, facts):
+        """(summary, fixes, wrong fixes) where an optimizer step changed the saved weight: reorder or cut off, never
+        clone; a tensor carried across the step is made again; a term in both losses is left out of the later one."""
+        gan = looks_like_gan(s.param)
+        fixes = STEP_FIXES + (GAN_FIXES if gan else [])
+        wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
+        carried = self._carried(roots, self._step_of(s), fn)
+        if carried:
+            names, made = carried
+            shown = ", ".join(f"`{name}`" for name in names)
+            facts["carried"] = (_("{names}, made before that step at {where} and used after it: its graph "
+                                  "still holds the weights as they were") if made else
+                                _("{names}, made before that step and used after it: its graph still holds the "
+                                  "weights as they were")).format(names=shown, where=made)
+            summary = _("{summary}; the loss reaches the old weights through {names}, computed before the "
+                        "step").format(summary=summary, names=shown)
+            fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
+                        "value (a running average, a state for the next pass), keep {detached}").format(
+                          names=shown, detached=", ".join(f"{name}.detach()" for name in names)), "05")] + fixes
+        both = self._in_both_losses(roots, self._step_of(s))
+        if both:                       # reordered, the step would add that term's gradient twice
+            facts["in both losses"] = _("{names}, part of the loss the step stepped on and of this one, and "
+                                        "it reaches the stepped weights").format(
+                names=", ".join(f"`{n}`" for n in both))
+            fixes = SHARED_TERM_FIXES + STEP_FIXES[1:] + (GAN_FIXES if gan else [])
+            wrong = wrong + SHARED_TERM_WRONG
+        return summary, fixes, wrong
+
+    def _also_stale(self, found, fn, named):
+        """Every other stale saved tensor than the one named, each with the lines that saved and wrote it (each write
+        would raise next, once the first is fixed)."""
+        others: list = []
+        for x, x_fn in found:
+            if x_fn is fn or (x.param and x.param in named):
+                continue
+            x_info = self.journal.nodes.get(x_fn)
+            if x.param or x_info is None or x_info.where is None:
+                name = x.param or x.node
+            else:
+                name = _("{node} at {where}, modified by {modifier}").format(
+                    node=x.node, where=x_info.place() if x_info.inside else x_info.where,
+                    modifier=self._modifier(x, x_info.serial, x_fn)[0])
+            if name not in others and name != named[0]:
+                others.append(name)
+        return others
 
     def _opaque_saved(self, roots, shape, versions):
         """[(Saved, node)] for a version error whose graph does not show what it saved (a compiled module's
@@ -163,6 +196,24 @@ class VersionErrors:
         p, name = found[0]
         label = name if tuple(p.shape) == shape else f"{name}.T"
         return [(graphs.Saved(type(opaque).__name__, "?", "stale", shape, label, *versions), opaque)]
+
+    def _in_both_losses(self, roots, step):
+        """The names of a term both the loss behind `step` and the failing loss are made of, when it reaches the
+        weights that step changed (an entropy bonus added to both losses): reordering the two backwards before the
+        step would make the step count it twice. [] when they share no such term."""
+        if step is None:
+            return []
+        nodes, mine = self.journal.nodes, {id(p) for p in step.params}
+        before = next((b for b in reversed(self.journal.backwards) if id(step.optimizer) in b.used_by), None)
+        if before is None:
+            return []
+        shared = [fn for fn in graphs.walk(roots) if (info := nodes.get(fn)) and info.serial in before.nodes]
+        if not any(id(getattr(fn, "variable", None)) in mine for fn, _d in graphs.breadth_first(shared)):
+            return []
+        top = {nodes.get(fn).serial for fn in shared}
+        live = self.namer.names().variables            # a term of both losses: a number, not a batch both use
+        return [n for n in self.namer.variables_made_by(top) if isinstance(t := live.get(n), torch.Tensor)
+                and t.numel() == 1][:3]
 
     def _step_of(self, s):
         """The latest optimizer step over the parameter a saved tensor is (None for a non-parameter)."""

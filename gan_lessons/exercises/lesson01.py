@@ -70,8 +70,8 @@ def _param_problems(step, params, ref_params, before, had_grad):
                               "written into the parameter itself").format(name=n, step=step))
         elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
             why = (_("u's .grad is None, and your step changed u all the same") if n == "u" else
-                   _("step 1's update matched p - lr * p.grad and step 2's did not: the update changes from one "
-                     "call to the next") if step == 2
+                   _("the update at step 1 matched p - lr * p.grad and the one at step 2 did not: the update "
+                     "changes from one call to the next") if step == 2
                    else _("the update is p - lr * p.grad"))
             problems.append(_("{name} after step {step} is {value}, expected {expected}: {why}").format(
                 name=n, step=step, value=p.detach().tolist(), expected=ref.detach().tolist(), why=why))

@@ -1061,3 +1061,26 @@ def test_a_discriminator_whose_optimizer_lists_a_shared_trunk_first_is_still_see
                 opt_D.step()
     said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
     assert any("both step on the gradients" in s for s in said), said
+
+
+def test_every_stale_saved_tensor_of_one_pattern_is_named_not_only_the_one_the_backward_met_first():
+    """Three relu outputs, each written in place after relu saved it (a graph net's row updates): the diagnosis
+    names the last, and lists the other two with the lines that saved and wrote them (cloning only the first named
+    would meet the next one)."""
+    torch.manual_seed(0)
+    lins = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+    x, idx, h = torch.randn(5, 4), torch.tensor([0, 2]), torch.randn(2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised, doctor(lins=lins):
+            y = torch.relu(lins[0](x))
+            y[idx] = y[idx] + h                                          # write 1
+            y = torch.relu(lins[1](y))
+            y[idx] = y[idx] + h                                          # write 2
+            y = torch.relu(lins[2](y))
+            y[idx] = y[idx] + h                                          # write 3
+            y.sum().backward()
+    d = raised.value.diagnosis
+    assert "# write 3" in d.facts["modified by"], d.text()
+    also = d.facts["also stale"]
+    assert also.count("modified by __setitem__") == 2 and "# write 1" in also and "# write 2" in also, also

@@ -39,6 +39,10 @@ from gan_lessons.doctor.report import (
     INPLACE_WRONG,
     LEAF_WRONG,
     REUSED_WRONG,
+    SELF_WRITE_FIXES,
+    SELF_WRITE_WRONG,
+    SHARED_TERM_FIXES,
+    SHARED_TERM_WRONG,
     STEP_WRONG,
     TWICE_WRONG,
 )
@@ -242,6 +246,74 @@ def test_a_leaf_written_with_values_that_require_grad_names_no_grad_and_no_grad_
     says(dx, GRAD_WRITE_WRONG, not_=LEAF_WRONG)
     assert merged("no_grad") is None                                   # raises nothing; the features learn nothing
     assert merged("out of place").abs().sum() > 0                      # the right fix: their gradient arrives
+
+
+def test_a_weight_scaled_by_its_own_norm_is_told_to_clip_its_grad_and_the_out_of_place_write_changes_nothing():
+    """A clip helper that takes the norm of the parameter and scales the parameter, where its .grad was meant."""
+    max_norm = 0.1
+
+    def clipped(how):
+        torch.manual_seed(0)
+        w = nn.Parameter(torch.randn(5) * 3)
+        opt = optim.SGD([w], lr=0.1)
+        (w * torch.arange(5.0)).sum().backward()
+        p = w
+        coef = max_norm / (torch.norm(p) + 1e-6)
+        if how == "in place":
+            p.mul_(coef)
+        elif how == "out of place":
+            p = p * coef
+        else:                                                       # the first fix
+            torch.nn.utils.clip_grad_norm_([w], max_norm)
+        norm = w.grad.norm().item()
+        opt.step()
+        return norm
+
+    dx = diagnosis_of(lambda: clipped("in place"))
+    assert [f for f, _ in dx.fixes] == [f for f, _ in SELF_WRITE_FIXES] and dx.facts["made from"].startswith("`")
+    says(dx, SELF_WRITE_WRONG, not_=GRAD_WRITE_WRONG)
+    assert clipped("out of place") > 5 * max_norm                      # the wrong fix: nothing clipped
+    assert abs(clipped("clip_grad_norm_") - max_norm) < 1e-6
+
+
+def shared_term(how):
+    """A trunk T feeds a net A and a head B; a term `ent` made from A is added to both losses; optA trains A, optB T
+    and B. Returns A's gradient at optA's step and the gradient of A's own loss."""
+    torch.manual_seed(0)
+    T, A, B = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 1)
+    optA = optim.SGD(A.parameters(), lr=0.1)
+    optB = optim.SGD([*T.parameters(), *B.parameters()], lr=0.1)
+    e = T(torch.randn(4, 3))
+    h = A(e)
+    ent = -(h.softmax(1) * h.log_softmax(1)).sum(1).mean()
+    lossA = h.pow(2).mean() + ent
+    lossB = B(e).pow(2).mean() + (ent.detach() if how == "left out" else ent)
+    own = torch.autograd.grad(lossA, A.weight, retain_graph=True)[0]
+    optA.zero_grad()
+    lossA.backward(retain_graph=True)
+    if how == "reordered":
+        optB.zero_grad()
+        lossB.backward()
+        at_step = A.weight.grad.clone()
+        optA.step()
+        optB.step()
+    else:
+        at_step = A.weight.grad.clone()
+        optA.step()
+        optB.zero_grad()
+        lossB.backward()
+        optB.step()
+    return at_step, own
+
+
+def test_a_term_in_both_losses_is_told_to_be_left_out_of_the_later_one_and_reordering_counts_it_twice():
+    dx = diagnosis_of(lambda: shared_term("as written"))
+    assert dx.facts["in both losses"].startswith("`ent`") and [f for f, _ in dx.fixes][0] == SHARED_TERM_FIXES[0][0]
+    says(dx, SHARED_TERM_WRONG)
+    at_step, own = shared_term("left out")              # the fix: A steps on its own loss's gradient alone
+    assert torch.allclose(at_step, own)
+    at_step, own = shared_term("reordered")             # the wrong fix: ent's gradient added twice
+    assert (at_step - own).norm() > 0.1 * own.norm()
 
 
 def test_a_freed_graph_names_when_retain_graph_is_right():

@@ -136,7 +136,7 @@ def test_an_update_that_changes_between_calls_is_told_so_not_blamed_on_a_kept_gr
                 p -= lr * v
                 p.grad = None
     ok, out = run(capsys, exercises.check_sgd_step, sgd_momentum)
-    assert ok is False and "step 1's update matched p - lr * p.grad and step 2's did not" in out, out
+    assert ok is False and "the update at step 1 matched p - lr * p.grad and the one at step 2 did not" in out, out
     assert "still held step 1's gradient" not in out
 
 
