@@ -188,7 +188,8 @@ def accumulate(rank, world, step, source=None, accum=2, calls=2, stale=0.0):
     """A D step over `accum` micro-batches, DDP-wrapped D (`step` is a name in this module or, with `source`, a
     student's function), each call with `stale` in every .grad of D (as a G step's backward through D leaves one).
     Per call: the gradient D stepped on, the buckets DDP sent, the backwards that reached D, D's forwards that went
-    around DDP (through ddp.module), and the backwards that ran inside no_sync() after a forward outside it."""
+    around DDP (through ddp.module), the backwards that ran inside no_sync() after a forward outside it, and how
+    many samples D's forwards ran on (with the size of each of the two batches)."""
     D = make_D(batch_norm=False)
     ddp, hook = DDP(D), CountingHook()
     ddp.register_comm_hook(None, hook.send)
@@ -196,28 +197,36 @@ def accumulate(rank, world, step, source=None, accum=2, calls=2, stale=0.0):
     seen, sent, backwards, around, split = [], [], [], [], []
     opt_D.register_step_pre_hook(lambda opt, args, kwargs: seen.append(_grads(D).clone()))
     arrived, forwards, synced = [], {"ddp": 0, "D": 0}, {"at forward": True, "split": 0}
+    sizes, samples = [], []           # the batch of each D forward; per call, how many samples D ran on
 
     def on_ddp_forward(module, args):
         forwards["ddp"] += 1
         synced["at forward"] = module.require_backward_grad_sync
 
+    def on_D_forward(module, args):
+        forwards["D"] += 1
+        sizes.append(len(args[0]))
+
     def on_backward(grad):
         arrived.append(1)
         synced["split"] += synced["at forward"] and not ddp.require_backward_grad_sync
     ddp.register_forward_pre_hook(on_ddp_forward)
-    D.register_forward_pre_hook(lambda module, args: forwards.__setitem__("D", forwards["D"] + 1))
+    D.register_forward_pre_hook(on_D_forward)
     next(D.parameters()).register_hook(on_backward)
     function = _student(source, step) if source else globals()[step]
     for call in range(calls):
         before, reached, ran = hook.sent, len(arrived), dict(forwards, split=synced["split"])
         for p in D.parameters() if stale else ():
             p.grad = torch.full_like(p, stale)
+        sizes.clear()
         function(ddp, opt_D, batch(rank, seed=100 + 10 * call), batch(rank, seed=300 + 10 * call), accum)
+        samples.append(sum(sizes))
         sent.append(hook.sent - before)
         backwards.append(len(arrived) - reached)
         around.append((forwards["D"] - ran["D"]) - (forwards["ddp"] - ran["ddp"]))
         split.append(synced["split"] - ran["split"])
-    return {"grads": seen, "sent": sent, "backwards": backwards, "around": around, "split": split}
+    return {"grads": seen, "sent": sent, "backwards": backwards, "around": around, "split": split,
+            "samples": samples, "batch": len(batch(rank, seed=100))}
 
 
 def _student(source, name):

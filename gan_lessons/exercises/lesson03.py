@@ -7,6 +7,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import raised
+from gan_lessons.exercises.steps import Backwards
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
@@ -106,18 +107,19 @@ _forward_only = variant(reference_stale_saved, drop="loss.backward()")       # n
 
 def _run(probe, graph):
     """Run probe on a fresh copy of graph: (its report or the error it raised, the leaves' gradients, how many times
-    it ran make_loss)."""
+    it ran make_loss, how many backward calls it made)."""
     make_loss, leaves = graph()
     runs = []
 
     def counted():
         runs.append(1)
         return make_loss()
-    try:
-        report = probe(counted)
-    except Exception as error:  # reported by the checker
-        report = error
-    return report, [None if p.grad is None else p.grad.clone() for p in leaves], len(runs)
+    with Backwards() as calls:
+        try:
+            report = probe(counted)
+        except Exception as error:  # reported by the checker
+            report = error
+    return report, [None if p.grad is None else p.grad.clone() for p in leaves], len(runs), len(calls.calls)
 
 
 def _same(grads, others):
@@ -193,15 +195,18 @@ def _hint(got, right, grads, graph):
     return _("{missing} is missing").format(missing=missing)
 
 
-def _gradient_problem(grads, right):
-    """How the leaves' gradients after the probe differ from one backward's without it, as measured."""
+def _gradient_problem(grads, right, backwards):
+    """How the leaves' gradients after the probe differ from one backward's without it, as measured (with the
+    number of backward calls the probe made)."""
     pairs = [(g, r) for g, r in zip(grads, right) if g is not None and r is not None and r.abs().sum() > 0]
     ratios = {round((g.norm() / r.norm()).item(), 3) for g, r in pairs}
     if len(ratios) == 1 and len(pairs) == sum(r is not None for r in right):
         k = ratios.pop()
         if k == round(k) and k >= 2 and all(torch.allclose(g, k * r, atol=1e-5) for g, r in pairs):
-            return _("the report is right, but the leaves' gradients are {k:g} times those of one backward: backward "
-                     "ran {k:g} times through the loss").format(k=k)
+            return (_("the report is right, but the leaves' gradients are {k:g} times those of one backward: backward "
+                      "ran {k:g} times through the loss") if backwards == k else
+                    _("the report is right, but the leaves' gradients are {k:g} times those of one backward through "
+                      "the loss make_loss returned")).format(k=k)
     return _("the report is right, but the leaves' gradients differ from those one backward gives without your probe")
 
 
@@ -224,8 +229,8 @@ def stale_saved_checks(stale_saved) -> Found:
     saved tensor whose version moved in between. Backward must compute what it computes without the probe."""
     failed = []
     for description, graph in GRAPHS:
-        got, grads, runs = _run(stale_saved, graph)
-        right, right_grads, _runs = _run(reference_stale_saved, graph)
+        got, grads, runs, backwards = _run(stale_saved, graph)
+        right, right_grads, _runs, _backwards = _run(reference_stale_saved, graph)
         if isinstance(got, Exception):
             if isinstance(got, NotImplementedError):
                 raise Raised("stale_saved", got)
@@ -249,7 +254,7 @@ def stale_saved_checks(stale_saved) -> Found:
             failed.append((description, _("the report is right, but the leaves' .grad are left empty, where one "
                                           "backward() through the loss fills them")))
         elif not _same(grads, right_grads):
-            failed.append((description, _gradient_problem(grads, right_grads)))
+            failed.append((description, _gradient_problem(grads, right_grads, backwards)))
     if not failed:
         return [], {"graphs": len(GRAPHS)}
     (description, problem), more = failed[0], len(failed) - 1

@@ -102,14 +102,22 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
     if problem is not None:
         return [problem], {}
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
-    resumed_at = attempt("load_state", load_state, state, G, D, opt_G, opt_D, hints=[(
-        "Missing key", N_("a state_dict went into an object other than the one it came from"))])
+    trained = []                                   # G's forwards in train mode during load_state: they move the
+    handle = G.register_forward_pre_hook(lambda module, args: trained.append(1) if module.training else None)
+    try:                                           # running statistics after they were loaded
+        resumed_at = attempt("load_state", load_state, state, G, D, opt_G, opt_D, hints=[(
+            "Missing key", N_("a state_dict went into an object other than the one it came from"))])
+    finally:
+        handle.remove()
     problems = []
     parameters = {name: dict(net.named_parameters()) for name, net in (("G", G), ("D", D))}
     if not all(_same(parameters[name], {k: truth[name][k] for k in parameters[name]}) for name in ("G", "D")):
         problems.append(_("after load_state, G's or D's weights are not the saved ones"))
     elif not (_same(G.state_dict(), truth["G"]) and _same(D.state_dict(), truth["D"])):
         problems.append(_("after load_state, G's weights are the saved ones but its BatchNorm's running statistics "
+                          "are not: load_state ran {count} forward(s) of G in training mode, and each moves "
+                          "them").format(count=len(trained)) if trained else
+                        _("after load_state, G's weights are the saved ones but its BatchNorm's running statistics "
                           "are not: those buffers, which eval mode and the samples use, did not come back"))
     for opt_name, opt in (("opt_G", opt_G), ("opt_D", opt_D)):
         if not _same(opt.state_dict()["state"], truth[opt_name]["state"]):

@@ -143,9 +143,13 @@ def frozen_g_step_checks(g_step) -> Found:
         interrupted = _run_frozen(g_step, interrupt=True)
         if interrupted["at forward"] is None:
             problems.append(_("g_step never calls D"))
-        elif not isinstance(interrupted["error"], _Interrupt):
+        elif interrupted["error"] is None:
             problems.append(_("an error raised inside D's forward did not come out of g_step: its caller never "
                               "learns that the step failed"))
+        elif not isinstance(interrupted["error"], _Interrupt):
+            problems.append(_("an error raised inside D's forward came out of g_step as {kind}, not as the error "
+                              "itself: the caller's except clauses for it no longer catch it").format(
+                kind=type(interrupted["error"]).__name__))
         problems += _flag_problems(interrupted, AFTER_INNER_ERROR)
     if not problems:
         problems = returned("g_step", g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],

@@ -75,6 +75,11 @@ def ddp_accumulation_checks(d_step) -> Found:
                       "step's backward through D leaves there)").format(stale=STALE)]
     if not problems and min(runs[0]["backwards"]) < ACCUM:
         problems = [_(ONE_BACKWARD).format(count=min(runs[0]["backwards"]), accum=ACCUM)]
+    if not problems and max(runs[0]["samples"]) > 2 * runs[0]["batch"]:
+        problems = [_("the gradients are right, but D ran on {count} samples in one call, where x_real and x_fake "
+                      "hold {size} each: {extra} went through D more than once, and the micro-batches no longer "
+                      "save the memory they exist to save").format(
+            count=max(runs[0]["samples"]), size=runs[0]["batch"], extra=max(runs[0]["samples"]) - 2 * runs[0]["batch"])]
     if not problems and max(runs[0]["around"]) > 0:
         problems = [_("{count} of D's forwards in a call ran through ddp.module, around DDP, where every "
                       "micro-batch's forward goes through ddp").format(count=max(runs[0]["around"]))]

@@ -370,3 +370,24 @@ def test_a_loss_made_under_no_grad_is_told_it_has_no_graph(capsys):
         return []
     ok, out = run(capsys, probe_under_no_grad)
     assert ok is False and "has no graph: autograd was not recording when it ran" in out, out
+
+
+def probe_backward_of_a_scaled_loss(make_loss):   # the right report, one backward of twice the loss
+    stale = []
+
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            stale.append((tuple(t.shape), version, t._version))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t, t._version), unpack):
+        loss = make_loss()
+    (loss * 2).backward()
+    return stale
+
+
+def test_gradients_twice_those_of_one_backward_are_not_blamed_on_a_second_backward_that_did_not_run(capsys):
+    ok, out = run(capsys, probe_backward_of_a_scaled_loss)
+    assert ok is False and "2 times those of one backward" in out and "ran 2 times" not in out, out
+    ok, out = run(capsys, probe_backward_twice)
+    assert ok is False and "backward ran 2 times through the loss" in out, out

@@ -204,3 +204,15 @@ def test_nets_left_in_eval_mode_after_load_are_named_where_the_mode_changes_the_
     assert ok is False and "G's BatchNorm is in eval mode" in out and out.count("✗") == 1, out
     ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_then_evaluate_D)
     assert ok is True, out
+
+
+def load_then_a_sanity_forward(state, G, D, opt_G, opt_D):   # everything loaded, then G run once in train mode
+    step = load_everything(state, G, D, opt_G, opt_D)
+    with torch.no_grad():
+        G(torch.randn(4, 4))
+    return step
+
+
+def test_statistics_moved_by_a_forward_after_loading_are_not_called_missing(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_then_a_sanity_forward)
+    assert ok is False and "load_state ran 1 forward(s) of G in training mode" in out and "did not come back" not in out

@@ -102,6 +102,16 @@ def gp_eps_requires_grad(D, x_cond, x_real, x_fake, eps):    # eps made to requi
     return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
 
 
+def gp_overwrites_x_real(D, x_cond, x_real, x_fake, eps):   # right value, but x_hat written into the caller's x_real
+    e = eps.view(-1, 1, 1, 1)
+    with torch.no_grad():
+        x_real.mul_(e).add_((1 - e) * x_fake)
+    x_hat = x_real.detach().requires_grad_(True)
+    scores = D(x_cond, x_hat)
+    g, = grad(scores, x_hat, grad_outputs=torch.ones_like(scores), create_graph=True)
+    return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+
+
 def gp_package(D, x_cond, x_real, x_fake, eps):              # not written at all
     return strategies.gradient_penalty(lambda x: D(x_cond, x), x_real, x_fake, eps=eps)
 
@@ -415,3 +425,8 @@ def _penalty_from(norms_of):
 def test_norms_taken_over_the_wrong_dimensions_are_named(capsys, norms_of, named):
     ok, out = run(capsys, exercises.check_gradient_penalty, _penalty_from(norms_of))
     assert ok is False and named in out, out
+
+
+def test_a_penalty_that_overwrites_the_callers_batch_is_told_so(capsys):
+    ok, out = run(capsys, exercises.check_gradient_penalty, gp_overwrites_x_real)
+    assert ok is False and "changed x_real in place" in out, out

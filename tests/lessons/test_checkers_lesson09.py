@@ -158,6 +158,20 @@ def g_step_swallows(G, D, opt_G, z):                 # flags restored, but the e
             p.requires_grad_(flag)
 
 
+def g_step_rewraps(G, D, opt_G, z):                 # flags restored, the error raised again as another type
+    flags = [p.requires_grad for p in D.parameters()]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        g_bce(D(G(z))).backward()
+        opt_G.step()
+    except Exception as error:
+        raise ValueError("the G step failed") from error
+    finally:
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+
+
 def g_step_ellipsis(G, D, opt_G, z):
     flags = ...
     for p, flag in zip(D.parameters(), flags):
@@ -192,6 +206,8 @@ def test_frozen_g_step(capsys):
     assert ok is False and "after an error inside the step" in out and "after a step that raised" in out
     ok, out = run(capsys, g_step_swallows)
     assert ok is False and "did not come out of g_step" in out
+    ok, out = run(capsys, g_step_rewraps)
+    assert ok is False and "came out of g_step as ValueError" in out and "did not come out" not in out
     ok, out = run(capsys, g_step_ellipsis)
     assert ok is False and "a `...` is still in your function" in out
     ok, out = run(capsys, g_step_first_layer_rule)

@@ -4,6 +4,7 @@ The functions are module-level so that the checker can read their source, as it 
 import contextlib
 
 import pytest
+import torch
 import torch.nn.functional as F
 
 from gan_lessons import exercises
@@ -138,6 +139,27 @@ def synced_first_only(ddp, opt_D, x_real, x_fake, accum):
     opt_D.step()
 
 
+def whole_fake_each_time(ddp, opt_D, x_real, x_fake, accum):
+    """Each micro-batch's loss on its real chunk and on the whole fake batch: the same mean, D run on it accum times."""
+    opt_D.zero_grad()
+    reals = x_real.chunk(accum)
+    for k, real in enumerate(reals):
+        with ddp.no_sync() if k < len(reals) - 1 else contextlib.nullcontext():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(x_fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def cat_per_micro_batch(ddp, opt_D, x_real, x_fake, accum):
+    """Right: one forward per micro-batch on its real and fake chunks together, split after."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k < len(pairs) - 1 else contextlib.nullcontext():
+            out = ddp(torch.cat([real, fake]))
+            ((F.relu(1 - out[:len(real)]).mean() + F.relu(1 + out[len(real):]).mean()) / accum).backward()
+    opt_D.step()
+
+
 def uses_a_notebook_name(ddp, opt_D, x_real, x_fake, accum):
     opt_D.zero_grad()
     hinge_D(ddp, x_real, x_fake).backward()          # noqa: F821 (defined in another cell of a notebook)
@@ -149,7 +171,7 @@ def stub(ddp, opt_D, x_real, x_fake, accum):
     raise NotImplementedError()
 
 
-@pytest.mark.parametrize("answer", [reference, split_by_hand])
+@pytest.mark.parametrize("answer", [reference, split_by_hand, cat_per_micro_batch])
 def test_right_answers_are_accepted(capsys, answer):
     assert exercises.check_ddp_accumulation(answer) is True
     out = capsys.readouterr().out
@@ -170,6 +192,7 @@ def test_right_answers_are_accepted(capsys, answer):
     (forward_outside_no_sync, ["sent each bucket 2 times a step", "1 backward(s) ran inside a no_sync block after their "
                                                                   "forward ran outside it"]),
     (around_the_wrapper_but_last, ["2 of D's forwards in a call ran through ddp.module, around DDP"]),
+    (whole_fake_each_time, ["the gradients are right, but D ran on", "went through D more than once"]),
 ], ids=lambda x: getattr(x, "__name__", "words"))
 def test_each_mistake_is_named(capsys, answer, words):
     assert exercises.check_ddp_accumulation(answer) is False
