@@ -148,6 +148,8 @@ class Checks:
         self.check_foreign_gradients(name, params, contributors)
         self.check_cleared_for_another(opt, name, params, contributors)
         self.check_cleared_own(name, params, contributors)
+        self.check_stepped_twice(opt, name, params, contributors)
+        self.check_backward_within(name, contributors)
 
     def constant_of(self, tensor):
         """The source of a constant gradient this tensor is (or was computed from), or None."""
@@ -327,6 +329,45 @@ class Checks:
                                 {"where": user_frame()},
                                 [(N_("clear .grad once, before the first of the losses this step adds up (not "
                                      "between their backwards)"), "04")], key="cleared own")
+                return
+
+    def check_stepped_twice(self, opt, name, params, contributors):
+        """A parameter two optimizers hold, stepped by both on the same gradients: it moves twice a step (a trunk
+        put in each head's optimizer)."""
+        mine = {id(p): p for p in params}
+        for o in self.namer.known_optimizers():
+            if o is opt or not any(id(o) in b.used_by for b in contributors):
+                continue
+            shared = [p for g in o.param_groups for p in g["params"] if id(p) in mine and p.grad is not None]
+            if shared:
+                names = self.namer.known().params
+                self.suspicious(_("{name}.step() steps {count} parameter(s) that {other}.step() already stepped on "
+                                  "the same gradients ({first}, ...): they are in both optimizers, and move twice "
+                                  "a step").format(name=name, other=self.namer.optimizer_name(o), count=len(shared),
+                                                   first=names.get(shared[0], "?")),
+                                {"where": user_frame()},
+                                [(N_("give each parameter to one optimizer (the shared part to one of them, or one "
+                                     "optimizer over both heads and the trunk)"), "05")], key=("stepped twice", id(opt)))
+                return
+
+    def check_backward_within(self, name, contributors):
+        """Two backwards a step adds up where the later one's loss is a part of the earlier one's (loss1 = a +
+        loss2, then loss1.backward(retain_graph=True) and loss2.backward()): that part's gradient counts twice."""
+        nodes = self.journal.nodes
+        for later in contributors:
+            if not later.fills_grad:
+                continue
+            tops = {info.serial for ref in later.roots if (t := ref()) is not None
+                    and (info := nodes.get(t.grad_fn)) is not None}
+            earlier = next((b for b in contributors if b is not later and b.fills_grad and tops and tops <= b.nodes
+                            and tops != {max(b.nodes)}), None)
+            if earlier is not None:
+                self.suspicious(_("{name}.step() adds the gradient of the loss backpropagated at {later} twice: the "
+                                  "backward at {earlier} already went through it, as a part of its loss").format(
+                                    name=name, later=later.where, earlier=earlier.where),
+                                {"where": user_frame()},
+                                [(N_("backpropagate each loss once: one backward of the sum, or one of each part, "
+                                     "not both"), "02")], key="backward within")
                 return
 
     def _both_step(self, first, name, backward, where, also):

@@ -88,6 +88,15 @@ def _same_line(a, b) -> bool:
     return a is not None and b is not None and (a.file, a.line) == (b.file, b.line)
 
 
+def _grad_read_later(names, where) -> bool:
+    """Whether the file of `where` reads the .grad of one of these named leaves (`w.grad`, after the loop the
+    error stopped): the code wants their gradients, whatever optimizer there is."""
+    if where is None:
+        return False
+    source = "".join(linecache.getlines(where.file))
+    return any(re.search(rf"(?<![\w.]){re.escape(name.strip('`'))}\.grad\b", source) for name in names)
+
+
 def _site(info):
     """A node's op and its lines: the call's, and the one inside the module."""
     return (info.op, *((w.file, w.line) if (w := info.where) else (None, None)),
@@ -352,6 +361,12 @@ class Diagnoser:
             # one tensor the two losses share, and all either reaches: detached in either, it would train nothing
             told = [fix for fix in told if fix is not FREED_FIXES[0]]
             wrong += DETACH_WRONG
+        live = self.namer.names().variables
+        distinct = {id(t): name for name in held if isinstance(t := live.get(name), torch.Tensor)}
+        if len(distinct) > 1 and FREED_FIXES[0] in told:      # several tensors carry it: each must be cut
+            told[told.index(FREED_FIXES[0])] = (_("detach each of {names} in the loss that must not reach the shared "
+                                                  "part: it reaches it through every one of them").format(
+                names=_(", ").join(f"`{n}`" for n in distinct.values())), "04")
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
                          fixes + told, wrong)
 
@@ -420,9 +435,13 @@ class Diagnoser:
         held = {id(p) for step in steps for p in step.params} | {
             id(p) for opt in namer.known_optimizers() for group in opt.param_groups for p in group["params"]}
         after = {id(p) for step in steps if id(step.optimizer) in b.used_by for p in step.params}
-        written = {rec.ptr for rec in self.journal.inplace}        # a leaf updated by hand (w -= lr * w.grad) is
-        if not any(k in held or t.untyped_storage().data_ptr() in written for k, t in leaves.items()):   # trained
-            return [namer.name(t) if t in namer.params else namer.label(t) for t in leaves.values()], []
+        written = {rec.ptr for rec in self.journal.inplace}        # a leaf updated by hand (w -= lr * w.grad), or
+        read = self.journal.grads_read                              # whose .grad the code reads, is trained
+        if not any(k in held or t.untyped_storage().data_ptr() in written or t in read for k, t in leaves.items()):
+            names = [namer.name(t) if t in namer.params else namer.label(t) for t in leaves.values()]
+            if not _grad_read_later(names, b.where):       # (a read of their .grad after the loop: they are wanted)
+                return names, []
+            return [], []
         if not after:
             return [], []
         nets = {}

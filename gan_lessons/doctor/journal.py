@@ -26,6 +26,7 @@ class Journal:
                                  # a node numbered below it was made before (not adopted by the op that reaches it)
     seen_modules: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     seen_optimizers: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    grads_read: weakref.WeakSet = field(default_factory=weakref.WeakSet)   # leaves whose .grad the code read
     # (weak module, line, its caller's line) of trainable modules run with gradients off
     no_grad_forwards: deque = _bounded(20)
     # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were made under

@@ -11,7 +11,7 @@ from torch.overrides import _get_current_function_mode as _current_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import tensors_in
-from gan_lessons.doctor.frames import custom_forward, outermost_user_frame, user_frame, user_site
+from gan_lessons.doctor.frames import called_from_user, custom_forward, outermost_user_frame, user_frame, user_site
 from gan_lessons.doctor.nodes import SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo, Step
 from gan_lessons.doctor.ops import (
     QUIET_CALLS,
@@ -112,6 +112,7 @@ class Recorder:
         self.off: set = set()            # ids of the trainable modules running now with gradients off
         self.modes: set = set()          # .training of the modules that made the last graph walked
         self.zeroed: dict = {}           # id(.grad): its version once zero_grad(set_to_none=False) zeroed it
+        self.assigned: dict = {}         # id(parameter): (weak parameter, the last backward before p.grad = g)
         # inside an optimizer's step() (without a closure) its ops are not recorded: the recorder is off torch's
         # mode stack (paused), or skips them (in_step)
         self.paused = False
@@ -163,6 +164,12 @@ class Recorder:
             [(t, version_of(t)) for t in args if isinstance(t, torch.Tensor)]
         for s in self.subscribers:
             s.on_call(func, name, args, kwargs, target)
+        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
+                and target is not None and target.is_leaf and called_from_user():    # the code wants its gradient
+            journal.grads_read.add(target)
+        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
+                and target is not None:                 # p.grad = g: what earlier backwards left is gone
+            self.assigned[id(target)] = (weakref.ref(target), journal.backwards[-1] if journal.backwards else None)
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in tensors_in(args[0]) if name == "_foreach_zero_" else [args[0]]:
                 self.zeroed[id(t)] = t._version + 1
@@ -391,7 +398,9 @@ class Recorder:
             if p.grad is None:            # set to None since (zero_grad()): nothing of any backward is left
                 continue
             for b in reversed(self.journal.backwards):
-                if p in b.depth:
+                if b is self.assigned.get(id(p), (None, None))[1] and self.assigned[id(p)][0]() is p:
+                    break                 # .grad assigned after this backward: none of it, or before, is left
+                if b.fills_grad and p in b.depth:
                     if not any(b is f for f in found):
                         found.append(b)
                     if p in b.fresh:

@@ -517,3 +517,110 @@ def one_optimizer_two_names():
 def test_one_warning_at_one_line_is_given_once_whatever_the_optimizer_is_called_there():
     said, _ = strict_warnings(one_optimizer_two_names)
     assert sum("have no .grad" in s for s in said) == 1, said
+
+
+def shared_trunk(in_both=True):
+    """Two heads on one trunk, both backwards before both steps; the trunk in both optimizers, or in the first only."""
+    torch.manual_seed(0)
+    trunk, head1, head2 = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+    opt1 = torch.optim.SGD([*trunk.parameters(), *head1.parameters()], lr=0.1)
+    opt2 = torch.optim.SGD([*trunk.parameters(), *head2.parameters()] if in_both else head2.parameters(), lr=0.1)
+    for _ in range(2):
+        z = trunk(torch.randn(3, 4))
+        opt1.zero_grad()
+        opt2.zero_grad()
+        head1(z).pow(2).mean().backward(retain_graph=True)
+        head2(z).mean().backward()
+        opt1.step()
+        opt2.step()
+
+
+def test_a_parameter_two_optimizers_step_on_the_same_gradients_is_warned():
+    said, _ = strict_warnings(shared_trunk)
+    assert any("opt2.step() steps 2 parameter(s) that opt1.step() already stepped" in s for s in said), said
+    said, _ = strict_warnings(lambda: shared_trunk(in_both=False))
+    assert not said, said
+
+
+def loss_inside_loss(separate=False):
+    """loss2 is part of loss1, and each is backpropagated: the step counts loss2's gradient twice."""
+    w = nn.Parameter(torch.tensor([1.0]))
+    opt = torch.optim.SGD([w], lr=0.1)
+    grads = []
+    for _ in range(2):
+        opt.zero_grad()
+        loss2 = (w * 3).sum()
+        loss1 = (w * w).sum() + (0 if separate else loss2)
+        loss1.backward(retain_graph=True)
+        loss2.backward()
+        grads.append(w.grad.item() - (2 * w + 3).item())
+        opt.step()
+    return grads
+
+
+def test_a_loss_backpropagated_alone_and_as_a_part_of_another_is_warned():
+    said, extra = strict_warnings(loss_inside_loss)
+    assert any("adds the gradient of the loss backpropagated at" in s and "twice" in s for s in said), said
+    assert extra[0] == pytest.approx(3.0)            # loss2's gradient, once too many
+    said, extra = strict_warnings(lambda: loss_inside_loss(separate=True))
+    assert not said and extra[0] == pytest.approx(0.0), said
+
+
+def grads_assigned():
+    """Gradients from autograd.grad assigned to .grad, then a step: no zero_grad() is needed."""
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(3))
+    opt = torch.optim.SGD([w], lr=0.1)
+    for _ in range(3):
+        (g,) = torch.autograd.grad((torch.randn(4, 3) @ w).pow(2).mean(), [w])
+        w.grad = g
+        opt.step()
+
+
+def test_gradients_assigned_to_grad_are_not_taken_for_gradients_applied_again():
+    said, _ = strict_warnings(grads_assigned)
+    assert not said, said
+
+
+def made_once_from_leaves_whose_grad_is_read():
+    """A tensor made once before the loop from leaves the code made, whose .grad it reads after the loop."""
+    w = torch.ones(2, requires_grad=True)
+    b = torch.full((2,), 0.5, requires_grad=True)
+    y = w * b
+    for _ in range(2):
+        (w * y).sum().backward()
+    return w.grad, b.grad
+
+
+def test_leaves_whose_grad_the_code_reads_are_not_called_untrained():
+    d = diagnosis_of(made_once_from_leaves_whose_grad_is_read)
+    assert "no optimizer trains" not in d.summary and texts(d.fixes) != texts(UNTRAINED_FIXES), d.text()
+
+
+def two_carriers(detach=()):
+    """Net A, then net B on A's output; A's loss compares out1 with out2, B's loss is on out2: both A's loss and B's
+    go through A and B, and A steps between the two backwards. Each of out1, out2 carries the shared part."""
+    torch.manual_seed(0)
+    A, B = nn.Linear(3, 3), nn.Linear(3, 3)
+    optA, optB = torch.optim.SGD(A.parameters(), lr=0.1), torch.optim.SGD(B.parameters(), lr=0.1)
+    x, t = torch.randn(4, 3), torch.randn(4, 3)
+    out1 = A(x)
+    out2 = B(out1.detach() if "out1" in detach else out1)
+    loss_A = F.mse_loss(out1, out2.detach() if "out2" in detach else out2)
+    loss_B = F.mse_loss(out2, t)
+    optA.zero_grad()
+    loss_A.backward()
+    optA.step()
+    optB.zero_grad()
+    loss_B.backward()
+    optB.step()
+
+
+def test_a_shared_part_reached_through_two_tensors_is_told_to_detach_each():
+    d = diagnosis_of(two_carriers)
+    assert any("detach each of `out1`, `out2`" in f or "detach each of `out2`, `out1`" in f for f in texts(d.fixes)), \
+        d.text()
+    two_carriers(detach=("out1", "out2"))            # each cut: it runs
+    for one in ("out1", "out2"):                     # one alone: the same error
+        with pytest.raises(RuntimeError, match=FREED):
+            two_carriers(detach=(one,))
