@@ -437,7 +437,8 @@ class Diagnoser:
         after = {id(p) for step in steps if id(step.optimizer) in b.used_by for p in step.params}
         written = {rec.ptr for rec in self.journal.inplace}        # a leaf updated by hand (w -= lr * w.grad), or
         read = self.journal.grads_read                              # whose .grad the code reads, is trained
-        if not any(k in held or t.untyped_storage().data_ptr() in written or t in read for k, t in leaves.items()):
+        if not any(k in held or t.untyped_storage().data_ptr() in written or read.get(k, lambda: None)() is t
+                   for k, t in leaves.items()):
             names = [namer.name(t) if t in namer.params else namer.label(t) for t in leaves.values()]
             if not _grad_read_later(names, b.where):       # (a read of their .grad after the loop: they are wanted)
                 return names, []

@@ -26,7 +26,7 @@ class Journal:
                                  # a node numbered below it was made before (not adopted by the op that reaches it)
     seen_modules: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     seen_optimizers: weakref.WeakSet = field(default_factory=weakref.WeakSet)
-    grads_read: weakref.WeakSet = field(default_factory=weakref.WeakSet)   # leaves whose .grad the code read
+    grads_read: dict = field(default_factory=dict)   # id: weak leaf, for each leaf whose .grad the code read
     # (weak module, line, its caller's line) of trainable modules run with gradients off
     no_grad_forwards: deque = _bounded(20)
     # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were made under
@@ -50,7 +50,7 @@ class Journal:
         (what the doctor said stays), so that nothing lives longer than it would without the doctor."""
         for records in (self.inplace, self.backwards, self.steps, self.no_grad_forwards):
             records.clear()
-        for table in (self.inference_made, self.flagged_at, self.no_graph_outputs, self.from_values):
+        for table in (self.inference_made, self.flagged_at, self.no_graph_outputs, self.from_values, self.grads_read):
             table.clear()
         self.last_leaf_inplace = self.failed = self.entry = None
 

@@ -164,12 +164,9 @@ class Recorder:
             [(t, version_of(t)) for t in args if isinstance(t, torch.Tensor)]
         for s in self.subscribers:
             s.on_call(func, name, args, kwargs, target)
-        if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
-                and target is not None and target.is_leaf and called_from_user():    # the code wants its gradient
-            journal.grads_read.add(target)
-        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "grad" \
-                and target is not None:                 # p.grad = g: what earlier backwards left is gone
-            self.assigned[id(target)] = (weakref.ref(target), journal.backwards[-1] if journal.backwards else None)
+        if target is not None and name in ("__get__", "__set__") and \
+                getattr(getattr(func, "__self__", None), "__name__", "") == "grad":
+            self._grad_attribute(name, target)
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in tensors_in(args[0]) if name == "_foreach_zero_" else [args[0]]:
                 self.zeroed[id(t)] = t._version + 1
@@ -199,6 +196,19 @@ class Recorder:
                                            fills_grad=False)
             for s in self.subscribers:
                 s.on_grad(leaves, inputs, create)
+
+    def _grad_attribute(self, name, target):
+        """`.grad` read on a leaf (the code wants its gradient), or assigned (p.grad = g: what earlier backwards
+        left in it is gone)."""
+        journal = self.journal
+        if name == "__get__" and target.is_leaf and called_from_user():
+            journal.grads_read[id(target)] = weakref.ref(target)
+            if len(journal.grads_read) > 10000:
+                journal.grads_read = {k: r for k, r in journal.grads_read.items() if r() is not None}
+        elif name == "__set__":
+            self.assigned[id(target)] = (weakref.ref(target), journal.backwards[-1] if journal.backwards else None)
+            if len(self.assigned) > 10000:
+                self.assigned = {k: v for k, v in self.assigned.items() if v[0]() is not None}
 
     def pause(self):
         """Stop recording for an optimizer's step: its ops are not the student's. The recorder leaves torch's mode
