@@ -148,7 +148,23 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
         resumed = [p.detach() for p in (*G.parameters(), *D.parameters())]
         if not all(torch.equal(a, b) for a, b in zip(straight, resumed)):
             problems.append(_("the resumed run ends with other weights than the run that never stopped"))
+    if not problems:                  # the step comes from the checkpoint, not from this one run's numbers
+        problems = _saved_earlier(save_state, load_state, steps - 1)
     return problems, {"steps": steps}
+
+
+def _saved_earlier(save_state, load_state, early):
+    """A run saved after `early` steps, loaded: a line when load_state does not return `early`."""
+    G, D, opt_G, opt_D = _resume_run(0)
+    _resume_steps(G, D, opt_G, opt_D, 0, early)
+    state, _problem = _round_trip(save_state(G, D, opt_G, opt_D, early))
+    again = load_state(state, *_resume_run(1))
+    try:
+        same = int(again) == early
+    except (TypeError, ValueError, RuntimeError):
+        same = False
+    return [] if same else [_("a run saved after {early} steps resumes from step {value}: load_state's step does "
+                              "not follow the checkpoint's").format(early=early, value=repr(again))]
 
 
 def reference_save_state(G, D, opt_G, opt_D, step):

@@ -156,10 +156,14 @@ def graph_problems(penalty, reference, D, G, grads=()):
         return [_("the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. The "
                   "gradient inside it was taken without create_graph=True")]
     problems = []
-    if G is not None and torch.autograd.grad(penalty, list(G.parameters()), retain_graph=True,
-                                             allow_unused=True)[0] is not None:
-        problems.append(_("the penalty reaches G's parameters, where a critic's penalty trains the critic only"))
-    mine = torch.autograd.grad(penalty, list(D.parameters()), allow_unused=True)
+    try:
+        if G is not None and torch.autograd.grad(penalty, list(G.parameters()), retain_graph=True,
+                                                 allow_unused=True)[0] is not None:
+            problems.append(_("the penalty reaches G's parameters, where a critic's penalty trains the critic only"))
+        mine = torch.autograd.grad(penalty, list(D.parameters()), allow_unused=True)
+    except RuntimeError as error:     # a penalty whose backward fails cannot train D: that is what is measured
+        return [_("a backward through your penalty raised RuntimeError: {error}: the penalty cannot train "
+                  "D").format(error=str(error).split(". ")[0])]
     right = torch.autograd.grad(reference, list(D.parameters()), allow_unused=True)
     for (pname, _param), g, r in zip(D.named_parameters(), mine, right):
         if (g is None) != (r is None) or (g is not None and not torch.allclose(g, r, rtol=1e-4, atol=1e-6)):

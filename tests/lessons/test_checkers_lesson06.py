@@ -216,3 +216,13 @@ def load_then_a_sanity_forward(state, G, D, opt_G, opt_D):   # everything loaded
 def test_statistics_moved_by_a_forward_after_loading_are_not_called_missing(capsys):
     ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_then_a_sanity_forward)
     assert ok is False and "load_state ran 1 forward(s) of G in training mode" in out and "did not come back" not in out
+
+
+def load_steps_left(state, G, D, opt_G, opt_D):      # everything loaded; returns the steps left of a run of 6
+    load_everything(state, G, D, opt_G, opt_D)
+    return 6 - state["step"]
+
+
+def test_a_step_that_fits_one_run_only_is_caught_on_a_second_save(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_steps_left)
+    assert ok is False and "a run saved after 2 steps resumes from step 4" in out, out

@@ -430,3 +430,16 @@ def test_norms_taken_over_the_wrong_dimensions_are_named(capsys, norms_of, named
 def test_a_penalty_that_overwrites_the_callers_batch_is_told_so(capsys):
     ok, out = run(capsys, exercises.check_gradient_penalty, gp_overwrites_x_real)
     assert ok is False and "changed x_real in place" in out, out
+
+
+def gp_graph_not_retained(D, x_cond, x_real, x_fake, eps):   # create_graph=True, retain_graph=False: the forward's
+    e = eps.view(-1, 1, 1, 1)                                  # graph is freed, so the penalty's backward fails
+    x_hat = (e * x_real + (1 - e) * x_fake.detach()).requires_grad_(True)
+    out = D(x_cond, x_hat)
+    g, = grad(out, x_hat, torch.ones_like(out), create_graph=True, retain_graph=False)
+    return ((g.flatten(1).norm(dim=1) - 1) ** 2).mean()
+
+
+def test_a_penalty_whose_backward_fails_gets_a_verdict(capsys):
+    ok, out = run(capsys, exercises.check_gradient_penalty, gp_graph_not_retained)
+    assert ok is False and "a backward through your penalty raised RuntimeError" in out, out

@@ -783,6 +783,10 @@ def ng_flat(f, x, eps=1e-3):
     return ng_in_place(f, x, eps).reshape(-1)
 
 
+def ng_numpy(f, x, eps=1e-3):                       # the right numbers, as a NumPy array
+    return ng_in_place(f, x, eps).numpy()
+
+
 def ng_stub(f, x, eps=1e-3):
     # YOUR CODE HERE
     raise NotImplementedError()
@@ -799,9 +803,10 @@ def test_numerical_grad_right_answers(capsys, answer):
     (ng_at_once, "every entry of your answer is the same number"),
     (ng_not_restored, "did not put them back"),
     (ng_flat, "should have x's shape, [3, 4]"),
+    (ng_numpy, "your function returned ndarray, not a tensor"),
     (ng_stub, "not solved yet"),
     (..., "not solved yet"),
-], ids=["one-sided", "by eps", "at once", "not restored", "flat", "stub", "ellipsis"])
+], ids=["one-sided", "by eps", "at once", "not restored", "flat", "numpy", "stub", "ellipsis"])
 def test_numerical_grad_wrong_answers_are_named(capsys, answer, words):
     ok = exercises.check_numerical_grad(answer)
     out = capsys.readouterr().out
@@ -1231,3 +1236,14 @@ def test_a_root_freed_despite_retain_graph_is_seen(capsys):
     assert exercises.check_freeing(_RootFreed) is False
     out = capsys.readouterr().out
     assert "retain_graph=True did not keep the saved values" in out and "loss = loss * loss" in out, out
+
+
+# a number operand never wrapped: `a * 2.0` reaches `other.data` on a float
+mul_number_not_wrapped = variant(Value.__mul__, drop="other = self._value(other)")
+
+
+def test_an_engine_whose_mul_does_not_take_a_number_is_rejected(capsys):
+    assert any(" * 2.0" in p or "0.5 * " in p for _, p in lesson11.programs(4))     # the programs have number operands
+    for step in (1, 2):
+        ok, out = run(capsys, step, engine(__mul__=mul_number_not_wrapped))
+        assert ok is False and "AttributeError" in out, out

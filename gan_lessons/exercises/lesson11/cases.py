@@ -80,8 +80,9 @@ def version_parts(message):
     return m.groups() if m else None
 
 
-def _random_forward(rng, ops=("+", "*", "exp", "@")):
-    """The lines of a random expression and its loss, and each name's (shape, requires grad)."""
+def _random_forward(rng, ops=("+", "*", "exp", "@", "number")):
+    """The lines of a random expression and its loss, and each name's (shape, requires grad). An operand may be a
+    plain number (y = a * 2.0, y = 0.5 * a, y = a + 1.5), as the lessons' own cells write."""
     lines, info = [], {}
     for name in "abcd"[:rng.randint(2, 4)]:
         shape, requires = rng.choice([(3, 3), (3, 3), (3,)]), name == "a" or rng.random() < 0.5
@@ -93,6 +94,9 @@ def _random_forward(rng, ops=("+", "*", "exp", "@")):
         if op == "exp" and exps < 2:
             exps += 1
             lines.append(f"y{k} = {last}.exp()")
+            info[f"y{k}"] = info[last]
+        elif op == "number":
+            lines.append(rng.choice([f"y{k} = {last} * 2.0", f"y{k} = 0.5 * {last}", f"y{k} = {last} + 1.5"]))
             info[f"y{k}"] = info[last]
         elif op == "@" and info[last][0] == info[other][0] == (3, 3):
             lines.append(f"y{k} = {last} @ {other}")

@@ -65,12 +65,9 @@ def _problem(numerical_grad, what, f, x, exact):
     if not torch.allclose(given, x, rtol=1e-12, atol=1e-12):     # put back by arithmetic: a rounding is no change
         return _("on {what} x is not the same after your function: it moved entries of x and did not put them back "
                  "(the caller's x must come back as it was)").format(what=what)
-    if not isinstance(got, torch.Tensor):
-        try:
-            got = torch.as_tensor(got, dtype=torch.float64)
-        except (TypeError, ValueError, RuntimeError):
-            return _("on {what} your function returned {kind}, not a tensor of x's shape").format(
-                what=what, kind=type(got).__name__)
+    if not isinstance(got, torch.Tensor):         # a list or an array: the cells after it compute with a tensor
+        return _("on {what} your function returned {kind}, not a tensor of x's shape").format(
+            what=what, kind=type(got).__name__)
     if got.shape != x.shape:
         return _("on {what} your answer has shape {shape}; it should have x's shape, {x_shape}").format(
             what=what, shape=list(got.shape), x_shape=list(x.shape))

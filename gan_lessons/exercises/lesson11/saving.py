@@ -250,7 +250,26 @@ def saving_checks(engine) -> Found:
     `_saved_result` and MmBackward0's `_saved_self`/`_saved_mat2`), the version kept beside each saved value, and the gradients its backward returns
     from what it saved."""
     problems = one_op_problems(_(SAVING_NAME), engine, ("mul", "exp", "matmul"), 1)
-    return None if problems is None else (problems, {"count": len(_one_op_cases())})
+    if problems is None:
+        return None
+    number = _number_problem(engine)
+    return ([*problems, number] if number else problems), {"count": len(_one_op_cases())}
+
+
+def _number_problem(engine):
+    """A plain number as `*`'s other operand (`a * 2.0`, `0.5 * a`), as the lesson's own cells write it: the value
+    torch gives, or what went wrong."""
+    x = torch.tensor([0.5, -1.0, 2.0])
+    for text, make in (("a * 2.0", lambda a: a * 2.0), ("0.5 * a", lambda a: 0.5 * a)):
+        a = engine(x.clone(), requires_grad=True)
+        try:
+            out = make(a)
+        except Exception as error:  # reported
+            return _("`{expression}` (a plain number as the other operand, as the lesson's cells write) raised "
+                     "{kind}: {error}").format(expression=text, kind=type(error).__name__, error=headline(str(error)))
+        if not isinstance(out, engine) or not torch.allclose(out.data, make(x)):
+            return _("`{expression}` computed the wrong value").format(expression=text)
+    return None
 
 
 SAVING = Exercise("11", "Value", Value, saving_checks, None, interface=("no_grad",),
