@@ -203,7 +203,23 @@ def sample_checks(sample) -> Found:
         sample(G, z)
         if any(m.training for m in G.modules()):
             problems.append(_("G was in eval mode before sample and is in training mode after"))
+    if not problems:                             # another z: the images follow the z passed in
+        problems = _another_z(sample, G, z)
     return problems
+
+
+def _another_z(sample, G, z):
+    """sample on a G in eval mode with another z than the first call's: G's images for that z, or a line."""
+    z_other = torch.randn(z.shape, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        want = G(z_other)
+    G.train()
+    again = sample(G, z_other)
+    if isinstance(again, torch.Tensor) and again.shape == want.shape and torch.allclose(again.detach(), want,
+                                                                                         atol=1e-5):
+        return []
+    return [_("called again with another z, sample returned other images than G's for that z: its images do not "
+              "follow the z passed in")]
 
 
 def _image_problems(images, expected, z):

@@ -180,6 +180,9 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
     problems = []
     for step in range(steps):
         D, _G, x_real, _fake, _eps = _critic()
+        held = [torch.full_like(p, 0.01) for p in D.parameters()]    # as D's loss's backward leaves its .grad
+        for p, g in zip(D.parameters(), held):
+            p.grad = g.clone()
         due = step % every == 0
         forwards: list = []
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
@@ -189,12 +192,11 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
                                call=_("r1_term at step {step}").format(step=step))
         finally:
             handle.remove()
-        filled = [p.grad for p in D.parameters() if p.grad is not None]
-        if filled:                    # the term is for the caller's backward: a .grad filled now is added to again
-            problems.append(_("at step {step} your r1_term left a gradient in D's .grad (norm {norm:.3g}) before the "
-                              "caller's backward ran: that backward adds D's gradient of the term to it, so D would "
-                              "step on more than the loss's gradient").format(
-                step=step, norm=torch.cat([g.flatten() for g in filled]).norm().item()))
+        if any(p.grad is None or not torch.equal(p.grad, g) for p, g in zip(D.parameters(), held)):
+            # the term is for the caller's backward: what D's .grad held before it must be there after it
+            problems.append(_("at step {step} your r1_term changed D's .grad, which held D's loss's gradient before "
+                              "the call, before the caller's backward ran: D would step on something else than its "
+                              "loss's gradient and the term's").format(step=step))
             break
         value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
         if due and isinstance(value, (int, float)) and value == 0:
@@ -224,7 +226,24 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
         if found:
             problems += [_("at step {step}: {problem}").format(step=step, problem=p) for p in found]
             break
+    if not problems:
+        problems = _schedule_problems(r1_term, every, gamma)
     return problems, {"every": every}
+
+
+def _schedule_problems(r1_term, every, gamma, steps=(5, 8, 6, 12)):
+    """The term at steps out of order (a run resumed from a checkpoint starts at another step): 0 exactly off the
+    schedule step % every == 0."""
+    for step in steps:
+        D, _G, x_real, _fake, _eps = _critic()
+        term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
+                       call=_("r1_term at step {step}").format(step=step))
+        value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
+        if (value == 0) == (step % every == 0):
+            return [_("called at steps {steps} in that order, your r1_term gives {value} at step {step}, where "
+                      "step % every is {rest}: the schedule does not follow the step passed in").format(
+                steps=", ".join(map(str, steps)), value=repr(value), step=step, rest=step % every)]
+    return []
 
 
 def reference_r1_term(D, x_real, step, every, gamma):

@@ -399,3 +399,18 @@ def test_a_d_step_that_leaves_g_in_eval_mode_is_named(capsys):
         G.eval()
     ok, out = run(capsys, exercises.check_d_step, d_step_g_left_in_eval)
     assert ok is False and "G is left in eval mode after your step" in out and out.count("✗") == 1, out
+
+
+_first_images = {}
+
+
+def sample_cached(G, z):                         # the first call's images, kept and returned for every later z
+    if "images" not in _first_images:
+        _first_images["images"] = sample_right(G, z)
+    return _first_images["images"]
+
+
+def test_a_sample_that_ignores_the_z_passed_in_is_caught(capsys):
+    _first_images.clear()
+    ok, out = run(capsys, exercises.check_sample, sample_cached)
+    assert ok is False and "called again with another z" in out, out

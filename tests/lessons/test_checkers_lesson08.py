@@ -309,6 +309,26 @@ def r1_through_backward(D, x_real, step, every, gamma):   # backward(create_grap
     return gamma / 2 * every * x.grad.flatten(1).pow(2).sum(1).mean()
 
 
+_r1_calls_made = []
+
+
+def r1_own_counter(D, x_real, step, every, gamma):    # its own count of calls, not the step passed in
+    _r1_calls_made.append(1)
+    return r1_reference(D, x_real, len(_r1_calls_made) - 1, every, gamma)
+
+
+def test_lazy_r1_that_counts_its_own_calls_is_caught(capsys):
+    _r1_calls_made.clear()
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_own_counter)
+    assert ok is False and "the schedule does not follow the step passed in" in out, out
+
+
+def r1_through_backward_then_cleared(D, x_real, step, every, gamma):   # the same, then D's .grad emptied
+    term = r1_through_backward(D, x_real, step, every, gamma)
+    D.zero_grad()
+    return term
+
+
 @pytest.mark.parametrize("answer", [r1_reference, r1_in_place_sum], ids=lambda f: f.__name__)
 def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
     ok, out = run(capsys, exercises.check_lazy_r1, answer)
@@ -328,7 +348,8 @@ def test_lazy_r1_accepts_right_answers_written_differently(capsys, answer):
     (r1_weights, ["gradient with respect to D's weights", "real images"]),
     (r1_package, ["calls strategies.r1_penalty", "torch.autograd.grad"]),
     (r1_schedule_off_by_one, ["at step 0 the term is 0.0", "R1 is computed at steps 0, 4"]),
-    (r1_through_backward, ["at step 0 your r1_term left a gradient in D's .grad", "before the caller's backward"]),
+    (r1_through_backward, ["at step 0 your r1_term changed D's .grad", "before the caller's backward ran"]),
+    (r1_through_backward_then_cleared, ["at step 0 your r1_term changed D's .grad"]),
 ], ids=lambda a: getattr(a, "__qualname__", "")[:40])
 def test_lazy_r1_names_each_mistake(capsys, answer, words):
     ok, out = run(capsys, exercises.check_lazy_r1, answer)
