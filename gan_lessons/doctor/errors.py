@@ -274,8 +274,8 @@ class Diagnoser:
         infos = {info.serial: info for fn in graphs.walk(roots) if (info := self.journal.nodes.get(fn))}
         mine = set(infos)
 
-        def same(b):
-            return b.root_ids == {id(t) for t in roots}
+        def same(b):                       # the very tensors, alive (an id a freed loss had may be reused)
+            return b.root_ids == {id(t) for t in roots} and all(any(ref() is t for t in roots) for ref in b.roots)
 
         earlier = [b for b in list(backwards)[:-1] if not same(b) and not b.retain and b.nodes & mine]
         again = [b for b in list(backwards)[:-1] if same(b) and not b.retain]
