@@ -470,6 +470,10 @@ class Diagnoser:
     def _only_through(self, roots, shared) -> bool:
         """Whether every leaf the failing backward reaches, it reaches through the shared part: detaching that part
         would leave the second loss nothing to train."""
+        return not self._leaf_outside(roots, shared)
+
+    def _leaf_outside(self, roots, serials) -> bool:
+        """Whether the roots' graph reaches a leaf along a path that goes through no node of `serials`."""
         nodes = self.journal.nodes
         seen, todo = set(), [t.grad_fn for t in roots if isinstance(t, torch.Tensor)]
         while todo:
@@ -478,12 +482,12 @@ class Diagnoser:
                 continue
             seen.add(fn)
             info = nodes.get(fn)
-            if info is not None and info.serial in shared:
+            if info is not None and info.serial in serials:
                 continue
             if hasattr(fn, "variable"):
-                return False
+                return True
             todo += [f for f, _ in fn.next_functions]
-        return True
+        return False
 
     def _kept_fixes(self, held, places, facts):
         """A tensor of the old graph that a list still holds (`past[0]`): the lines that add to that list, as the
@@ -518,21 +522,7 @@ class Diagnoser:
         old = set().union(*(b.nodes for b in prior)) if prior else set()
         walked = {info.serial for fn in graphs.walk(roots) if (info := nodes.get(fn))}
         kept = next((b for b in reversed(prior) if b.nodes and max(b.nodes) in walked), None)
-        if kept is None:
-            return None
-        seen, todo = set(), [t.grad_fn for t in roots if isinstance(t, torch.Tensor)]
-        while todo:
-            fn = todo.pop()
-            if fn is None or fn in seen:
-                continue
-            seen.add(fn)
-            info = nodes.get(fn)
-            if info is not None and info.serial in old:
-                continue
-            if hasattr(fn, "variable"):
-                return kept
-            todo += [n for n, _ in fn.next_functions]
-        return None
+        return kept if kept is not None and self._leaf_outside(roots, old) else None
 
     def _skipped(self, roots, shared, infos) -> bool:
         """Whether the shared part was made inside the loop by a line this pass did not run again: the failing
