@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gan_lessons.exercises.feedback import localized, raised, stub_left, unanswered, verdict
-from gan_lessons.exercises.steps import LEFT_OFF, kept_grad_mode
+from gan_lessons.exercises.steps import LEFT_HOOKS, LEFT_OFF, kept_autograd_state
 from gan_lessons.i18n import N_, _
 
 TOLERANCE = 1e-4     # two outcomes are the same within this part of the larger value's size (float32 sums in another
@@ -38,10 +38,10 @@ class Raised(Exception):
 
 
 def attempt(function: str, answer: Callable, *args, hints=None, call: str = "", **kwargs):
-    """answer(*args, **kwargs), autograd's mode kept as it was (steps.kept_grad_mode); an error it raises becomes
+    """answer(*args, **kwargs), autograd's mode kept as it was (steps.kept_autograd_state); an error it raises becomes
     Raised(function, error, hints, call)."""
     try:
-        with kept_grad_mode():
+        with kept_autograd_state():
             return answer(*args, **kwargs)
     except Exception as error:  # the student's code: reported by grade()
         raise Raised(function, error, hints, call) from error
@@ -106,15 +106,17 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
         return False
     grad_mode = torch.is_grad_enabled()
     LEFT_OFF.clear()
+    LEFT_HOOKS.clear()
     left_off = _("autograd was left off after {function} returned (torch.is_grad_enabled() is False): every forward "
                  "after it would build no graph, and the next backward would raise").format(
         function=exercise.what and localized(exercise.what) or exercise.name)
     try:
-        found = exercise.checks(*answers, **options)
+        with kept_autograd_state():         # the notebook's next cells run as they did before the check
+            found = exercise.checks(*answers, **options)
     except Raised as failure:
         if stub_left(label, failure.error, failure.function or exercise.name):
             return False
-        if grad_mode and (not torch.is_grad_enabled() or True in LEFT_OFF):    # an earlier call left it off:
+        if grad_mode and True in LEFT_OFF:                                      # an earlier call left it off:
             return verdict(label, [raised(failure.call or exercise.name, failure.error, ()), left_off], "")  # that
         hints = exercise.hints if failure.hints is None else failure.hints            # is the cause, not the hint's
         return verdict(label, [raised(failure.call or exercise.name, failure.error, hints)], "")
@@ -122,17 +124,19 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
         return verdict(label, [_("your {function} called sys.exit({code}): an answer returns (or raises) "
                                  "instead").format(function=exercise.name, code=error.code)], "")
     except Exception:
-        if grad_mode and not torch.is_grad_enabled():      # the checker's own code, run after the answer left
+        if grad_mode and True in LEFT_OFF:                  # the checker's own code, run after the answer left
             return verdict(label, [left_off], "")           # autograd off, could not record
         raise
-    finally:
-        off = grad_mode and (not torch.is_grad_enabled() or True in LEFT_OFF)
-        torch.set_grad_enabled(grad_mode)      # the notebook's next cells run as they did before the check
+    off = grad_mode and True in LEFT_OFF
     if found is None:                 # the checks said "not solved yet" of an argument themselves
         return False
     problems, fields = found if isinstance(found, tuple) else (found, {})
     if off:
         problems = [*problems, left_off]
+    if LEFT_HOOKS:
+        problems = [*problems, _("saved-tensor hooks that {function} entered were still on after it returned: every "
+                                 "graph built after it would pack its saved tensors through them").format(
+            function=exercise.what and localized(exercise.what) or exercise.name)]
     return verdict(label, problems, _(exercise.success).format(**fields) if exercise.success and not problems else "")
 
 
@@ -238,7 +242,7 @@ def outcome(exercise: Exercise, step: Callable) -> Outcome:
                     optimizers.append(opt)
                     handles.append(opt.register_step_pre_hook(_recorder(stepped, len(optimizers))))
             torch.manual_seed(100 + k)
-            with kept_grad_mode():            # a step that leaves autograd off must not turn it off for the next
+            with kept_autograd_state():            # a step that leaves autograd off must not turn it off for the next
                 results.append(exercise.result(step(*args)))
     except Exception as error:  # an outcome like any other
         return Outcome(type(error).__name__, ())

@@ -30,10 +30,12 @@ REACHES = {"optimizer1": LOSSES, "optimizer2": ("l2", "l3"), "optimizer3": ("l3"
 
 
 def _chain_models():
+    """The three models, their optimizers, a batch, and every .grad holding an earlier gradient (as mid-training)."""
     torch.manual_seed(0)
     model1, model2, model3 = nn.Linear(10, 2), nn.Linear(2, 2), nn.Linear(2, 2)
     optimizers = [optim.Adam(m.parameters(), lr=0.001, betas=(0.5, 0.999)) for m in (model1, model2, model3)]
     data, label = torch.randn(4, 10), torch.tensor([0, 1, 1, 0])
+    model3(model2(model1(torch.randn(4, 10)))).square().mean().backward()
     return model1, model2, model3, *optimizers, data, label
 
 
@@ -88,7 +90,8 @@ def _run_chain(step, calls=CALLS):
                     step(*models, *optimizers, data, label)
             except Exception as error:  # reported by the checker
                 run["error"] = error
-    run.update(records=records, needless=backwards.needless_retains(), **counts)
+    run.update(records=records, needless=backwards.needless_retains(), **counts,
+               data_changed=data.requires_grad or data.grad is not None)
     return run
 
 
@@ -168,6 +171,9 @@ def _waste(run, calls):
     if extra:
         problems.append(_("the gradients are right, but {models} ran more than one forward per call: each model's "
                           "output is computed once and feeds everything that reads it").format(models=", ".join(extra)))
+    if run["data_changed"]:
+        problems.append(_("the gradients are right, but the caller's data came back requiring grad: a backward "
+                          "computed a gradient for the input batch, which no optimizer steps on"))
     if run["needless"]:
         problems.append(_("the gradients are right, but {count} backward() call(s) in {calls} calls of your step kept "
                           "their graph (retain_graph=True) though no later backward went through any of it: every "

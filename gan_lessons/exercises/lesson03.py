@@ -7,7 +7,7 @@ from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import raised
-from gan_lessons.exercises.steps import Backwards
+from gan_lessons.exercises.steps import Backwards, kept_autograd_state
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
@@ -114,7 +114,7 @@ def _run(probe, graph):
     def counted():
         runs.append(1)
         return make_loss()
-    with Backwards() as calls:
+    with Backwards() as calls, kept_autograd_state():
         try:
             report = probe(counted)
         except Exception as error:  # reported by the checker

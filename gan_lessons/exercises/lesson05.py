@@ -12,7 +12,7 @@ from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
 from gan_lessons.exercises.steps import (
     compare_steps,
-    kept_grad_mode,
+    kept_autograd_state,
     known_mistake,
     matching,
     parameter_names,
@@ -158,7 +158,7 @@ def _times(n):
 def _problems(step, n_critic, mine, D, wasted, samples, draws):
     """What is still wrong with a step that ran, for one n_critic."""
     record = lambda answer: _run(answer, n_critic)[0]     # noqa: E731
-    with kept_grad_mode():
+    with kept_autograd_state():
         cost = measure(partial(step, n_critic=n_critic), *fresh_gan(batch=CHUNK * n_critic), steps=1, warmup=0,
                        memory=False)
     if cost.error:

@@ -33,19 +33,35 @@ class Steps(dict):
 
 
 LEFT_OFF: list = []     # one entry per call of an answer that left autograd off (grade() reports it, once)
+LEFT_HOOKS: list = []   # one entry per call of an answer that left saved-tensor hooks on (the same)
+
+
+def _top_hooks():
+    """The saved-tensor hooks autograd packs with now (the innermost pack and unpack pair), or None."""
+    return torch._C._autograd._top_saved_tensors_default_hooks(False)
+
+
+def _same_hooks(a, b) -> bool:
+    return a is b or a is not None and b is not None and a[0] is b[0] and a[1] is b[1]
 
 
 @contextmanager
-def kept_grad_mode():
-    """Around a call of the student's code: autograd's mode as it was before the call, whatever the code did to it
-    (the checker's own code after it must still record), with the change noted in LEFT_OFF."""
+def kept_autograd_state():
+    """Around a call of the student's code: autograd's mode and its saved-tensor hooks as they were before the
+    call, whatever the code did to them (the checker's own code after it must still record, and pack as it did),
+    with the change noted in LEFT_OFF and LEFT_HOOKS."""
     mode = torch.is_grad_enabled()
+    hooks = _top_hooks()
     try:
         yield
     finally:
         if torch.is_grad_enabled() != mode:
             LEFT_OFF.append(mode)
             torch.set_grad_enabled(mode)
+        if not _same_hooks(_top_hooks(), hooks):
+            LEFT_HOOKS.append(True)
+            while _top_hooks() is not None and not _same_hooks(_top_hooks(), hooks):
+                torch._C._autograd._pop_saved_tensors_default_hooks()   # the hooks entered and never exited
 
 
 @contextmanager
@@ -66,7 +82,7 @@ def recorded_steps(optimizers, names):
                                       for group in optimizer.param_groups for p in group["params"]})
         handles.append(opt.register_step_pre_hook(hook))
     try:
-        with kept_grad_mode():
+        with kept_autograd_state():
             yield records
     finally:
         for h in handles:

@@ -186,13 +186,29 @@ def model3_skipped(model1, model2, model3, optimizer1, optimizer2, optimizer3, d
     optimizer2.step()
 
 
+def data_made_to_require_grad(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
+    data.requires_grad_(True)       # the caller's batch: its .grad is computed and used by nothing
+    exercises.reference_chain_step(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label)
+
+
+def zero_grad_at_the_end_only(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
+    a = model1(data)
+    b = model2(a)
+    c = model3(b.detach())
+    (ce(a, label) + ce(b, label) + ce(c, label)).backward()    # the first call adds to what .grad held on entry
+    for optimizer in (optimizer1, optimizer2, optimizer3):
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 def ellipsis_left(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):
     return model2(...)
 
 
 RIGHT = (exercises.reference_chain_step, three_backwards, inputs_instead_of_detach, autograd_grad, set_to_none_false)
 WRONG = (no_detach_one_backward, detach_both, as_seed004, thrown_away, kept_for_nothing, second_forward,
-         zero_grad_forgotten, zero_grad_after_backward, probe_detached_from_nothing, model3_skipped)
+         zero_grad_forgotten, zero_grad_after_backward, probe_detached_from_nothing, model3_skipped,
+         data_made_to_require_grad, zero_grad_at_the_end_only)
 
 
 def test_accepts_right_answers_written_differently(capsys):
@@ -217,7 +233,7 @@ def test_names_each_mistake(capsys):
     ok, out = run(capsys, second_forward)
     assert ok is False and "model1, model2 ran more than one forward per call" in out
     ok, out = run(capsys, zero_grad_forgotten)
-    assert ok is False and "the first call is right" in out and "optimizer1.step()" in out
+    assert ok is False and "optimizer1 stepped on the gradient its .grad held before the call plus" in out, out
     ok, out = run(capsys, zero_grad_after_backward)
     assert ok is False and "optimizer1.step() its parameters' .grad held nothing" in out
     ok, out = run(capsys, probe_detached_from_nothing)
@@ -226,6 +242,10 @@ def test_names_each_mistake(capsys):
     assert ok is False and "optimizer3.step() ran 0 time(s)" in out
     ok, out = run(capsys, ellipsis_left)
     assert ok is False and "a `...` is still in your function" in out
+    ok, out = run(capsys, data_made_to_require_grad)
+    assert ok is False and "the caller's data came back requiring grad" in out, out
+    ok, out = run(capsys, zero_grad_at_the_end_only)
+    assert ok is False and "step 1: optimizer1 stepped on the gradient its .grad held before the call" in out, out
 
 
 def zero_grad_between_the_losses(model1, model2, model3, optimizer1, optimizer2, optimizer3, data, label):

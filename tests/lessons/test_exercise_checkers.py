@@ -54,3 +54,36 @@ def test_autograd_left_off_by_one_call_is_named_when_a_later_call_raises_and_the
     ok, out = run(capsys, exercises.check_strategy, strategy_off)
     assert ok is False and "autograd was left off after" in out and "0 time(s)" not in out, out
     assert torch.is_grad_enabled()
+
+
+def test_saved_tensor_hooks_left_on_by_an_answer_are_named_and_taken_off(capsys):
+    """An answer that enters saved-tensor hooks and never exits them (a probe's `__enter__()` without its exit)
+    computes the right values, but every graph built after it packs through its hooks: each checker says so, and
+    the notebook's next cells pack as before."""
+    import torch
+
+    from gan_lessons.exercises.lesson03 import reference_stale_saved
+
+    def entered(pack=lambda t: t, unpack=lambda t: t):
+        torch.autograd.graph.saved_tensors_hooks(pack, unpack).__enter__()
+
+    def probe_left_on(make_loss):
+        entered()
+        return reference_stale_saved(make_loss)
+
+    def chain_left_on(*args):
+        entered()
+        return exercises.reference_chain_step(*args)
+
+    def strategy_left_on(*args, **kwargs):
+        entered()
+        return reference_strategy(*args, **kwargs)
+    for checker, answer in ((exercises.check_stale_saved, probe_left_on), (exercises.check_chain_step, chain_left_on),
+                            (exercises.check_strategy, strategy_left_on)):
+        ok, out = run(capsys, checker, answer)
+        assert ok is False and "saved-tensor hooks" in out and out.count("\n") == 1, (checker.__name__, out)
+        assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):      # hooks the notebook has on
+        ok, out = run(capsys, exercises.check_stale_saved, reference_stale_saved)    # stay on, and are not blamed
+        assert ok is True, out
+        assert torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
