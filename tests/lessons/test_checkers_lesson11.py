@@ -446,6 +446,14 @@ def unpack_without_versions(self):                  # the error, without the sha
     return {name: value.data for name, (value, _) in self._saved.items()}
 
 
+def unpack_refreshed_on_error(self):                 # the stale entry saved again at its new version, then raised
+    for name, (value, version) in self._saved.items():
+        if value._version != version:
+            self._saved[name] = (value, value._version)
+            raise RuntimeError(lesson11.version_error(value, version))
+    return {name: value.data for name, (value, _) in self._saved.items()}
+
+
 @pytest.mark.parametrize("unpack", [unpack_other_words, unpack_stale_first], ids=["other words", "stale first"])
 def test_versions_right_answers_written_differently(capsys, unpack):
     ok, out = run(capsys, 3, engine(unpack=unpack))
@@ -457,7 +465,9 @@ def test_versions_right_answers_written_differently(capsys, unpack):
     (unpack_unchecked, "an in-place change of a saved value went unnoticed"),
     (unpack_parents_too, "raised the version error where no backward needs the changed value"),
     (unpack_without_versions, "the version error does not carry what torch's does"),
-], ids=["against 0", "unchecked", "parents too", "no versions in the message"])
+    (unpack_refreshed_on_error, "after the version error, a second backward() through the same stale graph raised "
+                                "nothing"),
+], ids=["against 0", "unchecked", "parents too", "no versions in the message", "refreshed on error"])
 def test_versions_wrong_answers_are_named(capsys, unpack, words):
     ok, out = run(capsys, 3, engine(unpack=unpack))
     assert ok is False and out.startswith("✗") and words in out, out

@@ -28,9 +28,9 @@ def _numbered(program):
     """The program with `_call = k` before its k-th backward call, so that an error says which call raised it."""
     lines, k = [], 0
     for line in program.splitlines():
-        if ".backward(" in line and not line.startswith(" "):
+        if ".backward(" in line:
             k += 1
-            lines.append(f"_call = {k}")
+            lines.append(line[:len(line) - len(line.lstrip())] + f"_call = {k}")
         lines.append(line)
     return "\n".join(lines)
 
@@ -175,6 +175,9 @@ def _build_changed(kind, rng, lines, info, saved, unsaved):
         return lines + _change(rng.choice(unsaved), info, "mul_(2.0)") + ["loss.backward()"] if unsaved else None
     if kind == "changed after backward":
         return lines + ["loss.backward()"] + _change(rng.choice(saved), info) if saved else None
+    if kind == "stale, caught, then again":      # the version error caught, and the same graph backwarded again
+        return lines + _change(rng.choice(saved), info) + ["try:", "    loss.backward()", "except RuntimeError:",
+                                                           "    pass", "loss.backward()"] if saved else None
     if kind == "retained, then changed":
         return (lines + ["loss.backward(retain_graph=True)"] + _change(rng.choice(saved), info)
                 + ["loss.backward()"]) if saved else None
@@ -217,7 +220,7 @@ CATEGORIES = {   # category: (step, how many programs)
     "gradient": (2, 24), "twice": (2, 4), "twice, retained": (2, 4), "twice, nothing saved": (2, 3),
     "two losses": (2, 5), "two losses, retained": (2, 3),
     "stale": (3, 6), "changed back": (3, 2), "changed to the same values": (3, 2), "unsaved change": (3, 5),
-    "changed after backward": (3, 3),
+    "changed after backward": (3, 3), "stale, caught, then again": (3, 3),
     "retained, then changed": (3, 3), "changed before the forward": (3, 4), "changed before and after": (3, 3),
     "leaf in place": (4, 4), "leaf in place, before the forward": (4, 2), "leaf in place after backward": (4, 2),
     "constant in place": (4, 3), "non-leaf in place": (4, 4), "non-leaf in place after backward": (4, 2),

@@ -45,7 +45,12 @@ def _probe_bump(engine):
 
 def _version_problems(engine, differences):
     problems = []
-    silent = [d for d in differences if d["torch"].kind == "version" and d["engine"].kind is None]
+    again = first_of(differences, lambda d: d["kind"] == "stale, caught, then again" and d["engine"].kind is None)
+    if again:
+        problems.append(_("after the version error, a second backward() through the same stale graph raised "
+                          "nothing, on {program}: torch raises {theirs} there").format(
+            program=shown_program(again['program']), theirs=said_of(again['torch'])))
+    silent = [d for d in differences if d["torch"].kind == "version" and d["engine"].kind is None and d is not again]
     if silent:
         bumps = _probe_bump(engine)
         if bumps:
