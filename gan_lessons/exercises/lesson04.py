@@ -97,6 +97,10 @@ def _run_d_step(step):
     return records, G, bool(through_G), modes, any(p.grad is not None and p.grad.any() for p in D.parameters())
 
 
+def _same_buffers(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.buffers(), b.buffers()))
+
+
 def d_step_checks(d_step) -> Found:
     """Lesson 04. d_step(G, D, opt_D, z, x_real): one D step on the hinge loss, on seed 000's models, with D's .grad
     holding an earlier gradient. Every D parameter must get the right gradient at opt_D.step(), and loss_D's
@@ -118,6 +122,10 @@ def d_step_checks(d_step) -> Found:
     if not all(m.training for m in G.modules()):
         problems.append(_("G is left in eval mode after your step: G's next training step would normalise with "
                           "its BatchNorm's running statistics"))
+    elif modes.count(True) > 1 and not _same_buffers(G, _run_d_step(reference_d_step)[1]):
+        problems.append(_("G ran {count} forwards in training mode in one D step, and each moved its BatchNorm's "
+                          "running statistics: they end elsewhere than after the one forward that makes the "
+                          "fakes").format(count=modes.count(True)))
     mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
     if mistake == CLEARED_AFTER and grad_left:
         mistake = STEPPED_FIRST

@@ -401,6 +401,26 @@ def test_a_d_step_that_leaves_g_in_eval_mode_is_named(capsys):
     assert ok is False and "G is left in eval mode after your step" in out and out.count("✗") == 1, out
 
 
+def test_a_d_step_with_a_second_g_forward_in_training_mode_is_named_and_one_in_eval_mode_is_not(capsys):
+    """A look at the fakes before the step: in training mode it moves G's BatchNorm statistics a second time; in
+    eval mode (put back after) it moves nothing, and the step is right."""
+    def d_step_looks_first(G, D, opt_D, z, x_real):
+        with torch.no_grad():
+            G(z)
+        return exercises.reference_d_step(G, D, opt_D, z, x_real)
+
+    def d_step_looks_in_eval_mode(G, D, opt_D, z, x_real):
+        G.eval()
+        with torch.no_grad():
+            G(z)
+        G.train()
+        return exercises.reference_d_step(G, D, opt_D, z, x_real)
+    ok, out = run(capsys, exercises.check_d_step, d_step_looks_first)
+    assert ok is False and "G ran 2 forwards in training mode in one D step" in out and out.count("✗") == 1, out
+    ok, out = run(capsys, exercises.check_d_step, d_step_looks_in_eval_mode)
+    assert ok is True, out
+
+
 _first_images = {}
 
 
