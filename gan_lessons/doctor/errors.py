@@ -288,7 +288,8 @@ class Diagnoser:
                                  names=", ".join(self.namer.label(t) for t in roots[:3]), where=kept.where),
                              {"first backward": str(kept.where), "second backward": str(backwards[-1].where)},
                              ACCUMULATED_FIXES, ACCUMULATED_WRONG)
-        if not earlier and again and _same_line(again[-1].where, backwards[-1].where):   # one loss, made before
+        if not earlier and again and _same_line(again[-1].where, backwards[-1].where) and \
+                again[-1].where.call == backwards[-1].where.call:           # one call, run again: one loss, made before
             return Diagnosis("freed", _("the loss was made once, before the loop, and every pass calls backward() "
                                         "on it: the first pass freed its graph"),
                              {"first backward": str(again[-1].where),

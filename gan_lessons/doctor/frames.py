@@ -43,7 +43,7 @@ def user_frame(depth=1, nth=1):
             seen += 1
             if seen == nth:
                 name = frame.f_code.co_filename
-                return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip())
+                return Where(name, frame.f_lineno, linecache.getline(name, frame.f_lineno).strip(), frame.f_lasti)
         frame = frame.f_back
     return None
 

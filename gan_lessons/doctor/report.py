@@ -22,6 +22,7 @@ class Where:
     file: str
     line: int
     code: str
+    call: int = field(default=-1, compare=False)     # the frame's bytecode offset (two calls on one line differ)
 
     def __str__(self):
         return _("line {line} (`{code}`)").format(line=self.line, code=self.code)

@@ -75,6 +75,17 @@ def test_a_loss_made_before_the_loop_is_told_to_be_made_in_it_and_retain_graph_r
     assert all(torch.equal(g, grads[0]) for g in grads)
 
 
+def test_two_backward_calls_on_one_line_are_not_called_a_loop():
+    """`loss.backward(); loss.backward()` on one line, no loop: two calls, not one call run by every pass."""
+    def twice_on_one_line():
+        W = torch.randn(3, 3, requires_grad=True)
+        loss = (torch.randn(4, 3) @ W).exp().mean()
+        loss.backward(); loss.backward()  # noqa: E702
+    d = diagnosis_of(twice_on_one_line)
+    assert d.summary.startswith("the same loss was differentiated twice"), d.text()
+    assert "loop" not in d.summary, d.text()
+
+
 def labels_from_a_weight(detached=False):
     """Targets made once with a "true" weight that requires grad and that no optimizer holds."""
     torch.manual_seed(0)
