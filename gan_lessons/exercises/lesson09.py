@@ -132,8 +132,9 @@ def frozen_g_step_checks(g_step) -> Found:
                                                                            total=len(run['grads'])))
     elif run["at forward"] is not None and any(run["at forward"].values()):
         thawed = next(n for n, flag in run["at forward"].items() if flag)
-        problems.append(_("D was not frozen when its forward ran (D.{name} required grad): D's .grad is untouched, "
-                          "but the forward saved activations for a D gradient nobody computes").format(name=thawed))
+        problems.append(_("D was not frozen when its forward ran (D.{name} required grad): D's .grad ends as it "
+                          "was, but the forward saved activations for a gradient of D's weights, which G's step has no "
+                          "use for").format(name=thawed))
     if any(not torch.equal(p.detach(), run["weights"][n]) for n, p in D.named_parameters()):
         problems.append(_("D's weights changed: G's step must not step or modify D"))
     problems += _flag_problems(run, AFTER_STEP)

@@ -162,6 +162,11 @@ def _call_problems(run):
             problems.append(_("{net}'s first layer computed in float32: that forward ran outside autocast").format(
                 net=key))
             break
+        other = next((d for d in run["dtypes"][key] if d != torch.bfloat16), None)
+        if other is not None:
+            problems.append(_("{net}'s first layer computed in {dtype}, where the exercise's autocast computes in "
+                              "bfloat16").format(net=key, dtype=str(other).removeprefix("torch.")))
+            break
     largest = max(run["d_batches"], default=0)
     if run["d_backwards"] < ACCUM and largest > run["micro_batch"]:
         problems.append(_("D ran on {count} samples at once before its step, where each of its accum={accum} "

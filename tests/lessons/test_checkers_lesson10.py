@@ -23,7 +23,8 @@ def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, au
              attached=False):
     """The reference step, or one of the mistakes it is written to catch."""
     def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
-        ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else torch.enable_grad
+        dtype = autocast if isinstance(autocast, torch.dtype) else torch.bfloat16
+        ctx = (lambda: torch.autocast("cpu", dtype=dtype)) if autocast else torch.enable_grad
         scaler_G = torch.amp.GradScaler("cpu") if own_scaler else scaler
         with ctx():
             x_fake = G(z)
@@ -203,6 +204,7 @@ def test_right_answers_are_accepted(capsys, answer):
     (amp_step(step_D="directly"), ["opt_D.step() ran, but not through scaler.step(opt_D)"]),
     (amp_step(scale_G=False), ["loss_G was not scaled", "divided its gradient by the scale all the same"]),
     (amp_step(autocast=False), ["computed in float32", "outside autocast"]),
+    (amp_step(autocast=torch.float16), ["computed in float16, where the exercise's autocast computes in bfloat16"]),
     (amp_step(own_scaler=True), ["not through scaler.step(opt_G) on the scaler passed in"]),
     (amp_step(zero_each=True), ["its last micro-batch's alone", "emptied between the micro-batches' backwards"]),
     (amp_step(unscale_each=True), ["unscale_() has already been called", "ran twice on one optimizer in one iteration"]),
@@ -215,7 +217,7 @@ def test_right_answers_are_accepted(capsys, answer):
     (never_updated, ["scaler.update() never ran in one call of amp_step, so the scale never moved"]),
     (amp_step(attached=True), ["D's backwards before opt_D.step() went on into G's weights"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
-        "no autocast", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
+        "no autocast", "float16", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
         "G run again for its loss", "one backward for every micro-batch", "G through D before its step",
         "G's .grad never cleared", "the whole step in one autocast block", "no update()", "D's fakes not detached"])
 def test_each_mistake_is_named(capsys, answer, words):
