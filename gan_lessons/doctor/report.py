@@ -87,7 +87,8 @@ _FIX_LINES = {("fix", True): N_("  fix: {fix}  (lesson {number}, notebooks/{note
 
 
 STEP_FIXES = [(N_("reorder: run every backward that needs this forward before the optimizer step that changes its "
-                   "weights, or run a fresh forward after the step"), "05"),
+                   "weights (that step then takes the later loss's gradient too), or run a fresh forward after the "
+                   "step"), "05"),
                (N_("if the later loss must not train through this net, cut it off: detach its input (or "
                    "backward(inputs=...) for the parameters it should train, where the backward to them does not "
                    "pass through this net)"), "04")]

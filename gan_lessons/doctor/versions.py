@@ -104,7 +104,8 @@ class VersionErrors:
                  "versions": _("now {now}, saved at {saved}").format(now=s.version_now, saved=s.version_saved)}
         others = self._also_stale(found, fn, (s.param or s.node, chosen.param))
         if others:
-            facts["also stale"] = _("; ").join(others[:4])
+            facts["also stale"] = _("; ").join(others[:4]) + (_("; and {count} more").format(count=len(others) - 4)
+                                                                if len(others) > 4 else "")
         summary = (_("{label} changed in place after the forward saved it").format(label=label)
                    if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
         if stepped:                        # an optimizer step: reorder or detach, never clone

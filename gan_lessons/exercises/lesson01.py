@@ -51,9 +51,11 @@ _DATA_READ = N_("your step (or a function it calls) goes through `.data` of a pa
 CLEARED = N_("{name} did not change, and its .grad is gone: it was cleared before the update used it")
 
 
-def _param_problems(step, params, ref_params, before, had_grad):
+def _param_problems(step, params, ref_params, before, grads, lrs):
+    """What is wrong with each parameter after the step-th call (lrs: the lr of each call so far)."""
     problems = []
-    for n, p, ref, old, had in zip(NAMES, params, ref_params, before, had_grad):
+    for n, p, ref, old, grad in zip(NAMES, params, ref_params, before, grads):
+        had = grad is not None
         if not p.is_leaf:
             problems.append(_("{name} is no longer a leaf (grad_fn {grad_fn}): the update was recorded in the graph "
                               "as an operation").format(name=n, grad_fn=type(p.grad_fn).__name__))
@@ -69,7 +71,10 @@ def _param_problems(step, params, ref_params, before, had_grad):
             problems.append(_("{name} did not change at step {step}, though its .grad held a gradient: nothing was "
                               "written into the parameter itself").format(name=n, step=step))
         elif not torch.allclose(p.detach(), ref.detach(), atol=1e-6):
+            kept_lr = had and step > 1 and torch.allclose(p.detach(), old - lrs[0] * grad, atol=1e-6)
             why = (_("u's .grad is None, and your step changed u all the same") if n == "u" else
+                   _("the update at step {step} moved it by {first} times its gradient, the lr of the first call, "
+                     "where this call passed lr={lr}").format(step=step, first=lrs[0], lr=lrs[-1]) if kept_lr else
                    _("the update at step 1 matched p - lr * p.grad and the one at step 2 did not: the update "
                      "changes from one call to the next") if step == 2
                    else _("the update is p - lr * p.grad"))
@@ -98,10 +103,12 @@ def _sgd_calls():
     """Two steps, each after a backward of the problem's loss (the second one adds to what the first left)."""
     params, loss = _sgd_problem()
 
-    def after_backward():
-        loss().backward()
-        return params, 0.1
-    return [after_backward, after_backward], [params]
+    def after_backward(lr):
+        def call():
+            loss().backward()
+            return params, lr
+        return call
+    return [after_backward(0.1), after_backward(0.05)], [params]
 
 
 def sgd_checks(sgd_step, lr=0.1) -> Found:
@@ -109,28 +116,36 @@ def sgd_checks(sgd_step, lr=0.1) -> Found:
     requires grad, leave alone a parameter whose .grad is None (as optim.SGD does), and clear .grad to None (as
     opt.zero_grad() does) so the next backward starts fresh. Reading `.data` is named as the wrong route (lesson 03)."""
     params, loss = _sgd_problem()
+    checked = list(params)              # the parameters themselves, whatever the answer does to the list
     ref_params, ref_loss = _sgd_problem()
     ref_opt = optim.SGD(ref_params, lr=lr)
-    problems = []
-    for step in (1, 2):
-        before = [p.detach().clone() for p in params]
+    problems: list = []
+    lrs = (lr, lr / 2)                  # the second call with another lr, as a schedule would pass
+    for step, step_lr in enumerate(lrs, start=1):
+        before = [p.detach().clone() for p in checked]
         loss().backward()
+        ref_opt.param_groups[0]["lr"] = step_lr
         ref_opt.zero_grad()
         ref_loss().backward()
         ref_opt.step()
-        had_grad = [p.grad is not None for p in params]
+        grads = [None if p.grad is None else p.grad.clone() for p in checked]
         try:
             with data_uses() as reads:
-                sgd_step(params, lr)
+                sgd_step(params, step_lr)
         except Exception as error:
             if "NoneType" not in str(error) or "ellipsis" in str(error) or isinstance(error, NotImplementedError):
                 raise Raised("sgd_step", error) from error
-            problems += _none_grad_problem(params, had_grad, before, reads)
+            problems += _none_grad_problem(checked, [g is not None for g in grads], before, reads)
             break
         if reads.count:
             problems.append(_(_DATA_READ))
             break
-        problems += _param_problems(step, params, ref_params, before, had_grad)
+        if len(params) != len(checked) or any(a is not b for a, b in zip(params, checked)):
+            problems.append(_("the list of parameters passed in holds {now} entries after your step, where it held "
+                              "{was}: the caller's next step updates what is left in it").format(
+                now=len(params), was=len(checked)))
+            break
+        problems += _param_problems(step, checked, ref_params, before, grads, lrs[:step])
         if problems:
             break
     return problems

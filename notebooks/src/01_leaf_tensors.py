@@ -310,8 +310,8 @@ claim("SGD skips a parameter whose .grad is None: it is left as it was", spare.g
 #   starts from an empty `.grad` (the side road after the exercises shows what it does to one that is not).
 #
 # Then point `my_answer` at your function and run the cell. The checker runs two steps on fresh leaves `w` and `b`
-# and on a leaf `u` that the loss never reaches, compares the values with `optim.SGD`'s, and says what is still
-# wrong.
+# and on a leaf `u` that the loss never reaches (the second step with half the lr, as a schedule would pass it),
+# compares the values with `optim.SGD`'s, and says what is still wrong.
 
 # %%
 def sgd_step(params, lr):

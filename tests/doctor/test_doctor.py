@@ -1084,3 +1084,19 @@ def test_every_stale_saved_tensor_of_one_pattern_is_named_not_only_the_one_the_b
     assert "# write 3" in d.facts["modified by"], d.text()
     also = d.facts["also stale"]
     assert also.count("modified by __setitem__") == 2 and "# write 1" in also and "# write 2" in also, also
+
+
+def test_more_than_four_other_stale_tensors_are_counted_not_dropped():
+    """Six layers' weights stale after one step: four others are named, and the rest are counted."""
+    torch.manual_seed(0)
+    net = nn.Sequential(*[m for _ in range(7) for m in (nn.Linear(4, 4), nn.Tanh())])
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised, doctor(net=net):
+            out = net(torch.randn(3, 4))
+            out.mean().backward(retain_graph=True)
+            opt.step()
+            (out ** 2).mean().backward()
+    also = raised.value.diagnosis.facts["also stale"]
+    assert also.count(".weight.T") == 4 and also.endswith("; and 1 more"), also

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from gan_lessons import exercises
+from gan_lessons.exercises.lesson01 import reference_sgd_step
 
 
 def run(capsys, checker, answer):
@@ -138,6 +139,24 @@ def test_an_update_that_changes_between_calls_is_told_so_not_blamed_on_a_kept_gr
     ok, out = run(capsys, exercises.check_sgd_step, sgd_momentum)
     assert ok is False and "the update at step 1 matched p - lr * p.grad and the one at step 2 did not" in out, out
     assert "still held step 1's gradient" not in out
+
+
+def test_an_lr_fixed_in_the_step_and_a_list_emptied_by_it_are_named(capsys):
+    def sgd_fixed_lr(params, lr):                   # the lr of the first call, whatever the caller passes
+        reference_sgd_step(params, 0.1)
+
+    def sgd_pops(params, lr):                       # empties the caller's list: the next step updates nothing
+        with torch.no_grad():
+            while params:
+                p = params.pop()
+                if p.grad is not None:
+                    p -= lr * p.grad
+                    p.grad = None
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_fixed_lr)
+    assert ok is False and "moved it by 0.1 times its gradient, the lr of the first call, where this call passed " \
+        "lr=0.05" in out, out
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_pops)
+    assert ok is False and "the list of parameters passed in holds 0 entries after your step, where it held 3" in out
 
 
 def test_sgd_step_not_solved_yet(capsys):
