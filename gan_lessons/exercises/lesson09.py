@@ -11,8 +11,13 @@ from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
 
 
-class _Interrupt(Exception):
-    """What the checker raises inside D's forward, standing in for a Ctrl-C or a bad batch."""
+class _Interrupt(BaseException):
+    """What the checker raises inside D's forward, standing in for a Ctrl-C: like KeyboardInterrupt, no Exception,
+    so that only a `finally:` (or a bare `except:`) sees it."""
+
+
+class _BadBatch(Exception):
+    """What the checker raises inside D's forward, standing in for an error of the step itself (a bad batch)."""
 
 
 def _frozen_problem(frozen=0):
@@ -46,8 +51,9 @@ def reference_frozen_g_step(G, D, opt_G, z):
     return loss_G
 
 
-def _run_frozen(g_step, interrupt=False, frozen=0):
-    """Run g_step once on _frozen_problem(frozen); return what the checks need."""
+def _run_frozen(g_step, interrupt=None, frozen=0):
+    """Run g_step once on _frozen_problem(frozen), with `interrupt` (an exception class) raised inside D's forward;
+    return what the checks need."""
     G, D, opt_G, z = _frozen_problem(frozen)
     names = parameter_names(G=G)
     run = {"flags": {n: p.requires_grad for n, p in D.named_parameters()},
@@ -58,12 +64,12 @@ def _run_frozen(g_step, interrupt=False, frozen=0):
         if run["at forward"] is None:
             run["at forward"] = {n: p.requires_grad for n, p in D.named_parameters()}
         if interrupt:
-            raise _Interrupt("raised by the checker inside D's forward")
+            raise interrupt("raised by the checker inside D's forward")
     with recorded_steps({"opt_G": opt_G}, names) as records:
         handle = D.register_forward_pre_hook(at_forward)
         try:
             g_step(G, D, opt_G, z)
-        except Exception as error:  # reported by the checker
+        except (Exception, _Interrupt) as error:  # reported by the checker
             run["error"] = error
         finally:
             handle.remove()
@@ -77,6 +83,7 @@ def _run_frozen(g_step, interrupt=False, frozen=0):
 AFTER_STEP = N_("after the step")
 AFTER_ERROR = N_("after that error")
 AFTER_INNER_ERROR = N_("after an error inside the step")
+AFTER_INTERRUPT = N_("after an interruption inside the step, as a Ctrl-C's KeyboardInterrupt (no Exception)")
 FLAG_PROBLEMS = {   # (whether D's first changed flag now requires grad, whether an error was raised) -> the line
     (True, False): N_("{when}, D.{name} requires grad, but it was frozen before ({changed} of D's {flags} flags "
                       "changed)"),
@@ -90,7 +97,8 @@ FLAG_PROBLEMS = {   # (whether D's first changed flag now requires grad, whether
 
 
 def _flag_problems(run, when):
-    """The first of D's flags that is not back as it was, `when` (AFTER_STEP, AFTER_ERROR or AFTER_INNER_ERROR)."""
+    """The first of D's flags that is not back as it was, `when` (AFTER_STEP, AFTER_ERROR, AFTER_INNER_ERROR or
+    AFTER_INTERRUPT)."""
     changed = [n for n, flag in run["flags"].items() if run["after"][n] != flag]
     if not changed:
         return []
@@ -140,18 +148,20 @@ def frozen_g_step_checks(g_step) -> Found:
     problems += _flag_problems(run, AFTER_STEP)
     if not problems:                  # the flags put back as they were, not as they are in this one D
         problems += _flag_problems(_run_frozen(g_step, frozen=5), AFTER_STEP)
-    if not problems:
-        interrupted = _run_frozen(g_step, interrupt=True)
+    for interrupt in (_BadBatch, _Interrupt):     # an error of the step, then a Ctrl-C (no Exception)
+        if problems:
+            break
+        interrupted = _run_frozen(g_step, interrupt=interrupt)
         if interrupted["at forward"] is None:
             problems.append(_("g_step never calls D"))
         elif interrupted["error"] is None:
             problems.append(_("an error raised inside D's forward did not come out of g_step: its caller never "
                               "learns that the step failed"))
-        elif not isinstance(interrupted["error"], _Interrupt):
+        elif not isinstance(interrupted["error"], interrupt):
             problems.append(_("an error raised inside D's forward came out of g_step as {kind}, not as the error "
                               "itself: the caller's except clauses for it no longer catch it").format(
                 kind=type(interrupted["error"]).__name__))
-        problems += _flag_problems(interrupted, AFTER_INNER_ERROR)
+        problems += _flag_problems(interrupted, AFTER_INNER_ERROR if interrupt is _BadBatch else AFTER_INTERRUPT)
     if not problems:
         problems = returned("g_step", g_step(*_frozen_problem()), [reference_frozen_g_step(*_frozen_problem())],
                             "loss_G")

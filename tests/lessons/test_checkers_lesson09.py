@@ -158,6 +158,25 @@ def g_step_swallows(G, D, opt_G, z):                 # flags restored, but the e
             p.requires_grad_(flag)
 
 
+def g_step_restores_on_exception_only(G, D, opt_G, z):   # a Ctrl-C (no Exception) leaves D frozen
+    flags = [p.requires_grad for p in D.parameters()]
+
+    def restore():
+        for p, flag in zip(D.parameters(), flags):
+            p.requires_grad_(flag)
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        loss_G = g_bce(D(G(z)))
+        loss_G.backward()
+        opt_G.step()
+    except Exception:
+        restore()
+        raise
+    restore()
+    return loss_G
+
+
 def g_step_rewraps(G, D, opt_G, z):                 # flags restored, the error raised again as another type
     flags = [p.requires_grad for p in D.parameters()]
     D.requires_grad_(False)
@@ -206,6 +225,8 @@ def test_frozen_g_step(capsys):
     assert ok is False and "after an error inside the step" in out and "after a step that raised" in out
     ok, out = run(capsys, g_step_swallows)
     assert ok is False and "did not come out of g_step" in out
+    ok, out = run(capsys, g_step_restores_on_exception_only)
+    assert ok is False and "after an interruption inside the step, as a Ctrl-C's KeyboardInterrupt" in out, out
     ok, out = run(capsys, g_step_rewraps)
     assert ok is False and "came out of g_step as ValueError" in out and "did not come out" not in out
     ok, out = run(capsys, g_step_ellipsis)
