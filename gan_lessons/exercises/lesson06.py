@@ -42,6 +42,18 @@ def _same(a, b) -> bool:
     return len(ta) == len(tb) and all(pa == pb and torch.equal(x, y) for (pa, x), (pb, y) in zip(ta, tb))
 
 
+def _equal(a, b) -> bool:
+    """Whether two nested states hold the same keys, tensors (bit for bit) and plain values."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
+            torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
 def _saving_problem(saved, rng, go_on):
     """What is wrong with what save_state returned, seen before the round trip: a `...` left in it, random numbers
     drawn, or tensors that still follow the run once it goes on (`go_on` runs its next steps); else None."""
@@ -101,6 +113,7 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
     state, problem = _round_trip(saved)
     if problem is not None:
         return [problem], {}
+    given = copy.deepcopy(state)
     G, D, opt_G, opt_D = _resume_run(1)            # other initial weights, another random state
     trained = []                                   # G's forwards in train mode during load_state: they move the
     handle = G.register_forward_pre_hook(lambda module, args: trained.append(1) if module.training else None)
@@ -109,7 +122,9 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
             "Missing key", N_("a state_dict went into an object other than the one it came from"))])
     finally:
         handle.remove()
-    problems = []
+    problems = [] if _equal(state, given) else [
+        _("after load_state, the checkpoint it was given holds other entries or values than before: a state kept in "
+          "memory (the best so far) would load differently the next time")]
     parameters = {name: dict(net.named_parameters()) for name, net in (("G", G), ("D", D))}
     if not all(_same(parameters[name], {k: truth[name][k] for k in parameters[name]}) for name in ("G", "D")):
         problems.append(_("after load_state, G's or D's weights are not the saved ones"))

@@ -107,6 +107,21 @@ def test_right_checkpoints_written_differently_are_accepted(capsys):
         assert ok is True and out.startswith("✓") and "bit for bit" in out, (save.__name__, out)
 
 
+def load_popping(state, G, D, opt_G, opt_D):       # empties the checkpoint as it loads it: a kept best state is gone
+    G.load_state_dict(state.pop("G"))
+    D.load_state_dict(state.pop("D"))
+    opt_G.load_state_dict(state.pop("opt_G"))
+    opt_D.load_state_dict(state.pop("opt_D"))
+    torch.set_rng_state(state.pop("rng"))
+    return state.pop("step")
+
+
+def test_a_load_that_empties_the_checkpoint_is_named(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_popping)
+    assert ok is False and "the checkpoint it was given holds other entries or values than before" in out, out
+    assert out.count("✗") == 1, out
+
+
 def test_optimizer_state_missing_names_adams_moments(capsys):
     ok, out = run(capsys, exercises.check_resume, save_no_optimizers, load_no_optimizers)
     assert ok is False and out.count("lost Adam's moments") == 2 and "state_dict()" not in out
