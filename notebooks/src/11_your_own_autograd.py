@@ -352,7 +352,7 @@ check("l2.backward() raises after l1.backward()", prediction, raised,
 # value used more than once. A leaf that requires grad adds its gradient to `.grad` (a second backward adds to the
 # first, as in torch); other values keep none. Then free each node's saved values (`node._saved = None`) unless
 # `retain_graph=True`, and when a backward reaches a node whose saved values are gone, raise torch's error:
-# `RuntimeError(SECOND_TIME)`. Mind the nodes that saved nothing. The checker runs 43 programs on torch and on
+# `RuntimeError(SECOND_TIME)`. Mind the nodes that saved nothing. The checker runs 46 programs on torch and on
 # your engine: 24 random expressions (gradients compared) and programs that call backward twice, with and without
 # `retain_graph`, and two losses that share nodes.
 

@@ -136,7 +136,7 @@ check("b changed in place and changed back: y.sum().backward()", prediction, "er
 # type and shape and both versions:
 # `one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
 # [3, 3]], is at version 1; expected version 0 instead.` (`value.data.type()` is `torch.FloatTensor`). The checker
-# runs 74 programs: step 2's again, and changes of saved and unsaved values before the forward, after it, after the
+# runs 77 programs: step 2's again, and changes of saved and unsaved values before the forward, after it, after the
 # backward, between two backwards, back to the old values, and to the same values; and a version error caught, then
 # a second backward through the same graph.
 
@@ -198,7 +198,7 @@ check("a.add_(1) after backward", prediction, "error" if refused else "moves",
 # Write `_inplace` once more. It still changes the data and counts the change, as in step 3; first, it refuses an
 # in-place change of a leaf that requires grad while grad mode is on (`Value.grad_enabled`), with torch's words:
 # `RuntimeError(LEAF_IN_PLACE)`. Everything else goes on: under `Value.no_grad()`, values that require no
-# grad, and values an operation made. The checker runs 94 programs: step 2's and step 3's again, in-place changes of
+# grad, and values an operation made. The checker runs 97 programs: step 2's and step 3's again, in-place changes of
 # leaves before the forward, after it and after the backward, and in-place changes, in grad mode, of values an
 # operation made.
 

@@ -334,7 +334,7 @@ def backward_no_free(self, retain_graph=False):     # micrograd's: nothing freed
 
 
 def make_backward(free_always=False, free_empty=False, refuse=True, overwrite_use=False, overwrite_leaf=False,
-                  error=RuntimeError, every_leaf=False):
+                  error=RuntimeError, every_leaf=False, refuse_unless_retained=False):
     """The reference backward with one thing changed."""
     def backward(self, retain_graph=False):
         grads = {self: torch.ones_like(self.data)}
@@ -345,7 +345,7 @@ def make_backward(free_always=False, free_empty=False, refuse=True, overwrite_us
             if v.is_leaf:
                 v.grad = grad if v.grad is None or overwrite_leaf else v.grad + grad
                 continue
-            if v._saved is None and refuse:
+            if v._saved is None and refuse and not (refuse_unless_retained and retain_graph):
                 raise error(SECOND_TIME)
             for p, g in zip(v.parents, v._backward(grad, v.unpack())):
                 if g is not None and (p.requires_grad or every_leaf):
@@ -386,8 +386,10 @@ def test_freeing_right_answers_written_differently(capsys, backward):
     (backward_micrograd_grads, "gradients of intermediate values carried over"),
     (make_backward(error=ValueError), "your engine raised ValueError: Trying to backward through the graph a second"),
     (make_backward(every_leaf=True), "a leaf that requires no grad holds a .grad"),
+    (make_backward(refuse_unless_retained=True), "loss.backward(); loss.backward(retain_graph=True)`, where the saved "
+                                                 "values are gone and torch raises"),
 ], ids=["no free", "free always", "free empty", "no refusal", "overwrite", "leaf overwrite", "micrograd grads",
-        "another error type", "a .grad for every leaf"])
+        "another error type", "a .grad for every leaf", "no refusal when retaining"])
 def test_freeing_wrong_answers_are_named(capsys, backward, words):
     ok, out = run(capsys, 2, engine(backward=backward))
     assert ok is False and out.startswith("✗") and words in out, out
@@ -1257,3 +1259,21 @@ def test_an_engine_whose_mul_does_not_take_a_number_is_rejected(capsys):
     for step in (1, 2):
         ok, out = run(capsys, step, engine(__mul__=mul_number_not_wrapped))
         assert ok is False and "AttributeError" in out, out
+
+
+@pytest.mark.parametrize("source, pattern, step", [
+    ("notebooks/src/11_your_own_autograd.py", r"The checker runs (\d+) programs", 2),
+    ("notebooks/zh/src/11_your_own_autograd.py", r"运行 (\d+) 个程序", 2),
+    ("notebooks/src/12_your_engine_versions_and_training.py", r"runs (\d+) programs: step 2's again, and", 3),
+    ("notebooks/zh/src/12_your_engine_versions_and_training.py", r"检查程序运行 (\d+) 个程序：第 2 步的那些，再", 3),
+    ("notebooks/src/12_your_engine_versions_and_training.py", r"runs (\d+) programs: step 2's and step 3's", 4),
+    ("notebooks/zh/src/12_your_engine_versions_and_training.py", r"检查程序运行 (\d+) 个程序：第 2 步和第 3 步", 4),
+])
+def test_the_lessons_say_how_many_programs_each_checker_runs(source, pattern, step):
+    import re
+    from pathlib import Path
+
+    from gan_lessons.exercises.lesson11.cases import programs
+    text = (Path(__file__).resolve().parents[2] / source).read_text(encoding="utf-8")
+    said = re.findall(pattern, re.sub(r"\n# ", " ", text))
+    assert said == [str(len(programs(step)))], (source, said, len(programs(step)))

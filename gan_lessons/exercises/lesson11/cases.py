@@ -149,6 +149,8 @@ def _build(kind, rng):
         return lines + ["loss.backward()", "loss.backward()"] if kind != "twice" or saved else None
     if kind == "twice, retained":              # a root that saves (its operands): retain_graph=True keeps it too
         return lines + ["loss = loss * loss", "loss.backward(retain_graph=True)", "loss.backward()"]
+    if kind == "twice, the second retained":   # retain_graph=True on the second call brings nothing back
+        return lines + ["loss = loss * loss", "loss.backward()", "loss.backward(retain_graph=True)"]
     if kind in ("two losses", "two losses, retained"):
         if last == "y1":
             return None
@@ -217,7 +219,8 @@ def _build_in_place(kind, rng, lines, info, leaves_rg, constants):
 
 
 CATEGORIES = {   # category: (step, how many programs)
-    "gradient": (2, 24), "twice": (2, 4), "twice, retained": (2, 4), "twice, nothing saved": (2, 3),
+    "gradient": (2, 24), "twice": (2, 4), "twice, retained": (2, 4), "twice, the second retained": (2, 3),
+    "twice, nothing saved": (2, 3),
     "two losses": (2, 5), "two losses, retained": (2, 3),
     "stale": (3, 6), "changed back": (3, 2), "changed to the same values": (3, 2), "unsaved change": (3, 5),
     "changed after backward": (3, 3), "stale, caught, then again": (3, 3),

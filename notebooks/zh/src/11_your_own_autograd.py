@@ -312,7 +312,7 @@ check("l1.backward() 之后，l2.backward() 是否报错", prediction, raised,
 # %% [markdown]
 # ### 动手实现，第 2 步：`backward`
 #
-# 写出 `loss.backward(retain_graph=False)`：从全 1 的梯度出发，等一个节点从它每一处被使用的地方传回的梯度都到齐之后，用 `node.unpack()` 返回的张量运行它的 `_backward`，并把被多次使用的值的梯度加起来。需要梯度的叶子张量把梯度加到 `.grad` 上（和 torch 一样，第二次反向传播会加到第一次的结果上）；其他值不保留梯度。然后，除非 `retain_graph=True`，释放每个节点保存的值（`node._saved = None`）；当反向传播遇到一个保存的值已被释放的节点时，抛出 torch 的错误：`RuntimeError(SECOND_TIME)`。留意那些什么也没保存的节点。检查程序在 torch 和你的引擎上运行 43 个程序：24 个随机表达式（比较梯度），调用两次 backward 的程序（带或不带 `retain_graph`），以及共享节点的两个损失。
+# 写出 `loss.backward(retain_graph=False)`：从全 1 的梯度出发，等一个节点从它每一处被使用的地方传回的梯度都到齐之后，用 `node.unpack()` 返回的张量运行它的 `_backward`，并把被多次使用的值的梯度加起来。需要梯度的叶子张量把梯度加到 `.grad` 上（和 torch 一样，第二次反向传播会加到第一次的结果上）；其他值不保留梯度。然后，除非 `retain_graph=True`，释放每个节点保存的值（`node._saved = None`）；当反向传播遇到一个保存的值已被释放的节点时，抛出 torch 的错误：`RuntimeError(SECOND_TIME)`。留意那些什么也没保存的节点。检查程序在 torch 和你的引擎上运行 46 个程序：24 个随机表达式（比较梯度），调用两次 backward 的程序（带或不带 `retain_graph`），以及共享节点的两个损失。
 
 # %%
 @method

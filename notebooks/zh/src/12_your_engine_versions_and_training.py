@@ -110,7 +110,7 @@ check("b 被原地修改后又改回原值：y.sum().backward()", prediction, "e
 # ### 动手实现，第 3 步：`_inplace` 计数，`unpack` 检查
 #
 # 两个方法。`_inplace(op, other)` 和占位实现一样，用 `op(self.data, self._value(other).data)` 修改 `self.data`，同时给这次修改计数：每一次原地修改都让这个值的版本加一。`unpack()` 按名字返回已保存张量（`self._saved` 的每一项是 `(value, 保存时它的版本)`）；如果某个值的版本在保存之后变了，就抛出与 torch 相同的错误，信息里包含 torch 报错所带的几项：值的类型和形状，以及两个版本：`one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor
-# [3, 3]], is at version 1; expected version 0 instead.`（`value.data.type()` 是 `torch.FloatTensor`）。检查程序运行 74 个程序：第 2 步的那些，再加上对保存的值和未保存的值所做的修改——在前向传播之前、在它之后、在反向传播之后、在两次反向传播之间、改回原值，以及改成与原来相同的值；还有一种是捕获版本错误之后，再对同一个计算图做一次反向传播。
+# [3, 3]], is at version 1; expected version 0 instead.`（`value.data.type()` 是 `torch.FloatTensor`）。检查程序运行 77 个程序：第 2 步的那些，再加上对保存的值和未保存的值所做的修改——在前向传播之前、在它之后、在反向传播之后、在两次反向传播之间、改回原值，以及改成与原来相同的值；还有一种是捕获版本错误之后，再对同一个计算图做一次反向传播。
 
 # %%
 @method
@@ -164,7 +164,7 @@ check("backward 之后执行 a.add_(1)", prediction, "error" if refused else "mo
 # %% [markdown]
 # ### 动手实现，第 4 步：`_inplace` 拒绝需要梯度的叶子张量
 #
-# 再写一遍 `_inplace`。它仍然像第 3 步那样修改数据并计数；但在此之前，如果梯度模式开启（`Value.grad_enabled`），它要拒绝对需要梯度的叶子张量做原地修改，用的是 torch 的原话：`RuntimeError(LEAF_IN_PLACE)`。其他情况都照常进行：`Value.no_grad()` 之下的修改、不需要梯度的值，以及由运算产生的值。检查程序运行 94 个程序：第 2 步和第 3 步的那些，在前向传播之前、在它之后以及在反向传播之后对叶子张量的原地修改，再加上在梯度模式下对运算产生的值所做的原地修改。
+# 再写一遍 `_inplace`。它仍然像第 3 步那样修改数据并计数；但在此之前，如果梯度模式开启（`Value.grad_enabled`），它要拒绝对需要梯度的叶子张量做原地修改，用的是 torch 的原话：`RuntimeError(LEAF_IN_PLACE)`。其他情况都照常进行：`Value.no_grad()` 之下的修改、不需要梯度的值，以及由运算产生的值。检查程序运行 97 个程序：第 2 步和第 3 步的那些，在前向传播之前、在它之后以及在反向传播之后对叶子张量的原地修改，再加上在梯度模式下对运算产生的值所做的原地修改。
 
 # %%
 @method
