@@ -1,12 +1,21 @@
 """Lesson 04's exercises: a D step that keeps its hands off G (check_d_step), and sampling for a figure with
 nothing left behind (check_sample)."""
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
-from torch import optim
+from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, returned
-from gan_lessons.exercises.steps import compare_steps, known_mistake, parameter_names, recorded_steps, right_answer
+from gan_lessons.exercises.steps import (
+    compare_steps,
+    known_mistake,
+    left_as_given,
+    parameter_names,
+    recorded_steps,
+    right_answer,
+)
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 
@@ -79,22 +88,41 @@ D_STEP_HINTS = AUTOGRAD_HINTS + [
 ]
 
 
-def _run_d_step(step):
-    """Run step once on _gan(): D's gradients at each opt_D.step(), G, whether backward computed any G gradient
-    (hooks on G's parameters count them, even if they are cleared before the step), G's mode at each forward, and
-    whether D's .grad holds a gradient when the call ends."""
+@dataclass
+class _DStepRun:
+    """What one call of a d_step did on _gan(): D's gradients at each opt_D.step(), G, whether backward computed any
+    G gradient (hooks on G's parameters count them, even if they are cleared before the step), G's mode at each
+    forward and whether it ran on the z passed in, whether D's .grad holds a gradient when the call ends, and what
+    the call changed in the objects it was given (left_as_given's lines)."""
+    records: dict
+    G: nn.Module
+    through_G: bool
+    modes: list
+    on_z: list
+    grad_left: bool
+    side_effects: list
+
+
+def _run_d_step(step) -> _DStepRun:
     G, D, opt_D, z, x_real = _gan()
     names = parameter_names(D=D)
-    through_G, modes = [], []
+    through_G, modes, on_z = [], [], []
+
+    def before_G(module, args):
+        modes.append(module.training)
+        on_z.append(args[0].shape == z.shape and torch.equal(args[0].detach(), z))
     handles = [p.register_hook(lambda grad: through_G.append(1)) for p in G.parameters()]
-    handles.append(G.register_forward_pre_hook(lambda module, args: modes.append(module.training)))
+    handles.append(G.register_forward_pre_hook(before_G))
     try:
-        with recorded_steps({"opt_D": opt_D}, names) as records:
-            step(G, D, opt_D, z, x_real)
+        with left_as_given("d_step", {"D": D}, {"z": z, "x_real": x_real}) as side_effects, \
+                left_as_given("d_step", {"G": G}, modes=False) as on_G:
+            with recorded_steps({"opt_D": opt_D}, names) as records:
+                step(G, D, opt_D, z, x_real)
     finally:
         for h in handles:
             h.remove()
-    return records, G, bool(through_G), modes, any(p.grad is not None and p.grad.any() for p in D.parameters())
+    return _DStepRun(records, G, bool(through_G), modes, on_z,
+                     any(p.grad is not None and p.grad.any() for p in D.parameters()), side_effects + on_G)
 
 
 def _same_buffers(a, b) -> bool:
@@ -106,15 +134,18 @@ def d_step_checks(d_step) -> Found:
     holding an earlier gradient. Every D parameter must get the right gradient at opt_D.step(), and loss_D's
     backward must not go into G."""
     try:
-        mine, G, through_G, modes, grad_left = _run_d_step(d_step)
+        run = _run_d_step(d_step)
     except Exception as error:
         raise Raised("d_step", error) from error
+    if run.side_effects:              # told alone: a changed z or batch changes every gradient after it
+        return run.side_effects
+    mine, G, modes = run.records, run.G, run.modes
     problems = []
     reached = [n for n, p in G.named_parameters() if p.grad is not None]
     if reached:
         problems.append(_("loss_D reached G: {count} of G's 14 parameters have a .grad (G.{first}, ...): the fake "
                           "batch D sees is still joined to G's graph").format(count=len(reached), first=reached[0]))
-    elif through_G:
+    elif run.through_G:
         problems.append(_("loss_D's backward still ran through G (its gradients were computed, then cleared): the "
                           "fake batch D sees is still joined to G's graph, so that backward does not stop at it"))
     if not all(p.requires_grad for p in G.parameters()):
@@ -122,16 +153,18 @@ def d_step_checks(d_step) -> Found:
     if not all(m.training for m in G.modules()):
         problems.append(_("G is left in eval mode after your step: G's next training step would normalise with "
                           "its BatchNorm's running statistics"))
-    elif modes.count(True) > 1 and not _same_buffers(G, _run_d_step(reference_d_step)[1]):
+    elif modes.count(True) > 1 and not _same_buffers(G, _run_d_step(reference_d_step).G):
         problems.append(_("G ran {count} forwards in training mode in one D step, and each moved its BatchNorm's "
                           "running statistics: they end elsewhere than after the one forward that makes the "
                           "fakes").format(count=modes.count(True)))
-    mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s)[0])
-    if mistake == CLEARED_AFTER and grad_left:
+    mistake = None if reached else known_mistake(mine, D_STEP_MISTAKES, lambda s: _run_d_step(s).records)
+    if mistake == CLEARED_AFTER and run.grad_left:
         mistake = STEPPED_FIRST
-    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s)[0])
+    reference = right_answer(mine, [reference_d_step, _d_step_written(scale=0.5)], lambda s: _run_d_step(s).records)
     hint = (_("G's forward ran in eval mode, where the step is given G in training mode, so its BatchNorm used "
               "the running statistics and the fakes differ") if False in modes else
+            _("G's forward ran on another z than the one passed in, so the fakes D sees differ")
+            if False in run.on_z else
             _("check your loss against the exercise's hinge loss, term by term, and where D's .grad is cleared"))
     problems += [_(mistake)] if mistake else compare_steps(mine, reference, hint)
     if not problems:
@@ -173,11 +206,12 @@ def sample_checks(sample) -> Found:
         saved.append(t.numel())
         return t
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with left_as_given("sample", {"G": G}, {"z": z}, modes=False) as side_effects, \
+                torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             images = sample(G, z)
     except Exception as error:
         raise Raised("sample", error) from error
-    problems = []
+    problems = list(side_effects)
     if not isinstance(images, torch.Tensor):
         return [_("sample returned {kind}, not the tensor of images: return it").format(kind=type(images).__name__)]
     moved = [k for k, v in G.state_dict().items() if not torch.equal(v, state[k])]

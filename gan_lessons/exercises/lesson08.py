@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from gan_lessons.exercises.exercise import Exercise, Found, attempt, backward_through
-from gan_lessons.exercises.steps import Backwards
+from gan_lessons.exercises.steps import Backwards, left_as_given
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -186,12 +186,16 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
         due = step % every == 0
         forwards: list = []
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
-        try:
-            with watching("r1_penalty") as used, Backwards() as calls:
-                term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
-                               call=_("r1_term at step {step}").format(step=step))
-        finally:
-            handle.remove()
+        with left_as_given("r1_term", {"D": D}) as side_effects:
+            try:
+                with watching("r1_penalty") as used, Backwards() as calls:
+                    term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
+                                   call=_("r1_term at step {step}").format(step=step))
+            finally:
+                handle.remove()
+        if side_effects:
+            problems += [_("at step {step}: {problem}").format(step=step, problem=p) for p in side_effects]
+            break
         if any(p.grad is None or not torch.equal(p.grad, g) for p, g in zip(D.parameters(), held)):
             # the term is for the caller's backward: what D's .grad held before it must be there after it
             problems.append(_("at step {step} your r1_term changed D's .grad, which held D's loss's gradient before "
@@ -231,9 +235,11 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
     return problems, {"every": every}
 
 
-def _schedule_problems(r1_term, every, gamma, steps=(5, 8, 6, 12)):
-    """The term at steps out of order (a run resumed from a checkpoint starts at another step): 0 exactly off the
-    schedule step % every == 0."""
+def _schedule_problems(r1_term, every, gamma, steps=(5, 8, 6, 12, 4, 0, 9)):
+    """The term at steps out of order (a run resumed from a checkpoint starts at another step, and a new run at 0):
+    0 exactly off the schedule step % every == 0; and on it, with another gamma (2.5, not a whole number), the right
+    value."""
+    from gan_lessons.strategies import r1_penalty
     for step in steps:
         D, _G, x_real, _fake, _eps = _critic()
         term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
@@ -243,6 +249,15 @@ def _schedule_problems(r1_term, every, gamma, steps=(5, 8, 6, 12)):
             return [_("called at steps {steps} in that order, your r1_term gives {value} at step {step}, where "
                       "step % every is {rest}: the schedule does not follow the step passed in").format(
                 steps=", ".join(map(str, steps)), value=repr(value), step=step, rest=step % every)]
+    D, _G, x_real, _fake, _eps = _critic()
+    other = 2.5
+    term = attempt("r1_term", r1_term, D, x_real.clone(), 0, every, other,
+                   call=_("r1_term at step {step}").format(step=0))
+    right = (r1_penalty(D, x_real) * other / 2 * every).item()
+    value = term.item() if isinstance(term, torch.Tensor) and term.numel() == 1 else term
+    if not isinstance(value, (int, float)) or abs(value - right) > 1e-4 * abs(right):
+        return [_("with gamma={gamma} at step 0 your r1_term gives {value}, the right one {right:.5f}: the weight "
+                  "does not follow the gamma passed in").format(gamma=other, value=repr(value), right=right)]
     return []
 
 

@@ -20,7 +20,7 @@ from gan_lessons.exercises.lesson08 import (
     watching,
     weight_grad,
 )
-from gan_lessons.exercises.steps import Backwards
+from gan_lessons.exercises.steps import Backwards, left_as_given
 from gan_lessons.i18n import N_, _
 from gan_lessons.models import Reshape
 
@@ -144,18 +144,23 @@ def gradient_penalty_checks(gradient_penalty) -> Found:
     given = _Given(D, x_cond)
     reference = reference_penalty(given, x_real, x_fake, eps=eps)
     inputs = []
-    given_real, given_fake = x_real.clone(), x_fake.detach().clone()
-    handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[-1]))
-    try:
-        with watching("gradient_penalty") as used, Backwards() as calls:
-            penalty = attempt("gradient_penalty", gradient_penalty, D, x_cond.clone(), x_real, x_fake, eps.clone())
-    finally:
-        handle.remove()
+    given_real, given_fake, given_eps = x_real.clone(), x_fake.detach().clone(), eps.clone()
+    with left_as_given("gradient_penalty", {"D": D},
+                       {"x_cond": x_cond, "x_real": x_real, "x_fake": x_fake, "eps": eps}) as side_effects:
+        handle = D.register_forward_pre_hook(lambda module, args: inputs.append(args[-1]))
+        try:
+            with watching("gradient_penalty") as used, Backwards() as calls:
+                penalty = attempt("gradient_penalty", gradient_penalty, D, x_cond, x_real, x_fake, eps)
+        finally:
+            handle.remove()
     changed = [name for name, now, was in (("x_real", x_real, given_real), ("x_fake", x_fake, given_fake))
                if not torch.equal(now.detach(), was)]
     if changed:                       # the caller's batches: D's loss and the next step read them after the penalty
         return [_("your gradient_penalty changed {names} in place: the caller's batch no longer holds what it "
                   "passed, and D's loss after the penalty reads it").format(names=_(" and ").join(changed))]
+    if side_effects or not torch.equal(eps, given_eps):
+        return side_effects or [_("your gradient_penalty changed eps: the caller's tensor no longer holds what "
+                                  "it passed")]
     e = eps.view(-1, 1, 1, 1)
     both = _both_inputs(D, x_cond, e * x_real + (1 - e) * x_fake.detach()).norm(2, dim=1)
     mistakes = [(((both - 1) ** 2).mean(), _("that is the norm of the gradient with respect to both of D's inputs, "

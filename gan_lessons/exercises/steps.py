@@ -64,6 +64,48 @@ def kept_autograd_state():
                 torch._C._autograd._pop_saved_tensors_default_hooks()   # the hooks entered and never exited
 
 
+def _hooks_on(module) -> int:
+    """How many forward, forward pre- and backward hooks a module and its submodules hold."""
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+               + len(m._backward_pre_hooks) for m in module.modules())
+
+
+@contextmanager
+def left_as_given(function, nets=None, tensors=None, modes=True):
+    """Around a call of the student's `function`: yields a list that, on exit, holds one line per thing the call
+    changed in what its caller gave it: a net's mode (train or eval; not with modes=False, where the checker says
+    it in its own words) or hooks; a tensor written in place (its version moved, whatever its values came out as)
+    or made to require grad. nets and tensors: {name: object}."""
+    nets, tensors = nets or {}, tensors or {}
+    before = {name: (net.training, _hooks_on(net)) for name, net in nets.items()}
+    versions = {name: (t._version, t.requires_grad) for name, t in tensors.items()}
+    problems: list = []
+    try:
+        yield problems
+    finally:
+        for name, net in nets.items():
+            training, hooks = before[name]
+            if modes and net.training != training:
+                problems.append((_("your {function} left {net} in training mode, where it was given in eval mode")
+                                 if net.training else
+                                 _("your {function} left {net} in eval mode, where it was given in training mode"))
+                                .format(function=function, net=name))
+            if _hooks_on(net) > hooks:
+                problems.append(_("your {function} left {count} more hook(s) on {net} than it was given with: "
+                                  "every later forward or backward of {net} runs them").format(
+                    function=function, count=_hooks_on(net) - hooks, net=name))
+        written = [name for name, t in tensors.items() if t._version != versions[name][0]]
+        if written:
+            problems.append(_("your {function} wrote into the caller's {names} in place (the version counter "
+                              "moved): the caller's own tensor was changed").format(
+                function=function, names=_(" and ").join(written)))
+        flagged = [name for name, t in tensors.items() if t.requires_grad and not versions[name][1]]
+        if flagged:
+            problems.append(_("your {function} made the caller's {names} require grad: every later backward through "
+                              "it computes a gradient for it that nothing uses").format(
+                function=function, names=_(" and ").join(flagged)))
+
+
 @contextmanager
 def recorded_steps(optimizers, names):
     """Within the block, record every parameter's .grad (a clone, or None) each time one of `optimizers` steps,

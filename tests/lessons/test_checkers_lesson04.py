@@ -434,3 +434,24 @@ def test_a_sample_that_ignores_the_z_passed_in_is_caught(capsys):
     _first_images.clear()
     ok, out = run(capsys, exercises.check_sample, sample_cached)
     assert ok is False and "called again with another z" in out, out
+
+
+def test_what_a_d_step_or_a_sample_does_to_the_callers_objects_is_named(capsys):
+    """z clamped in place; a z of the step's own, drawn after a reseed; a hook left on G by sample."""
+    def d_step_clamps_z(G, D, opt_D, z, x_real):
+        z.clamp_(-3, 3)
+        return exercises.reference_d_step(G, D, opt_D, z, x_real)
+
+    def d_step_draws_its_own_z(G, D, opt_D, z, x_real):
+        torch.manual_seed(0)
+        return exercises.reference_d_step(G, D, opt_D, torch.randn_like(z), x_real)
+
+    def sample_leaves_a_hook(G, z):
+        G.register_forward_hook(lambda module, args, out: None)
+        return sample_right(G, z)
+    ok, out = run(capsys, exercises.check_d_step, d_step_clamps_z)
+    assert ok is False and "wrote into the caller's z in place" in out and out.count("✗") == 1, out
+    ok, out = run(capsys, exercises.check_d_step, d_step_draws_its_own_z)
+    assert ok is False and "G's forward ran on another z than the one passed in" in out, out
+    ok, out = run(capsys, exercises.check_sample, sample_leaves_a_hook)
+    assert ok is False and "left 1 more hook(s) on G" in out and out.count("✗") == 1, out

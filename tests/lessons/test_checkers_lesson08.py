@@ -5,6 +5,8 @@ import torch
 from torch.autograd import grad
 
 from gan_lessons import exercises, strategies
+from gan_lessons.exercises.lesson08 import reference_r1_term
+from gan_lessons.exercises.lesson08_gp import reference_gradient_penalty
 
 
 def run(capsys, checker, answer):
@@ -464,3 +466,42 @@ def gp_graph_not_retained(D, x_cond, x_real, x_fake, eps):   # create_graph=True
 def test_a_penalty_whose_backward_fails_gets_a_verdict(capsys):
     ok, out = run(capsys, exercises.check_gradient_penalty, gp_graph_not_retained)
     assert ok is False and "a backward through your penalty raised RuntimeError" in out, out
+
+
+def test_what_a_penalty_leaves_behind_on_the_callers_objects_is_named(capsys):
+    """Right values, but the caller's D or eps changed: eps clamped in place (values inside the clamp, so only its
+    version moves), D left in eval mode, a forward hook left on D."""
+    kept = []
+
+    def clamps_eps(D, x_cond, x_real, x_fake, eps):
+        eps.clamp_(0.01, 0.99)
+        return reference_gradient_penalty(D, x_cond, x_real, x_fake, eps)
+
+    def leaves_d_in_eval(D, x_cond, x_real, x_fake, eps):
+        D.eval()
+        return reference_gradient_penalty(D, x_cond, x_real, x_fake, eps)
+
+    def leaves_a_hook(D, x_cond, x_real, x_fake, eps):
+        D.register_forward_hook(lambda module, args, out: kept.append(out))
+        return reference_gradient_penalty(D, x_cond, x_real, x_fake, eps)
+    for answer, words in ((clamps_eps, "wrote into the caller's eps in place"),
+                          (leaves_d_in_eval, "left D in eval mode, where it was given in training mode"),
+                          (leaves_a_hook, "left 1 more hook(s) on D")):
+        ok, out = run(capsys, exercises.check_gradient_penalty, answer)
+        assert ok is False and words in out and out.count("✗") == 1, (answer.__name__, out)
+
+
+def test_a_lazy_r1_weight_or_schedule_that_fits_one_gamma_or_one_order_is_caught(capsys):
+    def r1_gamma_as_int(D, x_real, step, every, gamma):
+        return reference_r1_term(D, x_real, step, every, int(gamma))
+
+    def r1_by_last_computed(D, x_real, step, every, gamma):     # due `every` steps after the last one computed
+        last = getattr(r1_by_last_computed, "last", None)
+        if last is not None and step - last < every:
+            return torch.zeros(())
+        r1_by_last_computed.last = step
+        return reference_r1_term(D, x_real, step, every, gamma)
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_gamma_as_int)
+    assert ok is False and "with gamma=2.5 at step 0" in out, out
+    ok, out = run(capsys, exercises.check_lazy_r1, r1_by_last_computed)
+    assert ok is False and "gives 0.0 at step 4, where step % every is 0" in out, out
