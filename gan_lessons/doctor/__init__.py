@@ -7,7 +7,8 @@ freed it, with the fixes and the lesson that teaches them.
 
 It records with public mechanisms: a TorchFunctionMode (torch calls, in-place ops, backward calls, `.grad` and
 `.data` access, the call that raised), global module hooks (which module is running) and the global optimizer step
-hooks, and for the length of each backward a TorchDispatchMode that sees the writes the backward's own code makes.
+hooks, and for the length of each backward a TorchDispatchMode that sees the writes the backward's own code makes;
+GradScaler's methods and the clip functions are wrapped while it runs (the originals run, unchanged).
 The original exception is re-raised unchanged, with `.diagnosis` attached (printed too). The doctor never changes a
 result, never swallows an exception, and if its own bookkeeping fails it adds a one-line note instead.
 
@@ -16,7 +17,9 @@ share it and nothing else: the recorder (recording.py: writes it; ops.py reads w
 sees a backward's writes), the namer (naming.py: names, resolved when needed), the checks (checks.py: warnings about
 silent bugs) and the diagnoser (errors.py: catalogue.py recognises an error's kind, one function per kind
 diagnoses it from the records; the version error in versions.py, the view errors in views.py, the others in
-misuse.py; kept.py finds the lines that add to a list which keeps an old graph). report.py says what a diagnosis says, with right and wrong fixes; frames.py finds the student's frames
+misuse.py; kept.py finds the lines that add to a list which keeps an old graph); scaling.py watches GradScaler and
+the clip functions (a clip of gradients the scale still multiplies). report.py says what a diagnosis says, with
+right and wrong fixes; frames.py finds the student's frames
 and shows warnings where python would; extension.py is `%load_ext gan_lessons`; script.py is
 `python -m gan_lessons doctor SCRIPT`; ranks.py says each diagnosis once under torchrun."""
 import sys
@@ -34,6 +37,7 @@ from gan_lessons.doctor.journal import Journal
 from gan_lessons.doctor.naming import Namer
 from gan_lessons.doctor.recording import Recorder
 from gan_lessons.doctor.report import LESSONS, Diagnosis, DoctorWarning, Where
+from gan_lessons.doctor.scaling import ScalingWatch
 from gan_lessons.i18n import _
 
 __all__ = ["doctor", "Diagnosis", "DoctorWarning", "Where", "LESSONS", "active", "load_ipython_extension",
@@ -53,6 +57,7 @@ class doctor:
         self.namer = Namer(self.journal, named, namespaces)
         self.checks = Checks(self.journal, self.namer)
         self.recorder = Recorder(self.journal, self.namer, subscribers=[self.checks])
+        self.scaling = ScalingWatch(self.namer, self.checks.suspicious)
         self.diagnoser = Diagnoser(self.journal, self.namer, self.checks.constant_of)
 
     @property
@@ -78,6 +83,7 @@ class doctor:
                         register_optimizer_step_pre_hook(self._guarded("pre_step")),
                         register_optimizer_step_post_hook(self._guarded("post_step"))]
         self.warnings = WarningsAsPython().__enter__()
+        self.scaling.install()
         self.recorder.start()
         ranks.join()                  # under torchrun: one of the run's processes, for the shared folder's clean-up
         return self
@@ -85,6 +91,7 @@ class doctor:
     def __exit__(self, kind, error, tb):
         journal = self.journal
         self.recorder.stop()              # (left inside a step that raised: off torch's mode stack already)
+        self.scaling.uninstall()
         self.warnings.__exit__(None, None, None)
         for h in self.handles:
             h.remove()

@@ -168,6 +168,11 @@ class Checks:
         went, since = self.penalised            # a penalty on a gradient (R1, lazily on its own step) cannot reach
         if missing and len(journal.backwards) > since and all(id(p) in went for p in missing):   # what that
             return                               # gradient does not depend on (the output layer's bias)
+        assigned = journal.grads_assigned
+        present = [p for p in params if p.grad is not None]
+        if missing and present and all(id(p) in assigned and assigned[id(p)][0]() is p
+                                       and assigned[id(p)][2] == id(p.grad) for p in present):
+            return          # every .grad there was set by hand (p.grad = g): the code chose which parameters step
         missing = [self.namer.known().params.get(p, "?") for p in missing]
         if not missing:
             return
@@ -215,13 +220,16 @@ class Checks:
         mine = [b for b in contributors if id(opt) in b.used_by]
         if mine and not closure:
             where = user_frame()
+            places = list(dict.fromkeys(str(b.where) for b in sorted(      # each line once, in the file's order
+                mine, key=lambda b: (b.where.file, b.where.line) if b.where is not None else ("", 0))))
             summary = (_("{name}.step() applies again gradients its own earlier step already applied: .grad still "
                          "holds what the backward at {where} gave it, because no zero_grad() ran between the steps, "
                          "so each step adds up every earlier pass's gradient") if len(mine) == 1 else
-                       _("{name}.step() applies again gradients its own earlier step already applied: .grad still "
-                         "holds what the backward at {where} gave {count} earlier steps, because no zero_grad() ran "
+                       _("{name}.step() applies again gradients its own earlier steps already applied: .grad still "
+                         "holds what {count} earlier backward passes gave it, at {where}; no zero_grad() ran "
                          "between the steps, so each step adds up every earlier pass's gradient")).format(
-                name=name, where=mine[0].where, count=len(mine))
+                name=name, where=_(", ").join(places[:3]) + (_(", ...") if len(places) > 3 else ""),
+                count=len(mine))
             self.suspicious(summary, {"where": where, "passes in .grad": len(contributors)},
                              [(_("call {name}.zero_grad() once per step, before the first backward that step adds "
                                  "up (not once before the loop; with gradient accumulation, not before every backward "
@@ -249,11 +257,11 @@ class Checks:
         my_depth = min(d for p, d in depth.items() if p in mine) if mine & depth.keys() else None
         if my_depth is None:
             return
-        net = {}        # each trained parameter's net: the module path its optimizer's parameters share
-        for o in self.namer.known_optimizers():
-            group = [p for g in o.param_groups for p in g["params"]]
+        net: dict = {}  # each trained parameter's net: the module path its optimizer's parameters share (the
+        for o in self.namer.known_optimizers():      # narrowest, where two optimizers hold it: InfoGAN's third one
+            group = [p for g in o.param_groups for p in g["params"]]     # holds both G and D)
             shared = net_of([names[p] for p in group if p in names])
-            net.update({p: shared for p in group})
+            net.update({p: shared for p in group if p not in net or shared.count(".") > net[p].count(".")})
         behind = set().union(*(b.behind.get(id(p), ()) for p in mine))   # leaves reached through this net
         deeper = {net[p] for p, d in depth.items()
                   if p not in mine and p in names and p in net

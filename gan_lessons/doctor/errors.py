@@ -43,6 +43,7 @@ from gan_lessons.doctor.report import (
     LOSS_ONCE_WRONG,
     RECOMPUTED_FIXES,
     RECOMPUTED_WRONG,
+    RESET_IN_PLACE_FIXES,
     REUSED_FIXES,
     REUSED_WRONG,
     SELF_WRITE_FIXES,
@@ -53,6 +54,8 @@ from gan_lessons.doctor.report import (
     TARGET_WRONG,
     TWICE_FIXES,
     TWICE_WRONG,
+    UNREGISTERED_FIXES,
+    UNREGISTERED_WRONG,
     UNTRAINED_FIXES,
     UNTRAINED_WRONG,
     Diagnosis,
@@ -319,7 +322,10 @@ class Diagnoser:
         modules = sorted({self.namer.module_name(infos[n].module).split(".")[0] for n in shared
                           if infos[n].module is not None})
         lines = sorted({str(infos[n].where) for n in shared if infos[n].where})
-        held = self.namer.variables_made_by(shared)
+        losses = [*roots, *(r for ref in b.roots if (r := ref()) is not None)]
+        live = self.namer.names().variables
+        held = [name for name in self.namer.variables_made_by(shared)      # a loss itself carries nothing to cut
+                if not any(live.get(name) is t for t in losses)]
         part = (_("{count} autograd nodes, the forward of {modules} from {lines}, part of both losses")
                 if modules and lines else
                 _("{count} autograd nodes, the forward of {modules}, part of both losses") if modules else
@@ -346,12 +352,7 @@ class Diagnoser:
                 (failing.file, failing.line):          # the same backward line, one loop pass later
             if self._made_once(roots, shared, infos):     # its graph leads to a leaf that requires grad: no detach
                 return self._made_earlier(roots, shared, infos, b, held, facts, fixes)
-            carrier = self._carrier(roots, b.nodes)
-            if carrier:
-                facts["carried by"] = carrier
-            return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous "
-                                        "pass's graph, which that pass's backward freed"), facts, fixes + CARRIED_FIXES,
-                             CARRIED_WRONG)
+            return self._carried_over(roots, b, facts, fixes)
         changed = self._stepped_between(b, shared, infos)
         told, wrong = list(FREED_FIXES), list(FREED_WRONG)
         if changed is not None:       # retain_graph=True would trade this error for the version error: not a fix
@@ -368,8 +369,34 @@ class Diagnoser:
             told[told.index(FREED_FIXES[0])] = (_("detach each of {names} in the loss that must not reach the shared "
                                                   "part: it reaches it through every one of them").format(
                 names=_(", ").join(f"`{n}`" for n in distinct.values())), "04")
+        self._reading_lines(facts, b, roots, shared)
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
                          fixes + told, wrong)
+
+    def _reading_lines(self, facts, b, roots, shared):
+        """The lines where each of the two losses reads the shared part, as facts (the first loss's only while its
+        tensor lives: its graph's nodes outside that part are gone with it)."""
+        for fact, loss_roots in (("first loss reads it at", [r for ref in b.roots if (r := ref()) is not None]),
+                                 ("second loss reads it at", roots)):
+            entries = self._entries(loss_roots, shared)
+            if entries:
+                facts[fact] = _("; ").join(entries[:3])
+
+    def _entries(self, roots, shared) -> list:
+        """Where a loss's graph (from roots) reads the shared part: the lines that made its nodes, outside that part,
+        whose inputs are in it (a torch.cat of the fake batch, D's forward on it)."""
+        nodes = self.journal.nodes
+        places: list = []
+        for fn in graphs.walk(roots):
+            info = nodes.get(fn)
+            if info is None or info.serial in shared or info.where is None:
+                continue
+            if any(nxt is not None and (i := nodes.get(nxt)) is not None and i.serial in shared
+                   for nxt, _input in fn.next_functions):
+                place = info.place() if info.inside else str(info.where)
+                if place not in places:
+                    places.append(place)
+        return places
 
     def _made_earlier(self, roots, shared, infos, b, held, facts, fixes):
         """The same backward line failing one pass later on a part no line of this pass made again: made from what
@@ -377,7 +404,12 @@ class Diagnoser:
         loop."""
         untrained, foreign = self._trained_through(roots, shared, b)
         if untrained:          # made from tensors no optimizer holds: nothing needs its gradient
-            facts["made from"] = ", ".join(untrained[:3])
+            facts["made from"] = ", ".join(name for name, _parameter in untrained[:3])
+            if any(parameter for _name, parameter in untrained):     # an nn.Parameter: made to be trained, and
+                return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and "  # left
+                                            "the first pass's backward freed its graph; it was made from an "   # out
+                                            "nn.Parameter that no optimizer holds"), facts,
+                                 UNREGISTERED_FIXES, UNREGISTERED_WRONG)
             return Diagnosis("freed", _("a tensor made once, before the loop, is used by every pass, and "
                                         "the first pass's backward freed its graph; no optimizer trains what "
                                         "it was made from"), facts, UNTRAINED_FIXES, UNTRAINED_WRONG)
@@ -442,7 +474,7 @@ class Diagnoser:
                    for k, t in leaves.items()):
             names = [namer.name(t) if t in namer.params else namer.label(t) for t in leaves.values()]
             if not _grad_read_later(names, b.where):       # (a read of their .grad after the loop: they are wanted)
-                return names, []
+                return [(name, isinstance(t, torch.nn.Parameter)) for name, t in zip(names, leaves.values())], []
             return [], []
         if not after:
             return [], []
@@ -555,6 +587,33 @@ class Diagnoser:
         now = {_site(info) for fn in graphs.walk(roots) if (info := nodes.get(fn)) and info.serial > last}
         return not now & {_site(infos[n]) for n in shared}
 
+    def _carried_over(self, roots, b, facts, fixes):
+        """A tensor carried from one pass to the next (the same backward line, one pass later): which one, and a
+        reset of it written in place, if the code has one."""
+        carrier = self._carrier(roots, b.nodes)
+        if carrier:
+            facts["carried by"] = carrier
+        reset = self._reset_in_place(roots, b.nodes)
+        if reset is not None:                # a reset that writes into the old tensor keeps its history
+            facts["reset in place at"] = reset
+            fixes = fixes + RESET_IN_PLACE_FIXES + CARRIED_FIXES[:1]
+        else:
+            fixes = fixes + CARRIED_FIXES
+        return Diagnosis("freed", _("a tensor carried from one loop pass to the next still holds the previous pass's "
+                                    "graph, which that pass's backward freed"), facts, fixes, CARRIED_WRONG)
+
+    def _reset_in_place(self, roots, shared):
+        """The line of a reset written into the old tensor itself (state.zero_(), h.fill_(0)) on the way from this
+        pass's loss to the previous pass's graph: an in-place op on a tensor with a history records a node on top
+        of it, so the old graph stays attached. None if there is none."""
+        last, nodes = max(shared), self.journal.nodes
+        for fn in graphs.walk(roots):
+            info = nodes.get(fn)
+            if info is not None and info.serial > last and info.op in ("zero_", "fill_") and any(
+                    (old := nodes.get(nxt)) is not None and old.serial <= last for nxt, _input in fn.next_functions):
+                return str(info.where)
+        return None
+
     def _carrier(self, roots, shared):
         """Where this pass meets the previous one: the old tensor a new node takes as input, made at a line that
         this pass ran again. The variables that line makes now are the ones that carried the old tensor over (a
@@ -618,16 +677,17 @@ class Diagnoser:
         namer = self.namer
         name = namer.name(w.leaf) if w.leaf in namer.params else namer.label(w.leaf)   # `model.w` before `p`
         facts = {"where": w.where}
-        trained = isinstance(w.leaf, torch.nn.Parameter) or w.leaf in namer.params or w.leaf.grad is not None \
-            or w.op.rstrip("_") not in _ACTIVATIONS or any(    # a weight (updated by hand after a backward filled
-                p is w.leaf for opt in namer.known_optimizers() for group in opt.param_groups   # its .grad), unless
-                for p in group["params"])               # a forward's activation wrote into an input
+        held = isinstance(w.leaf, torch.nn.Parameter) or w.leaf in namer.params or w.leaf.grad is not None \
+            or any(p is w.leaf for opt in namer.known_optimizers() for group in opt.param_groups
+                   for p in group["params"])
+        trained = held or w.op.rstrip("_") not in _ACTIVATIONS      # a weight (updated by hand after a backward
+        # filled its .grad), unless a forward's activation wrote into an input
         fixes = (LEAF_FIXES, LEAF_WRONG) if trained else (INPUT_LEAF_FIXES, INPUT_LEAF_WRONG)   # a weight's update,
         flagged = misuse.leaf_by_flag(self.journal, namer, w.leaf)          # or a forward's op on an input
         if flagged is not None:              # not a weight to update: an output made a leaf by requires_grad_(True)
             facts["a leaf because"] = flagged
             fixes = (FLAGGED_LEAF_FIXES, LEAF_WRONG)      # out of place first
-        if w.carries_grad and trained and w.from_itself:     # a weight scaled by values made from itself: a
+        if w.carries_grad and held and w.from_itself:        # a weight scaled by values made from itself: a
             facts["made from"] = _("{name} itself (the values written were computed from it)").format(name=name)
             fixes = (SELF_WRITE_FIXES, SELF_WRITE_WRONG)          # constraint on it, or a clip meant for its .grad
         elif w.carries_grad:                 # the values written require grad: no_grad would lose their gradient

@@ -27,6 +27,8 @@ class Journal:
     seen_modules: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     seen_optimizers: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     grads_read: dict = field(default_factory=dict)   # id: weak leaf, for each leaf whose .grad the code read
+    grads_assigned: dict = field(default_factory=dict)   # id: (weak leaf, the last backward before `p.grad = g`,
+                                                         # id(g))
     # (weak module, line, its caller's line) of trainable modules run with gradients off
     no_grad_forwards: deque = _bounded(20)
     # the torch call that raised last (a CallRecord, which holds its tensors weakly); where tensors were made under
@@ -50,7 +52,8 @@ class Journal:
         (what the doctor said stays), so that nothing lives longer than it would without the doctor."""
         for records in (self.inplace, self.backwards, self.steps, self.no_grad_forwards):
             records.clear()
-        for table in (self.inference_made, self.flagged_at, self.no_graph_outputs, self.from_values, self.grads_read):
+        for table in (self.inference_made, self.flagged_at, self.no_graph_outputs, self.from_values, self.grads_read,
+                      self.grads_assigned):
             table.clear()
         self.last_leaf_inplace = self.failed = self.entry = None
 

@@ -181,6 +181,11 @@ class Namer:
                 params.setdefault(o, n)
             elif isinstance(o, torch.Tensor):
                 variables.setdefault(n, o)
+        trained = {id(p) for opt in [*self.optimizer_objects.values(), *self.journal.seen_optimizers]
+                   for g in opt.param_groups for p in g["params"]}
+        for n, o in variables.items():    # a tensor an optimizer holds, kept in a plain variable (`v`, no module)
+            if id(o) in trained and "." not in n and "[" not in n:
+                params.setdefault(o, n)
         seen = list(self.journal.seen_modules)
         inner = {sub for m in seen for sub in m.modules() if sub is not m}
         used = {}
@@ -291,7 +296,8 @@ class Namer:
             module = self.module_name(info.module)
             return (_("the output of {op} in {module} at {where}") if module else
                     _("the output of {op} at {where}")).format(op=info.op, module=module, where=info.where)
-        return _("a tensor of shape {shape}").format(shape=tuple(tensor.shape))
+        return (_("an nn.Parameter of shape {shape}") if isinstance(tensor, torch.nn.Parameter) else
+                _("a tensor of shape {shape}")).format(shape=tuple(tensor.shape))
 
     def optimizer_state(self):
         """(name, optimizer, tensor) for every tensor in the state of the optimizers in sight, named by optimizer,

@@ -64,7 +64,7 @@ class _Mode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":
             attr = getattr(getattr(func, "__self__", None), "__name__", "")
-            if attr in QUIET_GETS if name == "__get__" else attr != "requires_grad":
+            if attr in QUIET_GETS if name == "__get__" else attr not in ("requires_grad", "grad"):
                 return func(*args, **kwargs)    # reads and writes that cannot matter to a diagnosis
         recorder = self.recorder
         if recorder.in_step and name != "backward" or name in QUIET_CALLS or compiling():
@@ -108,11 +108,13 @@ class Recorder:
         self.writes = BackwardWrites(journal)
         self.in_backward = False
         self.stack: list = []            # the modules whose forward is running, outermost first
+        self.owners: list = []           # for each, the module its ops are told as made by: itself, or for a
+                                         # module made inside another's forward (nn.ReLU()(x)), that one's owner
+        self.trees: dict = {}            # id(module): (weak module, ids of its submodules), once per module
         self.sites: list = []            # the student's line that called each of them
         self.off: set = set()            # ids of the trainable modules running now with gradients off
         self.modes: set = set()          # .training of the modules that made the last graph walked
         self.zeroed: dict = {}           # id(.grad): its version once zero_grad(set_to_none=False) zeroed it
-        self.assigned: dict = {}         # id(parameter): (weak parameter, the last backward before p.grad = g)
         # inside an optimizer's step() (without a closure) its ops are not recorded: the recorder is off torch's
         # mode stack (paused), or skips them (in_step)
         self.paused = False
@@ -127,7 +129,7 @@ class Recorder:
             self.paused = False
         else:
             self.mode.__exit__(None, None, None)
-        for held in (self.stack, self.sites, self.off, self.zeroed):
+        for held in (self.stack, self.owners, self.trees, self.sites, self.off, self.zeroed):
             held.clear()
 
     @contextlib.contextmanager
@@ -166,7 +168,7 @@ class Recorder:
             s.on_call(func, name, args, kwargs, target)
         if target is not None and name in ("__get__", "__set__") and \
                 getattr(getattr(func, "__self__", None), "__name__", "") == "grad":
-            self._grad_attribute(name, target)
+            self._grad_attribute(name, target, args[1] if name == "__set__" and len(args) > 1 else None)
         if name in ("zero_", "_foreach_zero_") and args:     # zero_grad(set_to_none=False)
             for t in tensors_in(args[0]) if name == "_foreach_zero_" else [args[0]]:
                 self.zeroed[id(t)] = t._version + 1
@@ -197,18 +199,21 @@ class Recorder:
             for s in self.subscribers:
                 s.on_grad(leaves, inputs, create)
 
-    def _grad_attribute(self, name, target):
-        """`.grad` read on a leaf (the code wants its gradient), or assigned (p.grad = g: what earlier backwards
-        left in it is gone)."""
+    def _grad_attribute(self, name, target, value):
+        """`.grad` read on a leaf (the code wants its gradient), or assigned a tensor (p.grad = g: what earlier
+        backwards left in it is gone; p.grad = None, as zero_grad() does, is no gradient set by hand)."""
         journal = self.journal
         if name == "__get__" and target.is_leaf and called_from_user():
             journal.grads_read[id(target)] = weakref.ref(target)
             if len(journal.grads_read) > 10000:
                 journal.grads_read = {k: r for k, r in journal.grads_read.items() if r() is not None}
+        elif name == "__set__" and value is None:
+            journal.grads_assigned.pop(id(target), None)
         elif name == "__set__":
-            self.assigned[id(target)] = (weakref.ref(target), journal.backwards[-1] if journal.backwards else None)
-            if len(self.assigned) > 10000:
-                self.assigned = {k: v for k, v in self.assigned.items() if v[0]() is not None}
+            journal.grads_assigned[id(target)] = (weakref.ref(target),
+                                                  journal.backwards[-1] if journal.backwards else None, id(value))
+            if len(journal.grads_assigned) > 10000:
+                journal.grads_assigned = {k: v for k, v in journal.grads_assigned.items() if v[0]() is not None}
 
     def pause(self):
         """Stop recording for an optimizer's step: its ops are not the student's. The recorder leaves torch's mode
@@ -262,7 +267,7 @@ class Recorder:
 
     def after(self, name, args, kwargs, out):
         target = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        module = self.stack[-1] if self.stack else None
+        module = self.owners[-1] if self.owners else None
         self._record_made(args, out, name, module)
         written = self._record_writes(name, args, kwargs, module)
         self._record_nodes(name, out, written, module)
@@ -356,8 +361,17 @@ class Recorder:
             journal.no_grad_forwards.append((weakref.ref(module), user_frame(), user_frame(nth=2)))
             self.off.add(id(module))
         journal.seen_modules.add(module)
+        self.owners.append(module if not self.owners or self._inside(module, self.owners[-1]) else self.owners[-1])
         self.stack.append(module)
         self.sites.append(site)
+
+    def _inside(self, module, owner) -> bool:
+        """Whether module is one of owner's submodules (its tree read once per owner)."""
+        ref, ids = self.trees.get(id(owner), (None, None))
+        if ref is None or ref() is not owner:
+            ids = {id(m) for m in owner.modules()}
+            self.trees[id(owner)] = (weakref.ref(owner), ids)
+        return id(module) in ids
 
     def post_forward(self, module, args, out):
         journal = self.journal
@@ -365,6 +379,7 @@ class Recorder:
             return
         if self.stack:
             self.off.discard(id(self.stack.pop()))
+            self.owners.pop()
             where = self.sites.pop()
             if isinstance(out, torch.Tensor) and not out.requires_grad and out.is_floating_point():
                 # an output with no graph (a frozen module's): a hook may yet make it a leaf (requires_grad_)
@@ -403,12 +418,12 @@ class Recorder:
     def _contributors(self, params):
         """The backward passes whose gradients the parameters' .grad holds now: walking back from the latest,
         each parameter's stop at the backward that found its .grad empty (after zero_grad)."""
-        found = []
+        found, assigned = [], self.journal.grads_assigned
         for p in params:
             if p.grad is None:            # set to None since (zero_grad()): nothing of any backward is left
                 continue
             for b in reversed(self.journal.backwards):
-                if b is self.assigned.get(id(p), (None, None))[1] and self.assigned[id(p)][0]() is p:
+                if b is assigned.get(id(p), (None, None))[1] and assigned[id(p)][0]() is p:
                     break                 # .grad assigned after this backward: none of it, or before, is left
                 if b.fills_grad and p in b.depth:
                     if not any(b is f for f in found):

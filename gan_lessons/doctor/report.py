@@ -60,6 +60,9 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "carried by": N_("  - carried by: {value}"), "kept by": N_("  - kept by: {value}"),
                "freed by": N_("  - freed by: {value}"),
                "shared part": N_("  - shared part: {value}"), "failing backward": N_("  - failing backward: {value}"),
+               "first loss reads it at": N_("  - first loss reads it at: {value}"),
+               "second loss reads it at": N_("  - second loss reads it at: {value}"),
+               "reset in place at": N_("  - reset in place at: {value}"),
                "first backward": N_("  - first backward: {value}"),
                "second backward": N_("  - second backward: {value}"), "backward": N_("  - backward: {value}"),
                "backward of": N_("  - backward of: {value}"), "module": N_("  - module: {value}"),
@@ -92,6 +95,13 @@ STEP_FIXES = [(N_("reorder: run every backward that needs this forward before th
                (N_("if the later loss must not train through this net, cut it off: detach its input (or "
                    "backward(inputs=...) for the parameters it should train, where the backward to them does not "
                    "pass through this net)"), "04")]
+# The saved weight is in the graph of a gradient taken with create_graph=True (a meta-gradient through an update):
+# where that gradient must stay the one at the weights before the step, the graph is built on copies of them.
+THROUGH_COPIES_FIXES = [(N_("if the gradient taken with create_graph=True must stay the one at the weights before the "
+                             "step (a meta-gradient through the update), take it through copies of the weights "
+                             "(torch.func.functional_call(net, {name: p.clone() for name, p in "
+                             "net.named_parameters()}, x)): the step then changes the weights, not what that graph "
+                             "saved"), "08")]
 # A term both losses are made of (an entropy bonus added to each), reaching the stepped weights: reordered, the step
 # would count it twice.
 SHARED_TERM_FIXES = [(N_("leave the shared term out of the later loss (or detach it there): it already trained the "
@@ -123,6 +133,10 @@ CARRIED_FIXES = [(N_("detach the carried tensor at the start of each pass (h = h
                  (N_("or, where each batch is a new sequence, reset the state at its start (h = None, zeros, or "
                      "the model's own reset): a detached state would start each batch from the last one's "
                      "values"), "02")]
+# The carried tensor reset in place (state.zero_()): the write is recorded on top of its history, which stays.
+RESET_IN_PLACE_FIXES = [(N_("reset it with a new tensor (state = torch.zeros_like(state)), or detach_() it before the "
+                             "in-place reset: zero_() and fill_() change its values but keep its history, and the "
+                             "previous pass's graph with it"), "02")]
 # A tensor made once, before a loop, whose graph every pass's backward goes through: the first pass freed it.
 REUSED_FIXES = [(N_("make it again in each pass: run the forward that makes it inside the loop, so that each backward "
                      "has a graph of its own, through the weights as they are now"), "05")]
@@ -143,6 +157,13 @@ ACCUMULATED_FIXES = [(N_("start a new sum before each pass's terms (loss = 0, or
 UNTRAINED_FIXES = [(N_("make it without a graph, once: under torch.no_grad(), or .detach() it (or make what it is "
                         "made from without requires_grad): no optimizer trains that, so no pass needs its "
                         "gradient"), "04")]
+# Made once from an nn.Parameter no optimizer holds (made in __init__ and not kept as a module's attribute, or left
+# out of the optimizer's list): made to be trained, so cutting its graph would freeze it for good.
+UNREGISTERED_FIXES = [(N_("if that parameter is to be trained: keep it as the module's attribute (self.p = "
+                           "nn.Parameter(...)), so that module.parameters() and the optimizer hold it, and make the "
+                           "tensor from it inside forward(), once per pass"), "05"),
+                      (N_("if it is to stay fixed: make the tensor under torch.no_grad(), or from a plain tensor (no "
+                          "nn.Parameter)"), "04")]
 TARGET_FIXES = [(N_("detach it where it serves as a target (the other net's output in this net's loss): the loss "
                      "then trains this net alone, and the other net's graph is left for its own loss"), "04")]
 FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"), "04"),
@@ -224,6 +245,10 @@ ACCUMULATED_WRONG = [(N_("retain_graph=True on the first backward: the second th
                      (N_("backward() once, the second dropped: this pass's terms then train nothing"), "01")]
 UNTRAINED_WRONG = [(N_("retain_graph=True on the backward: every pass then goes back through the one old graph, for "
                         "gradients nothing uses"), "02")]
+UNREGISTERED_WRONG = [(N_("detach() or torch.no_grad() alone where the parameter is meant to train: the error "
+                           "goes, and the parameter never changes, silently"), "04"),
+                      (N_("retain_graph=True on the backward: every pass then goes back through the one old graph, "
+                          "and its gradient reaches no optimizer"), "02")]
 TARGET_WRONG = [(N_("detached copies where the outputs are kept: then no loss has a graph back to its own net, and "
                      "its backward raises that the loss does not require grad"), "04"),
                 (N_("retain_graph=True on the backward: each pass's backward then runs on into the other net too, "

@@ -26,6 +26,7 @@ from gan_lessons.doctor.report import (
     STATE_FIXES,
     STEP_FIXES,
     STEP_WRONG,
+    THROUGH_COPIES_FIXES,
     Diagnosis,
 )
 from gan_lessons.i18n import _
@@ -88,7 +89,9 @@ class VersionErrors:
             if state is not None:
                 (variable, modifier), in_state = state, True
         label = s.param or (f"`{variable}`" if variable else self._saved_label(s, op, module, rec))
-        tensor = _("{label} {shape} (a transposed view: Linear saves weight.t())").format(
+        linear = s.node.startswith(("Addmm", "Linear")) or op in ("linear", "addmm")
+        tensor = (_("{label} {shape} (a transposed view: Linear saves weight.t())") if linear else
+                  _("{label} {shape} (a transposed view)")).format(
             label=label, shape=list(s.shape or [])) if transposed else f"{label} {list(s.shape or [])}"
         base = param.shape if param is not None and s.param else rec.shape if variable and rec is not None else None
         if base is not None and not transposed and tuple(base) != tuple(s.shape or ()):
@@ -147,6 +150,9 @@ class VersionErrors:
                 names=", ".join(f"`{n}`" for n in both))
             fixes = SHARED_TERM_FIXES + STEP_FIXES[1:] + (GAN_FIXES if gan else [])
             wrong = wrong + SHARED_TERM_WRONG
+        info = self.journal.nodes.get(fn)
+        if info is not None and info.op == "grad":      # saved by a gradient taken with create_graph=True
+            fixes = fixes + THROUGH_COPIES_FIXES
         return summary, fixes, wrong
 
     def _also_stale(self, found, fn, named):

@@ -77,6 +77,8 @@ def returned(name, value, right, what) -> list:
     got, expected = _numbers(value), [_numbers(r) for r in right]
     if got is None or len(got) != len(expected[0]):
         kind = "None" if value is None else type(value).__name__
+        if isinstance(value, (tuple, list)) and value and not all(isinstance(v, torch.Tensor) for v in value):
+            kind = _("a {kind} of {items}").format(kind=kind, items=", ".join(type(v).__name__ for v in value))
         return [_("{name} returned {kind}, where the exercise asks it to return {what}").format(
             name=name, kind=kind, what=what)]
     if not any(all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(got, e)) for e in expected):

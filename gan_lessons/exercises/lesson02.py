@@ -199,8 +199,8 @@ def chain_checks(chain_step, calls=CALLS) -> Found:
             g is None or not g.any() for step in steps for g in step.values())]
         first_right = counted and all(same_steps(mine[k][:1], v[:1]) for k, v in right.items())
         if cleared:
-            problems = [_("at every {optimizer}.step() its parameters' .grad held nothing (None or zeros): they were "
-                          "cleared after the backward and before the step, which then steps on nothing").format(
+            problems = [_("at every {optimizer}.step() its parameters' .grad held nothing (None or zeros): no "
+                          "gradient of this call's losses was in them when it stepped, so it stepped on nothing").format(
                 optimizer=cleared[0])]
         elif first_right:
             stale = next(k for k, v in right.items() if not same_steps(mine[k], v))

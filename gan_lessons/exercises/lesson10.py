@@ -172,6 +172,10 @@ def _call_problems(run):
         problems.append(_("D ran on {count} samples at once before its step, where each of its accum={accum} "
                           "micro-batches holds {size}: D's loss is added up over the micro-batches, one backward "
                           "each").format(count=largest, accum=ACCUM, size=run["micro_batch"]))
+    elif 0 < sum(run["d_batches"]) < 2 * ACCUM * run["micro_batch"]:
+        problems.append(_("D ran on {seen} samples before its step, where the accum={accum} micro-batches of the real "
+                          "and the fake batch hold {total}: part of the batch never reached D's loss").format(
+            seen=sum(run["d_batches"]), accum=ACCUM, total=2 * ACCUM * run["micro_batch"]))
     elif 0 < run["d_backwards"] < ACCUM and len(run["records"]["opt_D"]) <= 1:
         problems.append(_(ONE_BACKWARD).format(count=run["d_backwards"], accum=ACCUM))
     if run["into_G"]:

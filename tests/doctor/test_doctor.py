@@ -1100,3 +1100,170 @@ def test_more_than_four_other_stale_tensors_are_counted_not_dropped():
             (out ** 2).mean().backward()
     also = raised.value.diagnosis.facts["also stale"]
     assert also.count(".weight.T") == 4 and also.endswith("; and 1 more"), also
+
+
+def test_a_step_on_several_earlier_backwards_counts_passes_not_steps_and_names_each_line():
+    """Two backwards a critic step (real half, fake half), no zero_grad: at the second step .grad holds two earlier
+    passes of one earlier step; the warning says passes, and names both lines in the file's order."""
+    torch.manual_seed(0)
+    D = nn.Linear(4, 1)
+    opt_D = optim.SGD(D.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(D=D, opt_D=opt_D):
+            for _ in range(2):
+                D(torch.randn(8, 4)).mean().backward()      # real half
+                (-D(torch.randn(8, 4)).mean()).backward()   # fake half
+                opt_D.step()
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert len(said) == 1 and "what 2 earlier backward passes gave it" in said[0], said
+    assert said[0].index("# real half") < said[0].index("# fake half") and "earlier steps gave" not in said[0]
+
+
+def test_a_net_is_named_by_its_own_optimizer_where_a_third_one_holds_both_nets(capsys):
+    """InfoGAN's info optimizer over G's and D's parameters: G is still `gan.G`, not the object both nets are in."""
+    class InfoGAN:
+        def __init__(self):
+            self.G, self.D = nn.Linear(2, 8), nn.Linear(8, 3)
+            self.opt_G = optim.Adam(self.G.parameters(), 1e-3)
+            self.opt_D = optim.Adam(self.D.parameters(), 1e-3)
+            self.opt_info = optim.Adam(itertools.chain(self.G.parameters(), self.D.parameters()), 1e-3)
+    torch.manual_seed(0)
+    gan = InfoGAN()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with doctor(gan=gan):
+            for _ in range(2):
+                gan.opt_D.zero_grad()
+                (F.softplus(-gan.D(torch.randn(4, 8))).mean() + F.softplus(gan.D(gan.G(torch.randn(4, 2)))).mean()
+                 ).backward()
+                gan.opt_D.step()
+                gan.opt_G.zero_grad()
+                F.softplus(-gan.D(gan.G(torch.randn(4, 2)))).mean().backward()
+                gan.opt_G.step()
+    err = capsys.readouterr().err
+    assert "into gan.G, whose gradients were cleared" in err, err
+
+
+def test_modules_made_inside_a_forward_are_told_as_that_net_and_each_loss_s_reading_line_is_named():
+    """pix2pix's step with the detach taken off a torch.cat of the fake: the shared part is net_g's forward (not
+    one `ReLU#k` per throwaway nn.ReLU() its blocks make), and the lines where each loss reads it are facts."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return nn.ReLU(True)(x + self.lin(x))         # a fresh module each call
+    torch.manual_seed(0)
+    net_g, net_d = nn.Sequential(nn.Linear(8, 8), Block(), Block()), nn.Linear(16, 1)
+    opt_g, opt_d = optim.Adam(net_g.parameters()), optim.Adam(net_d.parameters())
+    real_a, real_b = torch.randn(4, 8), torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised, doctor(net_g=net_g, net_d=net_d):
+            fake_b = net_g(real_a)
+            opt_d.zero_grad()
+            fake_ab = torch.cat((real_a, fake_b), 1)  # first read
+            loss_d = net_d(fake_ab).mean() - net_d(torch.cat((real_a, real_b), 1)).mean()
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            (-net_d(torch.cat((real_a, fake_b), 1)).mean()).backward()  # second read
+    d = raised.value.diagnosis
+    assert "the forward of net_g from" in d.facts["shared part"] and "ReLU" not in d.facts["shared part"], d.text()
+    assert "# first read" in d.facts["first loss reads it at"], d.text()
+    assert "# second read" in d.facts["second loss reads it at"], d.text()
+
+
+def _amp_steps(unscale_first, enabled=True):
+    """Two AMP steps (a GradScaler on the CPU) with a clip: after scaler.unscale_(opt), as PyTorch's recipe has
+    it, or on the gradients the scale still multiplies. Returns w after the steps."""
+    w = nn.Parameter(torch.ones(3))
+    opt = optim.SGD([w], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", enabled=enabled)
+    for _ in range(2):
+        opt.zero_grad()
+        scaler.scale((w * 2).sum()).backward()
+        if unscale_first:
+            scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_([w], 1.0)
+        scaler.step(opt)
+        scaler.update()
+    return w.detach()
+
+
+def test_a_clip_of_gradients_the_grad_scaler_still_multiplies_is_warned_and_the_recipe_is_not():
+    originals = torch.amp.GradScaler.scale, torch.nn.utils.clip_grad_norm_
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor():
+            scaled = _amp_steps(unscale_first=False)
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert len(said) == 1 and "clip_grad_norm_ clipped gradients that GradScaler's scale (65536) still" in said[0]
+    assert "scaler.unscale_(opt) right before the clip" in said[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor():
+            right = _amp_steps(unscale_first=True)
+            unscaled_off = _amp_steps(unscale_first=False, enabled=False)     # a disabled scaler scales nothing
+    assert not [w for w in caught if issubclass(w.category, DoctorWarning)]
+    assert (1 - scaled).abs().max() < 1e-4 < (1 - right).abs().max()      # what the warning says: the step shrank
+    assert torch.equal(unscaled_off, _amp_steps(unscale_first=False, enabled=False))
+    assert (torch.amp.GradScaler.scale, torch.nn.utils.clip_grad_norm_) == originals     # the originals are back
+
+
+def test_two_losses_that_are_slices_of_one_tensor_are_not_named_as_what_carries_it():
+    """Both losses are slices of a tensor made inside a function (gone with its frame): the losses themselves are
+    not offered as tensors to detach (a loss cannot be detached in the other, and a detached loss has no graph)."""
+    w = torch.ones(3, requires_grad=True)
+
+    def losses(x):
+        h = (x * w).exp()
+        return {"a": h[0], "b": h[1]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised, doctor():
+            pair = losses(torch.ones(3))
+            pair["a"].backward()
+            pair["b"].backward()
+    d = raised.value.diagnosis
+    assert not any("pair" in fix for fix, _lesson in d.fixes), d.text()
+    assert "reaches the second loss through" not in d.facts["shared part"], d.text()
+    assert "h = (x * w).exp()" in d.facts["shared part"], d.text()
+
+
+def test_a_parameter_kept_in_a_plain_variable_is_named_and_its_step_is_the_write():
+    """A bare nn.Parameter `v` an optimizer holds (no module), saved as v.t() by a gradient taken with
+    create_graph=True, then stepped: named `v.T`, changed by opt.step(), not by a write the doctor could not see."""
+    torch.manual_seed(0)
+    x, w, v = torch.randn(5, 3), nn.Parameter(torch.randn(3, 2)), nn.Parameter(torch.randn(2, 1))
+    opt = optim.SGD([v], lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as raised, doctor():
+            (g,) = torch.autograd.grad(((x @ w).tanh() @ v).pow(2).mean(), w, create_graph=True)
+            v.grad = torch.ones_like(v)
+            opt.step()
+            g.pow(2).sum().backward()
+    d = raised.value.diagnosis
+    assert d.facts["tensor"] == "v.T [1, 2] (a transposed view)", d.text()
+    assert str(d.facts["modified by"]).startswith("opt.step() at line"), d.text()
+
+
+def test_a_missing_gradient_is_still_warned_after_zero_grad_and_a_backward_that_misses_a_net():
+    """zero_grad() sets every .grad to None (no gradient set by hand): a backward that misses one of the
+    optimizer's nets is still warned."""
+    torch.manual_seed(0)
+    a, b = nn.Linear(3, 1), nn.Linear(3, 1)
+    opt = optim.SGD(list(a.parameters()) + list(b.parameters()), lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(a=a, b=b, opt=opt):
+            for _ in range(2):
+                opt.zero_grad()
+                a(torch.randn(4, 3)).mean().backward()
+                b(torch.randn(4, 3))
+                opt.step()
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert any("2 of its 4 parameters have no .grad" in s for s in said), said

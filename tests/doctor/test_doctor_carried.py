@@ -130,3 +130,29 @@ def test_both_states_of_an_lstm_are_named_and_both_detached_in_the_fix():
     assert "keep h.detach(), c.detach()" in d.text()
     d = diagnosis_of(lambda: lstm_loop(retain=False))
     assert d.kind == "freed" and d.facts["carried by"].startswith("the previous pass's `h`, `c` from line"), d.text()
+
+
+def _state_loop(reset):
+    """A state carried over passes, reset at the start of each pass by `reset(state)` (which returns the state)."""
+    w = torch.ones(3, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    state = torch.zeros(3)
+    for _ in range(2):
+        state = reset(state)
+        state = (state + w).exp()
+        opt.zero_grad()
+        state.sum().backward()
+        opt.step()
+    return w.detach()
+
+
+def test_a_state_reset_in_place_is_named_and_told_to_reset_with_a_new_tensor():
+    """`state.zero_()` keeps the state's history (zero_ is recorded on top of it): the reset is named, and a reset
+    with a new tensor (the fix) runs, as detach_() before zero_() does."""
+    from gan_lessons.doctor.report import RESET_IN_PLACE_FIXES
+    d = diagnosis_of(lambda: _state_loop(lambda s: s.zero_()))
+    assert "s.zero_()" in d.facts["reset in place at"], d.text()
+    assert d.fixes[0][0] == RESET_IN_PLACE_FIXES[0][0], d.text()
+    assert "reset the state at its start" not in d.text(), d.text()
+    fixed = _state_loop(lambda s: torch.zeros_like(s))
+    assert torch.equal(fixed, _state_loop(lambda s: s.detach_().zero_()))

@@ -468,3 +468,23 @@ def test_a_shared_encoder_and_two_heads_trained_on_one_summed_loss():
         for opt in (opt_enc, opt_a, opt_b):
             opt.step()
     quietly(step)
+
+
+def test_gradients_set_by_hand_for_one_net_at_a_time_under_one_optimizer():
+    """One optimizer over two nets, each step on .grad set by hand (p.grad = g) for one net, the other's .grad
+    emptied: the parameters without .grad are meant to stay (a meta-learner's alternating updates)."""
+    torch.manual_seed(0)
+    student, meta = nn.Linear(3, 1), nn.Linear(1, 1)
+    opt = optim.SGD(list(student.parameters()) + list(meta.parameters()), lr=0.1)
+    x = torch.randn(4, 3)
+
+    def step():
+        for net in (student, meta):
+            grads = torch.autograd.grad(meta(student(x)).pow(2).mean(), list(net.parameters()))
+            for p, g in zip(net.parameters(), grads):
+                p.grad = g
+            opt.step()
+            for p in net.parameters():
+                p.grad = None
+    quietly(step)
+

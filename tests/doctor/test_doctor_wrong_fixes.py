@@ -35,6 +35,7 @@ from gan_lessons.doctor.report import (
     DETACH_WRONG,
     FREED_WRONG,
     GAN_WRONG,
+    GRAD_WRITE_FIXES,
     GRAD_WRITE_WRONG,
     INPLACE_WRONG,
     LEAF_WRONG,
@@ -45,6 +46,8 @@ from gan_lessons.doctor.report import (
     SHARED_TERM_WRONG,
     STEP_WRONG,
     TWICE_WRONG,
+    UNREGISTERED_FIXES,
+    UNREGISTERED_WRONG,
 )
 
 VERSION_ERROR = "modified by an inplace operation"
@@ -270,7 +273,7 @@ def test_a_weight_scaled_by_its_own_norm_is_told_to_clip_its_grad_and_the_out_of
         return norm
 
     dx = diagnosis_of(lambda: clipped("in place"))
-    assert [f for f, _ in dx.fixes] == [f for f, _ in SELF_WRITE_FIXES] and dx.facts["made from"].startswith("`")
+    assert [f for f, _ in dx.fixes] == [f for f, _ in SELF_WRITE_FIXES] and dx.facts["made from"].startswith("w itself")
     says(dx, SELF_WRITE_WRONG, not_=GRAD_WRITE_WRONG)
     assert clipped("out of place") > 5 * max_norm                      # the wrong fix: nothing clipped
     assert abs(clipped("clip_grad_norm_") - max_norm) < 1e-6
@@ -546,3 +549,100 @@ def test_a_write_whose_values_require_grad_into_a_flagged_leaf_is_not_told_no_gr
     d = diagnosis_of(bug)
     assert "a leaf because" in d.facts and not any("torch.no_grad()" in fix for fix, _ in d.fixes), d.text()
     says(d, GRAD_WRITE_WRONG)
+
+
+class _Scale(nn.Module):
+    """A scale made once in __init__ from an nn.Parameter the module does not keep (registered=False), or the
+    parameter kept and the scale made from it in forward (the fix)."""
+
+    def __init__(self, registered=False, frozen=False):
+        super().__init__()
+        if registered:
+            self.log_scale = nn.Parameter(torch.zeros(()))
+        elif frozen:
+            with torch.no_grad():
+                self.scale = torch.exp(nn.Parameter(torch.zeros(())))
+        else:
+            self.scale = torch.exp(nn.Parameter(torch.zeros(())))
+
+    def forward(self, x):
+        return x * (self.log_scale.exp() if hasattr(self, "log_scale") else self.scale)
+
+
+def _fit_scale(m, passes=3):
+    """A few SGD passes fitting m(1) * w to 2; returns the scale at the end."""
+    w = nn.Parameter(torch.ones(()))
+    opt = optim.SGD(list(m.parameters()) + [w], lr=0.1)
+    for _ in range(passes):
+        loss = ((m(torch.ones(3)) * w - 2) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return m(torch.ones(1)).item()
+
+
+def test_a_tensor_made_once_from_an_unkept_parameter_is_told_to_keep_it_and_detach_is_a_wrong_fix():
+    """Made from an nn.Parameter no optimizer holds: the fix keeps it on the module and trains it (the scale moves);
+    detach/no_grad, offered for a tensor made from nothing trainable, runs and freezes the scale at 1."""
+    d = diagnosis_of(lambda: _fit_scale(_Scale()))
+    assert "an nn.Parameter that no optimizer holds" in d.summary and "an nn.Parameter of shape ()" in d.text()
+    assert [f for f, _ in d.fixes] == [f for f, _ in UNREGISTERED_FIXES]
+    assert [f for f, _ in d.wrong] == [f for f, _ in UNREGISTERED_WRONG]
+    assert _fit_scale(_Scale(registered=True)) != 1.0          # the fix: the scale trains
+    assert _fit_scale(_Scale(frozen=True)) == 1.0              # the wrong fix: it runs, and never changes
+
+
+def test_an_input_updated_in_place_inside_a_forward_is_told_to_write_out_of_place():
+    """`coord += lin(coord)` on an input that requires grad (forces as -dE/dx): not a weight, so not the weight's
+    fixes; out of place trains lin, no_grad around the write leaves lin without a gradient."""
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+
+    def forces_loss(update):
+        x = torch.randn(4, 3, requires_grad=True)
+        energy = update(x).pow(2).sum()
+        forces = -torch.autograd.grad(energy, x, create_graph=True)[0]
+        lin.zero_grad()
+        forces.pow(2).mean().backward()
+        return lin.weight.grad
+
+    def in_place(coord):
+        coord += lin(coord)
+        return coord
+    d = diagnosis_of(lambda: forces_loss(in_place), lin=lin)
+    assert [f for f, _ in d.fixes] == [f for f, _ in GRAD_WRITE_FIXES], d.text()
+    assert [f for f, _ in d.wrong] == [f for f, _ in GRAD_WRITE_WRONG], d.text()
+    assert forces_loss(lambda coord: coord + lin(coord)) is not None      # out of place: lin gets its gradient
+
+    def under_no_grad(coord):
+        with torch.no_grad():
+            coord += lin(coord)
+        return coord
+    assert forces_loss(under_no_grad) is None     # no_grad around the write: runs, lin drops out, silently
+
+
+def test_a_gradient_with_create_graph_then_a_step_is_offered_copies_of_the_weights_and_they_run():
+    """A meta-gradient through an update: the graph of a create_graph gradient saved the weights a step then
+    changes. Besides reorder, the fix of taking that gradient through copies of the weights is offered, and it runs
+    (the step changes the weights, not what the graph saved)."""
+    from gan_lessons.doctor.report import THROUGH_COPIES_FIXES
+    torch.manual_seed(0)
+    x = torch.randn(5, 3)
+    net = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1))
+    meta = nn.Parameter(torch.ones(()))
+    opt = optim.SGD(net.parameters(), lr=0.1)
+
+    def meta_gradient(through_copies):
+        params = dict(net.named_parameters())
+        used = {n: p.clone() for n, p in params.items()} if through_copies else params
+        inner = torch.sigmoid(meta) * torch.func.functional_call(net, used, (x,)).pow(2).mean()
+        g = torch.autograd.grad(inner, list(used.values()), create_graph=True)
+        for p, gi in zip(params.values(), g):
+            p.grad = gi.detach()
+        opt.step()
+        first = params["0.weight"]
+        gv = torch.autograd.grad(net(x).mean(), first)
+        return torch.autograd.grad(first + 0.1 * g[0], meta, grad_outputs=gv)
+    d = diagnosis_of(lambda: meta_gradient(through_copies=False), net=net)
+    assert THROUGH_COPIES_FIXES[0][0] in [f for f, _ in d.fixes], d.text()
+    assert meta_gradient(through_copies=True)[0].isfinite()

@@ -104,8 +104,9 @@ def _amp_steps(mine, ref):
 
 def _amp_step_problem(mine, got, call, name):
     if (call, name) not in got:
-        return [_("call {call}: {optimizer} did not step, where the reference's does: its gradients were finite "
-                  "(only the optimizer whose gradients hold an inf is skipped)").format(call=call, optimizer=name)]
+        return [_("call {call}: {optimizer} did not step, where the reference's does: the reference's gradients at "
+                  "that call were finite (a scaler skips only the optimizer whose gradients hold an inf)").format(
+            call=call, optimizer=name)]
     bad = sum(int((~torch.isfinite(p)).sum()) for p in mine["nets"][name].parameters())
     return [_("call {call}: {optimizer} stepped although one of its gradients was inf, a step the reference's scaler "
               "skips; {optimizer}'s weights now hold {count} inf or nan value(s)").format(call=call, optimizer=name,

@@ -36,10 +36,10 @@ def _compiled_problem():
     data = [(torch.randn(8, 2, generator=g) + 2, torch.randn(8, 4, generator=g)) for _ in range(2)]
     shadows = []
 
-    def args(k):
+    def args(k):                   # the second call with another r1_gamma than the default 10
         if k:
             shadows.append({n: t.clone() for n, t in ema.shadow.items()})
-        return G, D, opt_G, opt_D, ema, *data[k]
+        return (G, D, opt_G, opt_D, ema, *data[k]) + ((5.0,) if k else ())
     return args, {"opt_D": opt_D, "opt_G": opt_G}, parameter_names(G=G_net, D=D_net), {"ema": ema, "shadows": shadows}
 
 
