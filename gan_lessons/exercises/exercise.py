@@ -107,15 +107,19 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
     grad_mode = torch.is_grad_enabled()
     LEFT_OFF.clear()
     LEFT_HOOKS.clear()
+    function = exercise.what and localized(exercise.what) or exercise.name
     left_off = _("autograd was left off after {function} returned (torch.is_grad_enabled() is False): every forward "
-                 "after it would build no graph, and the next backward would raise").format(
-        function=exercise.what and localized(exercise.what) or exercise.name)
+                 "after it would build no graph, and the next backward would raise").format(function=function)
+    hooks_left = _("saved-tensor hooks that {function} entered were still on after it returned: every graph built "
+                   "after it would pack its saved tensors through them").format(function=function)
     try:
         with kept_autograd_state():         # the notebook's next cells run as they did before the check
             found = exercise.checks(*answers, **options)
     except Raised as failure:
         if stub_left(label, failure.error, failure.function or exercise.name):
             return False
+        if LEFT_HOOKS:                # an earlier call's hooks were taken off: a later call's exit of them
+            return verdict(label, [hooks_left], "")         # fails inside torch, and that is the cause
         if grad_mode and True in LEFT_OFF:                                      # an earlier call left it off:
             return verdict(label, [raised(failure.call or exercise.name, failure.error, ()), left_off], "")  # that
         hints = exercise.hints if failure.hints is None else failure.hints            # is the cause, not the hint's
@@ -134,9 +138,7 @@ def grade(exercise: Exercise, *answers, **options) -> bool:
     if off:
         problems = [*problems, left_off]
     if LEFT_HOOKS:
-        problems = [*problems, _("saved-tensor hooks that {function} entered were still on after it returned: every "
-                                 "graph built after it would pack its saved tensors through them").format(
-            function=exercise.what and localized(exercise.what) or exercise.name)]
+        problems = [*problems, hooks_left]
     return verdict(label, problems, _(exercise.success).format(**fields) if exercise.success and not problems else "")
 
 

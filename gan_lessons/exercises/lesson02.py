@@ -17,6 +17,7 @@ from gan_lessons.exercises.steps import (
     close,
     compare_steps,
     flat,
+    left_as_given,
     parameter_names,
     recorded_steps,
     same_steps,
@@ -83,15 +84,16 @@ def _run_chain(step, calls=CALLS):
     models = (model1, model2, model3)
     names = parameter_names(model1=model1, model2=model2, model3=model3)
     run = {"error": None}
-    with recorded_steps(dict(zip(TRAINS, optimizers)), names) as records:
-        with _watched(models) as (counts, backwards):
-            try:
-                for _call in range(calls):
-                    step(*models, *optimizers, data, label)
-            except Exception as error:  # reported by the checker
-                run["error"] = error
-    run.update(records=records, needless=backwards.needless_retains(), **counts,
-               data_changed=data.requires_grad or data.grad is not None)
+    with left_as_given("chain_step", dict(zip(("model1", "model2", "model3"), models)),
+                       {"data": data, "label": label}) as side_effects:
+        with recorded_steps(dict(zip(TRAINS, optimizers)), names) as records:
+            with _watched(models) as (counts, backwards):
+                try:
+                    for _call in range(calls):
+                        step(*models, *optimizers, data, label)
+                except Exception as error:  # reported by the checker
+                    run["error"] = error
+    run.update(records=records, needless=backwards.needless_retains(), **counts, side_effects=side_effects)
     return run
 
 
@@ -171,9 +173,6 @@ def _waste(run, calls):
     if extra:
         problems.append(_("the gradients are right, but {models} ran more than one forward per call: each model's "
                           "output is computed once and feeds everything that reads it").format(models=", ".join(extra)))
-    if run["data_changed"]:
-        problems.append(_("the gradients are right, but the caller's data came back requiring grad: a backward "
-                          "computed a gradient for the input batch, which no optimizer steps on"))
     if run["needless"]:
         problems.append(_("the gradients are right, but {count} backward() call(s) in {calls} calls of your step kept "
                           "their graph (retain_graph=True) though no later backward went through any of it: every "
@@ -191,6 +190,8 @@ def chain_checks(chain_step, calls=CALLS) -> Found:
     run = _run_chain(chain_step, calls)
     if run["error"] is not None:
         raise Raised("chain_step", run["error"])
+    if run["side_effects"]:           # told alone: a changed batch changes every gradient after it
+        return run["side_effects"], {"calls": calls}
     mine, right = run["records"], reference["records"]
     problems = compare_steps(mine, right)
     if problems:

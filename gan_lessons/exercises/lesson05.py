@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from gan_lessons.costs import fresh_gan, measure
-from gan_lessons.exercises.exercise import Exercise, Found, Raised
+from gan_lessons.exercises.exercise import Exercise, Found, Raised, attempt
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
 from gan_lessons.exercises.steps import (
     compare_steps,
     kept_autograd_state,
     known_mistake,
+    left_as_given,
     matching,
     parameter_names,
     recorded_steps,
@@ -236,6 +237,11 @@ def strategy_checks(step) -> Found:
     def on_a_fresh_problem(form, n_critic=N_CRITICS[0]):
         G, D, opt_G, opt_D, x_real, noise = _problem(n_critic)
         return form(G, D, opt_G, opt_D, x_real, noise, n_critic=n_critic)
+    G, D, opt_G, opt_D, x_real, noise = _problem(N_CRITICS[0])
+    with left_as_given(name, {"G": G, "D": D}, {"x_real": x_real}) as side_effects:
+        attempt(name, step, G, D, opt_G, opt_D, x_real, noise, n_critic=N_CRITICS[0])
+    if side_effects:
+        return side_effects
     right = [on_a_fresh_problem(form) for form in (reference_strategy, AVERAGED)]
     return returned(name, on_a_fresh_problem(step), right, "(loss_D, loss_G)")
 

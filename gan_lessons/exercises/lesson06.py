@@ -60,7 +60,8 @@ def _saving_problem(saved, rng, go_on):
     if ... in (saved.values() if isinstance(saved, dict) else [saved]):
         return _("{hint} (save_state returned a `...`)").format(hint=_(ELLIPSIS_HINT))
     if not torch.equal(torch.get_rng_state(), rng):
-        return _("save_state drew random numbers: saving must leave the run exactly as it was")
+        return _("save_state changed torch's random state (it drew random numbers, or seeded): saving must leave "
+                 "the run exactly as it was")
     try:
         frozen = copy.deepcopy(saved)
     except Exception:               # not plain data: torch.save or torch.load below says so

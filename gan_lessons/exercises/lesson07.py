@@ -14,6 +14,7 @@ from gan_lessons.exercises.steps import (
     Backwards,
     compare_steps,
     known_mistake,
+    left_as_given,
     matching,
     parameter_names,
     recorded_steps,
@@ -182,19 +183,20 @@ def _run_seed000(step, calls, watch=None):
     return records
 
 
-def _g_forwards(step) -> int:
-    """How many forwards of g one call of step runs."""
+def _g_forwards(step) -> tuple[int, list]:
+    """How many forwards of g one call of step runs, and what it changed in what it was given (left_as_given)."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(0)
     g, d = Generator(), Discriminator()
+    x_real, z = torch.rand(8, 1, 28, 28) * 2 - 1, torch.randn(8, g.z_dim)
     calls = []
     hook = g.register_forward_hook(lambda *_: calls.append(1))
     try:
-        step(g, d, optim.Adam(g.parameters()), optim.Adam(d.parameters()), torch.rand(8, 1, 28, 28) * 2 - 1,
-             torch.randn(8, g.z_dim))
+        with left_as_given("fixed_step", {"g": g, "d": d}, {"x_real": x_real, "z": z}) as side_effects:
+            step(g, d, optim.Adam(g.parameters()), optim.Adam(d.parameters()), x_real, z)
     finally:
         hook.remove()
-    return len(calls)
+    return len(calls), side_effects
 
 
 def seed000_checks(fixed_step, calls=2) -> Found:
@@ -242,8 +244,11 @@ def seed000_checks(fixed_step, calls=2) -> Found:
                            for d, said in zip(suspicious, english))
     try:                                    # one call ran under the doctor; a later one may still raise
         mine = _run_seed000(fixed_step, calls)
+        forwards, side_effects = _g_forwards(fixed_step)
     except Exception as failure:  # reported as feedback
         raise Raised("fixed_step", failure) from failure
+    if side_effects:                        # told alone: a changed batch changes every gradient after it
+        return list(warned) + side_effects
     run = functools.partial(_run_seed000, calls=calls)
     forms = {1.0: {}, 0.5: D_LOSS_HALVED}
     records = {scale: run(variant(reference_seed000_step, replace=form)) for scale, form in forms.items()}
@@ -257,7 +262,6 @@ def seed000_checks(fixed_step, calls=2) -> Found:
                  hint) for edit, hint in SEED000_MISTAKES]
     mistake = known_mistake(mine, mistakes, run) if differ and not warned else None
     problems = list(warned) + ([_(mistake)] if mistake else differ)
-    forwards = _g_forwards(fixed_step)
     if not problems and forwards != 1:
         problems.append(_("g ran {forwards} forwards in one call; the step asks for one").format(
             forwards=forwards))

@@ -186,8 +186,8 @@ def lazy_r1_checks(r1_term, steps=8, every=4, gamma=10.0) -> Found:
         due = step % every == 0
         forwards: list = []
         handle = D.register_forward_pre_hook(lambda module, args, forwards=forwards: forwards.append(1))
-        with left_as_given("r1_term", {"D": D}) as side_effects:
-            try:
+        with left_as_given("r1_term", {"D": D}) as side_effects:     # x_real: a copy (R1's usual idiom,
+            try:                                                      # x_real.requires_grad_(), is right)
                 with watching("r1_penalty") as used, Backwards() as calls:
                     term = attempt("r1_term", r1_term, D, x_real.clone(), step, every, gamma,
                                    call=_("r1_term at step {step}").format(step=step))

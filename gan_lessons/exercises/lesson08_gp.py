@@ -161,6 +161,12 @@ def gradient_penalty_checks(gradient_penalty) -> Found:
     if side_effects or not torch.equal(eps, given_eps):
         return side_effects or [_("your gradient_penalty changed eps: the caller's tensor no longer holds what "
                                   "it passed")]
+    D.eval()                          # given in eval mode, D must come back in eval mode
+    with left_as_given("gradient_penalty", {"D": D}) as side_effects:
+        attempt("gradient_penalty", gradient_penalty, D, x_cond, x_real, x_fake, eps)
+    D.train()
+    if side_effects:
+        return side_effects
     e = eps.view(-1, 1, 1, 1)
     both = _both_inputs(D, x_cond, e * x_real + (1 - e) * x_fake.detach()).norm(2, dim=1)
     mistakes = [(((both - 1) ** 2).mean(), _("that is the norm of the gradient with respect to both of D's inputs, "

@@ -64,10 +64,21 @@ def kept_autograd_state():
                 torch._C._autograd._pop_saved_tensors_default_hooks()   # the hooks entered and never exited
 
 
+def _tensor_hooks(t) -> int:
+    """How many gradient hooks (register_hook, register_post_accumulate_grad_hook) a tensor holds."""
+    return len(t._backward_hooks or {}) + len(getattr(t, "_post_accumulate_grad_hooks", None) or {})
+
+
 def _hooks_on(module) -> int:
-    """How many forward, forward pre- and backward hooks a module and its submodules hold."""
-    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
-               + len(m._backward_pre_hooks) for m in module.modules())
+    """How many hooks a module's forward or backward runs: its own and its submodules' forward, forward pre- and
+    backward hooks, its parameters' gradient hooks, and the hooks registered for every module
+    (register_module_forward_hook and the like)."""
+    from torch.nn.modules import module as torch_module
+    every = sum(len(getattr(torch_module, name)) for name in (
+        "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks"))
+    return every + sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+                       + len(m._backward_pre_hooks) for m in module.modules()) + sum(
+        _tensor_hooks(p) for p in module.parameters())
 
 
 @contextmanager
@@ -78,7 +89,7 @@ def left_as_given(function, nets=None, tensors=None, modes=True):
     or made to require grad. nets and tensors: {name: object}."""
     nets, tensors = nets or {}, tensors or {}
     before = {name: (net.training, _hooks_on(net)) for name, net in nets.items()}
-    versions = {name: (t._version, t.requires_grad) for name, t in tensors.items()}
+    versions = {name: (t._version, t.requires_grad, _tensor_hooks(t)) for name, t in tensors.items()}
     problems: list = []
     try:
         yield problems
@@ -99,6 +110,10 @@ def left_as_given(function, nets=None, tensors=None, modes=True):
             problems.append(_("your {function} wrote into the caller's {names} in place (the version counter "
                               "moved): the caller's own tensor was changed").format(
                 function=function, names=_(" and ").join(written)))
+        hooked = [name for name, t in tensors.items() if _tensor_hooks(t) > versions[name][2]]
+        if hooked:
+            problems.append(_("your {function} left gradient hooks on the caller's {names}: every later backward "
+                              "through it runs them").format(function=function, names=_(" and ").join(hooked)))
         flagged = [name for name, t in tensors.items() if t.requires_grad and not versions[name][1]]
         if flagged:
             problems.append(_("your {function} made the caller's {names} require grad: every later backward through "

@@ -243,7 +243,7 @@ def test_names_each_mistake(capsys):
     ok, out = run(capsys, ellipsis_left)
     assert ok is False and "a `...` is still in your function" in out
     ok, out = run(capsys, data_made_to_require_grad)
-    assert ok is False and "the caller's data came back requiring grad" in out, out
+    assert ok is False and "made the caller's data require grad" in out, out
     ok, out = run(capsys, zero_grad_at_the_end_only)
     assert ok is False and "step 1: optimizer1 stepped on the gradient its .grad held before the call" in out, out
 

@@ -87,3 +87,49 @@ def test_saved_tensor_hooks_left_on_by_an_answer_are_named_and_taken_off(capsys)
         ok, out = run(capsys, exercises.check_stale_saved, reference_stale_saved)    # stay on, and are not blamed
         assert ok is True, out
         assert torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
+def test_what_a_step_leaves_on_the_callers_objects_is_named_in_every_step_checker(capsys):
+    """A hook registered for every module and never removed, a gradient hook left on a parameter, a net left in eval
+    mode, the caller's batch written in place: each is one line, in lessons 02, 04, 05 and 07's checkers."""
+    import torch
+
+    from gan_lessons.exercises.lesson04 import reference_d_step
+    from gan_lessons.exercises.lesson07 import reference_seed000_step
+    handles = []
+
+    def chain_global_hook(*args):
+        handles.append(torch.nn.modules.module.register_module_forward_hook(lambda m, a, out: None))
+        return exercises.reference_chain_step(*args)
+
+    def chain_data_scaled(model1, model2, model3, o1, o2, o3, data, label):
+        data.mul_(1.0)                                # values kept, written all the same
+        return exercises.reference_chain_step(model1, model2, model3, o1, o2, o3, data, label)
+
+    def d_step_grad_hook(G, D, opt_D, z, x_real):
+        for p in D.parameters():
+            p.register_hook(lambda grad: None)
+        return reference_d_step(G, D, opt_D, z, x_real)
+
+    def strategy_d_left_in_eval(G, D, *args, **kwargs):
+        out = reference_strategy(G, D, *args, **kwargs)
+        D.eval()
+        return out
+
+    def seed000_z_redrawn(g, d, g_optimizer, d_optimizer, x_real, z):
+        z.normal_()
+        return reference_seed000_step(g, d, g_optimizer, d_optimizer, x_real, z)
+    try:
+        for checker, answer, words in (
+                (exercises.check_chain_step, chain_global_hook, "more hook(s) on model1"),
+                (exercises.check_chain_step, chain_data_scaled, "wrote into the caller's data in place"),
+                (exercises.check_d_step, d_step_grad_hook, "more hook(s) on D"),
+                (exercises.check_strategy, strategy_d_left_in_eval, "left D in eval mode"),
+                (exercises.check_seed000_step, seed000_z_redrawn, "wrote into the caller's z in place")):
+            ok, out = run(capsys, checker, answer)
+            assert ok is False and words in out, (answer.__name__, out)
+            for handle in handles:
+                handle.remove()
+    finally:
+        for handle in handles:
+            handle.remove()

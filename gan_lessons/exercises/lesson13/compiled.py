@@ -97,7 +97,9 @@ add_lab(Lab("compiled", "a penalty through a compiled D, an EMA of a compiled G"
          reference_compiled_step, calls=2, extra=_compiled_extra, hints=COMPILED_HINTS, mistakes=[
              (_compiled_no_create_graph, N_("the error went away, and the R1 penalty is a constant: the gradient "
                                             "inside it has no graph of its own, so the penalty adds to loss_D and "
-                                            "trains nothing (the doctor warns about it)"))]))
+                                            "trains nothing (the doctor warns about it)")),
+             (variant(reference_compiled_step, replace={"r1_gamma / 2 * r1": "10.0 / 2 * r1"}),
+              N_("the second call passes r1_gamma=5.0, and the R1 term was weighted as with the default 10"))]))
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
