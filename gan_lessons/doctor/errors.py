@@ -326,12 +326,13 @@ class Diagnoser:
         live = self.namer.names().variables
         held = [name for name in self.namer.variables_made_by(shared)      # a loss itself carries nothing to cut
                 if not any(live.get(name) is t for t in losses)]
-        part = (_("{count} autograd nodes, the forward of {modules} from {lines}, part of both losses")
+        part = (_("{nodes}, the forward of {modules} from {lines}, part of both losses")
                 if modules and lines else
-                _("{count} autograd nodes, the forward of {modules}, part of both losses") if modules else
-                _("{count} autograd nodes from {lines}, part of both losses") if lines else
-                _("{count} autograd nodes, part of both losses")).format(
-            count=len(shared), modules=_(" and ").join(modules), lines=_("; ").join(lines[:3]))
+                _("{nodes}, the forward of {modules}, part of both losses") if modules else
+                _("{nodes} from {lines}, part of both losses") if lines else
+                _("{nodes}, part of both losses")).format(
+            nodes=_("one autograd node") if len(shared) == 1 else _("{count} autograd nodes").format(count=len(shared)),
+            modules=_(" and ").join(modules), lines=_("; ").join(lines[:3]))
         if held:
             part = _("{part}; it reaches the second loss through {variables}").format(
                 part=part, variables=_(", ").join(f"`{v}`" for v in held))
