@@ -100,12 +100,17 @@ def _top_level(code) -> bool:
     return code.co_name == "<module>" or _CELL.fullmatch(code.co_name) is not None
 
 
+_DISCRIMINATOR = re.compile(r"((net|model)_?)?[dD](isc\w*)?(_\w+)?|dis([A-Z0-9_]\w*)?|m[ps]d|"
+                            r"\w*(critic|[dD]iscriminator)\w*")
+
+
 def looks_like_gan(name) -> bool:
     """Whether a parameter's (or a module's) name names a GAN's discriminator or a critic: `D.0.weight`, `netD`,
-    `self.discriminator.fc.weight`, `trainer.D.conv1.bias` (any module on the way, not the parameter itself)."""
+    `model_d`, `disA`, `self.image_discriminator.fc.weight`, `trainer.D.conv1.bias`, HiFi-GAN's `mpd` (any module
+    on the way, not the parameter itself)."""
     parts = (name or "").split(".")
     modules = parts[:-1] if len(parts) > 1 else parts
-    return any(re.fullmatch(r"(net)?[dD](isc\w*)?(_\w+)?|\w*critic\w*", part) for part in modules)
+    return any(_DISCRIMINATOR.fullmatch(part) for part in modules)
 
 
 def net_of(names: list) -> str:

@@ -420,8 +420,8 @@ class Recorder:
         each parameter's stop at the backward that found its .grad empty (after zero_grad)."""
         found, assigned = [], self.journal.grads_assigned
         for p in params:
-            if p.grad is None:            # set to None since (zero_grad()): nothing of any backward is left
-                continue
+            if p.grad is None or self.zeroed.get(id(p.grad)) == p.grad._version:   # set to None, or zeroed and not
+                continue                  # written since (zero_grad()): nothing of any backward is left
             for b in reversed(self.journal.backwards):
                 if b is assigned.get(id(p), (None, None))[1] and assigned[id(p)][0]() is p:
                     break                 # .grad assigned after this backward: none of it, or before, is left

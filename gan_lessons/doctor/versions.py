@@ -140,9 +140,20 @@ class VersionErrors:
                                   "weights as they were")).format(names=shown, where=made)
             summary = _("{summary}; the loss reaches the old weights through {names}, computed before the "
                         "step").format(summary=summary, names=shown)
-            fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
-                        "value (a running average, a state for the next pass), keep {detached}").format(
-                          names=shown, detached=", ".join(f"{name}.detach()" for name in names)), "05")] + fixes
+            stepped = (s.param or "").split(".")[0]
+            outputs = [net for net in self._net_outputs(names) if net != stepped]
+            if outputs:                # another net's own output: detached, it would give that net no gradient
+                fixes = [(_("make {names} again after the step (a fresh forward); where the later loss must not "
+                            "train the stepped net, detach the input of the forward that made {names}, not "
+                            "{names} itself").format(names=shown), "05")] + fixes
+                wrong = wrong + [(_("{detached}: {names} is the output of {nets}, so the later loss would give {nets} "
+                                    "no gradient from it").format(
+                    detached=", ".join(f"{name}.detach()" for name in names), names=shown,
+                    nets=_(" and ").join(outputs)), "04")]
+            else:
+                fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
+                            "value (a running average, a state for the next pass), keep {detached}").format(
+                              names=shown, detached=", ".join(f"{name}.detach()" for name in names)), "05")] + fixes
         both = self._in_both_losses(roots, self._step_of(s))
         if both:                       # reordered, the step would add that term's gradient twice
             facts["in both losses"] = _("{names}, part of the loss the step stepped on and of this one, and "
@@ -154,6 +165,20 @@ class VersionErrors:
         if info is not None and info.op == "grad":      # saved by a gradient taken with create_graph=True
             fixes = fixes + THROUGH_COPIES_FIXES
         return summary, fixes, wrong
+
+    def _net_outputs(self, names) -> list:
+        """The trained nets (modules with parameters that require grad) whose forward made these variables."""
+        live, nodes, nets = self.namer.names().variables, self.journal.nodes, []
+        for name in names:
+            t = live.get(name)
+            info = nodes.get(t.grad_fn) if isinstance(t, torch.Tensor) and t.grad_fn is not None else None
+            if info is None or info.module is None:
+                continue
+            net = self.namer.module_name(info.module).split(".")[0]        # the net the running module is part of
+            top = next((m for m, n in self.namer.names().modules.items() if n == net), info.module)
+            if any(p.requires_grad for p in top.parameters()) and net not in nets:
+                nets.append(net)
+        return nets
 
     def _also_stale(self, found, fn, named):
         """Every other stale saved tensor than the one named, each with the lines that saved and wrote it (each write

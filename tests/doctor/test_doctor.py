@@ -222,8 +222,12 @@ def test_a_gan_s_discriminator_is_recognised_by_any_module_on_its_parameters_pat
     from gan_lessons.doctor.naming import looks_like_gan, net_of
     for name in ("D.0.weight", "netD.conv.weight", "t.D.0.weight", "self.discriminator.fc.bias", "critic.w"):
         assert looks_like_gan(name), name
-    for name in ("G.0.weight", "t.G.0.weight", "model.decoder.weight", "dense.weight"):
+    for name in ("G.0.weight", "t.G.0.weight", "model.decoder.weight", "dense.weight", "distance.weight",
+                 "model_dec.weight", "dist_fn.bias"):
         assert not looks_like_gan(name), name
+    for name in ("image_discriminator.fc.weight", "disA.0.weight", "dis.conv.bias", "model_d.0.weight",
+                 "net_D.1.weight", "mpd.convs.0.weight"):
+        assert looks_like_gan(name), name
     assert net_of(["t.D.0.weight", "t.D.0.bias", "t.D.2.weight"]) == "t.D"
     assert net_of(["D.weight", "D.bias"]) == "D" and net_of(["w"]) == "w"
 

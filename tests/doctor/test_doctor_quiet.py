@@ -488,3 +488,18 @@ def test_gradients_set_by_hand_for_one_net_at_a_time_under_one_optimizer():
                 p.grad = None
     quietly(step)
 
+
+
+def test_a_step_after_zero_grad_set_to_none_false_applies_nothing_again():
+    """zero_grad(set_to_none=False) zeroes .grad in place: a step right after it steps on zeros, not again on the
+    earlier backward's gradient."""
+    w = nn.Parameter(torch.ones(2))
+    opt = optim.SGD([w], lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        (w * 2).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        opt.step()
+    quietly(step)

@@ -646,3 +646,33 @@ def test_a_gradient_with_create_graph_then_a_step_is_offered_copies_of_the_weigh
     d = diagnosis_of(lambda: meta_gradient(through_copies=False), net=net)
     assert THROUGH_COPIES_FIXES[0][0] in [f for f, _ in d.fixes], d.text()
     assert meta_gradient(through_copies=True)[0].isfinite()
+
+
+def _gan_step_reusing_scores(how):
+    """G steps on log D(fake) first, then D's loss reuses the scores D_fake computed before that step: `how` is
+    "bug", "scores detached" (the tempting fix) or "input detached" (D(fake.detach()) made again). Returns D's
+    gradient at its step."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 2))
+    dis = nn.Sequential(nn.Linear(2, 1), nn.Sigmoid())
+    opt_g, opt_d = optim.Adam(gen.parameters(), 1e-3), optim.Adam(dis.parameters(), 1e-3)
+    fake = gen(torch.randn(4, 2))
+    D_real, D_fake = dis(torch.randn(4, 2)), dis(fake)
+    opt_g.zero_grad()
+    (-torch.log(D_fake).mean()).backward(retain_graph=True)
+    opt_g.step()
+    opt_d.zero_grad()
+    scores = {"bug": D_fake, "scores detached": D_fake.detach(), "input detached": dis(fake.detach())}[how]
+    (-torch.log(D_real) - torch.log(1 - scores)).mean().backward()
+    return dis[0].weight.grad.clone()
+
+
+def test_another_net_s_output_carried_across_a_step_is_not_told_to_be_detached():
+    """D's scores on the fakes, computed before G's step, in D's loss after it: detaching the scores runs and
+    drops the fake term from D's gradient, so the doctor names it as a wrong fix; the input detached (a fresh
+    forward of D) keeps it."""
+    d = diagnosis_of(lambda: _gan_step_reusing_scores("bug"))
+    assert any("D_fake.detach(): `D_fake` is the output of dis" in f for f, _ in d.wrong), d.text()
+    assert not any("keep D_fake.detach()" in f for f, _ in d.fixes), d.text()
+    with_fake, without = _gan_step_reusing_scores("input detached"), _gan_step_reusing_scores("scores detached")
+    assert not torch.allclose(with_fake, without)      # the wrong fix changes D's gradient: the fake term is gone
