@@ -179,15 +179,23 @@ class Checks:
         facts = {"where": user_frame(), "parameters": missing[:6]}
         ours = {id(p) for p in params}
         other = [p for p in (journal.backwards[-1].depth if journal.backwards else ()) if id(p) not in ours]
+        fixes = [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts them off, and a "
+                     "copy (copy.deepcopy, a write through .data) gives the loss other leaves than these "
+                     "parameters"), "04")]
         if len(missing) == len(params) and other:   # the last backward filled other leaves: copies of these?
+            backward = journal.backwards[-1]
             facts["reached instead"] = _("{count} other leaves that require grad, by the backward at {where}: "
-                                         "{names}").format(count=len(other), where=journal.backwards[-1].where,
+                                         "{names}").format(count=len(other), where=backward.where,
                                                            names=", ".join(self.namer.label(p) for p in other[:3]))
+            owner = self.namer.owner_of(opt, other)
+            if owner is not None:                   # another optimizer's parameters: the step of the wrong one?
+                facts["reached instead"] += _("; all of them held by {owner}").format(owner=self.namer.optimizer_name(owner))
+                fixes = [(_("step the optimizer that holds what the backward at {where} reached ({owner}.step()): "
+                            "{name} holds none of it").format(where=backward.where, name=name,
+                                                              owner=self.namer.optimizer_name(owner)), "05")] + fixes
         self.suspicious(_("{name}.step() runs while {missing} of its {total} parameters have no .grad: they "
                           "will not change").format(name=name, missing=len(missing), total=len(params)),
-                        facts, [(N_("check that the loss reaches them: a detach() or backward(inputs=...) cuts "
-                                    "them off, and a copy (copy.deepcopy, a write through .data) gives the loss "
-                                    "other leaves than these parameters"), "04")], key=("no .grad", id(opt)))
+                        facts, fixes, key=("no .grad", id(opt)))
 
     def check_leftover_gradients(self, opt, name, contributors, closure=False):
         """Gradients left in .grad by another loss's backward (already used by another optimizer's step), added

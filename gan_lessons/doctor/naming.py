@@ -322,6 +322,13 @@ class Namer:
         name = next((k for k, v in self.names().variables.items() if v is tensor), None)
         return f"`{name}`" if name else self.name(tensor)
 
+    def owner_of(self, opt, leaves):
+        """The one optimizer other than `opt` that holds every one of these leaves, if there is one."""
+        ids = {id(p) for p in leaves}
+        owners = [o for o in self.known_optimizers() if o is not opt
+                  and ids <= {id(q) for g in o.param_groups for q in g["params"]}]
+        return owners[0] if len(owners) == 1 else None
+
     def known_optimizers(self):
         """Every optimizer seen stepping or in sight in a namespace."""
         known = {id(o): o for o in self.journal.seen_optimizers}

@@ -71,6 +71,7 @@ class Step:
     params: list                 # the parameters it holds
     versions: list               # their versions after it
     serial: int                  # the last node serial before it
+    after: BackwardCall | None = None   # the latest backward before it
 
 
 @dataclass(slots=True, eq=False)

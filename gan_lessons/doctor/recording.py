@@ -412,7 +412,8 @@ class Recorder:
         params = [p for g in opt.param_groups for p in g["params"]]
         for b in self._contributors(params):
             b.used_by.add(id(opt))
-        self.journal.steps.append(Step(opt, user_frame(), params, [p._version for p in params], self.journal.serial))
+        self.journal.steps.append(Step(opt, user_frame(), params, [p._version for p in params], self.journal.serial,
+                                       self.journal.backwards[-1] if self.journal.backwards else None))
         self.resume()
 
     def _contributors(self, params):

@@ -67,6 +67,7 @@ _FACT_LINES = {"tensor": N_("  - tensor: {value}"), "saved by": N_("  - saved by
                "second backward": N_("  - second backward: {value}"), "backward": N_("  - backward: {value}"),
                "backward of": N_("  - backward of: {value}"), "module": N_("  - module: {value}"),
                "stepped between": N_("  - stepped between: {value}"),
+               "stepped after": N_("  - stepped after: {value}"),
                "made from": N_("  - made from: {value}"), "went on into": N_("  - went on into: {value}"),
                "where": N_("  - where: {value}"), "input": N_("  - input: {value}"), "call": N_("  - call: {value}"),
                "output": N_("  - output: {value}"), "effect": N_("  - effect: {value}"),

@@ -130,7 +130,8 @@ class VersionErrors:
         gan = looks_like_gan(s.param)
         fixes = STEP_FIXES + (GAN_FIXES if gan else [])
         wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
-        carried = self._carried(roots, self._step_of(s), fn)
+        step = self._step_of(s)
+        carried = self._carried(roots, step, fn)
         if carried:
             names, made = carried
             shown = ", ".join(f"`{name}`" for name in names)
@@ -164,7 +165,23 @@ class VersionErrors:
         info = self.journal.nodes.get(fn)
         if info is not None and info.op == "grad":      # saved by a gradient taken with create_graph=True
             fixes = fixes + THROUGH_COPIES_FIXES
-        return summary, fixes, wrong
+        return summary, self._wrong_optimizer(step, facts) + fixes, wrong
+
+    def _wrong_optimizer(self, step, facts) -> list:
+        """The fix, with its fact, where the step that changed the weights followed a backward that reached none of
+        its parameters but only another optimizer's: that other optimizer's step was meant (opt_G.step() after
+        loss_D.backward()). [] otherwise."""
+        after = step.after if step is not None else None
+        if after is None or not after.fills_grad or not after.depth or any(p in after.depth for p in step.params):
+            return []
+        owner = self.namer.owner_of(step.optimizer, list(after.depth))
+        if owner is None or id(owner) in after.used_by:     # that optimizer did step on it: the order is the
+            return []                                        # choice of the code, not a slip
+        name, owner = self.namer.optimizer_name(step.optimizer), self.namer.optimizer_name(owner)
+        facts["stepped after"] = _("the backward at {where}, which reached none of {name}'s parameters: what it "
+                                   "reached, {owner} holds").format(where=after.where, name=name, owner=owner)
+        return [(_("step {owner} after the backward at {where}, not {name}: that backward gave {name} nothing to "
+                   "step on").format(owner=owner, name=name, where=after.where), "05")]
 
     def _net_outputs(self, names) -> list:
         """The trained nets (modules with parameters that require grad) whose forward made these variables."""

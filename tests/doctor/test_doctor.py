@@ -1271,3 +1271,38 @@ def test_a_missing_gradient_is_still_warned_after_zero_grad_and_a_backward_that_
                 opt.step()
     said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
     assert any("2 of its 4 parameters have no .grad" in s for s in said), said
+
+
+def test_the_wrong_optimizer_stepped_after_a_backward_is_named_in_the_warning_and_the_error():
+    """opt_G.step() where opt_D.step() was meant: the warning says who holds what that backward reached, and the
+    version error it leads to names the slip first; the same order with opt_D stepping too is not called one."""
+    torch.manual_seed(0)
+    G, D = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), nn.Sequential(nn.Linear(4, 1))
+    opt_G, opt_D = optim.Adam(G.parameters(), 1e-3), optim.Adam(D.parameters(), 1e-3)
+    bce = nn.BCEWithLogitsLoss()
+
+    def block(slip):
+        for _ in range(2):
+            fake = G(torch.randn(16, 8))
+            opt_D.zero_grad()
+            loss_D = bce(D(torch.randn(16, 4)), torch.ones(16, 1)) + bce(D(fake.detach()), torch.zeros(16, 1))
+            loss_D.backward()  # D BACKWARD
+            opt_G.step()
+            if not slip:
+                opt_D.step()
+            opt_G.zero_grad()
+            bce(D(fake), torch.ones(16, 1)).backward()
+            opt_G.step()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError) as raised:
+            with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+                block(slip=True)
+    first = next(str(w.message) for w in caught if "have no .grad" in str(w.message))
+    assert "all of them held by opt_D" in first and "opt_D.step()" in first.split("fix:")[1], first
+    d = raised.value.diagnosis
+    assert d.kind == "version" and f"line {line_of('D BACKWARD')}" in d.facts["stepped after"], d.text()
+    assert d.fixes[0][0].startswith(f"step opt_D after the backward at line {line_of('D BACKWARD')}"), d.text()
+    _, clean = diagnose(lambda: block(slip=False), G=G, D=D, opt_G=opt_G, opt_D=opt_D)
+    assert "stepped after" not in clean.facts and not clean.fixes[0][0].startswith("step opt_D"), clean.text()
