@@ -4,7 +4,8 @@ under `python SCRIPT` and under `python -m gan_lessons doctor SCRIPT`, and the t
     python benchmarks/doctor_real.py CHECKOUT [--only GLOB ...] [--skip GLOB ...] [--args GLOB=ARGS ...]
                                      [--batches 2] [--timeout 240] [--inject] [--name NAME]
 
-A training script is a .py file that calls `.backward(` and parses arguments or has a `__main__` block. Each run
+A training script is a .py file that parses arguments or has a `__main__` block and calls `.backward(`, itself or in
+a module of its folder it imports (main.py that runs a trainer class from GAN.py). Each run
 starts in a fresh copy of the script's folder (at the same path both times, so printed paths agree), with
 benchmarks/doctor_real_shim first on PYTHONPATH: seeds fixed, torchvision's datasets and empty image folders
 replaced by small random data, every DataLoader cut to --batches batches on its first pass and none after (the
@@ -14,21 +15,25 @@ extra arguments (a glob of its path inside CHECKOUT, `=`, the arguments).
 Per script, the report says whether the two runs agree on
 - the exit status;
 - stdout, byte for byte (and, if not, whether they agree once numbers on lines about time are masked);
-- stderr, once the doctor's own blocks (its diagnoses, warnings and information lines) are taken out;
+- stderr, once the doctor's own blocks (its diagnoses, warnings and information lines) are taken out, and the
+  frames of a traceback that are in torch's own files;
 - every file the run wrote or changed (SHA-256 of each);
 and how many DoctorWarnings and information lines the doctor gave, with the wall time of each run (start-up
 included; the ratio's median over the scripts that ran to the end is the whole-command overhead).
 
---inject then breaks each script that ran cleanly in up to three classic ways, one at a time, and runs the broken
-copy the same two ways: a `.detach()` taken out of the line that has one (the fake batch in D's loss), a
-`zero_grad()` call taken out, `retain_graph=True` taken out of a backward. A broken copy counts when its run
-differs from the clean one (it raised, or its final weights differ: the shim writes their digest at exit); the doctor names the bug when one of its own blocks
-mentions the changed line (`line N`) or the name the change touched (the detached tensor, the optimizer). A change
+--inject then breaks each script that ran cleanly (and each module it imports that calls `.backward(`) in up to
+three classic ways, one at a time, and runs the broken copy the same two ways: a `.detach()` taken out of the line
+that has one (the fake batch in D's loss), a `zero_grad()` call taken out, `retain_graph=True` taken out of a
+backward. A broken copy counts when its run differs from the clean one (it raised, or its final weights differ: the
+shim writes their digest at exit); the doctor names the bug when one of its own blocks mentions the changed line
+(`line N`, or `GAN.py, line N` in a module) or the name the change touched (the detached tensor, the optimizer). A
+change
 that leaves the run's final weights as they were (a detach() on a tensor already detached) is counted apart.
 
 Results go to benchmarks/results/<date>_doctor_real_<NAME>.json (NAME: the checkout folder's name by default), or
 to --out."""
 import argparse
+import ast
 import datetime
 import fnmatch
 import hashlib
@@ -52,7 +57,9 @@ NUMBER = re.compile(r"\d+(\.\d+)?")
 
 
 def training_scripts(checkout: Path, only, skip):
-    found = []
+    """The training scripts, each with the files its backward calls are in: the script itself and the modules of
+    its own folder it imports, directly or through each other (main.py that runs GAN.py's train())."""
+    found = {}
     for path in sorted(checkout.rglob("*.py")):
         rel = path.relative_to(checkout).as_posix()
         if any(part.startswith(".") for part in path.relative_to(checkout).parts):
@@ -60,9 +67,40 @@ def training_scripts(checkout: Path, only, skip):
         if only and not any(fnmatch.fnmatch(rel, g) for g in only) or any(fnmatch.fnmatch(rel, g) for g in skip):
             continue
         text = path.read_text(errors="replace")
-        if ".backward(" in text and ("parse_args(" in text or "__main__" in text):
-            found.append(rel)
+        if "parse_args(" not in text and "__main__" not in text:
+            continue
+        training = [f for f in [path, *local_modules(path)] if ".backward(" in f.read_text(errors="replace")]
+        if training:
+            found[rel] = [f.relative_to(checkout).as_posix() for f in training]
     return found
+
+
+def local_modules(script: Path) -> list:
+    """The .py files under the script's folder that it imports, directly or through each other (Python puts that
+    folder first on sys.path; relative imports are resolved from the importing file's package)."""
+    top, seen, queue = script.parent, [], [script]
+    while queue:
+        path = queue.pop(0)
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [(top, a.name.split(".")) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = top if not node.level else path.parents[node.level - 1]
+                parts = (node.module or "").split(".") if node.module else []
+                names = [(base, parts)] + [(base, parts + [a.name]) for a in node.names]
+            else:
+                continue
+            for base, parts in names:
+                for found in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+                    if parts and found.is_file() and found != script and found not in seen \
+                            and top in found.parents:
+                        seen.append(found)
+                        queue.append(found)
+    return seen
 
 
 def files_of(folder: Path):
@@ -111,8 +149,9 @@ def _text(data):
     return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
-def both(checkout, rel, args, batches, timeout, work, source_text=None):
-    """The plain run and the doctor's run of one script (its text replaced by `source_text` if given)."""
+def both(checkout, rel, args, batches, timeout, work, replaced=None):
+    """The plain run and the doctor's run of one script (`replaced`: {a file of its folder: the text it is run
+    with})."""
     root = work / "run"
     runs = {}
     for mode in ("plain", "doctor"):
@@ -121,8 +160,8 @@ def both(checkout, rel, args, batches, timeout, work, source_text=None):
         shutil.copytree(checkout / Path(rel).parent, folder,
                         ignore=shutil.ignore_patterns("__pycache__", ".git"))
         script = root / rel
-        if source_text is not None:
-            script.write_text(source_text)
+        for file, text in (replaced or {}).items():
+            (root / file).write_text(text)
         before = files_of(root)
         command = [sys.executable, *(["-m", "gan_lessons", "doctor"] if mode == "doctor" else []), str(script),
                    *args]
@@ -134,12 +173,32 @@ def both(checkout, rel, args, batches, timeout, work, source_text=None):
     return runs
 
 
+TORCH_FRAME = re.compile(r'^  File ".*[/\\]torch[/\\][^"]*", line \d+')
+
+
+def without_torch_frames(lines):
+    """A traceback without the frames in torch's own files (each frame's File line and the source and caret lines
+    under it): with the doctor's module hooks on, torch calls a module's forward through one more of its own
+    frames, so only the frames of the script and its libraries are compared."""
+    kept, skipping = [], False
+    for line in lines:
+        if TORCH_FRAME.match(line):
+            skipping = True
+            continue
+        if skipping and line.startswith("    "):
+            continue
+        skipping = False
+        kept.append(line)
+    return kept
+
+
 def compare(runs):
     plain, doc = runs["plain"], runs["doctor"]
     own, rest = doctor_blocks(doc["stderr"])
+    rest = without_torch_frames(rest)
     masked = [[NUMBER.sub("#", line) if TIMING.search(line) else line for line in r["stdout"].splitlines()]
               for r in (plain, doc)]
-    plain_err = plain["stderr"].splitlines()
+    plain_err = without_torch_frames(plain["stderr"].splitlines())
     if plain["status"] != 0 or doc["status"] != 0:       # what a failed run's traceback keeps alive differs
         for run in (plain, doc):
             run["files"].pop("doctor_real_weights.txt", None)
@@ -199,9 +258,12 @@ def injected(text):
             break
 
 
-def named(result, line, name):
+def named(result, line, name, file=None):
+    """Whether the doctor's lines name the changed line (in a module the script imports: that file's line) or the
+    name the change touched."""
     text = "\n".join(result["doctor_lines"])
-    return bool(re.search(rf"\bline {line}\b", text) or (name and re.search(rf"\b{re.escape(name)}\b", text)))
+    at = rf"\bline {line}\b" if file is None else rf"{re.escape(Path(file).name)}, line {line}\b"
+    return bool(re.search(at, text) or (name and re.search(rf"\b{re.escape(name)}\b", text)))
 
 
 def main(argv=None):
@@ -224,9 +286,10 @@ def main(argv=None):
     extra = [a.split("=", 1) for a in opt.args]
     if any(len(a) != 2 for a in extra):
         parser.error("--args takes GLOB=ARGUMENTS, e.g. --args 'word_language_model/main.py=--epochs 1'")
-    scripts = training_scripts(checkout, opt.only, opt.skip)
+    scripts = training_scripts(checkout, opt.only, opt.skip)      # {script: the files its backward calls are in}
     if not scripts:
-        parser.error(f"no training script in {checkout} (a .py file that calls .backward( and parses arguments)")
+        parser.error(f"no training script in {checkout} (a .py file that parses arguments and calls .backward(, "
+                     "itself or in a module it imports)")
     name = opt.name or checkout.name
     out = opt.out or HERE / "results" / f"{datetime.date.today().isoformat()}_doctor_real_{name}.json"
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -245,21 +308,31 @@ def main(argv=None):
             print(f"{rel}: exit {result['status']['plain']}/{result['status']['doctor']}, "
                   f"{'identical' if result['identical'] else 'DIFFERENT'}, {result['doctor_warnings']} warnings, "
                   f"{result['seconds']['plain']:.1f}s/{result['seconds']['doctor']:.1f}s", flush=True)
+            result["training_files"] = scripts[rel]
             if opt.inject and result["status"]["plain"] == 0 and result["identical"]:
-                clean = result
-                for kind, line, touched, text in injected((checkout / rel).read_text()):
-                    broken = compare(both(checkout, rel, args, opt.batches, opt.timeout, work, text))
-                    changed = broken["status"]["plain"] != 0 or broken["plain_weights"] != clean["plain_weights"]
-                    entry = {"script": rel, "bug": kind, "line": line, "name": touched,
-                             "status": broken["status"], "behaviour_changed": changed,
-                             "named": named(broken, line, touched), "identical": identical(broken),
-                             "doctor_lines": broken["doctor_lines"][:8]}
-                    report["injected"].append(entry)
-                    print(f"  {kind} at line {line}: exit {broken['status']['plain']}, "
-                          f"{'named' if entry['named'] else 'NOT NAMED'}", flush=True)
+                for file in scripts[rel]:
+                    report["injected"] += inject(checkout, rel, file, args, opt, work, result)
             write(report, out)
     write(report, out)
     print(f"wrote {out}")
+
+
+def inject(checkout, rel, file, args, opt, work, clean):
+    """The classic bugs injected into one file a script's training is in (the script or a module it imports), each
+    run the two ways."""
+    entries = []
+    folder = Path(rel).parent
+    for kind, line, touched, text in injected((checkout / file).read_text()):
+        broken = compare(both(checkout, rel, args, opt.batches, opt.timeout, work, {file: text}))
+        changed = broken["status"]["plain"] != 0 or broken["plain_weights"] != clean["plain_weights"]
+        module = None if file == rel else file
+        entries.append({"script": rel, "file": Path(file).relative_to(folder).as_posix(), "bug": kind,
+                        "line": line, "name": touched, "status": broken["status"], "behaviour_changed": changed,
+                        "named": named(broken, line, touched, module), "identical": identical(broken),
+                        "doctor_lines": broken["doctor_lines"][:8]})
+        print(f"  {kind} at {file}:{line}: exit {broken['status']['plain']}, "
+              f"{'named' if entries[-1]['named'] else 'NOT NAMED'}", flush=True)
+    return entries
 
 
 def write(report, out):

@@ -10,7 +10,10 @@ repeatable, without changing a line of it:
 - run length: every DataLoader gives DOCTOR_REAL_BATCHES batches (2 by default) on its first pass and none on
   later passes, so an epoch loop ends at once after its first epoch; workers are turned off (num_workers=0: the
   batches and their order are the same, drawn in the main process);
-- torchvision imports beside a CPU-only torch (gan_lessons is imported for that, in both runs).
+- torchvision imports beside a CPU-only torch (gan_lessons is imported for that, in both runs);
+- with no GPU, `.cuda()` on a module or a tensor leaves it where it is, and `.to()` a CUDA device moves it to the
+  CPU (a script written for one GPU, which moves its nets and batches there without asking whether CUDA is
+  there, runs on the CPU).
 
 Anything else a script needs (a download of its own, a GPU, gym) fails the same way in both runs, and the report
 says so. Only active when DOCTOR_REAL_ROOT is set."""
@@ -100,6 +103,23 @@ if os.environ.get("DOCTOR_REAL_ROOT"):
         return found
 
     glob.glob = fake_glob
+
+    if not torch.cuda.is_available():
+        def _on_cpu(to):
+            def moved(self, *args, **kwargs):
+                args = tuple("cpu" if _cuda(a) else a for a in args)
+                if _cuda(kwargs.get("device")):
+                    kwargs["device"] = "cpu"
+                return to(self, *args, **kwargs)
+            return moved
+
+        def _cuda(device):
+            return isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda"
+
+        torch.nn.Module.cuda = lambda self, device=None: self                 # type: ignore[method-assign]
+        torch.Tensor.cuda = lambda self, *args, **kwargs: self                # type: ignore[method-assign]
+        torch.nn.Module.to = _on_cpu(torch.nn.Module.to)                      # type: ignore[method-assign]
+        torch.Tensor.to = _on_cpu(torch.Tensor.to)                            # type: ignore[method-assign]
 
     try:
         # isort: off

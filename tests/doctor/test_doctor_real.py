@@ -108,3 +108,84 @@ def test_the_injected_bugs_change_the_run_and_the_doctor_names_them(report):
     assert bugs["detach taken out"]["status"]["plain"] == 1 and bugs["detach taken out"]["named"]
     assert bugs["zero_grad taken out"]["behaviour_changed"] and bugs["zero_grad taken out"]["named"]
     assert report["summary"]["injected_that_raise_named"] == report["summary"]["injected_that_raise"] == 1
+
+
+TRAINER = """\
+import torch, torch.nn as nn
+
+
+class GAN:
+    def __init__(self, epochs):
+        self.epochs = epochs
+        self.G, self.D = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+        self.G_optimizer = torch.optim.Adam(self.G.parameters())
+        self.D_optimizer = torch.optim.Adam(self.D.parameters())
+
+    def train(self):
+        bce = nn.BCELoss()
+        for epoch in range(self.epochs):
+            x_real, z = torch.randn(8, 4), torch.randn(8, 4)
+            self.D_optimizer.zero_grad()
+            G_ = self.G(z)
+            D_loss = bce(self.D(x_real), torch.ones(8, 1)) + bce(self.D(G_.detach()), torch.zeros(8, 1))
+            D_loss.backward()
+            self.D_optimizer.step()
+            self.G_optimizer.zero_grad()
+            G_loss = bce(self.D(G_), torch.ones(8, 1))
+            G_loss.backward()
+            self.G_optimizer.step()
+        torch.save(self.G.state_dict(), "G.pt")
+"""
+
+MAIN = """\
+import argparse
+from models.gan import GAN
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epoch", type=int, default=3)
+    GAN(parser.parse_args().epoch).train()
+"""
+
+
+def test_a_script_whose_training_is_in_a_module_it_imports_is_found_and_the_module_is_injected(tmp_path):
+    """main.py calls no backward itself; the trainer class it imports does: the script is a training script, and
+    the bugs go into the module, each named by that file's line or the name touched."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (tmp_path / "models" / "gan.py").write_text(TRAINER)
+    (tmp_path / "main.py").write_text(MAIN)
+    (tmp_path / "unused.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
+    assert doctor_real.training_scripts(tmp_path, [], []) == {"main.py": ["models/gan.py"]}
+    out = tmp_path / "report.json"
+    doctor_real.main([str(tmp_path), "--inject", "--name", "modules", "--out", str(out), "--timeout", "240"])
+    report = json.loads(out.read_text())
+    assert report["scripts"]["main.py"]["identical"] and report["scripts"]["main.py"]["status"]["plain"] == 0
+    bugs = {e["bug"]: e for e in report["injected"]}
+    assert {e["file"] for e in report["injected"]} == {"models/gan.py"}
+    assert bugs["detach taken out"]["status"]["plain"] == 1 and bugs["detach taken out"]["named"], bugs
+    assert bugs["zero_grad taken out"]["behaviour_changed"] and bugs["zero_grad taken out"]["named"], bugs
+
+
+def test_the_modules_a_script_imports_are_followed_through_each_other_and_stay_in_its_folder(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .losses import gp\n")
+    (tmp_path / "pkg" / "losses.py").write_text("import torch\ndef gp(x):\n    return x\n")
+    (tmp_path / "train.py").write_text("import os, torch\nfrom pkg import losses\nimport pkg\n")
+    found = {p.relative_to(tmp_path).as_posix() for p in doctor_real.local_modules(tmp_path / "train.py")}
+    assert found == {"pkg/__init__.py", "pkg/losses.py"}
+
+
+def test_a_traceback_s_frames_in_torch_s_own_files_are_left_out_of_the_comparison():
+    """Under the doctor's module hooks torch runs a forward through one more frame of its own: the script's
+    frames, and the error, are what is compared."""
+    frame = '  File "/v/site-packages/torch/nn/modules/module.py", line {n}, in _call_impl\n    return {call}\n'
+    script = 'Traceback (most recent call last):\n  File "/x/train.py", line 4, in <module>\n    y = net(x)\n'
+    error = '  File "/x/models.py", line 9, in forward\n    return self.fc(x)\nRuntimeError: boom\n'
+    plain = (script + frame.format(n=1789, call="forward_call(*args)") + error).splitlines()
+    doctored = (script + frame.format(n=1884, call="inner()") + "           ^^^^^^^\n"
+                + frame.format(n=1832, call="forward_call(*args)") + error).splitlines()
+    assert doctor_real.without_torch_frames(plain) == doctor_real.without_torch_frames(doctored) \
+        == (script + error).splitlines()
+    assert doctor_real.without_torch_frames((script + error.replace("boom", "other")).splitlines()) != \
+        doctor_real.without_torch_frames(plain)
