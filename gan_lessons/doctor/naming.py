@@ -139,6 +139,12 @@ def rebound(code: str) -> list:
     return [n for n in stored if n in loaded]
 
 
+def _rebinding(info) -> list:
+    """The last part of each name the line that made a node both reads and makes (`self.mean_w = ... self.mean_w`)."""
+    code = info.inside.code if info.inside is not None else (info.where.code if info.where else "")
+    return [name.rsplit(".", 1)[-1] for name in rebound(code or "")]
+
+
 @dataclass(slots=True)
 class Names:
     """What names() resolved, each by what a diagnosis looks up."""
@@ -257,10 +263,12 @@ class Namer:
         return next((k for k, v in held if tuple(v.shape) == tuple(shape)), None) or \
             next((k for k, v in held if v._base is None), None)      # the whole tensor a saved view is part of
 
-    def variables_made_by(self, serials):
+    def variables_made_by(self, serials, since=None):
         """Names of live variables (not parameters) whose tensor was made by one of these nodes: `fake`. A tensor an
         object keeps across calls (`G.w_avg`, `model.hidden`) whose graph reaches them comes first: it is what
-        carries an old graph into a new pass, even where a plain variable of the old pass is still alive."""
+        carries an old graph into a new pass, even where a plain variable of the old pass is still alive; but not
+        one an object keeps only as a record of this pass, made since `since` (a node serial) by a later
+        node than those (`loss_module.last_loss`), where a variable these nodes made is alive."""
         variables = self.names().variables
         nodes = self.journal.nodes
         made = [k for k, v in variables.items() if (info := nodes.get(v.grad_fn)) and info.serial in serials]
@@ -268,6 +276,9 @@ class Namer:
             return sorted(made, key=lambda k: "." not in k and "[" not in k)[:3]
         held = [(d, k) for k, v in variables.items() if k not in made and ("." in k or "[" in k)
                 and (d := self.distance(v.grad_fn, serials)) is not None]
+        if made and since is not None:
+            held = [(d, k) for d, k in held if not ((info := nodes.get(variables[k].grad_fn)) and info.serial > since
+                                                    and k.rsplit(".", 1)[-1] not in _rebinding(info))]
         if made:
             return ([k for _, k in sorted(held)] + made)[:3]
         reached = []                      # a carried state: rebound since, its new value still reaches the old graph

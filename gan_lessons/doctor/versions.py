@@ -133,20 +133,32 @@ class VersionErrors:
         step = self._step_of(s)
         carried = self._carried(roots, step, fn)
         if carried:
-            names, made = carried
+            names, made, renewed = carried
             shown = ", ".join(f"`{name}`" for name in names)
-            facts["carried"] = (_("{names}, made before that step at {where} and used after it: its graph "
+            detached = ", ".join(f"{name}.detach()" for name in names)
+            facts["carried"] = (_("{names}, made from its own last value at {where}: each pass's value still "
+                                  "holds the graph of the pass before, with the weights as they were") if renewed else
+                                _("{names}, made before that step at {where} and used after it: its graph "
                                   "still holds the weights as they were") if made else
                                 _("{names}, made before that step and used after it: its graph still holds the "
                                   "weights as they were")).format(names=shown, where=made)
-            summary = _("{summary}; the loss reaches the old weights through {names}, computed before the "
-                        "step").format(summary=summary, names=shown)
+            summary = (_("{summary}; the loss reaches the old weights through {names}, renewed from its own last "
+                         "value") if renewed else
+                       _("{summary}; the loss reaches the old weights through {names}, computed before the "
+                         "step")).format(summary=summary, names=shown)
             stepped = (s.param or "").split(".")[0]
             outputs = [net for net in self._net_outputs(names) if net != stepped]
-            if outputs:                # another net's own output: detached, it would give that net no gradient
-                fixes = [(_("make {names} again after the step (a fresh forward); where the later loss must not "
-                            "train the stepped net, detach the input of the forward that made {names}, not "
-                            "{names} itself").format(names=shown), "05")] + fixes
+            if renewed:                # a fresh forward chains onto the old value again: cut the chain where it
+                fixes = [(_("keep {detached} where it is renewed (or renew it under torch.no_grad()) when it is a "  # is
+                            "running value or a state the next batch continues from; reset it at the start of each "  # made
+                            "pass when passes stand alone: a fresh forward alone still chains onto the last "
+                            "value").format(detached=detached), "05")] + fixes
+            elif outputs:              # another net's own output: detached, it would give that net no gradient
+                fixes = [(_("where the later loss must not train the stepped net, detach the input of the forward "
+                            "that made {names}, not {names} itself; where it must, make {names} again after the "
+                            "step from a fresh forward of the stepped net too: a forward of {nets} alone on the same "
+                            "input still reaches the old weights").format(names=shown, nets=_(" and ").join(outputs)),
+                          "05")] + fixes
                 wrong = wrong + [(_("{detached}: {names} is the output of {nets}, so the later loss would give {nets} "
                                     "no gradient from it").format(
                     detached=", ".join(f"{name}.detach()" for name in names), names=shown,
@@ -154,7 +166,7 @@ class VersionErrors:
             else:
                 fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
                             "value (a running average, a state for the next pass), keep {detached}").format(
-                              names=shown, detached=", ".join(f"{name}.detach()" for name in names)), "05")] + fixes
+                              names=shown, detached=detached), "05")] + fixes
         both = self._in_both_losses(roots, self._step_of(s))
         if both:                       # reordered, the step would add that term's gradient twice
             facts["in both losses"] = _("{names}, part of the loss the step stepped on and of this one, and "
@@ -260,9 +272,9 @@ class VersionErrors:
         if not any(id(getattr(fn, "variable", None)) in mine for fn, _d in graphs.breadth_first(shared)):
             return []
         top = {nodes.get(fn).serial for fn in shared}
-        live = self.namer.names().variables            # a term of both losses: a number, not a batch both use
-        return [n for n in self.namer.variables_made_by(top) if isinstance(t := live.get(n), torch.Tensor)
-                and t.numel() == 1][:3]
+        live = self.namer.names().variables      # a term of both losses, made by a node of both: a number, not a
+        return [n for n, t in live.items() if isinstance(t, torch.Tensor) and t.numel() == 1   # batch both use
+                and (info := nodes.get(t.grad_fn)) is not None and info.serial in top][:3]
 
     def _step_of(self, s):
         """The latest optimizer step over the parameter a saved tensor is (None for a non-parameter)."""
@@ -292,15 +304,16 @@ class VersionErrors:
             return None
         live = self.namer.names().variables
         for info in (info for info in met.values() if info.where):
-            carried = [name for name in rebound(info.where.code)   # a state each pass makes from the last (h = rnn(x,
-                       if name in live and self.namer.distance(live[name].grad_fn, edge) is not None]   # h)): rebound
-            if carried:                       # since, its new value still reaches the old graph through the old one
-                return carried, info.where
-        names = self.namer.variables_made_by(edge)
+            for code in ([info.inside.code] if info.inside else []) + [info.where.code]:
+                carried = [name for name in _live(rebound(code), live)   # a state each pass makes from the last (h =
+                           if self.namer.distance(live[name].grad_fn, edge) is not None]   # rnn(x, h), self.mean_w =
+                if carried:                   # ... self.mean_w ...): rebound since, its new value still reaches the
+                    return carried, info.place(), True              # old graph through the old one
+        names = self.namer.variables_made_by(edge, since=step.serial)
         if not names:
             return None
         info = self.journal.nodes.get(live[names[0]].grad_fn)
-        return names[:1], (info.where if info and info.serial in edge else None)
+        return names[:1], (info.where if info and info.serial in edge else None), False
 
     def _optimizer_state(self, s, saved):
         """(name, what changed it) when the one tensor of an optimizer's state with the saved tensor's shape and
@@ -437,6 +450,19 @@ class VersionErrors:
         return _("an in-place write the doctor did not see, made after the forward that saved the tensor: by code "
                  "it does not watch (another thread that has ended; C++ or CUDA code below torch's Python API, as a "
                  "custom extension or a collective that broadcasts buffers; the inside of a compiled region)")
+
+
+def _live(names, live) -> list:
+    """The live variables a line's names are: `h` itself; `self.mean_w` as the one live name that ends in
+    `.mean_w`, inside a module's code."""
+    found = []
+    for name in names:
+        if name in live:
+            found.append(name)
+        elif name.startswith("self."):
+            ends = [k for k in live if k.endswith(name[4:])]      # one tensor, maybe by several paths
+            found += ends[:1] if len({id(live[k]) for k in ends}) == 1 else []
+    return found
 
 
 def _ddp_keeps_versions() -> bool:

@@ -77,7 +77,7 @@ def _param_problems(step, params, ref_params, before, grads, lrs):
                      "where this call passed lr={lr}").format(step=step, first=lrs[0], lr=lrs[-1]) if kept_lr else
                    _("the update at step 1 matched p - lr * p.grad and the one at step 2 did not: the update "
                      "changes from one call to the next") if step == 2
-                   else _("the update is p - lr * p.grad"))
+                   else _moved_by(p.detach() - old, lrs[-1] * grad) if had else _("it had no gradient to move by"))
             problems.append(_("{name} after step {step} is {value}, expected {expected}: {why}").format(
                 name=n, step=step, value=p.detach().tolist(), expected=ref.detach().tolist(), why=why))
         elif p.grad is not None and p.grad.abs().sum() > 0:
@@ -87,6 +87,17 @@ def _param_problems(step, params, ref_params, before, grads, lrs):
             problems.append(_("{name}.grad is a tensor of zeros after your step, where opt.zero_grad() leaves None "
                               "there").format(name=n))
     return problems
+
+
+def _moved_by(change, step) -> str:
+    """What the change a parameter took is, seen against lr * its gradient: how many times it, the other way, or
+    not along it at all."""
+    k = float((change * step).sum() / (step * step).sum().clamp_min(1e-30))
+    if torch.allclose(change, k * step, atol=1e-6):
+        return (_("it moved by +lr * p.grad, up the gradient, so the loss grows") if abs(k - 1) < 1e-3 else
+                _("it moved up the gradient, {k} times as far as lr * p.grad") if k > 0 else
+                _("it moved down the gradient, {k} times as far as lr * p.grad")).format(k=round(abs(k), 3))
+    return _("its change is not a multiple of lr * p.grad: it did not move along its gradient")
 
 
 def reference_sgd_step(params, lr):

@@ -5,7 +5,14 @@ from torch import optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
 from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, raised, returned
-from gan_lessons.exercises.steps import compare_steps, known_mistake, matching, parameter_names, recorded_steps
+from gan_lessons.exercises.steps import (
+    compare_steps,
+    known_mistake,
+    left_as_given,
+    matching,
+    parameter_names,
+    recorded_steps,
+)
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
 from gan_lessons.strategies import bce
@@ -22,12 +29,12 @@ class _BadBatch(Exception):
 
 def _frozen_problem(frozen=0):
     """Seed 000's G and D; D's layer net[frozen] frozen on purpose (the first; a step's flags are also checked with
-    a middle one), D's .grad holding an earlier gradient, and G's too (as after an earlier step, so a step that does
-    not clear it steps on both)."""
+    a middle one, and with one parameter alone frozen, where `frozen` is its name), D's .grad holding an earlier
+    gradient, and G's too (as after an earlier step, so a step that does not clear it steps on both)."""
     from gan_lessons.models import Discriminator, Generator
     torch.manual_seed(9)
     G, D = Generator(), Discriminator()
-    D.net[frozen].requires_grad_(False)
+    (D.get_parameter(frozen) if isinstance(frozen, str) else D.net[frozen]).requires_grad_(False)
     x_real = torch.rand(8, 1, 28, 28) * 2 - 1
     F.binary_cross_entropy_with_logits(D(x_real), torch.ones(8)).backward()
     for p in G.parameters():
@@ -68,7 +75,8 @@ def _run_frozen(g_step, interrupt=None, frozen=0):
     with recorded_steps({"opt_G": opt_G}, names) as records:
         handle = D.register_forward_pre_hook(at_forward)
         try:
-            g_step(G, D, opt_G, z)
+            with left_as_given("g_step", {"G": G, "D": D}, {"z": z}) as run["left"]:
+                g_step(G, D, opt_G, z)
         except (Exception, _Interrupt) as error:  # reported by the checker
             run["error"] = error
         finally:
@@ -145,9 +153,10 @@ def frozen_g_step_checks(g_step) -> Found:
                           "use for").format(name=thawed))
     if any(not torch.equal(p.detach(), run["weights"][n]) for n, p in D.named_parameters()):
         problems.append(_("D's weights changed: G's step must not step or modify D"))
-    problems += _flag_problems(run, AFTER_STEP)
-    if not problems:                  # the flags put back as they were, not as they are in this one D
-        problems += _flag_problems(_run_frozen(g_step, frozen=5), AFTER_STEP)
+    problems += _flag_problems(run, AFTER_STEP) + run["left"]
+    for frozen in (5, "net.5.bias"):  # the flags put back as they were, not as they are in this one D: a middle
+        if not problems:              # layer frozen, then one parameter of a layer alone
+            problems += _flag_problems(_run_frozen(g_step, frozen=frozen), AFTER_STEP)
     for interrupt in (_BadBatch, _Interrupt):     # an error of the step, then a Ctrl-C (no Exception)
         if problems:
             break

@@ -22,6 +22,8 @@ _AMP_HINTS = [
     ("No inf checks were recorded for this optimizer",
      N_("scaler.step(opt) found no gradients of a scaled loss to unscale: no scaled loss had reached that "
         "optimizer's parameters")),
+    ("Attempted step but _scale is None",
+     N_("scaler.step ran before the scaler had scaled any loss: no scaler.scale(...) had gone into a backward yet")),
     ("No inf checks were recorded prior to update",
      N_("scaler.update() ran before any scaler.step of this iteration had checked its gradients for inf")),
 ] + AUTOGRAD_HINTS

@@ -15,7 +15,7 @@ from gan_lessons.exercises.steps import Steps, compare_steps
 from gan_lessons.i18n import N_, _
 
 CALLS = 2
-ACCUM = 2
+ACCUM = 4          # micro-batches per step: wrapping only the first in no_sync() is right at 2 and not at 4
 STALE = 0.01        # what D's .grad holds before each call, as a G step's backward through D leaves there
 
 HINTS = [
@@ -83,9 +83,13 @@ def ddp_accumulation_checks(d_step) -> Found:
     if not problems and max(runs[0]["around"]) > 0:
         problems = [_("{count} of D's forwards in a call ran through ddp.module, around DDP, where every "
                       "micro-batch's forward goes through ddp").format(count=max(runs[0]["around"]))]
-    if not problems and any(sent != 1 for sent in runs[0]["sent"]):
-        problems = [_("the gradients are right, but DDP sent each bucket {sent} times a step: it averaged after every "
-                      "micro-batch, where only the sum of them needs averaging, once").format(sent=max(runs[0]["sent"]))]
+    if not problems and not all(runs[0]["sent"]):
+        problems = [_("the gradients are right, but DDP sent no bucket during a step: the averaging over the "
+                      "processes was not DDP's, where DDP's own, at the last backward, is the one to keep")]
+    elif not problems and any(sent != 1 for sent in runs[0]["sent"]):
+        problems = [_("the gradients are right, but DDP sent each bucket {sent} times a step: {sent} of the step's "
+                      "backwards averaged .grad over the processes, where only the sum of all {accum} micro-batches "
+                      "needs averaging, once").format(sent=max(runs[0]["sent"]), accum=ACCUM)]
         if max(runs[0]["split"]):
             problems = [_("{problem}. {count} backward(s) ran inside a no_sync block after their forward ran outside it: "
                           "DDP decides at the forward whether the backward averages").format(

@@ -164,6 +164,21 @@ def reachable(root):
     return seen
 
 
+def toward(nodes, inputs):
+    """Of these nodes, those a backward with inputs=... runs: the ones from which one of the inputs is reached."""
+    inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+    leaves = {id(t) for t in inputs if t.grad_fn is None}
+    ends = {t.grad_fn for t in inputs if t.grad_fn is not None}
+    on_way = {n for n in nodes if n in ends or any(
+        f is not None and (id(getattr(f, "variable", None)) in leaves) for f, _i in n.next_functions)}
+    grew = True
+    while grew:
+        more = {n for n in nodes - on_way if any(f in on_way for f, _i in n.next_functions)}
+        on_way |= more
+        grew = bool(more)
+    return on_way
+
+
 class Backwards(TorchFunctionMode):
     """Records each backward call (loss.backward() or torch.autograd.backward(loss)): whether it kept its graph, and
     the nodes it goes through (read before it runs, while the graph is whole); and each torch.autograd.grad call's
@@ -178,6 +193,8 @@ class Backwards(TorchFunctionMode):
         if func in (torch.Tensor.backward, torch.autograd.backward) and args:
             roots = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
             nodes = set().union(*(reachable(r) for r in roots if isinstance(r, torch.Tensor) and r.grad_fn))
+            if kwargs.get("inputs") is not None:           # backward(inputs=...) runs only the nodes on the way
+                nodes = toward(nodes, kwargs["inputs"])    # to them: the rest of the graph is neither run nor freed
             if nodes:
                 self.calls.append((bool(kwargs.get("retain_graph")), nodes))
         elif func is torch.autograd.grad:
@@ -213,10 +230,11 @@ def times(ratio):
 
 def _which(g_step, r_step, rtol, scale):
     """The parameters whose gradients differ, when only some do: " (only in a, b; the other n are right)". A
-    parameter whose gradient is zero in both (a bias just before a BatchNorm) is not counted as right: it says
-    nothing about the step."""
+    parameter whose gradient is zero in both, or only rounding error from zero (a bias just before a BatchNorm), is
+    not counted as right: it says nothing about the step."""
     wrong = [p for p, r in r_step.items() if r is not None and not close(g_step[p], r, rtol, scale)]
-    right = sum(r is not None and p not in wrong and bool(r.any()) for p, r in r_step.items())
+    right = sum(r is not None and p not in wrong and r.abs().max().item() > rtol * (scale or 0.0)
+                for p, r in r_step.items())
     if not wrong or not right:
         return ""
     shown = ", ".join(wrong[:3]) + (_(" and {count} more").format(count=len(wrong) - 3) if len(wrong) > 3 else "")

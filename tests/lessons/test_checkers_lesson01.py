@@ -3,6 +3,7 @@ accepted), on the wrong answers students write (each answered with a hint that n
 student copy's stub and `...` (not solved yet)."""
 import math
 
+import pytest
 import torch
 from torch import nn
 
@@ -157,6 +158,23 @@ def test_an_lr_fixed_in_the_step_and_a_list_emptied_by_it_are_named(capsys):
         "lr=0.05" in out, out
     ok, out = run(capsys, exercises.check_sgd_step, sgd_pops)
     assert ok is False and "the list of parameters passed in holds 0 entries after your step, where it held 3" in out
+
+
+@pytest.mark.parametrize("update, words", [
+    ("p += lr * p.grad", "it moved by +lr * p.grad, up the gradient, so the loss grows"),
+    ("p -= 2 * lr * p.grad", "it moved down the gradient, 2.0 times as far as lr * p.grad"),
+    ("p += 0.5 * lr * p.grad", "it moved up the gradient, 0.5 times as far as lr * p.grad"),
+    ("p -= lr * p.grad.sign()", "its change is not a multiple of lr * p.grad"),
+])
+def test_a_wrong_update_is_told_by_how_the_parameter_moved_not_by_the_formula(capsys, update, words):
+    def sgd(params, lr):
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    exec(update)
+                    p.grad = None
+    ok, out = run(capsys, exercises.check_sgd_step, sgd)
+    assert ok is False and words in out and "p - lr * p.grad" not in out, out
 
 
 def test_sgd_step_not_solved_yet(capsys):

@@ -256,6 +256,17 @@ def test_seed000_step_names_a_graph_kept_for_nothing(capsys):
     assert out.count("✗") == 1, out
 
 
+retained_beside_inputs = variant(exercises.reference_seed000_step, replace={   # no detach, D's backward limited to
+    "bce(d(gz.detach()), fake_label)": "bce(d(gz), fake_label)",                  # d's parameters: it never runs
+    "d_loss.backward()": "d_loss.backward(inputs=list(d.parameters()), retain_graph=True)"})   # g's part, so G's
+                                                                                  # later backward needs no retain
+
+
+def test_a_graph_kept_beside_backward_inputs_is_kept_for_nothing_too(capsys):
+    ok, out = run(capsys, exercises.check_seed000_step, retained_beside_inputs)
+    assert ok is False and "2 backward() call(s) in 2 calls" in out and "stayed alive for nothing" in out, out
+
+
 def test_seed000_step_unsolved(capsys):
     ok, out = run(capsys, exercises.check_seed000_step, stub)
     assert ok is False and out.startswith("?") and "not solved yet" in out and "✗" not in out

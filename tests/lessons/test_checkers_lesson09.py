@@ -208,6 +208,23 @@ def g_step_first_layer_rule(G, D, opt_G, z):        # flags put back by a rule t
             p.requires_grad_(i >= 2)
 
 
+def g_step_restores_per_layer(G, D, opt_G, z):     # flags kept one per layer: a layer part-frozen comes back whole
+    flags = [any(p.requires_grad for p in m.parameters(recurse=False)) for m in D.net]
+    D.requires_grad_(False)
+    try:
+        opt_G.zero_grad()
+        g_bce(D(G(z))).backward()
+        opt_G.step()
+    finally:
+        for m, flag in zip(D.net, flags):
+            m.requires_grad_(flag)
+
+
+def g_step_leaves_D_in_eval(G, D, opt_G, z):        # right gradients and flags, D's mode not put back
+    D.eval()
+    exercises.reference_frozen_g_step(G, D, opt_G, z)
+
+
 def test_frozen_g_step(capsys):
     ok, out = run(capsys, exercises.reference_frozen_g_step)
     assert ok is True and out.startswith("✓"), out
@@ -233,6 +250,10 @@ def test_frozen_g_step(capsys):
     assert ok is False and "a `...` is still in your function" in out
     ok, out = run(capsys, g_step_first_layer_rule)
     assert ok is False and "after the step, D.net.0.weight does not require grad, but it was trainable before" in out
+    ok, out = run(capsys, g_step_restores_per_layer)
+    assert ok is False and "after the step, D.net.5.bias requires grad, but it was frozen before" in out, out
+    ok, out = run(capsys, g_step_leaves_D_in_eval)
+    assert ok is False and "left D in eval mode, where it was given in training mode" in out, out
     ok, out = run(capsys, ...)
     assert ok is False and out.startswith("?") and "not solved yet" in out
 

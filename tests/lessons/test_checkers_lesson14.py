@@ -139,6 +139,29 @@ def synced_first_only(ddp, opt_D, x_real, x_fake, accum):
     opt_D.step()
 
 
+def unsynced_first_only(ddp, opt_D, x_real, x_fake, accum):
+    """no_sync() around the first micro-batch alone: right with two micro-batches, not with more."""
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.chunk(accum), x_fake.chunk(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with ddp.no_sync() if k == 0 else contextlib.nullcontext():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
+def averaged_by_hand(ddp, opt_D, x_real, x_fake, accum):
+    """Every backward inside no_sync(), then an all_reduce of each .grad by hand: the right mean, not DDP's."""
+    import torch.distributed as dist
+    opt_D.zero_grad()
+    with ddp.no_sync():
+        for real, fake in zip(x_real.chunk(accum), x_fake.chunk(accum)):
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    for p in ddp.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
+    opt_D.step()
+
+
 def whole_fake_each_time(ddp, opt_D, x_real, x_fake, accum):
     """Each micro-batch's loss on its real chunk and on the whole fake batch: the same mean, D run on it accum times."""
     opt_D.zero_grad()
@@ -179,19 +202,21 @@ def test_right_answers_are_accepted(capsys, answer):
 
 
 @pytest.mark.parametrize("answer, words", [
-    (synced_every_time, ["the gradients are right, but DDP sent each bucket 2 times a step"]),
+    (synced_every_time, ["the gradients are right, but DDP sent each bucket 4 times a step"]),
     (never_synced, ["the two processes stepped on different gradients", "never averaged them"]),
     (around_the_wrapper, ["the two processes stepped on different gradients"]),
     (cleared_each_time, ["its last micro-batch's gradient alone", "emptied between"]),
-    (not_divided, ["2x the reference's, in the same direction"]),
+    (not_divided, ["4x the reference's, in the same direction"]),
     (uses_a_notebook_name, ["NameError", "a name from another cell is not there"]),
     (one_backward_for_all, ["1 backward reached D before its step", "a backward of its own"]),
     (synced_first_only, ["the two processes stepped on different gradients", "after that averaging"]),
     (cleared_at_the_end, ["plus the 0.01 its .grad held when the call began"]),
     (never_cleared, ["plus the 0.01 its .grad held when the call began"]),
-    (forward_outside_no_sync, ["sent each bucket 2 times a step", "1 backward(s) ran inside a no_sync block after their "
+    (forward_outside_no_sync, ["sent each bucket 4 times a step", "3 backward(s) ran inside a no_sync block after their "
                                                                   "forward ran outside it"]),
-    (around_the_wrapper_but_last, ["2 of D's forwards in a call ran through ddp.module, around DDP"]),
+    (around_the_wrapper_but_last, ["6 of D's forwards in a call ran through ddp.module, around DDP"]),
+    (unsynced_first_only, ["the gradients are right, but DDP sent each bucket 3 times a step"]),
+    (averaged_by_hand, ["DDP sent no bucket during a step"]),
     (whole_fake_each_time, ["the gradients are right, but D ran on", "went through D more than once"]),
 ], ids=lambda x: getattr(x, "__name__", "words"))
 def test_each_mistake_is_named(capsys, answer, words):

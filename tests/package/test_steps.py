@@ -170,3 +170,14 @@ def test_a_gradient_zero_in_both_is_not_counted_as_right():
     mine["opt_D"][0]["D.2.bias"] = torch.zeros_like(ref["opt_D"][0]["D.2.bias"])
     line = steps.first_difference(mine, ref)
     assert line.startswith("step 1: opt_D stepped on") and "only in" not in line and "right)" not in line, line
+
+
+def test_a_parameter_whose_right_gradient_is_only_rounding_from_zero_is_not_counted_right():
+    """A bias before a BatchNorm: its right gradient is zero but for float noise, so four times it is as close to
+    the reference as the reference itself; it says nothing about the step and is not among "the other n"."""
+    mine, ref = _run(right), _run(right)
+    ref["opt_D"][0]["D.0.bias"] = torch.full_like(ref["opt_D"][0]["D.0.bias"], 1e-12)
+    mine["opt_D"][0]["D.0.bias"] = ref["opt_D"][0]["D.0.bias"] * 4
+    mine["opt_D"][0]["D.2.bias"] = mine["opt_D"][0]["D.2.bias"] * 3
+    line = steps.first_difference(mine, ref)
+    assert "(only in D.2.bias; the other 2 are right)" in line, line

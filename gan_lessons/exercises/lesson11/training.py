@@ -106,7 +106,7 @@ def _losses_problem(got, problem, steps, lr, before, params):
         return _("with steps={steps}, lr={lr} your loss at the first step is {mine:.5f} where torch's same loop gives "
                  "{theirs:.5f}").format(steps=steps, lr=lr, mine=got[0].item(), theirs=want[0])
     return _("with steps={steps}, lr={lr} your loss at step {k} is {mine:.5f} where torch's same loop gives "
-             "{theirs:.5f} (the steps before agree)").format(steps=steps, lr=lr, k=k, mine=got[k].item(),
+             "{theirs:.5f} (the steps before agree)").format(steps=steps, lr=lr, k=k + 1, mine=got[k].item(),
                                                               theirs=want[k])
 
 

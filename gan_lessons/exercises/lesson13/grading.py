@@ -25,6 +25,8 @@ LAB_HINTS = [
      N_("nothing in that loss requires grad: no parameter it should train is reached from it")),
     ("unscale_() has already been called on this optimizer",
      N_("scaler.unscale_ ran twice on one optimizer in one iteration (scaler.step unscales by itself)")),
+    ("Attempted step but _scale is None",
+     N_("scaler.step ran before the scaler had scaled any loss: no scaler.scale(...) had gone into a backward yet")),
     ("step() has already been called since the last update()",
      N_("scaler.step ran on an optimizer that it had already stepped in this iteration: no scaler.update() came "
         "between the two calls (the scaler keeps one record per optimizer per iteration, and update() ends it)")),
