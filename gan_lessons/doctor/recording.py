@@ -39,9 +39,9 @@ def _storage(t):
 
 
 def _behind(consumers):
-    """{id(parameter): ids of the leaves the backward reaches through the nodes that take it}, per module whose
-    nodes take parameters: the nets a net's input came from (G behind D when D's input is G's output, not
-    detached). A loss that sums two nets' separate losses reaches neither through the other."""
+    """{id(parameter): ids of the leaves the backward reaches through the nodes of the module that takes it}, per
+    module whose nodes take parameters: the nets a net's input came from (G behind D when D's input is G's output,
+    not detached). A loss that sums two nets' separate losses reaches neither through the other."""
     found = {}
     for nodes in consumers.values():
         taken = {id(n.variable) for fn in nodes for n, _ in fn.next_functions if hasattr(n, "variable")}
@@ -248,9 +248,9 @@ class Recorder:
         for fn, d in graphs.breadth_first(t.grad_fn for t in roots):
             if hasattr(fn, "variable"):
                 depth.setdefault(fn.variable, d)
-            elif (info := journal.nodes.get(fn)) is not None and info.module is not None \
-                    and any(hasattr(n, "variable") for n, _ in fn.next_functions):
-                consumers.setdefault(id(info.module), []).append(fn)   # a node that takes a module's parameter
+            elif (info := journal.nodes.get(fn)) is not None and info.module is not None:
+                consumers.setdefault(id(info.module), []).append(fn)   # a node a module made (one that takes its
+                # parameters, or what it computed from them: spectral norm's weight_orig / sigma into the conv)
         leaves = list(depth)
         if inputs is not None:            # backward(inputs=...) fills only these
             keep = set(tensors_in(inputs))

@@ -1306,3 +1306,29 @@ def test_the_wrong_optimizer_stepped_after_a_backward_is_named_in_the_warning_an
     assert d.fixes[0][0].startswith(f"step opt_D after the backward at line {line_of('D BACKWARD')}"), d.text()
     _, clean = diagnose(lambda: block(slip=False), G=G, D=D, opt_G=opt_G, opt_D=opt_D)
     assert "stepped after" not in clean.facts and not clean.fixes[0][0].startswith("step opt_D"), clean.text()
+
+
+def test_a_spectral_norm_discriminator_stepping_on_g_s_loss_is_warned_like_any_other():
+    """Spectral norm's D takes weight_orig / sigma into each conv, not the parameter itself: the backward of G's
+    loss still reaches G behind D, so D stepping on that loss is warned about as without it."""
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+    D = nn.Sequential(nn.utils.spectral_norm(nn.Linear(4, 8, bias=False)), nn.LeakyReLU(0.2),
+                      nn.utils.spectral_norm(nn.Linear(8, 1, bias=False)), nn.Sigmoid())
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    bce = nn.BCELoss()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+            for _ in range(2):
+                opt_G.zero_grad()
+                opt_D.zero_grad()
+                fake = G(torch.randn(6, 4))
+                loss_D = bce(D(torch.randn(6, 4)), torch.ones(6, 1)) + bce(D(fake.detach()), torch.zeros(6, 1))
+                loss_G = bce(D(fake), torch.ones(6, 1))
+                loss_D.backward()
+                loss_G.backward()
+                opt_D.step()
+                opt_G.step()
+    text = "\n".join(str(w.message) for w in caught if issubclass(w.category, DoctorWarning))
+    assert "opt_D.step() and opt_G.step() both step on the gradients of the backward at line" in text, text

@@ -1,9 +1,11 @@
 """A state carried from one loop pass to the next (h = rnn(x, h)) is named by the variable that carries it, not by
 another output of the same line; a tensor made once before the loop is not called carried."""
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn, optim
 
 from gan_lessons.doctor import doctor
@@ -49,7 +51,7 @@ def rnn_loop(retain):
 def test_a_carried_state_with_retain_graph_is_named_by_the_variable_that_carries_it():
     d = diagnosis_of(lambda: rnn_loop(retain=True))
     assert d.kind == "version" and "through `h`" in d.summary and "`output`" not in d.summary, d.text()
-    assert d.facts["carried"].startswith("`h`, made before that step at line"), d.text()
+    assert d.facts["carried"].startswith("`h`, made from its own last value at line"), d.text()
     assert "h.detach()" in d.text()
 
 
@@ -126,7 +128,7 @@ def lstm_loop(retain):
 def test_both_states_of_an_lstm_are_named_and_both_detached_in_the_fix():
     d = diagnosis_of(lambda: lstm_loop(retain=True))
     assert d.kind == "version" and "through `h`, `c`" in d.summary, d.text()
-    assert d.facts["carried"].startswith("`h`, `c`, made before that step at line"), d.text()
+    assert d.facts["carried"].startswith("`h`, `c`, made from its own last value at line"), d.text()
     assert "keep h.detach(), c.detach()" in d.text()
     d = diagnosis_of(lambda: lstm_loop(retain=False))
     assert d.kind == "freed" and d.facts["carried by"].startswith("the previous pass's `h`, `c` from line"), d.text()
@@ -156,3 +158,95 @@ def test_a_state_reset_in_place_is_named_and_told_to_reset_with_a_new_tensor():
     assert "reset the state at its start" not in d.text(), d.text()
     fixed = _state_loop(lambda s: torch.zeros_like(s))
     assert torch.equal(fixed, _state_loop(lambda s: s.detach_().zero_()))
+
+
+class _GeneratorLoss(nn.Module):
+    """A loss module that keeps its terms as attributes, as many training scripts do for logging."""
+
+    def forward(self, tex_labels, out_images, target_images):
+        self.last_tex_loss = -torch.log(tex_labels + 1e-8).mean()
+        self.last_col_loss = F.l1_loss(out_images, target_images)
+        return self.last_col_loss + 0.005 * self.last_tex_loss
+
+
+def test_the_tensor_made_before_the_step_is_named_not_a_loss_module_s_record_made_after_it():
+    """D's scores of the fakes, taken before D's step and reused in G's loss: `fake_tex` is what carries the old
+    graph, not the loss module's `last_tex_loss` (made after the step from it), and no term is in both losses."""
+    def bug():
+        torch.manual_seed(0)
+        model_g, model_d = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1),
+                                                          nn.Sigmoid())
+        optimizer_g, optimizer_d = optim.Adam(model_g.parameters()), optim.Adam(model_d.parameters())
+        g_loss_module = _GeneratorLoss()
+        for _ in range(2):
+            input_img, disc_img = torch.rand(2, 4), torch.rand(2, 4)
+            fake_img = model_g(input_img)
+            real_tex, fake_tex = model_d(disc_img), model_d(fake_img)
+            model_d.zero_grad()
+            d_tex_loss = -(torch.log(real_tex + 1e-8).mean() + torch.log(1 - fake_tex + 1e-8).mean())
+            d_tex_loss.backward(retain_graph=True)
+            optimizer_d.step()
+            model_g.zero_grad()
+            g_loss = g_loss_module(fake_tex, fake_img, input_img)
+            g_loss.backward()
+            optimizer_g.step()
+    d = diagnosis_of(bug)
+    assert d.kind == "version" and d.facts["carried"].startswith("`fake_tex`, made before that step"), d.text()
+    assert "last_tex_loss" not in d.text() and "in both losses" not in d.facts, d.text()
+    assert d.fixes[0][0].startswith("make `fake_tex` again after the step"), d.text()
+
+
+class _MappingNet(nn.Module):
+    """A mapping network that keeps a running mean of its outputs, renewed with a graph in every forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.mapping = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+        self.register_buffer("mean_w", torch.zeros(1, 4))
+
+    def forward(self, z):
+        w = self.mapping(z)
+        self.mean_w = 0.9 * self.mean_w + 0.1 * w.mean(dim=0, keepdim=True)  # RENEWED
+        return w - self.mean_w
+
+
+def test_a_state_a_module_renews_from_its_own_last_value_is_named_with_its_line_and_detached_where_renewed():
+    netG = _MappingNet()
+    optimizerG = optim.SGD(netG.parameters(), lr=0.1)
+
+    def bug():
+        for _ in range(2):
+            optimizerG.zero_grad()
+            netG(torch.randn(3, 4)).pow(2).mean().backward(retain_graph=True)
+            optimizerG.step()
+    d = diagnosis_of(bug)
+    line = next(i + 1 for i, text in enumerate(Path(__file__).read_text().splitlines()) if text.endswith("# RENEWED"))
+    assert d.kind == "version" and "renewed from its own last value" in d.summary, d.text()
+    assert d.facts["carried"].startswith(f"`netG.mean_w`, made from its own last value at line {line}"), d.text()
+    assert d.fixes[0][0].startswith("keep netG.mean_w.detach() where it is renewed"), d.text()
+
+
+def test_another_net_s_output_carried_across_a_step_leads_with_the_detach_of_that_net_s_input():
+    """FactorVAE's order: the VAE steps, then the discriminator's loss on d_z, made before the step from the
+    encoder's latent: a fresh forward of the discriminator alone would still reach the old encoder."""
+    def bug():
+        torch.manual_seed(0)
+        encoder = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+        discriminator = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 2))
+        optimizer, optimizer_d = optim.Adam(encoder.parameters()), optim.Adam(discriminator.parameters())
+        for _ in range(2):
+            latent_sample = encoder(torch.randn(5, 4))
+            d_z = discriminator(latent_sample)
+            vae_loss = latent_sample.pow(2).mean() + (d_z[:, 0] - d_z[:, 1]).mean()
+            optimizer.zero_grad()
+            vae_loss.backward(retain_graph=True)
+            optimizer.step()
+            d_tc_loss = F.cross_entropy(d_z, torch.zeros(5, dtype=torch.long))
+            optimizer_d.zero_grad()
+            d_tc_loss.backward()
+            optimizer_d.step()
+    d = diagnosis_of(bug)
+    assert d.kind == "version" and "`d_z`" in d.facts["carried"], d.text()
+    assert d.fixes[0][0].startswith("where the later loss must not train the stepped net, detach the input of the "
+                                    "forward that made `d_z`"), d.text()
+    assert "a forward of discriminator alone on the same input still reaches the old weights" in d.fixes[0][0]
