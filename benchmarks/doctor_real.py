@@ -17,7 +17,8 @@ Per script, the report says whether the two runs agree on
 - stdout, byte for byte (and, if not, whether they agree once numbers on lines about time are masked);
 - stderr, once the doctor's own blocks (its diagnoses, warnings and information lines) are taken out, and the
   frames of a traceback that are in torch's own files;
-- every file the run wrote or changed (SHA-256 of each);
+- every file the run wrote or changed (SHA-256 of each; a TensorBoard event file, named by the wall time and
+  holding it, by its name with the time masked);
 and how many DoctorWarnings and information lines the doctor gave, with the wall time of each run (start-up
 included; the ratio's median over the scripts that ran to the end is the whole-command overhead).
 
@@ -192,8 +193,20 @@ def without_torch_frames(lines):
     return kept
 
 
+WALL_TIME_FILE = re.compile(r"events\.out\.tfevents\.\d+")    # TensorBoard's: named by, and holding, the wall time
+
+
+def by_content(files):
+    """{path: digest}, a file named by the wall time it was made at (TensorBoard's event files) under its name with
+    the time masked and without its digest: its name and bytes differ between any two runs."""
+    return {WALL_TIME_FILE.sub("events.out.tfevents.#", k): None if WALL_TIME_FILE.search(k) else v
+            for k, v in files.items()}
+
+
 def compare(runs):
     plain, doc = runs["plain"], runs["doctor"]
+    for run in (plain, doc):
+        run["files"] = by_content(run["files"])
     own, rest = doctor_blocks(doc["stderr"])
     rest = without_torch_frames(rest)
     masked = [[NUMBER.sub("#", line) if TIMING.search(line) else line for line in r["stdout"].splitlines()]

@@ -7,9 +7,11 @@ repeatable, without changing a line of it:
   and ImageFolder become FakeData of their shape (DOCTOR_REAL_SAMPLES images, 512 by default), and a folder that
   a script globs for images (`glob.glob("data/x/train/*.*")`) and finds empty gets 8 random images, created only
   inside the run's own folder (DOCTOR_REAL_ROOT);
-- run length: every DataLoader gives DOCTOR_REAL_BATCHES batches (2 by default) on its first pass and none on
-  later passes, so an epoch loop ends at once after its first epoch; workers are turned off (num_workers=0: the
-  batches and their order are the same, drawn in the main process);
+- run length: every DataLoader gives DOCTOR_REAL_BATCHES batches (2 by default) in all, over its passes (a pass
+  that stops early, `next(iter(loader))`, leaves the rest to the next), and none after, so an epoch loop ends at
+  once after its first epoch, and a loop that draws batches forever (`while True: for x in loader: yield x`) ends
+  the run, with exit status 0, at its 10,000th empty pass; workers are turned off (num_workers=0: the batches and
+  their order are the same, drawn in the main process);
 - torchvision imports beside a CPU-only torch (gan_lessons is imported for that, in both runs);
 - with no GPU, `.cuda()` on a module or a tensor leaves it where it is, and `.to()` a CUDA device moves it to the
   CPU (a script written for one GPU, which moves its nets and batches there without asking whether CUDA is
@@ -30,6 +32,7 @@ if os.environ.get("DOCTOR_REAL_ROOT"):
     ROOT = os.path.realpath(os.environ["DOCTOR_REAL_ROOT"])
     SAMPLES = int(os.environ.get("DOCTOR_REAL_SAMPLES", "512"))
     BATCHES = int(os.environ.get("DOCTOR_REAL_BATCHES", "2"))
+    EMPTY_PASSES = 10_000       # later passes over one loader before the run is taken to loop on it forever
 
     final = {}                                  # optimizer number (in the order first stepped): its params' digest
 
@@ -69,11 +72,18 @@ if os.environ.get("DOCTOR_REAL_ROOT"):
         loader_init(self, *args, **kwargs)
 
     def __iter__(self):
-        passes = self.__dict__.get("_doctor_real_passes", 0)
-        self.__dict__["_doctor_real_passes"] = passes + 1
-        if passes:
+        state = self.__dict__.setdefault("_doctor_real", {"left": BATCHES, "empty": 0})
+        if state["left"] <= 0:
+            state["empty"] += 1
+            if state["empty"] > EMPTY_PASSES:   # a loop that draws batches forever (`while True: for x in loader`)
+                raise SystemExit(0)             # ends here, as an epoch loop ends: the run is over
             return iter(())
-        return itertools.islice(loader_iter(self), BATCHES)
+
+        def batches():
+            for drawn in itertools.islice(loader_iter(self), state["left"]):
+                state["left"] -= 1
+                yield drawn
+        return batches()
 
     torch.utils.data.DataLoader.__init__, torch.utils.data.DataLoader.__iter__ = __init__, __iter__
 

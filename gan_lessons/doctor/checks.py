@@ -310,16 +310,19 @@ class Checks:
                     continue
                 names = self.namer.known().params
                 net = net_of([names[p] for p in theirs if p in names]) or self.namer.optimizer_name(o)
+                behind = set().union(*(c.behind.get(id(p), ()) for p in params))     # reached through this net
+                through = bool(c.behind) and all(id(p) in behind for p in theirs if p in c.depth)
+                fix = (_("backward(inputs=...) with {net}'s parameters for that loss: it reaches {net} only "
+                         "through this net, so a detach would cut {net} off too").format(net=net) if through else
+                       N_("detach, in that loss, what it takes from this net (D(z.detach()) in the discriminator's "
+                          "loss): it then trains its own net alone"))
                 self.suspicious(_("{name}.step() steps on the gradients of the backward at {backward} as well as "
                                   "its own: {other}.zero_grad() (or a .grad emptied by hand) cleared {net} for that "
                                   "loss, and this optimizer's .grad was not cleared, so a loss meant for {net} went "
                                   "on into this net (added to what the backward at {earlier} left)").format(
                                     name=name, backward=c.where, other=self.namer.optimizer_name(o), net=net,
                                     earlier=earlier.where),
-                                {"where": where},
-                                [(N_("detach, in that loss, what it takes from this net (D(z.detach()) in the "
-                                     "discriminator's loss): it then trains its own net alone"), "04")],
-                                key="cleared for another")
+                                {"where": where}, [(fix, "04")], key="cleared for another")
                 return
 
     def check_cleared_own(self, name, params, contributors):

@@ -372,6 +372,41 @@ def test_a_net_stepping_on_a_loss_another_optimizer_was_cleared_for_is_warned_an
     assert not said and max(extra) == 0.0, said
 
 
+def vae_gan_both_backwards_then_steps(inputs=False):
+    """A VAE-GAN's encoder loss reaches the encoder only through the decoder; the encoder is cleared for it, both
+    backwards run, then both steps: the decoder steps on the encoder's loss too. Returns the decoder's extra
+    gradient from it at each step."""
+    torch.manual_seed(0)
+    encoder, decoder = nn.Linear(6, 3), nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 6))
+    opt_enc, opt_dec = torch.optim.SGD(encoder.parameters(), lr=0.1), torch.optim.SGD(decoder.parameters(), lr=0.1)
+    extra = []
+    for _ in range(2):
+        x = torch.randn(4, 6)
+        z = encoder(x)
+        x_rec = decoder(z)
+        err_dec = F.mse_loss(x_rec, x)                # a decoder's loss that also reaches the encoder
+        err_enc = 0.5 * F.mse_loss(x_rec, x) + z.pow(2).mean()
+        opt_dec.zero_grad()
+        err_dec.backward(retain_graph=True)
+        own = decoder[0].weight.grad.clone()
+        opt_enc.zero_grad()
+        err_enc.backward(inputs=list(encoder.parameters())) if inputs else err_enc.backward()
+        extra.append((decoder[0].weight.grad - own).abs().max().item())
+        opt_enc.step()
+        opt_dec.step()
+    return extra
+
+
+def test_a_loss_that_reaches_the_other_net_only_through_this_one_is_told_backward_inputs_not_a_detach():
+    said, extra = strict_warnings(vae_gan_both_backwards_then_steps)
+    warned = [s for s in said if s.startswith("autograd doctor: opt_dec.step() steps on the gradients of the backward")]
+    assert warned and max(extra) > 1e-4, said
+    assert "fix: backward(inputs=...) with encoder's parameters for that loss" in warned[0], warned[0]
+    assert "detach, in that loss" not in warned[0], warned[0]
+    said, extra = strict_warnings(lambda: vae_gan_both_backwards_then_steps(inputs=True))
+    assert not said and max(extra) == 0.0, said
+
+
 def per_net_zero_grad_between(once=False):
     """An encoder's own loss and a decoder's loss of one forward, every backward before the steps; zero_grad() of
     both nets between the backwards (as a loop that zeroes all before each backward does) wipes the encoder's own

@@ -189,3 +189,10 @@ def test_a_traceback_s_frames_in_torch_s_own_files_are_left_out_of_the_compariso
         == (script + error).splitlines()
     assert doctor_real.without_torch_frames((script + error.replace("boom", "other")).splitlines()) != \
         doctor_real.without_torch_frames(plain)
+
+
+def test_a_tensorboard_event_file_is_compared_by_its_name_with_the_time_masked():
+    plain = {"logs/run/events.out.tfevents.1796083771.vm": "a", "G.pt": "x"}
+    doctored = {"logs/run/events.out.tfevents.1796083774.vm": "b", "G.pt": "x"}
+    assert doctor_real.by_content(plain) == doctor_real.by_content(doctored)
+    assert doctor_real.by_content(plain) != doctor_real.by_content({**doctored, "G.pt": "y"})
