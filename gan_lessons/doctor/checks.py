@@ -1,7 +1,6 @@
 """The silent bugs the doctor warns about: a sigmoid into a *_with_logits loss, a `.data` change a pending graph
 saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, and a
 gradient penalty made from torch.autograd.grad without create_graph=True."""
-import re
 import warnings
 import weakref
 
@@ -10,7 +9,7 @@ import torch
 from gan_lessons import graphs
 from gan_lessons.doctor import ranks
 from gan_lessons.doctor.frames import called_from_user, shown_path, user_frame
-from gan_lessons.doctor.naming import looks_like_gan, net_of
+from gan_lessons.doctor.naming import looks_like_gan, looks_like_generator, net_of
 from gan_lessons.doctor.nodes import ForeignStep
 from gan_lessons.doctor.ops import frozen_flag, is_inplace
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
@@ -279,7 +278,7 @@ class Checks:
             before = next((o for o in self.namer.known_optimizers() if id(o) in b.used_by   # it stepped on this
                            and any(p in reached for g in o.param_groups for p in g["params"])), None)  # backward already
             if before is not None:      # the other net already stepped on it: a GAN's G on D's loss is a bug, but
-                if any(_generator_like(n) for n in deeper):     # a trunk two heads share (an actor-critic's encoder)
+                if any(looks_like_generator(n) for n in deeper):     # a trunk two heads share (an actor-critic's encoder)
                     earlier = next(s.where for s in reversed(self.journal.steps) if s.optimizer is before)  # trains
                     self._both_step(self.namer.optimizer_name(before), name, b, earlier, user_frame())   # on both
                 return
@@ -560,8 +559,3 @@ class Checks:
                                           "01")])
         self.journal.diagnoses.append(d)
         ranks.tell(d.text())
-
-
-def _generator_like(net: str) -> bool:
-    """Whether a net's module path names a GAN's generator: `G`, `netG`, `self.generator`, `gen_a`."""
-    return any(re.fullmatch(r"(net)?[gG](en\w*)?(_\w+)?", part) for part in net.split("."))

@@ -21,7 +21,7 @@ from gan_lessons.doctor.frames import (
     shown_path,
     traceback_frames,
 )
-from gan_lessons.doctor.naming import rebound
+from gan_lessons.doctor.naming import looks_like_generator, rebound
 from gan_lessons.doctor.report import (
     ACCUMULATED_FIXES,
     ACCUMULATED_WRONG,
@@ -360,6 +360,10 @@ class Diagnoser:
             facts["stepped between"] = _("{change}, over weights of {modules} that this graph saved").format(
                 change=changed[0], modules=_(" and ").join(changed[1]))
             told = [told[1], told[0]]
+            if any(looks_like_generator(m) for m in changed[1]):      # G stepped on the first: the second may be D's
+                told = [(_("where the second loss is D's (it reads G's output through D): detach G's output there "
+                           "(D(fake.detach())), as a fresh forward of G would send D's loss into G's .grad; where "
+                           "it is G's loss again, run a fresh forward of G for it"), "05")] + told
         if len(held) == 1 and self._only_through(roots, shared) and self._only_through_first(b, roots, shared):
             # one tensor the two losses share, and all either reaches: detached in either, it would train nothing
             told = [fix for fix in told if fix is not FREED_FIXES[0]]

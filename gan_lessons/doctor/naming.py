@@ -113,6 +113,11 @@ def looks_like_gan(name) -> bool:
     return any(_DISCRIMINATOR.fullmatch(part) for part in modules)
 
 
+def looks_like_generator(net: str) -> bool:
+    """Whether a net's module path names a GAN's generator: `G`, `netG`, `self.generator`, `gen_a`."""
+    return any(re.fullmatch(r"(net)?[gG](en\w*)?(_\w+)?", part) for part in net.split("."))
+
+
 def net_of(names: list) -> str:
     """The module path the names of one optimizer's parameters share: `t.D` for `t.D.0.weight` and `t.D.2.bias`;
     the first name's top module when they share none."""

@@ -670,3 +670,23 @@ def test_a_shared_part_reached_through_two_tensors_is_told_to_detach_each():
     for one in ("out1", "out2"):                     # one alone: the same error
         with pytest.raises(RuntimeError, match=FREED):
             two_carriers(detach=(one,))
+
+
+def test_d_s_loss_on_g_s_output_after_g_s_step_leads_with_the_detach_not_a_fresh_forward_of_g():
+    """G steps on its loss, then D's loss reads the same fake batch: a fresh forward of G for D's loss would send
+    D's loss into G's .grad, so the first fix is the detach, said for D's loss (and a fresh forward for G's own)."""
+    torch.manual_seed(0)
+    netG, netD = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4)), nn.Sequential(nn.Linear(4, 1))
+    optG, optD = torch.optim.Adam(netG.parameters()), torch.optim.Adam(netD.parameters())
+    with pytest.raises(RuntimeError) as raised:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with doctor(netG=netG, netD=netD, optG=optG, optD=optD):
+                fake_batch = netG(torch.randn(6, 4))
+                optG.zero_grad()
+                F.softplus(-netD(fake_batch)).mean().backward()
+                optG.step()
+                optD.zero_grad()
+                (F.softplus(-netD(torch.randn(6, 4))) + F.softplus(netD(fake_batch))).mean().backward()
+    d = raised.value.diagnosis
+    assert d.kind == "freed" and d.fixes[0][0].startswith("where the second loss is D's"), d.text()
