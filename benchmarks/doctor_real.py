@@ -16,7 +16,7 @@ Per script, the report says whether the two runs agree on
 - the exit status;
 - stdout, byte for byte (and, if not, whether they agree once numbers on lines about time are masked);
 - stderr, once the doctor's own blocks (its diagnoses, warnings and information lines) are taken out, and the
-  frames of a traceback that are in torch's own files;
+  frames of a traceback that are in torch's own files, with numbers masked on lines about time (a progress bar);
 - every file the run wrote or changed (SHA-256 of each; a TensorBoard event file, named by the wall time and
   holding it, by its name with the time masked);
 and how many DoctorWarnings and information lines the doctor gave, with the wall time of each run (start-up
@@ -203,15 +203,20 @@ def by_content(files):
             for k, v in files.items()}
 
 
+def timings_masked(lines):
+    """The lines, each number masked on a line about time (a progress bar's elapsed time and rate)."""
+    return [NUMBER.sub("#", line) if TIMING.search(line) else line for line in lines]
+
+
 def compare(runs):
     plain, doc = runs["plain"], runs["doctor"]
     for run in (plain, doc):
         run["files"] = by_content(run["files"])
     own, rest = doctor_blocks(doc["stderr"])
     rest = without_torch_frames(rest)
-    masked = [[NUMBER.sub("#", line) if TIMING.search(line) else line for line in r["stdout"].splitlines()]
-              for r in (plain, doc)]
-    plain_err = without_torch_frames(plain["stderr"].splitlines())
+    masked = [timings_masked(r["stdout"].splitlines()) for r in (plain, doc)]
+    plain_err = timings_masked(without_torch_frames(plain["stderr"].splitlines()))
+    rest = timings_masked(rest)
     if plain["status"] != 0 or doc["status"] != 0:       # what a failed run's traceback keeps alive differs
         for run in (plain, doc):
             run["files"].pop("doctor_real_weights.txt", None)

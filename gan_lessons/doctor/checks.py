@@ -81,11 +81,15 @@ class Checks:
         # the parameters a gradient taken with create_graph=True went through (a penalty on it reaches only those
         # its input gradient depends on: not D's last bias), and how many backwards had run by then
         self.penalised: tuple = (set(), 0)
+        # inputs a module's forward wrote in place and did not return (id: (weak tensor, its version then, the
+        # module's name, the InplaceWrite)): judged when the caller reads one again
+        self.inputs_written: dict = {}
 
     def release(self):
         """Once the block is over: let go of what holds the student's tensors (what was said stays)."""
         self.foreign.clear()
-        for table in (self.data_aliases, self.pending_data, self.constants, self.mixed, self.frozen_at):
+        for table in (self.data_aliases, self.pending_data, self.constants, self.mixed, self.frozen_at,
+                      self.inputs_written):
             table.clear()
         self.pending_grad = None
 
@@ -99,6 +103,8 @@ class Checks:
             self.nonleaf_grad(target, user_frame())
         if target is None:
             return
+        if self.inputs_written and name not in ("__get__", "__set__"):   # its values read, not an attribute
+            self.check_input_read(args)
         if name in ("requires_grad_", "__set__") and target.is_leaf and \
                 (flag := frozen_flag(func, name, args, kwargs)) is not None:
             if flag:
@@ -125,6 +131,32 @@ class Checks:
                 self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
         if self.constants or name == "grad":   # empty until an autograd.grad without create_graph: no cost before
             self.follow_constants(name, args, kwargs, out, in_module)
+
+    def on_input_written(self, module, given, write):
+        """A module's forward wrote in place into the tensor its caller gave it, and returned another one."""
+        if len(self.inputs_written) > 20:
+            self.inputs_written = {k: v for k, v in self.inputs_written.items() if v[0]() is not None}
+        self.inputs_written[id(given)] = (weakref.ref(given), given._version, self.namer.module_name(module), write)
+
+    def check_input_read(self, args):
+        """The caller reads a tensor a module it called wrote in place (a block's skip connection, out += x, after
+        a first nn.ReLU(inplace=True) changed x): it reads the changed values, not those it gave."""
+        for t in args:
+            entry = self.inputs_written.get(id(t)) if isinstance(t, torch.Tensor) else None
+            if entry is None or entry[0]() is not t:
+                continue
+            del self.inputs_written[id(t)]
+            if t._version != entry[1]:
+                continue                  # written again since: what is read is not that write's
+            _ref, _version, module, write = entry
+            self.suspicious(_("{module} wrote in place into the input its caller gave it ({op} at {at}) and returned "
+                              "another tensor; the caller reads that input again at {where}, and gets the changed "
+                              "values, not those it gave").format(module=module, op=write.op, at=write.where,
+                                                                  where=user_frame()),
+                            {"where": user_frame(), "input": self.namer.label(t)},
+                            [(N_("make that op out of place (nn.ReLU() without inplace=True, x = x + y): an input "
+                                 "the caller reads again must come back as it was given"), "03")],
+                            key="input written")
 
     def on_grad(self, leaves, inputs, create):
         """torch.autograd.grad about to run: without create_graph, its result will be a constant."""

@@ -112,6 +112,7 @@ class Recorder:
                                          # module made inside another's forward (nn.ReLU()(x)), that one's owner
         self.trees: dict = {}            # id(module): (weak module, ids of its submodules), once per module
         self.sites: list = []            # the student's line that called each of them
+        self.inputs: list = []           # for each, its first input, if a tensor that requires grad, and its version
         self.off: set = set()            # ids of the trainable modules running now with gradients off
         self.modes: set = set()          # .training of the modules that made the last graph walked
         self.zeroed: dict = {}           # id(.grad): its version once zero_grad(set_to_none=False) zeroed it
@@ -129,7 +130,7 @@ class Recorder:
             self.paused = False
         else:
             self.mode.__exit__(None, None, None)
-        for held in (self.stack, self.owners, self.trees, self.sites, self.off, self.zeroed):
+        for held in (self.stack, self.owners, self.trees, self.sites, self.inputs, self.off, self.zeroed):
             held.clear()
 
     @contextlib.contextmanager
@@ -364,6 +365,8 @@ class Recorder:
         self.owners.append(module if not self.owners or self._inside(module, self.owners[-1]) else self.owners[-1])
         self.stack.append(module)
         self.sites.append(site)
+        first = args[0] if args and isinstance(args[0], torch.Tensor) and args[0].requires_grad else None
+        self.inputs.append((first, first._version) if first is not None else None)
 
     def _inside(self, module, owner) -> bool:
         """Whether module is one of owner's submodules (its tree read once per owner)."""
@@ -381,6 +384,9 @@ class Recorder:
             self.off.discard(id(self.stack.pop()))
             self.owners.pop()
             where = self.sites.pop()
+            given = self.inputs.pop() if self.inputs else None
+            if given is not None and given[0]._version > given[1]:
+                self._input_written(module, given[0], out)
             if isinstance(out, torch.Tensor) and not out.requires_grad and out.is_floating_point():
                 # an output with no graph (a frozen module's): a hook may yet make it a leaf (requires_grad_)
                 if len(journal.no_graph_outputs) > 200:
@@ -392,6 +398,19 @@ class Recorder:
                     if fn is not None and fn not in journal.nodes:
                         journal.serial = next(SERIAL)
                         journal.nodes[fn] = NodeInfo("compiled forward", module, where, journal.serial)
+
+    def _input_written(self, module, given, out):
+        """A module's forward wrote, in place, into the tensor its caller gave it (an nn.ReLU(inplace=True) as a
+        block's first layer) and returned another tensor: the caller's variable now holds the changed values. The
+        in-place write the journal saw last into it says which op and line."""
+        ptr = given.untyped_storage().data_ptr()
+        if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr
+               for t in (out if isinstance(out, (tuple, list)) else [out])):
+            return                        # returned (x = act(x)): what the caller reads next is meant to change
+        write = next((w for w in reversed(self.journal.inplace) if w.ptr == ptr), None)
+        if write is not None and not write.op.startswith(("copy_", "index", "__setitem__", "fill_", "zero_")):
+            for s in self.subscribers:    # (a cache or a buffer filled by its module is meant to change)
+                s.on_input_written(module, given, write)
 
     def pre_step(self, opt, args, kwargs):
         journal = self.journal

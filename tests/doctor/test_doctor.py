@@ -1332,3 +1332,33 @@ def test_a_spectral_norm_discriminator_stepping_on_g_s_loss_is_warned_like_any_o
                 opt_G.step()
     text = "\n".join(str(w.message) for w in caught if issubclass(w.category, DoctorWarning))
     assert "opt_D.step() and opt_G.step() both step on the gradients of the backward at line" in text, text
+
+
+class _ResBlock(nn.Module):
+    """VQ-VAE-2's residual block: its first layer an in-place ReLU on the block's own input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.ReLU(inplace=True), nn.Linear(4, 4))
+
+    def forward(self, input):
+        out = self.conv(input)
+        out += input  # SKIP READ
+        return out
+
+
+def test_a_module_that_changes_the_input_its_caller_reads_again_is_warned_with_the_reading_line():
+    torch.manual_seed(0)
+    stem, block = nn.Linear(4, 4), _ResBlock()
+    opt = optim.SGD([*stem.parameters(), *block.parameters()], lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(stem=stem, block=block, opt=opt):
+            for _ in range(2):
+                opt.zero_grad()
+                block(stem(torch.randn(3, 4))).pow(2).mean().backward()
+                opt.step()
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    assert len(said) == 1 and said[0].startswith("autograd doctor: block.conv wrote in place into the input its "
+                                                 "caller gave it (relu(inplace=True)"), said
+    assert f"reads that input again at line {line_of('SKIP READ')}" in said[0] and "inplace=True" in said[0], said

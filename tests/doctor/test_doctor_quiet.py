@@ -503,3 +503,38 @@ def test_a_step_after_zero_grad_set_to_none_false_applies_nothing_again():
         opt.zero_grad(set_to_none=False)
         opt.step()
     quietly(step)
+
+
+class _Block(nn.Module):
+    """Blocks whose first layer is an in-place activation, used the ways that are right: the block's input is not
+    read again by its caller (a plain stack), or, changed, is what the block goes on with (x = act(x)); and a
+    buffer the code fills in place (copy_) is meant to change."""
+
+    def __init__(self, skip):
+        super().__init__()
+        self.skip = skip
+        self.act, self.conv = nn.ReLU(inplace=True), nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.skip:
+            x = self.act(x)               # the input returned, changed: what the caller then reads is meant
+            return self.conv(x) + x
+        return self.conv(self.act(x))
+
+
+def test_an_in_place_first_layer_whose_input_is_not_read_again_or_is_returned():
+    torch.manual_seed(0)
+    stem, blocks = nn.Linear(4, 4), nn.Sequential(_Block(False), _Block(True), _Block(False))
+    opt = optim.SGD([*stem.parameters(), *blocks.parameters()], lr=0.1)
+    cache = torch.zeros(4)
+
+    def step():
+        opt.zero_grad()
+        h = stem(torch.randn(3, 4))
+        out = blocks(h)
+        h2 = stem(torch.randn(3, 4))
+        out = out + _Block(True)(h2)                  # h2 changed inside, and not read again
+        cache.copy_(out.detach().mean(0))
+        out.pow(2).mean().backward()
+        opt.step()
+    quietly(step)
