@@ -112,7 +112,8 @@ class Recorder:
                                          # module made inside another's forward (nn.ReLU()(x)), that one's owner
         self.trees: dict = {}            # id(module): (weak module, ids of its submodules), once per module
         self.sites: list = []            # the student's line that called each of them
-        self.inputs: list = []           # for each, its first input, if a tensor that requires grad, and its version
+        self.inputs: list = []           # for each, its first input (weakly), if a tensor that requires grad, and
+                                         # its version then
         self.off: set = set()            # ids of the trainable modules running now with gradients off
         self.modes: set = set()          # .training of the modules that made the last graph walked
         self.zeroed: dict = {}           # id(.grad): its version once zero_grad(set_to_none=False) zeroed it
@@ -366,7 +367,7 @@ class Recorder:
         self.stack.append(module)
         self.sites.append(site)
         first = args[0] if args and isinstance(args[0], torch.Tensor) and args[0].requires_grad else None
-        self.inputs.append((first, first._version) if first is not None else None)
+        self.inputs.append((weakref.ref(first), first._version) if first is not None else None)
 
     def _inside(self, module, owner) -> bool:
         """Whether module is one of owner's submodules (its tree read once per owner)."""
@@ -385,8 +386,9 @@ class Recorder:
             self.owners.pop()
             where = self.sites.pop()
             given = self.inputs.pop() if self.inputs else None
-            if given is not None and given[0]._version > given[1]:
-                self._input_written(module, given[0], out)
+            tensor = given[0]() if given is not None else None
+            if tensor is not None and tensor._version > given[1]:
+                self._input_written(module, tensor, out)
             if isinstance(out, torch.Tensor) and not out.requires_grad and out.is_floating_point():
                 # an output with no graph (a frozen module's): a hook may yet make it a leaf (requires_grad_)
                 if len(journal.no_graph_outputs) > 200:
@@ -408,7 +410,8 @@ class Recorder:
                for t in (out if isinstance(out, (tuple, list)) else [out])):
             return                        # returned (x = act(x)): what the caller reads next is meant to change
         write = next((w for w in reversed(self.journal.inplace) if w.ptr == ptr), None)
-        if write is not None and not write.op.startswith(("copy_", "index", "__setitem__", "fill_", "zero_")):
+        if write is not None and not write.op.startswith(("copy_", "index", "__setitem__", "fill_", "zero_",
+                                                          "scatter", "masked_scatter")):
             for s in self.subscribers:    # (a cache or a buffer filled by its module is meant to change)
                 s.on_input_written(module, given, write)
 
