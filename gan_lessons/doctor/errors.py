@@ -50,6 +50,7 @@ from gan_lessons.doctor.report import (
     SELF_WRITE_WRONG,
     SKIPPED_FIXES,
     SKIPPED_WRONG,
+    SUM_ONCE_FIXES,
     TARGET_FIXES,
     TARGET_WRONG,
     TWICE_FIXES,
@@ -364,6 +365,8 @@ class Diagnoser:
                 told = [(_("where the second loss is D's (it reads G's output through D): detach G's output there "
                            "(D(fake.detach())), as a fresh forward of G would send D's loss into G's .grad; where "
                            "it is G's loss again, run a fresh forward of G for it"), "05")] + told
+        elif not any(looks_like_generator(m) for m in modules):   # no step between: the two may be terms of one
+            told.insert(1, SUM_ONCE_FIXES[0])       # objective (not in a GAN, where G's forward feeds D's loss too)
         if len(held) == 1 and self._only_through(roots, shared) and self._only_through_first(b, roots, shared):
             # one tensor the two losses share, and all either reaches: detached in either, it would train nothing
             told = [fix for fix in told if fix is not FREED_FIXES[0]]

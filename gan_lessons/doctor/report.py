@@ -116,7 +116,10 @@ PARAM_WRITE_FIXES = [(N_("move the write after the backward that needs the weigh
                           "between models belongs after the optimizer's step)"), "05"),
                       (N_("if no loss should train through this model (a teacher, an EMA or target network), run its "
                           "forward under torch.no_grad() or freeze it (requires_grad_(False)): no graph then saves its "
-                          "weights"), "04")]
+                          "weights"), "04"),
+                      (N_("if the write is meant to come before this loss (SAM's step to the perturbed weights, a "
+                          "weight-noise step): run a fresh forward after it, so that this loss is computed at the "
+                          "weights as they now are, and keep no graph from before it"), "05")]
 # A buffer your own code wrote (a hand-made sync of statistics): only moving the write helps; DDP's flags and one
 # forward per backward leave your write where it was.
 BUFFER_FIXES = [(N_("write the buffer after the backward, not between the forwards and it (a hand-made sync of "
@@ -171,6 +174,9 @@ FREED_FIXES = [(N_("detach the shared tensor in the loss that must not reach it"
                 (N_("recompute: run a fresh forward for the second loss"), "05"),
                 (N_("retain_graph=True on the first backward; it keeps every saved tensor alive until the next "
                     "backward (about the size of the parameters for seed 000's GAN at batch 64)"), "02")]
+# Two losses of one forward, no step between them: both may be meant to train the shared part (a loss in terms).
+SUM_ONCE_FIXES = [(N_("if both losses are meant to train the shared part (two terms of one objective): add them and "
+                       "call backward() once on the sum, whose gradient is the sum of theirs"), "02")]
 TWICE_FIXES = [(N_("call backward() once per loss: the first call already filled every .grad; a second one would "
                     "add the same gradient again"), "01"),
                 (N_("if a second pass over the same graph is really meant (a gradient taken twice), pass "

@@ -127,8 +127,8 @@ class VersionErrors:
     def _step_fixes(self, roots, s, fn, summary, facts):
         """(summary, fixes, wrong fixes) where an optimizer step changed the saved weight: reorder or cut off, never
         clone; a tensor carried across the step is made again; a term in both losses is left out of the later one."""
-        gan = looks_like_gan(s.param)
-        fixes = STEP_FIXES + (GAN_FIXES if gan else [])
+        gan = looks_like_gan(s.param)            # D's weights changed by D's step: reordered, D would also step
+        fixes = (GAN_FIXES + STEP_FIXES) if gan else STEP_FIXES     # on G's loss; the GAN's order comes first
         wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
         step = self._step_of(s)
         carried = self._carried(roots, step, fn)
@@ -172,7 +172,7 @@ class VersionErrors:
             facts["in both losses"] = _("{names}, part of the loss the step stepped on and of this one, and "
                                         "it reaches the stepped weights").format(
                 names=", ".join(f"`{n}`" for n in both))
-            fixes = SHARED_TERM_FIXES + STEP_FIXES[1:] + (GAN_FIXES if gan else [])
+            fixes = SHARED_TERM_FIXES + (GAN_FIXES if gan else []) + STEP_FIXES[1:]
             wrong = wrong + SHARED_TERM_WRONG
         info = self.journal.nodes.get(fn)
         if info is not None and info.op == "grad":      # saved by a gradient taken with create_graph=True

@@ -45,6 +45,8 @@ def doctor_bug_checks(buggy_loop, expected=None, quiet=False) -> Found:
         not_solved(_("your bug"), _("the diagnosis kind you expect ({kinds})").format(
             kinds=', '.join(repr(k) for k in DOCTOR_KINDS)), where="expected = ...")
         return None
+    if isinstance(expected, str):     # "Freed", " version ": the kind is what counts, as in check_diagnosis
+        expected = expected.strip().lower()
     if expected is not None and expected not in DOCTOR_KINDS:
         return [_("expected = {expected} is not a diagnosis kind the doctor gives for an error; pick one of "
                   "{kinds}").format(expected=repr(expected), kinds=', '.join(repr(k) for k in DOCTOR_KINDS))], {}
@@ -63,9 +65,14 @@ def doctor_bug_checks(buggy_loop, expected=None, quiet=False) -> Found:
                 problem=raised(_("your loop"), error, []), kinds=_kinds())], {}
         if expected is not None and diagnosis.kind != expected:
             # a kind beyond the three: its summary
-            what = _(DOCTOR_KINDS[diagnosis.kind]) if diagnosis.kind in DOCTOR_KINDS else diagnosis.summary
+            if diagnosis.kind not in DOCTOR_KINDS:
+                return [_("the doctor diagnosed {kind} ({what}), not {expected} as you expected, and {kind} is not "
+                          "one of the kinds this exercise asks for ({kinds}): read its report, and change the "
+                          "bug").format(kind=repr(diagnosis.kind), what=diagnosis.summary, expected=repr(expected),
+                                        kinds=', '.join(repr(k) for k in DOCTOR_KINDS))], {}
             return [_("the doctor diagnosed {kind} ({what}), not {expected} as you expected: read its report, and "
-                      "either change the bug or your expectation").format(kind=repr(diagnosis.kind), what=what,
+                      "either change the bug or your expectation").format(kind=repr(diagnosis.kind),
+                                                                             what=_(DOCTOR_KINDS[diagnosis.kind]),
                                                                              expected=repr(expected))], {}
         return [], {"error": type(error).__name__, "kind": repr(diagnosis.kind), "summary": diagnosis.summary}
     warned = [d.summary for d in watch.diagnoses if d.kind != "information"]

@@ -87,6 +87,8 @@ def test_seed000_loop_names_the_512x1_weight_and_warns_about_the_double_sigmoid(
     assert dx.facts["tensor"].startswith("d.net.7.weight.T [512, 1]")
     assert f"line {line_of('s000-forward')}" in dx.facts["saved by"] and "in d" in dx.facts["saved by"]
     assert dx.facts["modified by"].startswith(f"d_optimizer.step() at line {line_of('s000-step')}")
+    # D's weights, changed by D's step: reordered, D would step on G's loss too; the GAN's order is the first fix
+    assert dx.fixes[0][0].startswith("in a GAN: detach the fake batch in D's loss"), dx.text()
     sigmoid = [w for w in caught if issubclass(w.category, DoctorWarning) and "sigmoid" in str(w.message)]
     assert sigmoid and sigmoid[0].lineno == line_of("s000-sigmoid")
     # each term's range: G's (target 1) and D's fake term (target 0) are squashed into different intervals

@@ -690,3 +690,25 @@ def test_d_s_loss_on_g_s_output_after_g_s_step_leads_with_the_detach_not_a_fresh
                 (F.softplus(-netD(torch.randn(6, 4))) + F.softplus(netD(fake_batch))).mean().backward()
     d = raised.value.diagnosis
     assert d.kind == "freed" and d.fixes[0][0].startswith("where the second loss is D's"), d.text()
+
+
+def test_two_losses_of_one_forward_with_no_step_between_are_offered_one_backward_of_their_sum():
+    """WAE's reconstruction and MMD terms, each backpropagated alone: both are meant to train the encoder, so beside
+    the detach (for a loss that must not reach the shared part) the diagnosis offers one backward of the sum."""
+    torch.manual_seed(0)
+    encoder, decoder = nn.Linear(6, 2), nn.Linear(2, 6)
+    with pytest.raises(RuntimeError) as raised:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with doctor(encoder=encoder, decoder=decoder):
+                x = torch.randn(5, 6)
+                z_real = torch.tanh(encoder(x))
+                recon_loss = F.mse_loss(decoder(z_real), x)
+                mmd_loss = (z_real.mean(0) - torch.randn(5, 2).mean(0)).pow(2).sum()
+                recon_loss.backward()
+                mmd_loss.backward()
+    d = raised.value.diagnosis
+    texts = [fix for fix, _n in d.fixes]
+    assert d.kind == "freed" and any(t.startswith("if both losses are meant to train the shared part") for t in texts)
+    assert texts.index(next(t for t in texts if t.startswith("if both losses"))) < texts.index(
+        "recompute: run a fresh forward for the second loss"), d.text()

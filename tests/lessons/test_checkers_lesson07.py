@@ -336,6 +336,19 @@ def test_doctor_bug_right_answers(capsys):
     assert ok is True and "'version'" in out
 
 
+def no_graph_bug():                                   # a loss from a detached output: the doctor's 'no_graph'
+    G, D, opt_G, opt_D = _small_gan()
+    F.softplus(-D(G(torch.randn(8, 4)).detach()).detach()).mean().backward()
+
+
+def test_doctor_bug_takes_the_kind_in_any_case_and_a_kind_outside_the_three_is_told_apart(capsys):
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_bug, " Freed", quiet=True)
+    assert ok is True and "diagnosed by the doctor as 'freed'" in out, out
+    ok, out = run(capsys, exercises.check_doctor_bug, no_graph_bug, "freed", quiet=True)
+    assert ok is False and "'no_graph' is not one of the kinds this exercise asks for" in out, out
+    assert "your expectation" not in out, out
+
+
 def test_doctor_bug_wrong_answers_are_named(capsys):
     ok, out = run(capsys, exercises.check_doctor_bug, clean_loop, "freed", quiet=True)
     assert ok is False and "ran without an error, so there is nothing to diagnose" in out

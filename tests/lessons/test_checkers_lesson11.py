@@ -950,7 +950,7 @@ def test_training_right_answers(capsys, answer):
     (Value, _fit_with(_rebind), "A parameter had no gradient at the update"),
     (Value, fit_other_form, "your losses are Value, not numbers"),
     (Value, _fit_with(_descend, forward_once=True), "Trying to backward through the graph a second time"),
-    (Value, _fit_with(_fixed_lr), "with steps=8, lr=0.3 your loss at step 1"),
+    (Value, _fit_with(_fixed_lr), "with steps=8, lr=0.3 your loss at step 2"),
     (TanhKeepsInput, fit, "tanh saved its input instead of its output"),
     (Value, fit_on_copies, "the parameters passed in are where they started"),
     (Value, ..., "not solved yet"),

@@ -129,17 +129,35 @@ def freeing_problems(differences, engine=None):
             problems.append(_("gradients differ from torch's on {count} expression(s), e.g. {program}").format(
                 count=len(once), program=shown_program(once[0]['program'])))
     if twice and not once:
-        d = twice[0]
-        halves = all(torch.allclose(d["engine"].grads[n], g / 2, rtol=1e-4, atol=1e-5) for n, g in d["torch"].grads.items())
-        if halves:
-            problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: each "
-                              "backward replaced .grad instead of adding to it (torch accumulates into a leaf's "
-                              ".grad)").format(program=shown_program(d['program'])))
-        else:
-            problems.append(_("after two backward calls on {program} the leaves' gradients differ from torch's: "
-                              "gradients of intermediate values carried over from the first call").format(
-                program=shown_program(d['program'])))
+        problems.append(_twice_problem(twice[0], engine))
     return problems
+
+
+def _twice_problem(d, engine) -> str:
+    """What a program of two backward calls shows, where every program of one backward agrees with torch."""
+    halves = all(torch.allclose(d["engine"].grads[n], g / 2, rtol=1e-4, atol=1e-5) for n, g in d["torch"].grads.items())
+    if halves:
+        return _("after two backward calls on {program} the leaves' gradients differ from torch's: each backward "
+                 "replaced .grad instead of adding to it (torch accumulates into a leaf's .grad)").format(
+            program=shown_program(d['program']))
+    if engine is not None and _first_backward_differs(d["program"], engine):
+        return _("on {program} the leaves' gradients differ from torch's after the first backward call already, "
+                 "where a value is used more than once").format(program=shown_program(d['program']))
+    return _("after two backward calls on {program} the leaves' gradients differ from torch's: gradients of "
+             "intermediate values carried over from the first call").format(program=shown_program(d['program']))
+
+
+def _first_backward_differs(program, engine) -> bool:
+    """Whether the program, cut after its first backward call, already gives other leaf gradients than torch's."""
+    lines = program.splitlines()
+    first = next((i for i, line in enumerate(lines) if ".backward(" in line), None)
+    if first is None:
+        return False
+    cut = "\n".join(lines[:first + 1])
+    want, got = run(cut, torch), run(cut, engine)
+    return want.kind is None and got.kind is None and any(
+        name not in got.grads or not torch.allclose(got.grads[name], g, rtol=1e-4, atol=1e-5)
+        for name, g in want.grads.items())
 
 
 def _uses_twice(program):
