@@ -112,7 +112,8 @@ class VersionErrors:
         summary = (_("{label} changed in place after the forward saved it").format(label=label)
                    if s.param or variable else _("a saved tensor changed in place after the forward saved it"))
         if stepped:                        # an optimizer step: reorder or detach, never clone
-            summary, fixes, wrong = self._step_fixes(roots, s, fn, summary, facts)
+            several = len({id(step) for x, _fn in found if x.param and (step := self._step_of(x)) is not None}) > 1
+            summary, fixes, wrong = self._step_fixes(roots, s, fn, summary, facts, several)
         elif in_state:
             fixes, wrong = STATE_FIXES, []
         elif self._ddp_of(s) is not None:                              # a buffer of a module DDP wraps:
@@ -124,9 +125,11 @@ class VersionErrors:
             fixes, wrong = INPLACE_FIXES, INPLACE_WRONG
         return Diagnosis("version", summary, facts, fixes, wrong)
 
-    def _step_fixes(self, roots, s, fn, summary, facts):
+    def _step_fixes(self, roots, s, fn, summary, facts, several=False):
         """(summary, fixes, wrong fixes) where an optimizer step changed the saved weight: reorder or cut off, never
-        clone; a tensor carried across the step is made again; a term in both losses is left out of the later one."""
+        clone; a tensor carried across the step is made again (after the reorder, where the steps of several
+        optimizers made the graph stale: a fresh forward of one net would still reach another's old weights); a
+        term in both losses is left out of the later one."""
         gan = looks_like_gan(s.param)            # D's weights changed by D's step: reordered, D would also step
         fixes = (GAN_FIXES + STEP_FIXES) if gan else STEP_FIXES     # on G's loss; the GAN's order comes first
         wrong = STEP_WRONG + (GAN_WRONG if gan else DETACH_WRONG)
@@ -164,9 +167,10 @@ class VersionErrors:
                     detached=", ".join(f"{name}.detach()" for name in names), names=shown,
                     nets=_(" and ").join(outputs)), "04")]
             else:
-                fixes = [(_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
-                            "value (a running average, a state for the next pass), keep {detached}").format(
-                              names=shown, detached=detached), "05")] + fixes
+                again = (_("make {names} again after the step (a fresh forward); or, where it is kept only as a "
+                           "value (a running average, a state for the next pass), keep {detached}").format(
+                    names=shown, detached=detached), "05")
+                fixes = [fixes[0], again] + fixes[1:] if several and fixes[0] == STEP_FIXES[0] else [again] + fixes
         both = self._in_both_losses(roots, self._step_of(s))
         if both:                       # reordered, the step would add that term's gradient twice
             facts["in both losses"] = _("{names}, part of the loss the step stepped on and of this one, and "

@@ -250,3 +250,25 @@ def test_another_net_s_output_carried_across_a_step_leads_with_the_detach_of_tha
     assert d.fixes[0][0].startswith("where the later loss must not train the stepped net, detach the input of the "
                                     "forward that made `d_z`"), d.text()
     assert "a forward of discriminator alone on the same input still reaches the old weights" in d.fixes[0][0]
+
+
+def test_a_tensor_carried_across_the_steps_of_two_optimizers_leads_with_the_reorder():
+    """BicycleGAN's order: E and G both step, then a loss through mu2 = E(G(z)), made before the steps: a fresh
+    forward of E alone would still reach G's old weights, so the reorder comes first, the fresh forward second."""
+    def bug():
+        torch.manual_seed(0)
+        netG = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+        netE = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        optimizer_G, optimizer_E = optim.Adam(netG.parameters()), optim.Adam(netE.parameters())
+        fake_B_random = netG(torch.randn(3, 4))
+        mu2 = netE(fake_B_random)
+        loss_EG = fake_B_random.pow(2).mean() + mu2.pow(2).mean()
+        optimizer_G.zero_grad()
+        optimizer_E.zero_grad()
+        loss_EG.backward(retain_graph=True)
+        optimizer_G.step()
+        optimizer_E.step()
+        (mu2 - 1).abs().mean().backward()
+    d = diagnosis_of(bug)
+    assert d.kind == "version" and "`mu2`" in d.facts["carried"], d.text()
+    assert d.fixes[0][0].startswith("reorder:") and d.fixes[1][0].startswith("make `mu2` again"), d.text()
