@@ -355,7 +355,7 @@ class Diagnoser:
             if self._made_once(roots, shared, infos):     # its graph leads to a leaf that requires grad: no detach
                 return self._made_earlier(roots, shared, infos, b, held, facts, fixes)
             return self._carried_over(roots, b, facts, fixes)
-        told, wrong = self._order_freed_fixes(self._stepped_between(b, shared, infos), modules, facts)
+        told, wrong = self._order_freed_fixes(self._stepped_between(b, shared, infos), facts)
         if len(held) == 1 and self._only_through(roots, shared) and self._only_through_first(b, roots, shared):
             # one tensor the two losses share, and all either reaches: detached in either, it would train nothing
             told = [fix for fix in told if fix is not FREED_FIXES[0]]
@@ -370,7 +370,7 @@ class Diagnoser:
         return Diagnosis("freed", _("two losses share part of one graph, and the first backward freed it"), facts,
                          fixes + told, wrong)
 
-    def _order_freed_fixes(self, changed, modules, facts):
+    def _order_freed_fixes(self, changed, facts):
         """(fixes, wrong fixes) for two losses sharing a freed graph, in the order the step between them (if any)
         and the nets of the shared part make likeliest."""
         told, wrong = list(FREED_FIXES), list(FREED_WRONG)
@@ -382,8 +382,8 @@ class Diagnoser:
                 told = [(_("where the second loss is D's (it reads G's output through D): detach G's output there "
                            "(D(fake.detach())), as a fresh forward of G would send D's loss into G's .grad; where "
                            "it is G's loss again, run a fresh forward of G for it"), "05")] + told
-        elif not any(looks_like_generator(m) for m in modules):   # no step between: the two may be terms of one
-            told.insert(1, SUM_ONCE_FIXES[0])       # objective (not in a GAN, where G's forward feeds D's loss too)
+        else:                         # no step between: the two may be terms of one objective (a VAE's, or two
+            told.insert(1, SUM_ONCE_FIXES[0])       # of G's: its adversarial loss and a diversity term)
         return told, wrong
 
     def _reading_lines(self, facts, b, roots, shared):
