@@ -1,6 +1,7 @@
 """The silent bugs the doctor warns about: a sigmoid into a *_with_logits loss, a `.data` change a pending graph
-saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, and a
-gradient penalty made from torch.autograd.grad without create_graph=True."""
+saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, a gradient
+penalty made from torch.autograd.grad without create_graph=True, and an input a module changed in place that its
+caller reads again."""
 import warnings
 import weakref
 
@@ -220,7 +221,8 @@ class Checks:
                                                            names=", ".join(self.namer.label(p) for p in other[:3]))
             owner = self.namer.owner_of(opt, other)
             if owner is not None:                   # another optimizer's parameters: the step of the wrong one?
-                facts["reached instead"] += _("; all of them held by {owner}").format(owner=self.namer.optimizer_name(owner))
+                facts["reached instead"] += _("; all of them held by {owner}").format(
+                    owner=self.namer.optimizer_name(owner))
                 fixes = [(_("step the optimizer that holds what the backward at {where} reached ({owner}.step()): "
                             "{name} holds none of it").format(where=backward.where, name=name,
                                                               owner=self.namer.optimizer_name(owner)), "05")] + fixes
