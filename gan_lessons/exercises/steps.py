@@ -233,7 +233,7 @@ def _which(g_step, r_step, rtol, scale):
     parameter whose gradient is zero in both, or only rounding error from zero (a bias just before a BatchNorm), is
     not counted as right: it says nothing about the step."""
     wrong = [p for p, r in r_step.items() if r is not None and not close(g_step[p], r, rtol, scale)]
-    right = sum(r is not None and p not in wrong and r.abs().max().item() > rtol * (scale or 0.0)
+    right = sum(r is not None and p not in wrong and r.numel() > 0 and r.abs().max().item() > rtol * (scale or 0.0)
                 for p, r in r_step.items())
     if not wrong or not right:
         return ""
