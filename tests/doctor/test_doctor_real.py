@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 spec = importlib.util.spec_from_file_location("doctor_real", BENCHMARKS / "doctor_real.py")
