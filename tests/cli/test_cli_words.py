@@ -88,14 +88,21 @@ def test_wrap_counts_a_chinese_character_as_two_columns():
 @pytest.mark.parametrize("command", [["--help"], ["train", "--help"], ["doctor", "--help"], ["sample", "--help"],
                                      ["evaluate", "--help"], ["export", "--help"], ["classifier", "--help"]])
 def test_chinese_help_never_starts_a_line_with_closing_punctuation(command, columns):
+    from gan_lessons.cli import CLOSING, OPENING
+    run = _run(*command, columns=columns)
+    assert run.returncode == 0, run.stderr
+    lines = [line.strip() for line in run.stdout.splitlines() if line.strip()]
+    assert lines and not [line for line in lines if line[0] in CLOSING or line[-1] in OPENING]
+
+
+def test_help_in_this_process_is_the_real_command_s():
+    """The help above is printed in this process; the real command prints the same, character for character."""
     import subprocess
     import sys
-
-    from gan_lessons.cli import CLOSING, OPENING
-    env = {**os.environ, "COLUMNS": str(columns), "GAN_LESSONS_LANG": "zh"}
-    out = subprocess.run([sys.executable, "-m", "gan_lessons", *command], capture_output=True, text=True, env=env).stdout
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    assert lines and not [line for line in lines if line[0] in CLOSING or line[-1] in OPENING]
+    env = {**os.environ, "COLUMNS": "90", "GAN_LESSONS_LANG": "zh"}
+    real = subprocess.run([sys.executable, "-m", "gan_lessons", "train", "--help"], capture_output=True, text=True,
+                          env=env)
+    assert real.returncode == 0 and real.stdout == _run("train", "--help", columns=90).stdout
 
 
 def test_the_wrap_keeps_punctuation_with_its_character():

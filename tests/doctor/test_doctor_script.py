@@ -38,8 +38,12 @@ def quietly(step, calls=3):
 
 
 if __name__ == "__main__":
-    import sys
-    globals()[sys.argv[1]](*sys.argv[2:])
+    import json, sys
+    if sys.argv[1] == "--all":                      # every test in turn, in this one process
+        for name, value in json.loads(sys.argv[2]):
+            globals()[name](*([] if value is None else [value]))
+    else:
+        globals()[sys.argv[1]](*sys.argv[2:])
 '''
 
 
@@ -67,15 +71,39 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def quiet_runs(tmp_path_factory, cli):
-    """Every quiet test run as a script under `doctor --strict`, two at a time, started once for the module."""
+def quiet_scripts(tmp_path_factory):
+    """(the quiet corpus as a script, the compiled step as a script), written once for the module."""
     folder = tmp_path_factory.mktemp("quiet")
-    corpus = write(folder, "quiet_corpus.py", QUIET_SOURCE + QUIET_TAIL)
-    compiled = write(folder, "compiled_step.py", quiet.COMPILED_STEP)    # a script with its own doctor inside
+    return (write(folder, "quiet_corpus.py", QUIET_SOURCE + QUIET_TAIL),
+            write(folder, "compiled_step.py", quiet.COMPILED_STEP))    # a script with its own doctor inside
+
+
+def assert_quiet(done):
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "autograd doctor" not in said and "DoctorWarning" not in said, said[-3000:]
+
+
+def test_the_quiet_corpus_as_one_script(quiet_scripts, cli):
+    """Every quiet test in turn in one run of `doctor --strict`, as a long script that builds many models and
+    optimizers would: no warning, exit status 0. (Each test alone, in a run of its own, is the extended test below.)"""
+    corpus, compiled = quiet_scripts
+    tests = [test for test in quiet_tests() if test[0] != "test_a_compiled_step"]
+    assert len(tests) > 20
+    assert_quiet(cli("doctor", "--strict", str(corpus), "--all", json.dumps(tests)))
+    done = cli("doctor", "--strict", str(compiled))     # that test runs COMPILED_STEP in a subprocess: so does this
+    assert_quiet(done)
+    assert done.stdout.strip().endswith("quiet")
+
+
+@pytest.fixture(scope="module")
+def quiet_runs(quiet_scripts, cli):
+    """Every quiet test run as a script of its own under `doctor --strict`, two at a time, started once."""
+    corpus, compiled = quiet_scripts
 
     def run(test):
         name, value = test
-        if name == "test_a_compiled_step":          # the test runs COMPILED_STEP in a subprocess: run that script
+        if name == "test_a_compiled_step":
             return cli("doctor", "--strict", str(compiled))
         return cli("doctor", "--strict", str(corpus), name, *([] if value is None else [value]))
 
@@ -83,12 +111,11 @@ def quiet_runs(tmp_path_factory, cli):
         yield {test: pool.submit(run, test) for test in quiet_tests()}
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("test", list(quiet_tests()), ids=lambda t: t[0] + (f"[{t[1]}]" if t[1] else ""))
 def test_the_quiet_corpus_as_scripts(test, quiet_runs):
     done = quiet_runs[test].result()
-    said = done.stdout + done.stderr
-    assert done.returncode == 0, said[-3000:]
-    assert "autograd doctor" not in said and "DoctorWarning" not in said, said[-3000:]
+    assert_quiet(done)
     if test[0] == "test_a_compiled_step":
         assert done.stdout.strip().endswith("quiet")
 
