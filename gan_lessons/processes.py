@@ -3,9 +3,12 @@ form a gloo process group on this machine, as torchrun would start them, and bri
 
     results = processes.run(ddp_lesson.averaged, world=2)      # one value per rank, rank 0 first
 
-The processes are started with "spawn" (a fresh interpreter each: what Jupyter and Colab need, since a kernel's own
-functions cannot be sent to a forked child safely), so the function must live in an importable module; a student's
-function is sent as its source (`source=`). If a process raises, run() raises the same kind of error with the same
+The processes are forked from multiprocessing's fork server (where the platform has one; "spawn" elsewhere): a clean
+process, started once, that has imported torch and nothing else, so each process starts without importing torch
+again and without anything of the kernel's, which a child
+forked from a Jupyter or Colab kernel could not use safely. The function must live in an importable module, imported
+afresh in each process; a student's function is sent as its source (`source=`). Each process gets the environment
+the notebook has when run() is called (its language among it), not the one the server started with. If a process raises, run() raises the same kind of error with the same
 message, with `.rank` set: the lowest rank's, an error that only says a peer went away coming last. A process that
 hangs (its peer gone) is stopped at `timeout`, and the error says what each late process was doing. What the
 processes return is sent as bytes, so it is still there when the notebook reads it after they have exited; their
@@ -94,10 +97,21 @@ def _unpacked(data: bytes):
     return torch.load(io.BytesIO(data), weights_only=False)      # sent by our own child process
 
 
-def _child(rank, world, port, results, module, name, kwargs):
-    """One process: join the group, call module.name(rank, world, **kwargs), send back its value (or its error) and
-    its warnings. Before each stage it says which one it is in, for a timeout to report."""
+def _context():
+    """The fork server where there is one (torch imported there once, before it forks), else spawn."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "torch.distributed"])     # read when the server starts, the first time
+    return context
+
+
+def _child(rank, world, port, results, module, name, kwargs, environ):
+    """One process: take the caller's environment, join the group, call module.name(rank, world, **kwargs), send back
+    its value (or its error) and its warnings. Before each stage it says which one it is in, for a timeout to report."""
     import torch.distributed as dist
+    os.environ.clear()
+    os.environ.update(environ)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 2)                     # gloo's and C++'s own log lines (with timestamps) would land in the notebook;
     # Python warnings (torch's C++ warnings among them) are caught below and shown in the notebook as warnings
@@ -133,10 +147,11 @@ def run(function, world=2, timeout=120, **kwargs) -> list:
     """function(rank, world, **kwargs) in `world` processes; the list of what each returned, rank 0 first. The
     values are copies: they stay readable after the processes have gone, however late they are read. Warnings the
     processes raised are shown here, each once."""
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     results, port = ctx.SimpleQueue(), _free_port()
     children = [ctx.Process(target=_child, args=(rank, world, port, results, function.__module__,
-                                                  function.__name__, kwargs), daemon=True) for rank in range(world)]
+                                                  function.__name__, kwargs, dict(os.environ)), daemon=True)
+                for rank in range(world)]
     for child in children:
         child.start()
     got: dict = {}

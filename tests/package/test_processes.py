@@ -1,6 +1,7 @@
 """processes.run, which lesson 14 runs its experiments with: one value per process, rank 0 first; an error raised in
 a process comes back as the same kind of error, with its rank, without waiting for the peers that hang; a process
 that does not return is stopped at the timeout, with one line."""
+import os
 import threading
 import time
 import warnings
@@ -58,3 +59,19 @@ def test_a_warning_in_the_processes_is_shown_here_once():
         assert processes.run(ddp_lesson.warns) == [0, 1]
     said = [w for w in caught if issubclass(w.category, FutureWarning) and "this flag is deprecated" in str(w.message)]
     assert len(said) == 1 and said[0].filename.endswith("ddp_lesson.py")
+
+
+def language(rank, world):
+    """What a process speaks: its GAN_LESSONS_LANG, and a message of the package as it prints it."""
+    from gan_lessons.i18n import _
+    return os.environ.get("GAN_LESSONS_LANG"), _("joining the process group")
+
+
+def test_each_run_s_processes_speak_the_language_the_notebook_speaks_then(monkeypatch):
+    """The processes take the environment of the moment run() is called, not the one their fork server started
+    with: a lesson that switches to Chinese after a first run gets Chinese messages from the next one."""
+    monkeypatch.setenv("GAN_LESSONS_LANG", "en")
+    assert processes.run(language) == [("en", "joining the process group")] * 2
+    monkeypatch.setenv("GAN_LESSONS_LANG", "zh")
+    (lang, said), _ = processes.run(language)
+    assert lang == "zh" and said != "joining the process group" and any("\u4e00" <= c <= "\u9fff" for c in said)

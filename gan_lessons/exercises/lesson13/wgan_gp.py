@@ -112,7 +112,6 @@ def wgan_gp_checks(make_critic, train_critic) -> Found:
         return [_("make_critic returned {kind}, not the critic: return the nn.Module it builds").format(
             kind=type(made).__name__)]
     attempt("make_critic", wgan_problem, make_critic, hints=LAB_HINTS)
-    lab = Lab("wgan_gp", "WGAN-GP", lambda: wgan_problem(make_critic), reference_train_critic, calls=3)
     D = wgan_problem(make_critic)[3]["D"]
     mixed = sample_mixing(D)
     if mixed:
