@@ -150,8 +150,9 @@ def _run_amp(amp_step, poison=None):
     return run
 
 
-def _call_problems(run):
-    """What the calls on the scaler say: unused, no autocast, update() not once, an optimizer stepped around it."""
+def _call_problems(run, g_right):
+    """What the calls on the scaler say: unused, no autocast, update() not once, an optimizer stepped around it.
+    g_right: whether G's gradient at its step is the reference's."""
     calls, problems = run["calls"], []
     if "scale" not in calls:
         return [_("the scaler passed in never scaled a loss")]
@@ -180,10 +181,13 @@ def _call_problems(run):
             seen=sum(run["d_batches"]), accum=ACCUM, total=2 * ACCUM * run["micro_batch"]))
     elif 0 < run["d_backwards"] < ACCUM and len(run["records"]["opt_D"]) <= 1:
         problems.append(_(ONE_BACKWARD).format(count=run["d_backwards"], accum=ACCUM))
-    if run["into_G"]:
+    if run["into_G"] and g_right:
         problems.append(_("D's backwards before opt_D.step() went on into G's weights: D's loss reached G through "
                           "x_fake, for a gradient of G that no step uses (G's own loss comes after "
                           "opt_G.zero_grad())"))
+    elif run["into_G"]:
+        problems.append(_("D's backwards before opt_D.step() went on into G's weights: D's loss reached G through "
+                          "x_fake, and G's gradient at opt_G.step() is not the reference's"))
     updates = calls.count("update")
     if updates != 1:
         problems.append(_("scaler.update() never ran in one call of amp_step, so the scale never moved") if not updates
@@ -196,6 +200,15 @@ def _call_problems(run):
                               "gradients hold an inf or NaN (and it unscales them when you have not)").format(
                 optimizer=opt))
     return problems
+
+
+def _same_step(run, reference, opt):
+    """Whether opt stepped once, on the reference's gradient (to 1% of its norm)."""
+    mine, right = run["records"][opt], reference["records"][opt]
+    if len(mine) != 1 or len(right) != 1 or any(g is None for g in mine[0].values()):
+        return False
+    g, r = flat(mine[0]), flat(right[0])
+    return bool((g - r).norm() <= 1e-2 * r.norm())
 
 
 def _gradient_problems(run, reference):
@@ -343,9 +356,10 @@ def amp_step_checks(amp_step) -> Found:
                   "max_norm, accum=2)")]
     if run["error"] is not None:
         raise Raised(name, run["error"])
-    problems = _call_problems(run)
+    reference = _run_amp(reference_amp_step)
+    problems = _call_problems(run, _same_step(run, reference, "opt_G"))
     if not problems:
-        problems = _gradient_problems(run, _run_amp(reference_amp_step))
+        problems = _gradient_problems(run, reference)
     if not problems:
         problems = _unclipped_problems(amp_step)
     if not problems:

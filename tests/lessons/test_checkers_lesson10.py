@@ -20,9 +20,11 @@ def run(capsys, answer):
 
 def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, autocast=True, own_scaler=False,
              clip=True, g_target=1, zero_each=False, unscale_each=False, whole_batch=False, fresh_fake=False,
-             attached=False):
+             attached=False, zero_G_first=False):
     """The reference step, or one of the mistakes it is written to catch."""
     def step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):
+        if zero_G_first:
+            opt_G.zero_grad()
         dtype = autocast if isinstance(autocast, torch.dtype) else torch.bfloat16
         ctx = (lambda: torch.autocast("cpu", dtype=dtype)) if autocast else torch.enable_grad
         scaler_G = torch.amp.GradScaler("cpu") if own_scaler else scaler
@@ -55,7 +57,8 @@ def amp_step(clip_first=False, updates="once", step_D="scaler", scale_G=True, au
             scaler.update()
         with ctx():
             loss_G = bce(D(G(z) if fresh_fake else x_fake), g_target)
-        opt_G.zero_grad()
+        if not zero_G_first:
+            opt_G.zero_grad()
         (scaler_G.scale(loss_G) if scale_G else loss_G).backward()
         scaler_G.step(opt_G)
         if updates in ("once", "twice"):
@@ -215,11 +218,14 @@ def test_right_answers_are_accepted(capsys, answer):
     (G_never_cleared, ["G's .grad still held that inf", "skipped G's step again"]),
     (whole_step_in_autocast, ["the one through D as it was before opt_D's step", "ran inside an autocast block"]),
     (never_updated, ["scaler.update() never ran in one call of amp_step, so the scale never moved"]),
-    (amp_step(attached=True), ["D's backwards before opt_D.step() went on into G's weights"]),
+    (amp_step(attached=True), ["D's backwards before opt_D.step() went on into G's weights", "that no step uses"]),
+    (amp_step(attached=True, zero_G_first=True), ["D's backwards before opt_D.step() went on into G's weights",
+                                                  "G's gradient at opt_G.step() is not the reference's"]),
 ], ids=["clip before unscale_", "update twice", "update between", "opt_D.step()", "loss_G unscaled",
         "no autocast", "float16", "a second scaler", "zero_grad each micro-batch", "unscale_ each micro-batch", "no micro-batches",
         "G run again for its loss", "one backward for every micro-batch", "G through D before its step",
-        "G's .grad never cleared", "the whole step in one autocast block", "no update()", "D's fakes not detached"])
+        "G's .grad never cleared", "the whole step in one autocast block", "no update()", "D's fakes not detached",
+    "D's fakes not detached, G's .grad emptied first"])
 def test_each_mistake_is_named(capsys, answer, words):
     ok, out = run(capsys, answer)
     assert ok is False and out.startswith("✗"), out

@@ -826,6 +826,28 @@ def test_numerical_grad_wrong_answers_are_named(capsys, answer, words):
     assert "(f(x + eps) - f(x - eps)) / (2" not in out       # the fix is not printed
 
 
+def ng_first_axis(f, x, eps=1e-3):
+    """Moves x[i] for i in range(len(x)): whole rows of a matrix, and len() of a 0-dim tensor raises."""
+    grad = torch.zeros_like(x)
+    for i in range(len(x)):
+        old = x[i].clone()
+        x[i] = old + eps
+        up = f(x)
+        x[i] = old - eps
+        down = f(x)
+        x[i] = old
+        grad[i] = (up - down) / (2 * eps)
+    return grad
+
+
+def test_a_function_that_raises_is_not_counted_like_one_that_is_off(capsys):
+    """Wrong on the matrix and raising on the 0-dim tensor: both are said, neither as "like" the other."""
+    ok = exercises.check_numerical_grad(ng_first_axis)
+    out = capsys.readouterr().out
+    assert ok is False and "away from the exact gradient" in out and "raised TypeError" in out, out
+    assert "more function(s) like it" not in out, out
+
+
 # --- the last build: training on the engine -----------------------------------------------------------------------------
 def fit(params, x, y, steps, lr):
     W1, b1, W2, b2 = params

@@ -86,19 +86,22 @@ def numerical_grad_checks(numerical_grad) -> Found:
     """Lesson 12, step 5. numerical_grad(f, x, eps) on three smooth functions of tensors of shapes [3], [3, 4] and []
     in float64, against their exact gradients: within 1e-5 for a central difference with eps = 1e-3, x left as it
     was, and the usual slips named (one-sided, divided by eps, every entry moved at once)."""
-    problems = []
+    found: dict = {}                          # {raised: [line, ...]}: an error is not "like" a wrong value
     for what, f, x, exact in _functions():
         try:
-            problem = _problem(numerical_grad, what, f, x, exact)
+            problem, raised = _problem(numerical_grad, what, f, x, exact), False
         except NotImplementedError as error:
             raise Raised("`numerical_grad`", error) from error
         except Exception as error:  # reported
-            problem = _("on {what} your function raised {kind}: {error}").format(what=what, kind=type(error).__name__,
-                                                                               error=error)
+            problem, raised = _("on {what} your function raised {kind}: {error}").format(
+                what=what, kind=type(error).__name__, error=error), True
         if problem:
-            problems.append(problem)
-    if len(problems) > 1:
-        problems = problems[:1] + [_("... and {count} more function(s) like it").format(count=len(problems) - 1)]
+            found.setdefault(raised, []).append(problem)
+    problems = []
+    for lines in found.values():
+        problems.append(lines[0])
+        if len(lines) > 1:
+            problems.append(_("... and {count} more function(s) like it").format(count=len(lines) - 1))
     if not problems:
         problems = _eps_problems(numerical_grad)
     return problems, {"count": len(_functions())}
