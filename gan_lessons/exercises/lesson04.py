@@ -236,7 +236,7 @@ def sample_checks(sample) -> Found:
     if not G.training:
         problems.append(_("G is left in eval mode, and the next training step would use the running statistics"))
     elif left:
-        problems.append(_("G.training is True after sample, but {count} of its submodules are left in eval mode "
+        problems.append(_("G.training is True after sample, but G still has {count} submodule(s) in eval mode "
                           "(G.{first}, ...): the next training step would use their running statistics").format(
             count=len(left), first=left[0]))
     problems += _image_problems(images, expected, z)

@@ -348,7 +348,7 @@ def test_a_sample_changed_after_an_evaluation_mode_forward_is_not_blamed_on_batc
     (sample_rescaled, ["differ from G's evaluation-mode output, by up to 0.9"]),
     (sample_clipped, ["differ from G's evaluation-mode output, by up to 0.4"]),
     (sample_detach, ["saved", "never runs", "does not unsave them"]),
-    (sample_top_flag_only, ["G.training is True after sample", "submodules are left in eval mode"]),
+    (sample_top_flag_only, ["G.training is True after sample", "submodule(s) in eval mode"]),
     (sample_frozen, ["no longer require grad after sample"]),
     (sample_left_in_eval, ["left in eval mode"]),
     (sample_always_train, ["was in eval mode before sample", "in training mode after"]),
