@@ -628,6 +628,13 @@ def matmul_other_names(self, other):                # its own names, not torch's
     return out
 
 
+def exp_bare_gradient(self):                       # its one gradient returned alone, not in a tuple
+    out = self._result(self.data.exp(), (self,))
+    out.save("result", out)
+    out._backward = lambda grad, saved: grad * saved["result"]
+    return out
+
+
 @pytest.mark.parametrize("methods", [{"save": save_list_entry}], ids=["save as a list"])
 def test_saving_more_right_answers(capsys, methods):
     ok, out = run(capsys, 1, engine(**methods))
@@ -640,7 +647,9 @@ def test_saving_more_right_answers(capsys, methods):
     ({"__matmul__": matmul_own_operand}, "matmul saved its own operand instead of the other"),
     ({"__matmul__": matmul_untransposed}, "matmul's gradient for b has shape [4, 3]"),
     ({"__matmul__": matmul_other_names}, "where torch's node saves mat2=b"),
-], ids=["value only", "version 0", "matmul own operand", "matmul untransposed", "matmul's own names"])
+    ({"exp": exp_bare_gradient}, "exp's backward returned Tensor"),
+], ids=["value only", "version 0", "matmul own operand", "matmul untransposed", "matmul's own names",
+        "exp's gradient not in a tuple"])
 def test_saving_more_wrong_answers_are_named(capsys, methods, words):
     ok, out = run(capsys, 1, engine(**methods))
     assert ok is False and out.startswith("✗") and words in out, out

@@ -112,6 +112,7 @@ def test_name_and_line_matching_alone():
     assert same_tensor("D.net[7].weight", "D.net.7.weight.T") and not same_tensor("D[5].weight", "D.net.7.weight.T")
     assert same_line("opt_D.step", (3, "opt_D.step()")) and same_line(3, (3, "x"))
     assert not same_line(True, (1, "x")) and not same_line("", (1, "x"))
+    assert same_line("18", (18, "l2.backward()")) and same_line(" 3 ", (3, "x")) and not same_line("18", (3, "x"))
 
 
 @pytest.mark.parametrize("retain_graph, kind", [(False, "freed"), (True, "version")])

@@ -147,7 +147,11 @@ def _backward_problem(op, out, a, b, same, what, want):
                 op=op, kind=type(error).__name__, error=headline(message), what=what, shape=list(want["grad"].shape))
         return _("{op}'s backward raised {kind}: {error} on {what}").format(
             op=op, kind=type(error).__name__, error=headline(message), what=what)
-    grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
+    if not isinstance(grads, (tuple, list)):
+        return _("{op}'s backward returned {kind} on {what}, not one gradient per parent in a tuple or list: a "
+                 "backward that pairs the node's parents with what it returns would pair them with the rows of that "
+                 "{kind}").format(op=op, kind=type(grads).__name__, what=what)
+    grads = list(grads)
     if len(grads) != len(parents):
         return _("{op}'s backward returned {count} gradient(s) on {what}, where the node has {parents} "
                  "parent(s)").format(op=op, count=len(grads), what=what, parents=len(parents))
