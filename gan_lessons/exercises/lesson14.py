@@ -73,6 +73,9 @@ def ddp_accumulation_checks(d_step) -> Found:
     elif problems and not compare_steps(_records(runs[0]["grads"][:1]), held):
         problems = [_("D stepped on the call's gradient plus the {stale} its .grad held when the call began (as a G "
                       "step's backward through D leaves there)").format(stale=STALE)]
+    if problems and 0 < min(runs[0]["backwards"]) < ACCUM:
+        problems.append(_("and {count} backward(s) reached D in a call, where each of the accum={accum} "
+                          "micro-batches has one of its own").format(count=min(runs[0]["backwards"]), accum=ACCUM))
     if not problems and min(runs[0]["backwards"]) < ACCUM:
         problems = [_(ONE_BACKWARD).format(count=min(runs[0]["backwards"]), accum=ACCUM)]
     if not problems and max(runs[0]["samples"]) > 2 * runs[0]["batch"]:

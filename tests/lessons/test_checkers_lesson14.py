@@ -189,6 +189,15 @@ def uses_a_notebook_name(ddp, opt_D, x_real, x_fake, accum):
     opt_D.step()
 
 
+def split_into_pieces_of_accum(ddp, opt_D, x_real, x_fake, accum):     # split(accum): pieces of accum samples
+    opt_D.zero_grad()
+    pairs = list(zip(x_real.split(accum), x_fake.split(accum)))
+    for k, (real, fake) in enumerate(pairs):
+        with contextlib.nullcontext() if k == len(pairs) - 1 else ddp.no_sync():
+            ((F.relu(1 - ddp(real)).mean() + F.relu(1 + ddp(fake)).mean()) / accum).backward()
+    opt_D.step()
+
+
 def stub(ddp, opt_D, x_real, x_fake, accum):
     # YOUR CODE HERE
     raise NotImplementedError()
@@ -218,6 +227,8 @@ def test_right_answers_are_accepted(capsys, answer):
     (unsynced_first_only, ["the gradients are right, but DDP sent each bucket 3 times a step"]),
     (averaged_by_hand, ["DDP sent no bucket during a step"]),
     (whole_fake_each_time, ["the gradients are right, but D ran on", "went through D more than once"]),
+    (split_into_pieces_of_accum, ["0.5x the reference's", "and 2 backward(s) reached D in a call",
+                                  "accum=4 micro-batches has one of its own"]),
 ], ids=lambda x: getattr(x, "__name__", "words"))
 def test_each_mistake_is_named(capsys, answer, words):
     assert exercises.check_ddp_accumulation(answer) is False
