@@ -181,3 +181,16 @@ def test_a_parameter_whose_right_gradient_is_only_rounding_from_zero_is_not_coun
     mine["opt_D"][0]["D.2.bias"] = mine["opt_D"][0]["D.2.bias"] * 3
     line = steps.first_difference(mine, ref)
     assert "(only in D.2.bias; the other 2 are right)" in line, line
+
+
+def test_a_gradient_within_a_wide_tolerance_but_not_near_the_reference_is_not_called_right():
+    """bfloat16's tolerance (2e-2 of the largest entry) passes a gradient 1.5% off: with one parameter off by more,
+    the others are not said to be right."""
+    mine, ref = _run(right), _run(right)
+    for name, grad in mine["opt_D"][0].items():
+        mine["opt_D"][0][name] = grad * 1.015
+    mine["opt_D"][0]["D.2.bias"] = ref["opt_D"][0]["D.2.bias"] * 3
+    line = steps.first_difference(mine, ref, 2e-2)
+    assert line.startswith("step 1: opt_D stepped on") and "right)" not in line, line
+    mine["opt_D"][0] = {**ref["opt_D"][0], "D.2.bias": ref["opt_D"][0]["D.2.bias"] * 3}
+    assert "the other 3 are right)" in steps.first_difference(mine, ref, 2e-2)
