@@ -4,14 +4,14 @@ form a gloo process group on this machine, as torchrun would start them, and bri
     results = processes.run(ddp_lesson.averaged, world=2)      # one value per rank, rank 0 first
 
 The processes are forked from multiprocessing's fork server (where the platform has one; "spawn" elsewhere): a clean
-process, started once, that has imported torch and nothing else, so each process starts without importing torch
-again and without anything of the kernel's, which a child
-forked from a Jupyter or Colab kernel could not use safely. The function must live in an importable module, imported
-afresh in each process; a student's function is sent as its source (`source=`). Each process gets the environment
-the notebook has when run() is called (its language among it), not the one the server started with. If a process raises, run() raises the same kind of error with the same
-message, with `.rank` set: the lowest rank's, an error that only says a peer went away coming last. A process that
-hangs (its peer gone) is stopped at `timeout`, and the error says what each late process was doing. What the
-processes return is sent as bytes, so it is still there when the notebook reads it after they have exited; their
+process, started once, that has imported torch and nothing else. So each process starts without importing torch
+again, and without anything of the kernel's (which a child forked from a Jupyter or Colab kernel could not use
+safely). The function must live in an importable module, imported afresh in each process; a student's function is
+sent as its source (`source=`). Each process gets the environment the notebook has when run() is called (its
+language among it), not the one the server started with. If a process raises, run() raises the same kind of error
+with the same message, with `.rank` set: the lowest rank's, an error that only says a peer went away coming last.
+A process that hangs (its peer gone) is stopped at `timeout`, and the error says what each late process was doing.
+What the processes return is sent as bytes, so it is still there when the notebook reads it after they have exited; their
 Python warnings are shown in the notebook as warnings, each once."""
 import builtins
 import io
