@@ -11,8 +11,8 @@ sent as its source (`source=`). Each process gets the environment the notebook h
 language among it), not the one the server started with. If a process raises, run() raises the same kind of error
 with the same message, with `.rank` set: the lowest rank's, an error that only says a peer went away coming last.
 A process that hangs (its peer gone) is stopped at `timeout`, and the error says what each late process was doing.
-What the processes return is sent as bytes, so it is still there when the notebook reads it after they have exited; their
-Python warnings are shown in the notebook as warnings, each once."""
+What the processes return is sent as bytes, so it is still there when the notebook reads it after they have
+exited; their Python warnings are shown in the notebook as warnings, each once."""
 import builtins
 import io
 import os
