@@ -48,6 +48,29 @@ def user_frame(depth=1, nth=1):
     return None
 
 
+def call_site():
+    """(the student's line that made the torch call being made now, the line inside a module's forward it ran on
+    or None). That is the innermost line of the student's, except inside a module's `forward` called by name
+    (`D.forward(x)`, which runs no module hooks): the line that called it, as a hooked `D(x)` is placed."""
+    frame = sys._getframe(1)
+    while frame is not None and not is_user(frame):
+        frame = frame.f_back
+    inner, outer = frame, frame
+    while outer is not None and outer.f_code.co_name == "forward" and outer.f_code.co_argcount \
+            and isinstance(outer.f_locals.get(outer.f_code.co_varnames[0]), nn_module.Module):
+        caller = outer.f_back
+        while caller is not None and not is_user(caller):
+            caller = caller.f_back
+        if caller is None:
+            break
+        outer = caller
+    if outer is None:
+        return None, None
+    def where(f):
+        return Where(f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
+    return where(outer), None if outer is inner else where(inner)
+
+
 def outermost_user_frame(entry=None):
     """The outermost frame of the student's code that the block runs, as a Where: of the frames called from `entry`
     (the frame that entered the doctor), the outermost that is the student's, else `entry` itself if it is; None if

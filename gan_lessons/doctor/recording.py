@@ -11,7 +11,14 @@ from torch.overrides import _get_current_function_mode as _current_mode
 
 from gan_lessons import graphs
 from gan_lessons.doctor.checks import tensors_in
-from gan_lessons.doctor.frames import called_from_user, custom_forward, outermost_user_frame, user_frame, user_site
+from gan_lessons.doctor.frames import (
+    call_site,
+    called_from_user,
+    custom_forward,
+    outermost_user_frame,
+    user_frame,
+    user_site,
+)
 from gan_lessons.doctor.nodes import SERIAL, BackwardCall, CallRecord, InplaceWrite, LeafWrite, Made, NodeInfo, Step
 from gan_lessons.doctor.ops import (
     QUIET_CALLS,
@@ -334,7 +341,9 @@ class Recorder:
                 if fn is None or fn in journal.nodes or hasattr(fn, "variable") \
                         or fn._sequence_nr() < journal.first_seq:   # made before the block: not by this op
                     continue
-                where = where or user_frame()
+                if where is None:         # outside a hooked module; D.forward(x) is placed where it was called
+                    where, direct = call_site()
+                    inside = direct if direct is not None else inside
                 if inside is ...:
                     inside = user_frame() if self.sites else None
                     # (a compiled forward's frame stands at its `def` line while its graph runs: no line inside)
@@ -355,7 +364,7 @@ class Recorder:
         if compiling():
             return
         # ops inside a module are attributed to the student's line that called the outermost module
-        site = self.sites[-1] if self.sites else user_frame()
+        site = self.sites[-1] if self.sites else call_site()[0]
         if not torch.is_grad_enabled() and not any(id(m) in self.off for m in self.stack) \
                 and any(p.requires_grad for p in module.parameters()):
             # the outermost trainable module run with gradients off (no_grad, a reentrant checkpoint's first

@@ -272,3 +272,38 @@ def test_a_tensor_carried_across_the_steps_of_two_optimizers_leads_with_the_reor
     d = diagnosis_of(bug)
     assert d.kind == "version" and "`mu2`" in d.facts["carried"], d.text()
     assert d.fixes[0][0].startswith("reorder:") and d.fixes[1][0].startswith("make `mu2` again"), d.text()
+
+
+class _Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+
+    def forward(self, x):
+        h = self.net(x)
+        return torch.sigmoid(h)
+
+
+def test_a_module_run_by_its_forward_method_is_placed_at_the_line_that_called_it():
+    """D.forward(x) runs no module hooks: the graph it makes is still placed at the line that called it (the line
+    inside forward after it), so the carried tensor is named by the line that made it."""
+    def bug():
+        torch.manual_seed(0)
+        G, D = nn.Linear(3, 4), _Critic()
+        opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+        fake = G.forward(torch.randn(8, 3))
+        d_fake = D.forward(fake)
+        loss_D = F.binary_cross_entropy(d_fake, torch.zeros(8, 1))
+        opt_D.zero_grad()
+        loss_D.backward(retain_graph=True)
+        opt_D.step()
+        loss_G = F.binary_cross_entropy(d_fake, torch.ones(8, 1))
+        opt_G.zero_grad()
+        loss_G.backward()
+        opt_G.step()
+    d = diagnosis_of(bug)
+    assert d.kind == "version" and "`d_fake`" in d.summary, d.text()
+    assert "(`d_fake = D.forward(fake)`)" in d.facts["carried"], d.text()
+    assert "(`h = self.net(x)`), called from line" in d.facts["saved by"] or \
+        "(`return torch.sigmoid(h)`), called from line" in d.facts["saved by"], d.text()
+    assert "`d_fake = D.forward(fake)`" in d.facts["saved by"], d.text()
