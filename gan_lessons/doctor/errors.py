@@ -463,7 +463,7 @@ class Diagnoser:
         writes = [rec for rec in self.journal.inplace if rec.serial >= last and rec.ptr in ptrs]
         if not writes:
             return None
-        return (_("{op} at {where}").format(op=writes[-1].op, where=placed(writes[-1].where, writes[-1].outer)),
+        return (_("{op} at {where}").format(op=writes[-1].op, where=placed(writes[-1].where, writes[-1].outer, writes[-1].method)),
                 sorted({ptrs[rec.ptr] for rec in writes}))
 
     def _trained_through(self, roots, shared, b):

@@ -86,13 +86,40 @@ def outermost_user_frame(entry=None):
                                             linecache.getline(found.f_code.co_filename, found.f_lineno).strip())
 
 
-def placed(where, outer):
+def placed(where, outer, method=None):
     """How a diagnosis says where a write happened: the line, and where it is in another file than the student's
-    outermost frame (a helper module, a library), that file and the line that led there."""
+    outermost frame (a helper module, a library), that file and the line that led there; in an optimizer's own
+    method (`method`, from optimizer_method), that method and the line that called it."""
+    from gan_lessons.i18n import _
+    if method is not None and where is not None:
+        function, caller = method
+        inside = where if caller.file == where.file else _("{file}, {where}").format(file=shown_path(where.file),
+                                                                                    where=where)
+        return _("{where}, in {function}, called from {caller}").format(where=inside, function=function,
+                                                                       caller=caller)
     if where is None or outer is None or where.file == outer.file:
         return str(where)
-    from gan_lessons.i18n import _
     return _("{file}, {where}, called from {caller}").format(file=shown_path(where.file), where=where, caller=outer)
+
+
+def optimizer_method():
+    """(its qualified name, the student's line that called it) when the student's innermost frame is a method of an
+    optimizer other than step(), as SAM's first_step, which moves the weights between two backwards; else None."""
+    frame = sys._getframe(1)
+    while frame is not None and not is_user(frame):
+        frame = frame.f_back
+    code = frame.f_code if frame is not None else None
+    if code is None or code.co_name == "step" or not code.co_argcount or code.co_varnames[0] != "self" \
+            or not isinstance(frame.f_locals.get("self"), torch.optim.Optimizer):
+        return None
+    caller = frame.f_back
+    while caller is not None and not is_user(caller):
+        caller = caller.f_back
+    if caller is None:
+        return None
+    name = caller.f_code.co_filename
+    return (getattr(code, "co_qualname", code.co_name),
+            Where(name, caller.f_lineno, linecache.getline(name, caller.f_lineno).strip()))
 
 
 def user_site():

@@ -87,6 +87,7 @@ class InplaceWrite:
     module: torch.nn.Module | None = None  # the module running then, if any
     made: NodeInfo | None = None  # the NodeInfo of what the tensor held before (an in-place op's input), if known
     outer: Where | None = None   # the student's outermost line then, when `where` is in another file
+    method: tuple | None = None  # (name, caller) when written in an optimizer's own method (frames.optimizer_method)
 
 
 @dataclass(slots=True, eq=False)

@@ -15,6 +15,7 @@ from gan_lessons.doctor.frames import (
     call_site,
     called_from_user,
     custom_forward,
+    optimizer_method,
     outermost_user_frame,
     user_frame,
     user_site,
@@ -316,7 +317,7 @@ class Recorder:
             journal.inplace.append(InplaceWrite(w.untyped_storage().data_ptr(), op, user_frame(), w._version,
                                                 tuple(w.shape), journal.serial, module,
                                                 journal.nodes.get(before[0][0]) if before else None,   # held before
-                                                outermost_user_frame(journal.entry)))
+                                                outermost_user_frame(journal.entry), optimizer_method()))
         given, self.versions_before = self.versions_before, []     # held no longer than the call
         for t, before in given:
             now = version_of(t)

@@ -398,10 +398,10 @@ class VersionErrors:
             first = writes[0]                       # the write that made the saved value stale; later ones only
             module = self.namer.module_name(first.module)       # moved the counter further
             said = (_("{op} in {module} at {where}") if module else _("{op} at {where}")).format(
-                op=first.op, module=module, where=placed(first.where, first.outer))
+                op=first.op, module=module, where=placed(first.where, first.outer, first.method))
             if len(writes) > 1:
                 said = _("{first}, the first of {count} in-place writes into it after the save (the last: {last})"
-                         ).format(first=said, count=len(writes), last=placed(rec.where, rec.outer))
+                         ).format(first=said, count=len(writes), last=placed(rec.where, rec.outer, rec.method))
             return said, first, False
         return self._unseen(saved, s), None, False
 

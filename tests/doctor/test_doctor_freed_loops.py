@@ -161,6 +161,34 @@ def test_a_write_into_the_shared_weights_between_two_backwards_rules_out_retain_
         climb_then_descend(retain=True)
 
 
+class _Climber(torch.optim.SGD):
+    """SAM's shape: the climb is a method of the optimizer, called from the loop."""
+
+    @torch.no_grad()
+    def first_step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(0.05 * p.grad)  # climb
+
+
+def climb_in_an_optimizer_method():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    opt = _Climber(model.parameters(), lr=0.1)
+    x = torch.randn(4, 3)
+    out = model(x)
+    out.pow(2).mean().backward()
+    opt.first_step()
+    out.pow(2).mean().backward()
+
+
+def test_a_write_in_an_optimizer_s_own_method_is_placed_at_the_line_that_called_the_method():
+    d = diagnosis_of(climb_in_an_optimizer_method)
+    said = d.facts["stepped between"]
+    assert said.startswith("add_ at line") and "(`p.add_(0.05 * p.grad)  # climb`)" in said, d.text()
+    assert ", in _Climber.first_step, called from line" in said and "(`opt.first_step()`)" in said, d.text()
+
+
 def one_backward_two_steps(G_name, D_name):
     torch.manual_seed(0)
     nets = {G_name: nn.Linear(2, 4), D_name: nn.Linear(4, 1)}
