@@ -47,7 +47,7 @@ def doctor_bug_checks(buggy_loop, expected=None, quiet=False) -> Found:
         return None
     if isinstance(expected, str):     # "Freed", " version ": the kind is what counts, as in check_diagnosis
         expected = expected.strip().lower()
-    if expected is not None and expected not in DOCTOR_KINDS:
+    if expected is not None and (not isinstance(expected, str) or expected not in DOCTOR_KINDS):
         return [_("expected = {expected} is not a diagnosis kind the doctor gives for an error; pick one of "
                   "{kinds}").format(expected=repr(expected), kinds=', '.join(repr(k) for k in DOCTOR_KINDS))], {}
     watch = doctor()

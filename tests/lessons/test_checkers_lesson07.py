@@ -362,6 +362,8 @@ def test_doctor_bug_wrong_answers_are_named(capsys):
     assert ok is False and "ValueError" in out and "only the lessons' autograd errors" in out
     ok, out = run(capsys, exercises.check_doctor_bug, freed_bug, "graph freed", quiet=True)
     assert ok is False and "is not a diagnosis kind" in out
+    ok, out = run(capsys, exercises.check_doctor_bug, freed_bug, ["freed"], quiet=True)    # a list, not a kind
+    assert ok is False and "expected = ['freed'] is not a diagnosis kind" in out, out
 
 
 def test_doctor_bug_unsolved(capsys):
