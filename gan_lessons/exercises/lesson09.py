@@ -69,7 +69,8 @@ def _run_frozen(g_step, interrupt=None, frozen=0):
 
     def at_forward(module, args):
         if run["at forward"] is None:
-            run["at forward"] = {n: p.requires_grad for n, p in D.named_parameters()}
+            recording = torch.is_grad_enabled()      # under no_grad a forward saves nothing for any weight
+            run["at forward"] = {n: p.requires_grad and recording for n, p in D.named_parameters()}
         if interrupt:
             raise interrupt("raised by the checker inside D's forward")
     with recorded_steps({"opt_G": opt_G}, names) as records:

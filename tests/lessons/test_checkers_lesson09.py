@@ -225,6 +225,22 @@ def g_step_leaves_D_in_eval(G, D, opt_G, z):        # right gradients and flags,
     exercises.reference_frozen_g_step(G, D, opt_G, z)
 
 
+def g_step_D_under_no_grad(G, D, opt_G, z):       # D's forward under no_grad: no graph from G to the loss at all
+    opt_G.zero_grad()
+    with torch.no_grad():
+        logits = D(G(z))
+    loss_G = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits)).requires_grad_()
+    loss_G.backward()
+    opt_G.step()
+    return loss_G.detach()
+
+
+def test_a_D_forward_under_no_grad_is_not_told_it_saved_activations(capsys):
+    ok, out = run(capsys, g_step_D_under_no_grad)
+    assert ok is False and "opt_G stepped with G.net.0.weight.grad None" in out, out
+    assert "saved activations" not in out and "not frozen" not in out, out
+
+
 def test_frozen_g_step(capsys):
     ok, out = run(capsys, exercises.reference_frozen_g_step)
     assert ok is True and out.startswith("✓"), out
