@@ -274,6 +274,7 @@ def init_checks(init_weights) -> Found:
     before = {n: p for n, p in model.named_parameters()}
     values = {n: p.detach().clone() for n, p in model.named_parameters()}
     versions = {n: p._version for n, p in model.named_parameters()}
+    buffers = {n: b.clone() for n, b in model.named_buffers()}
     try:
         with data_uses() as reads:
             model.apply(init_weights)
@@ -304,6 +305,13 @@ def init_checks(init_weights) -> Found:
             problems.append(_("{kind} {module}: its {parameter} changed, though DCGAN's init is for Linear, "
                               "convolutions and BatchNorm alone").format(kind=type(m).__name__, module=n,
                                                                           parameter=moved[0]))
+    for n, b in model.named_buffers():
+        if not torch.equal(b, buffers[n]):
+            module, _dot, buffer = n.rpartition(".")
+            problems.append(_("{kind} {module}: its buffer {buffer} changed, though DCGAN's init sets weights and "
+                              "biases alone (a BatchNorm's running statistics are what it has measured)").format(
+                kind=type(model.get_submodule(module)).__name__, module=module, buffer=buffer))
+            break
     if reads.count:
         problems.append(_("your init goes through `.data` of a parameter (the old DCGAN tutorial's `m.weight.data`): "
                           "it works before training, but `.data` changes a parameter behind autograd's version "

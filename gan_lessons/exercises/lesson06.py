@@ -1,5 +1,6 @@
 """Lesson 06's exercise: a checkpoint a run resumes from exactly (check_resume)."""
 import copy
+import operator
 
 import torch
 from torch import nn, optim
@@ -92,6 +93,28 @@ def _round_trip(saved):
                            "them").format(error=headline(str(error)))
 
 
+def _step_returned(resumed_at, steps):
+    """(the step load_state returned, as a number range() takes (an int, or a tensor holding one), or None; what is
+    wrong with it, or None)."""
+    try:
+        start = operator.index(0 if resumed_at is None else resumed_at)      # nothing returned: a loop from 0
+    except (TypeError, ValueError, RuntimeError):
+        shown = repr(resumed_at)
+        return None, _("load_state returned {value}, a {kind}, where the run that resumes needs the number of the step "
+                       "it stopped after ({steps})").format(value=shown if len(shown) <= 40 else shown[:37] + "...",
+                                                            kind=type(resumed_at).__name__, steps=steps)
+    if start == steps:
+        return start, None
+    if start == 0:
+        return None if resumed_at is None else start, _("load_state returned {value}, but the run stopped after {steps} steps: the resumed run "
+                        "starts again at step 0, replays the first batches and trains {steps} steps too many").format(
+            value=repr(resumed_at), steps=steps)
+    return start, _("load_state returned {value}, but the run stopped after {steps} steps: the resumed run starts at "
+                    "step {value} and {what}").format(
+        value=start, steps=steps, what=_("skips {count} step(s)").format(count=start - steps) if start > steps
+        else _("trains {count} step(s) twice").format(count=steps - start))
+
+
 def resume_checks(save_state, load_state, steps=3) -> Found:
     """Lesson 06. save_state(G, D, opt_G, opt_D, step) returns a checkpoint of the run after `step` steps, as plain
     data that stays as it is while the run goes on; load_state(state, G, D, opt_G, opt_D) puts it back into fresh
@@ -143,19 +166,8 @@ def resume_checks(save_state, load_state, steps=3) -> Found:
     if not torch.equal(torch.get_rng_state(), truth["rng"]):
         problems.append(_("after load_state, torch's random state is not the saved one, so the resumed run draws a "
                           "different z"))
-    try:
-        start = int(resumed_at)
-    except (TypeError, ValueError, RuntimeError):
-        start = None
-    if start != steps and start in (None, 0):
-        problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: the resumed run "
-                          "starts again at step 0, replays the first batches and trains {steps} steps too many").format(
-            value=repr(resumed_at), steps=steps))
-    elif start != steps:
-        problems.append(_("load_state returned {value}, but the run stopped after {steps} steps: the resumed run "
-                          "starts at step {value} and {what}").format(
-            value=start, steps=steps, what=_("skips {count} step(s)").format(count=start - steps) if start > steps
-            else _("trains {count} step(s) twice").format(count=steps - start)))
+    start, problem = _step_returned(resumed_at, steps)
+    problems += [problem] if problem else []
     if any(not m.training for m in G.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)):
         problems.append(_("after load_state, G's BatchNorm is in eval mode, where the run that never stopped trains "
                           "in training mode: the resumed steps would normalise with its running statistics"))

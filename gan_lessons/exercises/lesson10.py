@@ -216,6 +216,7 @@ def _gradient_problems(run, reference):
     problems, scale = [], run["scale before"]
     last_only = _run_amp(variant(reference_amp_step, **CLEARED_EACH_MICRO_BATCH))["records"]["opt_D"]
     if len(run["records"]["opt_D"]) == 1 and len(last_only) == 1 and \
+            all(g is not None for g in run["records"]["opt_D"][0].values()) and \
             (flat(run["records"]["opt_D"][0]) - flat(last_only[0])).norm() <= 1e-2 * flat(last_only[0]).norm():
         return [_("D's gradient at opt_D.step() is its last micro-batch's alone: D's .grad was emptied between the "
                   "micro-batches' backwards, so the earlier ones were lost")]
@@ -225,11 +226,15 @@ def _gradient_problems(run, reference):
             problems.append(_("{optimizer} stepped {count} times in one call of amp_step; it should step "
                               "once").format(optimizer=opt, count=len(mine)))
             continue
+        if all(g is None for g in mine[0].values()):
+            problems.append(_("every parameter of {net} has .grad None at {optimizer}.step(), so that step changed "
+                              "nothing").format(net=net, optimizer=opt))
+            break
         if any(g is None for g in mine[0].values()):
             missing = next(n for n, g in mine[0].items() if g is None)
             problems.append(_("{parameter}.grad is None at {optimizer}.step(): did {net}'s loss reach it, and its "
                               "backward run?").format(parameter=missing, optimizer=opt, net=net))
-            continue
+            break
         g, r = flat(mine[0]), flat(right[0])
         if (g - r).norm() <= 1e-2 * r.norm():
             continue

@@ -305,6 +305,18 @@ def test_init_names_each_mistake(capsys):
     assert ok is False and "changed nothing" in out
 
 
+def init_running_var_zeroed(m):                      # the weights right, and BatchNorm's running_var zeroed too
+    init_reference(m)
+    if isinstance(m, NORMS):
+        with torch.no_grad():
+            m.running_var.zero_()
+
+
+def test_init_names_a_changed_running_statistic(capsys):
+    ok, out = run(capsys, exercises.check_init, init_running_var_zeroed)
+    assert ok is False and out.startswith("✗ init_weights: BatchNorm1d 1: its buffer running_var changed"), out
+
+
 def init_skips_batchnorm(m):                         # Linear and convolutions only: BatchNorm left at PyTorch's ones
     if isinstance(m, DCGAN):
         init_reference(m)

@@ -140,6 +140,23 @@ def test_step_count_missing_names_the_step(capsys):
     assert "starts again at step 0" in out and out.count("✗") == 1
 
 
+def load_returning_the_state(state, G, D, opt_G, opt_D):      # everything loaded; the checkpoint returned
+    load_everything(state, G, D, opt_G, opt_D)
+    return state
+
+
+def load_returning_text(state, G, D, opt_G, opt_D):            # everything loaded; the step as text
+    return str(load_everything(state, G, D, opt_G, opt_D))
+
+
+def test_a_step_returned_as_something_else_than_a_number_is_named_shortly(capsys):
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_returning_the_state)
+    assert ok is False and "load_state returned {'G': " in out and "..., a dict, where the run" in out, out
+    assert len(out) < 200 and out.count("✗") == 1, out
+    ok, out = run(capsys, exercises.check_resume, save_deepcopy, load_returning_text)
+    assert ok is False and "load_state returned '3', a str, where the run that resumes needs the number" in out, out
+
+
 def load_one_step_on(state, G, D, opt_G, opt_D):     # everything loaded, the step count off by one
     return load_everything(state, G, D, opt_G, opt_D) + 1
 

@@ -240,6 +240,16 @@ def test_opt_D_stepped_directly_is_told_first_and_alone(capsys):
     assert "samples at once" not in out, out
 
 
+D_cleared_before_its_step = variant(      # D's gradients emptied after unscale_: opt_D steps on nothing
+    exercises.reference_amp_step, move=("opt_D.zero_grad()", "scaler.step(opt_D)"))
+
+
+def test_gradients_cleared_before_the_step_are_told_as_that_and_alone(capsys):
+    ok, out = run(capsys, D_cleared_before_its_step)
+    assert ok is False and out == "✗ amp_step: every parameter of D has .grad None at opt_D.step(), so that step " \
+        "changed nothing\n", out
+
+
 def test_a_D_forward_of_G_s_loss_is_no_micro_batch(capsys):
     """G's loss through D before D's step runs D on the whole fake batch: G's mistake, not D's micro-batches'."""
     ok, out = run(capsys, G_before_D_steps)
