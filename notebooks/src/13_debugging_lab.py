@@ -160,7 +160,7 @@ assert solved, "srgan_step: not solved yet, or not right: the lines above say wh
 #
 # **The code.** BigGAN-PyTorch's `train()` from `train_fns.py`: `config['num_D_steps']` D steps, each adding up
 # `config['num_D_accumulations']` backwards before it steps, then G's step. Here `num_D_steps` is 2 and
-# `num_D_accumulations` is 2, and `train` runs twice. Nothing raises. The cell below runs `train` as written, as
+# `num_D_accumulations` is 3, and `train` runs twice. Nothing raises. The cell below runs `train` as written, as
 # the grader does, and prints its training log: the value of each loss a backward starts from, call by call, next to
 # the reference fix's on the same models and batches. Read it before you go on: how would you know from a log
 # like this that something is wrong?
@@ -252,8 +252,8 @@ assert solved, "biggan_train: not solved yet, or not right: the lines above say 
 # at the top of `train()`, before the loop over the D steps, so every D step after the first steps on its own
 # gradient plus all the ones before. The author: "Good catch--this was a typo!", fixed it, and noted that the main
 # training script is not affected, since it trains with `num_D_steps=1` by default. The fix: reset D's gradients at
-# the start of each D step, before its accumulation loop (inside that loop, it throws away every half-batch but the
-# last).
+# the start of each D step, before its accumulation loop (inside that loop, it throws away every micro-batch but
+# the last).
 
 # %% [markdown]
 # ## 3 · WGAN-GP: a penalty that runs

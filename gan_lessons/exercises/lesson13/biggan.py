@@ -37,7 +37,7 @@ def generator_loss(dis_fake):
     return -torch.mean(dis_fake)
 
 
-BIGGAN_CONFIG = {'batch_size': 4, 'num_D_steps': 2, 'num_D_accumulations': 2, 'num_G_accumulations': 1,
+BIGGAN_CONFIG = {'batch_size': 4, 'num_D_steps': 2, 'num_D_accumulations': 3, 'num_G_accumulations': 1,
                  'toggle_grads': True}
 
 
@@ -88,9 +88,9 @@ _biggan_zero_in_accumulation = variant(reference_biggan_train, move=("D.optim.ze
 
 
 add_lab(Lab("biggan", "BigGAN: zero_grad() once, before the D steps", _biggan_problem, reference_biggan_train, calls=2,
-         mistakes=[(_biggan_zero_in_accumulation, N_("each D step now steps on its last accumulated half-batch only: "
+         mistakes=[(_biggan_zero_in_accumulation, N_("each D step now steps on its last accumulated micro-batch only: "
                                                      "the gradient is reset inside the accumulation loop, which throws "
-                                                     "away every half-batch but the last"))]))
+                                                     "away every micro-batch but the last"))]))
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
@@ -99,7 +99,8 @@ TELLS = ("zero_grad", "typo", "once, before", "still held", "plus step", "清零
 FIX_CODE = ("D.optim.zero_grad()",)
 
 
-# Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 2 accumulations each, then a G step).
+# Lab 2. train(G, D, GD, z_, config, x), twice (2 D steps of 3 accumulations each, then a G step): two counts
+# that differ, so a loss divided by the wrong one shows.
 TRAIN = lab_exercise("train", reference_biggan_train, LABS["biggan"], N_(
     "every D step and G step is on the reference's gradients: each D step starts from zero and adds up "
     "its accumulations"))

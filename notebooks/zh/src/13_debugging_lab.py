@@ -131,7 +131,7 @@ assert solved, "srgan_step：还没有完成，或者还不对：上面几行说
 #
 # 这是一个被广泛复制的代码库里的静默错误。
 #
-# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 2，`train` 运行两次。不会报任何错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中，作为各次反向传播起点的那些损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
+# **代码**。BigGAN-PyTorch 的 `train_fns.py` 中的 `train()`：先做 `config['num_D_steps']` 个 D 步，每个 D 步累加 `config['num_D_accumulations']` 次反向传播之后再更新，然后是 G 步。这里 `num_D_steps` 为 2，`num_D_accumulations` 为 3，`train` 运行两次。不会报任何错。下面的单元格像评分器那样按原样运行 `train`，并打印它的训练日志：每次调用中，作为各次反向传播起点的那些损失的值，旁边是参考解法在同样的模型和批量上的日志。先读一读再往下走：单看这样一份日志，你能发现哪里不对吗？
 
 # %%
 def train_broken(G, D, GD, z_, config, x):
@@ -216,7 +216,7 @@ assert solved, "biggan_train：还没有完成，或者还不对：上面几行�
 
 
 # %% [markdown] tags=["read-after-exercises"]
-# **报告，以及错在哪里（实验 2）**。在 ajbrock/BigGAN-PyTorch#25 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历各个 D 步的循环之前，所以第一个之后的每个 D 步，用的都是它自己的梯度加上之前所有 D 步的梯度。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）他修好了它，并指出主训练脚本不受影响，因为它默认用 `num_D_steps=1` 训练。修法：在每个 D 步开始时、它的累积循环之前清零 D 的梯度（放进累积循环里，就会把除最后一个半批量之外的梯度全都扔掉）。
+# **报告，以及错在哪里（实验 2）**。在 ajbrock/BigGAN-PyTorch#25 里，`D.optim.zero_grad()` 只在 `train()` 开头调用一次，位于遍历各个 D 步的循环之前，所以第一个之后的每个 D 步，用的都是它自己的梯度加上之前所有 D 步的梯度。作者的回复是：“Good catch--this was a typo!”（发现得好，这是个笔误！）他修好了它，并指出主训练脚本不受影响，因为它默认用 `num_D_steps=1` 训练。修法：在每个 D 步开始时、它的累积循环之前清零 D 的梯度（放进累积循环里，就会把除最后一个微批量之外的梯度全都扔掉）。
 
 # %% [markdown]
 # ## 3 · WGAN-GP：一个能运行的惩罚项
