@@ -89,6 +89,17 @@ def _param_problems(step, params, ref_params, before, grads, lrs):
     return problems
 
 
+def _made_anew(returned, params, ref_params) -> list:
+    """The names of the parameters whose right new values `returned` holds (in a list, tuple or dict) as other
+    tensors while the parameter itself was left as it was."""
+    values = returned.values() if isinstance(returned, dict) else returned if isinstance(returned, (list, tuple)) \
+        else [returned]
+    tensors = [t for t in values if isinstance(t, torch.Tensor) and all(t is not p for p in params)]
+    return [n for n, p, ref in zip(NAMES, params, ref_params)
+            if not torch.allclose(p.detach(), ref.detach(), atol=1e-6)
+            and any(t.shape == ref.shape and torch.allclose(t.detach(), ref.detach(), atol=1e-6) for t in tensors)]
+
+
 def _moved_by(change, step) -> str:
     """What the change a parameter took is, seen against lr * its gradient: how many times it, the other way, or
     not along it at all."""
@@ -142,7 +153,7 @@ def sgd_checks(sgd_step, lr=0.1) -> Found:
         grads = [None if p.grad is None else p.grad.clone() for p in checked]
         try:
             with data_uses() as reads:
-                sgd_step(params, step_lr)
+                returned = sgd_step(params, step_lr)
         except Exception as error:
             if "NoneType" not in str(error) or "ellipsis" in str(error) or isinstance(error, NotImplementedError):
                 raise Raised("sgd_step", error) from error
@@ -157,6 +168,11 @@ def sgd_checks(sgd_step, lr=0.1) -> Found:
                 now=len(params), was=len(checked)))
             break
         problems += _param_problems(step, checked, ref_params, before, grads, lrs[:step])
+        made = _made_anew(returned, checked, ref_params)
+        if problems and made:
+            problems = [_("your step returned the new values of {names} as new tensors, and the parameters "
+                          "themselves did not change: the model and its optimizer hold those, not what a step "
+                          "returns").format(names=", ".join(made))]
         if problems:
             break
     return problems

@@ -61,6 +61,20 @@ def sgd_no_skip(params, lr):                      # u's .grad is None: lr * None
             p.grad = None
 
 
+def sgd_new_tensors(params, lr):                  # the new values made as new tensors and returned
+    with torch.no_grad():
+        new = [p - lr * p.grad for p in params if p.grad is not None]
+        for p in params:
+            p.grad = None
+    return new
+
+
+def test_sgd_new_values_returned_as_new_tensors_are_named(capsys):
+    ok, out = run(capsys, exercises.check_sgd_step, sgd_new_tensors)
+    assert ok is False and out.startswith("✗ sgd_step: your step returned the new values of w, b as new tensors"), out
+    assert "cleared before" not in out and out.count("✗") == 1, out
+
+
 def sgd_cleared_first(params, lr):                # .grad cleared before the update reads it
     with torch.no_grad():
         for p in params:
