@@ -115,6 +115,18 @@ AUTOGRAD_HINTS = [
         "step or an in-place op (lesson 03)")),
 ]
 
+SCALER_HINTS = [    # the errors a GradScaler raises, each with what it means (lessons 10 and 13)
+    ("unscale_() has already been called on this optimizer since the last update()",
+     N_("scaler.unscale_ ran twice on one optimizer in one iteration (scaler.step unscales by itself)")),
+    ("No inf checks were recorded for this optimizer",
+     N_("scaler.step(opt) found no gradient to unscale: every .grad of that optimizer's parameters was None when "
+        "it ran")),
+    ("Attempted step but _scale is None",
+     N_("scaler.step ran before the scaler had scaled any loss: no scaler.scale(...) had gone into a backward yet")),
+    ("No inf checks were recorded prior to update",
+     N_("scaler.update() ran before any scaler.step of this iteration had checked its gradients for inf")),
+]
+
 
 class _DataUses(TorchFunctionMode):
     """Counts reads of `.data` on tensors that require grad, and assignments to it."""

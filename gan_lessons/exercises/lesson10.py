@@ -7,7 +7,7 @@ import torch
 from torch import nn, optim
 
 from gan_lessons.exercises.exercise import Exercise, Found, Raised
-from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, ONE_BACKWARD, raised
+from gan_lessons.exercises.feedback import AUTOGRAD_HINTS, ONE_BACKWARD, SCALER_HINTS, raised
 from gan_lessons.exercises.steps import first_difference, flat, parameter_names, recorded_steps
 from gan_lessons.exercises.variants import variant
 from gan_lessons.i18n import N_, _
@@ -16,17 +16,7 @@ from gan_lessons.strategies import bce
 MAX_NORM = 0.1        # D's gradient norm on the checker's batch is about 0.27: the clip is active
 ACCUM = 2             # D's micro-batches per step, in the checker's runs
 
-_AMP_HINTS = [
-    ("unscale_() has already been called on this optimizer since the last update()",
-     N_("scaler.unscale_ ran twice on one optimizer in one iteration (scaler.step unscales by itself)")),
-    ("No inf checks were recorded for this optimizer",
-     N_("scaler.step(opt) found no gradients of a scaled loss to unscale: no scaled loss had reached that "
-        "optimizer's parameters")),
-    ("Attempted step but _scale is None",
-     N_("scaler.step ran before the scaler had scaled any loss: no scaler.scale(...) had gone into a backward yet")),
-    ("No inf checks were recorded prior to update",
-     N_("scaler.update() ran before any scaler.step of this iteration had checked its gradients for inf")),
-] + AUTOGRAD_HINTS
+_AMP_HINTS = SCALER_HINTS + AUTOGRAD_HINTS
 
 
 def reference_amp_step(G, D, opt_G, opt_D, scaler, x_real, z, max_norm, accum=2):

@@ -534,6 +534,13 @@ def test_amp_without_update_is_told_what_the_scaler_s_error_means(capsys):
     assert "no scaler.update() came between the two calls" in out and "read the message" not in out, out
 
 
+def test_amp_gradients_cleared_before_the_scaler_s_step_are_told_what_the_scaler_s_error_means(capsys):
+    cleared = variant(amp.reference_optimize_parameters, move=("optimizer_g.zero_grad()", "scaler.step(optimizer_g)"))
+    ok, out = out_of(capsys, exercises.check_amp_lab(cleared))
+    assert not ok and "No inf checks were recorded for this optimizer" in out, out
+    assert "every .grad of that optimizer's parameters was None when it ran" in out and "read the message" not in out
+
+
 @pytest.mark.parametrize("wrong, words", [
     (amp_unscale_then_step, ["call 3: optimizer_g stepped although one of its gradients was inf",
                              "optimizer_g's weights now hold"]),

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, optim
 
+from gan_lessons.exercises.feedback import SCALER_HINTS
 from gan_lessons.exercises.lesson13.grading import LABS, Lab, add_lab, lab_exercise
 from gan_lessons.exercises.steps import first_difference, parameter_names
 from gan_lessons.i18n import N_, _
@@ -162,7 +163,7 @@ def _amp_exact(step):
 
 
 add_lab(Lab("amp", "AMP: one GradScaler, two optimizers", _amp_problem, reference_optimize_parameters,
-            calls=AMP_CALLS, atol=2e-2, extra=_amp_extra, first=_amp_steps, exact=_amp_exact))
+            calls=AMP_CALLS, atol=2e-2, extra=_amp_extra, first=_amp_steps, exact=_amp_exact, hints=SCALER_HINTS))
 
 
 # What a student's copy may not say before this lab's grader passes (words that name the bug or its fix, in either
