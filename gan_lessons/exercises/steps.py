@@ -304,7 +304,7 @@ def _how(mine, ref, k, rtol, name, causes=True, before=None, said=None):
 def first_difference(mine, ref, rtol=RTOL, causes=True, said=None):
     """The first optimizer step (in the order the reference's steps ran) where the student's gradients differ from
     the reference's, in words, or None when every step matches (causes=False: what was measured only, see _how;
-    said: a list that gets True when the line names the cause)."""
+    said: a list that gets True when the line names the cause, "none" when it says a gradient was None)."""
     counts = [_("{optimizer}.step() ran {runs} time(s) where the reference steps it {expected} time(s)").format(
         optimizer=opt_name, runs=len(mine.get(opt_name, [])), expected=len(ref[opt_name]))
         for opt_name in ref if len(mine.get(opt_name, [])) != len(ref[opt_name])]
@@ -315,6 +315,8 @@ def first_difference(mine, ref, rtol=RTOL, causes=True, said=None):
         g_step, r_step = mine[name][k], ref[name][k]
         missing = [p for p, r in r_step.items() if r is not None and g_step.get(p) is None]
         if missing:
+            if said is not None:    # no gradient at all: what the gradient should be is not what went wrong
+                said.append("none")
             return _("step {step}: {optimizer} stepped with {parameter}.grad None ({count} parameter(s) without a "
                      "gradient at that step)").format(
                 step=k + 1, optimizer=name, parameter=missing[0], count=len(missing))
@@ -335,8 +337,8 @@ def first_difference(mine, ref, rtol=RTOL, causes=True, said=None):
 
 def compare_steps(mine, reference, hint=None, rtol=RTOL):
     """first_difference as a list of problems (empty when the steps match), with `hint` (translated by the caller)
-    after it where the gradients differ (not where an optimizer stepped a different number of times: the hint
-    says what the gradient is, which is not what went wrong there)."""
+    after it where the gradients differ (not where an optimizer stepped a different number of times, or with a
+    .grad None: the hint says what the gradient is, which is not what went wrong there)."""
     said: list = []
     line = first_difference(mine, reference, rtol, said=said)
     if line is None:

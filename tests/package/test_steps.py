@@ -102,6 +102,9 @@ def test_a_missing_gradient_and_a_missing_step_are_named():
     mine, ref = _run(right), _run(right)
     mine["opt_G"][1]["G.0.weight"] = None
     assert steps.first_difference(mine, ref).startswith("step 2: opt_G stepped with G.0.weight.grad None (1 parameter")
+    assert steps.compare_steps(mine, ref, "the formula") == [steps.first_difference(mine, ref)]   # no formula
+    mine["opt_G"][1]["G.0.weight"] = mine["opt_G"][1]["G.0.bias"].new_zeros(ref["opt_G"][1]["G.0.weight"].shape)
+    assert steps.compare_steps(mine, ref, "the formula")[0].endswith(": the formula")      # a gradient off: formula
     mine["opt_G"].pop()
     assert steps.first_difference(mine, ref) == ("opt_G.step() ran 1 time(s) where the reference steps it 2 time(s)")
 
