@@ -151,8 +151,8 @@ def graph_problems(penalty, reference, D, G, grads=()):
     if not penalty.requires_grad:
         if grads and all(grads):
             return [_("the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. "
-                      "torch.autograd.grad ran with create_graph=True, but the penalty was computed from its "
-                      "gradient without that graph")]
+                      "torch.autograd.grad ran with create_graph=True, but the graph was cut somewhere between "
+                      "that gradient and the value returned")]
         return [_("the penalty is a constant (requires_grad=False): it trains nothing, and nothing tells you. The "
                   "gradient inside it was taken without create_graph=True")]
     problems = []

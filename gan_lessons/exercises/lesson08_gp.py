@@ -26,8 +26,8 @@ from gan_lessons.models import Reshape
 
 _GP_HINTS = [
     ("must match the size of tensor",
-     N_("eps, one number per image, was lined up with the images' last dimensions, not with the batch: "
-        "broadcasting matches shapes from the right")),
+     N_("eps, one number per image, was not lined up with the batch, the images' first dimension: broadcasting "
+        "matches shapes from the right")),
     ("One of the differentiated Tensors does not require grad",
      N_("x_hat did not require grad when D saw it, so D's scores have no graph back to it")),
     ("missing 1 required positional argument",

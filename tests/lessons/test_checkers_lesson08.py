@@ -194,8 +194,8 @@ def gp_detached_gradient(D, x_cond, x_real, x_fake, eps):   # create_graph=True,
 
 @pytest.mark.parametrize("answer, words", [
     (gp_written(create_graph=False), ["constant", "create_graph=True", "trains nothing"]),
-    (gp_detached_gradient, ["constant", "ran with create_graph=True, but the penalty was computed from its gradient "
-                                        "without that graph"]),
+    (gp_detached_gradient, ["constant", "ran with create_graph=True, but the graph was cut somewhere between that "
+                                        "gradient and the value returned"]),
     (gp_mixed(lambda eps: eps.mean()), ["mixed with the same weight", "an eps of its own"]),
     (gp_mixed(lambda eps: torch.zeros_like(eps)), ["the fake images themselves"]),
     (gp_mixed(lambda eps: 1 - eps), ["1 - eps of each real image"]),
