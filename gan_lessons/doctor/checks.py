@@ -2,6 +2,7 @@
 saw, steps over parameters without gradients or on gradients from two losses, D stepping on G's loss, a gradient
 penalty made from torch.autograd.grad without create_graph=True, and an input a module changed in place that its
 caller reads again."""
+import itertools
 import warnings
 import weakref
 
@@ -78,6 +79,7 @@ class Checks:
         self.constants: dict = {}
         self.mixed: dict = {}
         self.pending_grad = None
+        self.pending_detach = None        # the source of a net's output detached by the call that just ran
         self.frozen_at: dict = {}         # id(parameter): the line that set requires_grad=False, and its caller
         # the parameters a gradient taken with create_graph=True went through (a penalty on it reaches only those
         # its input gradient depends on: not D's last bias), and how many backwards had run by then
@@ -130,7 +132,11 @@ class Checks:
             self.data_aliases[id(out)] = (weakref.ref(out), target)   # `.data` of a tracked tensor
             if len(self.data_aliases) > 1000:
                 self.data_aliases = {k: v for k, v in self.data_aliases.items() if v[0]() is not None}
-        if self.constants or name == "grad":   # empty until an autograd.grad without create_graph: no cost before
+        if not in_module and target is not None and isinstance(out, torch.Tensor) and not out.requires_grad \
+                and target.requires_grad and target.grad_fn is not None and \
+                (name == "detach" or name == "__get__" and out.data_ptr() == target.data_ptr()):
+            self.pending_detach = self.detached_source(target, out)    # a net's output cut off: `d(x).detach()`
+        if self.constants or name == "grad" or self.pending_detach is not None:   # no cost before either
             self.follow_constants(name, args, kwargs, out, in_module)
 
     def on_input_written(self, module, given, write):
@@ -512,6 +518,20 @@ class Checks:
         params = {id(p) for p in leaves if weights or p not in inputs}
         return (user_frame(), params, weights) if params else None
 
+    def detached_source(self, target, out):
+        """The source of a constant a net's output detached (or read through `.data`) outside any module is: (the
+        line, the ids of the parameters the output was computed from, "detach", its name, the ids of the net's own
+        parameters), or None unless it was computed from another net's too (D's output on G's fake). A number made
+        from it alone and added to a loss of that other net adds nothing to any gradient (_follow_constants)."""
+        params = {id(fn.variable) for fn, _depth in itertools.islice(graphs.breadth_first([target.grad_fn]), 5000)
+                  if isinstance(getattr(fn, "variable", None), torch.nn.Parameter)}
+        output, net = (ref() for ref in self.journal.last_net_output)     # `D(x).detach()`: D's call's output
+        if output is not target or net is None or not params:
+            return None
+        own = {id(p) for p in net.parameters()}
+        return (user_frame(), params, "detach", _("{module}'s output").format(module=self.namer.module_name(net)),
+                own) if params - own else None
+
     def follow_constants(self, name, args, kwargs, out, in_module=False):
         """After each op, once autograd.grad has returned a constant gradient: what is computed from it alone is a
         constant too; the op that mixes it with a tensor that requires grad (a penalty added to loss_D) is marked,
@@ -521,6 +541,8 @@ class Checks:
         penalty = True
         if name == "grad" and self.pending_grad is not None:
             source, self.pending_grad = self.pending_grad, None
+        elif self.pending_detach is not None:
+            source, self.pending_detach = self.pending_detach, None
         else:
             given = [t for a in (*args, *kwargs.values()) for t in (a if isinstance(a, (tuple, list)) else [a])
                      if isinstance(t, torch.Tensor)]
@@ -529,16 +551,18 @@ class Checks:
             if not found:
                 return
             source = found[0][1]
-            # from weight gradients: a penalty only as a number added to a loss (not to a weight: p - lr * g)
-            penalty = not source[2] or (name in _ADDS and all(t.numel() == 1 for t, _ in found)
-                                        and not any(t.is_leaf for t in given if t.requires_grad))
+            # from weight gradients: a penalty only as a number added to a loss (not to a weight: p - lr * g); from
+            # a detached output: only a number added to a number (a term of a loss, not a relativistic offset)
+            numbers = name in _ADDS and all(t.numel() == 1 for t, _ in found)
+            penalty = numbers and all(t.numel() == 1 for t in given) if source[2] == "detach" else \
+                not source[2] or numbers and not any(t.is_leaf for t in given if t.requires_grad)
         for t in tensors_in(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
                 self.constants[key] = (weakref.ref(t, lambda ref, key=key: self._forget_constant(key, ref)), source)
             elif penalty and not in_module and \
                     (info := journal.nodes.get(getattr(t, "grad_fn", None))) is not None:
-                self.mixed[info.serial] = source
+                self.mixed[info.serial] = (*source, user_frame()) if source[2] == "detach" else source
                 if len(self.mixed) > 1000:
                     self.mixed = dict(list(self.mixed.items())[-500:])
 
@@ -551,7 +575,19 @@ class Checks:
         a gradient of these same parameters? It adds a number to the loss and nothing to any gradient."""
         for serial in serials & self.mixed.keys():
             where, params = self.mixed[serial][:2]
-            if where is not None and params & filled:
+            if where is not None and self.mixed[serial][2] == "detach":
+                if not params & filled or self.mixed[serial][4] & filled:   # a loss of the net that made it: a
+                    continue                            # value it keeps (a memory of its outputs), not a term for G
+                self.suspicious(_("a term added to this loss at {added} is computed from {name}, detached at "
+                                  "{where}: it is a constant to this backward, so it changes the loss's value and "
+                                  "gives no gradient to the parameters it was computed from").format(
+                    added=self.mixed[serial][5], name=self.mixed[serial][3], where=where),
+                                {"where": where, "backward": user_frame()},
+                                [(N_("if that term is to train through the net that made it (G's adversarial term "
+                                     "through D), compute it without .detach(); if it is there to be reported, report "
+                                     "it beside the loss, not in it"), "04")],
+                                key="detached term")
+            elif where is not None and params & filled:
                 self.suspicious(_("the penalty built from the gradient at {file}:{line} (`{code}`) is a constant, "
                                    "because torch.autograd.grad was called without create_graph=True: that gradient "
                                    "has no graph back to the parameters, so the penalty adds to the loss but trains "

@@ -40,6 +40,7 @@ class Journal:
     flagged_at: dict = field(default_factory=dict)
     from_values: dict = field(default_factory=dict)      # tensors made from Python values (torch.tensor(x.item()))
     no_graph_outputs: dict = field(default_factory=dict)   # id: (weak output, module) of module outputs with no graph
+    last_net_output: tuple = (lambda: None, lambda: None)   # (weak output, weak module): the last net's call
     # what the doctor says: its diagnoses (warnings and information lines too), and notes on its own bookkeeping
     diagnoses: list = field(default_factory=list)
     notes: list = field(default_factory=list)

@@ -30,6 +30,13 @@ UNUSED_FIXES = [(N_("compute the outputs from that tensor itself, not from a cop
 OUT_FIXES = [(N_("write out of place and rebind the name (h = h * 2, not torch.mul(h, 2, out=h)): autograd records "
                   "the new tensor"), "03"),
               (N_("or, where no gradient should flow through it, make the call under torch.no_grad()"), "04")]
+PARAMETER_OUT_FIXES = [(N_("copy the values into the parameter under torch.no_grad() (p.copy_(values)), as nn.init "
+                            "does: the write is then part of no graph, and the parameter stays the leaf its optimizer "
+                            "holds (rebound to a computed tensor, it would no longer be a parameter)"), "01")]
+FACTORY_OUT_WRONG = [(N_("the same out= call under torch.no_grad(): a factory such as torch.arange or torch.linspace, "
+                         "given out=, then leaves the parameter's requires_grad False, so it stops training and "
+                         "nothing tells you"), None)]
+FACTORIES = ("arange", "linspace", "logspace", "range")
 FLAG_FIXES = [(N_("x.detach(): a new tensor, without a graph, for the part that must not train what made x (in a "
                    "GAN: D(fake.detach()) in D's loss)"), "04")]
 FLAG_WRONG = [(N_("x.requires_grad = False inside torch.no_grad(): the flag of a computed tensor cannot be changed "
@@ -149,7 +156,9 @@ def out_grad(diagnoser, error):
              "requires grad": ", ".join(f"{_label(namer, t)} {list(t.shape)}" for t in grad[:3]) or "?"}
     return Diagnosis("out_grad", _("{op}(..., out={label}) was given tensors that require grad: autograd records no "
                                    "graph for an out= call").format(op=failed.name if failed else "an op",
-                                                                    label=_label(namer, out)), facts, OUT_FIXES)
+                                                                    label=_label(namer, out)), facts,
+                     *((PARAMETER_OUT_FIXES, FACTORY_OUT_WRONG if failed and failed.name in FACTORIES else [])
+                       if isinstance(out, torch.nn.Parameter) else (OUT_FIXES, [])))
 
 
 def nonleaf_flag(diagnoser, error):

@@ -627,6 +627,51 @@ def test_a_penalty_without_create_graph_is_warned_once(create_graph, in_loss, wa
         assert "fix: pass create_graph=True" in message
 
 
+def adversarial_term_step(way):
+    """G's step of an image-to-image GAN: an L1 term plus an adversarial term through D, written `way`."""
+    torch.manual_seed(0)
+    G, D = nn.Sequential(nn.Linear(4, 8), nn.Tanh()), nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.2),
+                                                                    nn.Linear(8, 1))
+    opt_G = optim.Adam(G.parameters())
+    x, target = torch.randn(6, 4), torch.randn(6, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_G=opt_G):
+            for _ in range(2):
+                fake = G(x)
+                if way == "detached":
+                    pred_fake = D(fake).detach()  # detached-term
+                    adv = F.binary_cross_entropy_with_logits(pred_fake, torch.ones_like(pred_fake))
+                    loss_G = 100 * F.l1_loss(fake, target) + adv  # term-added
+                elif way == "relativistic":       # D's real scores detached: an offset inside the loss
+                    pred_real, pred_fake = D(target).detach(), D(fake)
+                    adv = F.binary_cross_entropy_with_logits(pred_fake - pred_real.mean(), torch.ones_like(pred_fake))
+                    loss_G = 100 * F.l1_loss(fake, target) + adv
+                else:                               # the score's mean detached and logged, not added
+                    pred_fake = D(fake)
+                    logged = pred_fake.detach().mean()
+                    loss_G = 100 * F.l1_loss(fake, target) + F.softplus(-pred_fake).mean()
+                    assert logged.requires_grad is False
+                opt_G.zero_grad()
+                loss_G.backward()  # term-backward
+                opt_G.step()
+    return [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+
+
+def test_a_loss_term_made_from_a_net_s_detached_output_is_warned_once():
+    said = adversarial_term_step("detached")
+    assert len(said) == 1, said
+    assert said[0].startswith(f"autograd doctor: a term added to this loss at line {line_of('term-added')}"), said
+    assert f"is computed from D's output, detached at line {line_of('detached-term')}" in said[0], said
+    assert "gives no gradient to the parameters it was computed from" in said[0], said
+    assert f"backward: line {line_of('term-backward')}" in said[0] and "without .detach()" in said[0], said
+
+
+@pytest.mark.parametrize("way", ["relativistic", "logged"])
+def test_a_detached_output_used_as_an_offset_or_logged_is_not_warned(way):
+    assert adversarial_term_step(way) == []
+
+
 def test_backward_of_a_constant_penalty_is_diagnosed():
     """The same bug, loud: the penalty backpropagated on its own raises, and the doctor names the autograd.grad."""
     D, opt_D, x_real, x_fake, x_hat = gp_setup()

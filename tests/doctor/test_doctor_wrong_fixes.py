@@ -18,7 +18,9 @@ cause as the right fixes are, then runs the wrong fix:
 - one loss differentiated twice: retain_graph=True doubles .grad;
 - an inference tensor: detach() leaves it one (still refused for saving), requires_grad_() is refused; a gradient accumulator replaced by set_: allow_unused=True returns None for a tensor the graph used;
   requires_grad changed on a computed tensor: torch.no_grad() around it still raises (numpy() under no_grad, which
-  works, is offered as a fix)."""
+  works, is offered as a fix);
+- an out= call of a factory (torch.arange) into a parameter: the same call under torch.no_grad() raises nothing and
+  leaves the parameter not requiring grad, where p.copy_() under no_grad keeps it trainable."""
 import contextlib
 import copy
 import warnings
@@ -676,3 +678,31 @@ def test_another_net_s_output_carried_across_a_step_is_not_told_to_be_detached()
     assert not any("keep D_fake.detach()" in f for f, _ in d.fixes), d.text()
     with_fake, without = _gan_step_reusing_scores("input detached"), _gan_step_reusing_scores("scores detached")
     assert not torch.allclose(with_fake, without)      # the wrong fix changes D's gradient: the fake term is gone
+
+
+class _Bessel(nn.Module):
+    """DimeNet's radial basis: its frequencies, a parameter, set by an out= call at init (the fix: copied in)."""
+
+    def __init__(self, way):
+        super().__init__()
+        self.frequencies = nn.Parameter(torch.empty(6))
+        if way == "out":
+            torch.arange(1, 7, out=self.frequencies).mul_(3.14159)
+        elif way == "out under no_grad":
+            with torch.no_grad():
+                torch.arange(1, 7, out=self.frequencies).mul_(3.14159)
+        else:
+            with torch.no_grad():
+                self.frequencies.copy_(torch.arange(1, 7) * 3.14159)
+
+
+def test_an_out_call_into_a_parameter_leads_with_a_copy_under_no_grad_not_the_same_call_under_it():
+    d = diagnosis_of(lambda: _Bessel("out"))
+    assert d.kind == "out_grad"
+    assert d.fixes[0][0].startswith("copy the values into the parameter under torch.no_grad()"), d.text()
+    assert d.wrong[0][0].startswith("the same out= call under torch.no_grad()"), d.text()
+    fixed = _Bessel("copied")                            # the fix: still the same trainable parameter
+    assert isinstance(fixed.frequencies, nn.Parameter) and fixed.frequencies.requires_grad
+    assert torch.allclose(fixed.frequencies, torch.arange(1, 7) * 3.14159)
+    wrong = _Bessel("out under no_grad")                 # the wrong fix: raises nothing, and freezes it
+    assert isinstance(wrong.frequencies, nn.Parameter) and not wrong.frequencies.requires_grad
