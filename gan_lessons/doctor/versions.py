@@ -149,8 +149,7 @@ class VersionErrors:
                          "value") if renewed else
                        _("{summary}; the loss reaches the old weights through {names}, computed before the "
                          "step")).format(summary=summary, names=shown)
-            stepped = (s.param or "").split(".")[0]
-            outputs = [net for net in self._net_outputs(names) if net != stepped]
+            outputs = self._net_outputs(names, step.params if step is not None else [])
             if renewed:                # a fresh forward chains onto the old value again: cut the chain where it
                 fixes = [(_("keep {detached} where it is renewed (or renew it under torch.no_grad()) when it is a "  # is
                             "running value or a state the next batch continues from; reset it at the start of each "  # made
@@ -199,17 +198,26 @@ class VersionErrors:
         return [(_("step {owner} after the backward at {where}, not {name}: that backward gave {name} nothing to "
                    "step on").format(owner=owner, name=name, where=after.where), "05")]
 
-    def _net_outputs(self, names) -> list:
-        """The trained nets (modules with parameters that require grad) whose forward made these variables."""
+    def _net_outputs(self, names, stepped) -> list:
+        """The trained nets (modules with parameters that require grad) other than the one the step trained (none of
+        their parameters in `stepped`) whose forward made these variables, each by the shortest name the doctor
+        knows it by (`self.D` for a node made in `self.D.net.2`)."""
         live, nodes, nets = self.namer.names().variables, self.journal.nodes, []
+        known = {n: m for m, n in self.namer.names().modules.items()}
+        stepped_ids = {id(p) for p in stepped}
         for name in names:
             t = live.get(name)
             info = nodes.get(t.grad_fn) if isinstance(t, torch.Tensor) and t.grad_fn is not None else None
             if info is None or info.module is None:
                 continue
-            net = self.namer.module_name(info.module).split(".")[0]        # the net the running module is part of
-            top = next((m for m, n in self.namer.names().modules.items() if n == net), info.module)
-            if any(p.requires_grad for p in top.parameters()) and net not in nets:
+            path = self.namer.module_name(info.module).split(".")
+            prefixes = [".".join(path[:k]) for k in range(1, len(path) + 1)]
+            top = next((known[p] for p in prefixes if p in known
+                        and not any(id(q) in stepped_ids for q in known[p].parameters())), None)
+            if top is None or not any(q.requires_grad for q in top.parameters()):
+                continue                  # the stepped net's own output, or a module with nothing to train
+            net = self.namer.module_name(top)
+            if net not in nets:
                 nets.append(net)
         return nets
 

@@ -307,3 +307,35 @@ def test_a_module_run_by_its_forward_method_is_placed_at_the_line_that_called_it
     assert "(`h = self.net(x)`), called from line" in d.facts["saved by"] or \
         "(`return torch.sigmoid(h)`), called from line" in d.facts["saved by"], d.text()
     assert "`d_fake = D.forward(fake)`" in d.facts["saved by"], d.text()
+
+
+class _Solver:
+    """FactorVAE's shape: the nets are attributes of a trainer object, so the doctor knows them as self.VAE, self.D."""
+
+    def __init__(self):
+        torch.manual_seed(0)
+        self.VAE, self.D = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4)), nn.Linear(4, 2)
+        self.optim_VAE, self.optim_D = optim.Adam(self.VAE.parameters()), optim.Adam(self.D.parameters())
+
+    def train(self, fixed):
+        z = self.VAE(torch.randn(5, 6))
+        D_z = self.D(z)
+        vae_loss = z.pow(2).mean() + (D_z[:, 0] - D_z[:, 1]).mean()
+        self.optim_VAE.zero_grad()
+        vae_loss.backward(retain_graph=True)
+        self.optim_VAE.step()
+        D_z_for_D = self.D(z.detach()) if fixed else D_z
+        D_loss = F.cross_entropy(D_z_for_D, torch.zeros(5, dtype=torch.long))
+        self.optim_D.zero_grad()
+        D_loss.backward()
+        self.optim_D.step()
+
+
+def test_another_net_s_output_is_told_by_its_attribute_name_and_the_detach_of_its_input_comes_first():
+    solver = _Solver()
+    d = diagnosis_of(lambda: solver.train(fixed=False))
+    assert d.kind == "version" and "`D_z`" in d.summary, d.text()
+    assert d.fixes[0][0].startswith("where the later loss must not train the stepped net, detach the input of the "
+                                    "forward that made `D_z`"), d.text()
+    assert "a forward of solver.D alone" in d.fixes[0][0], d.text()
+    _Solver().train(fixed=True)                        # that fix runs
