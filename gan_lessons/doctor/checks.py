@@ -248,10 +248,14 @@ class Checks:
             # is no GAN's D stepping on G's loss and is left alone)
             own = next((b for b in contributors if b not in stale),
                        next((b for b in contributors if b is not stale[0]), stale[0]))
+            since = contributors[:next(k for k, b in enumerate(contributors) if b in stale)]   # latest first
+            first = since[-1] if since else own     # its own loss's first backward after the other's
             self.suspicious(_("{name}.step() adds up gradients from two losses: what the backward at {stale} left "
                                "in .grad (already used by another optimizer's step) and the backward at {own}").format(
                                  name=name, stale=stale[0].where, own=own.where), {"where": user_frame()},
-                             [(N_("call zero_grad() on this optimizer right before its own loss's backward"), "04")],
+                             [(_("call zero_grad() on this optimizer once, right before the first backward of its own "
+                                 "loss (the one at {first}), not between its own backwards").format(first=first.where),
+                               "04")],
                              key=("two losses", id(opt)))
         modes = [b for b in contributors if b.modes]         # a whole pass in eval mode, another in train
         evaluated = next((b for b in modes if b.modes == {False}), None)   # mode (not a frozen part in eval

@@ -1070,6 +1070,30 @@ def test_d_stepping_on_g_s_leftover_gradient_is_warned_when_one_line_steps_both_
     assert any("opt_D.step() adds up gradients from two losses" in s for s in said), said
 
 
+def test_d_s_loss_in_two_backwards_is_told_to_clear_once_before_the_first_of_them():
+    """The DCGAN tutorial's D step (a backward on the real batch, one on the fake) with D's zero_grad missing: the
+    fix names the first of D's two backwards, where clearing before the second would lose the real batch's."""
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 2))
+    D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+            for _ in range(2):
+                fake = G(torch.randn(8, 4))
+                D(torch.randn(8, 2)).mean().neg().backward()  # first-D-backward
+                D(fake.detach()).mean().backward()
+                opt_D.step()
+                opt_G.zero_grad()
+                D(fake).mean().neg().backward()
+                opt_G.step()
+    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    two = [s for s in said if "opt_D.step() adds up gradients from two losses" in s]
+    assert two and f"before the first backward of its own loss (the one at line {line_of('first-D-backward')}" \
+        in two[0], said
+
+
 def test_one_loss_meant_for_an_encoder_and_a_decoder_is_not_called_one_net_stepping_on_the_others():
     """Two losses that both train an encoder and a decoder, each net stepped once on their sum (no GAN): no warning;
     the same order with a D and a G named so is warned (a D stepping on what G's loss left)."""
