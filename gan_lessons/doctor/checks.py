@@ -527,11 +527,11 @@ class Checks:
         line, the ids of the parameters the output was computed from, "detach", its name, the ids of the net's own
         parameters), or None unless it was computed from another net's too (D's output on G's fake). A number made
         from it alone and added to a loss of that other net adds nothing to any gradient (_follow_constants)."""
+        output, net = (ref() for ref in self.journal.last_net_output)     # `D(x).detach()`: D's call's output
+        if output is not target or net is None:
+            return None
         params = {id(fn.variable) for fn, _depth in itertools.islice(graphs.breadth_first([target.grad_fn]), 5000)
                   if isinstance(getattr(fn, "variable", None), torch.nn.Parameter)}
-        output, net = (ref() for ref in self.journal.last_net_output)     # `D(x).detach()`: D's call's output
-        if output is not target or net is None or not params:
-            return None
         own = {id(p) for p in net.parameters()}
         return (user_frame(), params, "detach", _("{module}'s output").format(module=self.namer.module_name(net)),
                 own) if params - own else None
