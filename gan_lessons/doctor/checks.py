@@ -10,9 +10,9 @@ import torch
 
 from gan_lessons import graphs
 from gan_lessons.doctor import ranks
-from gan_lessons.doctor.frames import called_from_user, shown_path, user_frame
+from gan_lessons.doctor.frames import call_site, called_from_user, shown_path, user_frame
 from gan_lessons.doctor.naming import looks_like_gan, looks_like_generator, net_of
-from gan_lessons.doctor.nodes import ForeignStep
+from gan_lessons.doctor.nodes import DetachedForward, ForeignStep
 from gan_lessons.doctor.ops import frozen_flag, is_inplace
 from gan_lessons.doctor.report import Diagnosis, DoctorWarning
 from gan_lessons.i18n import N_, _
@@ -80,6 +80,11 @@ class Checks:
         self.mixed: dict = {}
         self.pending_grad = None
         self.pending_detach = None        # the source of a net's output detached by the call that just ran
+        # nets' outputs detached outside any module (id: (weak tensor, weak net, line)), the forwards of other nets
+        # on them, and the backwards through one of those that stepped the detached net: judged at the other's step
+        self.detached_outputs: dict = {}
+        self.detached_forwards: list = []
+        self.pending_terms: list = []
         self.frozen_at: dict = {}         # id(parameter): the line that set requires_grad=False, and its caller
         # the parameters a gradient taken with create_graph=True went through (a penalty on it reaches only those
         # its input gradient depends on: not D's last bias), and how many backwards had run by then
@@ -92,7 +97,7 @@ class Checks:
         """Once the block is over: let go of what holds the student's tensors (what was said stays)."""
         self.foreign.clear()
         for table in (self.data_aliases, self.pending_data, self.constants, self.mixed, self.frozen_at,
-                      self.inputs_written):
+                      self.inputs_written, self.detached_outputs, self.detached_forwards, self.pending_terms):
             table.clear()
         self.pending_grad = None
 
@@ -138,6 +143,35 @@ class Checks:
             self.pending_detach = self.detached_source(target, out)    # a net's output cut off: `d(x).detach()`
         if self.constants or name == "grad" or self.pending_detach is not None:   # no cost before either
             self.follow_constants(name, args, kwargs, out, in_module)
+
+    def on_forward(self, module, args):
+        """The student's own call of a net: on another net's detached output (D(fake.detach())), it is noted."""
+        if not self.detached_outputs:
+            return
+        for t in args:
+            entry = self.detached_outputs.get(id(t)) if isinstance(t, torch.Tensor) else None
+            source = entry[1]() if entry is not None and entry[0]() is t else None
+            if source is None or source is module or not any(True for _p in module.parameters()) \
+                    or any(m is module for m in source.modules()) or any(m is source for m in module.modules()):
+                continue
+            self.detached_forwards = self.detached_forwards[-50:] + [DetachedForward(
+                weakref.ref(module), weakref.ref(source), entry[2], call_site()[0], self.journal.serial, entry[3])]
+            return
+
+    def on_forward_end(self, module, out):
+        """That forward returned: the nodes it made end here; where the net was frozen, its output is a constant
+        computed from the detached net's parameters (G's adversarial term on D(fake.detach()) with D frozen)."""
+        for f in reversed(self.detached_forwards):
+            if f.end is None and f.net() is module:
+                f.end = self.journal.serial
+                if isinstance(out, torch.Tensor) and not out.requires_grad and out.is_floating_point() \
+                        and (source := f.source()) is not None:
+                    key = id(out)
+                    self.constants[key] = (weakref.ref(out, lambda ref, key=key: self._forget_constant(key, ref)), (
+                        f.detached, f.params, "detach", _("{net}'s output on {source}'s output").format(
+                            net=self.namer.module_name(module), source=self.namer.module_name(source)),
+                        {id(p) for p in module.parameters()}))
+                return
 
     def on_input_written(self, module, given, write):
         """A module's forward wrote in place into the tensor its caller gave it, and returned another one."""
@@ -188,6 +222,8 @@ class Checks:
         self.check_cleared_own(name, params, contributors)
         self.check_stepped_twice(opt, name, params, contributors)
         self.check_backward_within(name, contributors)
+        if self.detached_forwards:
+            self.check_detached_terms(opt, name, params, contributors)
 
     def constant_of(self, tensor):
         """The source of a constant gradient this tensor is (or was computed from), or None."""
@@ -458,6 +494,49 @@ class Checks:
                              {"where": f.where}, [(N_("detach the fake batch in D's loss to skip it"), "04")],
                              key="wasted backward")
 
+    def check_detached_terms(self, opt, name, params, contributors):
+        """A term that runs a net on another net's detached output (D(fake.detach())) in a loss that steps that other
+        net (G's loss): it gives G no gradient, only D one. Right when D's own step uses it (one loss for both nets);
+        else judged at D's next step: if that step does not use it (D's .grad was cleared first), the term trained
+        nothing."""
+        ids = {id(p) for p in params}
+        for entry in list(self.pending_terms):      # this step may be D's: did it use that backward's gradient?
+            b, f, stepped, stepped_at = entry
+            net, source = f.net(), f.source()
+            if net is None or source is None:
+                self.pending_terms.remove(entry)
+            elif any(id(p) in ids for p in net.parameters()):
+                self.pending_terms.remove(entry)
+                if all(c is not b for c in contributors):
+                    net_name, source_name = self.namer.module_name(net), self.namer.module_name(source)
+                    self.suspicious(_("the term that runs {net} at {where} on {source}'s output detached at "
+                                      "{detached} trained nothing: it gives {source} no gradient ({stepped}.step() at "
+                                      "{stepped_at} stepped without it), and what it gave {net} was cleared before "
+                                      "{name}.step()").format(net=net_name, where=f.where, source=source_name,
+                                                              detached=f.detached, stepped=stepped,
+                                                              stepped_at=stepped_at, name=name),
+                                    {"where": f.where, "backward": b.where},
+                                    [(_("run {net} on {source}'s output itself in that loss, not on a detached copy: "
+                                        "the detach belongs in {net}'s own loss").format(net=net_name,
+                                                                                        source=source_name), "04")],
+                                    key="detached input")
+        for f in self.detached_forwards:
+            net, source = f.net(), f.source()
+            if net is None or source is None or f.end is None or f.end <= f.start \
+                    or not any(id(p) in ids for p in source.parameters()):
+                continue                # not a step of the net whose output was detached
+            own = {id(p) for p in net.parameters()}
+            if own & ids:
+                continue                # one optimizer for both nets: this very step uses the term
+            for b in contributors:
+                if not any(s in b.nodes for s in range(f.start + 1, f.end + 1)) \
+                        or not any(id(p) in own for p in b.depth) or any(
+                            id(o) in b.used_by and any(id(p) in own for g in o.param_groups for p in g["params"])
+                            for o in self.journal.seen_optimizers):
+                    continue            # not through that forward, or that net's step already used it
+                if all(e[0] is not b or e[1] is not f for e in self.pending_terms):
+                    self.pending_terms = self.pending_terms[-20:] + [(b, f, name, user_frame())]
+
     def check_frozen_step(self, name, params):
         """Every parameter of this optimizer frozen (requires_grad=False) when it steps: no backward can have
         reached them, so the step trains nothing (a lazy R1 step run while D was still frozen from G's step)."""
@@ -523,17 +602,22 @@ class Checks:
         return (user_frame(), params, weights) if params else None
 
     def detached_source(self, target, out):
-        """The source of a constant a net's output detached (or read through `.data`) outside any module is: (the
-        line, the ids of the parameters the output was computed from, "detach", its name, the ids of the net's own
-        parameters), or None unless it was computed from another net's too (D's output on G's fake). A number made
-        from it alone and added to a loss of that other net adds nothing to any gradient (_follow_constants)."""
-        output, net = (ref() for ref in self.journal.last_net_output)     # `D(x).detach()`: D's call's output
+        """A net's output detached (or read through `.data`) outside any module, `D(x).detach()`: noted, for a forward
+        of another net on it (on_forward). The source of the constant it is: (the line, the ids of the parameters
+        it was computed from, "detach", its name, the ids of the net's own parameters), or None unless it was computed
+        from another net's too (D's output on G's fake). A number made from it alone and added to a loss of that
+        other net adds nothing to any gradient (_follow_constants)."""
+        output, net = (ref() for ref in self.journal.net_outputs.get(id(target), (lambda: None, lambda: None)))
         if output is not target or net is None:
             return None
         params = {id(fn.variable) for fn, _depth in itertools.islice(graphs.breadth_first([target.grad_fn]), 5000)
                   if isinstance(getattr(fn, "variable", None), torch.nn.Parameter)}
+        where = user_frame()
+        if len(self.detached_outputs) > 100:
+            self.detached_outputs = {k: v for k, v in self.detached_outputs.items() if v[0]() is not None}
+        self.detached_outputs[id(out)] = (weakref.ref(out), weakref.ref(net), where, params)
         own = {id(p) for p in net.parameters()}
-        return (user_frame(), params, "detach", _("{module}'s output").format(module=self.namer.module_name(net)),
+        return (where, params, "detach", _("{module}'s output").format(module=self.namer.module_name(net)),
                 own) if params - own else None
 
     def follow_constants(self, name, args, kwargs, out, in_module=False):

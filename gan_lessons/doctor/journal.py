@@ -40,7 +40,7 @@ class Journal:
     flagged_at: dict = field(default_factory=dict)
     from_values: dict = field(default_factory=dict)      # tensors made from Python values (torch.tensor(x.item()))
     no_graph_outputs: dict = field(default_factory=dict)   # id: (weak output, module) of module outputs with no graph
-    last_net_output: tuple = (lambda: None, lambda: None)   # (weak output, weak module): the last net's call
+    net_outputs: dict = field(default_factory=dict)   # id: (weak output, weak module) of the student's calls of nets
     # what the doctor says: its diagnoses (warnings and information lines too), and notes on its own bookkeeping
     diagnoses: list = field(default_factory=list)
     notes: list = field(default_factory=list)
@@ -53,7 +53,7 @@ class Journal:
         (what the doctor said stays), so that nothing lives longer than it would without the doctor."""
         for records in (self.inplace, self.backwards, self.steps, self.no_grad_forwards):
             records.clear()
-        for table in (self.inference_made, self.flagged_at, self.no_graph_outputs, self.from_values, self.grads_read,
+        for table in (self.inference_made, self.flagged_at, self.no_graph_outputs, self.net_outputs, self.from_values, self.grads_read,
                       self.grads_assigned):
             table.clear()
         self.last_leaf_inplace = self.failed = self.entry = None

@@ -91,6 +91,19 @@ class InplaceWrite:
 
 
 @dataclass(slots=True, eq=False)
+class DetachedForward:
+    """A net's forward on another net's output detached (D(fake.detach())): the nodes it made are the serials in
+    (start, end]. A term through it gives the other net no gradient, only this one."""
+    net: weakref.ref             # the net that ran (D)
+    source: weakref.ref          # the net whose output was detached (G)
+    detached: Where | None       # the line of the detach
+    where: Where | None          # the line of the forward
+    start: int                   # the last node serial before it
+    params: set                  # the ids of the parameters the detached output was computed from
+    end: int | None = None       # the last node serial it made, once it returned
+
+
+@dataclass(slots=True, eq=False)
 class ForeignStep:
     """A D step on gradients whose backward ran on into another net: judged at that net's step (checks.py)."""
     backward: BackwardCall

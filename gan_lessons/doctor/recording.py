@@ -373,6 +373,9 @@ class Recorder:
             journal.no_grad_forwards.append((weakref.ref(module), user_frame(), user_frame(nth=2)))
             self.off.add(id(module))
         journal.seen_modules.add(module)
+        if not self.stack:
+            for s in self.subscribers:
+                s.on_forward(module, args)
         self.owners.append(module if not self.owners or self._inside(module, self.owners[-1]) else self.owners[-1])
         self.stack.append(module)
         self.sites.append(site)
@@ -396,8 +399,13 @@ class Recorder:
             self.owners.pop()
             where = self.sites.pop()
             given = self.inputs.pop() if self.inputs else None
-            if not self.stack and isinstance(out, torch.Tensor):     # what the student's own call of a net returned
-                journal.last_net_output = (weakref.ref(out), weakref.ref(module))
+            if not self.stack:
+                if isinstance(out, torch.Tensor):     # what the student's own call of a net returned
+                    if len(journal.net_outputs) > 200:
+                        journal.net_outputs = {k: v for k, v in journal.net_outputs.items() if v[0]() is not None}
+                    journal.net_outputs[id(out)] = (weakref.ref(out), weakref.ref(module))
+                for s in self.subscribers:
+                    s.on_forward_end(module, out)
             tensor = given[0]() if given is not None else None
             if tensor is not None and tensor._version > given[1]:
                 self._input_written(module, tensor, out)

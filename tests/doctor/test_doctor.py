@@ -672,6 +672,67 @@ def test_a_detached_output_used_as_an_offset_or_logged_is_not_warned(way):
     assert adversarial_term_step(way) == []
 
 
+def g_step_through_d_on(way):
+    """An image-to-image GAN's G step then D step; G's adversarial term written `way`."""
+    torch.manual_seed(0)
+    G, D = nn.Sequential(nn.Linear(4, 8), nn.Tanh()), nn.Sequential(nn.Linear(8, 8), nn.LeakyReLU(0.2),
+                                                                    nn.Linear(8, 1))
+    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
+    x, target = torch.randn(6, 4), torch.randn(6, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
+            for _ in range(2):
+                fake = G(x)
+                if way == "one loss for both":      # D's term on the detached fake in the same loss: D steps on it
+                    loss = F.l1_loss(fake, target) + F.softplus(-D(fake)).mean() \
+                        + F.softplus(D(fake.detach())).mean() + F.softplus(-D(target)).mean()
+                    opt_G.zero_grad()
+                    opt_D.zero_grad()
+                    loss.backward()
+                    opt_G.step()
+                    opt_D.step()
+                    continue
+                for p in D.parameters():
+                    p.requires_grad_(way != "D frozen")
+                d_fake = D(fake.detach())  # detached-input
+                loss_G = F.mse_loss(d_fake, torch.ones_like(d_fake)) + 10 * F.l1_loss(fake, target)
+                opt_G.zero_grad()
+                loss_G.backward()  # detached-input-backward
+                opt_G.step()
+                for p in D.parameters():
+                    p.requires_grad_(True)
+                opt_D.zero_grad()
+                loss_D = F.softplus(D(fake.detach())).mean() + F.softplus(-D(target)).mean()
+                loss_D.backward()
+                opt_D.step()  # D-step
+    return [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+
+
+def test_g_s_term_through_d_on_a_detached_fake_is_warned_at_d_s_step():
+    said = g_step_through_d_on("D trained")
+    assert len(said) == 1, said
+    assert said[0].startswith(f"autograd doctor: the term that runs D at line {line_of('detached-input')} (`d_fake"
+                              ), said
+    assert f"on G's output detached at line {line_of('detached-input')} (`d_fake" in said[0], said
+    assert "trained nothing: it gives G no gradient (opt_G.step() at line" in said[0], said
+    assert "what it gave D was cleared before opt_D.step()" in said[0], said
+    assert f"backward: line {line_of('detached-input-backward')}" in said[0], said
+    assert "fix: run D on G's output itself in that loss, not on a detached copy" in said[0], said
+
+
+def test_g_s_term_through_a_frozen_d_on_a_detached_fake_is_a_constant_term():
+    said = g_step_through_d_on("D frozen")
+    assert len(said) == 1 and "is computed from D's output on G's output" in said[0], said
+    assert "it is a constant to this backward" in said[0], said
+
+
+def test_d_s_term_on_the_detached_fake_in_one_loss_both_nets_step_on_is_not_called_a_term_that_trained_nothing():
+    """(The doctor warns about that loop for another reason: one loss steps both nets.)"""
+    said = g_step_through_d_on("one loss for both")
+    assert not any("trained nothing" in s or "constant" in s for s in said), said
+
+
 def test_backward_of_a_constant_penalty_is_diagnosed():
     """The same bug, loud: the penalty backpropagated on its own raises, and the doctor names the autograd.grad."""
     D, opt_D, x_real, x_fake, x_hat = gp_setup()
