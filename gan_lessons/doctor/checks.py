@@ -51,7 +51,15 @@ def double_sigmoid_effect(target) -> str:
 
 # Ops that add a number to a loss: a weight gradient reduced to a number and added to a loss is a penalty (a
 # gradient-norm or variance penalty); multiplied, it is a weight (VQGAN's adaptive weight), meant as a constant.
-_ADDS = {"__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "add", "sub"}
+_ADDS = {"__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "add", "sub", "add_", "sub_"}
+
+
+# Autograd nodes through which a constant added before them only shifts a loss: sums, differences, means, products
+# with a constant (MulBackward0 and DivBackward0 count where one operand has no graph).
+_AFFINE = {"AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "RsubBackward0", "RsubBackward1",
+           "NegBackward0", "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "MulBackward1",
+           "DivBackward1", "StackBackward0", "CatBackward0", "ViewBackward0", "UnsqueezeBackward0",
+           "SqueezeBackward0", "SqueezeBackward1", "SelectBackward0", "CloneBackward0"}
 
 
 def tensors_in(x) -> list:
@@ -141,8 +149,21 @@ class Checks:
                 and target.requires_grad and target.grad_fn is not None and \
                 (name == "detach" or name == "__get__" and out.data_ptr() == target.data_ptr()):
             self.pending_detach = self.detached_source(target, out)    # a net's output cut off: `d(x).detach()`
+        if self.detached_outputs and not in_module and name not in ("__get__", "__set__"):
+            self.follow_detached(args, kwargs, out)
         if self.constants or name == "grad" or self.pending_detach is not None:   # no cost before either
             self.follow_constants(name, args, kwargs, out, in_module)
+
+    def follow_detached(self, args, kwargs, out):
+        """What an op outside any module makes from a net's detached output alone, with no graph (torch.cat with
+        the condition, noise added), is that output for a forward of another net on it (on_forward)."""
+        entry = next((e for a in (*args, *kwargs.values()) for t in tensors_in(a)
+                      if (e := self.detached_outputs.get(id(t))) is not None and e[0]() is t), None)
+        if entry is None:
+            return
+        for t in tensors_in(out):
+            if not t.requires_grad and id(t) not in self.detached_outputs:
+                self.detached_outputs[id(t)] = (weakref.ref(t), *entry[1:])
 
     def on_forward(self, module, args):
         """The student's own call of a net: on another net's detached output (D(fake.detach())), it is noted."""
@@ -209,7 +230,7 @@ class Checks:
         """A backward (or autograd.grad) about to run over these node serials, into these parameters (ids)."""
         self.judge_data_mutations(roots)
         if self.mixed:                    # only once an autograd.grad without create_graph fed an op that needs grad
-            self.check_constant_gradients(serials, filled)
+            self.check_constant_gradients(serials, filled, roots)
 
     def on_step(self, opt, name, params, contributors, closure):
         """An optimizer's step about to run, with the backward passes whose gradients its .grad holds."""
@@ -607,8 +628,10 @@ class Checks:
         it was computed from, "detach", its name, the ids of the net's own parameters), or None unless it was computed
         from another net's too (D's output on G's fake). A number made from it alone and added to a loss of that
         other net adds nothing to any gradient (_follow_constants)."""
-        output, net = (ref() for ref in self.journal.net_outputs.get(id(target), (lambda: None, lambda: None)))
-        if output is not target or net is None:
+        outputs = self.journal.net_outputs          # the net's output itself, or a view of it (`D(x).view(-1)`)
+        base = target if id(target) in outputs else target._base
+        output, net = (ref() for ref in outputs.get(id(base), (lambda: None, lambda: None)))
+        if output is None or output is not base or net is None:
             return None
         params = {id(fn.variable) for fn, _depth in itertools.islice(graphs.breadth_first([target.grad_fn]), 5000)
                   if isinstance(getattr(fn, "variable", None), torch.nn.Parameter)}
@@ -642,8 +665,9 @@ class Checks:
             # from weight gradients: a penalty only as a number added to a loss (not to a weight: p - lr * g); from
             # a detached output: only a number added to a number (a term of a loss, not a relativistic offset)
             numbers = name in _ADDS and all(t.numel() == 1 for t, _ in found)
-            penalty = numbers and all(t.numel() == 1 for t in given) if source[2] == "detach" else \
-                not source[2] or numbers and not any(t.is_leaf for t in given if t.requires_grad)
+            penalty = (name in _ADDS or name in ("stack", "cat")) and all(t.numel() == 1 for t in given) \
+                if source[2] == "detach" else not source[2] or numbers and not any(t.is_leaf for t in given
+                                                                                   if t.requires_grad)
         for t in tensors_in(out):
             if not t.requires_grad:
                 key = id(t)             # forgotten as soon as the tensor is freed: no cost once none is alive
@@ -658,14 +682,20 @@ class Checks:
         if self.constants.get(key, (None,))[0] is ref:
             del self.constants[key]
 
-    def check_constant_gradients(self, serials, filled):
+    def check_constant_gradients(self, serials, filled, roots=()):
         """At a backward into `filled` (parameter ids): does its graph hold a constant gradient's penalty, made from
-        a gradient of these same parameters? It adds a number to the loss and nothing to any gradient."""
+        a gradient of these same parameters? It adds a number to the loss and nothing to any gradient. Or a term
+        made from a net's detached output, added where only sums and constant factors lead on to the loss (a
+        target inside a squared error, `(target - v) ** 2`, is no such term)?"""
+        shifted = None
         for serial in serials & self.mixed.keys():
             where, params = self.mixed[serial][:2]
             if where is not None and self.mixed[serial][2] == "detach":
                 if not params & filled or self.mixed[serial][4] & filled:   # a loss of the net that made it: a
                     continue                            # value it keeps (a memory of its outputs), not a term for G
+                shifted = self._shifted(roots) if shifted is None else shifted
+                if serial not in shifted:
+                    continue
                 self.suspicious(_("a term added to this loss at {added} is computed from {name}, detached at "
                                   "{where}: it is a constant to this backward, so it changes the loss's value and "
                                   "gives no gradient to the parameters it was computed from").format(
@@ -683,6 +713,26 @@ class Checks:
                                  {"where": where, "backward": user_frame()},
                                  [(N_("pass create_graph=True to that torch.autograd.grad call"), "08")],
                                  key="constant gradient")
+
+    def _shifted(self, roots) -> set:
+        """The serials of the nodes a loss is an affine function of: those reached from its roots through sums,
+        means, and products with constants alone. A constant added at one of them shifts the loss and nothing
+        else."""
+        found: set = set()
+        seen: set = set()
+        todo = [t.grad_fn for t in roots if getattr(t, "grad_fn", None) is not None]
+        while todo:
+            fn = todo.pop()
+            if fn in seen or len(seen) > 500:
+                continue
+            seen.add(fn)
+            if (info := self.journal.nodes.get(fn)) is not None:
+                found.add(info.serial)
+            kind = type(fn).__name__
+            inputs = [f for f, _ in fn.next_functions]
+            if kind in _AFFINE or kind in ("MulBackward0", "DivBackward0") and sum(f is not None for f in inputs) == 1:
+                todo.extend(f for f in inputs if f is not None)
+        return found
 
     def _once(self, kind, summary, facts, fixes, key=None):
         """A new Diagnosis of `kind`, recorded; None when one of that key was already given at that line."""

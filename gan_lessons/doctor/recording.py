@@ -400,10 +400,10 @@ class Recorder:
             where = self.sites.pop()
             given = self.inputs.pop() if self.inputs else None
             if not self.stack:
-                if isinstance(out, torch.Tensor):     # what the student's own call of a net returned
-                    if len(journal.net_outputs) > 200:
-                        journal.net_outputs = {k: v for k, v in journal.net_outputs.items() if v[0]() is not None}
-                    journal.net_outputs[id(out)] = (weakref.ref(out), weakref.ref(module))
+                if len(journal.net_outputs) > 200:    # what the student's own call of a net returned
+                    journal.net_outputs = {k: v for k, v in journal.net_outputs.items() if v[0]() is not None}
+                for t in tensors_in(out):             # (a tensor, or each of a tuple's: logits and features)
+                    journal.net_outputs[id(t)] = (weakref.ref(t), weakref.ref(module))
                 for s in self.subscribers:
                     s.on_forward_end(module, out)
             tensor = given[0]() if given is not None else None

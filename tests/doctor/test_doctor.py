@@ -643,6 +643,16 @@ def adversarial_term_step(way):
                     pred_fake = D(fake).detach()  # detached-term
                     adv = F.binary_cross_entropy_with_logits(pred_fake, torch.ones_like(pred_fake))
                     loss_G = 100 * F.l1_loss(fake, target) + adv  # term-added
+                elif way in ("a view detached", "added in place", "stacked"):
+                    pred_fake = D(fake).view(-1).detach() if way == "a view detached" else D(fake).detach()
+                    adv = F.binary_cross_entropy_with_logits(pred_fake, torch.ones_like(pred_fake))
+                    if way == "added in place":
+                        loss_G = 100 * F.l1_loss(fake, target)
+                        loss_G += adv
+                    else:
+                        loss_G = torch.stack([100 * F.l1_loss(fake, target), adv]).sum()
+                elif way == "a target in a squared error":   # the detached score changes the gradient there
+                    loss_G = (fake.mean() - D(fake).detach().mean()) ** 2 + F.l1_loss(fake, target)
                 elif way == "relativistic":       # D's real scores detached: an offset inside the loss
                     pred_real, pred_fake = D(target).detach(), D(fake)
                     adv = F.binary_cross_entropy_with_logits(pred_fake - pred_real.mean(), torch.ones_like(pred_fake))
@@ -667,7 +677,13 @@ def test_a_loss_term_made_from_a_net_s_detached_output_is_warned_once():
     assert f"backward: line {line_of('term-backward')}" in said[0] and "without .detach()" in said[0], said
 
 
-@pytest.mark.parametrize("way", ["relativistic", "logged"])
+@pytest.mark.parametrize("way", ["a view detached", "added in place", "stacked"])
+def test_a_detached_term_is_found_behind_a_view_an_in_place_add_or_a_stack(way):
+    said = adversarial_term_step(way)
+    assert len(said) == 1 and "is computed from D's output, detached at line" in said[0], said
+
+
+@pytest.mark.parametrize("way", ["relativistic", "logged", "a target in a squared error"])
 def test_a_detached_output_used_as_an_offset_or_logged_is_not_warned(way):
     assert adversarial_term_step(way) == []
 
@@ -695,7 +711,8 @@ def g_step_through_d_on(way):
                     continue
                 for p in D.parameters():
                     p.requires_grad_(way != "D frozen")
-                d_fake = D(fake.detach())  # detached-input
+                noisy = fake.detach() + 0.01 * torch.randn_like(fake) if way == "with noise" else fake.detach()  # cut
+                d_fake = D(noisy)  # detached-input
                 loss_G = F.mse_loss(d_fake, torch.ones_like(d_fake)) + 10 * F.l1_loss(fake, target)
                 opt_G.zero_grad()
                 loss_G.backward()  # detached-input-backward
@@ -714,11 +731,16 @@ def test_g_s_term_through_d_on_a_detached_fake_is_warned_at_d_s_step():
     assert len(said) == 1, said
     assert said[0].startswith(f"autograd doctor: the term that runs D at line {line_of('detached-input')} (`d_fake"
                               ), said
-    assert f"on G's output detached at line {line_of('detached-input')} (`d_fake" in said[0], said
+    assert f"on G's output detached at line {line_of('cut')} (`noisy = " in said[0], said
     assert "trained nothing: it gives G no gradient (opt_G.step() at line" in said[0], said
     assert "what it gave D was cleared before opt_D.step()" in said[0], said
     assert f"backward: line {line_of('detached-input-backward')}" in said[0], said
     assert "fix: run D on G's output itself in that loss, not on a detached copy" in said[0], said
+
+
+def test_g_s_term_through_d_on_a_detached_fake_with_noise_added_is_warned_too():
+    said = g_step_through_d_on("with noise")
+    assert len(said) == 1 and "trained nothing: it gives G no gradient" in said[0], said
 
 
 def test_g_s_term_through_a_frozen_d_on_a_detached_fake_is_a_constant_term():
