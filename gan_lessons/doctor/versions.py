@@ -203,19 +203,18 @@ class VersionErrors:
         their parameters in `stepped`) whose forward made these variables, each by the shortest name the doctor
         knows it by (`self.D` for a node made in `self.D.net.2`)."""
         live, nodes, nets = self.namer.names().variables, self.journal.nodes, []
-        known = {n: m for m, n in self.namer.names().modules.items()}
         stepped_ids = {id(p) for p in stepped}
         for name in names:
             t = live.get(name)
             info = nodes.get(t.grad_fn) if isinstance(t, torch.Tensor) and t.grad_fn is not None else None
-            if info is None or info.module is None:
-                continue
-            path = self.namer.module_name(info.module).split(".")
-            prefixes = [".".join(path[:k]) for k in range(1, len(path) + 1)]
-            top = next((known[p] for p in prefixes if p in known
-                        and not any(id(q) in stepped_ids for q in known[p].parameters())), None)
-            if top is None or not any(q.requires_grad for q in top.parameters()):
-                continue                  # the stepped net's own output, or a module with nothing to train
+            if info is None or info.module is None or any(id(q) in stepped_ids for q in info.module.parameters()):
+                continue                  # the stepped net's own output
+            around = sorted(((n, m) for m, n in self.namer.names().modules.items()     # the nets it is part of,
+                             if any(sub is info.module for sub in m.modules())         # outermost first
+                             and not any(id(q) in stepped_ids for q in m.parameters())), key=lambda e: len(e[0]))
+            top = around[0][1] if around else info.module
+            if not any(q.requires_grad for q in top.parameters()):
+                continue                  # a module with nothing to train
             net = self.namer.module_name(top)
             if net not in nets:
                 nets.append(net)
