@@ -172,7 +172,7 @@ class Checks:
         for t in args:
             entry = self.detached_outputs.get(id(t)) if isinstance(t, torch.Tensor) else None
             source = entry[1]() if entry is not None and entry[0]() is t else None
-            if source is None or source is module or not any(True for _p in module.parameters()) \
+            if source is None or source is module or next(module.parameters(), None) is None \
                     or any(m is module for m in source.modules()) or any(m is source for m in module.modules()):
                 continue
             self.detached_forwards = self.detached_forwards[-50:] + [DetachedForward(

@@ -1132,9 +1132,8 @@ def test_the_write_into_what_the_saving_node_took_in_is_named_not_another_of_the
     assert dx.facts["modified by"].startswith(f"mul_ at line {line_of('input-write')}"), dx.text()
 
 
-def test_d_stepping_on_g_s_leftover_gradient_is_warned_when_one_line_steps_both_in_a_loop():
-    """Lightning's old loop over optimizers: one `loss.backward()` and one `optimizer.step()` line for G and D, and
-    zero_grad after the step: D's step adds the G loss's gradient (already stepped by opt_G) to its own."""
+def warned_in_two_passes(step):
+    """The doctor's warnings on two passes of step(G, D, opt_G, opt_D) over a small G and D."""
     torch.manual_seed(0)
     G = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 2))
     D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
@@ -1143,35 +1142,36 @@ def test_d_stepping_on_g_s_leftover_gradient_is_warned_when_one_line_steps_both_
         warnings.simplefilter("always")
         with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
             for _ in range(2):
-                for k, optimizer in enumerate([opt_G, opt_D]):
-                    fake = G(torch.randn(8, 4))
-                    loss = D(fake).mean() if k == 0 else D(torch.randn(8, 2)).mean() - D(fake.detach()).mean()
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+                step(G, D, opt_G, opt_D)
+    return [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+
+
+def test_d_stepping_on_g_s_leftover_gradient_is_warned_when_one_line_steps_both_in_a_loop():
+    """Lightning's old loop over optimizers: one `loss.backward()` and one `optimizer.step()` line for G and D, and
+    zero_grad after the step: D's step adds the G loss's gradient (already stepped by opt_G) to its own."""
+    def step(G, D, opt_G, opt_D):
+        for k, optimizer in enumerate([opt_G, opt_D]):
+            fake = G(torch.randn(8, 4))
+            loss = D(fake).mean() if k == 0 else D(torch.randn(8, 2)).mean() - D(fake.detach()).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    said = warned_in_two_passes(step)
     assert any("opt_D.step() adds up gradients from two losses" in s for s in said), said
 
 
 def test_d_s_loss_in_two_backwards_is_told_to_clear_once_before_the_first_of_them():
     """The DCGAN tutorial's D step (a backward on the real batch, one on the fake) with D's zero_grad missing: the
     fix names the first of D's two backwards, where clearing before the second would lose the real batch's."""
-    torch.manual_seed(0)
-    G = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 2))
-    D = nn.Sequential(nn.Linear(2, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
-    opt_G, opt_D = optim.Adam(G.parameters()), optim.Adam(D.parameters())
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with doctor(G=G, D=D, opt_G=opt_G, opt_D=opt_D):
-            for _ in range(2):
-                fake = G(torch.randn(8, 4))
-                D(torch.randn(8, 2)).mean().neg().backward()  # first-D-backward
-                D(fake.detach()).mean().backward()
-                opt_D.step()
-                opt_G.zero_grad()
-                D(fake).mean().neg().backward()
-                opt_G.step()
-    said = [str(w.message) for w in caught if issubclass(w.category, DoctorWarning)]
+    def step(G, D, opt_G, opt_D):
+        fake = G(torch.randn(8, 4))
+        D(torch.randn(8, 2)).mean().neg().backward()  # first-D-backward
+        D(fake.detach()).mean().backward()
+        opt_D.step()
+        opt_G.zero_grad()
+        D(fake).mean().neg().backward()
+        opt_G.step()
+    said = warned_in_two_passes(step)
     two = [s for s in said if "opt_D.step() adds up gradients from two losses" in s]
     assert two and f"before the first backward of its own loss (the one at line {line_of('first-D-backward')}" \
         in two[0], said
